@@ -1,0 +1,42 @@
+// ControlChannel: a worker's end of its control stream to the controller (DESIGN.md §2).
+// Implemented by transport/ over gRPC; driven by the background thread.
+//
+// Threading: Connect, Send and Close are called by the background thread only. Incoming
+// messages are queued by the implementation's own reader thread; TryReceive (background thread)
+// drains them, and the `wake` function given to Connect is called (from the reader thread, under
+// no kolo lock) whenever a message or a stream failure arrives.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+
+#include "core/messages.h"
+#include "kolo/status.h"
+
+namespace kolo {
+
+class ControlChannel {
+ public:
+  virtual ~ControlChannel() = default;
+
+  // Opens the stream, sends `hello` and blocks until the controller's Welcome arrives (it is
+  // sent once every rank has said hello) or `deadline` passes. Returns the peer table.
+  virtual StatusOr<std::vector<PeerInfo>> Connect(const Hello& hello,
+                                                  std::chrono::steady_clock::time_point deadline,
+                                                  std::function<void()> wake) = 0;
+
+  // Queues one message on the stream. Does not wait for the controller. Fails once the
+  // stream is broken.
+  virtual Status Send(const WorkerMessage& message) = 0;
+
+  // Returns the next received message, nullopt if none is waiting. A broken stream is an
+  // error status naming the controller (returned once every queued message was drained).
+  virtual StatusOr<std::optional<ControllerMessage>> TryReceive() = 0;
+
+  // Half-closes and tears the stream down; waits at most `deadline` for the reader thread.
+  // Idempotent.
+  virtual void Close(std::chrono::steady_clock::time_point deadline) = 0;
+};
+
+}  // namespace kolo

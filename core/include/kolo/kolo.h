@@ -1,0 +1,99 @@
+// kolo's public C++ API: named, asynchronous collective operations for data-parallel training.
+//
+// Threading: every function here may be called from any thread. enqueue-style *_async calls
+// validate locally, queue the op and return at once; they never wait on the network. The
+// blocking wrappers wait for the op's callback with the runtime's deadlines.
+//
+// Callback contract: if an *_async call returns an error, the callback never runs. If it
+// returns OK, the callback runs exactly once, on kolo's background thread, never under a kolo
+// lock; it may enqueue further ops. It receives OK when the result is in the output buffer, or
+// the error that ended the op (mismatch across ranks, a lost peer, shutdown).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "kolo/options.h"
+#include "kolo/status.h"
+#include "kolo/types.h"
+
+namespace kolo {
+
+using Callback = std::function<void(const Status&)>;
+
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::kSum;
+  // Multiplies each input before the reduction / the result after it. Floating-point dtypes
+  // only: integer tensors must keep 1.0.
+  double prescale = 1.0;
+  double postscale = 1.0;
+};
+
+class RuntimeImpl;
+
+// All per-rank state of kolo: tensor queue, background thread, control stream, data plane,
+// and (in rank 0) the controller. Several Runtimes may live in one process, one per rank.
+class Runtime {
+ public:
+  // Joins the job described by `options`. Blocks until every rank has connected to the
+  // controller and the data plane is up, or options.start_timeout_seconds pass.
+  static StatusOr<std::unique_ptr<Runtime>> Create(const Options& options);
+
+  // Shuts down if Shutdown() was not called.
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Leaves the job. Ops still pending fail with StatusCode::kShutdown. Waits (at most
+  // options.timeout_seconds) until every rank has called Shutdown(), so that rank 0's
+  // controller outlives its peers. Later calls return OK and do nothing.
+  Status Shutdown();
+
+  int rank() const;
+  int size() const;
+  int local_rank() const;   // index among the ranks on this host
+  int local_size() const;   // number of ranks on this host
+  int cross_rank() const;   // index of this host among hosts (by lowest rank)
+  int cross_size() const;   // number of hosts
+
+  // Reduces `input` across all ranks into `output` (the same dtype, shape and device).
+  // In-place when input.data == output.data. `name` identifies the op across ranks: every
+  // rank must submit the same name with the same dtype, shape and options; a name may have
+  // only one op in flight at a time on a rank.
+  Status AllreduceAsync(const std::string& name, const TensorView& input,
+                        const TensorView& output, const AllreduceOptions& options,
+                        Callback callback);
+  // Blocking form: enqueues and waits for the callback.
+  Status Allreduce(const std::string& name, const TensorView& input, const TensorView& output,
+                   const AllreduceOptions& options = {});
+
+ private:
+  explicit Runtime(std::unique_ptr<RuntimeImpl> impl);
+  std::unique_ptr<RuntimeImpl> impl_;
+};
+
+// ---- Process-wide default runtime: the free functions most training scripts use. ----
+
+// Reads Options::FromEnvironment() and creates the default runtime. Fails if one exists.
+Status init();
+Status init(const Options& options);
+// Shuts the default runtime down and destroys it. init() may be called again afterwards.
+Status shutdown();
+bool is_initialized();
+
+// Identity of the default runtime; -1 when not initialized.
+int rank();
+int size();
+int local_rank();
+int local_size();
+int cross_rank();
+int cross_size();
+
+Status allreduce_async(const std::string& name, const TensorView& input,
+                       const TensorView& output, const AllreduceOptions& options,
+                       Callback callback);
+Status allreduce(const std::string& name, const TensorView& input, const TensorView& output,
+                 const AllreduceOptions& options = {});
+
+}  // namespace kolo

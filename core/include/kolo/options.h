@@ -1,0 +1,54 @@
+// Options: everything a kolo runtime is configured with. Filled from the environment by
+// Options::FromEnvironment() (the table in core/config_table.cc lists every variable) or built
+// by hand for init(Options). Plain value type.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "kolo/status.h"
+
+namespace kolo {
+
+struct Options {
+  // Identity of this process in the job.
+  int rank = 0;
+  int size = 1;
+  int local_rank = -1;  // -1: computed from the host names all ranks report
+  int local_size = -1;
+
+  // "host:port" of the controller that rank 0 hosts. Rank 0 listens on its port.
+  std::string controller_address;
+  // Address other ranks use to reach this rank's data-plane listener. Empty: the address of
+  // the interface that routes to the controller.
+  std::string data_address;
+  // Host name reported to peers (groups ranks into local/cross sets). Empty: gethostname().
+  std::string host;
+  // Job secret (hex); kolorun makes a fresh one per job. Ranks with different secrets refuse
+  // each other.
+  std::string secret;
+
+  // Tuning.
+  int64_t fusion_threshold_bytes = 64 << 20;
+  double cycle_time_ms = 1.0;
+  int cache_capacity = 1024;
+
+  // Deadlines, in seconds.
+  double timeout_seconds = 30.0;        // data-plane progress, liveness, shutdown
+  double start_timeout_seconds = 60.0;  // init(): waiting for every rank to connect
+
+  // "trace", "debug", "info", "warning", "error", "off".
+  std::string log_level = "warning";
+
+  // Reads the variables of the config table from the process environment.
+  // Fails with a message naming the variable on a bad value.
+  static StatusOr<Options> FromEnvironment();
+  // Same, from an explicit map (for tests and for tools that build an environment).
+  static StatusOr<Options> FromMap(const std::map<std::string, std::string>& env);
+
+  // Checks ranges and consistency (rank < size, ...). init(Options) calls it.
+  Status Validate() const;
+};
+
+}  // namespace kolo

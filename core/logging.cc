@@ -1,0 +1,30 @@
+#include "core/logging.h"
+
+#include <spdlog/sinks/stdout_sinks.h>
+
+namespace kolo {
+
+StatusOr<spdlog::level::level_enum> ParseLogLevel(const std::string& text) {
+  if (text == "trace") return spdlog::level::trace;
+  if (text == "debug") return spdlog::level::debug;
+  if (text == "info") return spdlog::level::info;
+  if (text == "warning" || text == "warn") return spdlog::level::warn;
+  if (text == "error") return spdlog::level::err;
+  if (text == "off") return spdlog::level::off;
+  return InvalidArgument("'" + text +
+                         "' is not a log level (use trace, debug, info, warning, error or off)");
+}
+
+Logger MakeLogger(int rank, const std::string& module, spdlog::level::level_enum level) {
+  // One sink for the whole process: spdlog's mutex sink keeps lines from different threads
+  // whole.
+  static auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  auto logger = std::make_shared<spdlog::logger>(module, sink);
+  logger->set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(rank) + "] [" + module +
+                      "] [%l] %v");
+  logger->set_level(level);
+  logger->flush_on(spdlog::level::warn);
+  return logger;
+}
+
+}  // namespace kolo

@@ -1,0 +1,17 @@
+#include "core/messages.h"
+
+namespace kolo {
+
+int64_t TensorMeta::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+bool operator==(const TensorMeta& a, const TensorMeta& b) {
+  return a.name == b.name && a.op == b.op && a.dtype == b.dtype && a.shape == b.shape &&
+         a.device == b.device && a.reduce_op == b.reduce_op && a.root == b.root &&
+         a.prescale == b.prescale && a.postscale == b.postscale;
+}
+
+}  // namespace kolo

@@ -1,0 +1,86 @@
+// Plain structs of kolo's control protocol (docs/PROTOCOL.md). transport/ converts them to and
+// from the generated protobuf types; controller/ and the background loop use only these.
+// Value types; no threading concerns.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kolo/types.h"
+
+namespace kolo {
+
+// Full description of one named op as a rank submitted it.
+struct TensorMeta {
+  std::string name;
+  OpType op = OpType::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  Device device;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  int root = -1;
+  double prescale = 1.0;
+  double postscale = 1.0;
+
+  int64_t num_elements() const;
+};
+bool operator==(const TensorMeta& a, const TensorMeta& b);
+inline bool operator!=(const TensorMeta& a, const TensorMeta& b) { return !(a == b); }
+
+// One entry of a worker's request batch: either full metadata, or the cache id the controller
+// assigned to identical metadata earlier (cache_id != 0, meta unused).
+struct Request {
+  uint32_t cache_id = 0;
+  TensorMeta meta;
+};
+
+// First message on every worker stream.
+struct Hello {
+  int rank = -1;
+  int size = 0;
+  std::string host;
+  std::string data_address;  // "ip:port"
+  std::string job_token;     // derived from the job secret (bytes)
+};
+
+struct WorkerMessage {
+  enum class Kind { kHello, kRequests, kShutdown, kAbort, kPing };
+  Kind kind = Kind::kPing;
+  Hello hello;                    // kHello
+  std::vector<Request> requests;  // kRequests
+  std::string reason;             // kAbort: the root cause this rank hit
+};
+
+struct PeerInfo {
+  int rank = -1;
+  std::string host;
+  std::string data_address;
+};
+
+// A decision of the controller, identical on every rank. Executed in `seq` order.
+struct Response {
+  uint64_t seq = 0;
+  OpType op = OpType::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  int root = -1;
+  std::vector<std::string> names;      // fused tensors, in execution order
+  std::vector<uint32_t> cache_ids;     // parallel to names: id to use next time, 0 = none
+  std::vector<int64_t> num_elements;   // parallel to names
+  std::string error;                   // non-empty: these ops failed on every rank
+
+  bool is_error() const { return !error.empty(); }
+};
+
+struct ControllerMessage {
+  enum class Kind { kWelcome, kResponses, kShutdown, kAbort };
+  Kind kind = Kind::kResponses;
+  std::vector<PeerInfo> peers;       // kWelcome, indexed by rank
+  std::vector<Response> responses;   // kResponses
+  std::string reason;                // kAbort
+};
+
+}  // namespace kolo
