@@ -78,6 +78,8 @@ class [[nodiscard]] StatusOr {
   T* operator->() { CheckOk(); return &*value_; }
   const T* operator->() const { CheckOk(); return &*value_; }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
 
  private:
   void CheckOk() const {

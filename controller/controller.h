@@ -1,0 +1,122 @@
+// Controller: kolo's sequencer (DESIGN.md §1–2, §5), hosted in rank 0's process. The gRPC
+// service in transport/ calls it as a ControllerHandler; it admits ranks, negotiates tensors
+// (Negotiator), and sends every decision to all ranks through the ControllerOutbox, in one
+// order. It decides; it never moves tensor bytes.
+//
+// Threading: handler methods may be called concurrently from transport threads. One mutex
+// guards all decision state. Start() runs one sequencer thread that plans ready tensors when
+// their fusion window (one cycle time) closes; Stop() or the destructor joins it. Without
+// Start(), RunCycle() is the same step, for tests with a ManualClock.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller/negotiator.h"
+#include "controller/rendezvous.h"
+#include "core/clock.h"
+#include "core/controller_link.h"
+#include "core/logging.h"
+#include "core/messages.h"
+#include "kolo/status.h"
+
+namespace kolo::controller {
+
+class Controller final : public ControllerHandler {
+ public:
+  struct Config {
+    int size = 1;                               // ranks in the job
+    int64_t fusion_threshold_bytes = 64 << 20;  // KOLO_FUSION_THRESHOLD
+    double cycle_time_ms = 1.0;                 // KOLO_CYCLE_TIME_MS: the fusion window
+    int cache_capacity = 1024;                  // KOLO_CACHE_CAPACITY; 0 disables the cache
+    // Token every Hello must carry. Empty: the first admitted Hello's token is the reference.
+    std::string job_token;
+
+    // InvalidArgument naming the field when a value is out of range.
+    Status Validate() const;
+  };
+
+  // `config` must be valid (Config::Validate; the process aborts otherwise). `clock` must
+  // outlive the controller; `logger` must be non-null.
+  Controller(const Config& config, Clock* clock, Logger logger);
+  // Stops the sequencer thread if it runs.
+  ~Controller() override;
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Sets where messages go; call once, before or after the first handler call (the gRPC
+  // server that implements the outbox needs the handler first). Messages decided before
+  // Attach are queued and sent here, in order. `outbox` must outlive the controller.
+  void Attach(ControllerOutbox* outbox);
+
+  // Starts the sequencer thread. Call at most once.
+  void Start();
+  // Joins the sequencer thread; tensors still inside their fusion window are not planned.
+  // Idempotent; does not send anything.
+  void Stop();
+
+  // ControllerHandler. Never block on the network.
+  Status OnHello(const Hello& hello) override;
+  void OnMessage(int rank, const WorkerMessage& message) override;
+  void OnStreamClosed(int rank, const Status& why) override;
+
+  // One sequencer step at clock->Now(): if the fusion window of the ready tensors has closed,
+  // plans and sends them and returns nullopt; if it is still open, returns when it closes;
+  // nullopt when nothing is ready.
+  std::optional<Clock::TimePoint> RunCycle();
+
+  bool aborted() const;
+  std::string abort_reason() const;  // "" unless aborted
+  bool shutdown_sent() const;        // every rank sent its notice and got Shutdown
+
+ private:
+  struct Outgoing {
+    int rank = -1;  // -1: every rank
+    ControllerMessage message;
+  };
+
+  void HandleRequestsLocked(int rank, const std::vector<Request>& requests);
+  void HandleShutdownLocked(int rank);
+  // Broadcasts Abort with `reason` unless the job already aborted or shut down.
+  void AbortLocked(const std::string& reason);
+  // Opens a fusion window if tensors became ready while none were waiting.
+  void NoteReadyLocked(int ready_before);
+  // Plans ready tensors into a response batch for every rank if the window closed at `now`
+  // (or `force`). Returns false and sets *due to the window's end when it is still open.
+  bool PlanIfDueLocked(Clock::TimePoint now, bool force, Clock::TimePoint* due);
+  void QueueLocked(int rank, ControllerMessage message);
+  // Sends queued messages in the order they were decided.
+  void Flush();
+  void SequencerLoop();
+
+  // Constant after construction.
+  const Config config_;
+  const Clock::TimePoint::duration cycle_;
+  Clock* const clock_;
+  const Logger logger_;
+
+  // Serialises Flush so that messages leave in decision order. Taken before mu_, never after.
+  std::mutex send_mu_;
+  ControllerOutbox* outbox_ = nullptr;  // GUARDED_BY(send_mu_)
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;    // ready tensors appeared, or stop_
+  Negotiator negotiator_;           // GUARDED_BY(mu_)
+  Rendezvous rendezvous_;           // GUARDED_BY(mu_)
+  Clock::TimePoint window_start_;   // GUARDED_BY(mu_): oldest unplanned readiness
+  std::vector<Outgoing> outgoing_;  // GUARDED_BY(mu_): decided, not yet sent
+  bool aborted_ = false;            // GUARDED_BY(mu_)
+  std::string abort_reason_;        // GUARDED_BY(mu_)
+  bool shutdown_sent_ = false;      // GUARDED_BY(mu_)
+  bool stop_ = false;               // GUARDED_BY(mu_)
+
+  // Started by Start(), joined by Stop(); touched only by the thread that owns the controller.
+  std::thread sequencer_;
+};
+
+}  // namespace kolo::controller

@@ -1,0 +1,83 @@
+#include "controller/meta_validation.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace kolo::controller {
+namespace {
+
+bool IsValidOp(OpType op) {
+  const auto v = static_cast<int32_t>(op);
+  return v >= static_cast<int32_t>(OpType::kAllreduce) && v <= static_cast<int32_t>(OpType::kJoin);
+}
+
+std::string Mismatch(const std::string& what, const std::string& name, int rank_a,
+                     const std::string& value_a, int rank_b, const std::string& value_b) {
+  return "Mismatched " + what + " for '" + name + "': rank " + std::to_string(rank_a) + " sent " +
+         value_a + ", rank " + std::to_string(rank_b) + " sent " + value_b;
+}
+
+}  // namespace
+
+std::string FormatScale(double value) {
+  char buffer[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
+  return buffer;
+}
+
+Status CheckWellFormed(int rank, const TensorMeta& meta) {
+  const std::string who = "rank " + std::to_string(rank);
+  if (meta.name.empty()) return Internal(who + " announced a tensor without a name");
+  const std::string what = who + " announced '" + meta.name + "' with ";
+  if (!IsValidOp(meta.op)) return Internal(what + "an unknown " + OpTypeName(meta.op));
+  if (!IsValidDataType(static_cast<int32_t>(meta.dtype))) {
+    return Internal(what + "an unknown " + DataTypeName(meta.dtype));
+  }
+  if (!IsValidReduceOp(static_cast<int32_t>(meta.reduce_op))) {
+    return Internal(what + "an unknown " + ReduceOpName(meta.reduce_op));
+  }
+  for (int64_t d : meta.shape) {
+    if (d < 0) return Internal(what + "a negative dimension in " + ShapeToString(meta.shape));
+  }
+  return Status::Ok();
+}
+
+std::string DescribeMismatch(int rank_a, const TensorMeta& a, int rank_b, const TensorMeta& b) {
+  const std::string& name = a.name;
+  if (a.op != b.op) {
+    return Mismatch("operations", name, rank_a, OpTypeName(a.op), rank_b, OpTypeName(b.op));
+  }
+  if (a.dtype != b.dtype) {
+    return Mismatch("data types", name, rank_a, DataTypeName(a.dtype), rank_b,
+                    DataTypeName(b.dtype));
+  }
+  if (a.shape != b.shape) {
+    return Mismatch(OpTypeName(a.op) + " shapes", name, rank_a, ShapeToString(a.shape), rank_b,
+                    ShapeToString(b.shape));
+  }
+  if (a.device != b.device) {
+    return Mismatch("devices", name, rank_a, DeviceName(a.device), rank_b, DeviceName(b.device));
+  }
+  if (a.reduce_op != b.reduce_op) {
+    return Mismatch("reduce ops", name, rank_a, ReduceOpName(a.reduce_op), rank_b,
+                    ReduceOpName(b.reduce_op));
+  }
+  if (a.root != b.root) {
+    return Mismatch("root ranks", name, rank_a, std::to_string(a.root), rank_b,
+                    std::to_string(b.root));
+  }
+  if (a.prescale != b.prescale) {
+    return Mismatch("prescale factors", name, rank_a, FormatScale(a.prescale), rank_b,
+                    FormatScale(b.prescale));
+  }
+  if (a.postscale != b.postscale) {
+    return Mismatch("postscale factors", name, rank_a, FormatScale(a.postscale), rank_b,
+                    FormatScale(b.postscale));
+  }
+  return "";
+}
+
+}  // namespace kolo::controller

@@ -1,0 +1,49 @@
+#include "controller/negotiator.h"
+
+#include "controller/fusion_planner.h"
+#include "controller/meta_validation.h"
+
+namespace kolo::controller {
+
+Negotiator::Negotiator(const Config& config)
+    : config_(config), table_(config.size), cache_(config.cache_capacity) {}
+
+Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests) {
+  for (const Request& request : requests) {
+    const TensorMeta* meta = &request.meta;
+    if (request.cache_id != 0) {
+      meta = cache_.Lookup(request.cache_id);
+      if (meta == nullptr) {
+        return Internal("rank " + std::to_string(rank) + " sent unknown cache id " +
+                        std::to_string(request.cache_id));
+      }
+    } else {
+      KOLO_RETURN_IF_ERROR(CheckWellFormed(rank, *meta));
+    }
+    const size_t before = ready_.size();
+    KOLO_RETURN_IF_ERROR(table_.Announce(rank, *meta, &ready_));
+    CommitToCache(before);
+  }
+  return Status::Ok();
+}
+
+void Negotiator::AddShutdown(int rank) {
+  table_.MarkShutdown(rank, &ready_);
+}
+
+void Negotiator::CommitToCache(size_t first) {
+  // Ids are committed when a name completes, not when it is planned, so that readiness order
+  // alone decides them; no rank can use an id before the response that carries it arrives.
+  for (size_t i = first; i < ready_.size(); ++i) {
+    if (!ready_[i].is_error()) ready_[i].cache_id = cache_.Commit(ready_[i].meta);
+  }
+}
+
+std::vector<Response> Negotiator::Plan() {
+  std::vector<Response> responses =
+      PlanResponses(ready_, config_.fusion_threshold_bytes, &next_seq_);
+  ready_.clear();
+  return responses;
+}
+
+}  // namespace kolo::controller

@@ -1,0 +1,63 @@
+// Negotiator: the controller's whole decision state as plain data and plain calls (no threads,
+// no clock). It resolves cache ids, feeds the ReadinessTable, commits agreed metadata to the
+// ResponseCache, and plans ready tensors into numbered Responses. The Controller owns one and
+// calls it under its lock; tests drive it directly. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "controller/readiness_table.h"
+#include "controller/response_cache.h"
+#include "core/messages.h"
+#include "kolo/status.h"
+
+namespace kolo::controller {
+
+class Negotiator {
+ public:
+  struct Config {
+    int size = 1;
+    int64_t fusion_threshold_bytes = 64 << 20;
+    int cache_capacity = 1024;
+  };
+
+  explicit Negotiator(const Config& config);
+
+  // Applies one request batch from `rank`, in order. A non-OK status is a protocol error that
+  // names the rank (unknown cache id, malformed metadata, a name announced twice, requests
+  // after shutdown); the Controller aborts the job on it. Requests before the bad one have
+  // been applied; the rest of the batch is dropped.
+  Status AddRequests(int rank, const std::vector<Request>& requests);
+
+  // `rank` sent its shutdown notice: every pending name fails now and every later one at once
+  // (ReadinessTable::MarkShutdown). Idempotent.
+  void AddShutdown(int rank);
+
+  // Number of tensors ready and not yet planned.
+  int ready_count() const { return static_cast<int>(ready_.size()); }
+  bool all_shut_down() const { return table_.num_shut_down() == config_.size; }
+
+  // Plans every ready tensor into responses (fused, numbered from 1 across the job) and
+  // forgets them. Empty when nothing is ready.
+  std::vector<Response> Plan();
+
+  // Drops ready tensors without planning them (after a job abort).
+  void DropReady() { ready_.clear(); }
+
+  const ReadinessTable& table() const { return table_; }
+  const ResponseCache& cache() const { return cache_; }
+  uint64_t next_seq() const { return next_seq_; }
+
+ private:
+  // Records the cache id of every success appended to ready_ from index `first` on.
+  void CommitToCache(size_t first);
+
+  const Config config_;
+  ReadinessTable table_;
+  ResponseCache cache_;
+  std::vector<ReadyTensor> ready_;  // in readiness order
+  uint64_t next_seq_ = 1;
+};
+
+}  // namespace kolo::controller

@@ -1,0 +1,99 @@
+#include "controller/readiness_table.h"
+
+#include <algorithm>
+
+#include "controller/meta_validation.h"
+
+namespace kolo::controller {
+
+ReadinessTable::ReadinessTable(int size) : size_(size), shut_down_(size, false) {}
+
+Status ReadinessTable::Announce(int rank, const TensorMeta& meta, std::vector<ReadyTensor>* ready) {
+  const std::string who = "rank " + std::to_string(rank);
+  if (rank < 0 || rank >= size_) {
+    return Internal(who + " is out of range for a job of " + std::to_string(size_) + " ranks");
+  }
+  if (shut_down_[rank]) {
+    return Internal(who + " announced '" + meta.name + "' after its shutdown notice");
+  }
+  auto it = pending_.find(meta.name);
+  if (it != pending_.end() && it->second.announced[rank]) {
+    return Internal(who + " announced '" + meta.name + "' twice before it was ready");
+  }
+  if (first_shut_down_ >= 0) {
+    // Nothing can run any more: fail this announcement on its own, now.
+    ready->push_back(ReadyTensor{meta, ShutdownError(nullptr, meta.name)});
+    return Status::Ok();
+  }
+  if (it == pending_.end()) {
+    Pending entry;
+    entry.arrival = next_arrival_++;
+    entry.first_rank = rank;
+    entry.first = meta;
+    entry.announced.assign(size_, false);
+    it = pending_.emplace(meta.name, std::move(entry)).first;
+  } else if (meta != it->second.first) {
+    it->second.differing.emplace(rank, meta);
+  }
+  Pending& entry = it->second;
+  entry.announced[rank] = true;
+  ++entry.count;
+  if (entry.count == size_) {
+    ready->push_back(Finish(entry));
+    pending_.erase(it);
+  }
+  return Status::Ok();
+}
+
+ReadyTensor ReadinessTable::Finish(const Pending& entry) const {
+  if (entry.differing.empty()) return ReadyTensor{entry.first, ""};
+  auto meta_of = [&entry](int rank) -> const TensorMeta& {
+    auto it = entry.differing.find(rank);
+    return it == entry.differing.end() ? entry.first : it->second;
+  };
+  const TensorMeta& reference = meta_of(0);
+  for (int rank = 1; rank < size_; ++rank) {
+    std::string error = DescribeMismatch(0, reference, rank, meta_of(rank));
+    if (!error.empty()) return ReadyTensor{reference, std::move(error)};
+  }
+  // Unreachable: `differing` holds metadata unequal to `first`, so some rank differs from
+  // rank 0. Kept total rather than asserting.
+  return ReadyTensor{reference, ""};
+}
+
+void ReadinessTable::MarkShutdown(int rank, std::vector<ReadyTensor>* ready) {
+  if (rank < 0 || rank >= size_ || shut_down_[rank]) return;
+  shut_down_[rank] = true;
+  ++num_shut_down_;
+  if (first_shut_down_ >= 0) return;  // pending_ was already emptied by the first one
+  first_shut_down_ = rank;
+  std::vector<const std::pair<const std::string, Pending>*> order;
+  order.reserve(pending_.size());
+  for (const auto& item : pending_) order.push_back(&item);
+  std::sort(order.begin(), order.end(),
+            [](const auto* a, const auto* b) { return a->second.arrival < b->second.arrival; });
+  for (const auto* item : order) {
+    ready->push_back(ReadyTensor{item->second.first, ShutdownError(&item->second, item->first)});
+  }
+  pending_.clear();
+}
+
+std::string ReadinessTable::ShutdownError(const Pending* entry, const std::string& name) const {
+  const std::string who = "rank " + std::to_string(first_shut_down_) + " called shutdown() ";
+  if (entry != nullptr && entry->announced[first_shut_down_]) {
+    return who + "while '" + name + "' was pending";
+  }
+  return who + "before submitting '" + name + "'";
+}
+
+std::vector<int> ReadinessTable::MissingRanks(const std::string& name) const {
+  std::vector<int> missing;
+  auto it = pending_.find(name);
+  if (it == pending_.end()) return missing;
+  for (int rank = 0; rank < size_; ++rank) {
+    if (!it->second.announced[rank]) missing.push_back(rank);
+  }
+  return missing;
+}
+
+}  // namespace kolo::controller

@@ -1,0 +1,37 @@
+// Rendezvous: admits the Hello of each rank (range, job size, duplicates, job token) and builds
+// the peer table that the Welcome carries once all ranks are in. Owned by the Controller and
+// called under its lock; tests drive it directly. Not thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/messages.h"
+#include "kolo/status.h"
+
+namespace kolo::controller {
+
+class Rendezvous {
+ public:
+  // `expected_job_token` empty: the first admitted Hello's token becomes the reference.
+  Rendezvous(int size, std::string expected_job_token);
+
+  // Admits `hello` or says why not (InvalidArgument naming the rank); a refusal changes
+  // nothing, so the job is unaffected by a stray or misconfigured worker.
+  Status Admit(const Hello& hello);
+
+  bool admitted(int rank) const { return rank >= 0 && rank < size_ && admitted_[rank]; }
+  bool complete() const { return num_admitted_ == size_; }
+  // Indexed by rank; entries of ranks not yet admitted have rank -1.
+  const std::vector<PeerInfo>& peers() const { return peers_; }
+
+ private:
+  const int size_;
+  std::string token_;   // the reference job token; empty until known
+  int token_rank_ = 0;  // whose token `token_` is (0: the controller's own rank)
+  std::vector<bool> admitted_;
+  std::vector<PeerInfo> peers_;
+  int num_admitted_ = 0;
+};
+
+}  // namespace kolo::controller

@@ -1,0 +1,222 @@
+#include "core/background_loop.h"
+
+#include <exception>
+
+namespace kolo {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Bounds the background thread's sleep so deadlines are checked even when nothing arrives.
+constexpr std::chrono::milliseconds kMaxIdleWait{200};
+
+}  // namespace
+
+BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup,
+                               ControlChannel* channel, Executor* executor,
+                               DataPlane* data_plane, Logger logger)
+    : config_(config),
+      queue_(queue),
+      wakeup_(wakeup),
+      channel_(channel),
+      executor_(executor),
+      data_plane_(data_plane),
+      logger_(std::move(logger)) {}
+
+BackgroundLoop::~BackgroundLoop() { Stop().IgnoreError(); /* reported by an explicit Stop */ }
+
+void BackgroundLoop::Start() { thread_ = std::thread([this] { Run(); }); }
+
+Status BackgroundLoop::Stop() {
+  if (stopped_) return Status::Ok();
+  stopped_ = true;
+  queue_->Close(ShutdownError("kolo is shut down; no new ops are accepted"));
+  stop_requested_ = true;
+  wakeup_->Notify();
+  if (thread_.joinable()) thread_.join();
+  return final_status_;
+}
+
+void BackgroundLoop::Run() {
+  // Third-party code (gRPC, protobuf, user callbacks) may throw; nothing may escape the thread.
+  try {
+    RunLoop();
+  } catch (const std::exception& e) {
+    Abort(Internal(std::string("background thread failed: ") + e.what()), true);
+  } catch (...) {
+    Abort(Internal("background thread failed with an unknown exception"), true);
+  }
+}
+
+void BackgroundLoop::RunLoop() {
+  while (state_ != State::kDone) {
+    Clock::time_point wake_by = Clock::now() + kMaxIdleWait;
+    if (notice_sent_ && stop_deadline_ < wake_by) wake_by = stop_deadline_;
+    wakeup_->WaitUntil(wake_by);
+    DrainControl();
+    if (state_ == State::kDone) break;
+    if (state_ == State::kAborted) {
+      if (stop_requested_) state_ = State::kDone;
+      continue;
+    }
+    SendNewRequests();
+    if (stop_requested_ && !notice_sent_ && state_ == State::kRunning) {
+      WorkerMessage notice;
+      notice.kind = WorkerMessage::Kind::kShutdown;
+      Status sent = channel_->Send(notice);
+      if (!sent.ok()) {
+        Abort(sent, false);
+        continue;
+      }
+      notice_sent_ = true;
+      stop_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(config_.timeout_seconds));
+    }
+    if (notice_sent_ && state_ == State::kRunning && Clock::now() >= stop_deadline_) {
+      final_status_ = DeadlineExceeded(
+          "shutdown: not every rank called shutdown() within " +
+          std::to_string(static_cast<int>(config_.timeout_seconds)) +
+          " s (KOLO_TIMEOUT_SECONDS); leaving without them");
+      logger_->warn("{}", final_status_.message());
+      FailAll(ShutdownError("kolo was shut down before this op completed"));
+      state_ = State::kDone;
+    }
+  }
+}
+
+void BackgroundLoop::DrainControl() {
+  while (state_ != State::kDone) {
+    StatusOr<std::optional<ControllerMessage>> next = channel_->TryReceive();
+    if (!next.ok()) {
+      if (state_ == State::kRunning) Abort(next.status(), false);
+      if (stop_requested_) state_ = State::kDone;
+      return;
+    }
+    if (!next->has_value()) return;
+    HandleMessage(**next);
+  }
+}
+
+void BackgroundLoop::HandleMessage(const ControllerMessage& message) {
+  switch (message.kind) {
+    case ControllerMessage::Kind::kResponses:
+      for (const Response& response : message.responses) {
+        if (state_ != State::kRunning) return;
+        HandleResponse(response);
+      }
+      return;
+    case ControllerMessage::Kind::kAbort:
+      Abort(Aborted(message.reason), false);
+      return;
+    case ControllerMessage::Kind::kShutdown:
+      logger_->debug("job-wide shutdown received");
+      FailAll(ShutdownError("kolo was shut down before this op completed"));
+      state_ = State::kDone;
+      return;
+    case ControllerMessage::Kind::kWelcome:
+      Abort(Internal("protocol error: a second Welcome from the controller"), true);
+      return;
+  }
+}
+
+void BackgroundLoop::HandleResponse(const Response& response) {
+  if (response.seq != last_seq_ + 1) {
+    Abort(Internal("protocol error: response " + std::to_string(response.seq) +
+                   " arrived after " + std::to_string(last_seq_)),
+          true);
+    return;
+  }
+  last_seq_ = response.seq;
+  std::vector<TensorEntry*> entries;
+  entries.reserve(response.names.size());
+  for (const std::string& name : response.names) {
+    TensorEntry* entry = queue_->Find(name);
+    if (entry == nullptr && response.is_error()) {
+      continue;  // an op that failed before this rank submitted it (e.g. a peer shut down)
+    }
+    if (entry == nullptr) {
+      Abort(Internal("protocol error: the controller decided on '" + name +
+                     "', which this rank never submitted"),
+            true);
+      return;
+    }
+    entries.push_back(entry);
+  }
+  Status status = response.is_error() ? Mismatch(response.error) : Status::Ok();
+  if (!response.is_error() && !entries.empty()) {
+    // The controller's cache id for each name, as of this response; 0 retires the old one.
+    for (size_t i = 0; i < response.names.size(); ++i) {
+      uint32_t id = i < response.cache_ids.size() ? response.cache_ids[i] : 0;
+      if (id != 0) {
+        cache_[response.names[i]] = CacheSlot{id, entries[i]->meta};
+      } else {
+        cache_.erase(response.names[i]);
+      }
+    }
+    status = executor_->Execute(response, entries);
+    if (!status.ok()) {
+      Abort(status, true);  // also fails these entries with the root cause
+      return;
+    }
+  }
+  // Removing only now keeps each name in flight until its result is in place; Complete
+  // skips names this rank never submitted.
+  for (const std::string& name : response.names) Complete(queue_->Remove(name), status);
+}
+
+Request BackgroundLoop::MakeRequest(const TensorEntry& entry) {
+  Request request;
+  auto it = cache_.find(entry.meta.name);
+  if (it != cache_.end() && it->second.meta == entry.meta) {
+    request.cache_id = it->second.id;
+  } else {
+    request.meta = entry.meta;
+  }
+  return request;
+}
+
+void BackgroundLoop::SendNewRequests() {
+  std::vector<TensorEntry*> fresh = queue_->TakeNew();
+  if (fresh.empty()) return;
+  WorkerMessage batch;
+  batch.kind = WorkerMessage::Kind::kRequests;
+  batch.requests.reserve(fresh.size());
+  for (const TensorEntry* entry : fresh) batch.requests.push_back(MakeRequest(*entry));
+  logger_->trace("sending {} requests", batch.requests.size());
+  Status sent = channel_->Send(batch);
+  if (!sent.ok()) Abort(sent, false);
+}
+
+void BackgroundLoop::Abort(const Status& why, bool tell_controller) {
+  if (state_ != State::kRunning) return;
+  state_ = State::kAborted;
+  final_status_ = why;
+  logger_->error("job aborted: {}", why.message());
+  queue_->Close(why);
+  data_plane_->Interrupt(why);
+  if (tell_controller) {
+    WorkerMessage notice;
+    notice.kind = WorkerMessage::Kind::kAbort;
+    notice.reason = why.message();
+    // The stream may be what failed; the controller then learns of it from the stream's end.
+    channel_->Send(notice).IgnoreError();
+  }
+  FailAll(why);
+}
+
+void BackgroundLoop::FailAll(const Status& why) {
+  for (auto& entry : queue_->RemoveAll()) Complete(std::move(entry), why);
+}
+
+void BackgroundLoop::Complete(std::unique_ptr<TensorEntry> entry, const Status& status) {
+  if (entry == nullptr || !entry->callback) return;
+  try {
+    entry->callback(status);
+  } catch (const std::exception& e) {
+    logger_->error("callback of '{}' threw: {}", entry->meta.name, e.what());
+  } catch (...) {
+    logger_->error("callback of '{}' threw an unknown exception", entry->meta.name);
+  }
+}
+
+}  // namespace kolo

@@ -1,0 +1,91 @@
+// BackgroundLoop: the one background thread of a rank (DESIGN.md §1, §4). It sends new
+// requests to the controller, receives responses in sequence order, runs them through the
+// Executor, and invokes callbacks. It also turns every job-fatal error into an abort that
+// fails all pending and later ops with one root-cause message (DESIGN.md §5).
+//
+// Threading: Start and Stop are called by the owning Runtime (any one thread). Everything
+// else runs on the loop's own thread, which owns the response cache and the entries it took
+// from the queue. The queue, channel, executor and data plane must outlive the loop.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/control_channel.h"
+#include "core/data_plane.h"
+#include "core/executor.h"
+#include "core/logging.h"
+#include "core/tensor_queue.h"
+#include "core/wakeup.h"
+
+namespace kolo {
+
+class BackgroundLoop {
+ public:
+  struct Config {
+    int rank = 0;
+    double timeout_seconds = 30.0;  // bound on waiting for the job-wide shutdown
+  };
+
+  BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup,
+                 ControlChannel* channel, Executor* executor, DataPlane* data_plane,
+                 Logger logger);
+  ~BackgroundLoop();  // Stop()s if still running
+
+  void Start();
+
+  // Closes the queue, tells the controller this rank is leaving, keeps executing responses
+  // for ops already submitted until the controller's job-wide Shutdown arrives (or
+  // config.timeout_seconds pass), fails what is left with kShutdown, and joins the thread.
+  // Returns OK after a clean shutdown, the abort's root cause after an abort, or
+  // DeadlineExceeded if the job-wide shutdown did not come in time. Idempotent.
+  Status Stop();
+
+ private:
+  enum class State { kRunning, kAborted, kDone };
+
+  void Run();
+  void RunLoop();
+  void DrainControl();
+  void HandleMessage(const ControllerMessage& message);
+  void HandleResponse(const Response& response);
+  void SendNewRequests();
+  Request MakeRequest(const TensorEntry& entry);
+  void Abort(const Status& why, bool tell_controller);
+  void FailAll(const Status& why);
+  void Complete(std::unique_ptr<TensorEntry> entry, const Status& status);
+
+  // Constant after construction.
+  const Config config_;
+  TensorQueue* const queue_;
+  Wakeup* const wakeup_;
+  ControlChannel* const channel_;
+  Executor* const executor_;
+  DataPlane* const data_plane_;
+  const Logger logger_;
+
+  // Set by Stop() (any thread), read by the loop.
+  std::atomic<bool> stop_requested_{false};
+
+  // Loop thread only.
+  State state_ = State::kRunning;
+  Status final_status_;
+  bool notice_sent_ = false;
+  std::chrono::steady_clock::time_point stop_deadline_;
+  uint64_t last_seq_ = 0;
+  struct CacheSlot {
+    uint32_t id;
+    TensorMeta meta;
+  };
+  std::unordered_map<std::string, CacheSlot> cache_;
+
+  std::thread thread_;  // started by Start(), joined by Stop()
+  bool stopped_ = false;  // owner thread only
+};
+
+}  // namespace kolo

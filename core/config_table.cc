@@ -1,0 +1,178 @@
+#include "core/config_table.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "core/logging.h"
+
+namespace kolo {
+namespace {
+
+Status BadValue(const std::string& source, const std::string& value, const std::string& want) {
+  return InvalidArgument(source + "='" + value + "' is invalid: expected " + want);
+}
+
+Status ParseInt(const std::string& source, const std::string& value, int64_t lo, int64_t hi,
+                int64_t* out) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || errno != 0 || *end != '\0' || v < lo || v > hi) {
+    return BadValue(source, value,
+                    "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status ParseDouble(const std::string& source, const std::string& value, double lo, double hi,
+                   double* out) {
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || errno != 0 || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
+    std::ostringstream want;
+    want << "a number in [" << lo << ", " << hi << "]";
+    return BadValue(source, value, want.str());
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+template <int64_t kLo, int64_t kHi, int Options::*kField>
+Status ApplyInt(const std::string& source, const std::string& value, Options* options) {
+  int64_t v = 0;
+  KOLO_RETURN_IF_ERROR(ParseInt(source, value, kLo, kHi, &v));
+  options->*kField = static_cast<int>(v);
+  return Status::Ok();
+}
+
+template <std::string Options::*kField>
+Status ApplyString(const std::string& source, const std::string& value, Options* options) {
+  options->*kField = value;
+  return Status::Ok();
+}
+
+Status ApplyController(const std::string& source, const std::string& value, Options* options) {
+  size_t colon = value.rfind(':');
+  int64_t port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !ParseInt(source, value.substr(colon + 1), 1, 65535, &port).ok()) {
+    return BadValue(source, value, "host:port with a port in [1, 65535]");
+  }
+  options->controller_address = value;
+  return Status::Ok();
+}
+
+Status ApplyFusion(const std::string& source, const std::string& value, Options* options) {
+  StatusOr<int64_t> bytes = ParseByteSize(value);
+  if (!bytes.ok() || *bytes > (int64_t{4} << 30)) {
+    return BadValue(source, value, "a byte size in [0, 4G] such as 67108864, 64M or 1G");
+  }
+  options->fusion_threshold_bytes = *bytes;
+  return Status::Ok();
+}
+
+Status ApplyCycle(const std::string& source, const std::string& value, Options* options) {
+  return ParseDouble(source, value, 0.0, 1000.0, &options->cycle_time_ms);
+}
+
+Status ApplyTimeout(const std::string& source, const std::string& value, Options* options) {
+  return ParseDouble(source, value, 0.1, 86400.0, &options->timeout_seconds);
+}
+
+Status ApplyStartTimeout(const std::string& source, const std::string& value,
+                         Options* options) {
+  return ParseDouble(source, value, 0.1, 86400.0, &options->start_timeout_seconds);
+}
+
+Status ApplyLogLevel(const std::string& source, const std::string& value, Options* options) {
+  if (!ParseLogLevel(value).ok()) {
+    return BadValue(source, value, "one of trace, debug, info, warning, error, off");
+  }
+  options->log_level = value;
+  return Status::Ok();
+}
+
+}  // namespace
+
+const std::vector<ConfigVar>& ConfigTable() {
+  static const std::vector<ConfigVar> table = {
+      {"KOLO_RANK", {"RANK"}, "0", "[0, size)", "Rank of this process (kolorun sets it).",
+       &ApplyInt<0, 1 << 20, &Options::rank>},
+      {"KOLO_SIZE", {"WORLD_SIZE"}, "1", "[1, 1048576]", "Number of ranks in the job.",
+       &ApplyInt<1, 1 << 20, &Options::size>},
+      {"KOLO_LOCAL_RANK", {"LOCAL_RANK"}, "from host names", "[0, local size)",
+       "Index of this rank among the ranks on its host.",
+       &ApplyInt<0, 1 << 20, &Options::local_rank>},
+      {"KOLO_LOCAL_SIZE", {"LOCAL_WORLD_SIZE"}, "from host names", "[1, size]",
+       "Number of ranks on this host.", &ApplyInt<1, 1 << 20, &Options::local_size>},
+      {"KOLO_CONTROLLER", {}, "MASTER_ADDR:MASTER_PORT", "host:port",
+       "Address of the controller; rank 0 listens on its port.", &ApplyController},
+      {"KOLO_DATA_ADDR", {}, "interface routing to the controller", "IP address",
+       "Address peers use to reach this rank's data-plane port.",
+       &ApplyString<&Options::data_address>},
+      {"KOLO_HOSTNAME", {}, "gethostname()", "text",
+       "Host name reported to peers; groups ranks into local sets.",
+       &ApplyString<&Options::host>},
+      {"KOLO_SECRET", {}, "(none)", "hex text",
+       "Job secret; kolorun makes a fresh one per job. Ranks with different secrets refuse "
+       "each other.",
+       &ApplyString<&Options::secret>},
+      {"KOLO_FUSION_THRESHOLD", {"HOROVOD_FUSION_THRESHOLD"}, "64M", "[0, 4G] bytes",
+       "Ready tensors are fused into one transfer up to this many bytes; 0 disables fusion.",
+       &ApplyFusion},
+      {"KOLO_CYCLE_TIME_MS", {"HOROVOD_CYCLE_TIME"}, "1", "[0, 1000] ms",
+       "Once a tensor is ready, the controller waits at most this long for more to fuse.",
+       &ApplyCycle},
+      {"KOLO_CACHE_CAPACITY", {"HOROVOD_CACHE_CAPACITY"}, "1024", "[0, 1000000]",
+       "Tensors whose metadata is cached and announced by a short id; 0 disables the cache.",
+       &ApplyInt<0, 1000000, &Options::cache_capacity>},
+      {"KOLO_TIMEOUT_SECONDS", {}, "30", "[0.1, 86400] s",
+       "Deadline for data-plane progress, liveness of peers and shutdown.", &ApplyTimeout},
+      {"KOLO_START_TIMEOUT_SECONDS", {"HOROVOD_START_TIMEOUT"}, "60", "[0.1, 86400] s",
+       "How long init() waits for every rank to connect.", &ApplyStartTimeout},
+      {"KOLO_LOG_LEVEL", {"HOROVOD_LOG_LEVEL"}, "warning", "trace|debug|info|warning|error|off",
+       "Log level of kolo's messages on stderr.", &ApplyLogLevel},
+  };
+  return table;
+}
+
+std::string FormatConfigTable() {
+  std::ostringstream out;
+  out << "kolo reads these environment variables (aliases in parentheses; the KOLO_ name "
+         "wins):\n\n";
+  for (const ConfigVar& var : ConfigTable()) {
+    out << "  " << var.name;
+    if (!var.aliases.empty()) {
+      out << " (";
+      for (size_t i = 0; i < var.aliases.size(); ++i) out << (i ? ", " : "") << var.aliases[i];
+      out << ")";
+    }
+    out << "\n      default " << var.default_text << "; range " << var.range << "\n      "
+        << var.help << "\n";
+  }
+  out << "\n  Without KOLO_CONTROLLER, MASTER_ADDR and MASTER_PORT (torchrun) are used.\n";
+  return out.str();
+}
+
+StatusOr<int64_t> ParseByteSize(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) {
+    ++digits;
+  }
+  std::string unit = text.substr(digits);
+  int64_t scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  if (unit == "K" || unit == "KB" || unit == "KiB") scale = int64_t{1} << 10;
+  if (unit == "M" || unit == "MB" || unit == "MiB") scale = int64_t{1} << 20;
+  if (unit == "G" || unit == "GB" || unit == "GiB") scale = int64_t{1} << 30;
+  if (digits == 0 || digits > 12 || scale == 0) {
+    return InvalidArgument("'" + text + "' is not a byte size (such as 4096, 64K, 64M, 1G)");
+  }
+  return std::stoll(text.substr(0, digits)) * scale;
+}
+
+}  // namespace kolo

@@ -1,0 +1,76 @@
+#include "core/op_validation.h"
+
+#include <cmath>
+
+namespace kolo {
+namespace {
+
+Status CheckTensor(const std::string& what, const TensorView& t) {
+  if (!IsValidDataType(static_cast<int32_t>(t.dtype))) {
+    return InvalidArgument(what + " has an unsupported data type " + DataTypeName(t.dtype));
+  }
+  for (int64_t d : t.shape) {
+    if (d < 0) {
+      return InvalidArgument(what + " has a negative dimension in shape " +
+                             ShapeToString(t.shape));
+    }
+  }
+  if (!t.device.is_cpu()) {
+    return InvalidArgument(what + " is on " + DeviceName(t.device) +
+                           ", but this build of kolo has no GPU executor (NCCL); pass host "
+                           "memory");
+  }
+  if (t.data == nullptr && t.num_elements() > 0) {
+    return InvalidArgument(what + " has a null data pointer for " +
+                           std::to_string(t.num_elements()) + " elements");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView& input,
+                                       const TensorView& output,
+                                       const AllreduceOptions& options) {
+  if (name.empty()) return InvalidArgument("allreduce needs a non-empty tensor name");
+  const std::string what = "allreduce '" + name + "'";
+  KOLO_RETURN_IF_ERROR(CheckTensor(what + ": input", input));
+  KOLO_RETURN_IF_ERROR(CheckTensor(what + ": output", output));
+  if (input.dtype != output.dtype) {
+    return InvalidArgument(what + ": input is " + DataTypeName(input.dtype) + " but output is " +
+                           DataTypeName(output.dtype));
+  }
+  if (input.num_elements() != output.num_elements()) {
+    return InvalidArgument(what + ": input shape " + ShapeToString(input.shape) +
+                           " and output shape " + ShapeToString(output.shape) +
+                           " hold different numbers of elements");
+  }
+  if (input.device != output.device) {
+    return InvalidArgument(what + ": input is on " + DeviceName(input.device) +
+                           " but output is on " + DeviceName(output.device));
+  }
+  if (!IsValidReduceOp(static_cast<int32_t>(options.op))) {
+    return InvalidArgument(what + ": unsupported reduce op " + ReduceOpName(options.op));
+  }
+  for (double factor : {options.prescale, options.postscale}) {
+    if (!std::isfinite(factor)) {
+      return InvalidArgument(what + ": scale factors must be finite");
+    }
+    if (factor != 1.0 && !IsFloatingPoint(input.dtype)) {
+      return InvalidArgument(what + ": prescale/postscale apply to floating-point tensors only, "
+                             "and this one is " + DataTypeName(input.dtype));
+    }
+  }
+  TensorMeta meta;
+  meta.name = name;
+  meta.op = OpType::kAllreduce;
+  meta.dtype = input.dtype;
+  meta.shape = input.shape;
+  meta.device = input.device;
+  meta.reduce_op = options.op;
+  meta.prescale = options.prescale;
+  meta.postscale = options.postscale;
+  return meta;
+}
+
+}  // namespace kolo

@@ -1,0 +1,108 @@
+// Options parsing: the environment through the config table, then validation. This is the
+// only file that reads the process environment.
+#include <unistd.h>
+
+#include <set>
+
+#include "core/config_table.h"
+#include "kolo/options.h"
+
+extern char** environ;
+
+namespace kolo {
+namespace {
+
+// Known KOLO_ names: a variable with the prefix that is not one of them is almost always a
+// typo, and a typo must not silently become a default.
+Status CheckUnknownKoloVariables(const std::map<std::string, std::string>& env) {
+  std::set<std::string> known;
+  for (const ConfigVar& var : ConfigTable()) known.insert(var.name);
+  for (const auto& [name, value] : env) {
+    if (name.rfind("KOLO_", 0) == 0 && known.count(name) == 0) {
+      return InvalidArgument("unknown variable " + name +
+                             " (see `kolorun --help-env` for the variables kolo reads)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ApplyTorchrunController(const std::map<std::string, std::string>& env,
+                               Options* options) {
+  auto addr = env.find("MASTER_ADDR");
+  auto port = env.find("MASTER_PORT");
+  if (addr == env.end() && port == env.end()) return Status::Ok();
+  if (addr == env.end() || port == env.end()) {
+    return InvalidArgument("MASTER_ADDR and MASTER_PORT must be set together");
+  }
+  for (const ConfigVar& var : ConfigTable()) {
+    if (std::string(var.name) == "KOLO_CONTROLLER") {
+      return var
+          .apply("MASTER_ADDR:MASTER_PORT", addr->second + ":" + port->second, options)
+          .WithContext("controller address from torchrun's variables");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<Options> Options::FromMap(const std::map<std::string, std::string>& env) {
+  KOLO_RETURN_IF_ERROR(CheckUnknownKoloVariables(env));
+  Options options;
+  bool controller_set = false;
+  for (const ConfigVar& var : ConfigTable()) {
+    std::vector<const char*> names = {var.name};
+    names.insert(names.end(), var.aliases.begin(), var.aliases.end());
+    for (const char* name : names) {
+      auto it = env.find(name);
+      if (it == env.end()) continue;
+      KOLO_RETURN_IF_ERROR(var.apply(name, it->second, &options));
+      if (std::string(var.name) == "KOLO_CONTROLLER") controller_set = true;
+      break;  // the first name present wins: KOLO_ before aliases
+    }
+  }
+  if (!controller_set) KOLO_RETURN_IF_ERROR(ApplyTorchrunController(env, &options));
+  KOLO_RETURN_IF_ERROR(options.Validate());
+  return options;
+}
+
+StatusOr<Options> Options::FromEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string text(*entry);
+    size_t eq = text.find('=');
+    if (eq != std::string::npos) env.emplace(text.substr(0, eq), text.substr(eq + 1));
+  }
+  return FromMap(env);
+}
+
+Status Options::Validate() const {
+  if (size < 1) return InvalidArgument("size must be at least 1, got " + std::to_string(size));
+  if (rank < 0 || rank >= size) {
+    return InvalidArgument("rank " + std::to_string(rank) + " is out of range for size " +
+                           std::to_string(size) + " (KOLO_RANK must be in [0, KOLO_SIZE))");
+  }
+  if (local_size != -1 && (local_size < 1 || local_size > size)) {
+    return InvalidArgument("local size " + std::to_string(local_size) +
+                           " is out of range [1, " + std::to_string(size) + "] (KOLO_LOCAL_SIZE)");
+  }
+  if (local_rank != -1 && local_size != -1 && local_rank >= local_size) {
+    return InvalidArgument("local rank " + std::to_string(local_rank) +
+                           " is not below local size " + std::to_string(local_size) +
+                           " (KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE)");
+  }
+  if (size > 1 && controller_address.empty()) {
+    return InvalidArgument(
+        "a job of " + std::to_string(size) +
+        " ranks needs a controller address: set KOLO_CONTROLLER=host:port (kolorun does) or "
+        "MASTER_ADDR and MASTER_PORT");
+  }
+  if (fusion_threshold_bytes < 0) return InvalidArgument("fusion threshold must be >= 0");
+  if (cycle_time_ms < 0) return InvalidArgument("cycle time must be >= 0");
+  if (cache_capacity < 0) return InvalidArgument("cache capacity must be >= 0");
+  if (!(timeout_seconds > 0)) return InvalidArgument("timeout must be > 0 seconds");
+  if (!(start_timeout_seconds > 0)) return InvalidArgument("start timeout must be > 0 seconds");
+  return Status::Ok();
+}
+
+}  // namespace kolo

@@ -1,0 +1,69 @@
+#include "core/tensor_queue.h"
+
+#include <algorithm>
+
+namespace kolo {
+
+Status TensorQueue::Enqueue(std::unique_ptr<TensorEntry> entry) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (is_closed_) return closed_;
+    const std::string& name = entry->meta.name;
+    if (table_.count(name) != 0) {
+      return InvalidArgument("a " + OpTypeName(table_[name]->meta.op) + " named '" + name +
+                             "' is already in flight on this rank; wait for its callback "
+                             "before reusing the name");
+    }
+    new_entries_.push_back(entry.get());
+    table_.emplace(name, std::move(entry));
+  }
+  wakeup_->Notify();
+  return Status::Ok();
+}
+
+std::vector<TensorEntry*> TensorQueue::TakeNew() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TensorEntry*> taken;
+  taken.swap(new_entries_);
+  return taken;
+}
+
+TensorEntry* TensorQueue::Find(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = table_.find(name);
+  return it == table_.end() ? nullptr : it->second.get();
+}
+
+std::unique_ptr<TensorEntry> TensorQueue::Remove(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = table_.find(name);
+  if (it == table_.end()) return nullptr;
+  std::unique_ptr<TensorEntry> entry = std::move(it->second);
+  table_.erase(it);
+  new_entries_.erase(std::remove(new_entries_.begin(), new_entries_.end(), entry.get()),
+                     new_entries_.end());
+  return entry;
+}
+
+void TensorQueue::Close(const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (is_closed_) return;
+  is_closed_ = true;
+  closed_ = why;
+}
+
+std::vector<std::unique_ptr<TensorEntry>> TensorQueue::RemoveAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::unique_ptr<TensorEntry>> all;
+  all.reserve(table_.size());
+  for (auto& [name, entry] : table_) all.push_back(std::move(entry));
+  table_.clear();
+  new_entries_.clear();
+  // Callers fail these in enqueue order so users see a stable order.
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    return a->enqueued_at < b->enqueued_at;
+  });
+  return all;
+}
+
+}  // namespace kolo

@@ -1,0 +1,55 @@
+// TensorQueue: where user threads hand ops to the background thread (DESIGN.md §1). It holds
+// the table of in-flight entries by name, so that a second op with a name already in flight
+// fails at enqueue.
+//
+// Threading: Enqueue and Close may be called from any thread; TakeNew, Find, Remove and
+// RemoveAll from the background thread only. Entries handed out by TakeNew stay owned by the table but
+// are touched only by the background thread until Remove returns them.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor_entry.h"
+#include "core/wakeup.h"
+#include "kolo/status.h"
+
+namespace kolo {
+
+class TensorQueue {
+ public:
+  explicit TensorQueue(Wakeup* wakeup) : wakeup_(wakeup) {}
+
+  // Stores `entry` and wakes the background thread. Fails (and drops the entry) if the queue
+  // is closed or an op with the same name is in flight.
+  Status Enqueue(std::unique_ptr<TensorEntry> entry);
+
+  // Entries enqueued since the last call, in enqueue order.
+  std::vector<TensorEntry*> TakeNew();
+
+  // The in-flight entry `name`, still owned by the table; nullptr if there is none.
+  TensorEntry* Find(const std::string& name);
+
+  // Removes and returns the in-flight entry `name`; nullptr if there is none.
+  std::unique_ptr<TensorEntry> Remove(const std::string& name);
+
+  // From now on Enqueue fails with `why` (the first Close wins).
+  void Close(const Status& why);
+
+  // Removes every in-flight entry (for failing them all at shutdown or abort).
+  std::vector<std::unique_ptr<TensorEntry>> RemoveAll();
+
+ private:
+  Wakeup* const wakeup_;
+
+  std::mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<TensorEntry>> table_;  // guarded by mu_
+  std::vector<TensorEntry*> new_entries_;                                // guarded by mu_
+  Status closed_;  // guarded by mu_; OK while open
+  bool is_closed_ = false;  // guarded by mu_
+};
+
+}  // namespace kolo

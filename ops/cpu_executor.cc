@@ -1,0 +1,158 @@
+#include "ops/cpu_executor.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "ops/reduce_kernels.h"
+
+namespace kolo::ops {
+namespace {
+
+size_t ElementCount(const TensorEntry& entry) {
+  return static_cast<size_t>(entry.output.num_elements());
+}
+
+// Checks what the background loop hands us against the response. Failing here means a bug
+// upstream (the controller or the queue), reported instead of corrupting memory.
+Status CheckEntries(const Response& response, const std::vector<TensorEntry*>& entries,
+                    const std::string& what) {
+  if (entries.empty() || entries.size() != response.names.size()) {
+    return Internal(what + ": " + std::to_string(entries.size()) + " entries for a response of " +
+                    std::to_string(response.names.size()) + " tensors");
+  }
+  if (DataTypeSize(response.dtype) == 0 ||
+      !IsValidReduceOp(static_cast<int32_t>(response.reduce_op))) {
+    return Internal(what + ": unsupported " + DataTypeName(response.dtype) + " " +
+                    ReduceOpName(response.reduce_op));
+  }
+  if (!IsFloatingPoint(response.dtype) && (response.prescale != 1.0 || response.postscale != 1.0)) {
+    return InvalidArgument(what + ": scale factors other than 1 need a floating-point dtype, not " +
+                           DataTypeName(response.dtype));
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const TensorEntry& entry = *entries[i];
+    const std::string tensor = "'" + entry.meta.name + "'";
+    if (entry.input.dtype != response.dtype || entry.output.dtype != response.dtype) {
+      return Internal(what + ": tensor " + tensor + " is not " + DataTypeName(response.dtype));
+    }
+    if (!entry.input.device.is_cpu() || !entry.output.device.is_cpu()) {
+      return Internal(what + ": tensor " + tensor + " is not in host memory");
+    }
+    const int64_t count = entry.output.num_elements();
+    if (entry.input.num_elements() != count ||
+        (i < response.num_elements.size() && response.num_elements[i] != count)) {
+      return Internal(what + ": tensor " + tensor + " has a different element count than its " +
+                      "input or the response");
+    }
+    if (count > 0 && (entry.input.data == nullptr || entry.output.data == nullptr)) {
+      return Internal(what + ": tensor " + tensor + " has no data");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+CpuExecutor::CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes)
+    : plane_(plane), logger_(std::move(logger)), scratch_(scratch_bytes) {}
+
+Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEntry*>& entries) {
+  if (response.op != OpType::kAllreduce) {
+    return Internal(OpTypeName(response.op) + " is not implemented");
+  }
+  return Allreduce(response, entries);
+}
+
+Status CpuExecutor::Allreduce(const Response& response, const std::vector<TensorEntry*>& entries) {
+  const std::string what = DescribeOp(response.op, entries);
+  KOLO_RETURN_IF_ERROR(CheckEntries(response, entries, what));
+  if (logger_ != nullptr) {
+    logger_->debug("seq {}: {} ({}) over {} ranks", response.seq, what,
+                   ReduceOpName(response.reduce_op), plane_.size());
+  }
+  if (entries.size() == 1) return AllreduceOne(response, *entries[0], what);
+  return AllreduceFused(response, entries, what);
+}
+
+Status CpuExecutor::AllreduceOne(const Response& response, TensorEntry& entry,
+                                 const std::string& what) {
+  const size_t count = ElementCount(entry);
+  void* output = entry.output.data;
+  ScaleCopy(output, entry.input.data, count, response.dtype, response.prescale);
+  KOLO_RETURN_IF_ERROR(
+      RingAllreduce(plane_, output, count, response.dtype, response.reduce_op, scratch_, what));
+  ScaleCopy(output, output, count, response.dtype, PostFactor(response));
+  FinishIntegerAverage(response, output, count);
+  return Status::Ok();
+}
+
+Status CpuExecutor::AllreduceFused(const Response& response,
+                                   const std::vector<TensorEntry*>& entries,
+                                   const std::string& what) {
+  const size_t element_size = DataTypeSize(response.dtype);
+  size_t total = 0;
+  for (const TensorEntry* entry : entries) total += ElementCount(*entry);
+  fusion_buffer_.Reserve(total * element_size);
+  uint8_t* fused = fusion_buffer_.data();
+
+  size_t offset = 0;
+  for (const TensorEntry* entry : entries) {
+    const size_t count = ElementCount(*entry);
+    ScaleCopy(fused + offset, entry->input.data, count, response.dtype, response.prescale);
+    offset += count * element_size;
+  }
+  KOLO_RETURN_IF_ERROR(
+      RingAllreduce(plane_, fused, total, response.dtype, response.reduce_op, scratch_, what));
+  FinishIntegerAverage(response, fused, total);
+  const double post = PostFactor(response);
+  offset = 0;
+  for (const TensorEntry* entry : entries) {
+    const size_t count = ElementCount(*entry);
+    ScaleCopy(entry->output.data, fused + offset, count, response.dtype, post);
+    offset += count * element_size;
+  }
+  return Status::Ok();
+}
+
+double CpuExecutor::PostFactor(const Response& response) const {
+  if (response.reduce_op == ReduceOp::kAverage && IsFloatingPoint(response.dtype)) {
+    return response.postscale / static_cast<double>(plane_.size());
+  }
+  return response.postscale;
+}
+
+void CpuExecutor::FinishIntegerAverage(const Response& response, void* data, size_t count) const {
+  if (response.reduce_op == ReduceOp::kAverage && !IsFloatingPoint(response.dtype)) {
+    DivideInPlace(data, count, response.dtype, plane_.size());
+  }
+}
+
+std::string DescribeOp(OpType op, const std::vector<TensorEntry*>& entries) {
+  std::string text = OpTypeName(op);
+  if (entries.empty()) return text;
+  constexpr size_t kNamed = 2;  // tensors named before "and N more"
+  size_t bytes = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    bytes += entries[i]->output.num_bytes();
+    if (i < kNamed) text += std::string(i == 0 ? " '" : ", '") + entries[i]->meta.name + "'";
+  }
+  if (entries.size() == 1) return text;
+  if (entries.size() > kNamed) text += " and " + std::to_string(entries.size() - kNamed) + " more";
+  return text + " (" + std::to_string(entries.size()) + " tensors, " + FormatBytes(bytes) + ")";
+}
+
+std::string FormatBytes(size_t bytes) {
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double value = static_cast<double>(bytes) / 1024;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < sizeof(kUnits) / sizeof(kUnits[0])) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f %s", value, kUnits[unit]);
+  return text;
+}
+
+}  // namespace kolo::ops

@@ -1,0 +1,58 @@
+// CpuExecutor: the Executor for host-memory tensors (DESIGN.md §3). Runs each decided allreduce
+// response with the ring of ops/ring_allreduce.h over a DataPlane, fusing several tensors
+// through one fusion buffer, with prescale/postscale folded into the copies.
+//
+// Threading: background thread only (like every Executor). Owns its fusion buffer and ring
+// scratch, which it reuses across calls and never shrinks.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "core/data_plane.h"
+#include "core/executor.h"
+#include "core/logging.h"
+#include "ops/aligned_buffer.h"
+#include "ops/ring_allreduce.h"
+
+namespace kolo::ops {
+
+class CpuExecutor final : public Executor {
+ public:
+  // `plane` must outlive the executor. `logger` may be null (then nothing is logged).
+  // `scratch_bytes` sizes the ring's receive scratch, allocated here once.
+  CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes = RingScratch::kDefaultBytes);
+
+  // Allreduce only; other ops fail with kInternal "<op> is not implemented". Blocks until the
+  // results are in every entry's output. Average divides once by the number of ranks: for
+  // floating dtypes folded into the postscale, for integer dtypes by truncating division
+  // (ops/reduce_kernels.h) after the sum. Integer dtypes must have scale factors of 1.
+  Status Execute(const Response& response, const std::vector<TensorEntry*>& entries) override;
+
+ private:
+  Status Allreduce(const Response& response, const std::vector<TensorEntry*>& entries);
+  Status AllreduceOne(const Response& response, TensorEntry& entry, const std::string& what);
+  Status AllreduceFused(const Response& response, const std::vector<TensorEntry*>& entries,
+                        const std::string& what);
+  // The factor applied after the reduction (postscale, with 1/size for floating average).
+  double PostFactor(const Response& response) const;
+  // Divides integer averages by the number of ranks; no-op otherwise.
+  void FinishIntegerAverage(const Response& response, void* data, size_t count) const;
+
+  // Constant after construction.
+  DataPlane& plane_;
+  const Logger logger_;
+  // Background thread only.
+  RingScratch scratch_;
+  AlignedBuffer fusion_buffer_;
+};
+
+// "allreduce 'grad/w1'" for one tensor; "allreduce 'a', 'b' and 3 more (5 tensors, 12.0 MiB)"
+// for several. Prefixes the errors of an op.
+std::string DescribeOp(OpType op, const std::vector<TensorEntry*>& entries);
+
+// "512 B", "4.0 KiB", "12.0 MiB", "1.5 GiB".
+std::string FormatBytes(size_t bytes);
+
+}  // namespace kolo::ops

@@ -1,0 +1,222 @@
+#include "ops/reduce_kernels.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "ops/half.h"
+
+namespace kolo::ops {
+namespace {
+
+[[noreturn]] void Die(const char* what, DataType dtype) {
+  std::fprintf(stderr, "kolo: %s: unsupported dtype %s\n", what, DataTypeName(dtype).c_str());
+  std::abort();
+}
+
+// Elements per inner loop. GCC's default -O2 vectorizer cost model ("very cheap") only
+// vectorizes loops whose trip count is a known multiple of the vector width, so the hot loops
+// run a fixed-width inner loop over blocks and finish the tail in scalar code.
+constexpr size_t kBlock = 16;
+
+// dst[i] = f(dst[i], src[i]); dst and src do not overlap.
+template <typename T, typename F>
+inline void ApplyBinary(T* __restrict dst, const T* __restrict src, size_t count, F f) {
+  size_t i = 0;
+  for (; i + kBlock <= count; i += kBlock) {
+    for (size_t j = 0; j < kBlock; ++j) dst[i + j] = f(dst[i + j], src[i + j]);
+  }
+  for (; i < count; ++i) dst[i] = f(dst[i], src[i]);
+}
+
+// dst[i] = f(src[i]); dst and src do not overlap.
+template <typename T, typename F>
+inline void ApplyUnary(T* __restrict dst, const T* __restrict src, size_t count, F f) {
+  size_t i = 0;
+  for (; i + kBlock <= count; i += kBlock) {
+    for (size_t j = 0; j < kBlock; ++j) dst[i + j] = f(src[i + j]);
+  }
+  for (; i < count; ++i) dst[i] = f(src[i]);
+}
+
+// buf[i] = f(buf[i]).
+template <typename T, typename F>
+inline void ApplyInPlace(T* __restrict buf, size_t count, F f) {
+  size_t i = 0;
+  for (; i + kBlock <= count; i += kBlock) {
+    for (size_t j = 0; j < kBlock; ++j) buf[i + j] = f(buf[i + j]);
+  }
+  for (; i < count; ++i) buf[i] = f(buf[i]);
+}
+
+// Integer sum and product wrap (through the unsigned type: signed overflow would be UB).
+template <typename T>
+T Add(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return a + b;
+  } else {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  }
+}
+
+template <typename T>
+T Multiply(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return a * b;
+  } else {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  }
+}
+
+// `b != b` is true only for NaN: a NaN on either side wins, as in PyTorch's min/max.
+template <typename T>
+T Min(T a, T b) {
+  return (b < a || b != b) ? b : a;
+}
+
+template <typename T>
+T Max(T a, T b) {
+  return (b > a || b != b) ? b : a;
+}
+
+template <typename T>
+void ReduceTyped(T* dst, const T* src, size_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+      return ApplyBinary(dst, src, count, Add<T>);
+    case ReduceOp::kMin:
+      return ApplyBinary(dst, src, count, Min<T>);
+    case ReduceOp::kMax:
+      return ApplyBinary(dst, src, count, Max<T>);
+    case ReduceOp::kProduct:
+      return ApplyBinary(dst, src, count, Multiply<T>);
+  }
+  std::fprintf(stderr, "kolo: Reduce: unsupported op %s\n", ReduceOpName(op).c_str());
+  std::abort();
+}
+
+// 16-bit floats: widen a block to float, run the float kernel, round back.
+struct HalfCodec {
+  static void Widen(const uint16_t* src, float* dst, size_t n) { HalfToFloat(src, dst, n); }
+  static void Narrow(const float* src, uint16_t* dst, size_t n) { FloatToHalf(src, dst, n); }
+};
+struct BFloat16Codec {
+  static void Widen(const uint16_t* src, float* dst, size_t n) { BFloat16ToFloat(src, dst, n); }
+  static void Narrow(const float* src, uint16_t* dst, size_t n) { FloatToBFloat16(src, dst, n); }
+};
+
+constexpr size_t kWideBlock = 256;  // floats per block: two blocks stay in L1
+
+template <typename Codec>
+void ReduceHalfTyped(uint16_t* dst, const uint16_t* src, size_t count, ReduceOp op) {
+  float a[kWideBlock];
+  float b[kWideBlock];
+  for (size_t begin = 0; begin < count; begin += kWideBlock) {
+    const size_t n = count - begin < kWideBlock ? count - begin : kWideBlock;
+    Codec::Widen(dst + begin, a, n);
+    Codec::Widen(src + begin, b, n);
+    ReduceTyped(a, b, n, op);
+    Codec::Narrow(a, dst + begin, n);
+  }
+}
+
+template <typename Codec>
+void ScaleHalfTyped(uint16_t* dst, const uint16_t* src, size_t count, double factor) {
+  float a[kWideBlock];
+  for (size_t begin = 0; begin < count; begin += kWideBlock) {
+    const size_t n = count - begin < kWideBlock ? count - begin : kWideBlock;
+    Codec::Widen(src + begin, a, n);
+    ApplyInPlace(a, n, [factor](float v) { return static_cast<float>(v * factor); });
+    Codec::Narrow(a, dst + begin, n);
+  }
+}
+
+template <typename T>
+void ScaleTyped(T* dst, const T* src, size_t count, double factor) {
+  auto scale = [factor](T v) { return static_cast<T>(static_cast<double>(v) * factor); };
+  if (dst == src) {
+    ApplyInPlace(dst, count, scale);
+  } else {
+    ApplyUnary(dst, src, count, scale);
+  }
+}
+
+// In int64 so that a divisor beyond T's range (300 ranks, uint8) stays exact.
+template <typename T>
+void DivideTyped(T* buf, size_t count, int64_t divisor) {
+  ApplyInPlace(buf, count,
+               [divisor](T v) { return static_cast<T>(static_cast<int64_t>(v) / divisor); });
+}
+
+}  // namespace
+
+void Reduce(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return ReduceTyped(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count, op);
+    case DataType::kInt8:
+      return ReduceTyped(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), count, op);
+    case DataType::kInt32:
+      return ReduceTyped(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), count, op);
+    case DataType::kInt64:
+      return ReduceTyped(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), count, op);
+    case DataType::kFloat16:
+      return ReduceHalfTyped<HalfCodec>(static_cast<uint16_t*>(dst),
+                                        static_cast<const uint16_t*>(src), count, op);
+    case DataType::kBFloat16:
+      return ReduceHalfTyped<BFloat16Codec>(static_cast<uint16_t*>(dst),
+                                            static_cast<const uint16_t*>(src), count, op);
+    case DataType::kFloat32:
+      return ReduceTyped(static_cast<float*>(dst), static_cast<const float*>(src), count, op);
+    case DataType::kFloat64:
+      return ReduceTyped(static_cast<double*>(dst), static_cast<const double*>(src), count, op);
+  }
+  Die("Reduce", dtype);
+}
+
+void ScaleCopy(void* dst, const void* src, size_t count, DataType dtype, double factor) {
+  if (factor == 1.0) {
+    if (dst != src && count > 0) std::memcpy(dst, src, count * DataTypeSize(dtype));
+    return;
+  }
+  switch (dtype) {
+    case DataType::kFloat16:
+      return ScaleHalfTyped<HalfCodec>(static_cast<uint16_t*>(dst),
+                                       static_cast<const uint16_t*>(src), count, factor);
+    case DataType::kBFloat16:
+      return ScaleHalfTyped<BFloat16Codec>(static_cast<uint16_t*>(dst),
+                                           static_cast<const uint16_t*>(src), count, factor);
+    case DataType::kFloat32:
+      return ScaleTyped(static_cast<float*>(dst), static_cast<const float*>(src), count, factor);
+    case DataType::kFloat64:
+      return ScaleTyped(static_cast<double*>(dst), static_cast<const double*>(src), count, factor);
+    default:
+      Die("ScaleCopy with a factor other than 1", dtype);
+  }
+}
+
+void DivideInPlace(void* buf, size_t count, DataType dtype, int64_t divisor) {
+  if (divisor <= 0) {
+    std::fprintf(stderr, "kolo: DivideInPlace: divisor %lld <= 0\n",
+                 static_cast<long long>(divisor));
+    std::abort();
+  }
+  switch (dtype) {
+    case DataType::kUInt8:
+      return DivideTyped(static_cast<uint8_t*>(buf), count, divisor);
+    case DataType::kInt8:
+      return DivideTyped(static_cast<int8_t*>(buf), count, divisor);
+    case DataType::kInt32:
+      return DivideTyped(static_cast<int32_t*>(buf), count, divisor);
+    case DataType::kInt64:
+      return DivideTyped(static_cast<int64_t*>(buf), count, divisor);
+    default:
+      Die("DivideInPlace", dtype);
+  }
+}
+
+}  // namespace kolo::ops

@@ -1,0 +1,123 @@
+#include "ops/ring_exchange.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "ops/reduce_kernels.h"
+
+namespace kolo::ops {
+namespace {
+
+// The data plane broke the StreamExchange contract: a programmer error.
+[[noreturn]] void ContractViolation(const char* what, size_t n, size_t limit) {
+  std::fprintf(stderr, "kolo: RingExchange::%s(%zu) beyond the %zu bytes offered\n", what, n,
+               limit);
+  std::abort();
+}
+
+}  // namespace
+
+RingExchange::RingExchange(void* buffer, size_t count, DataType dtype, ReduceOp op, int rank,
+                           int size, RingScratch& scratch)
+    : buffer_(static_cast<uint8_t*>(buffer)),
+      dtype_(dtype),
+      op_(op),
+      element_size_(DataTypeSize(dtype)),
+      scratch_(scratch.data()),
+      scratch_bytes_(scratch.size()) {
+  for (const RingSegment& step : RingSchedule(rank, size)) {
+    const ElementRange send = ChunkRange(count, size, step.send_chunk);
+    const ElementRange recv = ChunkRange(count, size, step.recv_chunk);
+    Segment segment;
+    segment.send_offset = send.begin * element_size_;
+    segment.send_bytes = send.count * element_size_;
+    segment.recv_offset = recv.begin * element_size_;
+    segment.recv_bytes = recv.count * element_size_;
+    segment.reduce = step.reduce;
+    send_total_ += segment.send_bytes;
+    recv_total_ += segment.recv_bytes;
+    segments_.push_back(segment);
+  }
+  SkipFinishedSends();
+  SkipFinishedRecvs();
+}
+
+size_t RingExchange::ProcessedBytes(size_t k) const {
+  if (k < recv_segment_) return segments_[k].recv_bytes;
+  return k == recv_segment_ ? processed_ : 0;
+}
+
+size_t RingExchange::SendReady() const {
+  if (send_segment_ == segments_.size()) return 0;
+  // Segment k > 0 forwards what segment k-1 received, as far as it is final in the buffer.
+  return send_segment_ == 0 ? segments_[0].send_bytes : ProcessedBytes(send_segment_ - 1);
+}
+
+ConstBytes RingExchange::NextSend() {
+  const size_t ready = SendReady();
+  if (ready <= sent_) return {};
+  const Segment& segment = segments_[send_segment_];
+  return {buffer_ + segment.send_offset + sent_, ready - sent_};
+}
+
+void RingExchange::OnSent(size_t n) {
+  const size_t ready = SendReady();
+  if (n > ready - sent_) ContractViolation("OnSent", n, ready - sent_);
+  sent_ += n;
+  SkipFinishedSends();
+}
+
+MutableBytes RingExchange::NextRecv() {
+  recv_window_ = 0;
+  if (recv_segment_ == segments_.size()) return {};
+  const Segment& segment = segments_[recv_segment_];
+  const size_t remaining = segment.recv_bytes - received_;
+  if (segment.reduce) {
+    const size_t pending = received_ - processed_;  // a partial element at the scratch front
+    recv_window_ = std::min(remaining, scratch_bytes_ - pending);
+    return {scratch_ + pending, recv_window_};
+  }
+  recv_window_ = remaining;
+  return {buffer_ + segment.recv_offset + received_, recv_window_};
+}
+
+void RingExchange::OnReceived(size_t n) {
+  if (n > recv_window_) ContractViolation("OnReceived", n, recv_window_);
+  recv_window_ = 0;
+  const Segment& segment = segments_[recv_segment_];
+  received_ += n;
+  if (!segment.reduce) {
+    processed_ = received_;
+  } else {
+    const size_t have = received_ - processed_;
+    const size_t whole = have - have % element_size_;
+    Reduce(buffer_ + segment.recv_offset + processed_, scratch_, whole / element_size_, dtype_,
+           op_);
+    processed_ += whole;
+    if (have > whole) std::memmove(scratch_, scratch_ + whole, have - whole);
+  }
+  SkipFinishedRecvs();
+}
+
+bool RingExchange::done() const {
+  return send_segment_ == segments_.size() && recv_segment_ == segments_.size();
+}
+
+void RingExchange::SkipFinishedSends() {
+  while (send_segment_ < segments_.size() && sent_ == segments_[send_segment_].send_bytes) {
+    ++send_segment_;
+    sent_ = 0;
+  }
+}
+
+void RingExchange::SkipFinishedRecvs() {
+  while (recv_segment_ < segments_.size() && processed_ == segments_[recv_segment_].recv_bytes) {
+    ++recv_segment_;
+    received_ = 0;
+    processed_ = 0;
+  }
+}
+
+}  // namespace kolo::ops

@@ -1,0 +1,27 @@
+// Helpers the composition root uses to describe this process to its peers: the address of the
+// interface that routes to the controller, the host name, and the job token derived from the
+// secret. Pure functions over the OS; thread-safe.
+#pragma once
+
+#include <string>
+
+#include "kolo/status.h"
+
+namespace kolo {
+
+// The local IP address the kernel would use to reach `host` ("127.0.0.1" for loopback).
+// Sends nothing: a UDP socket is connected and asked for its own address.
+StatusOr<std::string> LocalAddressRouting(const std::string& host);
+
+// gethostname(), or "localhost" if it fails.
+std::string LocalHostName();
+
+// Splits "host:port" (also "[v6]:port"). Fails with a message naming `what`.
+Status SplitHostPort(const std::string& address, const std::string& what, std::string* host,
+                     int* port);
+
+// A token that identifies the job without revealing its secret; equal secrets give equal
+// tokens. Not authentication: the HMAC handshake of DESIGN.md §6 replaces it.
+std::string JobToken(const std::string& secret);
+
+}  // namespace kolo

@@ -1,0 +1,60 @@
+// kolo::Runtime: the public face of one rank's RuntimeImpl.
+#include <condition_variable>
+#include <mutex>
+
+#include "core/op_validation.h"
+#include "kolo/kolo.h"
+#include "runtime/runtime_impl.h"
+
+namespace kolo {
+
+Runtime::Runtime(std::unique_ptr<RuntimeImpl> impl) : impl_(std::move(impl)) {}
+Runtime::~Runtime() = default;
+
+StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Options& options) {
+  StatusOr<std::unique_ptr<RuntimeImpl>> impl = RuntimeImpl::Create(options);
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<Runtime>(new Runtime(std::move(impl).value()));
+}
+
+Status Runtime::Shutdown() { return impl_->Shutdown(); }
+
+int Runtime::rank() const { return impl_->options().rank; }
+int Runtime::size() const { return impl_->options().size; }
+int Runtime::local_rank() const { return impl_->topology().local_rank; }
+int Runtime::local_size() const { return impl_->topology().local_size; }
+int Runtime::cross_rank() const { return impl_->topology().cross_rank; }
+int Runtime::cross_size() const { return impl_->topology().cross_size; }
+
+Status Runtime::AllreduceAsync(const std::string& name, const TensorView& input,
+                               const TensorView& output, const AllreduceOptions& options,
+                               Callback callback) {
+  StatusOr<TensorMeta> meta = ValidateAllreduce(name, input, output, options);
+  if (!meta.ok()) return meta.status();
+  return impl_->Enqueue(std::move(meta).value(), input, output, std::move(callback));
+}
+
+Status Runtime::Allreduce(const std::string& name, const TensorView& input,
+                          const TensorView& output, const AllreduceOptions& options) {
+  // The wait ends when the op does: every failure path (mismatch, lost peer, data-plane
+  // deadline, shutdown) completes the callback within the runtime's configured deadlines.
+  struct Waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status status;
+  };
+  auto waiter = std::make_shared<Waiter>();
+  Status enqueued = AllreduceAsync(name, input, output, options, [waiter](const Status& s) {
+    std::lock_guard<std::mutex> lock(waiter->mu);
+    waiter->status = s;
+    waiter->done = true;
+    waiter->cv.notify_all();
+  });
+  if (!enqueued.ok()) return enqueued;
+  std::unique_lock<std::mutex> lock(waiter->mu);
+  waiter->cv.wait(lock, [&] { return waiter->done; });
+  return waiter->status;
+}
+
+}  // namespace kolo

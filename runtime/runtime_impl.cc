@@ -1,0 +1,191 @@
+#include "runtime/runtime_impl.h"
+
+#include <algorithm>
+#include <map>
+
+#include "controller/controller.h"
+#include "core/clock.h"
+#include "ops/cpu_executor.h"
+#include "runtime/local_address.h"
+#include "transport/grpc_control_channel.h"
+#include "transport/grpc_control_server.h"
+#include "transport/tcp_mesh.h"
+
+namespace kolo {
+namespace {
+
+using SteadyTime = std::chrono::steady_clock;
+
+SteadyTime::time_point DeadlineIn(double seconds) {
+  return SteadyTime::now() +
+         std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(seconds));
+}
+
+}  // namespace
+
+Topology ComputeTopology(const std::vector<PeerInfo>& peers, int rank) {
+  Topology topology;
+  std::map<std::string, int> host_index;  // host -> index by lowest rank
+  std::vector<std::string> hosts_in_order;
+  for (const PeerInfo& peer : peers) {
+    if (host_index.emplace(peer.host, static_cast<int>(hosts_in_order.size())).second) {
+      hosts_in_order.push_back(peer.host);
+    }
+  }
+  const std::string& mine = peers[rank].host;
+  topology.local_rank = 0;
+  topology.local_size = 0;
+  for (const PeerInfo& peer : peers) {
+    if (peer.host != mine) continue;
+    if (peer.rank < rank) ++topology.local_rank;
+    ++topology.local_size;
+  }
+  topology.cross_rank = host_index[mine];
+  topology.cross_size = static_cast<int>(hosts_in_order.size());
+  return topology;
+}
+
+RuntimeImpl::RuntimeImpl(const Options& options, spdlog::level::level_enum level)
+    : options_(options), logger_(MakeLogger(options.rank, "runtime", level)) {}
+
+RuntimeImpl::~RuntimeImpl() { Shutdown().IgnoreError(); /* destructor: nobody to tell */ }
+
+StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const Options& options) {
+  KOLO_RETURN_IF_ERROR(options.Validate());
+  StatusOr<spdlog::level::level_enum> level = ParseLogLevel(options.log_level);
+  if (!level.ok()) return level.status().WithContext("KOLO_LOG_LEVEL");
+  std::unique_ptr<RuntimeImpl> impl(new RuntimeImpl(options, *level));
+  Status started = impl->Start();
+  if (!started.ok()) {
+    impl->Teardown();
+    return started.WithContext("init() of rank " + std::to_string(options.rank) + " of " +
+                               std::to_string(options.size));
+  }
+  return impl;
+}
+
+Status RuntimeImpl::Start() {
+  std::string controller_address = options_.controller_address;
+  if (options_.rank == 0) KOLO_RETURN_IF_ERROR(StartController(&controller_address));
+  KOLO_RETURN_IF_ERROR(JoinJob(controller_address));
+  executor_ = std::make_unique<ops::CpuExecutor>(
+      *mesh_, MakeLogger(options_.rank, "ops", logger_->level()));
+  BackgroundLoop::Config loop_config;
+  loop_config.rank = options_.rank;
+  loop_config.timeout_seconds = options_.timeout_seconds;
+  loop_ = std::make_unique<BackgroundLoop>(loop_config, &queue_, &wakeup_, channel_.get(),
+                                           executor_.get(), mesh_.get(), logger_);
+  loop_->Start();
+  logger_->info("rank {} of {} ready (local {}/{}, cross {}/{}), controller {}", options_.rank,
+                options_.size, topology_.local_rank, topology_.local_size,
+                topology_.cross_rank, topology_.cross_size, controller_address);
+  return Status::Ok();
+}
+
+Status RuntimeImpl::StartController(std::string* controller_address) {
+  // A one-rank job needs no fixed port: the controller takes any free loopback port.
+  if (controller_address->empty()) *controller_address = "127.0.0.1:0";
+  std::string host;
+  int port = 0;
+  KOLO_RETURN_IF_ERROR(SplitHostPort(*controller_address, "KOLO_CONTROLLER", &host, &port));
+  controller::Controller::Config config;
+  config.size = options_.size;
+  config.fusion_threshold_bytes = options_.fusion_threshold_bytes;
+  config.cycle_time_ms = options_.cycle_time_ms;
+  config.cache_capacity = options_.cache_capacity;
+  config.job_token = JobToken(options_.secret);
+  controller_ = std::make_unique<controller::Controller>(
+      config, SteadyClock::Get(), MakeLogger(options_.rank, "controller", logger_->level()));
+  StatusOr<std::unique_ptr<transport::GrpcControlServer>> server =
+      transport::GrpcControlServer::Start(
+          *controller_address, controller_.get(), options_.timeout_seconds,
+          MakeLogger(options_.rank, "control-server", logger_->level()));
+  if (!server.ok()) return server.status().WithContext("starting the controller");
+  server_ = std::move(server).value();
+  controller_->Attach(server_.get());
+  controller_->Start();
+  *controller_address = host + ":" + std::to_string(server_->port());
+  return Status::Ok();
+}
+
+Status RuntimeImpl::JoinJob(const std::string& controller_address) {
+  SteadyTime::time_point deadline = DeadlineIn(options_.start_timeout_seconds);
+  std::string controller_host;
+  int controller_port = 0;
+  KOLO_RETURN_IF_ERROR(SplitHostPort(controller_address, "KOLO_CONTROLLER", &controller_host,
+                                     &controller_port));
+  std::string data_host = options_.data_address;
+  if (data_host.empty()) {
+    StatusOr<std::string> routed = LocalAddressRouting(controller_host);
+    if (!routed.ok()) return routed.status();
+    data_host = *routed;
+  }
+  transport::TcpMesh::Config mesh_config;
+  mesh_config.rank = options_.rank;
+  mesh_config.size = options_.size;
+  mesh_config.bind_host = data_host;
+  mesh_config.job_token = JobToken(options_.secret);
+  mesh_config.timeout_seconds = options_.timeout_seconds;
+  mesh_config.logger = MakeLogger(options_.rank, "data-plane", logger_->level());
+  StatusOr<std::unique_ptr<transport::TcpMesh>> mesh = transport::TcpMesh::Listen(mesh_config);
+  if (!mesh.ok()) return mesh.status().WithContext("data-plane listener on " + data_host);
+  mesh_ = std::move(mesh).value();
+
+  channel_ = transport::GrpcControlChannel::Create(
+      controller_address, options_.timeout_seconds,
+      MakeLogger(options_.rank, "control", logger_->level()));
+  Hello hello;
+  hello.rank = options_.rank;
+  hello.size = options_.size;
+  hello.host = options_.host.empty() ? LocalHostName() : options_.host;
+  hello.data_address = mesh_->listen_address();
+  hello.job_token = mesh_config.job_token;
+  StatusOr<std::vector<PeerInfo>> peers =
+      channel_->Connect(hello, deadline, [this] { wakeup_.Notify(); });
+  if (!peers.ok()) return peers.status();
+  std::vector<std::string> addresses;
+  for (const PeerInfo& peer : *peers) addresses.push_back(peer.data_address);
+  KOLO_RETURN_IF_ERROR(mesh_->Connect(addresses, deadline));
+  topology_ = ComputeTopology(*peers, options_.rank);
+  if (options_.local_rank >= 0) topology_.local_rank = options_.local_rank;
+  if (options_.local_size >= 0) topology_.local_size = options_.local_size;
+  return Status::Ok();
+}
+
+Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,
+                            Callback callback) {
+  auto entry = std::make_unique<TensorEntry>();
+  entry->meta = std::move(meta);
+  entry->input = input;
+  entry->output = output;
+  entry->callback = std::move(callback);
+  entry->enqueued_at = SteadyTime::now();
+  return queue_.Enqueue(std::move(entry));
+}
+
+Status RuntimeImpl::Shutdown() {
+  if (shut_down_) return Status::Ok();
+  shut_down_ = true;
+  Status status = loop_ ? loop_->Stop() : Status::Ok();
+  Teardown();
+  return status;
+}
+
+void RuntimeImpl::Teardown() {
+  // Workers close their streams as soon as the job-wide shutdown reaches them, so rank 0's
+  // server normally stops at once; the deadline only bounds a peer that went silent.
+  SteadyTime::time_point deadline = DeadlineIn(std::min(options_.timeout_seconds, 10.0));
+  queue_.Close(ShutdownError("kolo is shut down; no new ops are accepted"));
+  if (loop_) loop_->Stop().IgnoreError();  // Shutdown() already returned its status
+  if (channel_) channel_->Close(deadline);
+  if (server_) server_->Stop(deadline);
+  if (controller_) controller_->Stop();
+  loop_.reset();
+  executor_.reset();
+  channel_.reset();
+  mesh_.reset();
+  server_.reset();
+  controller_.reset();
+}
+
+}  // namespace kolo

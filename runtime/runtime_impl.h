@@ -1,0 +1,78 @@
+// RuntimeImpl: the composition root (DESIGN.md §9). It wires the concrete backends — the gRPC
+// controller service (rank 0), the gRPC control channel, the TCP data mesh and the CPU ring
+// executor — to core's tensor queue and background loop, and owns all of them.
+//
+// Threading: Create and Shutdown are called by the Runtime's owner; Enqueue from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/background_loop.h"
+#include "core/logging.h"
+#include "core/tensor_queue.h"
+#include "core/wakeup.h"
+#include "kolo/kolo.h"
+
+namespace kolo {
+
+namespace controller {
+class Controller;
+}
+namespace transport {
+class GrpcControlServer;
+class GrpcControlChannel;
+class TcpMesh;
+}  // namespace transport
+namespace ops {
+class CpuExecutor;
+}
+
+struct Topology {
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+};
+
+class RuntimeImpl {
+ public:
+  static StatusOr<std::unique_ptr<RuntimeImpl>> Create(const Options& options);
+  ~RuntimeImpl();
+
+  Status Shutdown();
+  Status Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,
+                 Callback callback);
+
+  const Options& options() const { return options_; }
+  const Topology& topology() const { return topology_; }
+
+ private:
+  RuntimeImpl(const Options& options, spdlog::level::level_enum level);
+  Status Start();
+  Status StartController(std::string* controller_address);
+  Status JoinJob(const std::string& controller_address);
+  void Teardown();
+
+  // Constant after Create.
+  const Options options_;
+  const Logger logger_;
+  Topology topology_;
+
+  // Built by Start(), torn down by Teardown(), in reverse order.
+  std::unique_ptr<controller::Controller> controller_;        // rank 0 only
+  std::unique_ptr<transport::GrpcControlServer> server_;      // rank 0 only
+  std::unique_ptr<transport::TcpMesh> mesh_;
+  std::unique_ptr<transport::GrpcControlChannel> channel_;
+  std::unique_ptr<ops::CpuExecutor> executor_;
+  Wakeup wakeup_;
+  TensorQueue queue_{&wakeup_};
+  std::unique_ptr<BackgroundLoop> loop_;
+  bool shut_down_ = false;  // owner thread only
+};
+
+// Ranks sharing a host name form a local set, ordered by rank; hosts are numbered by their
+// lowest rank.
+Topology ComputeTopology(const std::vector<PeerInfo>& peers, int rank);
+
+}  // namespace kolo

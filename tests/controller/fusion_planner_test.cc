@@ -1,0 +1,137 @@
+#include "controller/fusion_planner.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/controller/test_requests.h"
+
+namespace kolo::controller {
+namespace {
+
+using testing::Meta;
+
+// A successful float32 allreduce of `elements` elements (4 bytes each).
+ReadyTensor Ok(const std::string& name, int64_t elements, uint32_t cache_id = 0) {
+  return ReadyTensor{Meta(name, {elements}), "", cache_id};
+}
+
+ReadyTensor Failed(const std::string& name, const std::string& error) {
+  return ReadyTensor{Meta(name), error, 0};
+}
+
+std::vector<std::vector<std::string>> Groups(const std::vector<Response>& responses) {
+  std::vector<std::vector<std::string>> groups;
+  for (const Response& r : responses) groups.push_back(r.names);
+  return groups;
+}
+
+using Groups_t = std::vector<std::vector<std::string>>;
+
+TEST_CASE("Tensors fuse up to the threshold inclusive", "[controller][fusion]") {
+  uint64_t seq = 1;
+  // 10 + 6 elements = 64 bytes.
+  std::vector<ReadyTensor> ready = {Ok("a", 10), Ok("b", 6), Ok("c", 1)};
+  SECTION("exactly at the threshold") {
+    CHECK(Groups(PlanResponses(ready, 64, &seq)) == Groups_t{{"a", "b"}, {"c"}});
+  }
+  SECTION("one byte under") {
+    CHECK(Groups(PlanResponses(ready, 63, &seq)) == Groups_t{{"a"}, {"b", "c"}});
+  }
+  SECTION("large threshold") {
+    CHECK(Groups(PlanResponses(ready, 1 << 20, &seq)) == Groups_t{{"a", "b", "c"}});
+  }
+  SECTION("threshold 0 sends non-empty tensors alone") {
+    CHECK(Groups(PlanResponses(ready, 0, &seq)) == Groups_t{{"a"}, {"b"}, {"c"}});
+  }
+}
+
+TEST_CASE("A tensor bigger than the threshold goes alone", "[controller][fusion]") {
+  uint64_t seq = 1;
+  std::vector<ReadyTensor> ready = {Ok("small", 1), Ok("huge", 1000), Ok("empty", 0),
+                                    Ok("tail", 1)};
+  CHECK(Groups(PlanResponses(ready, 16, &seq)) == Groups_t{{"small"}, {"huge"}, {"empty", "tail"}});
+}
+
+TEST_CASE("Any difference in the fusion key breaks a run", "[controller][fusion]") {
+  uint64_t seq = 1;
+  ReadyTensor b = Ok("b", 1);
+  SECTION("dtype") {
+    b.meta.dtype = DataType::kFloat64;
+  }
+  SECTION("device") {
+    b.meta.device = Device::Cuda(0);
+  }
+  SECTION("reduce op") {
+    b.meta.reduce_op = ReduceOp::kAverage;
+  }
+  SECTION("prescale") {
+    b.meta.prescale = 2.0;
+  }
+  SECTION("postscale") {
+    b.meta.postscale = 0.5;
+  }
+  std::vector<ReadyTensor> ready = {Ok("a", 1), b, Ok("c", 1)};
+  CHECK(Groups(PlanResponses(ready, 1 << 20, &seq)) == Groups_t{{"a"}, {"b"}, {"c"}});
+}
+
+TEST_CASE("Only allreduces fuse; error responses stand alone", "[controller][fusion]") {
+  uint64_t seq = 1;
+  ReadyTensor bcast1 = Ok("bcast1", 1);
+  bcast1.meta.op = OpType::kBroadcast;
+  bcast1.meta.root = 1;
+  ReadyTensor bcast2 = bcast1;
+  bcast2.meta.name = "bcast2";
+  std::vector<ReadyTensor> ready = {
+      Ok("a", 1), bcast1, bcast2, Ok("b", 1), Failed("bad", "Mismatched ..."), Ok("c", 1)};
+  std::vector<Response> responses = PlanResponses(ready, 1 << 20, &seq);
+  CHECK(Groups(responses) == Groups_t{{"a"}, {"bcast1"}, {"bcast2"}, {"b"}, {"bad"}, {"c"}});
+  CHECK(responses[1].op == OpType::kBroadcast);
+  CHECK(responses[1].root == 1);
+  CHECK(responses[4].error == "Mismatched ...");
+  CHECK(responses[4].cache_ids == std::vector<uint32_t>{0});
+  CHECK(responses[4].num_elements == std::vector<int64_t>{0});
+}
+
+TEST_CASE("Responses carry the key, cache ids and sizes, and consecutive sequence numbers",
+          "[controller][fusion]") {
+  uint64_t seq = 7;
+  ReadyTensor a = Ok("a", 3, 5);
+  ReadyTensor b = Ok("b", 2, 0);
+  for (ReadyTensor* t : {&a, &b}) {
+    t->meta.reduce_op = ReduceOp::kAverage;
+    t->meta.prescale = 0.5;
+    t->meta.postscale = 2.0;
+  }
+  std::vector<Response> first = PlanResponses({a, b, Ok("c", 1)}, 1 << 20, &seq);
+  REQUIRE(first.size() == 2);
+  CHECK(first[0].seq == 7);
+  CHECK(first[1].seq == 8);
+  CHECK(first[0].names == std::vector<std::string>{"a", "b"});
+  CHECK(first[0].cache_ids == std::vector<uint32_t>{5, 0});
+  CHECK(first[0].num_elements == std::vector<int64_t>{3, 2});
+  CHECK(first[0].reduce_op == ReduceOp::kAverage);
+  CHECK(first[0].prescale == 0.5);
+  CHECK(first[0].postscale == 2.0);
+  CHECK(first[0].dtype == DataType::kFloat32);
+  CHECK_FALSE(first[0].is_error());
+  CHECK(seq == 9);
+
+  std::vector<Response> second = PlanResponses({Ok("d", 1)}, 1 << 20, &seq);
+  CHECK(second.at(0).seq == 9);
+  CHECK(PlanResponses({}, 1 << 20, &seq).empty());
+  CHECK(seq == 10);
+}
+
+TEST_CASE("Fusion sizes count bytes, not elements", "[controller][fusion]") {
+  CHECK(TensorBytes(Meta("a", {2, 3}, DataType::kFloat64)) == 48);
+  CHECK(TensorBytes(Meta("b", {}, DataType::kUInt8)) == 1);
+  CHECK(TensorBytes(Meta("c", {0, 7})) == 0);
+  uint64_t seq = 1;
+  ReadyTensor halfs = ReadyTensor{Meta("h1", {8}, DataType::kFloat16), "", 0};
+  ReadyTensor halfs2 = ReadyTensor{Meta("h2", {8}, DataType::kFloat16), "", 0};
+  CHECK(Groups(PlanResponses({halfs, halfs2}, 32, &seq)) == Groups_t{{"h1", "h2"}});
+}
+
+}  // namespace
+}  // namespace kolo::controller

@@ -1,0 +1,140 @@
+#include "controller/negotiator.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/controller/test_requests.h"
+
+namespace kolo::controller {
+namespace {
+
+using testing::ById;
+using testing::Full;
+using testing::Meta;
+
+Negotiator::Config MakeConfig(int size, int cache_capacity = 16) {
+  return Negotiator::Config{size, /*fusion_threshold_bytes=*/1 << 20, cache_capacity};
+}
+
+// Every rank sends `requests`; returns the planned responses.
+std::vector<Response> AllSend(Negotiator* n, int size, const std::vector<Request>& requests) {
+  for (int rank = 0; rank < size; ++rank) REQUIRE(n->AddRequests(rank, requests).ok());
+  return n->Plan();
+}
+
+TEST_CASE("A completed name gets a cache id that every rank may then use",
+          "[controller][negotiator][cache]") {
+  const int size = GENERATE(1, 2, 5);
+  Negotiator n(MakeConfig(size));
+  std::vector<Response> first = AllSend(&n, size, {Full(Meta("a")), Full(Meta("b"))});
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].names == std::vector<std::string>{"a", "b"});
+  CHECK(first[0].cache_ids == std::vector<uint32_t>{1, 2});
+
+  // By id alone; the same metadata (and the same ids) come back.
+  std::vector<Response> second = AllSend(&n, size, {ById(2), ById(1)});
+  REQUIRE(second.size() == 1);
+  CHECK(second[0].names == std::vector<std::string>{"b", "a"});
+  CHECK(second[0].cache_ids == std::vector<uint32_t>{2, 1});
+  CHECK(second[0].num_elements == std::vector<int64_t>{4, 4});
+  CHECK(second[0].seq == 2);
+}
+
+TEST_CASE("Ids and full metadata mix freely when they agree", "[controller][negotiator][cache]") {
+  Negotiator n(MakeConfig(2));
+  AllSend(&n, 2, {Full(Meta("a"))});
+  REQUIRE(n.AddRequests(0, {ById(1)}).ok());
+  REQUIRE(n.AddRequests(1, {Full(Meta("a"))}).ok());
+  std::vector<Response> responses = n.Plan();
+  REQUIRE(responses.size() == 1);
+  CHECK_FALSE(responses[0].is_error());
+  CHECK(responses[0].cache_ids == std::vector<uint32_t>{1});
+}
+
+TEST_CASE("An unknown cache id is a protocol error naming the rank",
+          "[controller][negotiator][cache]") {
+  Negotiator n(MakeConfig(2));
+  Status status = n.AddRequests(1, {ById(7)});
+  CHECK(status.code() == StatusCode::kInternal);
+  CHECK(status.message() == "rank 1 sent unknown cache id 7");
+}
+
+TEST_CASE("Once the cache is full, new names complete without an id",
+          "[controller][negotiator][cache]") {
+  Negotiator n(MakeConfig(2, /*cache_capacity=*/2));
+  std::vector<Response> r = AllSend(&n, 2, {Full(Meta("a")), Full(Meta("b")), Full(Meta("c"))});
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].cache_ids == std::vector<uint32_t>{1, 2, 0});
+  CHECK(n.cache().size() == 2);
+  // c stays uncached on later steps too.
+  r = AllSend(&n, 2, {Full(Meta("c"))});
+  CHECK(r.at(0).cache_ids == std::vector<uint32_t>{0});
+}
+
+TEST_CASE("A shape change replaces the name's cache entry on success",
+          "[controller][negotiator][cache]") {
+  Negotiator n(MakeConfig(2));
+  AllSend(&n, 2, {Full(Meta("a", {4}))});
+  std::vector<Response> r = AllSend(&n, 2, {Full(Meta("a", {8}))});
+  CHECK(r.at(0).cache_ids == std::vector<uint32_t>{2});
+  CHECK(r.at(0).num_elements == std::vector<int64_t>{8});
+  CHECK(n.AddRequests(0, {ById(1)}).message() == "rank 0 sent unknown cache id 1");
+}
+
+TEST_CASE("A mismatch between an id and new metadata fails the op and keeps the cache",
+          "[controller][negotiator][cache]") {
+  Negotiator n(MakeConfig(2));
+  AllSend(&n, 2, {Full(Meta("a", {4}))});
+  REQUIRE(n.AddRequests(0, {ById(1)}).ok());
+  REQUIRE(n.AddRequests(1, {Full(Meta("a", {5}))}).ok());
+  std::vector<Response> r = n.Plan();
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].error == "Mismatched allreduce shapes for 'a': rank 0 sent [4], rank 1 sent [5]");
+  CHECK(r[0].cache_ids == std::vector<uint32_t>{0});
+  CHECK(n.cache().IdOf("a") == 1);
+  CHECK(AllSend(&n, 2, {ById(1)}).at(0).names == std::vector<std::string>{"a"});
+}
+
+TEST_CASE("Malformed metadata and duplicate announcements are protocol errors",
+          "[controller][negotiator]") {
+  Negotiator n(MakeConfig(3));
+  CHECK(n.AddRequests(2, {Full(Meta(""))}).message() == "rank 2 announced a tensor without a name");
+  CHECK(n.AddRequests(1, {Full(Meta("x")), Full(Meta("x"))}).message() ==
+        "rank 1 announced 'x' twice before it was ready");
+}
+
+TEST_CASE("Errors and successes keep readiness order and global sequence numbers",
+          "[controller][negotiator]") {
+  Negotiator n(MakeConfig(2));
+  REQUIRE(n.AddRequests(0, {Full(Meta("a")), Full(Meta("bad")), Full(Meta("b"))}).ok());
+  REQUIRE(n.AddRequests(1, {Full(Meta("a")), Full(Meta("bad", {5})), Full(Meta("b"))}).ok());
+  CHECK(n.ready_count() == 3);
+  std::vector<Response> r = n.Plan();
+  REQUIRE(r.size() == 3);
+  CHECK(r[0].names == std::vector<std::string>{"a"});
+  CHECK(r[1].is_error());
+  CHECK(r[2].names == std::vector<std::string>{"b"});
+  CHECK(r[0].seq == 1);
+  CHECK(r[1].seq == 2);
+  CHECK(r[2].seq == 3);
+  CHECK(n.next_seq() == 4);
+  CHECK(n.ready_count() == 0);
+  CHECK(n.Plan().empty());
+}
+
+TEST_CASE("Shutdown notices fail pending names and count towards all_shut_down",
+          "[controller][negotiator][shutdown]") {
+  Negotiator n(MakeConfig(2));
+  REQUIRE(n.AddRequests(0, {Full(Meta("x"))}).ok());
+  n.AddShutdown(1);
+  CHECK_FALSE(n.all_shut_down());
+  std::vector<Response> r = n.Plan();
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].error == "rank 1 called shutdown() before submitting 'x'");
+  n.AddShutdown(0);
+  CHECK(n.all_shut_down());
+}
+
+}  // namespace
+}  // namespace kolo::controller

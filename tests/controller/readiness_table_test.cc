@@ -1,0 +1,186 @@
+#include "controller/readiness_table.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/controller/test_requests.h"
+
+namespace kolo::controller {
+namespace {
+
+using testing::Meta;
+
+std::vector<std::string> Names(const std::vector<ReadyTensor>& ready) {
+  std::vector<std::string> names;
+  for (const ReadyTensor& t : ready) names.push_back(t.meta.name);
+  return names;
+}
+
+struct Announcement {
+  int rank;
+  std::string name;
+};
+
+// Every rank announces every name once, each rank in its own order, the ranks' streams
+// interleaved at random (a fixed seed per case).
+std::vector<Announcement> Interleaving(int size, int num_names, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<std::string>> per_rank(size);
+  for (int r = 0; r < size; ++r) {
+    for (int n = 0; n < num_names; ++n) per_rank[r].push_back("t" + std::to_string(n));
+    std::shuffle(per_rank[r].begin(), per_rank[r].end(), rng);
+  }
+  std::vector<Announcement> out;
+  std::vector<size_t> next(size, 0);
+  while (out.size() < static_cast<size_t>(size * num_names)) {
+    const int r = static_cast<int>(rng() % size);
+    if (next[r] < per_rank[r].size()) out.push_back({r, per_rank[r][next[r]++]});
+  }
+  return out;
+}
+
+TEST_CASE("A name is ready exactly when the last rank announces it, in completion order",
+          "[controller][readiness]") {
+  const int size = GENERATE(range(1, 9));
+  const unsigned seed = GENERATE(1u, 2u, 3u, 4u, 5u);
+  const int num_names = 6;
+  CAPTURE(size, seed);
+
+  ReadinessTable table(size);
+  std::vector<ReadyTensor> ready;
+  std::vector<std::string> expected_order;
+  std::map<std::string, int> seen;
+  for (const Announcement& a : Interleaving(size, num_names, seed)) {
+    const size_t before = ready.size();
+    REQUIRE(table.Announce(a.rank, Meta(a.name), &ready).ok());
+    const bool completes = ++seen[a.name] == size;
+    if (completes) expected_order.push_back(a.name);
+    REQUIRE(ready.size() == before + (completes ? 1 : 0));
+  }
+  CHECK(Names(ready) == expected_order);
+  CHECK(table.pending_count() == 0);
+  for (const ReadyTensor& t : ready) CHECK_FALSE(t.is_error());
+}
+
+TEST_CASE("Readiness follows completion, not first announcement", "[controller][readiness]") {
+  ReadinessTable table(2);
+  std::vector<ReadyTensor> ready;
+  REQUIRE(table.Announce(0, Meta("a"), &ready).ok());
+  REQUIRE(table.Announce(0, Meta("b"), &ready).ok());
+  REQUIRE(table.Announce(1, Meta("b"), &ready).ok());
+  CHECK(table.MissingRanks("a") == std::vector<int>{1});
+  REQUIRE(table.Announce(1, Meta("a"), &ready).ok());
+  CHECK(Names(ready) == std::vector<std::string>{"b", "a"});
+  CHECK(table.MissingRanks("a").empty());
+}
+
+TEST_CASE("A mismatch is reported at completion against rank 0, whatever the arrival order",
+          "[controller][readiness]") {
+  const int size = 4;
+  std::vector<int> order = {0, 1, 2, 3};
+  const int rotation = GENERATE(0, 1, 2, 3);
+  std::rotate(order.begin(), order.begin() + rotation, order.end());
+  if (GENERATE(false, true)) std::reverse(order.begin(), order.end());
+  CAPTURE(order);
+
+  ReadinessTable table(size);
+  std::vector<ReadyTensor> ready;
+  for (int rank : order) {
+    REQUIRE(table
+                .Announce(rank,
+                          Meta("grad/w1",
+                               rank == 3 ? std::vector<int64_t>{3, 2} : std::vector<int64_t>{2, 3}),
+                          &ready)
+                .ok());
+    REQUIRE(ready.size() == (rank == order.back() ? 1u : 0u));
+  }
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].error ==
+        "Mismatched allreduce shapes for 'grad/w1': rank 0 sent [2, 3], rank 3 sent [3, 2]");
+  CHECK(ready[0].meta.shape == std::vector<int64_t>{2, 3});
+}
+
+TEST_CASE("When rank 0 is the odd one out, the first other rank is named",
+          "[controller][readiness]") {
+  ReadinessTable table(3);
+  std::vector<ReadyTensor> ready;
+  REQUIRE(table.Announce(1, Meta("x"), &ready).ok());
+  REQUIRE(table.Announce(2, Meta("x"), &ready).ok());
+  REQUIRE(table.Announce(0, Meta("x", {4}, DataType::kInt32), &ready).ok());
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].error == "Mismatched data types for 'x': rank 0 sent int32, rank 1 sent float32");
+}
+
+TEST_CASE("Announcing a pending name twice is a protocol error", "[controller][readiness]") {
+  ReadinessTable table(2);
+  std::vector<ReadyTensor> ready;
+  REQUIRE(table.Announce(1, Meta("x"), &ready).ok());
+  Status status = table.Announce(1, Meta("x"), &ready);
+  CHECK(status.code() == StatusCode::kInternal);
+  CHECK(status.message() == "rank 1 announced 'x' twice before it was ready");
+  // After completion the name is free again.
+  REQUIRE(table.Announce(0, Meta("x"), &ready).ok());
+  REQUIRE(table.Announce(1, Meta("x"), &ready).ok());
+  CHECK(ready.size() == 1);
+  CHECK(table.MissingRanks("x") == std::vector<int>{0});
+}
+
+TEST_CASE("A rank outside the job is a protocol error", "[controller][readiness]") {
+  ReadinessTable table(2);
+  std::vector<ReadyTensor> ready;
+  CHECK(table.Announce(2, Meta("x"), &ready).message() ==
+        "rank 2 is out of range for a job of 2 ranks");
+  CHECK(table.Announce(-1, Meta("x"), &ready).message() ==
+        "rank -1 is out of range for a job of 2 ranks");
+}
+
+TEST_CASE("A shutdown fails every pending name, in order of first announcement",
+          "[controller][readiness][shutdown]") {
+  ReadinessTable table(3);
+  std::vector<ReadyTensor> ready;
+  REQUIRE(table.Announce(0, Meta("x"), &ready).ok());
+  REQUIRE(table.Announce(2, Meta("y"), &ready).ok());
+  REQUIRE(table.Announce(1, Meta("x"), &ready).ok());
+  table.MarkShutdown(2, &ready);
+  REQUIRE(ready.size() == 2);
+  CHECK(ready[0].error == "rank 2 called shutdown() before submitting 'x'");
+  CHECK(ready[1].error == "rank 2 called shutdown() while 'y' was pending");
+  CHECK(table.pending_count() == 0);
+  CHECK(table.has_shut_down(2));
+  CHECK(table.num_shut_down() == 1);
+}
+
+TEST_CASE("After a shutdown, every new announcement fails at once",
+          "[controller][readiness][shutdown]") {
+  ReadinessTable table(3);
+  std::vector<ReadyTensor> ready;
+  table.MarkShutdown(1, &ready);
+  CHECK(ready.empty());
+  REQUIRE(table.Announce(0, Meta("z"), &ready).ok());
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].error == "rank 1 called shutdown() before submitting 'z'");
+  // A second shutdown keeps naming the first rank.
+  table.MarkShutdown(2, &ready);
+  table.MarkShutdown(2, &ready);  // idempotent
+  CHECK(table.num_shut_down() == 2);
+  REQUIRE(table.Announce(0, Meta("w"), &ready).ok());
+  CHECK(ready.back().error == "rank 1 called shutdown() before submitting 'w'");
+  CHECK(table.pending_count() == 0);
+}
+
+TEST_CASE("Announcing after one's own shutdown notice is a protocol error",
+          "[controller][readiness][shutdown]") {
+  ReadinessTable table(2);
+  std::vector<ReadyTensor> ready;
+  table.MarkShutdown(0, &ready);
+  Status status = table.Announce(0, Meta("x"), &ready);
+  CHECK(status.message() == "rank 0 announced 'x' after its shutdown notice");
+  CHECK(ready.empty());
+}
+
+}  // namespace
+}  // namespace kolo::controller

@@ -1,0 +1,129 @@
+#include <catch2/catch.hpp>
+
+#include "core/config_table.h"
+#include "kolo/options.h"
+
+using kolo::Options;
+
+TEST_CASE("An empty environment gives a valid one-rank job with the table's defaults",
+          "[core][options]") {
+  auto options = Options::FromMap({});
+  REQUIRE(options.ok());
+  CHECK(options->rank == 0);
+  CHECK(options->size == 1);
+  CHECK(options->fusion_threshold_bytes == 64 << 20);
+  CHECK(options->cycle_time_ms == 1.0);
+  CHECK(options->cache_capacity == 1024);
+  CHECK(options->timeout_seconds == 30.0);
+}
+
+TEST_CASE("KOLO variables are parsed into options", "[core][options]") {
+  auto options = Options::FromMap({{"KOLO_RANK", "3"},
+                                   {"KOLO_SIZE", "4"},
+                                   {"KOLO_LOCAL_RANK", "1"},
+                                   {"KOLO_LOCAL_SIZE", "2"},
+                                   {"KOLO_CONTROLLER", "10.0.0.1:2990"},
+                                   {"KOLO_FUSION_THRESHOLD", "8M"},
+                                   {"KOLO_CYCLE_TIME_MS", "2.5"},
+                                   {"KOLO_CACHE_CAPACITY", "0"},
+                                   {"KOLO_TIMEOUT_SECONDS", "5"},
+                                   {"KOLO_LOG_LEVEL", "debug"}});
+  REQUIRE(options.ok());
+  CHECK(options->rank == 3);
+  CHECK(options->size == 4);
+  CHECK(options->local_rank == 1);
+  CHECK(options->local_size == 2);
+  CHECK(options->controller_address == "10.0.0.1:2990");
+  CHECK(options->fusion_threshold_bytes == 8 << 20);
+  CHECK(options->cycle_time_ms == 2.5);
+  CHECK(options->cache_capacity == 0);
+  CHECK(options->timeout_seconds == 5.0);
+  CHECK(options->log_level == "debug");
+}
+
+TEST_CASE("A bad value fails with a message naming the variable", "[core][options]") {
+  auto [name, value] = GENERATE(table<std::string, std::string>({
+      {"KOLO_SIZE", "0"},
+      {"KOLO_SIZE", "four"},
+      {"KOLO_RANK", "-1"},
+      {"KOLO_FUSION_THRESHOLD", "64Q"},
+      {"KOLO_FUSION_THRESHOLD", "8G"},
+      {"KOLO_CYCLE_TIME_MS", "fast"},
+      {"KOLO_CYCLE_TIME_MS", "nan"},
+      {"KOLO_TIMEOUT_SECONDS", "0"},
+      {"KOLO_CONTROLLER", "nohostport"},
+      {"KOLO_CONTROLLER", "host:70000"},
+      {"KOLO_LOG_LEVEL", "loud"},
+      {"HOROVOD_FUSION_THRESHOLD", "-5"},
+  }));
+  auto options = Options::FromMap({{name, value}});
+  REQUIRE_FALSE(options.ok());
+  CHECK(options.status().code() == kolo::StatusCode::kInvalidArgument);
+  CHECK_THAT(options.status().message(), Catch::Contains(name));
+  CHECK_THAT(options.status().message(), Catch::Contains(value));
+}
+
+TEST_CASE("Horovod aliases work and the KOLO_ name wins", "[core][options]") {
+  auto alias_only = Options::FromMap({{"HOROVOD_FUSION_THRESHOLD", "1048576"},
+                                      {"HOROVOD_CYCLE_TIME", "3"}});
+  REQUIRE(alias_only.ok());
+  CHECK(alias_only->fusion_threshold_bytes == 1 << 20);
+  CHECK(alias_only->cycle_time_ms == 3.0);
+
+  auto both = Options::FromMap(
+      {{"HOROVOD_FUSION_THRESHOLD", "1048576"}, {"KOLO_FUSION_THRESHOLD", "2M"}});
+  REQUIRE(both.ok());
+  CHECK(both->fusion_threshold_bytes == 2 << 20);
+}
+
+TEST_CASE("torchrun's variables describe the job when KOLO_ ones are absent",
+          "[core][options]") {
+  auto options = Options::FromMap({{"RANK", "1"},
+                                   {"WORLD_SIZE", "2"},
+                                   {"LOCAL_RANK", "1"},
+                                   {"LOCAL_WORLD_SIZE", "2"},
+                                   {"MASTER_ADDR", "127.0.0.1"},
+                                   {"MASTER_PORT", "29500"}});
+  REQUIRE(options.ok());
+  CHECK(options->rank == 1);
+  CHECK(options->size == 2);
+  CHECK(options->local_rank == 1);
+  CHECK(options->controller_address == "127.0.0.1:29500");
+
+  auto half = Options::FromMap({{"MASTER_ADDR", "127.0.0.1"}});
+  REQUIRE_FALSE(half.ok());
+  CHECK_THAT(half.status().message(), Catch::Contains("MASTER_PORT"));
+}
+
+TEST_CASE("Unknown KOLO_ variables are refused as likely typos", "[core][options]") {
+  auto options = Options::FromMap({{"KOLO_FUSION_TRESHOLD", "1M"}});
+  REQUIRE_FALSE(options.ok());
+  CHECK_THAT(options.status().message(), Catch::Contains("KOLO_FUSION_TRESHOLD"));
+}
+
+TEST_CASE("Inconsistent identity is refused", "[core][options]") {
+  auto rank_too_big = Options::FromMap(
+      {{"KOLO_RANK", "4"}, {"KOLO_SIZE", "4"}, {"KOLO_CONTROLLER", "h:1"}});
+  REQUIRE_FALSE(rank_too_big.ok());
+  CHECK_THAT(rank_too_big.status().message(), Catch::Contains("KOLO_RANK"));
+
+  auto no_controller = Options::FromMap({{"KOLO_RANK", "0"}, {"KOLO_SIZE", "2"}});
+  REQUIRE_FALSE(no_controller.ok());
+  CHECK_THAT(no_controller.status().message(), Catch::Contains("KOLO_CONTROLLER"));
+}
+
+TEST_CASE("Byte sizes accept binary suffixes", "[core][options]") {
+  CHECK(*kolo::ParseByteSize("0") == 0);
+  CHECK(*kolo::ParseByteSize("4096") == 4096);
+  CHECK(*kolo::ParseByteSize("4K") == 4096);
+  CHECK(*kolo::ParseByteSize("64MiB") == 64 << 20);
+  CHECK(*kolo::ParseByteSize("1G") == int64_t{1} << 30);
+  CHECK_FALSE(kolo::ParseByteSize("").ok());
+  CHECK_FALSE(kolo::ParseByteSize("M").ok());
+  CHECK_FALSE(kolo::ParseByteSize("1.5M").ok());
+}
+
+TEST_CASE("The printed table lists every variable", "[core][options]") {
+  std::string text = kolo::FormatConfigTable();
+  for (const auto& var : kolo::ConfigTable()) CHECK_THAT(text, Catch::Contains(var.name));
+}

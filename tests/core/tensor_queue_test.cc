@@ -1,0 +1,87 @@
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "core/tensor_queue.h"
+
+using namespace kolo;
+
+namespace {
+std::unique_ptr<TensorEntry> Entry(const std::string& name) {
+  auto entry = std::make_unique<TensorEntry>();
+  entry->meta.name = name;
+  entry->enqueued_at = std::chrono::steady_clock::now();
+  return entry;
+}
+}  // namespace
+
+TEST_CASE("Entries come out of the queue in enqueue order", "[core][queue]") {
+  Wakeup wakeup;
+  TensorQueue queue(&wakeup);
+  REQUIRE(queue.Enqueue(Entry("a")).ok());
+  REQUIRE(queue.Enqueue(Entry("b")).ok());
+  auto taken = queue.TakeNew();
+  REQUIRE(taken.size() == 2);
+  CHECK(taken[0]->meta.name == "a");
+  CHECK(taken[1]->meta.name == "b");
+  CHECK(queue.TakeNew().empty());
+  CHECK(queue.Find("a") == taken[0]);
+}
+
+TEST_CASE("A name already in flight fails at enqueue until it is removed", "[core][queue]") {
+  Wakeup wakeup;
+  TensorQueue queue(&wakeup);
+  REQUIRE(queue.Enqueue(Entry("grad/w1")).ok());
+  Status dup = queue.Enqueue(Entry("grad/w1"));
+  REQUIRE_FALSE(dup.ok());
+  CHECK(dup.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(dup.message(), Catch::Contains("'grad/w1'") && Catch::Contains("already in flight"));
+  queue.TakeNew();
+  REQUIRE(queue.Remove("grad/w1") != nullptr);
+  CHECK(queue.Enqueue(Entry("grad/w1")).ok());
+}
+
+TEST_CASE("A closed queue refuses with the reason it was closed for", "[core][queue]") {
+  Wakeup wakeup;
+  TensorQueue queue(&wakeup);
+  REQUIRE(queue.Enqueue(Entry("x")).ok());
+  queue.Close(Aborted("rank 2 lost"));
+  queue.Close(ShutdownError("later reason is ignored"));
+  Status refused = queue.Enqueue(Entry("y"));
+  CHECK(refused.code() == StatusCode::kAborted);
+  CHECK(refused.message() == "rank 2 lost");
+  auto all = queue.RemoveAll();
+  REQUIRE(all.size() == 1);
+  CHECK(all[0]->meta.name == "x");
+  CHECK(queue.Find("x") == nullptr);
+}
+
+TEST_CASE("Removing an entry not yet taken also drops it from the new list", "[core][queue]") {
+  Wakeup wakeup;
+  TensorQueue queue(&wakeup);
+  REQUIRE(queue.Enqueue(Entry("x")).ok());
+  REQUIRE(queue.Remove("x") != nullptr);
+  CHECK(queue.TakeNew().empty());
+  CHECK(queue.Remove("x") == nullptr);
+}
+
+TEST_CASE("Enqueue from many threads keeps every entry exactly once", "[core][queue]") {
+  Wakeup wakeup;
+  TensorQueue queue(&wakeup);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&queue, t] {
+      for (int i = 0; i < 250; ++i) {
+        REQUIRE(queue.Enqueue(Entry("t" + std::to_string(t) + "/" + std::to_string(i))).ok());
+      }
+    });
+  }
+  size_t seen = 0;
+  while (seen < 1000) {
+    wakeup.WaitUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+    seen += queue.TakeNew().size();
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(seen == 1000);
+  CHECK(queue.RemoveAll().size() == 1000);
+}

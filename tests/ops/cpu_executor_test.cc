@@ -1,0 +1,222 @@
+// Tests of ops/cpu_executor.h through real loopback TCP (transport::TcpMesh) with 1..4
+// thread-ranks: single and fused allreduces, in and out of place, prescale/postscale, average
+// for floating and integer dtypes, fusion-buffer reuse across responses of changing size, and
+// the error texts.
+#include "ops/cpu_executor.h"
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/ops/loopback_ring.h"
+#include "tests/ops/ring_reference.h"
+#include "tests/support/watchdog.h"
+
+namespace kolo::ops {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ElementBuffer;
+
+struct Scenario {
+  DataType dtype;
+  ReduceOp op;
+  double prescale;
+  double postscale;
+  std::vector<size_t> counts;  // one tensor each; several: a fused response
+  bool in_place;
+};
+
+std::string Describe(const Scenario& s) {
+  return DataTypeName(s.dtype) + " " + ReduceOpName(s.op) + " pre " + std::to_string(s.prescale) +
+         " post " + std::to_string(s.postscale) + " " + std::to_string(s.counts.size()) +
+         " tensors" + (s.in_place ? " in place" : "");
+}
+
+// Element i of tensor t as `rank` submits it (small integers: exact in every dtype).
+double Input(const Scenario& s, int rank, size_t t, size_t i) {
+  const ReduceOp value_op = s.op == ReduceOp::kProduct ? s.op : ReduceOp::kSum;
+  return testing::RankInput(s.dtype, value_op, rank, i + 100 * t);
+}
+
+// The result the executor must produce, rounded to the dtype as it is stored.
+double Expected(const Scenario& s, int n, size_t t, size_t i) {
+  double reduced = Input(s, 0, t, i) * s.prescale;
+  for (int rank = 1; rank < n; ++rank) {
+    const double v = Input(s, rank, t, i) * s.prescale;
+    switch (s.op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAverage:
+        reduced += v;
+        break;
+      case ReduceOp::kMin:
+        reduced = std::min(reduced, v);
+        break;
+      case ReduceOp::kMax:
+        reduced = std::max(reduced, v);
+        break;
+      case ReduceOp::kProduct:
+        reduced *= v;
+        break;
+    }
+  }
+  double result = reduced * s.postscale;
+  if (s.op == ReduceOp::kAverage) {
+    result = IsFloatingPoint(s.dtype)
+                 ? reduced * (s.postscale / n)
+                 : static_cast<double>(static_cast<int64_t>(reduced) / n);  // truncates
+  }
+  ElementBuffer stored(s.dtype, 1);
+  stored.Set(0, result);
+  return stored.Get(0);
+}
+
+// Runs `s` on one rank's executor; "" when every output matches.
+std::string RunScenario(CpuExecutor& executor, int rank, int n, const Scenario& s) {
+  std::vector<ElementBuffer> inputs;
+  std::vector<ElementBuffer> outputs;
+  std::vector<TensorEntry> entries(s.counts.size());
+  Response response;
+  response.dtype = s.dtype;
+  response.reduce_op = s.op;
+  response.prescale = s.prescale;
+  response.postscale = s.postscale;
+  for (size_t t = 0; t < s.counts.size(); ++t) {
+    inputs.emplace_back(s.dtype, s.counts[t]);
+    outputs.emplace_back(s.dtype, s.counts[t]);
+    for (size_t i = 0; i < s.counts[t]; ++i) inputs[t].Set(i, Input(s, rank, t, i));
+  }
+  std::vector<TensorEntry*> pointers;
+  for (size_t t = 0; t < s.counts.size(); ++t) {
+    TensorEntry& entry = entries[t];
+    entry.meta.name = "t" + std::to_string(t);
+    entry.meta.dtype = s.dtype;
+    entry.meta.shape = {static_cast<int64_t>(s.counts[t])};
+    entry.input = {inputs[t].data(), s.dtype, entry.meta.shape, Device::Cpu()};
+    entry.output = entry.input;
+    if (!s.in_place) entry.output.data = outputs[t].data();
+    response.names.push_back(entry.meta.name);
+    response.num_elements.push_back(static_cast<int64_t>(s.counts[t]));
+    pointers.push_back(&entry);
+  }
+  const Status status = executor.Execute(response, pointers);
+  if (!status.ok()) return Describe(s) + ": " + status.ToString();
+  for (size_t t = 0; t < s.counts.size(); ++t) {
+    const ElementBuffer& result = s.in_place ? inputs[t] : outputs[t];
+    for (size_t i = 0; i < s.counts[t]; ++i) {
+      const double expected = Expected(s, n, t, i);
+      if (result.Get(i) != expected) {
+        return Describe(s) + ": tensor " + std::to_string(t) + " element " + std::to_string(i) +
+               " is " + std::to_string(result.Get(i)) + ", expected " + std::to_string(expected);
+      }
+    }
+  }
+  return "";
+}
+
+std::vector<Scenario> Scenarios() {
+  std::vector<Scenario> scenarios;
+  const std::vector<std::vector<size_t>> layouts = {
+      {1}, {13}, {1031}, {3, 0, 1, 17}, {1000, 1, 2048, 7, 5}, {40000, 3}};
+  for (const auto& counts : layouts) {
+    for (bool in_place : {false, true}) {
+      for (DataType dtype :
+           {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16}) {
+        scenarios.push_back({dtype, ReduceOp::kSum, 2.0, 0.25, counts, in_place});
+        scenarios.push_back({dtype, ReduceOp::kAverage, 1.0, 1.0, counts, in_place});
+        scenarios.push_back({dtype, ReduceOp::kAverage, 0.5, 4.0, counts, in_place});
+        scenarios.push_back({dtype, ReduceOp::kMax, 2.0, 1.0, counts, in_place});
+        scenarios.push_back({dtype, ReduceOp::kProduct, 2.0, 0.5, counts, in_place});
+      }
+      for (DataType dtype :
+           {DataType::kInt32, DataType::kInt8, DataType::kUInt8, DataType::kInt64}) {
+        scenarios.push_back({dtype, ReduceOp::kSum, 1.0, 1.0, counts, in_place});
+        scenarios.push_back({dtype, ReduceOp::kAverage, 1.0, 1.0, counts, in_place});
+        scenarios.push_back({dtype, ReduceOp::kMin, 1.0, 1.0, counts, in_place});
+      }
+    }
+  }
+  return scenarios;
+}
+
+TEST_CASE("the CPU executor allreduces single and fused tensors with scaling and average",
+          "[ops][executor][tcp]") {
+  const int n = GENERATE(range(1, 5));
+  testing::Watchdog watchdog("CPU executor, n=" + std::to_string(n), 60s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
+  REQUIRE(meshes.status().ToString() == "OK");
+  const std::vector<Scenario> scenarios = Scenarios();
+  const std::vector<std::string> failures = testing::RunOnRanks(n, [&](int rank) {
+    // One executor per rank for every scenario: the fusion buffer grows and is reused.
+    CpuExecutor executor(*(*meshes)[rank], MakeLogger(rank, "ops", spdlog::level::warn),
+                         /*scratch_bytes=*/4099);
+    for (const Scenario& s : scenarios) {
+      std::string failure = RunScenario(executor, rank, n, s);
+      if (!failure.empty()) {
+        testing::InterruptAll(*meshes, "rank " + std::to_string(rank) + " failed");
+        return "rank " + std::to_string(rank) + ": " + failure;
+      }
+    }
+    return std::string();
+  });
+  for (const std::string& failure : failures) CHECK(failure == "");
+}
+
+TEST_CASE("the CPU executor refuses ops it does not implement and integer scaling",
+          "[ops][executor]") {
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(1);
+  REQUIRE(meshes.status().ToString() == "OK");
+  CpuExecutor executor(*(*meshes)[0], nullptr);
+  std::vector<int32_t> data = {1, 2, 3};
+  TensorEntry entry;
+  entry.meta.name = "ints";
+  entry.input = {data.data(), DataType::kInt32, {3}, Device::Cpu()};
+  entry.output = entry.input;
+  Response response;
+  response.dtype = DataType::kInt32;
+  response.names = {"ints"};
+  response.num_elements = {3};
+
+  response.op = OpType::kAllgather;
+  CHECK(executor.Execute(response, {&entry}) == Internal("allgather is not implemented"));
+
+  response.op = OpType::kAllreduce;
+  response.prescale = 2.0;
+  const Status scaled = executor.Execute(response, {&entry});
+  CHECK(scaled.code() == StatusCode::kInvalidArgument);
+  CHECK(scaled.message().rfind("allreduce 'ints': ", 0) == 0);
+
+  response.prescale = 1.0;
+  response.names = {"ints", "missing"};
+  CHECK(executor.Execute(response, {&entry}).code() == StatusCode::kInternal);
+
+  response.names = {"ints"};
+  REQUIRE(executor.Execute(response, {&entry}).ok());
+  CHECK(data == std::vector<int32_t>{1, 2, 3});
+}
+
+TEST_CASE("op descriptions name the tensors and the fused size", "[ops][executor]") {
+  std::vector<TensorEntry> entries(5);
+  std::vector<TensorEntry*> pointers;
+  const char* names[] = {"a", "b", "c", "d", "e"};
+  for (size_t i = 0; i < entries.size(); ++i) {
+    entries[i].meta.name = names[i];
+    entries[i].output = {nullptr, DataType::kFloat32, {3, 256, 1024}, Device::Cpu()};
+    pointers.push_back(&entries[i]);
+  }
+  CHECK(DescribeOp(OpType::kAllreduce, {pointers[0]}) == "allreduce 'a'");
+  CHECK(DescribeOp(OpType::kAllreduce, {pointers[0], pointers[1]}) ==
+        "allreduce 'a', 'b' (2 tensors, 6.0 MiB)");
+  CHECK(DescribeOp(OpType::kAllreduce, pointers) ==
+        "allreduce 'a', 'b' and 3 more (5 tensors, 15.0 MiB)");
+  CHECK(FormatBytes(0) == "0 B");
+  CHECK(FormatBytes(1023) == "1023 B");
+  CHECK(FormatBytes(1536) == "1.5 KiB");
+  CHECK(FormatBytes(size_t{12} << 20) == "12.0 MiB");
+  CHECK(FormatBytes(size_t{3} << 30) == "3.0 GiB");
+}
+
+}  // namespace
+}  // namespace kolo::ops

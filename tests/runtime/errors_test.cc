@@ -1,0 +1,166 @@
+// Op-local errors through the public API: mismatches reach every rank with one message and
+// the job goes on; local argument errors fail at enqueue; shutdown ends what is pending.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <future>
+
+#include "tests/support/local_job.h"
+#include "tests/support/watchdog.h"
+
+using namespace kolo;
+using kolo::testing::LocalJob;
+using kolo::testing::Watchdog;
+
+namespace {
+
+// Every rank's status, then an allreduce that must still work afterwards.
+std::string ExpectSameErrorThenRecover(Runtime& rt, const Status& s,
+                                       const std::vector<std::string>& needles) {
+  if (s.ok()) return "expected an error, got OK";
+  if (s.code() != StatusCode::kMismatch) return "wrong code: " + s.ToString();
+  for (const std::string& needle : needles) {
+    if (s.message().find(needle) == std::string::npos) {
+      return "message '" + s.message() + "' lacks '" + needle + "'";
+    }
+  }
+  float after[3] = {1, 1, 1};
+  TensorView view{after, DataType::kFloat32, {3}, Device::Cpu()};
+  Status next = rt.Allreduce("after-error", view, view);
+  if (!next.ok()) return "job did not go on: " + next.ToString();
+  if (after[0] != static_cast<float>(rt.size())) return "wrong result after the error";
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Mismatched shapes fail on every rank with one message naming both",
+          "[runtime][errors]") {
+  Watchdog watchdog("shape mismatch", std::chrono::seconds(60));
+  LocalJob job(3);
+  std::vector<std::string> messages(3);
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    float data[6] = {0};
+    std::vector<int64_t> shape = rt.rank() == 2 ? std::vector<int64_t>{3, 2}
+                                                : std::vector<int64_t>{2, 3};
+    TensorView view{data, DataType::kFloat32, shape, Device::Cpu()};
+    Status s = rt.Allreduce("grad/w1", view, view);
+    messages[rt.rank()] = s.message();
+    return ExpectSameErrorThenRecover(rt, s, {"'grad/w1'", "[2, 3]", "[3, 2]", "rank 2"});
+  });
+  CHECK(failures == std::vector<std::string>{});
+  CHECK(messages[0] == messages[1]);
+  CHECK(messages[1] == messages[2]);
+}
+
+TEST_CASE("Mismatched dtypes and reduce ops fail on every rank and the job goes on",
+          "[runtime][errors]") {
+  Watchdog watchdog("dtype mismatch", std::chrono::seconds(60));
+  LocalJob job(2);
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    double d[4] = {0};
+    TensorView view{d, rt.rank() == 0 ? DataType::kFloat64 : DataType::kInt64, {4},
+                    Device::Cpu()};
+    Status s = rt.Allreduce("mixed", view, view);
+    std::string e = ExpectSameErrorThenRecover(rt, s, {"'mixed'", "float64", "int64"});
+    if (!e.empty()) return e;
+    float f[2] = {1, 2};
+    TensorView fview{f, DataType::kFloat32, {2}, Device::Cpu()};
+    AllreduceOptions options;
+    options.op = rt.rank() == 0 ? ReduceOp::kSum : ReduceOp::kMax;
+    s = rt.Allreduce("ops", fview, fview, options);
+    return ExpectSameErrorThenRecover(rt, s, {"'ops'", "sum", "max"});
+  });
+  CHECK(failures == std::vector<std::string>{});
+}
+
+TEST_CASE("A second op with a name in flight fails at enqueue; the first completes",
+          "[runtime][errors]") {
+  Watchdog watchdog("duplicate name", std::chrono::seconds(60));
+  LocalJob job(2);
+  float a[4] = {1, 1, 1, 1}, b[4] = {1, 1, 1, 1};
+  TensorView va{a, DataType::kFloat32, {4}, Device::Cpu()};
+  TensorView vb{b, DataType::kFloat32, {4}, Device::Cpu()};
+  std::promise<Status> first;
+  REQUIRE(job.rank(0).AllreduceAsync("dup", va, va, {}, [&](const Status& s) {
+    first.set_value(s);
+  }).ok());
+  std::atomic<int> second_callbacks{0};
+  Status second = job.rank(0).AllreduceAsync("dup", vb, vb, {}, [&](const Status&) {
+    ++second_callbacks;
+  });
+  CHECK(second.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(second.message(), Catch::Contains("'dup'") && Catch::Contains("in flight"));
+  float c[4] = {1, 1, 1, 1};
+  TensorView vc{c, DataType::kFloat32, {4}, Device::Cpu()};
+  REQUIRE(job.rank(1).Allreduce("dup", vc, vc).ok());
+  CHECK(first.get_future().get().ok());
+  CHECK(a[0] == 2.0f);
+  CHECK(second_callbacks == 0);
+}
+
+TEST_CASE("Callbacks may enqueue the next op", "[runtime][callbacks]") {
+  Watchdog watchdog("callback chain", std::chrono::seconds(60));
+  LocalJob job(2);
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    constexpr int kChain = 20;
+    std::vector<float> x(8, 1.0f);
+    TensorView view{x.data(), DataType::kFloat32, {8}, Device::Cpu()};
+    std::promise<Status> done;
+    std::function<void(int, const Status&)> step = [&](int i, const Status& s) {
+      if (!s.ok() || i == kChain) {
+        done.set_value(s);
+        return;
+      }
+      Status enq = rt.AllreduceAsync("chain", view, view, {},
+                                     [&, i](const Status& st) { step(i + 1, st); });
+      if (!enq.ok()) done.set_value(enq);
+    };
+    step(0, Status::Ok());
+    Status s = done.get_future().get();
+    if (!s.ok()) return s.ToString();
+    if (x[0] != 1048576.0f) return "expected 2^20, got " + std::to_string(x[0]);
+    return "";
+  });
+  CHECK(failures == std::vector<std::string>{});
+}
+
+TEST_CASE("Shutdown fails what a peer never submitted and refuses later enqueues",
+          "[runtime][shutdown]") {
+  Watchdog watchdog("shutdown with pending op", std::chrono::seconds(60));
+  LocalJob job(2);
+  float x[2] = {1, 1};
+  TensorView view{x, DataType::kFloat32, {2}, Device::Cpu()};
+  std::promise<Status> lonely;
+  std::atomic<int> calls{0};
+  REQUIRE(job.rank(0).AllreduceAsync("lonely", view, view, {}, [&](const Status& s) {
+    if (++calls == 1) lonely.set_value(s);
+  }).ok());
+  auto start = std::chrono::steady_clock::now();
+  std::vector<Status> statuses = job.ShutdownAll();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(seconds < 5.0);
+  for (const Status& s : statuses) CHECK(s.ok());
+  Status pending = lonely.get_future().get();
+  CHECK_FALSE(pending.ok());
+  CHECK_THAT(pending.message(), Catch::Contains("lonely"));
+  CHECK(calls == 1);
+}
+
+TEST_CASE("Local argument errors fail at enqueue with no callback", "[runtime][errors]") {
+  Watchdog watchdog("local argument errors", std::chrono::seconds(30));
+  LocalJob job(1);
+  int32_t i[3] = {1, 2, 3};
+  TensorView view{i, DataType::kInt32, {3}, Device::Cpu()};
+  AllreduceOptions scaled;
+  scaled.postscale = 0.5;
+  bool called = false;
+  Status s = job.rank(0).AllreduceAsync("ints", view, view, scaled,
+                                        [&](const Status&) { called = true; });
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Catch::Contains("'ints'"));
+  CHECK_FALSE(called);
+  // The runtime keeps serving.
+  CHECK(job.rank(0).Allreduce("ints", view, view).ok());
+  CHECK(i[2] == 3);
+}

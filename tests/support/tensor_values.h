@@ -1,0 +1,31 @@
+// Test values for collective checks: deterministic per (rank, element) inputs in every dtype,
+// chosen so sums and products stay exact, and the directly computed expected result.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kolo/types.h"
+
+namespace kolo::testing {
+
+// Input value of element i on rank r (small integers; in {1, 2} for products).
+double InputValue(int rank, int64_t i, ReduceOp op);
+
+// Bytes of `count` elements of `dtype` holding InputValue(rank, i, op).
+std::vector<uint8_t> MakeInput(DataType dtype, int64_t count, int rank, ReduceOp op);
+
+// The allreduce result of MakeInput over `size` ranks, computed directly in double, for
+// element i (integer average truncates toward zero).
+double ExpectedAllreduce(int size, int64_t i, ReduceOp op, DataType dtype);
+
+// Element i of `bytes` as double.
+double ReadElement(const std::vector<uint8_t>& bytes, DataType dtype, int64_t i);
+
+// "" when every element matches within the dtype's tolerance, else the first mismatch.
+std::string CheckAllreduce(const std::vector<uint8_t>& output, DataType dtype, int64_t count,
+                           int size, ReduceOp op);
+
+}  // namespace kolo::testing

@@ -1,0 +1,90 @@
+// Unit tests of kolo-bench's flag parsing and size sweep (kolo_bench_lib).
+#include "tools/bench/bench_options.h"
+
+#include <catch2/catch.hpp>
+
+namespace kolo::bench {
+namespace {
+
+TEST_CASE("ParseByteSize reads bytes with K, M and G suffixes", "[tools][bench]") {
+  CHECK(ParseByteSize("0").value() == 0);
+  CHECK(ParseByteSize("8").value() == 8);
+  CHECK(ParseByteSize("4K").value() == 4096);
+  CHECK(ParseByteSize("4k").value() == 4096);
+  CHECK(ParseByteSize("64M").value() == 64 << 20);
+  CHECK(ParseByteSize("64MB").value() == 64 << 20);
+  CHECK(ParseByteSize("2G").value() == int64_t{2} << 30);
+  for (const char* bad : {"", "K", "-1", "4X", "1.5M", "4KK", "99999999999G"}) {
+    INFO(bad);
+    CHECK_FALSE(ParseByteSize(bad).ok());
+  }
+}
+
+TEST_CASE("ParseBenchOptions has nccl-tests' defaults", "[tools][bench]") {
+  auto options = ParseBenchOptions({});
+  REQUIRE(options.ok());
+  CHECK(options->min_bytes == 8);
+  CHECK(options->max_bytes == 64 << 20);
+  CHECK(options->step_factor == 2);
+  CHECK(options->iters == 20);
+  CHECK(options->warmup_iters == 5);
+  CHECK(options->dtypes == std::vector<DataType>{DataType::kFloat32});
+  CHECK(options->ops == std::vector<ReduceOp>{ReduceOp::kSum});
+  CHECK(options->check);
+}
+
+TEST_CASE("ParseBenchOptions takes short, long and --flag=value forms", "[tools][bench]") {
+  auto options = ParseBenchOptions({"-b", "4K", "--maxbytes=4M", "-f", "4", "--iters", "3", "-w",
+                                    "0", "-d", "bfloat16", "--op=avg", "-c", "0"});
+  REQUIRE(options.ok());
+  CHECK(options->min_bytes == 4096);
+  CHECK(options->max_bytes == 4 << 20);
+  CHECK(options->step_factor == 4);
+  CHECK(options->iters == 3);
+  CHECK(options->warmup_iters == 0);
+  CHECK(options->dtypes == std::vector<DataType>{DataType::kBFloat16});
+  CHECK(options->ops == std::vector<ReduceOp>{ReduceOp::kAverage});
+  CHECK_FALSE(options->check);
+}
+
+TEST_CASE("ParseBenchOptions expands 'all' to every dtype and op", "[tools][bench]") {
+  auto options = ParseBenchOptions({"-d", "all", "-o", "all"});
+  REQUIRE(options.ok());
+  CHECK(options->dtypes.size() == 8);
+  CHECK(options->ops.size() == 5);
+}
+
+TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
+  using Case = std::pair<std::vector<std::string>, std::string>;
+  auto [args, message] = GENERATE(
+      Case{{"-d", "float128"}, "--datatype: unknown value 'float128'"},
+      Case{{"-o", "xor"}, "--op: unknown value 'xor'"},
+      Case{{"-n", "0"}, "--iters must be an integer in [1, "},
+      Case{{"-f", "1"}, "--stepfactor must be an integer in [2, "},
+      Case{{"-c", "2"}, "--check must be an integer in [0, 1]"},
+      Case{{"-b", "1M", "-e", "1K"}, "--minbytes (1048576) is larger than --maxbytes (1024)"},
+      Case{{"-b", "lots"}, "--minbytes: 'lots' is not a size"}, Case{{"-e"}, "-e needs a value"},
+      Case{{"--bogus"}, "unknown argument '--bogus'"});
+  auto options = ParseBenchOptions(args);
+  REQUIRE_FALSE(options.ok());
+  CHECK_THAT(options.status().message(), Catch::StartsWith(message));
+}
+
+TEST_CASE("SweepSizes multiplies up to and including the maximum", "[tools][bench]") {
+  BenchOptions options;
+  options.min_bytes = 4096;
+  options.max_bytes = 65536;
+  CHECK(SweepSizes(options) == std::vector<int64_t>{4096, 8192, 16384, 32768, 65536});
+  options.step_factor = 3;
+  options.min_bytes = 1;
+  options.max_bytes = 10;
+  CHECK(SweepSizes(options) == std::vector<int64_t>{1, 3, 9});
+  options.min_bytes = 0;
+  options.max_bytes = 2;
+  CHECK(SweepSizes(options) == std::vector<int64_t>{0, 1});
+  options.min_bytes = options.max_bytes = int64_t{1} << 40;
+  CHECK(SweepSizes(options) == std::vector<int64_t>{int64_t{1} << 40});
+}
+
+}  // namespace
+}  // namespace kolo::bench

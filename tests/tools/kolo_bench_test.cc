@@ -1,0 +1,77 @@
+// Multi-rank runs of the real kolo-bench under the real kolorun: every dtype and reduce op,
+// odd element counts and several world sizes must come back exactly right ("#wrong" 0 on
+// every row) and exit 0. Needs the runtime; each test arms a watchdog.
+#include <catch2/catch.hpp>
+#include <regex>
+
+#include "tests/support/watchdog.h"
+#include "tests/tools/subprocess.h"
+
+namespace kolo::testing {
+namespace {
+
+using std::chrono::seconds;
+
+struct BenchRow {
+  int64_t bytes = 0;
+  std::string type, op, wrong;
+};
+
+// The result rows of rank 0's table ("[0]   4096  1024  float  sum  -1  ...").
+std::vector<BenchRow> ParseRows(const std::string& out) {
+  static const std::regex row(
+      R"(\[0\] +(\d+) +(\d+) +(\w+) +(\w+) +-1 +[\d.]+ +[\d.]+ +[\d.]+ +(\S+))");
+  std::vector<BenchRow> rows;
+  for (const std::string& line : SplitLines(out)) {
+    std::smatch m;
+    if (std::regex_match(line, m, row)) rows.push_back({std::stoll(m[1]), m[3], m[4], m[5]});
+  }
+  return rows;
+}
+
+ProcessResult RunBench(int ranks, const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {KOLORUN_PATH, "-np", std::to_string(ranks), KOLO_BENCH_PATH};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  return RunProcess(argv);
+}
+
+TEST_CASE("kolo-bench gets every dtype and op exactly right over 3 ranks",
+          "[tools][bench][multirank]") {
+  Watchdog watchdog("kolo-bench all dtypes and ops", seconds(240));
+  // Sizes 12, 84, 588, 4116, 28812 bytes: odd counts, some not divisible by 3.
+  ProcessResult run = RunBench(
+      3, {"-b", "12", "-e", "32K", "-f", "7", "-n", "3", "-w", "1", "-d", "all", "-o", "all"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  std::vector<BenchRow> rows = ParseRows(run.out);
+  CHECK(rows.size() == 8 * 5 * 5);
+  for (const BenchRow& row : rows) {
+    INFO(row.type << " " << row.op << " " << row.bytes);
+    CHECK(row.wrong == "0");
+  }
+  CHECK(run.out.find("# Wrong elements     : 0 OK") != std::string::npos);
+  CHECK(run.out.find("# Avg bus bandwidth") != std::string::npos);
+}
+
+TEST_CASE("kolo-bench sweeps float sums at several world sizes", "[tools][bench][multirank]") {
+  int ranks = GENERATE(1, 2, 4);
+  Watchdog watchdog("kolo-bench world size " + std::to_string(ranks), seconds(120));
+  ProcessResult run = RunBench(ranks, {"-b", "4K", "-e", "1M", "-n", "5", "-w", "2"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  std::vector<BenchRow> rows = ParseRows(run.out);
+  REQUIRE(rows.size() == 9);  // 4K, 8K, ..., 1M
+  CHECK(rows.front().bytes == 4096);
+  CHECK(rows.back().bytes == 1 << 20);
+  for (const BenchRow& row : rows) CHECK(row.wrong == "0");
+}
+
+TEST_CASE("kolo-bench rejects a bad flag before joining a job", "[tools][bench]") {
+  Watchdog watchdog("kolo-bench bad flag", seconds(30));
+  ProcessResult run = RunProcess({KOLO_BENCH_PATH, "-d", "float128"});
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find("--datatype: unknown value 'float128'") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace kolo::testing

@@ -1,0 +1,197 @@
+// End-to-end tests of the kolorun binary: real processes (/bin/sh scripts as ranks), real
+// pipes and real signals. Each test arms a watchdog; timing bounds are generous for a loaded CI
+// machine yet far below the 60 s sleeps that a missing kill would leave behind.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/support/watchdog.h"
+#include "tests/tools/subprocess.h"
+
+namespace kolo::testing {
+namespace {
+
+using std::chrono::seconds;
+
+ProcessResult RunRanks(int n, const std::string& script) {
+  return RunProcess({KOLORUN_PATH, "-np", std::to_string(n), "/bin/sh", "-c", script});
+}
+
+// The value of `name=...` on the line of rank `rank`, from lines like "[2] KOLO_RANK=2".
+std::map<std::string, std::string> VariablesOfRank(const std::string& out, int rank) {
+  std::map<std::string, std::string> vars;
+  const std::string prefix = "[" + std::to_string(rank) + "] ";
+  for (const std::string& line : SplitLines(out)) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    std::string rest = line.substr(prefix.size());
+    size_t eq = rest.find('=');
+    if (eq != std::string::npos) vars[rest.substr(0, eq)] = rest.substr(eq + 1);
+  }
+  return vars;
+}
+
+TEST_CASE("kolorun gives every rank its identity and one shared secret by environment",
+          "[tools][kolorun]") {
+  Watchdog watchdog("kolorun identity", seconds(30));
+  ProcessResult run = RunRanks(4, "env | grep '^KOLO_'");
+  REQUIRE(run.exit_code == 0);
+  std::set<std::string> secrets, controllers;
+  for (int r = 0; r < 4; ++r) {
+    auto vars = VariablesOfRank(run.out, r);
+    CHECK(vars["KOLO_RANK"] == std::to_string(r));
+    CHECK(vars["KOLO_SIZE"] == "4");
+    CHECK(vars["KOLO_LOCAL_RANK"] == std::to_string(r));
+    CHECK(vars["KOLO_LOCAL_SIZE"] == "4");
+    CHECK(std::regex_match(vars["KOLO_CONTROLLER"], std::regex(R"(127\.0\.0\.1:[1-9][0-9]*)")));
+    CHECK(std::regex_match(vars["KOLO_SECRET"], std::regex("[0-9a-f]{64}")));
+    secrets.insert(vars["KOLO_SECRET"]);
+    controllers.insert(vars["KOLO_CONTROLLER"]);
+  }
+  CHECK(secrets.size() == 1);
+  CHECK(controllers.size() == 1);
+
+  ProcessResult again = RunRanks(1, "echo $KOLO_SECRET");
+  REQUIRE(again.exit_code == 0);
+  CHECK(again.out != "[0] " + *secrets.begin() + "\n");  // fresh per job
+}
+
+TEST_CASE("kolorun prefixes every line with its rank and never mixes ranks mid-line",
+          "[tools][kolorun]") {
+  Watchdog watchdog("kolorun line prefixes", seconds(60));
+  // Each line is written in three pieces; the last line has no newline.
+  const std::string script =
+      "i=0; while [ $i -lt 200 ]; do printf 'r%s-' $KOLO_RANK; printf '%0300d' $i; "
+      "echo \" end$KOLO_RANK\"; echo \"err$KOLO_RANK\" >&2; i=$((i+1)); done; "
+      "printf 'tail%s' $KOLO_RANK";
+  ProcessResult run = RunRanks(4, script);
+  REQUIRE(run.exit_code == 0);
+  std::map<int, int> lines_per_rank, tails;
+  const std::regex line(R"(\[(\d)\] r(\d)-\d{300} end(\d))");
+  const std::regex tail(R"(\[(\d)\] tail(\d))");
+  for (const std::string& text : SplitLines(run.out)) {
+    std::smatch m;
+    if (std::regex_match(text, m, line) && m[1] == m[2] && m[1] == m[3]) {
+      ++lines_per_rank[std::stoi(m[1])];
+    } else if (std::regex_match(text, m, tail) && m[1] == m[2]) {
+      ++tails[std::stoi(m[1])];
+    } else {
+      FAIL("malformed stdout line: " << text.substr(0, 120));
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    CHECK(lines_per_rank[r] == 200);
+    CHECK(tails[r] == 1);
+    CHECK(CountOccurrences(run.err, "[" + std::to_string(r) + "] err" + std::to_string(r) + "\n") ==
+          200);
+  }
+  CHECK(run.out.find("err") == std::string::npos);  // stderr stays on stderr
+}
+
+TEST_CASE("kolorun exits with the first failing rank's code and stops the others",
+          "[tools][kolorun]") {
+  Watchdog watchdog("kolorun failure propagation", seconds(30));
+  ProcessResult run = RunRanks(4, "if [ $KOLO_RANK = 2 ]; then exit 3; fi; sleep 60");
+  CHECK(run.exit_code == 3);
+  CHECK(run.seconds < 10);
+  CHECK(run.err.find("kolorun: rank 2 exited with code 3; stopping the other ranks") !=
+        std::string::npos);
+}
+
+TEST_CASE("kolorun reports a rank killed by a signal as 128 + signal", "[tools][kolorun]") {
+  Watchdog watchdog("kolorun killed rank", seconds(30));
+  ProcessResult run = RunRanks(3, "if [ $KOLO_RANK = 1 ]; then kill -KILL $$; fi; sleep 60");
+  CHECK(run.exit_code == 128 + SIGKILL);
+  CHECK(run.seconds < 10);
+  CHECK(run.err.find("kolorun: rank 1 was killed by signal 9") != std::string::npos);
+}
+
+TEST_CASE("kolorun SIGKILLs a rank that ignores SIGTERM after the grace period",
+          "[tools][kolorun]") {
+  Watchdog watchdog("kolorun kill escalation", seconds(30));
+  // Rank 1 fails only once rank 0 certainly ignores SIGTERM (it has said so).
+  ProcessResult run =
+      RunRanks(2,
+               "if [ $KOLO_RANK = 1 ]; then sleep 1; exit 5; fi; trap '' TERM; echo ignoring; "
+               "sleep 60");
+  CHECK(run.exit_code == 5);
+  CHECK(run.out == "[0] ignoring\n");
+  CHECK(run.seconds > 4);  // the 5 s grace, minus the scheduling slack of its start
+  CHECK(run.seconds < 10);
+}
+
+TEST_CASE("kolorun forwards SIGTERM to every rank", "[tools][kolorun]") {
+  Watchdog watchdog("kolorun signal forwarding", seconds(30));
+  Subprocess job({KOLORUN_PATH, "-np", "3", "/bin/sh", "-c",
+                  "trap 'echo got TERM; exit 7' TERM; echo ready; "
+                  "while :; do sleep 0.1; done"});
+  REQUIRE(job.WaitForOutput("ready", 3, seconds(10)));
+  kill(job.pid(), SIGTERM);
+  ProcessResult run = job.Wait();
+  CHECK(run.exit_code == 7);  // the first rank to fail, not kolorun's own 128 + 15
+  CHECK(run.seconds < 10);
+  for (int r = 0; r < 3; ++r) {
+    CHECK(CountOccurrences(run.out, "[" + std::to_string(r) + "] got TERM\n") == 1);
+  }
+  CHECK(run.err.find("kolorun: received SIGTERM; forwarding it to all ranks") != std::string::npos);
+}
+
+TEST_CASE("kolorun exits 128 + signal when interrupted ranks all exit 0", "[tools][kolorun]") {
+  Watchdog watchdog("kolorun interrupted", seconds(30));
+  Subprocess job({KOLORUN_PATH, "-np", "2", "/bin/sh", "-c",
+                  "trap 'exit 0' INT; echo ready; while :; do sleep 0.1; done"});
+  REQUIRE(job.WaitForOutput("ready", 2, seconds(10)));
+  kill(job.pid(), SIGINT);
+  ProcessResult run = job.Wait();
+  CHECK(run.exit_code == 128 + SIGINT);
+  CHECK(run.seconds < 10);
+}
+
+TEST_CASE("kolorun exits 0 when every rank exits 0, whenever each ends", "[tools][kolorun]") {
+  Watchdog watchdog("kolorun success", seconds(30));
+  ProcessResult run = RunRanks(3, "sleep 0.$KOLO_RANK; exit 0");
+  CHECK(run.exit_code == 0);
+  CHECK(run.err.empty());
+}
+
+TEST_CASE("kolorun names a program it cannot execute", "[tools][kolorun]") {
+  Watchdog watchdog("kolorun exec failure", seconds(30));
+  ProcessResult run = RunProcess({KOLORUN_PATH, "-np", "2", "/nonexistent/kolo-program", "x"});
+  CHECK(run.exit_code == 127);
+  CHECK(run.err.find("kolorun: cannot execute '/nonexistent/kolo-program': No such file or "
+                     "directory") != std::string::npos);
+  CHECK(run.seconds < 10);
+}
+
+TEST_CASE("kolorun rejects bad command lines with a usage error", "[tools][kolorun]") {
+  Watchdog watchdog("kolorun usage errors", seconds(30));
+  using Case = std::pair<std::vector<std::string>, std::string>;
+  auto [args, message] =
+      GENERATE(Case{{"-np", "0", "true"}, "-np must be an integer in [1, 1024], got '0'"},
+               Case{{"-np", "1025", "true"}, "-np must be an integer in [1, 1024], got '1025'"},
+               Case{{"-n", "two", "true"}, "-n must be an integer in [1, 1024], got 'two'"},
+               Case{{"-np"}, "-np needs a value"}, Case{{"true"}, "missing -np N"},
+               Case{{"-np", "2"}, "missing the program to run"},
+               Case{{"--frobnicate", "true"}, "unknown option '--frobnicate'"});
+  args.insert(args.begin(), KOLORUN_PATH);
+  ProcessResult run = RunProcess(args);
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find("kolorun: " + message) != std::string::npos);
+}
+
+TEST_CASE("kolorun --help and --help-env print and exit 0", "[tools][kolorun]") {
+  Watchdog watchdog("kolorun help", seconds(30));
+  ProcessResult help = RunProcess({KOLORUN_PATH, "--help"});
+  CHECK(help.exit_code == 0);
+  CHECK(help.out.find("Usage: kolorun -np N") != std::string::npos);
+  ProcessResult env = RunProcess({KOLORUN_PATH, "--help-env"});
+  CHECK(env.exit_code == 0);
+  CHECK(env.out.find("KOLO_SECRET") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace kolo::testing

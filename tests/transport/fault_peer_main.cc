@@ -1,0 +1,97 @@
+// fault_peer: the other process of the transport fault tests (tests/transport/fault_test.cc),
+// which SIGKILL or SIGSTOP it. Talks to the test over stdin/stdout lines.
+//   fault_peer mesh <timeout_seconds>: rank 1 of a 2-rank TcpMesh. Prints "ADDR <address>",
+//     reads rank 0's address, connects, prints "CONNECTED", then streams bytes to rank 0.
+//   fault_peer control <controller_address> <rank>: a GrpcControlChannel worker. Prints
+//     "WELCOMED" after Connect, then waits for stdin to close and shuts down cleanly.
+//   fault_peer controller: a GrpcControlServer that welcomes one rank. Prints "PORT <port>",
+//     then serves until stdin closes.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tests/transport/control_test_handler.h"
+#include "transport/grpc_control_channel.h"
+#include "transport/grpc_control_server.h"
+#include "transport/tcp_mesh.h"
+
+namespace {
+
+using kolo::transport::GrpcControlChannel;
+using kolo::transport::TcpMesh;
+
+// Sends an endless stream from a scratch buffer.
+class EndlessSend final : public kolo::StreamExchange {
+ public:
+  size_t send_total() const override { return size_t{1} << 50; }
+  size_t recv_total() const override { return 0; }
+  kolo::ConstBytes NextSend() override { return {buffer_.data(), buffer_.size()}; }
+  void OnSent(size_t) override {}
+  kolo::MutableBytes NextRecv() override { return {}; }
+  void OnReceived(size_t) override {}
+
+ private:
+  std::vector<char> buffer_ = std::vector<char>(1 << 20, 'x');
+};
+
+int RunMesh(double timeout_seconds) {
+  TcpMesh::Config config;
+  config.rank = 1;
+  config.size = 2;
+  config.job_token = "fault-test";
+  config.timeout_seconds = timeout_seconds;
+  auto mesh = TcpMesh::Listen(config);
+  if (!mesh.ok()) return 2;
+  std::cout << "ADDR " << (*mesh)->listen_address() << std::endl;
+  std::string peer;
+  if (!std::getline(std::cin, peer)) return 3;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  if (!(*mesh)->Connect({peer, (*mesh)->listen_address()}, deadline).ok()) return 4;
+  std::cout << "CONNECTED" << std::endl;
+  EndlessSend endless;
+  kolo::Status status = (*mesh)->Exchange(0, -1, endless, "endless");
+  std::cout << "EXCHANGE " << status.ToString() << std::endl;
+  return 0;
+}
+
+int RunControl(const std::string& address, int rank) {
+  auto channel = GrpcControlChannel::Create(address, 1.5, nullptr);
+  kolo::Hello hello{rank, 2, "fault-host", "127.0.0.1:1", "fault-test"};
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  if (!channel->Connect(hello, deadline, {}).ok()) return 4;
+  std::cout << "WELCOMED" << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+  }
+  kolo::WorkerMessage notice;
+  notice.kind = kolo::WorkerMessage::Kind::kShutdown;
+  channel->Send(notice).IgnoreError();  // the test checks the controller's side
+  channel->Close(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  return 0;
+}
+
+int RunController() {
+  kolo::transport::testing::RecordingHandler handler(1, "fault-test");
+  auto server = kolo::transport::GrpcControlServer::Start("127.0.0.1:0", &handler, 1.5, nullptr);
+  if (!server.ok()) return 2;
+  handler.set_outbox(server->get());
+  std::cout << "PORT " << (*server)->port() << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+  }
+  (*server)->Stop(std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 2 && args[0] == "mesh") return RunMesh(std::stod(args[1]));
+  if (args.size() == 3 && args[0] == "control") return RunControl(args[1], std::stoi(args[2]));
+  if (args.size() == 1 && args[0] == "controller") return RunController();
+  std::fprintf(stderr,
+               "usage: fault_peer mesh <timeout> | control <address> <rank> | controller\n");
+  return 1;
+}

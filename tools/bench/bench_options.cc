@@ -1,0 +1,241 @@
+// Flag parsing for kolo-bench; see bench_options.h.
+#include "tools/bench/bench_options.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <map>
+
+namespace kolo::bench {
+namespace {
+
+constexpr int64_t kMaxBytes = int64_t{1} << 40;
+
+const std::vector<std::pair<std::string, DataType>>& TypeNames() {
+  static const std::vector<std::pair<std::string, DataType>> kNames = {
+      {"uint8", DataType::kUInt8},   {"int8", DataType::kInt8},
+      {"int32", DataType::kInt32},   {"int64", DataType::kInt64},
+      {"half", DataType::kFloat16},  {"bfloat16", DataType::kBFloat16},
+      {"float", DataType::kFloat32}, {"double", DataType::kFloat64},
+  };
+  return kNames;
+}
+
+const std::vector<std::pair<std::string, ReduceOp>>& OpNames() {
+  static const std::vector<std::pair<std::string, ReduceOp>> kNames = {
+      {"sum", ReduceOp::kSum}, {"prod", ReduceOp::kProduct}, {"min", ReduceOp::kMin},
+      {"max", ReduceOp::kMax}, {"avg", ReduceOp::kAverage},
+  };
+  return kNames;
+}
+
+StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& text, int64_t lo,
+                           int64_t hi) {
+  errno = 0;
+  char* end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  bool digits_first = !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) ||
+                                        (text[0] == '-' && text.size() > 1));
+  if (!digits_first || errno != 0 || *end != '\0' || value < lo || value > hi) {
+    return InvalidArgument(flag + " must be an integer in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "], got '" + text + "'");
+  }
+  return static_cast<int64_t>(value);
+}
+
+// Looks `text` up in `names` ("all" selects every entry); also accepts kolo's own names.
+template <typename T>
+StatusOr<std::vector<T>> ParseChoice(const std::string& flag, const std::string& text,
+                                     const std::vector<std::pair<std::string, T>>& names,
+                                     const std::map<std::string, T>& aliases) {
+  std::vector<T> chosen;
+  if (text == "all") {
+    for (const auto& entry : names) chosen.push_back(entry.second);
+    return chosen;
+  }
+  for (const auto& entry : names) {
+    if (entry.first == text) return std::vector<T>{entry.second};
+  }
+  auto alias = aliases.find(text);
+  if (alias != aliases.end()) return std::vector<T>{alias->second};
+  std::string valid;
+  for (const auto& entry : names) valid += entry.first + " ";
+  return InvalidArgument(flag + ": unknown value '" + text + "' (one of: " + valid + "all)");
+}
+
+using FlagSetter = std::function<Status(const std::string&, BenchOptions*)>;
+
+// Stores an integer-valued flag into `field` after a range check.
+template <typename Field>
+FlagSetter IntFlag(const std::string& flag, Field BenchOptions::*field, int64_t lo, int64_t hi) {
+  return [=](const std::string& value, BenchOptions* options) -> Status {
+    StatusOr<int64_t> parsed = ParseInt(flag, value, lo, hi);
+    if (!parsed.ok()) return parsed.status();
+    options->*field = static_cast<Field>(parsed.value());
+    return Status::Ok();
+  };
+}
+
+FlagSetter SizeFlag(const std::string& flag, int64_t BenchOptions::*field) {
+  return [=](const std::string& value, BenchOptions* options) -> Status {
+    StatusOr<int64_t> parsed = ParseByteSize(value);
+    if (!parsed.ok()) return parsed.status().WithContext(flag);
+    options->*field = parsed.value();
+    return Status::Ok();
+  };
+}
+
+// Every flag, by its short and long spelling.
+const std::map<std::string, FlagSetter>& Flags() {
+  static const std::map<std::string, FlagSetter> kFlags = [] {
+    std::map<std::string, FlagSetter> flags;
+    auto add = [&flags](const std::string& s, const std::string& l, FlagSetter setter) {
+      flags[s] = setter;
+      flags[l] = setter;
+    };
+    add("-b", "--minbytes", SizeFlag("--minbytes", &BenchOptions::min_bytes));
+    add("-e", "--maxbytes", SizeFlag("--maxbytes", &BenchOptions::max_bytes));
+    add("-f", "--stepfactor", IntFlag("--stepfactor", &BenchOptions::step_factor, 2, 1 << 20));
+    add("-n", "--iters", IntFlag("--iters", &BenchOptions::iters, 1, 1 << 24));
+    add("-w", "--warmup_iters", IntFlag("--warmup_iters", &BenchOptions::warmup_iters, 0, 1 << 24));
+    add("-c", "--check", IntFlag("--check", &BenchOptions::check, 0, 1));
+    add("-d", "--datatype", [](const std::string& v, BenchOptions* o) -> Status {
+      auto parsed = ParseChoice<DataType>("--datatype", v, TypeNames(),
+                                          {{"float32", DataType::kFloat32},
+                                           {"float16", DataType::kFloat16},
+                                           {"float64", DataType::kFloat64},
+                                           {"bf16", DataType::kBFloat16}});
+      if (!parsed.ok()) return parsed.status();
+      o->dtypes = parsed.value();
+      return Status::Ok();
+    });
+    add("-o", "--op", [](const std::string& v, BenchOptions* o) -> Status {
+      auto parsed = ParseChoice<ReduceOp>(
+          "--op", v, OpNames(), {{"product", ReduceOp::kProduct}, {"average", ReduceOp::kAverage}});
+      if (!parsed.ok()) return parsed.status();
+      o->ops = parsed.value();
+      return Status::Ok();
+    });
+    return flags;
+  }();
+  return kFlags;
+}
+
+}  // namespace
+
+StatusOr<int64_t> ParseByteSize(const std::string& text) {
+  std::string digits = text;
+  if (!digits.empty() && (digits.back() == 'B' || digits.back() == 'b')) digits.pop_back();
+  int64_t unit = 1;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 'K':
+      case 'k':
+        unit = int64_t{1} << 10;
+        break;
+      case 'M':
+      case 'm':
+        unit = int64_t{1} << 20;
+        break;
+      case 'G':
+      case 'g':
+        unit = int64_t{1} << 30;
+        break;
+      default:
+        break;
+    }
+    if (unit != 1) digits.pop_back();
+  }
+  StatusOr<int64_t> value = ParseInt("a size", digits, 0, kMaxBytes / unit);
+  if (!value.ok()) {
+    return InvalidArgument("'" + text +
+                           "' is not a size (bytes, optionally with K, M or G; at most 1T)");
+  }
+  return value.value() * unit;
+}
+
+StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
+  BenchOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    if (flag == "-h" || flag == "--help") {
+      options.show_help = true;
+      return options;
+    }
+    std::string value;
+    bool inline_value = false;
+    size_t eq = flag.find('=');
+    if (flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      inline_value = true;
+    }
+    auto it = Flags().find(flag);
+    if (it == Flags().end()) return InvalidArgument("unknown argument '" + args[i] + "'");
+    if (!inline_value) {
+      if (i + 1 >= args.size()) return InvalidArgument(flag + " needs a value");
+      value = args[++i];
+    }
+    KOLO_RETURN_IF_ERROR(it->second(value, &options));
+  }
+  if (options.min_bytes > options.max_bytes) {
+    return InvalidArgument("--minbytes (" + std::to_string(options.min_bytes) +
+                           ") is larger than --maxbytes (" + std::to_string(options.max_bytes) +
+                           ")");
+  }
+  return options;
+}
+
+std::vector<int64_t> SweepSizes(const BenchOptions& options) {
+  std::vector<int64_t> sizes;
+  int64_t size = options.min_bytes;
+  while (size <= options.max_bytes) {
+    sizes.push_back(size);
+    if (size == 0) {
+      size = 1;
+    } else if (size > options.max_bytes / options.step_factor) {
+      break;  // the next step would pass max_bytes (or overflow)
+    } else {
+      size *= options.step_factor;
+    }
+  }
+  return sizes;
+}
+
+std::string BenchTypeName(DataType dtype) {
+  for (const auto& [name, value] : TypeNames()) {
+    if (value == dtype) return name;
+  }
+  return DataTypeName(dtype);
+}
+
+std::string BenchOpName(ReduceOp op) {
+  for (const auto& [name, value] : OpNames()) {
+    if (value == op) return name;
+  }
+  return ReduceOpName(op);
+}
+
+std::string BenchUsage() {
+  return R"(Usage: kolorun -np N kolo-bench [flags]
+Allreduce sweep through kolo's public API, printed by rank 0 in the style of nccl-tests.
+
+  -b, --minbytes SIZE      smallest message (default 8); sizes take K, M, G suffixes
+  -e, --maxbytes SIZE      largest message (default 64M)
+  -f, --stepfactor F       multiply the size by F between steps (default 2)
+  -n, --iters N            timed iterations per size (default 20)
+  -w, --warmup_iters N     untimed iterations first (default 5)
+  -d, --datatype T         uint8 int8 int32 int64 half bfloat16 float double, or all (default float)
+  -o, --op OP              sum prod min max avg, or all (default sum)
+  -c, --check 0|1          check every iteration's result exactly (default 1)
+  -h, --help               print this text
+
+time is the mean over iterations of the slowest rank's time; algbw = size / time;
+busbw = algbw * 2 (n - 1) / n. #wrong counts wrong elements over all ranks and iterations;
+kolo-bench exits 1 if any is wrong and 2 on a bad flag.
+)";
+}
+
+}  // namespace kolo::bench

@@ -1,0 +1,44 @@
+// BenchOptions: kolo-bench's command line, in the style of nccl-tests (-b -e -f -n -w -d -o -c).
+// Parsing is a pure function so that tests can drive it; the program prints what it returns.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kolo/status.h"
+#include "kolo/types.h"
+
+namespace kolo::bench {
+
+struct BenchOptions {
+  int64_t min_bytes = 8;
+  int64_t max_bytes = int64_t{64} << 20;
+  int64_t step_factor = 2;
+  int iters = 20;
+  int warmup_iters = 5;
+  std::vector<DataType> dtypes = {DataType::kFloat32};
+  std::vector<ReduceOp> ops = {ReduceOp::kSum};
+  bool check = true;
+  bool show_help = false;
+};
+
+// Parses the arguments after argv[0]. Each flag takes a value as "-b 4K", "--minbytes 4K" or
+// "--minbytes=4K". Fails with kInvalidArgument naming the flag.
+StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args);
+
+// "4096", "4K", "64M", "1G" (powers of 1024; a trailing "B" is allowed). Rejects negatives,
+// junk and overflow.
+StatusOr<int64_t> ParseByteSize(const std::string& text);
+
+// The message sizes of the sweep, in bytes: min, min*factor, ... up to max inclusive.
+std::vector<int64_t> SweepSizes(const BenchOptions& options);
+
+// nccl-tests' names: "float", "half", "bfloat16", "double", "int32", ...; and "sum", "prod",
+// "min", "max", "avg".
+std::string BenchTypeName(DataType dtype);
+std::string BenchOpName(ReduceOp op);
+
+std::string BenchUsage();
+
+}  // namespace kolo::bench

@@ -1,0 +1,225 @@
+// kolo-bench: an allreduce sweep through kolo's public API (kolo::init, kolo::allreduce,
+// kolo::shutdown) in the style of nccl-tests' all_reduce_perf. Run it under kolorun:
+//   kolorun -np 4 kolo-bench -b 4K -e 64M -d all -o all
+// Rank 0 prints one line per message size; every rank checks every iteration's result
+// exactly, and all ranks exit 1 if any element anywhere was wrong.
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "kolo/kolo.h"
+#include "tools/bench/bench_options.h"
+#include "tools/bench/bench_pattern.h"
+
+namespace {
+
+using kolo::DataType;
+using kolo::ReduceOp;
+using kolo::Status;
+using kolo::StatusOr;
+using kolo::TensorView;
+using kolo::bench::BenchOptions;
+using kolo::bench::BenchPattern;
+
+struct Row {
+  int64_t bytes = 0;
+  int64_t count = 0;
+  double time_us = 0;  // mean over iterations of the slowest rank's time
+  int64_t wrong = 0;   // over all ranks and iterations
+};
+
+// Blocking allreduce with the op's name in the error.
+Status Allreduce(const std::string& name, const TensorView& in, const TensorView& out,
+                 ReduceOp op) {
+  kolo::AllreduceOptions options;
+  options.op = op;
+  Status status = kolo::allreduce(name, in, out, options);
+  if (!status.ok()) return status.WithContext("allreduce '" + name + "'");
+  return status;
+}
+
+std::string FormatTime(double us) {
+  char text[32];
+  const char* format = us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f";
+  std::snprintf(text, sizeof(text), format, us);
+  return text;
+}
+
+class Sweep {
+ public:
+  explicit Sweep(const BenchOptions& options);
+  // Runs every dtype x op x size; rank 0 prints a row for each.
+  Status Run();
+  int64_t total_wrong() const { return total_wrong_; }
+  double average_busbw() const { return rows_ == 0 ? 0.0 : busbw_sum_ / rows_; }
+
+ private:
+  StatusOr<Row> RunSize(DataType dtype, ReduceOp op, int64_t bytes);
+  Status TimeIterations(const std::string& name, const TensorView& in, const TensorView& out,
+                        ReduceOp op, const BenchPattern& pattern, Row* row);
+  // Turns per-rank iteration times and wrong counts into job-wide ones (max, sum).
+  Status ReduceResults(std::vector<double>* times, int64_t* wrong);
+  void Print(DataType dtype, ReduceOp op, const Row& row);
+
+  const BenchOptions options_;
+  const int rank_ = kolo::rank();
+  const int size_ = kolo::size();
+  // uint64_t: 8-byte alignment for every dtype. Allocated by Run(), without throwing.
+  std::unique_ptr<uint64_t[]> input_;
+  std::unique_ptr<uint64_t[]> output_;
+  int64_t total_wrong_ = 0;
+  double busbw_sum_ = 0;
+  int rows_ = 0;
+};
+
+Sweep::Sweep(const BenchOptions& options) : options_(options) {}
+
+Status Sweep::Run() {
+  const size_t words = static_cast<size_t>(options_.max_bytes / 8 + 1);
+  input_.reset(new (std::nothrow) uint64_t[words]);
+  output_.reset(new (std::nothrow) uint64_t[words]);
+  if (!input_ || !output_) {
+    return kolo::InvalidArgument("cannot allocate two buffers of --maxbytes " +
+                                 std::to_string(options_.max_bytes) + " bytes");
+  }
+  for (DataType dtype : options_.dtypes) {
+    for (ReduceOp op : options_.ops) {
+      for (int64_t bytes : kolo::bench::SweepSizes(options_)) {
+        StatusOr<Row> row = RunSize(dtype, op, bytes);
+        if (!row.ok()) return row.status();
+        total_wrong_ += row->wrong;
+        Print(dtype, op, row.value());
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<Row> Sweep::RunSize(DataType dtype, ReduceOp op, int64_t bytes) {
+  Row row;
+  row.count = bytes / static_cast<int64_t>(kolo::DataTypeSize(dtype));
+  row.bytes = row.count * static_cast<int64_t>(kolo::DataTypeSize(dtype));
+  TensorView in{input_.get(), dtype, {row.count}, kolo::Device::Cpu()};
+  TensorView out{output_.get(), dtype, {row.count}, kolo::Device::Cpu()};
+  // One name per (dtype, op, size), reused by every iteration: the response cache's case.
+  const std::string name = "bench/" + kolo::bench::BenchTypeName(dtype) + "/" +
+                           kolo::bench::BenchOpName(op) + "/" + std::to_string(row.count);
+  BenchPattern pattern(dtype, op, rank_, size_);
+  pattern.FillInput(input_.get(), row.count);
+  for (int i = 0; i < options_.warmup_iters; ++i) {
+    KOLO_RETURN_IF_ERROR(Allreduce(name, in, out, op));
+  }
+  KOLO_RETURN_IF_ERROR(TimeIterations(name, in, out, op, pattern, &row));
+  return row;
+}
+
+Status Sweep::TimeIterations(const std::string& name, const TensorView& in, const TensorView& out,
+                             ReduceOp op, const BenchPattern& pattern, Row* row) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> times(static_cast<size_t>(options_.iters));
+  int64_t wrong = 0;
+  for (double& time : times) {
+    if (options_.check) pattern.FillPoison(out.data, row->count);
+    Clock::time_point start = Clock::now();
+    KOLO_RETURN_IF_ERROR(Allreduce(name, in, out, op));
+    time = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    if (options_.check) wrong += pattern.CountWrong(out.data, row->count);
+  }
+  KOLO_RETURN_IF_ERROR(ReduceResults(&times, &wrong));
+  double total = 0;
+  for (double time : times) total += time;
+  row->time_us = total / static_cast<double>(times.size());
+  row->wrong = wrong;
+  return Status::Ok();
+}
+
+Status Sweep::ReduceResults(std::vector<double>* times, int64_t* wrong) {
+  TensorView time_view{times->data(),
+                       DataType::kFloat64,
+                       {static_cast<int64_t>(times->size())},
+                       kolo::Device::Cpu()};
+  KOLO_RETURN_IF_ERROR(Allreduce("bench/times", time_view, time_view, ReduceOp::kMax));
+  TensorView wrong_view{wrong, DataType::kInt64, {}, kolo::Device::Cpu()};
+  return Allreduce("bench/wrong", wrong_view, wrong_view, ReduceOp::kSum);
+}
+
+void Sweep::Print(DataType dtype, ReduceOp op, const Row& row) {
+  double algbw = row.time_us > 0 ? static_cast<double>(row.bytes) / row.time_us / 1e3 : 0.0;
+  double busbw = algbw * 2.0 * (size_ - 1) / size_;
+  busbw_sum_ += busbw;
+  ++rows_;
+  if (rank_ != 0) return;
+  std::string wrong = options_.check ? std::to_string(row.wrong) : "N/A";
+  std::printf("%12" PRId64 "  %12" PRId64 "  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %6s\n", row.bytes,
+              row.count, kolo::bench::BenchTypeName(dtype).c_str(),
+              kolo::bench::BenchOpName(op).c_str(), -1, FormatTime(row.time_us).c_str(), algbw,
+              busbw, wrong.c_str());
+  std::fflush(stdout);
+}
+
+void PrintHeader(const BenchOptions& options) {
+  std::printf("# kolo-bench: allreduce over %d ranks\n", kolo::size());
+  std::printf("#  minBytes %" PRId64 " maxBytes %" PRId64 " step: %" PRId64
+              "(factor) warmup iters: %d iters: %d validation: %d\n",
+              options.min_bytes, options.max_bytes, options.step_factor, options.warmup_iters,
+              options.iters, options.check ? 1 : 0);
+  std::printf("#\n");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop",
+              "root", "time", "algbw", "busbw", "#wrong");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
+              "(us)", "(GB/s)", "(GB/s)", "");
+  std::fflush(stdout);
+}
+
+void PrintFooter(const Sweep& sweep, bool check) {
+  if (check) {
+    std::printf("# Wrong elements     : %" PRId64 " %s\n", sweep.total_wrong(),
+                sweep.total_wrong() == 0 ? "OK" : "FAILED");
+  }
+  std::printf("# Avg bus bandwidth  : %g\n", sweep.average_busbw());
+  std::printf("#\n");
+  std::fflush(stdout);
+}
+
+// Runs the sweep between init and shutdown; returns the exit code.
+int RunBench(const BenchOptions& options) {
+  Status status = kolo::init();
+  if (!status.ok()) {
+    std::fprintf(stderr, "kolo-bench: kolo::init() failed: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  if (kolo::rank() == 0) PrintHeader(options);
+  Sweep sweep(options);
+  status = sweep.Run();
+  if (!status.ok()) {
+    std::fprintf(stderr, "kolo-bench: rank %d: %s\n", kolo::rank(), status.ToString().c_str());
+  } else if (kolo::rank() == 0) {
+    PrintFooter(sweep, options.check);
+  }
+  Status down = kolo::shutdown();
+  if (!down.ok()) {
+    std::fprintf(stderr, "kolo-bench: kolo::shutdown() failed: %s\n", down.ToString().c_str());
+  }
+  return status.ok() && down.ok() && sweep.total_wrong() == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  StatusOr<BenchOptions> options =
+      kolo::bench::ParseBenchOptions(std::vector<std::string>(argv + 1, argv + argc));
+  if (!options.ok()) {
+    std::fprintf(stderr, "kolo-bench: %s\nRun 'kolo-bench --help' for usage.\n",
+                 options.status().message().c_str());
+    return 2;
+  }
+  if (options->show_help) {
+    std::fputs(kolo::bench::BenchUsage().c_str(), stdout);
+    return 0;
+  }
+  return RunBench(options.value());
+}

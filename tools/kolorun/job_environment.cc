@@ -1,0 +1,106 @@
+// Job secret, free port and per-rank environment for kolorun; see job_environment.h.
+#include "tools/kolorun/job_environment.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+namespace kolo::launcher {
+namespace {
+
+Status ErrnoStatus(const std::string& what) {
+  return Unavailable(what + ": " + std::strerror(errno));
+}
+
+// Reads exactly `size` bytes from `fd`, retrying short reads and EINTR.
+Status ReadFully(int fd, unsigned char* data, size_t size) {
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = read(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("cannot read /dev/urandom");
+    if (n == 0) return Unavailable("cannot read /dev/urandom: unexpected end of file");
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::string> MakeJobSecret() {
+  unsigned char bytes[32];
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot open /dev/urandom");
+  Status read_status = ReadFully(fd, bytes, sizeof(bytes));
+  close(fd);
+  if (!read_status.ok()) return read_status;
+  static const char kHex[] = "0123456789abcdef";
+  std::string secret;
+  secret.reserve(2 * sizeof(bytes));
+  for (unsigned char b : bytes) {
+    secret.push_back(kHex[b >> 4]);
+    secret.push_back(kHex[b & 0xf]);
+  }
+  return secret;
+}
+
+StatusOr<int> FindFreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus("cannot create a socket to find a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    Status status = ErrnoStatus("cannot find a free port on 127.0.0.1");
+    close(fd);
+    return status;
+  }
+  close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+StatusOr<JobLayout> PrepareJob(int size) {
+  JobLayout job;
+  job.size = size;
+  StatusOr<int> port = FindFreePort();
+  if (!port.ok()) return port.status();
+  job.controller_port = port.value();
+  StatusOr<std::string> secret = MakeJobSecret();
+  if (!secret.ok()) return secret.status();
+  job.secret = std::move(secret).value();
+  return job;
+}
+
+std::vector<std::string> RankEnvironment(const std::vector<std::string>& base, int rank,
+                                         const JobLayout& job) {
+  const std::string size = std::to_string(job.size);
+  const std::vector<std::pair<std::string, std::string>> ours = {
+      {"KOLO_RANK", std::to_string(rank)},
+      {"KOLO_SIZE", size},
+      {"KOLO_LOCAL_RANK", std::to_string(rank)},
+      {"KOLO_LOCAL_SIZE", size},
+      {"KOLO_CONTROLLER", "127.0.0.1:" + std::to_string(job.controller_port)},
+      {"KOLO_SECRET", job.secret},
+  };
+  std::set<std::string> names;
+  for (const auto& [name, value] : ours) names.insert(name);
+
+  std::vector<std::string> env;
+  env.reserve(base.size() + ours.size());
+  for (const std::string& entry : base) {
+    if (names.count(entry.substr(0, entry.find('='))) == 0) env.push_back(entry);
+  }
+  for (const auto& [name, value] : ours) env.push_back(name + "=" + value);
+  return env;
+}
+
+}  // namespace kolo::launcher

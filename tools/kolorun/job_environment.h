@@ -1,0 +1,36 @@
+// JobEnvironment: what kolorun gives each rank of a local job: the job secret, the controller's
+// port and the KOLO_* variables. Called by the launcher before it forks; no threads.
+// The secret travels only in the environment, never on a command line (see DESIGN.md §6).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kolo/status.h"
+
+namespace kolo::launcher {
+
+struct JobLayout {
+  int size = 1;  // number of ranks, all on this host
+  int controller_port = 0;
+  std::string secret;  // 64 hex digits
+};
+
+// 32 bytes from /dev/urandom as 64 lower-case hex digits; fresh on every call.
+StatusOr<std::string> MakeJobSecret();
+
+// A TCP port on 127.0.0.1 that was free a moment ago: binds port 0, reads the port the kernel
+// chose and closes the socket. Rank 0's controller binds it soon after; a race with another
+// program taking it in between is possible but unlikely.
+StatusOr<int> FindFreePort();
+
+// Builds a free port and a secret for a job of `size` ranks.
+StatusOr<JobLayout> PrepareJob(int size);
+
+// The environment ("NAME=value" strings) of `rank`: `base` without any variable kolorun sets,
+// followed by KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE,
+// KOLO_CONTROLLER and KOLO_SECRET. Cross ranks are computed by the runtime from host names.
+std::vector<std::string> RankEnvironment(const std::vector<std::string>& base, int rank,
+                                         const JobLayout& job);
+
+}  // namespace kolo::launcher

@@ -1,0 +1,107 @@
+// fork/exec of one kolorun rank and wait-status helpers; see rank_process.h.
+#include "tools/kolorun/rank_process.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace kolo::launcher {
+namespace {
+
+std::vector<char*> CStrings(const std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  pointers.reserve(strings.size() + 1);
+  for (const std::string& s : strings) pointers.push_back(const_cast<char*>(s.c_str()));
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+// Runs in the child between fork and exec; never returns.
+[[noreturn]] void ExecChild(char* const* argv, char* const* envp, int out_fd, int err_fd,
+                            const SignalPipe& signals, const ScopedSignalBlock& block) {
+  setpgid(0, 0);
+  signals.RestoreInChild();
+  block.RestoreInChild();
+  int null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+  dup2(out_fd, STDOUT_FILENO);
+  dup2(err_fd, STDERR_FILENO);
+  execvpe(argv[0], argv, envp);
+  // kolorun is single-threaded, so formatting here is safe.
+  char message[512];
+  int len = std::snprintf(message, sizeof(message), "kolorun: cannot execute '%s': %s\n", argv[0],
+                          std::strerror(errno));
+  if (len > 0) {
+    ssize_t ignored = write(STDERR_FILENO, message,
+                            static_cast<size_t>(len) < sizeof(message) ? static_cast<size_t>(len)
+                                                                       : sizeof(message) - 1);
+    (void)ignored;
+  }
+  _exit(kExecFailedCode);
+}
+
+void ClosePair(int fds[2]) {
+  close(fds[0]);
+  close(fds[1]);
+}
+
+}  // namespace
+
+StatusOr<RankProcess> SpawnRank(const std::vector<std::string>& command,
+                                const std::vector<std::string>& env, const SignalPipe& signals) {
+  std::vector<char*> argv = CStrings(command);
+  std::vector<char*> envp = CStrings(env);
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    return Unavailable(std::string("cannot create a pipe: ") + std::strerror(errno));
+  }
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    Status status = Unavailable(std::string("cannot create a pipe: ") + std::strerror(errno));
+    ClosePair(out);
+    return status;
+  }
+  pid_t pid;
+  {
+    ScopedSignalBlock block;
+    pid = fork();
+    if (pid == 0) ExecChild(argv.data(), envp.data(), out[1], err[1], signals, block);
+  }
+  if (pid < 0) {
+    Status status = Unavailable(std::string("cannot fork: ") + std::strerror(errno));
+    ClosePair(out);
+    ClosePair(err);
+    return status;
+  }
+  // Also set here, so that the group exists before kolorun may signal it (EACCES once the
+  // child has exec'd means it already did it itself).
+  setpgid(pid, pid);
+  close(out[1]);
+  close(err[1]);
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  fcntl(err[0], F_SETFL, O_NONBLOCK);
+  return RankProcess{pid, out[0], err[0]};
+}
+
+std::string DescribeWaitStatus(int wait_status) {
+  if (WIFEXITED(wait_status)) {
+    return "exited with code " + std::to_string(WEXITSTATUS(wait_status));
+  }
+  if (WIFSIGNALED(wait_status)) {
+    int sig = WTERMSIG(wait_status);
+    const char* name = strsignal(sig);
+    return "was killed by signal " + std::to_string(sig) + " (" + (name ? name : "unknown") + ")";
+  }
+  return "ended with wait status " + std::to_string(wait_status);
+}
+
+int ExitCodeOf(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+}  // namespace kolo::launcher

@@ -1,0 +1,310 @@
+// kolorun's event loop: output forwarding, signal forwarding and the stop policy. See
+// supervisor.h.
+#include "tools/kolorun/supervisor.h"
+
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+
+#include "tools/kolorun/job_environment.h"
+#include "tools/kolorun/line_splitter.h"
+#include "tools/kolorun/rank_process.h"
+#include "tools/kolorun/signal_pipe.h"
+
+namespace kolo::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Writes all of `data`, retrying short writes; drops it if the reader has gone away.
+void WriteAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGKILL:
+      return "SIGKILL";
+  }
+  return "a signal";
+}
+
+struct Stream {
+  Stream(int fd, int sink, const std::string& prefix) : fd(fd), sink(sink), splitter(prefix) {}
+  int fd;    // -1 once closed
+  int sink;  // kolorun's stdout or stderr
+  LineSplitter splitter;
+};
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = false;
+  std::unique_ptr<Stream> out;
+  std::unique_ptr<Stream> err;
+  bool HoldsPipes() const { return out->fd >= 0 || err->fd >= 0; }
+};
+
+class Supervisor {
+ public:
+  Supervisor(const SupervisorConfig& config, SignalPipe* signals)
+      : config_(config), signals_(signals) {}
+  ~Supervisor();
+
+  Status Start(const std::vector<std::string>& command, const std::vector<std::string>& base_env,
+               const JobLayout& job);
+  int Run();
+  void Message(const std::string& text) const {
+    WriteAll(config_.stderr_fd, "kolorun: " + text + "\n");
+  }
+  void Stop(int sig);
+
+ private:
+  bool Finished(Clock::time_point now) const;
+  int PollTimeoutMs(Clock::time_point now) const;
+  void PollOnce(Clock::time_point now);
+  void HandleSignals(const std::vector<int>& signals);
+  void Reap();
+  void OnExit(int rank, int wait_status);
+  void SignalAll(int sig);
+  void ReadStream(Stream& stream);
+  void CloseStream(Stream& stream);
+  int ExitCode() const;
+
+  const SupervisorConfig config_;
+  SignalPipe* const signals_;
+  std::vector<Rank> ranks_;
+  std::unordered_map<pid_t, int> rank_of_pid_;
+  int running_ = 0;
+  int first_failure_rank_ = -1;
+  int first_failure_status_ = 0;
+  int interrupt_signal_ = 0;  // the first SIGINT/SIGTERM/SIGHUP kolorun received
+  bool stopping_ = false;
+  std::optional<Clock::time_point> kill_at_;      // when to send SIGKILL
+  std::optional<Clock::time_point> drain_until_;  // set once every rank has exited
+};
+
+Supervisor::~Supervisor() {
+  for (Rank& rank : ranks_) {
+    if (rank.out) CloseStream(*rank.out);
+    if (rank.err) CloseStream(*rank.err);
+  }
+}
+
+Status Supervisor::Start(const std::vector<std::string>& command,
+                         const std::vector<std::string>& base_env, const JobLayout& job) {
+  ranks_.reserve(static_cast<size_t>(job.size));
+  for (int r = 0; r < job.size; ++r) {
+    StatusOr<RankProcess> process =
+        SpawnRank(command, RankEnvironment(base_env, r, job), *signals_);
+    if (!process.ok()) return process.status().WithContext("rank " + std::to_string(r));
+    const std::string prefix = "[" + std::to_string(r) + "] ";
+    Rank rank;
+    rank.pid = process->pid;
+    rank.running = true;
+    rank.out = std::make_unique<Stream>(process->stdout_fd, config_.stdout_fd, prefix);
+    rank.err = std::make_unique<Stream>(process->stderr_fd, config_.stderr_fd, prefix);
+    rank_of_pid_[rank.pid] = r;
+    ranks_.push_back(std::move(rank));
+    ++running_;
+  }
+  return Status::Ok();
+}
+
+int Supervisor::Run() {
+  for (Clock::time_point now = Clock::now(); !Finished(now); now = Clock::now()) {
+    PollOnce(now);
+    Reap();
+    now = Clock::now();
+    if (kill_at_ && now >= *kill_at_) {
+      SignalAll(SIGKILL);
+      kill_at_.reset();
+    }
+    if (running_ == 0 && !drain_until_) drain_until_ = now + config_.drain_grace;
+  }
+  // Pipes still held open by something a rank left behind: keep what they said so far.
+  for (Rank& rank : ranks_) {
+    for (Stream* stream : {rank.out.get(), rank.err.get()}) {
+      if (stream->fd >= 0) WriteAll(stream->sink, stream->splitter.Flush());
+      CloseStream(*stream);
+    }
+  }
+  return ExitCode();
+}
+
+bool Supervisor::Finished(Clock::time_point now) const {
+  if (running_ > 0) return false;
+  for (const Rank& rank : ranks_) {
+    if (rank.HoldsPipes()) return drain_until_ && now >= *drain_until_;
+  }
+  return true;
+}
+
+int Supervisor::PollTimeoutMs(Clock::time_point now) const {
+  std::optional<Clock::time_point> next = kill_at_;
+  if (drain_until_ && (!next || *drain_until_ < *next)) next = drain_until_;
+  if (!next) return -1;
+  if (*next <= now) return 0;
+  auto wait = std::chrono::ceil<std::chrono::milliseconds>(*next - now);
+  return static_cast<int>(wait.count());
+}
+
+void Supervisor::PollOnce(Clock::time_point now) {
+  std::vector<pollfd> fds;
+  std::vector<Stream*> streams;  // streams[i] belongs to fds[i + 1]
+  fds.push_back({signals_->read_fd(), POLLIN, 0});
+  for (Rank& rank : ranks_) {
+    for (Stream* stream : {rank.out.get(), rank.err.get()}) {
+      if (stream->fd < 0) continue;
+      fds.push_back({stream->fd, POLLIN, 0});
+      streams.push_back(stream);
+    }
+  }
+  int ready = poll(fds.data(), fds.size(), PollTimeoutMs(now));
+  if (ready <= 0) return;  // timeout, or EINTR: the caller re-checks its deadlines
+  if (fds[0].revents != 0) HandleSignals(signals_->Drain());
+  for (size_t i = 1; i < fds.size(); ++i) {
+    if (fds[i].revents != 0) ReadStream(*streams[i - 1]);
+  }
+}
+
+void Supervisor::HandleSignals(const std::vector<int>& signals) {
+  for (int sig : signals) {
+    if (sig == SIGCHLD) continue;  // Run() reaps after every poll
+    if (interrupt_signal_ == 0) interrupt_signal_ = sig;
+    Message(std::string("received ") + SignalName(sig) + "; forwarding it to all ranks");
+    Stop(sig);
+  }
+}
+
+void Supervisor::Reap() {
+  for (;;) {
+    int wait_status = 0;
+    pid_t pid = waitpid(-1, &wait_status, WNOHANG);
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid <= 0) return;
+    auto it = rank_of_pid_.find(pid);
+    if (it != rank_of_pid_.end()) OnExit(it->second, wait_status);
+  }
+}
+
+void Supervisor::OnExit(int rank, int wait_status) {
+  ranks_[static_cast<size_t>(rank)].running = false;
+  --running_;
+  bool failed = !(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
+  if (!failed || first_failure_rank_ >= 0) return;
+  first_failure_rank_ = rank;
+  first_failure_status_ = wait_status;
+  if (stopping_) return;  // already stopping: this is most likely a consequence
+  std::string text = "rank " + std::to_string(rank) + " " + DescribeWaitStatus(wait_status);
+  Message(running_ > 0 ? text + "; stopping the other ranks" : text);
+  Stop(SIGTERM);
+}
+
+void Supervisor::Stop(int sig) {
+  stopping_ = true;
+  SignalAll(sig);
+  if (!kill_at_) kill_at_ = Clock::now() + config_.kill_grace;
+}
+
+void Supervisor::SignalAll(int sig) {
+  // Whole process groups, so that what a rank started (a shell's children) goes too.
+  for (const Rank& rank : ranks_) {
+    if (rank.running || rank.HoldsPipes()) kill(-rank.pid, sig);
+  }
+}
+
+void Supervisor::ReadStream(Stream& stream) {
+  char buffer[64 * 1024];
+  ssize_t n = read(stream.fd, buffer, sizeof(buffer));
+  if (n > 0) {
+    WriteAll(stream.sink, stream.splitter.Feed(std::string_view(buffer, static_cast<size_t>(n))));
+  } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+    WriteAll(stream.sink, stream.splitter.Flush());
+    CloseStream(stream);
+  }
+}
+
+void Supervisor::CloseStream(Stream& stream) {
+  if (stream.fd >= 0) close(stream.fd);
+  stream.fd = -1;
+}
+
+int Supervisor::ExitCode() const {
+  if (first_failure_rank_ >= 0) return ExitCodeOf(first_failure_status_);
+  if (interrupt_signal_ != 0) return 128 + interrupt_signal_;
+  return 0;
+}
+
+// Two pipes per rank: raise the soft descriptor limit towards the hard one if needed.
+Status EnsureDescriptors(int num_ranks) {
+  const rlim_t needed = static_cast<rlim_t>(2 * num_ranks + 32);
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= needed) return Status::Ok();
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
+    return Unavailable("-np " + std::to_string(num_ranks) + " needs " + std::to_string(needed) +
+                       " file descriptors, but the hard limit (ulimit -Hn) is " +
+                       std::to_string(limit.rlim_max));
+  }
+  limit.rlim_cur = needed;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return Unavailable(std::string("cannot raise the file descriptor limit: ") +
+                       std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunJob(int num_ranks, const std::vector<std::string>& command,
+           const std::vector<std::string>& base_env, const SupervisorConfig& config) {
+  auto message = [&config](const std::string& text) {
+    WriteAll(config.stderr_fd, "kolorun: " + text + "\n");
+  };
+  Status descriptors = EnsureDescriptors(num_ranks);
+  if (!descriptors.ok()) {
+    message(descriptors.message());
+    return 1;
+  }
+  StatusOr<JobLayout> job = PrepareJob(num_ranks);
+  if (!job.ok()) {
+    message("cannot prepare the job: " + job.status().message());
+    return 1;
+  }
+  StatusOr<std::unique_ptr<SignalPipe>> signals = SignalPipe::Install();
+  if (!signals.ok()) {
+    message(signals.status().message());
+    return 1;
+  }
+  Supervisor supervisor(config, signals->get());
+  Status started = supervisor.Start(command, base_env, job.value());
+  if (!started.ok()) {
+    supervisor.Message("cannot start the job: " + started.message() +
+                       "; stopping the ranks already started");
+    supervisor.Stop(SIGTERM);
+    supervisor.Run();
+    return 1;
+  }
+  return supervisor.Run();
+}
+
+}  // namespace kolo::launcher

@@ -1,0 +1,304 @@
+#include "transport/grpc_control_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "proto/kolo.grpc.pb.h"
+#include "transport/deadline.h"
+#include "transport/grpc_keepalive.h"
+#include "transport/wire_convert.h"
+
+namespace kolo::transport {
+namespace {
+
+using SessionStream = grpc::ServerReaderWriter<wire::ControllerMessage, wire::WorkerMessage>;
+
+const char* KindName(ControllerMessage::Kind kind) {
+  switch (kind) {
+    case ControllerMessage::Kind::kWelcome:
+      return "welcome";
+    case ControllerMessage::Kind::kResponses:
+      return "responses";
+    case ControllerMessage::Kind::kShutdown:
+      return "shutdown";
+    case ControllerMessage::Kind::kAbort:
+      return "abort";
+  }
+  return "unknown";
+}
+
+// One worker's stream, shared by its handler thread, its writer thread and Send/Stop callers.
+struct StreamState {
+  StreamState(int rank, grpc::ServerContext* context) : rank(rank), context(context) {}
+  const int rank;
+  // Valid while the stream is registered: its handler thread unregisters before returning.
+  grpc::ServerContext* const context;
+  // Below: GUARDED_BY(Impl::mu_).
+  std::deque<ControllerMessage> queue;
+  bool writing = false;      // the writer is inside Write()
+  bool reader_done = false;  // the worker sends nothing more; flush and end
+  bool writer_done = false;  // the writer thread has exited; later messages are dropped
+  std::condition_variable wake_writer;
+  std::condition_variable writer_exited;
+};
+
+}  // namespace
+
+class GrpcControlServer::Impl final : public wire::Controller::Service {
+ public:
+  Impl(ControllerHandler* handler, double timeout_seconds, Logger logger)
+      : handler_(handler), timeout_seconds_(timeout_seconds), logger_(std::move(logger)) {}
+
+  Status Start(const std::string& address);
+  int port() const { return port_; }
+  void Send(int rank, const ControllerMessage& message);
+  void Stop(SteadyTime deadline);
+  grpc::Status Session(grpc::ServerContext* context, SessionStream* stream) override;
+
+ private:
+  grpc::Status RunSession(grpc::ServerContext* context, SessionStream* stream);
+  StatusOr<std::shared_ptr<StreamState>> Register(int rank, grpc::ServerContext* context);
+  void Unregister(const std::shared_ptr<StreamState>& state);
+  Status ReadLoop(int rank, SessionStream* stream);
+  void WriteLoop(StreamState& state, SessionStream* stream);
+  void FinishWriter(StreamState& state, std::thread& writer);
+  grpc::Status Refuse(SessionStream* stream, const std::string& reason);
+  bool AllDrained() const;  // requires mu_
+
+  // Constant after Start.
+  ControllerHandler* const handler_;
+  const double timeout_seconds_;
+  const Logger logger_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+
+  std::mutex stop_mu_;    // serialises Stop calls
+  bool stopped_ = false;  // GUARDED_BY(stop_mu_)
+
+  mutable std::mutex mu_;
+  std::map<int, std::shared_ptr<StreamState>> streams_;  // GUARDED_BY(mu_), by rank
+  bool stopping_ = false;                                // GUARDED_BY(mu_)
+  SteadyTime stop_deadline_;                             // GUARDED_BY(mu_), set with stopping_
+  std::condition_variable drained_;  // with mu_: a queue emptied or a stream ended
+};
+
+Status GrpcControlServer::Impl::Start(const std::string& address) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(this);
+  ApplyServerArguments(timeout_seconds_, &builder);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    return Unavailable("the controller cannot listen on " + address +
+                       " (address in use, or not an address of this host?)");
+  }
+  logger_->info("controller listening on {} (port {})", address, port_);
+  return Status::Ok();
+}
+
+grpc::Status GrpcControlServer::Impl::Session(grpc::ServerContext* context, SessionStream* stream) {
+  try {
+    return RunSession(context, stream);
+  } catch (const std::exception& e) {  // third-party code (gRPC, protobuf) at a thread boundary
+    logger_->error("control stream handler failed: {}", e.what());
+    return grpc::Status(grpc::StatusCode::INTERNAL, e.what());
+  }
+}
+
+grpc::Status GrpcControlServer::Impl::RunSession(grpc::ServerContext* context,
+                                                 SessionStream* stream) {
+  wire::WorkerMessage first;
+  if (!stream->Read(&first)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the stream ended before its Hello");
+  }
+  StatusOr<WorkerMessage> hello = FromWire(first);
+  if (!hello.ok() || hello->kind != WorkerMessage::Kind::kHello) {
+    return Refuse(stream, "the first message of a control stream must be Hello");
+  }
+  const int rank = hello->hello.rank;
+  // Registered before OnHello, so that what the handler sends from inside OnHello (the
+  // Welcome, when this is the last rank to say hello) is queued rather than dropped.
+  StatusOr<std::shared_ptr<StreamState>> state = Register(rank, context);
+  if (!state.ok()) return Refuse(stream, state.status().message());
+  Status admitted = handler_->OnHello(hello->hello);
+  if (!admitted.ok()) {
+    Unregister(*state);
+    return Refuse(stream, admitted.message());
+  }
+  logger_->debug("control stream of rank {} admitted ({})", rank, context->peer());
+  std::thread writer([this, s = *state, stream] { WriteLoop(*s, stream); });
+  Status closed = ReadLoop(rank, stream);
+  FinishWriter(**state, writer);
+  Unregister(*state);
+  handler_->OnStreamClosed(rank, closed);
+  if (closed.ok()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, closed.message());
+}
+
+grpc::Status GrpcControlServer::Impl::Refuse(SessionStream* stream, const std::string& reason) {
+  logger_->warn("refused a control stream: {}", reason);
+  ControllerMessage abort;
+  abort.kind = ControllerMessage::Kind::kAbort;
+  abort.reason = reason;
+  stream->Write(ToWire(abort));  // best effort: the status carries the reason as well
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, reason);
+}
+
+StatusOr<std::shared_ptr<StreamState>> GrpcControlServer::Impl::Register(
+    int rank, grpc::ServerContext* context) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return Unavailable("the controller is shutting down");
+  if (streams_.count(rank) != 0) {
+    return FailedPrecondition("rank " + std::to_string(rank) + " already has a control stream");
+  }
+  auto state = std::make_shared<StreamState>(rank, context);
+  streams_[rank] = state;
+  return state;
+}
+
+void GrpcControlServer::Impl::Unregister(const std::shared_ptr<StreamState>& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(state->rank);
+  if (it != streams_.end() && it->second == state) streams_.erase(it);
+  drained_.notify_all();
+}
+
+Status GrpcControlServer::Impl::ReadLoop(int rank, SessionStream* stream) {
+  const std::string who = "control stream of rank " + std::to_string(rank);
+  bool saw_shutdown = false;
+  wire::WorkerMessage in;
+  while (stream->Read(&in)) {
+    StatusOr<WorkerMessage> message = FromWire(in);
+    if (!message.ok()) {
+      return Unavailable(who + " sent a malformed message: " + message.status().message());
+    }
+    saw_shutdown = saw_shutdown || message->kind == WorkerMessage::Kind::kShutdown;
+    handler_->OnMessage(rank, *message);
+  }
+  if (saw_shutdown) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return Unavailable(who + " was cancelled: the controller is stopping");
+  return Unavailable(who + " closed without shutdown (process died or network lost)");
+}
+
+void GrpcControlServer::Impl::WriteLoop(StreamState& state, SessionStream* stream) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    state.wake_writer.wait(lock,
+                           [&] { return !state.queue.empty() || state.reader_done || stopping_; });
+    if (state.queue.empty()) break;
+    ControllerMessage next = std::move(state.queue.front());
+    state.queue.pop_front();
+    state.writing = true;
+    lock.unlock();
+    const bool written = stream->Write(ToWire(next));
+    lock.lock();
+    state.writing = false;
+    if (!written) {
+      logger_->warn("control stream of rank {} broke; dropped {} queued messages", state.rank,
+                    state.queue.size() + 1);
+      break;
+    }
+    if (state.queue.empty()) drained_.notify_all();
+  }
+  state.queue.clear();
+  state.writer_done = true;
+  state.writer_exited.notify_all();
+  drained_.notify_all();
+}
+
+void GrpcControlServer::Impl::FinishWriter(StreamState& state, std::thread& writer) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    state.reader_done = true;
+    state.wake_writer.notify_all();
+    SteadyTime flush_deadline = AddSeconds(std::chrono::steady_clock::now(), timeout_seconds_);
+    if (stopping_) flush_deadline = std::min(flush_deadline, stop_deadline_);
+    if (!state.writer_exited.wait_until(lock, flush_deadline, [&] { return state.writer_done; })) {
+      logger_->warn("control stream of rank {}: cancelled with {} messages not yet written",
+                    state.rank, state.queue.size());
+      state.context->TryCancel();  // unblocks the writer's Write
+    }
+  }
+  writer.join();
+}
+
+void GrpcControlServer::Impl::Send(int rank, const ControllerMessage& message) {
+  const char* dropped_because = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(rank);
+    if (stopping_) {
+      dropped_because = "the controller is stopping";
+    } else if (it == streams_.end()) {
+      dropped_because = "it has no control stream";
+    } else if (it->second->writer_done) {
+      dropped_because = "its control stream is closing";
+    } else {
+      it->second->queue.push_back(message);
+      it->second->wake_writer.notify_one();
+      return;
+    }
+  }
+  logger_->warn("dropped a {} message for rank {}: {}", KindName(message.kind), rank,
+                dropped_because);
+}
+
+bool GrpcControlServer::Impl::AllDrained() const {
+  for (const auto& [rank, state] : streams_) {
+    if (!state->queue.empty() || state->writing) return false;
+  }
+  return true;
+}
+
+void GrpcControlServer::Impl::Stop(SteadyTime deadline) {
+  std::lock_guard<std::mutex> stop_lock(stop_mu_);
+  if (stopped_) return;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    stopping_ = true;
+    stop_deadline_ = deadline;
+    for (const auto& [rank, state] : streams_) state->wake_writer.notify_all();
+    drained_.wait_until(lock, deadline, [&] { return AllDrained(); });
+    for (const auto& [rank, state] : streams_) state->context->TryCancel();
+  }
+  server_->Shutdown(
+      ToSystemClock(deadline));  // cancels streams that never said hello, at the deadline
+  server_->Wait();
+  stopped_ = true;
+  logger_->info("controller stopped");
+}
+
+GrpcControlServer::GrpcControlServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+GrpcControlServer::~GrpcControlServer() {
+  Stop(std::chrono::steady_clock::now());
+}
+
+StatusOr<std::unique_ptr<GrpcControlServer>> GrpcControlServer::Start(
+    const std::string& listen_address, ControllerHandler* handler, double timeout_seconds,
+    Logger logger) {
+  if (!logger) logger = MakeLogger(0, "controller-rpc", spdlog::level::warn);
+  auto impl = std::make_unique<Impl>(handler, timeout_seconds, std::move(logger));
+  KOLO_RETURN_IF_ERROR(impl->Start(listen_address));
+  return std::unique_ptr<GrpcControlServer>(new GrpcControlServer(std::move(impl)));
+}
+
+int GrpcControlServer::port() const {
+  return impl_->port();
+}
+
+void GrpcControlServer::Send(int rank, const ControllerMessage& message) {
+  impl_->Send(rank, message);
+}
+
+void GrpcControlServer::Stop(std::chrono::steady_clock::time_point deadline) {
+  impl_->Stop(deadline);
+}
+
+}  // namespace kolo::transport

@@ -1,0 +1,48 @@
+// GrpcControlServer: the controller's end of the control plane (DESIGN.md §2), a gRPC service
+// started in rank 0's process. It runs one Session stream per worker and turns each stream's
+// events into ControllerHandler calls; the controller answers through its ControllerOutbox side.
+// Threading: gRPC runs each stream's handler on its own thread, which owns and joins one writer
+// thread for that stream. Send and Stop may be called from any thread (Send never blocks on
+// the network); handler callbacks arrive on the stream threads, under no lock of this class.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "core/controller_link.h"
+#include "core/logging.h"
+#include "kolo/status.h"
+
+namespace kolo::transport {
+
+class GrpcControlServer final : public ControllerOutbox {
+ public:
+  // Listens on `listen_address` ("host:port"; port 0 picks a free one) and starts serving.
+  // `handler` must outlive the server. `timeout_seconds` (KOLO_TIMEOUT_SECONDS) sets keepalive,
+  // so that a vanished worker host is noticed within it, and bounds how long a closing stream
+  // may take to flush. A null logger gets a "controller-rpc" logger at warning level.
+  static StatusOr<std::unique_ptr<GrpcControlServer>> Start(const std::string& listen_address,
+                                                            ControllerHandler* handler,
+                                                            double timeout_seconds, Logger logger);
+  // Stop(now): pending messages are not flushed; call Stop with a deadline first for that.
+  ~GrpcControlServer() override;
+
+  int port() const;
+
+  // Queues `message` for `rank`'s stream; dropped (and logged) if that rank has no stream or
+  // the server is stopping. Never blocks on the network. Any thread, including handler calls.
+  void Send(int rank, const ControllerMessage& message) override;
+
+  // Stops accepting streams, lets queued messages flush until `deadline`, then cancels the
+  // remaining streams (their workers see a lost stream; the handler gets OnStreamClosed) and
+  // joins every thread. Idempotent; blocks until done. Do not call from a handler callback.
+  void Stop(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  class Impl;
+  explicit GrpcControlServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;  // constant after construction
+};
+
+}  // namespace kolo::transport

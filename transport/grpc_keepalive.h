@@ -1,0 +1,26 @@
+// gRPC channel arguments shared by the controller's server and the workers' channels:
+// keepalive pings derived from KOLO_TIMEOUT_SECONDS so that a vanished host is noticed within
+// that time, ping permissions that match on both sides, fast reconnects, message size limits.
+// Internal to transport/ (included only by its .cc files). Pure functions; thread-safe.
+#pragma once
+
+#include <grpcpp/server_builder.h>
+#include <grpcpp/support/channel_arguments.h>
+
+namespace kolo::transport {
+
+// Control messages are small, but a request batch of a large model can exceed gRPC's 4 MiB
+// default.
+constexpr int kMaxControlMessageBytes = 64 << 20;
+
+struct KeepaliveTimes {
+  int ping_interval_ms;  // GRPC_ARG_KEEPALIVE_TIME_MS
+  int ping_timeout_ms;   // GRPC_ARG_KEEPALIVE_TIMEOUT_MS
+};
+// A third of the timeout each, so that interval + timeout stays within it.
+KeepaliveTimes KeepaliveFor(double timeout_seconds);
+
+grpc::ChannelArguments WorkerChannelArguments(double timeout_seconds);
+void ApplyServerArguments(double timeout_seconds, grpc::ServerBuilder* builder);
+
+}  // namespace kolo::transport

@@ -1,0 +1,30 @@
+// StreamPump: runs one StreamExchange (core/data_plane.h) over connected, non-blocking data
+// sockets with a single poll() loop: sends while the exchange has bytes ready, receives while
+// its receive stream is incomplete, and wakes on the mesh's interrupt eventfd.
+// Called by TcpMesh::Exchange on the background thread; single-threaded.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "core/data_plane.h"
+#include "kolo/status.h"
+
+namespace kolo::transport {
+
+struct PumpEnds {
+  int send_fd = -1;    // -1: nothing to send
+  int send_peer = -1;  // rank behind send_fd, for messages
+  int recv_fd = -1;    // -1: nothing to receive
+  int recv_peer = -1;
+  int interrupt_fd = -1;                     // readable once the mesh is interrupted
+  std::function<Status()> interrupt_status;  // what to return then
+  double timeout_seconds = 30;               // KOLO_TIMEOUT_SECONDS: longest time with no progress
+};
+
+// Blocks until both streams of `exchange` are complete. Errors name the peer and start with
+// `what`: a closed connection is Unavailable, no progress for timeout_seconds is
+// DeadlineExceeded; an interrupt returns interrupt_status() unchanged.
+Status PumpExchange(const PumpEnds& ends, StreamExchange& exchange, const std::string& what);
+
+}  // namespace kolo::transport

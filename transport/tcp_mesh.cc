@@ -1,0 +1,168 @@
+#include "transport/tcp_mesh.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "transport/deadline.h"
+#include "transport/errno_status.h"
+#include "transport/mesh_connector.h"
+#include "transport/mesh_handshake.h"
+#include "transport/stream_pump.h"
+#include "transport/tcp_socket.h"
+
+namespace kolo::transport {
+namespace {
+
+Status ValidateConfig(const TcpMesh::Config& config) {
+  if (config.size < 1 || config.rank < 0 || config.rank >= config.size) {
+    return InvalidArgument("rank " + std::to_string(config.rank) + " is not valid in a job of " +
+                           "size " + std::to_string(config.size));
+  }
+  if (!(config.timeout_seconds > 0)) {
+    return InvalidArgument("KOLO_TIMEOUT_SECONDS must be positive, got " +
+                           std::to_string(config.timeout_seconds));
+  }
+  if (config.job_token.size() > kMaxJobTokenBytes) {
+    return InvalidArgument("the job token has " + std::to_string(config.job_token.size()) +
+                           " bytes; the data mesh accepts at most " +
+                           std::to_string(kMaxJobTokenBytes));
+  }
+  if (IsWildcardHost(config.bind_host) && IsWildcardHost(config.advertise_host)) {
+    return InvalidArgument("the data mesh listens on all interfaces ('" + config.bind_host +
+                           "'), so it needs an advertise host that peers can connect to");
+  }
+  return Status::Ok();
+}
+
+TcpMesh::Config WithDefaultLogger(TcpMesh::Config config) {
+  if (!config.logger) config.logger = MakeLogger(config.rank, "transport", spdlog::level::warn);
+  return config;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Listen(const Config& config) {
+  KOLO_RETURN_IF_ERROR(ValidateConfig(config).WithContext("data mesh"));
+  int port = 0;
+  StatusOr<UniqueFd> listener = ListenOn(config.bind_host, 0, &port);
+  if (!listener.ok()) return listener.status().WithContext("data mesh");
+  UniqueFd interrupt_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!interrupt_fd.valid()) return ErrnoToStatus(errno, "data mesh: eventfd()");
+  const std::string host = config.advertise_host.empty() ? config.bind_host : config.advertise_host;
+  return std::unique_ptr<TcpMesh>(new TcpMesh(config, std::move(listener).value(),
+                                              std::move(interrupt_fd), JoinHostPort(host, port)));
+}
+
+TcpMesh::TcpMesh(const Config& config, UniqueFd listener, UniqueFd interrupt_fd,
+                 std::string address)
+    : config_(WithDefaultLogger(config)),
+      listen_address_(std::move(address)),
+      interrupt_fd_(std::move(interrupt_fd)),
+      listener_(std::move(listener)) {
+  config_.logger->debug("data mesh listening on {}", listen_address_);
+}
+
+TcpMesh::~TcpMesh() = default;
+
+Status TcpMesh::Connect(const std::vector<std::string>& addresses,
+                        std::chrono::steady_clock::time_point deadline) {
+  if (interrupted_.load()) return InterruptStatus();
+  const std::string context = "data mesh of rank " + std::to_string(config_.rank);
+  if (connect_called_) return FailedPrecondition(context + ": Connect called twice");
+  connect_called_ = true;
+  if (addresses.size() != static_cast<size_t>(config_.size)) {
+    return InvalidArgument(context + ": " + std::to_string(addresses.size()) +
+                           " addresses for a job of size " + std::to_string(config_.size));
+  }
+  std::vector<SocketAddress> resolved(config_.size);
+  for (int j = 0; j < config_.rank; ++j) {
+    std::string host;
+    int port = 0;
+    Status parsed = ParseHostPort(addresses[j], &host, &port);
+    StatusOr<SocketAddress> address = parsed.ok() ? ResolveAddress(host, port) : parsed;
+    if (!address.ok()) {
+      return address.status().WithContext(context + ": address of rank " + std::to_string(j));
+    }
+    resolved[j] = *address;
+  }
+  MeshConnector::Params params;
+  params.rank = config_.rank;
+  params.size = config_.size;
+  params.job_token = config_.job_token;
+  params.listen_fd = listener_.get();
+  params.interrupt_fd = interrupt_fd_.get();
+  params.interrupt_status = [this] { return InterruptStatus(); };
+  params.handshake_timeout_seconds = config_.timeout_seconds;
+  params.logger = config_.logger;
+  const SteadyTime start = std::chrono::steady_clock::now();
+  StatusOr<std::vector<UniqueFd>> peers =
+      MeshConnector(std::move(params), std::move(resolved)).Run(deadline);
+  if (!peers.ok()) return peers.status();
+  peers_ = std::move(peers).value();
+  listener_.Reset();
+  config_.logger->info("data mesh connected to {} peers in {} ms", config_.size - 1,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count());
+  return Status::Ok();
+}
+
+Status TcpMesh::CheckPeer(int peer, size_t total, const char* role, const std::string& what) const {
+  if (peer == -1) {
+    if (total == 0) return Status::Ok();
+    return Internal(what + ": " + role + " is -1 (no peer) but the exchange has " +
+                    std::to_string(total) + " bytes for it");
+  }
+  if (peer < 0 || peer >= config_.size || peer == config_.rank) {
+    return Internal(what + ": " + role + " rank " + std::to_string(peer) +
+                    " is not a peer of rank " + std::to_string(config_.rank) +
+                    " in a job of size " + std::to_string(config_.size));
+  }
+  return Status::Ok();
+}
+
+Status TcpMesh::Exchange(int send_to, int recv_from, StreamExchange& exchange,
+                         const std::string& what) {
+  if (interrupted_.load()) return InterruptStatus();
+  const size_t send_total = exchange.send_total();
+  const size_t recv_total = exchange.recv_total();
+  KOLO_RETURN_IF_ERROR(CheckPeer(send_to, send_total, "send_to", what));
+  KOLO_RETURN_IF_ERROR(CheckPeer(recv_from, recv_total, "recv_from", what));
+  if (send_total == 0 && recv_total == 0) return Status::Ok();
+  if (peers_.empty()) return FailedPrecondition(what + ": the data mesh is not connected");
+  PumpEnds ends;
+  if (send_total > 0) {
+    ends.send_fd = peers_[send_to].get();
+    ends.send_peer = send_to;
+  }
+  if (recv_total > 0) {
+    ends.recv_fd = peers_[recv_from].get();
+    ends.recv_peer = recv_from;
+  }
+  ends.interrupt_fd = interrupt_fd_.get();
+  ends.interrupt_status = [this] { return InterruptStatus(); };
+  ends.timeout_seconds = config_.timeout_seconds;
+  return PumpExchange(ends, exchange, what);
+}
+
+void TcpMesh::Interrupt(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (interrupted_.load()) return;
+    // An OK status would let an unfinished Exchange report success.
+    interrupt_status_ = why.ok() ? Aborted("the data plane was interrupted") : why;
+    interrupted_.store(true);
+  }
+  const uint64_t one = 1;
+  // Cannot fail: the counter is far from overflow and the fd is open for our lifetime.
+  [[maybe_unused]] ssize_t written = write(interrupt_fd_.get(), &one, sizeof(one));
+}
+
+Status TcpMesh::InterruptStatus() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return interrupt_status_;
+}
+
+}  // namespace kolo::transport

@@ -1,0 +1,89 @@
+// TcpMesh: the CPU data plane (DESIGN.md §3). A full mesh of TCP connections, one per rank
+// pair, used full-duplex; each connection is authenticated by a handshake bound to the job
+// token. Created and driven by the runtime's background thread; ops/ runs collectives on it
+// through the DataPlane interface.
+// Threading: Listen, Connect and Exchange run on one thread (the owner's); Interrupt and the
+// accessors may be called from any thread. Destroy only when no Exchange is running.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/data_plane.h"
+#include "core/logging.h"
+#include "kolo/status.h"
+#include "transport/unique_fd.h"
+
+namespace kolo::transport {
+
+class TcpMesh final : public DataPlane {
+ public:
+  struct Config {
+    int rank = 0;
+    int size = 1;
+    // Interface to listen on; "0.0.0.0" (or "::") listens on all of them, and then
+    // advertise_host must say which address peers connect to.
+    std::string bind_host = "127.0.0.1";
+    // Host peers use to reach this rank; empty: bind_host.
+    std::string advertise_host;
+    // Derived from the job secret; connections presenting another token are refused.
+    std::string job_token;
+    // KOLO_TIMEOUT_SECONDS: the longest an Exchange waits with no byte moving, and the longest
+    // one connection may take to handshake.
+    double timeout_seconds = 30;
+    Logger logger;  // null: a "transport" logger at warning level
+  };
+
+  // Binds bind_host on a free port and starts listening. Does not block on the network.
+  static StatusOr<std::unique_ptr<TcpMesh>> Listen(const Config& config);
+  ~TcpMesh() override;
+
+  // "ip:port" (or "host:port") that peers connect to.
+  std::string listen_address() const { return listen_address_; }
+
+  // Connects to every other rank (`addresses` indexed by rank, each one's listen_address()):
+  // dials the lower ranks and accepts the higher ones, handshaking each. Blocks until all are
+  // up (OK), `deadline` passes (DeadlineExceeded naming the missing ranks), or Interrupt.
+  // Foreign or malformed connections are refused, logged and closed without failing. Closes
+  // the listener on success. Call once.
+  Status Connect(const std::vector<std::string>& addresses,
+                 std::chrono::steady_clock::time_point deadline);
+
+  int rank() const override { return config_.rank; }
+  int size() const override { return config_.size; }
+  // See DataPlane::Exchange. Additionally: `send_to`/`recv_from` equal to rank() or out of range,
+  // or -1 with a non-zero total, is Internal (a bug in the caller); calling before Connect is
+  // FailedPrecondition. Any failure leaves the mesh unusable (the streams are mid-message).
+  Status Exchange(int send_to, int recv_from, StreamExchange& exchange,
+                  const std::string& what) override;
+  // Makes the running and every later Exchange (and a running Connect) return `why`
+  // promptly. The first call wins. Any thread.
+  void Interrupt(const Status& why) override;
+
+ private:
+  TcpMesh(const Config& config, UniqueFd listener, UniqueFd interrupt_fd, std::string address);
+  Status InterruptStatus() const;
+  Status CheckPeer(int peer, size_t total, const char* role, const std::string& what) const;
+
+  // Constant after construction.
+  const Config config_;
+  const std::string listen_address_;
+  // eventfd that becomes (and stays) readable on Interrupt; written by any thread (a write to
+  // an eventfd is atomic), polled by the owner thread.
+  const UniqueFd interrupt_fd_;
+
+  // Owner thread only.
+  UniqueFd listener_;
+  std::vector<UniqueFd> peers_;  // by rank; empty until Connect succeeds
+  bool connect_called_ = false;
+
+  mutable std::mutex mu_;
+  Status interrupt_status_;               // GUARDED_BY(mu_); set once by Interrupt
+  std::atomic<bool> interrupted_{false};  // fast check; true once interrupt_status_ is set
+};
+
+}  // namespace kolo::transport
