@@ -20,12 +20,14 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, std::vector<Re
   if (it != pending_.end() && it->second.announced[rank]) {
     return Internal(who + " announced '" + meta.name + "' twice before it was ready");
   }
-  if (first_shut_down_ >= 0) {
-    // Nothing can run any more: fail this announcement on its own, now.
-    ready->push_back(ReadyTensor{meta, ShutdownError(nullptr, meta.name)});
-    return Status::Ok();
-  }
   if (it == pending_.end()) {
+    // A new name cannot complete without the ranks that left: fail it on its own, now.
+    // (Pending names already hold every departed rank's announcement; see MarkShutdown.)
+    const int departed = FirstDepartedMissing(nullptr);
+    if (departed >= 0) {
+      ready->push_back(ReadyTensor{meta, ShutdownError(departed, meta.name)});
+      return Status::Ok();
+    }
     Pending entry;
     entry.arrival = next_arrival_++;
     entry.first_rank = rank;
@@ -65,25 +67,30 @@ void ReadinessTable::MarkShutdown(int rank, std::vector<ReadyTensor>* ready) {
   if (rank < 0 || rank >= size_ || shut_down_[rank]) return;
   shut_down_[rank] = true;
   ++num_shut_down_;
-  if (first_shut_down_ >= 0) return;  // pending_ was already emptied by the first one
-  first_shut_down_ = rank;
-  std::vector<const std::pair<const std::string, Pending>*> order;
-  order.reserve(pending_.size());
-  for (const auto& item : pending_) order.push_back(&item);
-  std::sort(order.begin(), order.end(),
-            [](const auto* a, const auto* b) { return a->second.arrival < b->second.arrival; });
-  for (const auto* item : order) {
-    ready->push_back(ReadyTensor{item->second.first, ShutdownError(&item->second, item->first)});
+  // Names `rank` never announced can no longer complete; the ones it did stay pending, since
+  // a rank keeps executing decided ops until the job-wide Shutdown.
+  std::vector<std::unordered_map<std::string, Pending>::iterator> doomed;
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (!it->second.announced[rank]) doomed.push_back(it);
   }
-  pending_.clear();
+  std::sort(doomed.begin(), doomed.end(),
+            [](const auto& a, const auto& b) { return a->second.arrival < b->second.arrival; });
+  for (auto it : doomed) {
+    ready->push_back(ReadyTensor{it->second.first, ShutdownError(rank, it->first)});
+    pending_.erase(it);
+  }
 }
 
-std::string ReadinessTable::ShutdownError(const Pending* entry, const std::string& name) const {
-  const std::string who = "rank " + std::to_string(first_shut_down_) + " called shutdown() ";
-  if (entry != nullptr && entry->announced[first_shut_down_]) {
-    return who + "while '" + name + "' was pending";
+int ReadinessTable::FirstDepartedMissing(const Pending* entry) const {
+  for (int rank = 0; rank < size_; ++rank) {
+    if (shut_down_[rank] && (entry == nullptr || !entry->announced[rank])) return rank;
   }
-  return who + "before submitting '" + name + "'";
+  return -1;
+}
+
+std::string ReadinessTable::ShutdownError(int departed, const std::string& name) const {
+  return "rank " + std::to_string(departed) + " called shutdown() before submitting '" + name +
+         "'";
 }
 
 std::vector<int> ReadinessTable::MissingRanks(const std::string& name) const {

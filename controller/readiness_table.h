@@ -39,9 +39,10 @@ class ReadinessTable {
   // announced anything after its own shutdown notice. The table is unchanged on error.
   Status Announce(int rank, const TensorMeta& meta, std::vector<ReadyTensor>* ready);
 
-  // `rank` called shutdown(): its pending ops have failed locally, so no pending name can run.
-  // Every pending name fails (appended to *ready in order of first announcement) and every
-  // later announcement fails at once. Names the first rank that shut down. Idempotent.
+  // `rank` called shutdown(): it will submit nothing more, but keeps executing what is
+  // decided until the job-wide Shutdown. Pending names it never announced fail now (appended
+  // to *ready in order of first announcement); names it announced stay pending; a later new
+  // name fails at once, naming the lowest departed rank. Idempotent.
   void MarkShutdown(int rank, std::vector<ReadyTensor>* ready);
 
   bool has_shut_down(int rank) const { return shut_down_[rank]; }
@@ -62,14 +63,16 @@ class ReadinessTable {
 
   // The result of a complete entry: success with rank 0's metadata, or the mismatch text.
   ReadyTensor Finish(const Pending& entry) const;
-  std::string ShutdownError(const Pending* entry, const std::string& name) const;
+  // The lowest departed rank that has not announced `entry` (any departed rank for a new
+  // name, entry == nullptr); -1 if none.
+  int FirstDepartedMissing(const Pending* entry) const;
+  std::string ShutdownError(int departed, const std::string& name) const;
 
   const int size_;
   uint64_t next_arrival_ = 0;
   std::unordered_map<std::string, Pending> pending_;
   std::vector<bool> shut_down_;  // by rank
   int num_shut_down_ = 0;
-  int first_shut_down_ = -1;  // the rank named in shutdown errors
 };
 
 }  // namespace kolo::controller

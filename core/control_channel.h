@@ -26,6 +26,12 @@ class ControlChannel {
                                                   std::chrono::steady_clock::time_point deadline,
                                                   std::function<void()> wake) = 0;
 
+  // `on_fatal` runs on the reader thread, under no kolo lock, as soon as an Abort arrives or
+  // the stream breaks before a Shutdown: the background thread may be blocked in a data-plane
+  // exchange, and this lets its owner interrupt that exchange at once instead of waiting for
+  // its deadline. Call before Connect.
+  virtual void SetFatalHandler(std::function<void(const Status&)> on_fatal) = 0;
+
   // Queues one message on the stream. Does not wait for the controller. Fails once the
   // stream is broken.
   virtual Status Send(const WorkerMessage& message) = 0;

@@ -16,9 +16,9 @@ StatusOr<spdlog::level::level_enum> ParseLogLevel(const std::string& text) {
 }
 
 Logger MakeLogger(int rank, const std::string& module, spdlog::level::level_enum level) {
-  // One sink for the whole process: spdlog's mutex sink keeps lines from different threads
-  // whole.
-  static auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  // A sink per logger, since the pattern (with its rank and module) lives in the sink;
+  // spdlog's console sinks share one process-wide mutex, so lines stay whole.
+  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   auto logger = std::make_shared<spdlog::logger>(module, sink);
   logger->set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(rank) + "] [" + module +
                       "] [%l] %v");

@@ -1,6 +1,6 @@
 // Logging: one spdlog logger per (rank, module), printing "[rank N] [module]" so interleaved
-// output from several ranks (or several in-process runtimes) stays readable. All loggers share
-// one stderr sink. Log calls with arguments are formatted only when their level is enabled.
+// output from several ranks (or several in-process runtimes) stays readable. Every logger writes
+// to stderr; spdlog's console mutex keeps lines whole. Log calls with arguments are formatted only when their level is enabled.
 // Thread-safe.
 #pragma once
 

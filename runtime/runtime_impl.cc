@@ -134,6 +134,9 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   channel_ = transport::GrpcControlChannel::Create(
       controller_address, options_.timeout_seconds,
       MakeLogger(options_.rank, "control", logger_->level()));
+  // An abort must reach a background thread blocked in the ring at once, not at the ring's
+  // deadline.
+  channel_->SetFatalHandler([this](const Status& why) { mesh_->Interrupt(why); });
   Hello hello;
   hello.rank = options_.rank;
   hello.size = options_.size;

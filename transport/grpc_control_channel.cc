@@ -48,6 +48,9 @@ class GrpcControlChannel::Impl {
   StatusOr<std::vector<PeerInfo>> Connect(const Hello& hello, SteadyTime deadline,
                                           std::function<void()> wake);
   Status Send(const WorkerMessage& message);
+  void SetFatalHandler(std::function<void(const Status&)> on_fatal) {
+    on_fatal_ = std::move(on_fatal);
+  }
   StatusOr<std::optional<ControllerMessage>> TryReceive();
   void Close(SteadyTime deadline);
 
@@ -69,8 +72,10 @@ class GrpcControlChannel::Impl {
   grpc::ClientContext context_;  // TryCancel is thread-safe
   std::unique_ptr<SessionStream> stream_;
   std::function<void()> wake_;
+  std::function<void(const Status&)> on_fatal_;
   std::thread reader_;
   bool closed_ = false;
+  bool saw_shutdown_ = false;  // reader thread only
 
   // Orders Write/WritesDone (background thread) against Finish (reader thread).
   std::mutex write_mu_;
@@ -147,12 +152,16 @@ void GrpcControlChannel::Impl::ReaderLoop() {
         context_.TryCancel();
         break;
       }
+      const ControllerMessage::Kind kind = message->kind;
+      const std::string reason = message->reason;
       {
         std::lock_guard<std::mutex> lock(mu_);
         inbox_.push_back(std::move(message).value());
       }
       changed_.notify_all();
       if (wake_) wake_();
+      if (kind == ControllerMessage::Kind::kShutdown) saw_shutdown_ = true;
+      if (kind == ControllerMessage::Kind::kAbort && on_fatal_) on_fatal_(Aborted(reason));
     }
     std::lock_guard<std::mutex> lock(write_mu_);
     const grpc::Status final_status = stream_->Finish();
@@ -175,6 +184,7 @@ void GrpcControlChannel::Impl::EndStream(const Status& error) {
   }
   changed_.notify_all();
   if (wake_) wake_();
+  if (!saw_shutdown_ && on_fatal_) on_fatal_(error);
 }
 
 Status GrpcControlChannel::Impl::Send(const WorkerMessage& message) {
@@ -244,6 +254,10 @@ StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Connect(
     const Hello& hello, std::chrono::steady_clock::time_point deadline,
     std::function<void()> wake) {
   return impl_->Connect(hello, deadline, std::move(wake));
+}
+
+void GrpcControlChannel::SetFatalHandler(std::function<void(const Status&)> on_fatal) {
+  impl_->SetFatalHandler(std::move(on_fatal));
 }
 
 Status GrpcControlChannel::Send(const WorkerMessage& message) {

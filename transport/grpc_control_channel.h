@@ -34,6 +34,7 @@ class GrpcControlChannel final : public ControlChannel {
   StatusOr<std::vector<PeerInfo>> Connect(const Hello& hello,
                                           std::chrono::steady_clock::time_point deadline,
                                           std::function<void()> wake) override;
+  void SetFatalHandler(std::function<void(const Status&)> on_fatal) override;
   // Writes `message` on the stream; blocks only while gRPC flow control holds it back.
   Status Send(const WorkerMessage& message) override;
   StatusOr<std::optional<ControllerMessage>> TryReceive() override;
