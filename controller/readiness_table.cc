@@ -89,8 +89,7 @@ int ReadinessTable::FirstDepartedMissing(const Pending* entry) const {
 }
 
 std::string ReadinessTable::ShutdownError(int departed, const std::string& name) const {
-  return "rank " + std::to_string(departed) + " called shutdown() before submitting '" + name +
-         "'";
+  return "rank " + std::to_string(departed) + " called shutdown() before submitting '" + name + "'";
 }
 
 std::vector<int> ReadinessTable::MissingRanks(const std::string& name) const {

@@ -13,8 +13,8 @@ constexpr std::chrono::milliseconds kMaxIdleWait{200};
 }  // namespace
 
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup,
-                               ControlChannel* channel, Executor* executor,
-                               DataPlane* data_plane, Logger logger)
+                               ControlChannel* channel, Executor* executor, DataPlane* data_plane,
+                               Logger logger)
     : config_(config),
       queue_(queue),
       wakeup_(wakeup),
@@ -23,9 +23,13 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup*
       data_plane_(data_plane),
       logger_(std::move(logger)) {}
 
-BackgroundLoop::~BackgroundLoop() { Stop().IgnoreError(); /* reported by an explicit Stop */ }
+BackgroundLoop::~BackgroundLoop() {
+  Stop().IgnoreError(); /* reported by an explicit Stop */
+}
 
-void BackgroundLoop::Start() { thread_ = std::thread([this] { Run(); }); }
+void BackgroundLoop::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 Status BackgroundLoop::Stop() {
   if (stopped_) return Status::Ok();
@@ -73,10 +77,9 @@ void BackgroundLoop::RunLoop() {
                                           std::chrono::duration<double>(config_.timeout_seconds));
     }
     if (notice_sent_ && state_ == State::kRunning && Clock::now() >= stop_deadline_) {
-      final_status_ = DeadlineExceeded(
-          "shutdown: not every rank called shutdown() within " +
-          std::to_string(static_cast<int>(config_.timeout_seconds)) +
-          " s (KOLO_TIMEOUT_SECONDS); leaving without them");
+      final_status_ = DeadlineExceeded("shutdown: not every rank called shutdown() within " +
+                                       std::to_string(static_cast<int>(config_.timeout_seconds)) +
+                                       " s (KOLO_TIMEOUT_SECONDS); leaving without them");
       logger_->warn("{}", final_status_.message());
       FailAll(ShutdownError("kolo was shut down before this op completed"));
       state_ = State::kDone;
@@ -121,8 +124,8 @@ void BackgroundLoop::HandleMessage(const ControllerMessage& message) {
 
 void BackgroundLoop::HandleResponse(const Response& response) {
   if (response.seq != last_seq_ + 1) {
-    Abort(Internal("protocol error: response " + std::to_string(response.seq) +
-                   " arrived after " + std::to_string(last_seq_)),
+    Abort(Internal("protocol error: response " + std::to_string(response.seq) + " arrived after " +
+                   std::to_string(last_seq_)),
           true);
     return;
   }

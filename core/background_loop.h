@@ -32,9 +32,8 @@ class BackgroundLoop {
     double timeout_seconds = 30.0;  // bound on waiting for the job-wide shutdown
   };
 
-  BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup,
-                 ControlChannel* channel, Executor* executor, DataPlane* data_plane,
-                 Logger logger);
+  BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup, ControlChannel* channel,
+                 Executor* executor, DataPlane* data_plane, Logger logger);
   ~BackgroundLoop();  // Stop()s if still running
 
   void Start();
@@ -84,7 +83,7 @@ class BackgroundLoop {
   };
   std::unordered_map<std::string, CacheSlot> cache_;
 
-  std::thread thread_;  // started by Start(), joined by Stop()
+  std::thread thread_;    // started by Start(), joined by Stop()
   bool stopped_ = false;  // owner thread only
 };
 

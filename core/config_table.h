@@ -13,7 +13,7 @@
 namespace kolo {
 
 struct ConfigVar {
-  const char* name;           // KOLO_… name; wins over the aliases
+  const char* name;                  // KOLO_… name; wins over the aliases
   std::vector<const char*> aliases;  // Horovod / torchrun names accepted too, in order
   const char* default_text;
   const char* range;

@@ -20,8 +20,7 @@ Logger MakeLogger(int rank, const std::string& module, spdlog::level::level_enum
   // spdlog's console sinks share one process-wide mutex, so lines stay whole.
   auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   auto logger = std::make_shared<spdlog::logger>(module, sink);
-  logger->set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(rank) + "] [" + module +
-                      "] [%l] %v");
+  logger->set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(rank) + "] [" + module + "] [%l] %v");
   logger->set_level(level);
   logger->flush_on(spdlog::level::warn);
   return logger;

@@ -1,13 +1,13 @@
 // Logging: one spdlog logger per (rank, module), printing "[rank N] [module]" so interleaved
 // output from several ranks (or several in-process runtimes) stays readable. Every logger writes
-// to stderr; spdlog's console mutex keeps lines whole. Log calls with arguments are formatted only when their level is enabled.
-// Thread-safe.
+// to stderr; spdlog's console mutex keeps lines whole. Log calls with arguments are formatted only
+// when their level is enabled. Thread-safe.
 #pragma once
+
+#include <spdlog/spdlog.h>
 
 #include <memory>
 #include <string>
-
-#include <spdlog/spdlog.h>
 
 #include "kolo/status.h"
 

@@ -26,7 +26,9 @@ struct TensorMeta {
   int64_t num_elements() const;
 };
 bool operator==(const TensorMeta& a, const TensorMeta& b);
-inline bool operator!=(const TensorMeta& a, const TensorMeta& b) { return !(a == b); }
+inline bool operator!=(const TensorMeta& a, const TensorMeta& b) {
+  return !(a == b);
+}
 
 // One entry of a worker's request batch: either full metadata, or the cache id the controller
 // assigned to identical metadata earlier (cache_id != 0, meta unused).
@@ -67,10 +69,10 @@ struct Response {
   double prescale = 1.0;
   double postscale = 1.0;
   int root = -1;
-  std::vector<std::string> names;      // fused tensors, in execution order
-  std::vector<uint32_t> cache_ids;     // parallel to names: id to use next time, 0 = none
-  std::vector<int64_t> num_elements;   // parallel to names
-  std::string error;                   // non-empty: these ops failed on every rank
+  std::vector<std::string> names;     // fused tensors, in execution order
+  std::vector<uint32_t> cache_ids;    // parallel to names: id to use next time, 0 = none
+  std::vector<int64_t> num_elements;  // parallel to names
+  std::string error;                  // non-empty: these ops failed on every rank
 
   bool is_error() const { return !error.empty(); }
 };
@@ -78,9 +80,9 @@ struct Response {
 struct ControllerMessage {
   enum class Kind { kWelcome, kResponses, kShutdown, kAbort };
   Kind kind = Kind::kResponses;
-  std::vector<PeerInfo> peers;       // kWelcome, indexed by rank
-  std::vector<Response> responses;   // kResponses
-  std::string reason;                // kAbort
+  std::vector<PeerInfo> peers;      // kWelcome, indexed by rank
+  std::vector<Response> responses;  // kResponses
+  std::string reason;               // kAbort
 };
 
 }  // namespace kolo

@@ -11,8 +11,7 @@ Status CheckTensor(const std::string& what, const TensorView& t) {
   }
   for (int64_t d : t.shape) {
     if (d < 0) {
-      return InvalidArgument(what + " has a negative dimension in shape " +
-                             ShapeToString(t.shape));
+      return InvalidArgument(what + " has a negative dimension in shape " + ShapeToString(t.shape));
     }
   }
   if (!t.device.is_cpu()) {
@@ -30,8 +29,7 @@ Status CheckTensor(const std::string& what, const TensorView& t) {
 }  // namespace
 
 StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView& input,
-                                       const TensorView& output,
-                                       const AllreduceOptions& options) {
+                                       const TensorView& output, const AllreduceOptions& options) {
   if (name.empty()) return InvalidArgument("allreduce needs a non-empty tensor name");
   const std::string what = "allreduce '" + name + "'";
   KOLO_RETURN_IF_ERROR(CheckTensor(what + ": input", input));
@@ -57,8 +55,10 @@ StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView
       return InvalidArgument(what + ": scale factors must be finite");
     }
     if (factor != 1.0 && !IsFloatingPoint(input.dtype)) {
-      return InvalidArgument(what + ": prescale/postscale apply to floating-point tensors only, "
-                             "and this one is " + DataTypeName(input.dtype));
+      return InvalidArgument(what +
+                             ": prescale/postscale apply to floating-point tensors only, "
+                             "and this one is " +
+                             DataTypeName(input.dtype));
     }
   }
   TensorMeta meta;

@@ -12,7 +12,6 @@ namespace kolo {
 // Checks an allreduce's arguments and returns its metadata. Errors name the tensor and what
 // is wrong with it.
 StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView& input,
-                                       const TensorView& output,
-                                       const AllreduceOptions& options);
+                                       const TensorView& output, const AllreduceOptions& options);
 
 }  // namespace kolo

@@ -1,11 +1,12 @@
 // Options parsing: the environment through the config table, then validation. This is the
 // only file that reads the process environment.
+#include "kolo/options.h"
+
 #include <unistd.h>
 
 #include <set>
 
 #include "core/config_table.h"
-#include "kolo/options.h"
 
 extern char** environ;
 
@@ -26,8 +27,7 @@ Status CheckUnknownKoloVariables(const std::map<std::string, std::string>& env) 
   return Status::Ok();
 }
 
-Status ApplyTorchrunController(const std::map<std::string, std::string>& env,
-                               Options* options) {
+Status ApplyTorchrunController(const std::map<std::string, std::string>& env, Options* options) {
   auto addr = env.find("MASTER_ADDR");
   auto port = env.find("MASTER_PORT");
   if (addr == env.end() && port == env.end()) return Status::Ok();
@@ -36,8 +36,7 @@ Status ApplyTorchrunController(const std::map<std::string, std::string>& env,
   }
   for (const ConfigVar& var : ConfigTable()) {
     if (std::string(var.name) == "KOLO_CONTROLLER") {
-      return var
-          .apply("MASTER_ADDR:MASTER_PORT", addr->second + ":" + port->second, options)
+      return var.apply("MASTER_ADDR:MASTER_PORT", addr->second + ":" + port->second, options)
           .WithContext("controller address from torchrun's variables");
     }
   }
@@ -83,8 +82,8 @@ Status Options::Validate() const {
                            std::to_string(size) + " (KOLO_RANK must be in [0, KOLO_SIZE))");
   }
   if (local_size != -1 && (local_size < 1 || local_size > size)) {
-    return InvalidArgument("local size " + std::to_string(local_size) +
-                           " is out of range [1, " + std::to_string(size) + "] (KOLO_LOCAL_SIZE)");
+    return InvalidArgument("local size " + std::to_string(local_size) + " is out of range [1, " +
+                           std::to_string(size) + "] (KOLO_LOCAL_SIZE)");
   }
   if (local_rank != -1 && local_size != -1 && local_rank >= local_size) {
     return InvalidArgument("local rank " + std::to_string(local_rank) +

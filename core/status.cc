@@ -4,15 +4,24 @@ namespace kolo {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case StatusCode::kMismatch: return "MISMATCH";
-    case StatusCode::kAborted: return "ABORTED";
-    case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kInternal: return "INTERNAL";
-    case StatusCode::kShutdown: return "SHUTDOWN";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case StatusCode::kMismatch:
+      return "MISMATCH";
+    case StatusCode::kAborted:
+      return "ABORTED";
+    case StatusCode::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case StatusCode::kInternal:
+      return "INTERNAL";
+    case StatusCode::kShutdown:
+      return "SHUTDOWN";
   }
   return "UNKNOWN";
 }

@@ -12,7 +12,7 @@
 namespace kolo {
 
 struct TensorEntry {
-  TensorMeta meta;        // name, op, dtype, shape, options as this rank submitted them
+  TensorMeta meta;  // name, op, dtype, shape, options as this rank submitted them
   TensorView input;
   TensorView output;
   Callback callback;

@@ -60,9 +60,8 @@ std::vector<std::unique_ptr<TensorEntry>> TensorQueue::RemoveAll() {
   table_.clear();
   new_entries_.clear();
   // Callers fail these in enqueue order so users see a stable order.
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
-    return a->enqueued_at < b->enqueued_at;
-  });
+  std::sort(all.begin(), all.end(),
+            [](const auto& a, const auto& b) { return a->enqueued_at < b->enqueued_at; });
   return all;
 }
 

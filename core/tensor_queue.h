@@ -3,8 +3,8 @@
 // fails at enqueue.
 //
 // Threading: Enqueue and Close may be called from any thread; TakeNew, Find, Remove and
-// RemoveAll from the background thread only. Entries handed out by TakeNew stay owned by the table but
-// are touched only by the background thread until Remove returns them.
+// RemoveAll from the background thread only. Entries handed out by TakeNew stay owned by the table
+// but are touched only by the background thread until Remove returns them.
 #pragma once
 
 #include <memory>
@@ -48,7 +48,7 @@ class TensorQueue {
   std::mutex mu_;
   std::unordered_map<std::string, std::unique_ptr<TensorEntry>> table_;  // guarded by mu_
   std::vector<TensorEntry*> new_entries_;                                // guarded by mu_
-  Status closed_;  // guarded by mu_; OK while open
+  Status closed_;           // guarded by mu_; OK while open
   bool is_closed_ = false;  // guarded by mu_
 };
 

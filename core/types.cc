@@ -7,27 +7,39 @@ namespace kolo {
 size_t DataTypeSize(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8:
-    case DataType::kInt8: return 1;
+    case DataType::kInt8:
+      return 1;
     case DataType::kFloat16:
-    case DataType::kBFloat16: return 2;
+    case DataType::kBFloat16:
+      return 2;
     case DataType::kInt32:
-    case DataType::kFloat32: return 4;
+    case DataType::kFloat32:
+      return 4;
     case DataType::kInt64:
-    case DataType::kFloat64: return 8;
+    case DataType::kFloat64:
+      return 8;
   }
   return 0;
 }
 
 std::string DataTypeName(DataType dtype) {
   switch (dtype) {
-    case DataType::kUInt8: return "uint8";
-    case DataType::kInt8: return "int8";
-    case DataType::kInt32: return "int32";
-    case DataType::kInt64: return "int64";
-    case DataType::kFloat16: return "float16";
-    case DataType::kBFloat16: return "bfloat16";
-    case DataType::kFloat32: return "float32";
-    case DataType::kFloat64: return "float64";
+    case DataType::kUInt8:
+      return "uint8";
+    case DataType::kInt8:
+      return "int8";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      return "int64";
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kBFloat16:
+      return "bfloat16";
+    case DataType::kFloat32:
+      return "float32";
+    case DataType::kFloat64:
+      return "float64";
   }
   return "dtype(" + std::to_string(static_cast<int32_t>(dtype)) + ")";
 }
@@ -37,30 +49,46 @@ bool IsFloatingPoint(DataType dtype) {
          dtype == DataType::kFloat32 || dtype == DataType::kFloat64;
 }
 
-bool IsValidDataType(int32_t value) { return value >= 0 && value < kNumDataTypes; }
+bool IsValidDataType(int32_t value) {
+  return value >= 0 && value < kNumDataTypes;
+}
 
 std::string ReduceOpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAverage: return "average";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kProduct: return "product";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAverage:
+      return "average";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kProduct:
+      return "product";
   }
   return "reduce_op(" + std::to_string(static_cast<int32_t>(op)) + ")";
 }
 
-bool IsValidReduceOp(int32_t value) { return value >= 0 && value <= 4; }
+bool IsValidReduceOp(int32_t value) {
+  return value >= 0 && value <= 4;
+}
 
 std::string OpTypeName(OpType op) {
   switch (op) {
-    case OpType::kAllreduce: return "allreduce";
-    case OpType::kAllgather: return "allgather";
-    case OpType::kBroadcast: return "broadcast";
-    case OpType::kAlltoall: return "alltoall";
-    case OpType::kReducescatter: return "reducescatter";
-    case OpType::kBarrier: return "barrier";
-    case OpType::kJoin: return "join";
+    case OpType::kAllreduce:
+      return "allreduce";
+    case OpType::kAllgather:
+      return "allgather";
+    case OpType::kBroadcast:
+      return "broadcast";
+    case OpType::kAlltoall:
+      return "alltoall";
+    case OpType::kReducescatter:
+      return "reducescatter";
+    case OpType::kBarrier:
+      return "barrier";
+    case OpType::kJoin:
+      return "join";
   }
   return "op(" + std::to_string(static_cast<int32_t>(op)) + ")";
 }

@@ -6,7 +6,8 @@
 #include <vector>
 
 int main() {
-  kolo::Status s = kolo::init();  // reads KOLO_RANK, KOLO_SIZE, KOLO_CONTROLLER, ... (kolorun sets them)
+  kolo::Status s =
+      kolo::init();  // reads KOLO_RANK, KOLO_SIZE, KOLO_CONTROLLER, ... (kolorun sets them)
   if (!s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;

@@ -47,18 +47,31 @@ Status shutdown() {
   return status;
 }
 
-bool is_initialized() { return DefaultRuntime() != nullptr; }
+bool is_initialized() {
+  return DefaultRuntime() != nullptr;
+}
 
-int rank() { return DefaultRuntime() ? DefaultRuntime()->rank() : -1; }
-int size() { return DefaultRuntime() ? DefaultRuntime()->size() : -1; }
-int local_rank() { return DefaultRuntime() ? DefaultRuntime()->local_rank() : -1; }
-int local_size() { return DefaultRuntime() ? DefaultRuntime()->local_size() : -1; }
-int cross_rank() { return DefaultRuntime() ? DefaultRuntime()->cross_rank() : -1; }
-int cross_size() { return DefaultRuntime() ? DefaultRuntime()->cross_size() : -1; }
+int rank() {
+  return DefaultRuntime() ? DefaultRuntime()->rank() : -1;
+}
+int size() {
+  return DefaultRuntime() ? DefaultRuntime()->size() : -1;
+}
+int local_rank() {
+  return DefaultRuntime() ? DefaultRuntime()->local_rank() : -1;
+}
+int local_size() {
+  return DefaultRuntime() ? DefaultRuntime()->local_size() : -1;
+}
+int cross_rank() {
+  return DefaultRuntime() ? DefaultRuntime()->cross_rank() : -1;
+}
+int cross_size() {
+  return DefaultRuntime() ? DefaultRuntime()->cross_size() : -1;
+}
 
-Status allreduce_async(const std::string& name, const TensorView& input,
-                       const TensorView& output, const AllreduceOptions& options,
-                       Callback callback) {
+Status allreduce_async(const std::string& name, const TensorView& input, const TensorView& output,
+                       const AllreduceOptions& options, Callback callback) {
   if (!DefaultRuntime()) return NotInitialized();
   return DefaultRuntime()->AllreduceAsync(name, input, output, options, std::move(callback));
 }

@@ -17,14 +17,28 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Options& options) {
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl).value()));
 }
 
-Status Runtime::Shutdown() { return impl_->Shutdown(); }
+Status Runtime::Shutdown() {
+  return impl_->Shutdown();
+}
 
-int Runtime::rank() const { return impl_->options().rank; }
-int Runtime::size() const { return impl_->options().size; }
-int Runtime::local_rank() const { return impl_->topology().local_rank; }
-int Runtime::local_size() const { return impl_->topology().local_size; }
-int Runtime::cross_rank() const { return impl_->topology().cross_rank; }
-int Runtime::cross_size() const { return impl_->topology().cross_size; }
+int Runtime::rank() const {
+  return impl_->options().rank;
+}
+int Runtime::size() const {
+  return impl_->options().size;
+}
+int Runtime::local_rank() const {
+  return impl_->topology().local_rank;
+}
+int Runtime::local_size() const {
+  return impl_->topology().local_size;
+}
+int Runtime::cross_rank() const {
+  return impl_->topology().cross_rank;
+}
+int Runtime::cross_size() const {
+  return impl_->topology().cross_size;
+}
 
 Status Runtime::AllreduceAsync(const std::string& name, const TensorView& input,
                                const TensorView& output, const AllreduceOptions& options,

@@ -48,7 +48,9 @@ Topology ComputeTopology(const std::vector<PeerInfo>& peers, int rank) {
 RuntimeImpl::RuntimeImpl(const Options& options, spdlog::level::level_enum level)
     : options_(options), logger_(MakeLogger(options.rank, "runtime", level)) {}
 
-RuntimeImpl::~RuntimeImpl() { Shutdown().IgnoreError(); /* destructor: nobody to tell */ }
+RuntimeImpl::~RuntimeImpl() {
+  Shutdown().IgnoreError(); /* destructor: nobody to tell */
+}
 
 StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const Options& options) {
   KOLO_RETURN_IF_ERROR(options.Validate());
@@ -77,8 +79,8 @@ Status RuntimeImpl::Start() {
                                            executor_.get(), mesh_.get(), logger_);
   loop_->Start();
   logger_->info("rank {} of {} ready (local {}/{}, cross {}/{}), controller {}", options_.rank,
-                options_.size, topology_.local_rank, topology_.local_size,
-                topology_.cross_rank, topology_.cross_size, controller_address);
+                options_.size, topology_.local_rank, topology_.local_size, topology_.cross_rank,
+                topology_.cross_size, controller_address);
   return Status::Ok();
 }
 
@@ -112,8 +114,8 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   SteadyTime::time_point deadline = DeadlineIn(options_.start_timeout_seconds);
   std::string controller_host;
   int controller_port = 0;
-  KOLO_RETURN_IF_ERROR(SplitHostPort(controller_address, "KOLO_CONTROLLER", &controller_host,
-                                     &controller_port));
+  KOLO_RETURN_IF_ERROR(
+      SplitHostPort(controller_address, "KOLO_CONTROLLER", &controller_host, &controller_port));
   std::string data_host = options_.data_address;
   if (data_host.empty()) {
     StatusOr<std::string> routed = LocalAddressRouting(controller_host);
@@ -131,9 +133,9 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   if (!mesh.ok()) return mesh.status().WithContext("data-plane listener on " + data_host);
   mesh_ = std::move(mesh).value();
 
-  channel_ = transport::GrpcControlChannel::Create(
-      controller_address, options_.timeout_seconds,
-      MakeLogger(options_.rank, "control", logger_->level()));
+  channel_ =
+      transport::GrpcControlChannel::Create(controller_address, options_.timeout_seconds,
+                                            MakeLogger(options_.rank, "control", logger_->level()));
   // An abort must reach a background thread blocked in the ring at once, not at the ring's
   // deadline.
   channel_->SetFatalHandler([this](const Status& why) { mesh_->Interrupt(why); });

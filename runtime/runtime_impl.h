@@ -60,8 +60,8 @@ class RuntimeImpl {
   Topology topology_;
 
   // Built by Start(), torn down by Teardown(), in reverse order.
-  std::unique_ptr<controller::Controller> controller_;        // rank 0 only
-  std::unique_ptr<transport::GrpcControlServer> server_;      // rank 0 only
+  std::unique_ptr<controller::Controller> controller_;    // rank 0 only
+  std::unique_ptr<transport::GrpcControlServer> server_;  // rank 0 only
   std::unique_ptr<transport::TcpMesh> mesh_;
   std::unique_ptr<transport::GrpcControlChannel> channel_;
   std::unique_ptr<ops::CpuExecutor> executor_;

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "core/op_validation.h"
+
+#include <catch2/catch.hpp>
 
 using namespace kolo;
 
@@ -51,15 +51,16 @@ TEST_CASE("Local argument errors name the tensor and the problem", "[core][valid
       {"", View(f, DataType::kFloat32, {4}), View(f, DataType::kFloat32, {4}), {}, "non-empty"},
       {"t", View(f, DataType::kFloat32, {4}), View(i, DataType::kInt32, {4}), {}, "int32"},
       {"t", View(f, DataType::kFloat32, {4}), View(f, DataType::kFloat32, {2}), {}, "[4]"},
-      {"t", View(nullptr, DataType::kFloat32, {4}), View(f, DataType::kFloat32, {4}), {},
-       "null"},
-      {"t", View(f, DataType::kFloat32, {-1}), View(f, DataType::kFloat32, {-1}), {},
-       "negative"},
+      {"t", View(nullptr, DataType::kFloat32, {4}), View(f, DataType::kFloat32, {4}), {}, "null"},
+      {"t", View(f, DataType::kFloat32, {-1}), View(f, DataType::kFloat32, {-1}), {}, "negative"},
       {"t", View(i, DataType::kInt32, {4}), View(i, DataType::kInt32, {4}), scaled,
        "floating-point"},
       {"t", gpu, gpu, {}, "cuda:0"},
-      {"t", View(f, static_cast<DataType>(42), {4}), View(f, static_cast<DataType>(42), {4}),
-       {}, "dtype(42)"},
+      {"t",
+       View(f, static_cast<DataType>(42), {4}),
+       View(f, static_cast<DataType>(42), {4}),
+       {},
+       "dtype(42)"},
   };
   for (const Case& c : cases) {
     auto meta = ValidateAllreduce(c.name, c.in, c.out, c.options);

@@ -1,7 +1,8 @@
+#include "kolo/options.h"
+
 #include <catch2/catch.hpp>
 
 #include "core/config_table.h"
-#include "kolo/options.h"
 
 using kolo::Options;
 
@@ -64,20 +65,19 @@ TEST_CASE("A bad value fails with a message naming the variable", "[core][option
 }
 
 TEST_CASE("Horovod aliases work and the KOLO_ name wins", "[core][options]") {
-  auto alias_only = Options::FromMap({{"HOROVOD_FUSION_THRESHOLD", "1048576"},
-                                      {"HOROVOD_CYCLE_TIME", "3"}});
+  auto alias_only =
+      Options::FromMap({{"HOROVOD_FUSION_THRESHOLD", "1048576"}, {"HOROVOD_CYCLE_TIME", "3"}});
   REQUIRE(alias_only.ok());
   CHECK(alias_only->fusion_threshold_bytes == 1 << 20);
   CHECK(alias_only->cycle_time_ms == 3.0);
 
-  auto both = Options::FromMap(
-      {{"HOROVOD_FUSION_THRESHOLD", "1048576"}, {"KOLO_FUSION_THRESHOLD", "2M"}});
+  auto both =
+      Options::FromMap({{"HOROVOD_FUSION_THRESHOLD", "1048576"}, {"KOLO_FUSION_THRESHOLD", "2M"}});
   REQUIRE(both.ok());
   CHECK(both->fusion_threshold_bytes == 2 << 20);
 }
 
-TEST_CASE("torchrun's variables describe the job when KOLO_ ones are absent",
-          "[core][options]") {
+TEST_CASE("torchrun's variables describe the job when KOLO_ ones are absent", "[core][options]") {
   auto options = Options::FromMap({{"RANK", "1"},
                                    {"WORLD_SIZE", "2"},
                                    {"LOCAL_RANK", "1"},
@@ -102,8 +102,8 @@ TEST_CASE("Unknown KOLO_ variables are refused as likely typos", "[core][options
 }
 
 TEST_CASE("Inconsistent identity is refused", "[core][options]") {
-  auto rank_too_big = Options::FromMap(
-      {{"KOLO_RANK", "4"}, {"KOLO_SIZE", "4"}, {"KOLO_CONTROLLER", "h:1"}});
+  auto rank_too_big =
+      Options::FromMap({{"KOLO_RANK", "4"}, {"KOLO_SIZE", "4"}, {"KOLO_CONTROLLER", "h:1"}});
   REQUIRE_FALSE(rank_too_big.ok());
   CHECK_THAT(rank_too_big.status().message(), Catch::Contains("KOLO_RANK"));
 

@@ -1,8 +1,7 @@
-#include <catch2/catch.hpp>
-
-#include <thread>
-
 #include "core/tensor_queue.h"
+
+#include <catch2/catch.hpp>
+#include <thread>
 
 using namespace kolo;
 

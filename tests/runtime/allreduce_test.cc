@@ -1,8 +1,7 @@
 // Multi-rank allreduce through the public API: N runtimes in one process, joined over real
 // gRPC and real loopback sockets.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <future>
 
 #include "tests/support/local_job.h"
@@ -18,8 +17,8 @@ namespace {
 constexpr DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
                                   DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
                                   DataType::kFloat32, DataType::kFloat64};
-constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
-                                ReduceOp::kMax, ReduceOp::kProduct};
+constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                                ReduceOp::kProduct};
 
 TensorView View(std::vector<uint8_t>& bytes, DataType dtype, int64_t count) {
   TensorView view;
@@ -36,9 +35,9 @@ std::string CheckOne(Runtime& rt, const std::string& name, DataType dtype, Reduc
   std::vector<uint8_t> output(input.size(), 0xAB);
   AllreduceOptions options;
   options.op = op;
-  Status s = rt.Allreduce(name, View(input, dtype, count),
-                          in_place ? View(input, dtype, count) : View(output, dtype, count),
-                          options);
+  Status s =
+      rt.Allreduce(name, View(input, dtype, count),
+                   in_place ? View(input, dtype, count) : View(output, dtype, count), options);
   if (!s.ok()) return name + ": " + s.ToString();
   return kolo::testing::CheckAllreduce(in_place ? input : output, dtype, count, rt.size(), op);
 }
@@ -56,8 +55,8 @@ TEST_CASE("Allreduce matches a direct computation for every dtype, op and size",
     for (DataType dtype : kAllTypes) {
       for (ReduceOp op : kAllOps) {
         for (int64_t count : counts) {
-          std::string name = DataTypeName(dtype) + "/" + ReduceOpName(op) + "/" +
-                             std::to_string(count);
+          std::string name =
+              DataTypeName(dtype) + "/" + ReduceOpName(op) + "/" + std::to_string(count);
           std::string error = CheckOne(rt, name, dtype, op, count, count % 2 == 1);
           if (!error.empty()) return error;
         }
@@ -68,15 +67,14 @@ TEST_CASE("Allreduce matches a direct computation for every dtype, op and size",
   CHECK(failures == std::vector<std::string>{});
 }
 
-TEST_CASE("Allreduce of several MiB is exact, in place and out of place",
-          "[runtime][allreduce]") {
+TEST_CASE("Allreduce of several MiB is exact, in place and out of place", "[runtime][allreduce]") {
   const int n = GENERATE(2, 3, 4);
   Watchdog watchdog("large allreduce", std::chrono::seconds(90));
   LocalJob job(n);
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     for (int round = 0; round < 2; ++round) {  // second round uses cache ids
-      std::string e = CheckOne(rt, "big/f32", DataType::kFloat32, ReduceOp::kSum,
-                               (3 << 20) / 4 + 3, round == 1);
+      std::string e = CheckOne(rt, "big/f32", DataType::kFloat32, ReduceOp::kSum, (3 << 20) / 4 + 3,
+                               round == 1);
       if (e.empty()) {
         e = CheckOne(rt, "big/f64", DataType::kFloat64, ReduceOp::kMax, (5 << 20) / 8 + 1,
                      round == 0);
@@ -126,8 +124,8 @@ TEST_CASE("Many tensors in flight at once are fused and each gets its own result
       Status s = done[t].get_future().get();
       if (!s.ok()) return "grad/" + std::to_string(t) + ": " + s.ToString();
       const DataType dtype = t % 3 == 0 ? DataType::kFloat64 : DataType::kFloat32;
-      std::string e = kolo::testing::CheckAllreduce(outputs[t], dtype, 1 + t * 37, rt.size(),
-                                                    ReduceOp::kSum);
+      std::string e =
+          kolo::testing::CheckAllreduce(outputs[t], dtype, 1 + t * 37, rt.size(), ReduceOp::kSum);
       if (!e.empty()) return "grad/" + std::to_string(t) + ": " + e;
     }
     return "";

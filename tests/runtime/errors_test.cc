@@ -1,8 +1,7 @@
 // Op-local errors through the public API: mismatches reach every rank with one message and
 // the job goes on; local argument errors fail at enqueue; shutdown ends what is pending.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <future>
 
 #include "tests/support/local_job.h"
@@ -41,8 +40,8 @@ TEST_CASE("Mismatched shapes fail on every rank with one message naming both",
   std::vector<std::string> messages(3);
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     float data[6] = {0};
-    std::vector<int64_t> shape = rt.rank() == 2 ? std::vector<int64_t>{3, 2}
-                                                : std::vector<int64_t>{2, 3};
+    std::vector<int64_t> shape =
+        rt.rank() == 2 ? std::vector<int64_t>{3, 2} : std::vector<int64_t>{2, 3};
     TensorView view{data, DataType::kFloat32, shape, Device::Cpu()};
     Status s = rt.Allreduce("grad/w1", view, view);
     messages[rt.rank()] = s.message();
@@ -59,8 +58,7 @@ TEST_CASE("Mismatched dtypes and reduce ops fail on every rank and the job goes 
   LocalJob job(2);
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     double d[4] = {0};
-    TensorView view{d, rt.rank() == 0 ? DataType::kFloat64 : DataType::kInt64, {4},
-                    Device::Cpu()};
+    TensorView view{d, rt.rank() == 0 ? DataType::kFloat64 : DataType::kInt64, {4}, Device::Cpu()};
     Status s = rt.Allreduce("mixed", view, view);
     std::string e = ExpectSameErrorThenRecover(rt, s, {"'mixed'", "float64", "int64"});
     if (!e.empty()) return e;
@@ -82,13 +80,12 @@ TEST_CASE("A second op with a name in flight fails at enqueue; the first complet
   TensorView va{a, DataType::kFloat32, {4}, Device::Cpu()};
   TensorView vb{b, DataType::kFloat32, {4}, Device::Cpu()};
   std::promise<Status> first;
-  REQUIRE(job.rank(0).AllreduceAsync("dup", va, va, {}, [&](const Status& s) {
-    first.set_value(s);
-  }).ok());
+  REQUIRE(job.rank(0)
+              .AllreduceAsync("dup", va, va, {}, [&](const Status& s) { first.set_value(s); })
+              .ok());
   std::atomic<int> second_callbacks{0};
-  Status second = job.rank(0).AllreduceAsync("dup", vb, vb, {}, [&](const Status&) {
-    ++second_callbacks;
-  });
+  Status second =
+      job.rank(0).AllreduceAsync("dup", vb, vb, {}, [&](const Status&) { ++second_callbacks; });
   CHECK(second.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(second.message(), Catch::Contains("'dup'") && Catch::Contains("in flight"));
   float c[4] = {1, 1, 1, 1};
@@ -112,8 +109,8 @@ TEST_CASE("Callbacks may enqueue the next op", "[runtime][callbacks]") {
         done.set_value(s);
         return;
       }
-      Status enq = rt.AllreduceAsync("chain", view, view, {},
-                                     [&, i](const Status& st) { step(i + 1, st); });
+      Status enq =
+          rt.AllreduceAsync("chain", view, view, {}, [&, i](const Status& st) { step(i + 1, st); });
       if (!enq.ok()) done.set_value(enq);
     };
     step(0, Status::Ok());
@@ -133,9 +130,12 @@ TEST_CASE("Shutdown fails what a peer never submitted and refuses later enqueues
   TensorView view{x, DataType::kFloat32, {2}, Device::Cpu()};
   std::promise<Status> lonely;
   std::atomic<int> calls{0};
-  REQUIRE(job.rank(0).AllreduceAsync("lonely", view, view, {}, [&](const Status& s) {
-    if (++calls == 1) lonely.set_value(s);
-  }).ok());
+  REQUIRE(job.rank(0)
+              .AllreduceAsync("lonely", view, view, {},
+                              [&](const Status& s) {
+                                if (++calls == 1) lonely.set_value(s);
+                              })
+              .ok());
   auto start = std::chrono::steady_clock::now();
   std::vector<Status> statuses = job.ShutdownAll();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -155,8 +155,8 @@ TEST_CASE("Local argument errors fail at enqueue with no callback", "[runtime][e
   AllreduceOptions scaled;
   scaled.postscale = 0.5;
   bool called = false;
-  Status s = job.rank(0).AllreduceAsync("ints", view, view, scaled,
-                                        [&](const Status&) { called = true; });
+  Status s =
+      job.rank(0).AllreduceAsync("ints", view, view, scaled, [&](const Status&) { called = true; });
   CHECK(s.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(s.message(), Catch::Contains("'ints'"));
   CHECK_FALSE(called);

@@ -25,8 +25,10 @@ int main() {
     return 2;
   }
   std::vector<float> grad(1 << 20, 1.0f);
-  kolo::TensorView view{grad.data(), kolo::DataType::kFloat32,
-                        {static_cast<int64_t>(grad.size())}, kolo::Device::Cpu()};
+  kolo::TensorView view{grad.data(),
+                        kolo::DataType::kFloat32,
+                        {static_cast<int64_t>(grad.size())},
+                        kolo::Device::Cpu()};
   auto started = std::chrono::steady_clock::now();
   for (int step = 0; MsSince(started) < 60000; ++step) {
     status = kolo::allreduce("grad", view, view);

@@ -108,9 +108,9 @@ TEST_CASE("A rank killed mid-allreduce fails every other rank quickly, naming it
   // A ring neighbour of everyone, the controller's host, and a rank two hops from rank 0.
   const auto [size, victim] = GENERATE(table<int, int>({{3, 2}, {3, 0}, {4, 2}}));
   const double timeout_seconds = 4.0;
-  kolo::testing::Watchdog watchdog("peer loss, victim rank " + std::to_string(victim) + " of " +
-                                       std::to_string(size),
-                                   std::chrono::seconds(60));
+  kolo::testing::Watchdog watchdog(
+      "peer loss, victim rank " + std::to_string(victim) + " of " + std::to_string(size),
+      std::chrono::seconds(60));
   int port = kolo::testing::PickFreePort();
   std::vector<Worker> workers;
   for (int r = 0; r < size; ++r) workers.push_back(Spawn(r, size, port, timeout_seconds));

@@ -52,10 +52,11 @@ LocalJob::LocalJob(int size, std::function<void(Options&)> tweak) {
   }
 }
 
-LocalJob::~LocalJob() { ShutdownAll(); }
+LocalJob::~LocalJob() {
+  ShutdownAll();
+}
 
-std::vector<std::string> LocalJob::RunOnAllRanks(
-    const std::function<std::string(Runtime&)>& fn) {
+std::vector<std::string> LocalJob::RunOnAllRanks(const std::function<std::string(Runtime&)>& fn) {
   std::vector<std::string> results(ranks_.size());
   std::vector<std::thread> threads;
   for (size_t r = 0; r < ranks_.size(); ++r) {

@@ -52,18 +52,17 @@ class Runtime {
 
   int rank() const;
   int size() const;
-  int local_rank() const;   // index among the ranks on this host
-  int local_size() const;   // number of ranks on this host
-  int cross_rank() const;   // index of this host among hosts (by lowest rank)
-  int cross_size() const;   // number of hosts
+  int local_rank() const;  // index among the ranks on this host
+  int local_size() const;  // number of ranks on this host
+  int cross_rank() const;  // index of this host among hosts (by lowest rank)
+  int cross_size() const;  // number of hosts
 
   // Reduces `input` across all ranks into `output` (the same dtype, shape and device).
   // In-place when input.data == output.data. `name` identifies the op across ranks: every
   // rank must submit the same name with the same dtype, shape and options; a name may have
   // only one op in flight at a time on a rank.
-  Status AllreduceAsync(const std::string& name, const TensorView& input,
-                        const TensorView& output, const AllreduceOptions& options,
-                        Callback callback);
+  Status AllreduceAsync(const std::string& name, const TensorView& input, const TensorView& output,
+                        const AllreduceOptions& options, Callback callback);
   // Blocking form: enqueues and waits for the callback.
   Status Allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                    const AllreduceOptions& options = {});
@@ -90,9 +89,8 @@ int local_size();
 int cross_rank();
 int cross_size();
 
-Status allreduce_async(const std::string& name, const TensorView& input,
-                       const TensorView& output, const AllreduceOptions& options,
-                       Callback callback);
+Status allreduce_async(const std::string& name, const TensorView& input, const TensorView& output,
+                       const AllreduceOptions& options, Callback callback);
 Status allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                  const AllreduceOptions& options = {});
 

@@ -13,14 +13,14 @@ namespace kolo {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // bad input to one op or to init(); local to the call
-  kFailedPrecondition,// e.g. enqueue before init() or after shutdown()
-  kMismatch,          // ranks disagreed about one op; that op failed on every rank
-  kAborted,           // job-fatal: a peer or the controller was lost; every op fails
-  kDeadlineExceeded,  // a wait passed its configured deadline (job-fatal)
-  kUnavailable,       // a connection could not be made or was closed
-  kInternal,          // a broken invariant inside kolo or a third-party library
-  kShutdown,          // the runtime was shut down before the op completed
+  kInvalidArgument,     // bad input to one op or to init(); local to the call
+  kFailedPrecondition,  // e.g. enqueue before init() or after shutdown()
+  kMismatch,            // ranks disagreed about one op; that op failed on every rank
+  kAborted,             // job-fatal: a peer or the controller was lost; every op fails
+  kDeadlineExceeded,    // a wait passed its configured deadline (job-fatal)
+  kUnavailable,         // a connection could not be made or was closed
+  kInternal,            // a broken invariant inside kolo or a third-party library
+  kShutdown,            // the runtime was shut down before the op completed
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -53,30 +53,61 @@ inline bool operator==(const Status& a, const Status& b) {
 }
 
 // Convenience constructors, one per code.
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
-inline Status Mismatch(std::string m) { return {StatusCode::kMismatch, std::move(m)}; }
-inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
-inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
-inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
-inline Status ShutdownError(std::string m) { return {StatusCode::kShutdown, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status FailedPrecondition(std::string m) {
+  return {StatusCode::kFailedPrecondition, std::move(m)};
+}
+inline Status Mismatch(std::string m) {
+  return {StatusCode::kMismatch, std::move(m)};
+}
+inline Status Aborted(std::string m) {
+  return {StatusCode::kAborted, std::move(m)};
+}
+inline Status DeadlineExceeded(std::string m) {
+  return {StatusCode::kDeadlineExceeded, std::move(m)};
+}
+inline Status Unavailable(std::string m) {
+  return {StatusCode::kUnavailable, std::move(m)};
+}
+inline Status Internal(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
+inline Status ShutdownError(std::string m) {
+  return {StatusCode::kShutdown, std::move(m)};
+}
 
 // Either a value or a non-OK Status.
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}              // NOLINT: implicit by design
-  StatusOr(Status status) : status_(std::move(status)) {       // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
+  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     if (status_.ok()) status_ = Internal("StatusOr constructed from an OK status without a value");
   }
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  T& value() & { CheckOk(); return *value_; }
-  const T& value() const& { CheckOk(); return *value_; }
-  T&& value() && { CheckOk(); return std::move(*value_); }
-  T* operator->() { CheckOk(); return &*value_; }
-  const T* operator->() const { CheckOk(); return &*value_; }
+  T& value() & {
+    CheckOk();
+    return *value_;
+  }
+  const T& value() const& {
+    CheckOk();
+    return *value_;
+  }
+  T&& value() && {
+    CheckOk();
+    return std::move(*value_);
+  }
+  T* operator->() {
+    CheckOk();
+    return &*value_;
+  }
+  const T* operator->() const {
+    CheckOk();
+    return &*value_;
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
@@ -92,8 +123,8 @@ class [[nodiscard]] StatusOr {
 }  // namespace kolo
 
 // Returns early with the status of `expr` when it is not OK.
-#define KOLO_RETURN_IF_ERROR(expr)        \
-  do {                                    \
-    ::kolo::Status kolo_status_ = (expr); \
+#define KOLO_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::kolo::Status kolo_status_ = (expr);        \
     if (!kolo_status_.ok()) return kolo_status_; \
   } while (0)

@@ -58,8 +58,12 @@ struct Device {
   static Device Cpu() { return Device{}; }
   static Device Cuda(int ordinal) { return Device{ordinal}; }
 };
-inline bool operator==(Device a, Device b) { return a.index == b.index; }
-inline bool operator!=(Device a, Device b) { return !(a == b); }
+inline bool operator==(Device a, Device b) {
+  return a.index == b.index;
+}
+inline bool operator!=(Device a, Device b) {
+  return !(a == b);
+}
 std::string DeviceName(Device device);  // "cpu", "cuda:0"
 
 // A non-owning view of a dense, contiguous, row-major tensor.
