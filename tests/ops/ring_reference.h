@@ -7,7 +7,7 @@
 #include <cstddef>
 
 #include "kolo/types.h"
-#include "tests/ops/element_codec.h"
+#include "tests/support/element_codec.h"
 
 namespace kolo::testing {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "ops/half.h"
+#include "tests/support/element_codec.h"
 
 namespace kolo::testing {
 
@@ -12,97 +12,17 @@ double InputValue(int rank, int64_t i, ReduceOp op) {
   return 1.0 + static_cast<double>((i * 7 + rank * 3) % 5);
 }
 
-namespace {
-
-void WriteElement(uint8_t* out, DataType dtype, double v) {
-  switch (dtype) {
-    case DataType::kUInt8:
-      *out = static_cast<uint8_t>(v);
-      return;
-    case DataType::kInt8:
-      *reinterpret_cast<int8_t*>(out) = static_cast<int8_t>(v);
-      return;
-    case DataType::kInt32: {
-      int32_t x = static_cast<int32_t>(v);
-      std::memcpy(out, &x, 4);
-      return;
-    }
-    case DataType::kInt64: {
-      int64_t x = static_cast<int64_t>(v);
-      std::memcpy(out, &x, 8);
-      return;
-    }
-    case DataType::kFloat16: {
-      uint16_t x = ops::FloatToHalf(static_cast<float>(v));
-      std::memcpy(out, &x, 2);
-      return;
-    }
-    case DataType::kBFloat16: {
-      uint16_t x = ops::FloatToBFloat16(static_cast<float>(v));
-      std::memcpy(out, &x, 2);
-      return;
-    }
-    case DataType::kFloat32: {
-      float x = static_cast<float>(v);
-      std::memcpy(out, &x, 4);
-      return;
-    }
-    case DataType::kFloat64:
-      std::memcpy(out, &v, 8);
-      return;
-  }
-}
-
-}  // namespace
-
 std::vector<uint8_t> MakeInput(DataType dtype, int64_t count, int rank, ReduceOp op) {
   size_t esize = DataTypeSize(dtype);
   std::vector<uint8_t> bytes(static_cast<size_t>(count) * esize);
   for (int64_t i = 0; i < count; ++i) {
-    WriteElement(bytes.data() + i * esize, dtype, InputValue(rank, i, op));
+    StoreElement(dtype, bytes.data(), static_cast<size_t>(i), InputValue(rank, i, op));
   }
   return bytes;
 }
 
 double ReadElement(const std::vector<uint8_t>& bytes, DataType dtype, int64_t i) {
-  const uint8_t* p = bytes.data() + i * DataTypeSize(dtype);
-  switch (dtype) {
-    case DataType::kUInt8:
-      return *p;
-    case DataType::kInt8:
-      return *reinterpret_cast<const int8_t*>(p);
-    case DataType::kInt32: {
-      int32_t x;
-      std::memcpy(&x, p, 4);
-      return x;
-    }
-    case DataType::kInt64: {
-      int64_t x;
-      std::memcpy(&x, p, 8);
-      return static_cast<double>(x);
-    }
-    case DataType::kFloat16: {
-      uint16_t x;
-      std::memcpy(&x, p, 2);
-      return ops::HalfToFloat(x);
-    }
-    case DataType::kBFloat16: {
-      uint16_t x;
-      std::memcpy(&x, p, 2);
-      return ops::BFloat16ToFloat(x);
-    }
-    case DataType::kFloat32: {
-      float x;
-      std::memcpy(&x, p, 4);
-      return x;
-    }
-    case DataType::kFloat64: {
-      double x;
-      std::memcpy(&x, p, 8);
-      return x;
-    }
-  }
-  return NAN;
+  return LoadElement(dtype, bytes.data(), static_cast<size_t>(i));
 }
 
 double ExpectedAllreduce(int size, int64_t i, ReduceOp op, DataType dtype) {

@@ -1,4 +1,4 @@
-// Test helper for the ops tests: reads and writes element i of a buffer of any kolo dtype as a
+// Test helper: reads and writes element i of a buffer of any kolo dtype as a
 // double, so that inputs and expected results can be written once for every dtype. Values
 // are converted with the dtype's own rounding (float16/bfloat16 through ops/half.h).
 #pragma once
