@@ -155,9 +155,16 @@ void Controller::OnStreamClosed(int rank, const Status& why) {
     std::lock_guard<std::mutex> lock(mu_);
     // Refused streams never had an admitted rank; their closing must not touch the job.
     if (!rendezvous_.admitted(rank)) return;
-    if (negotiator_.table().has_shut_down(rank) || shutdown_sent_) {
-      logger_->debug("rank {} closed its stream after its shutdown notice", rank);
+    if (shutdown_sent_) {
+      logger_->debug("rank {} closed its stream after the job-wide shutdown", rank);
       return;
+    }
+    if (negotiator_.table().has_shut_down(rank)) {
+      logger_->info("rank {} left before every rank had shut down", rank);
+      const int before = negotiator_.ready_count();
+      negotiator_.AddGone(rank);
+      NoteReadyLocked(before);
+      return;  // the sequencer plans and sends the failures
     }
     AbortLocked(
         "rank " + std::to_string(rank) + " lost: " +

@@ -23,6 +23,7 @@ Response StartResponse(const ReadyTensor& t, uint64_t seq) {
   r.postscale = t.meta.postscale;
   r.root = t.meta.root;
   r.error = t.error;
+  r.error_code = t.error_code;
   return r;
 }
 

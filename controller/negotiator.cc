@@ -31,6 +31,10 @@ void Negotiator::AddShutdown(int rank) {
   table_.MarkShutdown(rank, &ready_);
 }
 
+void Negotiator::AddGone(int rank) {
+  table_.MarkGone(rank, &ready_);
+}
+
 void Negotiator::CommitToCache(size_t first) {
   // Ids are committed when a name completes, not when it is planned, so that readiness order
   // alone decides them; no rank can use an id before the response that carries it arrives.

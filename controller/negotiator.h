@@ -30,9 +30,11 @@ class Negotiator {
   // been applied; the rest of the batch is dropped.
   Status AddRequests(int rank, const std::vector<Request>& requests);
 
-  // `rank` sent its shutdown notice: every pending name fails now and every later one at once
-  // (ReadinessTable::MarkShutdown). Idempotent.
+  // `rank` sent its shutdown notice: pending names it never announced fail now, and every
+  // later new name at once (ReadinessTable::MarkShutdown). Idempotent.
   void AddShutdown(int rank);
+  // `rank` left after its notice but before the job-wide Shutdown (ReadinessTable::MarkGone).
+  void AddGone(int rank);
 
   // Number of tensors ready and not yet planned.
   int ready_count() const { return static_cast<int>(ready_.size()); }

@@ -25,7 +25,8 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, std::vector<Re
     // (Pending names already hold every departed rank's announcement; see MarkShutdown.)
     const int departed = FirstDepartedMissing(nullptr);
     if (departed >= 0) {
-      ready->push_back(ReadyTensor{meta, ShutdownError(departed, meta.name)});
+      ready->push_back(
+          ReadyTensor{meta, ShutdownError(departed, meta.name), 0, StatusCode::kShutdown});
       return Status::Ok();
     }
     Pending entry;
@@ -76,7 +77,25 @@ void ReadinessTable::MarkShutdown(int rank, std::vector<ReadyTensor>* ready) {
   std::sort(doomed.begin(), doomed.end(),
             [](const auto& a, const auto& b) { return a->second.arrival < b->second.arrival; });
   for (auto it : doomed) {
-    ready->push_back(ReadyTensor{it->second.first, ShutdownError(rank, it->first)});
+    ready->push_back(
+        ReadyTensor{it->second.first, ShutdownError(rank, it->first), 0, StatusCode::kShutdown});
+    pending_.erase(it);
+  }
+}
+
+void ReadinessTable::MarkGone(int rank, std::vector<ReadyTensor>* ready) {
+  if (rank < 0 || rank >= size_ || !shut_down_[rank]) return;
+  std::vector<std::unordered_map<std::string, Pending>::iterator> doomed;
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) doomed.push_back(it);
+  std::sort(doomed.begin(), doomed.end(),
+            [](const auto& a, const auto& b) { return a->second.arrival < b->second.arrival; });
+  for (auto it : doomed) {
+    ready->push_back(ReadyTensor{it->second.first,
+                                 "rank " + std::to_string(rank) +
+                                     " left the job (its shutdown() stopped waiting for the "
+                                     "others) before '" +
+                                     it->first + "' could run",
+                                 0, StatusCode::kShutdown});
     pending_.erase(it);
   }
 }

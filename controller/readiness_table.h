@@ -25,6 +25,7 @@ struct ReadyTensor {
   TensorMeta meta;        // rank 0's metadata: what every rank sent when `error` is empty
   std::string error;      // non-empty: the op fails on every rank with this text
   uint32_t cache_id = 0;  // the id workers use for meta.name from now on (set by Negotiator)
+  StatusCode error_code = StatusCode::kMismatch;  // with `error`: what callbacks receive
 
   bool is_error() const { return !error.empty(); }
 };
@@ -44,6 +45,11 @@ class ReadinessTable {
   // to *ready in order of first announcement); names it announced stay pending; a later new
   // name fails at once, naming the lowest departed rank. Idempotent.
   void MarkShutdown(int rank, std::vector<ReadyTensor>* ready);
+
+  // `rank`, already shut down, left the job before the job-wide Shutdown (its shutdown()
+  // stopped waiting for the others): the names it announced can no longer run either, so
+  // every pending name fails now. Idempotent.
+  void MarkGone(int rank, std::vector<ReadyTensor>* ready);
 
   bool has_shut_down(int rank) const { return shut_down_[rank]; }
   int num_shut_down() const { return num_shut_down_; }

@@ -2,10 +2,15 @@
 
 #include <exception>
 
+#include "core/clock.h"
+
 namespace kolo {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyTime = std::chrono::steady_clock;
+
+// True on every runtime's background thread (callbacks run there).
+thread_local bool tls_is_background_thread = false;
 
 // Bounds the background thread's sleep so deadlines are checked even when nothing arrives.
 constexpr std::chrono::milliseconds kMaxIdleWait{200};
@@ -31,7 +36,15 @@ void BackgroundLoop::Start() {
   thread_ = std::thread([this] { Run(); });
 }
 
+bool BackgroundLoop::IsBackgroundThread() {
+  return tls_is_background_thread;
+}
+
 Status BackgroundLoop::Stop() {
+  if (IsBackgroundThread()) {
+    return FailedPrecondition(
+        "shutdown() was called from a kolo callback; call it from your own thread");
+  }
   if (stopped_) return Status::Ok();
   stopped_ = true;
   queue_->Close(ShutdownError("kolo is shut down; no new ops are accepted"));
@@ -42,6 +55,7 @@ Status BackgroundLoop::Stop() {
 }
 
 void BackgroundLoop::Run() {
+  tls_is_background_thread = true;
   // Third-party code (gRPC, protobuf, user callbacks) may throw; nothing may escape the thread.
   try {
     RunLoop();
@@ -54,7 +68,7 @@ void BackgroundLoop::Run() {
 
 void BackgroundLoop::RunLoop() {
   while (state_ != State::kDone) {
-    Clock::time_point wake_by = Clock::now() + kMaxIdleWait;
+    SteadyTime::time_point wake_by = SteadyTime::now() + kMaxIdleWait;
     if (notice_sent_ && stop_deadline_ < wake_by) wake_by = stop_deadline_;
     wakeup_->WaitUntil(wake_by);
     DrainControl();
@@ -63,8 +77,12 @@ void BackgroundLoop::RunLoop() {
       if (stop_requested_) state_ = State::kDone;
       continue;
     }
+    // Read the flag before draining the queue: Stop() closes the queue before it sets the
+    // flag, so every op enqueued before a stop we see here is sent ahead of the notice (the
+    // controller refuses announcements after a rank's notice).
+    const bool stopping = stop_requested_;
     SendNewRequests();
-    if (stop_requested_ && !notice_sent_ && state_ == State::kRunning) {
+    if (stopping && !notice_sent_ && state_ == State::kRunning) {
       WorkerMessage notice;
       notice.kind = WorkerMessage::Kind::kShutdown;
       Status sent = channel_->Send(notice);
@@ -73,13 +91,14 @@ void BackgroundLoop::RunLoop() {
         continue;
       }
       notice_sent_ = true;
-      stop_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                          std::chrono::duration<double>(config_.timeout_seconds));
+      stop_deadline_ =
+          SteadyTime::now() + std::chrono::duration_cast<SteadyTime::duration>(
+                                  std::chrono::duration<double>(config_.timeout_seconds));
     }
-    if (notice_sent_ && state_ == State::kRunning && Clock::now() >= stop_deadline_) {
+    if (notice_sent_ && state_ == State::kRunning && SteadyTime::now() >= stop_deadline_) {
       final_status_ = DeadlineExceeded("shutdown: not every rank called shutdown() within " +
-                                       std::to_string(static_cast<int>(config_.timeout_seconds)) +
-                                       " s (KOLO_TIMEOUT_SECONDS); leaving without them");
+                                       SecondsText(config_.timeout_seconds) +
+                                       " (KOLO_TIMEOUT_SECONDS); leaving without them");
       logger_->warn("{}", final_status_.message());
       FailAll(ShutdownError("kolo was shut down before this op completed"));
       state_ = State::kDone;
@@ -145,7 +164,10 @@ void BackgroundLoop::HandleResponse(const Response& response) {
     }
     entries.push_back(entry);
   }
-  Status status = response.is_error() ? Mismatch(response.error) : Status::Ok();
+  // An error response must never reach a callback as OK, whatever code it carries.
+  const StatusCode code =
+      response.error_code == StatusCode::kOk ? StatusCode::kMismatch : response.error_code;
+  Status status = response.is_error() ? Status(code, response.error) : Status::Ok();
   if (!response.is_error() && !entries.empty()) {
     // The controller's cache id for each name, as of this response; 0 retires the old one.
     for (size_t i = 0; i < response.names.size(); ++i) {

@@ -38,11 +38,16 @@ class BackgroundLoop {
 
   void Start();
 
+  // True when called from any runtime's background thread, where callbacks run: blocking
+  // kolo calls must refuse there, since the thread would wait on itself.
+  static bool IsBackgroundThread();
+
   // Closes the queue, tells the controller this rank is leaving, keeps executing responses
   // for ops already submitted until the controller's job-wide Shutdown arrives (or
   // config.timeout_seconds pass), fails what is left with kShutdown, and joins the thread.
   // Returns OK after a clean shutdown, the abort's root cause after an abort, or
-  // DeadlineExceeded if the job-wide shutdown did not come in time. Idempotent.
+  // DeadlineExceeded if the job-wide shutdown did not come in time. Idempotent. Fails with
+  // FailedPrecondition, changing nothing, when called from a background thread (a callback).
   Status Stop();
 
  private:

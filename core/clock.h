@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <string>
 
 namespace kolo {
 
@@ -32,5 +34,12 @@ class ManualClock final : public Clock {
  private:
   std::atomic<int64_t> now_ns_{1'000'000'000};
 };
+
+// "30 s", "0.5 s", "1.25 s": a deadline as error messages print it.
+inline std::string SecondsText(double seconds) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%g s", seconds);
+  return buffer;
+}
 
 }  // namespace kolo

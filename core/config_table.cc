@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "core/logging.h"
@@ -89,7 +90,7 @@ Status ApplyStartTimeout(const std::string& source, const std::string& value, Op
 
 Status ApplyLogLevel(const std::string& source, const std::string& value, Options* options) {
   if (!ParseLogLevel(value).ok()) {
-    return BadValue(source, value, "one of trace, debug, info, warning, error, off");
+    return BadValue(source, value, "one of trace, debug, info, warning, error, fatal, off");
   }
   options->log_level = value;
   return Status::Ok();
@@ -181,7 +182,7 @@ const std::vector<ConfigVar>& ConfigTable() {
       {"KOLO_LOG_LEVEL",
        {"HOROVOD_LOG_LEVEL"},
        "warning",
-       "trace|debug|info|warning|error|off",
+       "trace|debug|info|warning|error|fatal|off",
        "Log level of kolo's messages on stderr.",
        &ApplyLogLevel},
   };
@@ -217,10 +218,14 @@ StatusOr<int64_t> ParseByteSize(const std::string& text) {
   if (unit == "K" || unit == "KB" || unit == "KiB") scale = int64_t{1} << 10;
   if (unit == "M" || unit == "MB" || unit == "MiB") scale = int64_t{1} << 20;
   if (unit == "G" || unit == "GB" || unit == "GiB") scale = int64_t{1} << 30;
-  if (digits == 0 || digits > 12 || scale == 0) {
+  if (digits == 0 || digits > 15 || scale == 0) {
     return InvalidArgument("'" + text + "' is not a byte size (such as 4096, 64K, 64M, 1G)");
   }
-  return std::stoll(text.substr(0, digits)) * scale;
+  const int64_t count = std::stoll(text.substr(0, digits));  // < 10^15: cannot overflow
+  if (count > std::numeric_limits<int64_t>::max() / scale) {
+    return InvalidArgument("'" + text + "' is too large a byte size");
+  }
+  return count * scale;
 }
 
 }  // namespace kolo

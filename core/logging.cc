@@ -10,9 +10,10 @@ StatusOr<spdlog::level::level_enum> ParseLogLevel(const std::string& text) {
   if (text == "info") return spdlog::level::info;
   if (text == "warning" || text == "warn") return spdlog::level::warn;
   if (text == "error") return spdlog::level::err;
+  if (text == "fatal" || text == "critical") return spdlog::level::critical;
   if (text == "off") return spdlog::level::off;
-  return InvalidArgument("'" + text +
-                         "' is not a log level (use trace, debug, info, warning, error or off)");
+  return InvalidArgument(
+      "'" + text + "' is not a log level (use trace, debug, info, warning, error, fatal or off)");
 }
 
 Logger MakeLogger(int rank, const std::string& module, spdlog::level::level_enum level) {

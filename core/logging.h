@@ -15,7 +15,8 @@ namespace kolo {
 
 using Logger = std::shared_ptr<spdlog::logger>;
 
-// Parses KOLO_LOG_LEVEL's values: trace, debug, info, warning (or warn), error, off.
+// Parses KOLO_LOG_LEVEL's values: trace, debug, info, warning (or warn), error, fatal
+// (Horovod's name; also critical), off.
 StatusOr<spdlog::level::level_enum> ParseLogLevel(const std::string& text);
 
 // A logger for `module` of `rank` at `level`. Not registered in spdlog's global registry,

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kolo/status.h"
 #include "kolo/types.h"
 
 namespace kolo {
@@ -73,6 +74,7 @@ struct Response {
   std::vector<uint32_t> cache_ids;    // parallel to names: id to use next time, 0 = none
   std::vector<int64_t> num_elements;  // parallel to names
   std::string error;                  // non-empty: these ops failed on every rank
+  StatusCode error_code = StatusCode::kMismatch;  // the code their callbacks receive
 
   bool is_error() const { return !error.empty(); }
 };

@@ -43,10 +43,27 @@ Status ApplyTorchrunController(const std::map<std::string, std::string>& env, Op
   return Status::Ok();
 }
 
+// Launchers whose variables kolo does not read yet. A job they start with several processes
+// and no KOLO_ or torchrun identity would silently run as that many one-rank jobs.
+Status CheckForeignLauncher(const std::map<std::string, std::string>& env) {
+  if (env.count("KOLO_SIZE") != 0 || env.count("WORLD_SIZE") != 0) return Status::Ok();
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"}) {
+    auto it = env.find(name);
+    if (it != env.end() && it->second != "1" && it->second != "0") {
+      return InvalidArgument(std::string(name) + "=" + it->second +
+                             " says this process is one of several, but kolo reads its rank and "
+                             "size only from KOLO_RANK/KOLO_SIZE (kolorun) or RANK/WORLD_SIZE "
+                             "(torchrun); set those");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<Options> Options::FromMap(const std::map<std::string, std::string>& env) {
   KOLO_RETURN_IF_ERROR(CheckUnknownKoloVariables(env));
+  KOLO_RETURN_IF_ERROR(CheckForeignLauncher(env));
   Options options;
   bool controller_set = false;
   for (const ConfigVar& var : ConfigTable()) {

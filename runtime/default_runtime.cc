@@ -1,25 +1,45 @@
 // The process-wide default runtime behind kolo's free functions.
+//
+// Threading: init() and shutdown() serialise on a mutex. Ops take a shared reference to the
+// current runtime under that mutex for the moment of the lookup only, so an op racing with
+// shutdown() finds either the runtime (and then fails with SHUTDOWN once its queue closes) or
+// none, never a destroyed one.
+#include <memory>
 #include <mutex>
 
+#include "core/background_loop.h"
 #include "kolo/kolo.h"
 
 namespace kolo {
 namespace {
 
-std::mutex& DefaultMutex() {
+std::mutex& LifecycleMutex() {  // held through init() and shutdown()
   static std::mutex mu;
   return mu;
 }
 
-// Guarded by DefaultMutex() for creation and destruction. Ops read it without the lock:
-// calling an op concurrently with shutdown() is a usage error, as in every runtime of this kind.
-std::unique_ptr<Runtime>& DefaultRuntime() {
-  static std::unique_ptr<Runtime> runtime;
+std::mutex& PointerMutex() {  // held only to read or swap the pointer
+  static std::mutex mu;
+  return mu;
+}
+
+std::shared_ptr<Runtime>& DefaultRuntimeSlot() {  // guarded by PointerMutex()
+  static std::shared_ptr<Runtime> runtime;
   return runtime;
+}
+
+std::shared_ptr<Runtime> Current() {
+  std::lock_guard<std::mutex> lock(PointerMutex());
+  return DefaultRuntimeSlot();
 }
 
 Status NotInitialized() {
   return FailedPrecondition("kolo is not initialized: call kolo::init() first");
+}
+
+Status RefuseInCallback(const char* what) {
+  return FailedPrecondition(std::string(what) +
+                            " was called from a kolo callback; call it from your own thread");
 }
 
 }  // namespace
@@ -31,55 +51,69 @@ Status init() {
 }
 
 Status init(const Options& options) {
-  std::lock_guard<std::mutex> lock(DefaultMutex());
-  if (DefaultRuntime()) return FailedPrecondition("kolo is already initialized");
+  if (BackgroundLoop::IsBackgroundThread()) return RefuseInCallback("init()");
+  std::lock_guard<std::mutex> lifecycle(LifecycleMutex());
+  if (Current()) return FailedPrecondition("kolo is already initialized");
   StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(options);
   if (!runtime.ok()) return runtime.status();
-  DefaultRuntime() = std::move(runtime).value();
+  std::lock_guard<std::mutex> lock(PointerMutex());
+  DefaultRuntimeSlot() = std::move(runtime).value();
   return Status::Ok();
 }
 
 Status shutdown() {
-  std::lock_guard<std::mutex> lock(DefaultMutex());
-  if (!DefaultRuntime()) return Status::Ok();
-  Status status = DefaultRuntime()->Shutdown();
-  DefaultRuntime().reset();
-  return status;
+  if (BackgroundLoop::IsBackgroundThread()) return RefuseInCallback("shutdown()");
+  std::lock_guard<std::mutex> lifecycle(LifecycleMutex());
+  std::shared_ptr<Runtime> runtime;
+  {
+    std::lock_guard<std::mutex> lock(PointerMutex());
+    runtime.swap(DefaultRuntimeSlot());
+  }
+  if (!runtime) return Status::Ok();
+  return runtime->Shutdown();
 }
 
 bool is_initialized() {
-  return DefaultRuntime() != nullptr;
+  return Current() != nullptr;
 }
 
 int rank() {
-  return DefaultRuntime() ? DefaultRuntime()->rank() : -1;
+  std::shared_ptr<Runtime> rt = Current();
+  return rt ? rt->rank() : -1;
 }
 int size() {
-  return DefaultRuntime() ? DefaultRuntime()->size() : -1;
+  std::shared_ptr<Runtime> rt = Current();
+  return rt ? rt->size() : -1;
 }
 int local_rank() {
-  return DefaultRuntime() ? DefaultRuntime()->local_rank() : -1;
+  std::shared_ptr<Runtime> rt = Current();
+  return rt ? rt->local_rank() : -1;
 }
 int local_size() {
-  return DefaultRuntime() ? DefaultRuntime()->local_size() : -1;
+  std::shared_ptr<Runtime> rt = Current();
+  return rt ? rt->local_size() : -1;
 }
 int cross_rank() {
-  return DefaultRuntime() ? DefaultRuntime()->cross_rank() : -1;
+  std::shared_ptr<Runtime> rt = Current();
+  return rt ? rt->cross_rank() : -1;
 }
 int cross_size() {
-  return DefaultRuntime() ? DefaultRuntime()->cross_size() : -1;
+  std::shared_ptr<Runtime> rt = Current();
+  return rt ? rt->cross_size() : -1;
 }
 
 Status allreduce_async(const std::string& name, const TensorView& input, const TensorView& output,
                        const AllreduceOptions& options, Callback callback) {
-  if (!DefaultRuntime()) return NotInitialized();
-  return DefaultRuntime()->AllreduceAsync(name, input, output, options, std::move(callback));
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->AllreduceAsync(name, input, output, options, std::move(callback));
 }
 
 Status allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                  const AllreduceOptions& options) {
-  if (!DefaultRuntime()) return NotInitialized();
-  return DefaultRuntime()->Allreduce(name, input, output, options);
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->Allreduce(name, input, output, options);
 }
 
 }  // namespace kolo

@@ -2,6 +2,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "core/background_loop.h"
 #include "core/op_validation.h"
 #include "kolo/kolo.h"
 #include "runtime/runtime_impl.h"
@@ -58,6 +59,11 @@ Status Runtime::Allreduce(const std::string& name, const TensorView& input,
     bool done = false;
     Status status;
   };
+  if (BackgroundLoop::IsBackgroundThread()) {
+    return FailedPrecondition("allreduce '" + name +
+                              "': the blocking form was called from a kolo callback, where it "
+                              "would wait on itself; use allreduce_async");
+  }
   auto waiter = std::make_shared<Waiter>();
   Status enqueued = AllreduceAsync(name, input, output, options, [waiter](const Status& s) {
     std::lock_guard<std::mutex> lock(waiter->mu);

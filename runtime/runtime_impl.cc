@@ -1,6 +1,8 @@
 #include "runtime/runtime_impl.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "controller/controller.h"
@@ -49,6 +51,11 @@ RuntimeImpl::RuntimeImpl(const Options& options, spdlog::level::level_enum level
     : options_(options), logger_(MakeLogger(options.rank, "runtime", level)) {}
 
 RuntimeImpl::~RuntimeImpl() {
+  if (BackgroundLoop::IsBackgroundThread() && !shut_down_) {
+    // Programmer error: the background thread cannot join itself.
+    std::fprintf(stderr, "kolo: a Runtime was destroyed from one of its callbacks; aborting\n");
+    std::abort();
+  }
   Shutdown().IgnoreError(); /* destructor: nobody to tell */
 }
 
@@ -169,6 +176,10 @@ Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const Tens
 }
 
 Status RuntimeImpl::Shutdown() {
+  if (BackgroundLoop::IsBackgroundThread()) {
+    return FailedPrecondition(
+        "shutdown() was called from a kolo callback; call it from your own thread");
+  }
   if (shut_down_) return Status::Ok();
   shut_down_ = true;
   Status status = loop_ ? loop_->Stop() : Status::Ok();
@@ -177,9 +188,12 @@ Status RuntimeImpl::Shutdown() {
 }
 
 void RuntimeImpl::Teardown() {
-  // Workers close their streams as soon as the job-wide shutdown reaches them, so rank 0's
-  // server normally stops at once; the deadline only bounds a peer that went silent.
-  SteadyTime::time_point deadline = DeadlineIn(std::min(options_.timeout_seconds, 10.0));
+  // After a job-wide Shutdown every worker closes its stream as soon as it has read it, and
+  // rank 0's server waits for that (bounded by the deadline) before cancelling what is left.
+  // Otherwise (an abort, or leaving without the others) it only flushes what is queued.
+  const bool job_done = controller_ && controller_->shutdown_sent();
+  SteadyTime::time_point deadline = DeadlineIn(job_done ? std::min(options_.timeout_seconds, 10.0)
+                                                        : std::min(options_.timeout_seconds, 1.0));
   queue_.Close(ShutdownError("kolo is shut down; no new ops are accepted"));
   if (loop_) loop_->Stop().IgnoreError();  // Shutdown() already returned its status
   if (channel_) channel_->Close(deadline);

@@ -27,10 +27,4 @@ std::chrono::system_clock::time_point ToSystemClock(SteadyTime deadline) {
          std::chrono::duration_cast<std::chrono::system_clock::duration>(remaining);
 }
 
-std::string SecondsText(double seconds) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%g s", seconds);
-  return buffer;
-}
-
 }  // namespace kolo::transport

@@ -23,7 +23,4 @@ int PollTimeoutMs(SteadyTime now, SteadyTime deadline);
 // The same instant on the system clock, for APIs (gRPC) that take only system_clock deadlines.
 std::chrono::system_clock::time_point ToSystemClock(SteadyTime deadline);
 
-// "30 s", "0.5 s", "1.25 s".
-std::string SecondsText(double seconds);
-
 }  // namespace kolo::transport

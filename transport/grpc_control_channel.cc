@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/clock.h"
 #include "proto/kolo.grpc.pb.h"
 #include "transport/deadline.h"
 #include "transport/grpc_keepalive.h"

@@ -68,7 +68,6 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
   void WriteLoop(StreamState& state, SessionStream* stream);
   void FinishWriter(StreamState& state, std::thread& writer);
   grpc::Status Refuse(SessionStream* stream, const std::string& reason);
-  bool AllDrained() const;  // requires mu_
 
   // Constant after Start.
   ControllerHandler* const handler_;
@@ -249,13 +248,6 @@ void GrpcControlServer::Impl::Send(int rank, const ControllerMessage& message) {
                 dropped_because);
 }
 
-bool GrpcControlServer::Impl::AllDrained() const {
-  for (const auto& [rank, state] : streams_) {
-    if (!state->queue.empty() || state->writing) return false;
-  }
-  return true;
-}
-
 void GrpcControlServer::Impl::Stop(SteadyTime deadline) {
   std::lock_guard<std::mutex> stop_lock(stop_mu_);
   if (stopped_) return;
@@ -264,7 +256,10 @@ void GrpcControlServer::Impl::Stop(SteadyTime deadline) {
     stopping_ = true;
     stop_deadline_ = deadline;
     for (const auto& [rank, state] : streams_) state->wake_writer.notify_all();
-    drained_.wait_until(lock, deadline, [&] { return AllDrained(); });
+    // A returned Write only means gRPC took the message, not that the worker read it: wait
+    // for the workers to end their streams (they do once they have read Shutdown), and cancel
+    // only what is left at the deadline.
+    drained_.wait_until(lock, deadline, [&] { return streams_.empty(); });
     for (const auto& [rank, state] : streams_) state->context->TryCancel();
   }
   server_->Shutdown(

@@ -34,9 +34,10 @@ class GrpcControlServer final : public ControllerOutbox {
   // the server is stopping. Never blocks on the network. Any thread, including handler calls.
   void Send(int rank, const ControllerMessage& message) override;
 
-  // Stops accepting streams, lets queued messages flush until `deadline`, then cancels the
-  // remaining streams (their workers see a lost stream; the handler gets OnStreamClosed) and
-  // joins every thread. Idempotent; blocks until done. Do not call from a handler callback.
+  // Stops accepting streams and waits until every worker has ended its stream (queued
+  // messages keep flowing meanwhile) or `deadline` passes; then cancels the remaining streams
+  // (their workers see a lost stream; the handler gets OnStreamClosed) and joins every thread.
+  // Idempotent; blocks until done. Do not call from a handler callback.
   void Stop(std::chrono::steady_clock::time_point deadline);
 
  private:

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "core/clock.h"
 #include "transport/deadline.h"
 #include "transport/errno_status.h"
 #include "transport/tcp_socket.h"

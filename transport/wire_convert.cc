@@ -74,6 +74,7 @@ void ToWire(const Response& response, wire::Response* out) {
   for (uint32_t id : response.cache_ids) out->add_cache_ids(id);
   for (int64_t n : response.num_elements) out->add_num_elements(n);
   out->set_error(response.error);
+  out->set_error_code(static_cast<int32_t>(response.error_code));
 }
 
 Response FromWire(const wire::Response& in) {
@@ -89,6 +90,7 @@ Response FromWire(const wire::Response& in) {
   response.cache_ids.assign(in.cache_ids().begin(), in.cache_ids().end());
   response.num_elements.assign(in.num_elements().begin(), in.num_elements().end());
   response.error = in.error();
+  response.error_code = static_cast<StatusCode>(in.error_code());
   return response;
 }
 

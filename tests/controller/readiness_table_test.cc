@@ -163,6 +163,22 @@ TEST_CASE("A shutdown fails the pending names the departed rank never announced"
   CHECK(table.pending_count() == 0);
 }
 
+TEST_CASE("A departed rank that leaves fails the names it had announced",
+          "[controller][readiness][shutdown]") {
+  ReadinessTable table(3);
+  std::vector<ReadyTensor> ready;
+  REQUIRE(table.Announce(2, Meta("g"), &ready).ok());
+  table.MarkShutdown(2, &ready);
+  CHECK(ready.empty());
+  CHECK(table.pending_count() == 1);
+  table.MarkGone(2, &ready);
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].meta.name == "g");
+  CHECK(ready[0].error_code == StatusCode::kShutdown);
+  CHECK_THAT(ready[0].error, Catch::Contains("rank 2 left the job") && Catch::Contains("'g'"));
+  CHECK(table.pending_count() == 0);
+}
+
 TEST_CASE("After a shutdown, every new announcement fails at once",
           "[controller][readiness][shutdown]") {
   ReadinessTable table(3);

@@ -56,6 +56,7 @@ TEST_CASE("A bad value fails with a message naming the variable", "[core][option
       {"KOLO_CONTROLLER", "host:70000"},
       {"KOLO_LOG_LEVEL", "loud"},
       {"HOROVOD_FUSION_THRESHOLD", "-5"},
+      {"KOLO_FUSION_THRESHOLD", "17179869184G"},
   }));
   auto options = Options::FromMap({{name, value}});
   REQUIRE_FALSE(options.ok());
@@ -112,6 +113,19 @@ TEST_CASE("Inconsistent identity is refused", "[core][options]") {
   CHECK_THAT(no_controller.status().message(), Catch::Contains("KOLO_CONTROLLER"));
 }
 
+TEST_CASE("A job from a launcher kolo cannot read yet fails instead of splitting up",
+          "[core][options]") {
+  auto mpi = Options::FromMap({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "1"}});
+  REQUIRE_FALSE(mpi.ok());
+  CHECK_THAT(mpi.status().message(), Catch::Contains("OMPI_COMM_WORLD_SIZE=4"));
+  CHECK(Options::FromMap({{"SLURM_NTASKS", "1"}}).ok());
+  CHECK(Options::FromMap({{"SLURM_NTASKS", "2"},
+                          {"KOLO_SIZE", "2"},
+                          {"KOLO_RANK", "1"},
+                          {"KOLO_CONTROLLER", "h:1"}})
+            .ok());
+}
+
 TEST_CASE("Byte sizes accept binary suffixes", "[core][options]") {
   CHECK(*kolo::ParseByteSize("0") == 0);
   CHECK(*kolo::ParseByteSize("4096") == 4096);
@@ -121,6 +135,8 @@ TEST_CASE("Byte sizes accept binary suffixes", "[core][options]") {
   CHECK_FALSE(kolo::ParseByteSize("").ok());
   CHECK_FALSE(kolo::ParseByteSize("M").ok());
   CHECK_FALSE(kolo::ParseByteSize("1.5M").ok());
+  CHECK_FALSE(kolo::ParseByteSize("17179869184G").ok());  // would overflow int64
+  CHECK_FALSE(kolo::ParseByteSize("9999999999999999").ok());
 }
 
 TEST_CASE("The printed table lists every variable", "[core][options]") {

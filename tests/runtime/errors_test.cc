@@ -142,9 +142,53 @@ TEST_CASE("Shutdown fails what a peer never submitted and refuses later enqueues
   CHECK(seconds < 5.0);
   for (const Status& s : statuses) CHECK(s.ok());
   Status pending = lonely.get_future().get();
-  CHECK_FALSE(pending.ok());
-  CHECK_THAT(pending.message(), Catch::Contains("lonely"));
+  CHECK(pending.code() == StatusCode::kShutdown);
+  CHECK_THAT(pending.message(), Catch::Contains("rank 1 called shutdown() before submitting "
+                                                "'lonely'"));
   CHECK(calls == 1);
+}
+
+TEST_CASE("Ops every rank submitted before shutdown() still complete", "[runtime][shutdown]") {
+  Watchdog watchdog("shutdown right after async ops", std::chrono::seconds(60));
+  for (int round = 0; round < 10; ++round) {
+    LocalJob job(3);
+    std::vector<std::vector<float>> data(3, std::vector<float>(64, 1.0f));
+    std::vector<std::promise<Status>> done(3);
+    for (int r = 0; r < 3; ++r) {
+      TensorView view{data[r].data(), DataType::kFloat32, {64}, Device::Cpu()};
+      REQUIRE(job.rank(r)
+                  .AllreduceAsync("last", view, view, {},
+                                  [&done, r](const Status& s) { done[r].set_value(s); })
+                  .ok());
+    }
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+    for (int r = 0; r < 3; ++r) {
+      Status s = done[r].get_future().get();
+      INFO("round " << round << ", rank " << r << ": " << s.ToString());
+      CHECK(s.ok());
+      CHECK(data[r][63] == 3.0f);
+    }
+  }
+}
+
+TEST_CASE("Blocking calls from a callback fail instead of deadlocking", "[runtime][callbacks]") {
+  Watchdog watchdog("blocking calls in callbacks", std::chrono::seconds(30));
+  LocalJob job(1);
+  float x[2] = {1, 2};
+  TensorView view{x, DataType::kFloat32, {2}, Device::Cpu()};
+  std::promise<std::pair<Status, Status>> seen;
+  Runtime& rt = job.rank(0);
+  REQUIRE(rt.AllreduceAsync("outer", view, view, {}, [&](const Status&) {
+              float y[1] = {1};
+              TensorView inner{y, DataType::kFloat32, {1}, Device::Cpu()};
+              seen.set_value({rt.Allreduce("inner", inner, inner), rt.Shutdown()});
+            }).ok());
+  auto [blocking, shut] = seen.get_future().get();
+  CHECK(blocking.code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(blocking.message(), Catch::Contains("'inner'") && Catch::Contains("callback"));
+  CHECK(shut.code() == StatusCode::kFailedPrecondition);
+  // The runtime is unharmed.
+  CHECK(rt.Allreduce("after", view, view).ok());
 }
 
 TEST_CASE("Local argument errors fail at enqueue with no callback", "[runtime][errors]") {

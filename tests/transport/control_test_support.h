@@ -58,7 +58,12 @@ inline ControllerMessage SampleResponses() {
   failed.names = {"grad/w1"};
   failed.error =
       "Mismatched allreduce shapes for 'grad/w1': rank 0 sent [2, 3], rank 3 sent [3, 2]";
-  message.responses = {fused, failed};
+  Response departed;
+  departed.seq = 9;
+  departed.names = {"late"};
+  departed.error = "rank 2 called shutdown() before submitting 'late'";
+  departed.error_code = StatusCode::kShutdown;
+  message.responses = {fused, failed, departed};
   return message;
 }
 
@@ -93,6 +98,7 @@ inline std::string Diff(const Response& a, const Response& b) {
   if (a.names != b.names || a.cache_ids != b.cache_ids || a.num_elements != b.num_elements) {
     return "names/cache_ids/num_elements";
   }
+  if (a.error_code != b.error_code) return "error_code";
   return a.error == b.error ? "" : "error";
 }
 

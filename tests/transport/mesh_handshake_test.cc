@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/clock.h"
 #include "transport/deadline.h"
 #include "transport/tcp_socket.h"
 

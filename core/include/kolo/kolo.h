@@ -2,12 +2,16 @@
 //
 // Threading: every function here may be called from any thread. enqueue-style *_async calls
 // validate locally, queue the op and return at once; they never wait on the network. The
-// blocking wrappers wait for the op's callback with the runtime's deadlines.
+// blocking wrappers wait for the op's callback; every failure (mismatch, lost peer,
+// data-plane deadline, shutdown) ends it within the runtime's deadlines, but a peer that is
+// alive and never submits the op keeps it waiting. Blocking calls (Allreduce, Shutdown,
+// init, shutdown) fail with kFailedPrecondition when called from a callback.
 //
 // Callback contract: if an *_async call returns an error, the callback never runs. If it
 // returns OK, the callback runs exactly once, on kolo's background thread, never under a kolo
-// lock; it may enqueue further ops. It receives OK when the result is in the output buffer, or
-// the error that ended the op (mismatch across ranks, a lost peer, shutdown).
+// lock; it may enqueue further ops (async forms only). It receives OK when the result is in
+// the output buffer, or the error that ended the op (kMismatch: ranks disagreed; kShutdown: a
+// rank shut down first; kAborted, kUnavailable, kDeadlineExceeded: the job failed).
 #pragma once
 
 #include <functional>
@@ -40,14 +44,17 @@ class Runtime {
   // controller and the data plane is up, or options.start_timeout_seconds pass.
   static StatusOr<std::unique_ptr<Runtime>> Create(const Options& options);
 
-  // Shuts down if Shutdown() was not called.
+  // Shuts down if Shutdown() was not called. Destroying a Runtime from its own callback is a
+  // programmer error and aborts the process.
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // Leaves the job. Ops still pending fail with StatusCode::kShutdown. Waits (at most
-  // options.timeout_seconds) until every rank has called Shutdown(), so that rank 0's
-  // controller outlives its peers. Later calls return OK and do nothing.
+  // Leaves the job: no new ops are accepted; ops this rank already submitted still run if
+  // every rank submits them, and fail with kShutdown otherwise. Waits (at most
+  // options.timeout_seconds, then kDeadlineExceeded) until every rank has called Shutdown(),
+  // so that rank 0's controller outlives its peers. After a job-fatal error, returns that
+  // error at once. Later calls return OK and do nothing. Not from a callback.
   Status Shutdown();
 
   int rank() const;
