@@ -1,5 +1,6 @@
 #include "core/config_table.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -213,11 +214,12 @@ StatusOr<int64_t> ParseByteSize(const std::string& text) {
     ++digits;
   }
   std::string unit = text.substr(digits);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   int64_t scale = 0;
   if (unit.empty() || unit == "B") scale = 1;
-  if (unit == "K" || unit == "KB" || unit == "KiB") scale = int64_t{1} << 10;
-  if (unit == "M" || unit == "MB" || unit == "MiB") scale = int64_t{1} << 20;
-  if (unit == "G" || unit == "GB" || unit == "GiB") scale = int64_t{1} << 30;
+  if (unit == "K" || unit == "KB" || unit == "KIB") scale = int64_t{1} << 10;
+  if (unit == "M" || unit == "MB" || unit == "MIB") scale = int64_t{1} << 20;
+  if (unit == "G" || unit == "GB" || unit == "GIB") scale = int64_t{1} << 30;
   if (digits == 0 || digits > 15 || scale == 0) {
     return InvalidArgument("'" + text + "' is not a byte size (such as 4096, 64K, 64M, 1G)");
   }

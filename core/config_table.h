@@ -27,7 +27,8 @@ const std::vector<ConfigVar>& ConfigTable();
 // The table as aligned text for `kolorun --help-env`.
 std::string FormatConfigTable();
 
-// Parses a byte size: "1048576", "64K", "64M", "1G" (binary units; also KiB/MiB/GiB).
+// Parses a byte size: "1048576", "64K", "64M", "1G" (binary units, any case; also KB/KiB,
+// MB/MiB, GB/GiB). Rejects signs, fractions, junk and values that overflow int64.
 StatusOr<int64_t> ParseByteSize(const std::string& text);
 
 }  // namespace kolo

@@ -132,6 +132,12 @@ TEST_CASE("Byte sizes accept binary suffixes", "[core][options]") {
   CHECK(*kolo::ParseByteSize("4K") == 4096);
   CHECK(*kolo::ParseByteSize("64MiB") == 64 << 20);
   CHECK(*kolo::ParseByteSize("1G") == int64_t{1} << 30);
+  CHECK(*kolo::ParseByteSize("4k") == 4096);
+  CHECK(*kolo::ParseByteSize("64MB") == 64 << 20);
+  for (const char* bad : {"-1", "4X", "4KK", "99999999999G"}) {
+    INFO(bad);
+    CHECK_FALSE(kolo::ParseByteSize(bad).ok());
+  }
   CHECK_FALSE(kolo::ParseByteSize("").ok());
   CHECK_FALSE(kolo::ParseByteSize("M").ok());
   CHECK_FALSE(kolo::ParseByteSize("1.5M").ok());

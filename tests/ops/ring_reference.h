@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "kolo/types.h"
+#include "tests/support/reference_reduce.h"
 #include "tests/support/element_codec.h"
 
 namespace kolo::testing {
@@ -32,21 +33,7 @@ inline double ReducedInput(DataType dtype, ReduceOp op, int n, size_t i) {
   double result = RankInput(dtype, op, 0, i);
   for (int rank = 1; rank < n; ++rank) {
     const double v = RankInput(dtype, op, rank, i);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAverage:
-        result += v;
-        break;
-      case ReduceOp::kMin:
-        result = std::min(result, v);
-        break;
-      case ReduceOp::kMax:
-        result = std::max(result, v);
-        break;
-      case ReduceOp::kProduct:
-        result *= v;
-        break;
-    }
+    result = ReferenceReduce(op, result, v);
   }
   return result;
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tests/support/element_codec.h"
+#include "tests/support/reference_reduce.h"
 
 namespace kolo::testing {
 
@@ -29,21 +30,7 @@ double ExpectedAllreduce(int size, int64_t i, ReduceOp op, DataType dtype) {
   double acc = InputValue(0, i, op);
   for (int r = 1; r < size; ++r) {
     double v = InputValue(r, i, op);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAverage:
-        acc += v;
-        break;
-      case ReduceOp::kMin:
-        acc = std::min(acc, v);
-        break;
-      case ReduceOp::kMax:
-        acc = std::max(acc, v);
-        break;
-      case ReduceOp::kProduct:
-        acc *= v;
-        break;
-    }
+    acc = ReferenceReduce(op, acc, v);
   }
   if (op == ReduceOp::kAverage) {
     acc = IsFloatingPoint(dtype) ? acc / size : std::trunc(acc / size);

@@ -8,6 +8,8 @@
 #include <limits>
 #include <map>
 
+#include "core/config_table.h"
+
 namespace kolo::bench {
 namespace {
 
@@ -80,8 +82,9 @@ FlagSetter IntFlag(const std::string& flag, Field BenchOptions::*field, int64_t 
 
 FlagSetter SizeFlag(const std::string& flag, int64_t BenchOptions::*field) {
   return [=](const std::string& value, BenchOptions* options) -> Status {
-    StatusOr<int64_t> parsed = ParseByteSize(value);
+    StatusOr<int64_t> parsed = kolo::ParseByteSize(value);
     if (!parsed.ok()) return parsed.status().WithContext(flag);
+    if (parsed.value() > kMaxBytes) return InvalidArgument(flag + ": '" + value + "' is over 1T");
     options->*field = parsed.value();
     return Status::Ok();
   };
@@ -124,37 +127,6 @@ const std::map<std::string, FlagSetter>& Flags() {
 }
 
 }  // namespace
-
-StatusOr<int64_t> ParseByteSize(const std::string& text) {
-  std::string digits = text;
-  if (!digits.empty() && (digits.back() == 'B' || digits.back() == 'b')) digits.pop_back();
-  int64_t unit = 1;
-  if (!digits.empty()) {
-    switch (digits.back()) {
-      case 'K':
-      case 'k':
-        unit = int64_t{1} << 10;
-        break;
-      case 'M':
-      case 'm':
-        unit = int64_t{1} << 20;
-        break;
-      case 'G':
-      case 'g':
-        unit = int64_t{1} << 30;
-        break;
-      default:
-        break;
-    }
-    if (unit != 1) digits.pop_back();
-  }
-  StatusOr<int64_t> value = ParseInt("a size", digits, 0, kMaxBytes / unit);
-  if (!value.ok()) {
-    return InvalidArgument("'" + text +
-                           "' is not a size (bytes, optionally with K, M or G; at most 1T)");
-  }
-  return value.value() * unit;
-}
 
 StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
   BenchOptions options;

@@ -27,10 +27,6 @@ struct BenchOptions {
 // "--minbytes=4K". Fails with kInvalidArgument naming the flag.
 StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args);
 
-// "4096", "4K", "64M", "1G" (powers of 1024; a trailing "B" is allowed). Rejects negatives,
-// junk and overflow.
-StatusOr<int64_t> ParseByteSize(const std::string& text);
-
 // The message sizes of the sweep, in bytes: min, min*factor, ... up to max inclusive.
 std::vector<int64_t> SweepSizes(const BenchOptions& options);
 
