@@ -7,8 +7,8 @@
 #include <cstddef>
 
 #include "kolo/types.h"
-#include "tests/support/reference_reduce.h"
 #include "tests/support/element_codec.h"
+#include "tests/support/reference_reduce.h"
 
 namespace kolo::testing {
 

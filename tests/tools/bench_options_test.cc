@@ -49,8 +49,8 @@ TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
       Case{{"-f", "1"}, "--stepfactor must be an integer in [2, "},
       Case{{"-c", "2"}, "--check must be an integer in [0, 1]"},
       Case{{"-b", "1M", "-e", "1K"}, "--minbytes (1048576) is larger than --maxbytes (1024)"},
-      Case{{"-b", "lots"}, "--minbytes: 'lots' is not a byte size"}, Case{{"-e"}, "-e needs a value"},
-      Case{{"--bogus"}, "unknown argument '--bogus'"});
+      Case{{"-b", "lots"}, "--minbytes: 'lots' is not a byte size"},
+      Case{{"-e"}, "-e needs a value"}, Case{{"--bogus"}, "unknown argument '--bogus'"});
   auto options = ParseBenchOptions(args);
   REQUIRE_FALSE(options.ok());
   CHECK_THAT(options.status().message(), Catch::StartsWith(message));
