@@ -1,5 +1,6 @@
 #include "controller/controller.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -7,12 +8,22 @@
 #include <utility>
 
 #include "controller/fusion_planner.h"
+#include "controller/negotiation_trace.h"
 
 namespace kolo::controller {
 namespace {
 
 Negotiator::Config NegotiatorConfig(const Controller::Config& c) {
   return Negotiator::Config{c.size, c.fusion_threshold_bytes, c.cache_capacity};
+}
+
+StallInspector::Config StallConfig(const Controller::Config& c) {
+  return StallInspector::Config{c.stall_check_seconds, c.stall_shutdown_seconds};
+}
+
+// NaN fails both comparisons.
+bool ValidStallSeconds(double seconds) {
+  return seconds >= 0 && seconds <= kMaxStallSeconds;
 }
 
 Clock::TimePoint::duration CycleDuration(double ms) {
@@ -60,6 +71,14 @@ Status Controller::Config::Validate() const {
   if (cache_capacity < 0) {
     return InvalidArgument("cache capacity must be >= 0, got " + std::to_string(cache_capacity));
   }
+  if (!ValidStallSeconds(stall_check_seconds)) {
+    return InvalidArgument("stall check time must be in [0, 1e+08] s (0: off), got " +
+                           SecondsText(stall_check_seconds));
+  }
+  if (!ValidStallSeconds(stall_shutdown_seconds)) {
+    return InvalidArgument("stall shutdown time must be in [0, 1e+08] s (0: off), got " +
+                           SecondsText(stall_shutdown_seconds));
+  }
   return Status::Ok();
 }
 
@@ -69,10 +88,13 @@ Controller::Controller(const Config& config, Clock* clock, Logger logger)
       clock_(clock),
       logger_(std::move(logger)),
       negotiator_(NegotiatorConfig(config)),
+      stall_inspector_(StallConfig(config)),
       rendezvous_(config.size, config.job_token) {
-  logger_->info("controller: size {}, fusion threshold {} bytes, cycle time {} ms, cache {}",
-                config_.size, config_.fusion_threshold_bytes, config_.cycle_time_ms,
-                config_.cache_capacity);
+  logger_->info(
+      "controller: size {}, fusion threshold {} bytes, cycle time {} ms, cache {}, stall check "
+      "{} s, stall shutdown {} s (0: off)",
+      config_.size, config_.fusion_threshold_bytes, config_.cycle_time_ms, config_.cache_capacity,
+      config_.stall_check_seconds, config_.stall_shutdown_seconds);
 }
 
 Controller::~Controller() {
@@ -162,7 +184,9 @@ void Controller::OnStreamClosed(int rank, const Status& why) {
     if (negotiator_.table().has_shut_down(rank)) {
       logger_->info("rank {} left before every rank had shut down", rank);
       const int before = negotiator_.ready_count();
-      negotiator_.AddGone(rank);
+      std::vector<NegotiationEvent> events;
+      negotiator_.AddGone(rank, tracing() ? &events : nullptr);
+      if (!events.empty()) RecordNegotiation(config_.trace, events, clock_->Now());
       NoteReadyLocked(before);
       return;  // the sequencer plans and sends the failures
     }
@@ -175,19 +199,29 @@ void Controller::OnStreamClosed(int rank, const Status& why) {
 
 void Controller::HandleRequestsLocked(int rank, const std::vector<Request>& requests) {
   if (aborted_ || shutdown_sent_) return;  // the job is over: refuse further work
+  const Clock::TimePoint now = clock_->Now();
   const int before = negotiator_.ready_count();
-  Status status = negotiator_.AddRequests(rank, requests);
+  const bool nothing_pending = negotiator_.table().pending_count() == 0;
+  std::vector<NegotiationEvent> events;  // the steps of the requests applied, even on error
+  Status status = negotiator_.AddRequests(rank, requests, now, tracing() ? &events : nullptr);
+  if (!events.empty()) RecordNegotiation(config_.trace, events, now);
   if (!status.ok()) {
     AbortLocked("protocol error: " + status.message());
     return;
   }
   NoteReadyLocked(before);
+  // The sequencer sleeps without a timer while nothing is pending: hand it a stall deadline.
+  if (nothing_pending && negotiator_.table().pending_count() > 0 && stall_inspector_.enabled()) {
+    wake_.notify_all();
+  }
 }
 
 void Controller::HandleShutdownLocked(int rank) {
   if (aborted_ || shutdown_sent_ || negotiator_.table().has_shut_down(rank)) return;
   const int before = negotiator_.ready_count();
-  negotiator_.AddShutdown(rank);
+  std::vector<NegotiationEvent> events;
+  negotiator_.AddShutdown(rank, tracing() ? &events : nullptr);
+  if (!events.empty()) RecordNegotiation(config_.trace, events, clock_->Now());
   logger_->info("rank {} sent its shutdown notice ({} of {})", rank,
                 negotiator_.table().num_shut_down(), config_.size);
   if (!negotiator_.all_shut_down()) {
@@ -209,6 +243,14 @@ void Controller::AbortLocked(const std::string& reason) {
   aborted_ = true;
   abort_reason_ = reason;
   negotiator_.DropReady();
+  if (tracing()) {
+    // Pending names fail with the job: close their negotiation spans.
+    std::vector<NegotiationEvent> ends;
+    for (const PendingName& name : negotiator_.table().WaitingSince(Clock::TimePoint::max())) {
+      ends.push_back(NegotiationEvent{NegotiationEvent::Kind::kEnd, name.name, name.op, -1});
+    }
+    RecordNegotiation(config_.trace, ends, clock_->Now());
+  }
   ControllerMessage abort;
   abort.kind = ControllerMessage::Kind::kAbort;
   abort.reason = reason;
@@ -229,6 +271,7 @@ bool Controller::PlanIfDueLocked(Clock::TimePoint now, bool force, Clock::TimePo
   if (!force && now < *due) return false;
   std::vector<Response> responses = negotiator_.Plan();
   LogBatch(logger_, responses);
+  if (config_.mark_cycles && tracing()) RecordCycle(config_.trace, responses, now);
   ControllerMessage batch;
   batch.kind = ControllerMessage::Kind::kResponses;
   batch.responses = std::move(responses);
@@ -267,22 +310,49 @@ std::optional<Clock::TimePoint> Controller::RunCycle() {
   return std::nullopt;
 }
 
+std::optional<Clock::TimePoint> Controller::CheckStalls() {
+  std::optional<Clock::TimePoint> next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next = CheckStallsLocked(clock_->Now());
+  }
+  Flush();
+  return next;
+}
+
+std::optional<Clock::TimePoint> Controller::CheckStallsLocked(Clock::TimePoint now) {
+  if (aborted_ || shutdown_sent_) return std::nullopt;
+  StallInspector::Findings findings = stall_inspector_.Inspect(negotiator_.table(), now);
+  if (!findings.warning.empty()) logger_->warn("{}", findings.warning);
+  if (!findings.abort_reason.empty()) {
+    AbortLocked(findings.abort_reason);
+    return std::nullopt;
+  }
+  return stall_inspector_.NextCheck(negotiator_.table());
+}
+
 void Controller::SequencerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    if (negotiator_.ready_count() == 0) {
-      wake_.wait(lock);  // idle: no timer, no traffic
-      continue;
-    }
     const Clock::TimePoint now = clock_->Now();
-    Clock::TimePoint due;
-    if (!PlanIfDueLocked(now, /*force=*/false, &due)) {
-      wake_.wait_for(lock, due - now);  // the fusion window: at most one cycle
+    const size_t queued = outgoing_.size();
+    Clock::TimePoint window_end;
+    const bool window_open = !PlanIfDueLocked(now, /*force=*/false, &window_end);
+    std::optional<Clock::TimePoint> due = CheckStallsLocked(now);
+    if (outgoing_.size() > queued) {  // planned a batch or aborted: send, then look again
+      lock.unlock();
+      Flush();
+      lock.lock();
       continue;
     }
-    lock.unlock();
-    Flush();
-    lock.lock();
+    if (window_open) due = due.has_value() ? std::min(*due, window_end) : window_end;
+    if (!due.has_value()) {
+      wake_.wait(lock);  // idle: nothing pending, no timer, no traffic
+      continue;
+    }
+    // The fusion window (at most one cycle) or the next stall check, whichever is first. Both
+    // lie after `now`, so this never spins; an early wake-up just recomputes.
+    wake_.wait_for(lock, *due - now);
   }
 }
 

@@ -5,8 +5,10 @@
 //
 // Threading: handler methods may be called concurrently from transport threads. One mutex
 // guards all decision state. Start() runs one sequencer thread that plans ready tensors when
-// their fusion window (one cycle time) closes; Stop() or the destructor joins it. Without
-// Start(), RunCycle() is the same step, for tests with a ManualClock.
+// their fusion window (one cycle time) closes and runs the stall inspector when a check is due;
+// Stop() or the destructor joins it. Without Start(), RunCycle() and CheckStalls() are the same
+// steps, for tests with a ManualClock. Trace events are recorded under the lock (TraceSink
+// never blocks).
 #pragma once
 
 #include <condition_variable>
@@ -19,10 +21,12 @@
 
 #include "controller/negotiator.h"
 #include "controller/rendezvous.h"
+#include "controller/stall_inspector.h"
 #include "core/clock.h"
 #include "core/controller_link.h"
 #include "core/logging.h"
 #include "core/messages.h"
+#include "core/trace_sink.h"
 #include "kolo/status.h"
 
 namespace kolo::controller {
@@ -36,6 +40,17 @@ class Controller final : public ControllerHandler {
     int cache_capacity = 1024;                  // KOLO_CACHE_CAPACITY; 0 disables the cache
     // Token every Hello must carry. Empty: the first admitted Hello's token is the reference.
     std::string job_token;
+    // KOLO_STALL_CHECK_SECONDS: warn (rate-limited to once per this period) while a tensor
+    // some ranks announced has waited this long for the others. 0 disables. In [0, 1e8].
+    double stall_check_seconds = 60;
+    // KOLO_STALL_SHUTDOWN_SECONDS: abort the job once a tensor has waited this long for the
+    // other ranks. 0 disables. In [0, 1e8]; independent of stall_check_seconds.
+    double stall_shutdown_seconds = 0;
+    // Where negotiation events go (docs/TIMELINE.md, controller process); null: nowhere.
+    // Must outlive the controller. Events are built only while trace->enabled().
+    TraceSink* trace = nullptr;
+    // KOLO_TIMELINE_MARK_CYCLES: also record a "CYCLE" instant per planned batch.
+    bool mark_cycles = false;
 
     // InvalidArgument naming the field when a value is out of range.
     Status Validate() const;
@@ -70,6 +85,11 @@ class Controller final : public ControllerHandler {
   // nullopt when nothing is ready.
   std::optional<Clock::TimePoint> RunCycle();
 
+  // One stall-inspector step at clock->Now(): logs the stall warning or aborts the job
+  // (StallInspector) if one is due. Returns when the next check is due; nullopt when nothing
+  // is pending, the inspector is disabled, or the job is over. Never blocks on the network.
+  std::optional<Clock::TimePoint> CheckStalls();
+
   bool aborted() const;
   std::string abort_reason() const;  // "" unless aborted
   bool shutdown_sent() const;        // every rank sent its notice and got Shutdown
@@ -86,6 +106,10 @@ class Controller final : public ControllerHandler {
   void AbortLocked(const std::string& reason);
   // Opens a fusion window if tensors became ready while none were waiting.
   void NoteReadyLocked(int ready_before);
+  // Warns or aborts if a stall check is due at `now`; returns the next check's time.
+  std::optional<Clock::TimePoint> CheckStallsLocked(Clock::TimePoint now);
+  // Whether negotiation events should be built now (config_.trace set and enabled).
+  bool tracing() const { return config_.trace != nullptr && config_.trace->enabled(); }
   // Plans ready tensors into a response batch for every rank if the window closed at `now`
   // (or `force`). Returns false and sets *due to the window's end when it is still open.
   bool PlanIfDueLocked(Clock::TimePoint now, bool force, Clock::TimePoint* due);
@@ -105,8 +129,9 @@ class Controller final : public ControllerHandler {
   ControllerOutbox* outbox_ = nullptr;  // GUARDED_BY(send_mu_)
 
   mutable std::mutex mu_;
-  std::condition_variable wake_;    // ready tensors appeared, or stop_
+  std::condition_variable wake_;    // ready tensors appeared, a first pending name, or stop_
   Negotiator negotiator_;           // GUARDED_BY(mu_)
+  StallInspector stall_inspector_;  // GUARDED_BY(mu_)
   Rendezvous rendezvous_;           // GUARDED_BY(mu_)
   Clock::TimePoint window_start_;   // GUARDED_BY(mu_): oldest unplanned readiness
   std::vector<Outgoing> outgoing_;  // GUARDED_BY(mu_): decided, not yet sent

@@ -8,7 +8,8 @@ namespace kolo::controller {
 Negotiator::Negotiator(const Config& config)
     : config_(config), table_(config.size), cache_(config.cache_capacity) {}
 
-Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests) {
+Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, Clock::TimePoint now,
+                               std::vector<NegotiationEvent>* events) {
   for (const Request& request : requests) {
     const TensorMeta* meta = &request.meta;
     if (request.cache_id != 0) {
@@ -21,18 +22,18 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests) {
       KOLO_RETURN_IF_ERROR(CheckWellFormed(rank, *meta));
     }
     const size_t before = ready_.size();
-    KOLO_RETURN_IF_ERROR(table_.Announce(rank, *meta, &ready_));
+    KOLO_RETURN_IF_ERROR(table_.Announce(rank, *meta, now, &ready_, events));
     CommitToCache(before);
   }
   return Status::Ok();
 }
 
-void Negotiator::AddShutdown(int rank) {
-  table_.MarkShutdown(rank, &ready_);
+void Negotiator::AddShutdown(int rank, std::vector<NegotiationEvent>* events) {
+  table_.MarkShutdown(rank, &ready_, events);
 }
 
-void Negotiator::AddGone(int rank) {
-  table_.MarkGone(rank, &ready_);
+void Negotiator::AddGone(int rank, std::vector<NegotiationEvent>* events) {
+  table_.MarkGone(rank, &ready_, events);
 }
 
 void Negotiator::CommitToCache(size_t first) {

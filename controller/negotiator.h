@@ -1,7 +1,7 @@
-// Negotiator: the controller's whole decision state as plain data and plain calls (no threads,
-// no clock). It resolves cache ids, feeds the ReadinessTable, commits agreed metadata to the
-// ResponseCache, and plans ready tensors into numbered Responses. The Controller owns one and
-// calls it under its lock; tests drive it directly. Not thread-safe.
+// Negotiator: the controller's whole decision state as plain data and plain calls (no threads;
+// time is passed in). It resolves cache ids, feeds the ReadinessTable, commits agreed metadata
+// to the ResponseCache, and plans ready tensors into numbered Responses. The Controller owns one
+// and calls it under its lock; tests drive it directly. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 
 #include "controller/readiness_table.h"
 #include "controller/response_cache.h"
+#include "core/clock.h"
 #include "core/messages.h"
 #include "kolo/status.h"
 
@@ -24,17 +25,20 @@ class Negotiator {
 
   explicit Negotiator(const Config& config);
 
-  // Applies one request batch from `rank`, in order. A non-OK status is a protocol error that
-  // names the rank (unknown cache id, malformed metadata, a name announced twice, requests
-  // after shutdown); the Controller aborts the job on it. Requests before the bad one have
-  // been applied; the rest of the batch is dropped.
-  Status AddRequests(int rank, const std::vector<Request>& requests);
+  // Applies one request batch from `rank`, received at `now` (non-decreasing from call to
+  // call), in order. A non-OK status is a protocol error that names the rank (unknown cache
+  // id, malformed metadata, a name announced twice, requests after shutdown); the Controller
+  // aborts the job on it. Requests before the bad one have been applied; the rest of the batch
+  // is dropped. When `events` is not null, the negotiation steps of the applied requests are
+  // appended to it, cache ids already resolved to names (ReadinessTable::Announce).
+  Status AddRequests(int rank, const std::vector<Request>& requests, Clock::TimePoint now,
+                     std::vector<NegotiationEvent>* events = nullptr);
 
   // `rank` sent its shutdown notice: pending names it never announced fail now, and every
-  // later new name at once (ReadinessTable::MarkShutdown). Idempotent.
-  void AddShutdown(int rank);
+  // later new name at once (ReadinessTable::MarkShutdown). Idempotent. `events` as above.
+  void AddShutdown(int rank, std::vector<NegotiationEvent>* events = nullptr);
   // `rank` left after its notice but before the job-wide Shutdown (ReadinessTable::MarkGone).
-  void AddGone(int rank);
+  void AddGone(int rank, std::vector<NegotiationEvent>* events = nullptr);
 
   // Number of tensors ready and not yet planned.
   int ready_count() const { return static_cast<int>(ready_.size()); }

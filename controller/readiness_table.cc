@@ -1,14 +1,25 @@
 #include "controller/readiness_table.h"
 
-#include <algorithm>
-
 #include "controller/meta_validation.h"
 
 namespace kolo::controller {
 
 ReadinessTable::ReadinessTable(int size) : size_(size), shut_down_(size, false) {}
 
-Status ReadinessTable::Announce(int rank, const TensorMeta& meta, std::vector<ReadyTensor>* ready) {
+namespace {
+
+// Appends one step to `events` unless it is null (nobody records).
+void Note(std::vector<NegotiationEvent>* events, NegotiationEvent::Kind kind,
+          const std::string& name, OpType op, int rank) {
+  if (events != nullptr) events->push_back(NegotiationEvent{kind, name, op, rank});
+}
+
+}  // namespace
+
+Status ReadinessTable::Announce(int rank, const TensorMeta& meta, Clock::TimePoint now,
+                                std::vector<ReadyTensor>* ready,
+                                std::vector<NegotiationEvent>* events) {
+  using Kind = NegotiationEvent::Kind;
   const std::string who = "rank " + std::to_string(rank);
   if (rank < 0 || rank >= size_) {
     return Internal(who + " is out of range for a job of " + std::to_string(size_) + " ranks");
@@ -21,19 +32,24 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, std::vector<Re
     return Internal(who + " announced '" + meta.name + "' twice before it was ready");
   }
   if (it == pending_.end()) {
+    Note(events, Kind::kBegin, meta.name, meta.op, -1);
     // A new name cannot complete without the ranks that left: fail it on its own, now.
     // (Pending names already hold every departed rank's announcement; see MarkShutdown.)
     const int departed = FirstDepartedMissing(nullptr);
     if (departed >= 0) {
       ready->push_back(
           ReadyTensor{meta, ShutdownError(departed, meta.name), 0, StatusCode::kShutdown});
+      Note(events, Kind::kAnnounce, meta.name, meta.op, rank);
+      Note(events, Kind::kEnd, meta.name, meta.op, -1);
       return Status::Ok();
     }
     Pending entry;
     entry.arrival = next_arrival_++;
+    entry.first_seen = now;
     entry.first_rank = rank;
     entry.first = meta;
     entry.announced.assign(size_, false);
+    by_arrival_.emplace(entry.arrival, meta.name);
     it = pending_.emplace(meta.name, std::move(entry)).first;
   } else if (meta != it->second.first) {
     it->second.differing.emplace(rank, meta);
@@ -41,11 +57,18 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, std::vector<Re
   Pending& entry = it->second;
   entry.announced[rank] = true;
   ++entry.count;
+  Note(events, Kind::kAnnounce, meta.name, entry.first.op, rank);
   if (entry.count == size_) {
     ready->push_back(Finish(entry));
-    pending_.erase(it);
+    Note(events, Kind::kEnd, meta.name, entry.first.op, rank);
+    Erase(it);
   }
   return Status::Ok();
+}
+
+void ReadinessTable::Erase(PendingMap::iterator it) {
+  by_arrival_.erase(it->second.arrival);
+  pending_.erase(it);
 }
 
 ReadyTensor ReadinessTable::Finish(const Pending& entry) const {
@@ -64,39 +87,39 @@ ReadyTensor ReadinessTable::Finish(const Pending& entry) const {
   return ReadyTensor{reference, ""};
 }
 
-void ReadinessTable::MarkShutdown(int rank, std::vector<ReadyTensor>* ready) {
+void ReadinessTable::MarkShutdown(int rank, std::vector<ReadyTensor>* ready,
+                                  std::vector<NegotiationEvent>* events) {
   if (rank < 0 || rank >= size_ || shut_down_[rank]) return;
   shut_down_[rank] = true;
   ++num_shut_down_;
   // Names `rank` never announced can no longer complete; the ones it did stay pending, since
   // a rank keeps executing decided ops until the job-wide Shutdown.
-  std::vector<std::unordered_map<std::string, Pending>::iterator> doomed;
-  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+  std::vector<PendingMap::iterator> doomed;  // oldest first
+  for (const auto& [arrival, name] : by_arrival_) {
+    auto it = pending_.find(name);
     if (!it->second.announced[rank]) doomed.push_back(it);
   }
-  std::sort(doomed.begin(), doomed.end(),
-            [](const auto& a, const auto& b) { return a->second.arrival < b->second.arrival; });
   for (auto it : doomed) {
     ready->push_back(
         ReadyTensor{it->second.first, ShutdownError(rank, it->first), 0, StatusCode::kShutdown});
-    pending_.erase(it);
+    Note(events, NegotiationEvent::Kind::kEnd, it->first, it->second.first.op, -1);
+    Erase(it);
   }
 }
 
-void ReadinessTable::MarkGone(int rank, std::vector<ReadyTensor>* ready) {
+void ReadinessTable::MarkGone(int rank, std::vector<ReadyTensor>* ready,
+                              std::vector<NegotiationEvent>* events) {
   if (rank < 0 || rank >= size_ || !shut_down_[rank]) return;
-  std::vector<std::unordered_map<std::string, Pending>::iterator> doomed;
-  for (auto it = pending_.begin(); it != pending_.end(); ++it) doomed.push_back(it);
-  std::sort(doomed.begin(), doomed.end(),
-            [](const auto& a, const auto& b) { return a->second.arrival < b->second.arrival; });
-  for (auto it : doomed) {
+  while (!by_arrival_.empty()) {
+    auto it = pending_.find(by_arrival_.begin()->second);
     ready->push_back(ReadyTensor{it->second.first,
                                  "rank " + std::to_string(rank) +
                                      " left the job (its shutdown() stopped waiting for the "
                                      "others) before '" +
                                      it->first + "' could run",
                                  0, StatusCode::kShutdown});
-    pending_.erase(it);
+    Note(events, NegotiationEvent::Kind::kEnd, it->first, it->second.first.op, -1);
+    Erase(it);
   }
 }
 
@@ -119,6 +142,25 @@ std::vector<int> ReadinessTable::MissingRanks(const std::string& name) const {
     if (!it->second.announced[rank]) missing.push_back(rank);
   }
   return missing;
+}
+
+std::optional<Clock::TimePoint> ReadinessTable::oldest_first_seen() const {
+  if (by_arrival_.empty()) return std::nullopt;
+  return pending_.at(by_arrival_.begin()->second).first_seen;
+}
+
+std::vector<PendingName> ReadinessTable::WaitingSince(Clock::TimePoint cutoff) const {
+  std::vector<PendingName> waiting;
+  for (const auto& [arrival, name] : by_arrival_) {
+    const Pending& entry = pending_.at(name);
+    if (entry.first_seen > cutoff) break;  // arrival order is first-seen order
+    PendingName pending{name, entry.first.op, entry.first_seen, {}};
+    for (int rank = 0; rank < size_; ++rank) {
+      if (!entry.announced[rank]) pending.missing.push_back(rank);
+    }
+    waiting.push_back(std::move(pending));
+  }
+  return waiting;
 }
 
 }  // namespace kolo::controller

@@ -7,14 +7,20 @@
 // rank has the op in flight when its error response arrives and the name is free again on all
 // ranks at once. The text compares each rank, in rank order, with rank 0 and names the first
 // one that differs, so it does not depend on arrival order.
+//
+// Time: the table keeps the time each pending name was first announced (given by the caller,
+// so the table stays a plain value) for the StallInspector, and reports each negotiation step
+// as a NegotiationEvent for the Controller's timeline.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/messages.h"
 #include "kolo/status.h"
 
@@ -30,42 +36,81 @@ struct ReadyTensor {
   bool is_error() const { return !error.empty(); }
 };
 
+// One step of a name's negotiation, in the order the steps happened. The Controller turns them
+// into timeline events (docs/TIMELINE.md): kBegin -> `B` NEGOTIATE_<OP>, kAnnounce -> the
+// rank's tick, kEnd -> `E`. Every step of one name carries the op of its first announcement.
+struct NegotiationEvent {
+  enum class Kind { kBegin, kAnnounce, kEnd };
+  Kind kind = Kind::kAnnounce;
+  std::string name;
+  OpType op = OpType::kAllreduce;
+  // kAnnounce: the rank that announced. kEnd: the rank whose announcement completed the name
+  // (successfully or with a mismatch); -1 when it failed without completing.
+  int rank = -1;
+
+  bool operator==(const NegotiationEvent& other) const {
+    return kind == other.kind && name == other.name && op == other.op && rank == other.rank;
+  }
+};
+
+// A pending name as the StallInspector sees it.
+struct PendingName {
+  std::string name;
+  OpType op = OpType::kAllreduce;  // as first announced
+  Clock::TimePoint first_seen;     // when the first rank announced it
+  std::vector<int> missing;        // ranks that have not announced it, ascending; never empty
+};
+
 class ReadinessTable {
  public:
   explicit ReadinessTable(int size);
 
-  // Records that `rank` announced `meta`. Appends the name to *ready if this completes it (or
-  // fails it at once because a rank has shut down). A non-OK status is a protocol error that
-  // names the rank: the rank is out of range, announced a still-pending name twice, or
-  // announced anything after its own shutdown notice. The table is unchanged on error.
-  Status Announce(int rank, const TensorMeta& meta, std::vector<ReadyTensor>* ready);
+  // Records that `rank` announced `meta` at `now` (which must not decrease from call to call).
+  // Appends the name to *ready if this completes it (or fails it at once because a rank has
+  // shut down). A non-OK status is a protocol error that names the rank: the rank is out of
+  // range, announced a still-pending name twice, or announced anything after its own shutdown
+  // notice. The table (and *events) is unchanged on error. `events` may be null; otherwise
+  // this announcement's steps (kBegin for a new name, kAnnounce, kEnd) are appended to it.
+  Status Announce(int rank, const TensorMeta& meta, Clock::TimePoint now,
+                  std::vector<ReadyTensor>* ready, std::vector<NegotiationEvent>* events = nullptr);
 
   // `rank` called shutdown(): it will submit nothing more, but keeps executing what is
   // decided until the job-wide Shutdown. Pending names it never announced fail now (appended
-  // to *ready in order of first announcement); names it announced stay pending; a later new
-  // name fails at once, naming the lowest departed rank. Idempotent.
-  void MarkShutdown(int rank, std::vector<ReadyTensor>* ready);
+  // to *ready in order of first announcement, with a kEnd event each when `events` is not
+  // null); names it announced stay pending; a later new name fails at once, naming the lowest
+  // departed rank. Idempotent.
+  void MarkShutdown(int rank, std::vector<ReadyTensor>* ready,
+                    std::vector<NegotiationEvent>* events = nullptr);
 
   // `rank`, already shut down, left the job before the job-wide Shutdown (its shutdown()
   // stopped waiting for the others): the names it announced can no longer run either, so
-  // every pending name fails now. Idempotent.
-  void MarkGone(int rank, std::vector<ReadyTensor>* ready);
+  // every pending name fails now (events as for MarkShutdown). Idempotent.
+  void MarkGone(int rank, std::vector<ReadyTensor>* ready,
+                std::vector<NegotiationEvent>* events = nullptr);
 
   bool has_shut_down(int rank) const { return shut_down_[rank]; }
   int num_shut_down() const { return num_shut_down_; }
   int pending_count() const { return static_cast<int>(pending_.size()); }
+  bool is_pending(const std::string& name) const { return pending_.count(name) != 0; }
   // Ranks that have not yet announced `name`, ascending; empty if `name` is not pending.
   std::vector<int> MissingRanks(const std::string& name) const;
+
+  // When the oldest pending name was first announced; nullopt when nothing is pending. O(1).
+  std::optional<Clock::TimePoint> oldest_first_seen() const;
+  // The pending names first announced at or before `cutoff`, oldest first. O(names × size).
+  std::vector<PendingName> WaitingSince(Clock::TimePoint cutoff) const;
 
  private:
   struct Pending {
     uint64_t arrival = 0;                 // order of first announcement
+    Clock::TimePoint first_seen;          // time of first announcement
     int first_rank = -1;                  // who announced it first
     TensorMeta first;                     // what `first_rank` sent
     std::vector<bool> announced;          // by rank
     int count = 0;                        // number of true entries in `announced`
     std::map<int, TensorMeta> differing;  // ranks whose metadata differs from `first`
   };
+  using PendingMap = std::unordered_map<std::string, Pending>;
 
   // The result of a complete entry: success with rank 0's metadata, or the mismatch text.
   ReadyTensor Finish(const Pending& entry) const;
@@ -73,11 +118,14 @@ class ReadinessTable {
   // name, entry == nullptr); -1 if none.
   int FirstDepartedMissing(const Pending* entry) const;
   std::string ShutdownError(int departed, const std::string& name) const;
+  // Removes a pending name from both indexes.
+  void Erase(PendingMap::iterator it);
 
   const int size_;
   uint64_t next_arrival_ = 0;
-  std::unordered_map<std::string, Pending> pending_;
-  std::vector<bool> shut_down_;  // by rank
+  PendingMap pending_;
+  std::map<uint64_t, std::string> by_arrival_;  // the names of pending_, oldest first
+  std::vector<bool> shut_down_;                 // by rank
   int num_shut_down_ = 0;
 };
 

@@ -1,6 +1,7 @@
 #include "core/background_loop.h"
 
 #include <exception>
+#include <optional>
 
 #include "core/clock.h"
 
@@ -19,13 +20,14 @@ constexpr std::chrono::milliseconds kMaxIdleWait{200};
 
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup,
                                ControlChannel* channel, Executor* executor, DataPlane* data_plane,
-                               Logger logger)
+                               const OpTracer* tracer, Logger logger)
     : config_(config),
       queue_(queue),
       wakeup_(wakeup),
       channel_(channel),
       executor_(executor),
       data_plane_(data_plane),
+      tracer_(tracer),
       logger_(std::move(logger)) {}
 
 BackgroundLoop::~BackgroundLoop() {
@@ -164,6 +166,7 @@ void BackgroundLoop::HandleResponse(const Response& response) {
     }
     entries.push_back(entry);
   }
+  if (tracer_ != nullptr) tracer_->Taken(entries, SteadyTime::now());
   // An error response must never reach a callback as OK, whatever code it carries.
   const StatusCode code =
       response.error_code == StatusCode::kOk ? StatusCode::kMismatch : response.error_code;
@@ -178,7 +181,9 @@ void BackgroundLoop::HandleResponse(const Response& response) {
         cache_.erase(response.names[i]);
       }
     }
-    status = executor_->Execute(response, entries);
+    std::optional<OpTracer::Phases> phases;
+    if (tracer_ != nullptr) phases.emplace(*tracer_, entries);
+    status = executor_->Execute(response, entries, phases ? &*phases : nullptr);
     if (!status.ok()) {
       Abort(status, true);  // also fails these entries with the root cause
       return;
@@ -186,7 +191,9 @@ void BackgroundLoop::HandleResponse(const Response& response) {
   }
   // Removing only now keeps each name in flight until its result is in place; Complete
   // skips names this rank never submitted.
-  for (const std::string& name : response.names) Complete(queue_->Remove(name), status);
+  for (const std::string& name : response.names) {
+    Complete(queue_->Remove(name), status, &response);
+  }
 }
 
 Request BackgroundLoop::MakeRequest(const TensorEntry& entry) {
@@ -233,14 +240,21 @@ void BackgroundLoop::FailAll(const Status& why) {
   for (auto& entry : queue_->RemoveAll()) Complete(std::move(entry), why);
 }
 
-void BackgroundLoop::Complete(std::unique_ptr<TensorEntry> entry, const Status& status) {
-  if (entry == nullptr || !entry->callback) return;
-  try {
-    entry->callback(status);
-  } catch (const std::exception& e) {
-    logger_->error("callback of '{}' threw: {}", entry->meta.name, e.what());
-  } catch (...) {
-    logger_->error("callback of '{}' threw an unknown exception", entry->meta.name);
+void BackgroundLoop::Complete(std::unique_ptr<TensorEntry> entry, const Status& status,
+                              const Response* response) {
+  if (entry == nullptr) return;
+  const SteadyTime::time_point callback_start = SteadyTime::now();
+  if (entry->callback) {
+    try {
+      entry->callback(status);
+    } catch (const std::exception& e) {
+      logger_->error("callback of '{}' threw: {}", entry->meta.name, e.what());
+    } catch (...) {
+      logger_->error("callback of '{}' threw an unknown exception", entry->meta.name);
+    }
+  }
+  if (tracer_ != nullptr) {
+    tracer_->Completed(*entry, status, response, callback_start, SteadyTime::now());
   }
 }
 

@@ -20,6 +20,7 @@
 #include "core/data_plane.h"
 #include "core/executor.h"
 #include "core/logging.h"
+#include "core/op_tracer.h"
 #include "core/tensor_queue.h"
 #include "core/wakeup.h"
 
@@ -32,8 +33,9 @@ class BackgroundLoop {
     double timeout_seconds = 30.0;  // bound on waiting for the job-wide shutdown
   };
 
+  // `tracer` may be null (no timeline).
   BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup, ControlChannel* channel,
-                 Executor* executor, DataPlane* data_plane, Logger logger);
+                 Executor* executor, DataPlane* data_plane, const OpTracer* tracer, Logger logger);
   ~BackgroundLoop();  // Stop()s if still running
 
   void Start();
@@ -62,7 +64,9 @@ class BackgroundLoop {
   Request MakeRequest(const TensorEntry& entry);
   void Abort(const Status& why, bool tell_controller);
   void FailAll(const Status& why);
-  void Complete(std::unique_ptr<TensorEntry> entry, const Status& status);
+  // Runs the callback; `response` is the decision it completed with, if any (for the trace).
+  void Complete(std::unique_ptr<TensorEntry> entry, const Status& status,
+                const Response* response = nullptr);
 
   // Constant after construction.
   const Config config_;
@@ -71,6 +75,7 @@ class BackgroundLoop {
   ControlChannel* const channel_;
   Executor* const executor_;
   DataPlane* const data_plane_;
+  const OpTracer* const tracer_;
   const Logger logger_;
 
   // Set by Stop() (any thread), read by the loop.

@@ -89,6 +89,36 @@ Status ApplyStartTimeout(const std::string& source, const std::string& value, Op
   return ParseDouble(source, value, 0.1, 86400.0, &options->start_timeout_seconds);
 }
 
+Status ApplyBool(const std::string& source, const std::string& value, bool* out) {
+  if (value == "1" || value == "true") {
+    *out = true;
+  } else if (value == "0" || value == "false" || value.empty()) {
+    *out = false;
+  } else {
+    return BadValue(source, value, "0 or 1");
+  }
+  return Status::Ok();
+}
+
+Status ApplyMarkCycles(const std::string& source, const std::string& value, Options* options) {
+  return ApplyBool(source, value, &options->timeline_mark_cycles);
+}
+
+Status ApplyTimelineMaxMb(const std::string& source, const std::string& value, Options* options) {
+  int64_t v = 0;
+  KOLO_RETURN_IF_ERROR(ParseInt(source, value, 1, 1 << 20, &v));
+  options->timeline_max_mb = v;
+  return Status::Ok();
+}
+
+Status ApplyStallCheck(const std::string& source, const std::string& value, Options* options) {
+  return ParseDouble(source, value, 0.0, 86400.0, &options->stall_check_seconds);
+}
+
+Status ApplyStallShutdown(const std::string& source, const std::string& value, Options* options) {
+  return ParseDouble(source, value, 0.0, 86400.0, &options->stall_shutdown_seconds);
+}
+
 Status ApplyLogLevel(const std::string& source, const std::string& value, Options* options) {
   if (!ParseLogLevel(value).ok()) {
     return BadValue(source, value, "one of trace, debug, info, warning, error, fatal, off");
@@ -180,6 +210,36 @@ const std::vector<ConfigVar>& ConfigTable() {
        "[0.1, 86400] s",
        "How long init() waits for every rank to connect.",
        &ApplyStartTimeout},
+      {"KOLO_TIMELINE",
+       {"HOROVOD_TIMELINE"},
+       "(off)",
+       "file path",
+       "Write a Chrome-trace timeline; rank r writes <path> with .rank<r> before the extension.",
+       &ApplyString<&Options::timeline_path>},
+      {"KOLO_TIMELINE_MARK_CYCLES",
+       {"HOROVOD_TIMELINE_MARK_CYCLES"},
+       "0",
+       "0|1",
+       "Mark each controller planning cycle in the timeline.",
+       &ApplyMarkCycles},
+      {"KOLO_TIMELINE_MAX_MB",
+       {},
+       "1024",
+       "[1, 1048576] MiB",
+       "Stop writing a rank's timeline once its file reaches this size.",
+       &ApplyTimelineMaxMb},
+      {"KOLO_STALL_CHECK_SECONDS",
+       {"HOROVOD_STALL_CHECK_TIME_SECONDS"},
+       "60",
+       "[0, 86400] s",
+       "Warn when a tensor has waited this long for some ranks to submit it; 0 disables.",
+       &ApplyStallCheck},
+      {"KOLO_STALL_SHUTDOWN_SECONDS",
+       {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"},
+       "0",
+       "[0, 86400] s",
+       "Abort the job when a tensor has waited this long for some ranks; 0 never aborts.",
+       &ApplyStallShutdown},
       {"KOLO_LOG_LEVEL",
        {"HOROVOD_LOG_LEVEL"},
        "warning",

@@ -17,6 +17,7 @@ struct TensorEntry {
   TensorView output;
   Callback callback;
   std::chrono::steady_clock::time_point enqueued_at;
+  bool traced = false;  // its op span was opened in the timeline (set before it is queued)
 };
 
 }  // namespace kolo

@@ -51,61 +51,100 @@ Status CheckEntries(const Response& response, const std::vector<TensorEntry*>& e
   return Status::Ok();
 }
 
+// Reports the phase it spans to `observer` (if any) when it goes out of scope.
+class PhaseScope {
+ public:
+  PhaseScope(PhaseObserver* observer, const char* name)
+      : observer_(observer), name_(name), start_(Now()) {}
+  ~PhaseScope() {
+    if (observer_ != nullptr) observer_->OnPhase(name_, start_, Now());
+  }
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  Clock::TimePoint Now() const {
+    return observer_ != nullptr ? SteadyClock::Get()->Now() : Clock::TimePoint();
+  }
+  PhaseObserver* const observer_;
+  const char* const name_;
+  const Clock::TimePoint start_;
+};
+
 }  // namespace
 
 CpuExecutor::CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes)
     : plane_(plane), logger_(std::move(logger)), scratch_(scratch_bytes) {}
 
-Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEntry*>& entries) {
+Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEntry*>& entries,
+                            PhaseObserver* observer) {
   if (response.op != OpType::kAllreduce) {
     return Internal(OpTypeName(response.op) + " is not implemented");
   }
-  return Allreduce(response, entries);
+  return Allreduce(response, entries, observer);
 }
 
-Status CpuExecutor::Allreduce(const Response& response, const std::vector<TensorEntry*>& entries) {
+Status CpuExecutor::Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
+                              PhaseObserver* observer) {
   const std::string what = DescribeOp(response.op, entries);
   KOLO_RETURN_IF_ERROR(CheckEntries(response, entries, what));
   if (logger_ != nullptr) {
     logger_->debug("seq {}: {} ({}) over {} ranks", response.seq, what,
                    ReduceOpName(response.reduce_op), plane_.size());
   }
-  if (entries.size() == 1) return AllreduceOne(response, *entries[0], what);
-  return AllreduceFused(response, entries, what);
+  if (entries.size() == 1) return AllreduceOne(response, *entries[0], what, observer);
+  return AllreduceFused(response, entries, what, observer);
 }
 
 Status CpuExecutor::AllreduceOne(const Response& response, TensorEntry& entry,
-                                 const std::string& what) {
+                                 const std::string& what, PhaseObserver* observer) {
   const size_t count = ElementCount(entry);
   void* output = entry.output.data;
-  ScaleCopy(output, entry.input.data, count, response.dtype, response.prescale);
-  KOLO_RETURN_IF_ERROR(
-      RingAllreduce(plane_, output, count, response.dtype, response.reduce_op, scratch_, what));
-  ScaleCopy(output, output, count, response.dtype, PostFactor(response));
-  FinishIntegerAverage(response, output, count);
+  if (output != entry.input.data || response.prescale != 1.0) {
+    PhaseScope phase(observer, "COPY_INPUT");
+    ScaleCopy(output, entry.input.data, count, response.dtype, response.prescale);
+  }
+  {
+    PhaseScope phase(observer, "RING_ALLREDUCE");
+    KOLO_RETURN_IF_ERROR(
+        RingAllreduce(plane_, output, count, response.dtype, response.reduce_op, scratch_, what));
+  }
+  const double post = PostFactor(response);
+  if (post != 1.0 ||
+      (response.reduce_op == ReduceOp::kAverage && !IsFloatingPoint(response.dtype))) {
+    PhaseScope phase(observer, "SCALE_OUTPUT");
+    ScaleCopy(output, output, count, response.dtype, post);
+    FinishIntegerAverage(response, output, count);
+  }
   return Status::Ok();
 }
 
 Status CpuExecutor::AllreduceFused(const Response& response,
                                    const std::vector<TensorEntry*>& entries,
-                                   const std::string& what) {
+                                   const std::string& what, PhaseObserver* observer) {
   const size_t element_size = DataTypeSize(response.dtype);
   size_t total = 0;
   for (const TensorEntry* entry : entries) total += ElementCount(*entry);
   fusion_buffer_.Reserve(total * element_size);
   uint8_t* fused = fusion_buffer_.data();
-
-  size_t offset = 0;
-  for (const TensorEntry* entry : entries) {
-    const size_t count = ElementCount(*entry);
-    ScaleCopy(fused + offset, entry->input.data, count, response.dtype, response.prescale);
-    offset += count * element_size;
+  {
+    PhaseScope phase(observer, "MEMCPY_IN_FUSION_BUFFER");
+    size_t offset = 0;
+    for (const TensorEntry* entry : entries) {
+      const size_t count = ElementCount(*entry);
+      ScaleCopy(fused + offset, entry->input.data, count, response.dtype, response.prescale);
+      offset += count * element_size;
+    }
   }
-  KOLO_RETURN_IF_ERROR(
-      RingAllreduce(plane_, fused, total, response.dtype, response.reduce_op, scratch_, what));
+  {
+    PhaseScope phase(observer, "RING_ALLREDUCE");
+    KOLO_RETURN_IF_ERROR(
+        RingAllreduce(plane_, fused, total, response.dtype, response.reduce_op, scratch_, what));
+  }
+  PhaseScope phase(observer, "MEMCPY_OUT_FUSION_BUFFER");
   FinishIntegerAverage(response, fused, total);
   const double post = PostFactor(response);
-  offset = 0;
+  size_t offset = 0;
   for (const TensorEntry* entry : entries) {
     const size_t count = ElementCount(*entry);
     ScaleCopy(entry->output.data, fused + offset, count, response.dtype, post);

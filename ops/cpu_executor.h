@@ -28,13 +28,20 @@ class CpuExecutor final : public Executor {
   // results are in every entry's output. Average divides once by the number of ranks: for
   // floating dtypes folded into the postscale, for integer dtypes by truncating division
   // (ops/reduce_kernels.h) after the sum. Integer dtypes must have scale factors of 1.
-  Status Execute(const Response& response, const std::vector<TensorEntry*>& entries) override;
+  // Phases reported to `observer`: one tensor: COPY_INPUT (input -> output with prescale;
+  // skipped in place without prescale), RING_ALLREDUCE, SCALE_OUTPUT (postscale or average;
+  // skipped when there is none); fused tensors: MEMCPY_IN_FUSION_BUFFER, RING_ALLREDUCE,
+  // MEMCPY_OUT_FUSION_BUFFER.
+  Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
+                 PhaseObserver* observer) override;
 
  private:
-  Status Allreduce(const Response& response, const std::vector<TensorEntry*>& entries);
-  Status AllreduceOne(const Response& response, TensorEntry& entry, const std::string& what);
+  Status Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
+                   PhaseObserver* observer);
+  Status AllreduceOne(const Response& response, TensorEntry& entry, const std::string& what,
+                      PhaseObserver* observer);
   Status AllreduceFused(const Response& response, const std::vector<TensorEntry*>& entries,
-                        const std::string& what);
+                        const std::string& what, PhaseObserver* observer);
   // The factor applied after the reduction (postscale, with 1/size for floating average).
   double PostFactor(const Response& response) const;
   // Divides integer averages by the number of ranks; no-op otherwise.

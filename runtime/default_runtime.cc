@@ -116,4 +116,16 @@ Status allreduce(const std::string& name, const TensorView& input, const TensorV
   return rt->Allreduce(name, input, output, options);
 }
 
+Status start_timeline(const std::string& path) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->StartTimeline(path);
+}
+
+Status stop_timeline() {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->StopTimeline();
+}
+
 }  // namespace kolo

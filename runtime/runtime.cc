@@ -22,6 +22,14 @@ Status Runtime::Shutdown() {
   return impl_->Shutdown();
 }
 
+Status Runtime::StartTimeline(const std::string& path) {
+  return impl_->StartTimeline(path);
+}
+
+Status Runtime::StopTimeline() {
+  return impl_->StopTimeline();
+}
+
 int Runtime::rank() const {
   return impl_->options().rank;
 }

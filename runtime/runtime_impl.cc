@@ -48,7 +48,13 @@ Topology ComputeTopology(const std::vector<PeerInfo>& peers, int rank) {
 }
 
 RuntimeImpl::RuntimeImpl(const Options& options, spdlog::level::level_enum level)
-    : options_(options), logger_(MakeLogger(options.rank, "runtime", level)) {}
+    : options_(options),
+      logger_(MakeLogger(options.rank, "runtime", level)),
+      timeline_(options.rank, options.size, SteadyClock::Get()),
+      tracer_(&timeline_, options.rank) {
+  timeline_.set_mark_cycles(options.timeline_mark_cycles);
+  timeline_.set_max_bytes(options.timeline_max_mb << 20);
+}
 
 RuntimeImpl::~RuntimeImpl() {
   if (BackgroundLoop::IsBackgroundThread() && !shut_down_) {
@@ -74,6 +80,9 @@ StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const Options& option
 }
 
 Status RuntimeImpl::Start() {
+  if (!options_.timeline_path.empty()) {
+    KOLO_RETURN_IF_ERROR(timeline_.Start(options_.timeline_path).WithContext("KOLO_TIMELINE"));
+  }
   std::string controller_address = options_.controller_address;
   if (options_.rank == 0) KOLO_RETURN_IF_ERROR(StartController(&controller_address));
   KOLO_RETURN_IF_ERROR(JoinJob(controller_address));
@@ -83,7 +92,7 @@ Status RuntimeImpl::Start() {
   loop_config.rank = options_.rank;
   loop_config.timeout_seconds = options_.timeout_seconds;
   loop_ = std::make_unique<BackgroundLoop>(loop_config, &queue_, &wakeup_, channel_.get(),
-                                           executor_.get(), mesh_.get(), logger_);
+                                           executor_.get(), mesh_.get(), &tracer_, logger_);
   loop_->Start();
   logger_->info("rank {} of {} ready (local {}/{}, cross {}/{}), controller {}", options_.rank,
                 options_.size, topology_.local_rank, topology_.local_size, topology_.cross_rank,
@@ -103,6 +112,10 @@ Status RuntimeImpl::StartController(std::string* controller_address) {
   config.cycle_time_ms = options_.cycle_time_ms;
   config.cache_capacity = options_.cache_capacity;
   config.job_token = JobToken(options_.secret);
+  config.stall_check_seconds = options_.stall_check_seconds;
+  config.stall_shutdown_seconds = options_.stall_shutdown_seconds;
+  config.trace = &timeline_;
+  config.mark_cycles = options_.timeline_mark_cycles;
   controller_ = std::make_unique<controller::Controller>(
       config, SteadyClock::Get(), MakeLogger(options_.rank, "controller", logger_->level()));
   StatusOr<std::unique_ptr<transport::GrpcControlServer>> server =
@@ -172,7 +185,19 @@ Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const Tens
   entry->output = output;
   entry->callback = std::move(callback);
   entry->enqueued_at = SteadyTime::now();
-  return queue_.Enqueue(std::move(entry));
+  std::optional<TraceEvent> begin = tracer_.Begin(*entry);
+  KOLO_RETURN_IF_ERROR(queue_.Enqueue(std::move(entry)));
+  if (begin) tracer_.Record(std::move(*begin));
+  return Status::Ok();
+}
+
+Status RuntimeImpl::StartTimeline(const std::string& path) {
+  if (path.empty()) return InvalidArgument("start_timeline() needs a file path");
+  return timeline_.Start(path);
+}
+
+Status RuntimeImpl::StopTimeline() {
+  return timeline_.Stop();
 }
 
 Status RuntimeImpl::Shutdown() {
@@ -200,6 +225,9 @@ void RuntimeImpl::Teardown() {
   if (server_) server_->Stop(deadline);
   if (controller_) controller_->Stop();
   loop_.reset();
+  // After the loop and the controller stopped recording: flush and close the file.
+  Status closed = timeline_.Stop();
+  if (!closed.ok()) logger_->warn("timeline: {}", closed.message());
   executor_.reset();
   channel_.reset();
   mesh_.reset();

@@ -10,7 +10,9 @@
 
 #include "core/background_loop.h"
 #include "core/logging.h"
+#include "core/op_tracer.h"
 #include "core/tensor_queue.h"
+#include "core/timeline_hub.h"
 #include "core/wakeup.h"
 #include "kolo/kolo.h"
 
@@ -41,6 +43,8 @@ class RuntimeImpl {
   ~RuntimeImpl();
 
   Status Shutdown();
+  Status StartTimeline(const std::string& path);
+  Status StopTimeline();
   Status Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,
                  Callback callback);
 
@@ -58,6 +62,10 @@ class RuntimeImpl {
   const Options options_;
   const Logger logger_;
   Topology topology_;
+
+  // Outlive everything below that records into them (declared first, destroyed last).
+  TimelineHub timeline_;
+  const OpTracer tracer_;
 
   // Built by Start(), torn down by Teardown(), in reverse order.
   std::unique_ptr<controller::Controller> controller_;    // rank 0 only

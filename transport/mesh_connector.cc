@@ -6,7 +6,7 @@
 #include <cerrno>
 
 #include "core/clock.h"
-#include "transport/errno_status.h"
+#include "core/errno_status.h"
 #include "transport/mesh_handshake.h"
 
 namespace kolo::transport {

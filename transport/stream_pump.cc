@@ -7,7 +7,7 @@
 
 #include "core/clock.h"
 #include "transport/deadline.h"
-#include "transport/errno_status.h"
+#include "core/errno_status.h"
 #include "transport/tcp_socket.h"
 
 namespace kolo::transport {

@@ -6,7 +6,7 @@
 #include <cerrno>
 
 #include "transport/deadline.h"
-#include "transport/errno_status.h"
+#include "core/errno_status.h"
 #include "transport/mesh_connector.h"
 #include "transport/mesh_handshake.h"
 #include "transport/stream_pump.h"

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "transport/errno_status.h"
+#include "core/errno_status.h"
 
 namespace kolo::transport {
 namespace {

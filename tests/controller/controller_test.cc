@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/controller/controller_job.h"
 #include "tests/controller/recording_outbox.h"
 #include "tests/controller/test_requests.h"
 
@@ -16,69 +17,13 @@ namespace {
 using namespace std::chrono_literals;
 using testing::ById;
 using testing::Full;
+using testing::Job;
+using testing::MakeHello;
 using testing::Meta;
+using testing::Notice;
 using testing::RecordingOutbox;
+using testing::Requests;
 using Lines = std::vector<std::string>;
-
-Hello MakeHello(int rank, int size, std::string token = "secret") {
-  Hello hello;
-  hello.rank = rank;
-  hello.size = size;
-  hello.host = "h" + std::to_string(rank);
-  hello.data_address = "a" + std::to_string(rank);
-  hello.job_token = std::move(token);
-  return hello;
-}
-
-WorkerMessage Requests(std::vector<Request> requests) {
-  WorkerMessage m;
-  m.kind = WorkerMessage::Kind::kRequests;
-  m.requests = std::move(requests);
-  return m;
-}
-
-WorkerMessage Notice(WorkerMessage::Kind kind, std::string reason = "") {
-  WorkerMessage m;
-  m.kind = kind;
-  m.reason = std::move(reason);
-  return m;
-}
-
-// A controller for `size` ranks on a ManualClock with a 1 ms cycle, wired to a recorder.
-struct Job {
-  explicit Job(int size, spdlog::level::level_enum level = spdlog::level::off)
-      : size(size),
-        outbox(size),
-        controller(Controller::Config{size, /*fusion_threshold_bytes=*/1 << 20,
-                                      /*cycle_time_ms=*/1.0, /*cache_capacity=*/16, ""},
-                   &clock, MakeLogger(0, "controller", level)) {
-    controller.Attach(&outbox);
-  }
-
-  void JoinAll() {
-    for (int rank = 0; rank < size; ++rank) REQUIRE(controller.OnHello(MakeHello(rank, size)).ok());
-    outbox.Clear();
-  }
-  void AllSend(const std::vector<Request>& requests) {
-    for (int rank = 0; rank < size; ++rank) controller.OnMessage(rank, Requests(requests));
-  }
-  // Closes the fusion window and runs the sequencer step.
-  void Cycle() {
-    clock.Advance(1ms);
-    CHECK_FALSE(controller.RunCycle().has_value());
-  }
-  // Every rank received the same messages; returns rank 0's.
-  Lines Same() {
-    Lines first = outbox.Log(0);
-    for (int rank = 1; rank < size; ++rank) CHECK(outbox.Log(rank) == first);
-    return first;
-  }
-
-  const int size;
-  ManualClock clock;
-  RecordingOutbox outbox;
-  Controller controller;
-};
 
 TEST_CASE("Welcome goes to every rank once all have said hello", "[controller]") {
   const int size = GENERATE(1, 2, 5);

@@ -11,6 +11,7 @@ namespace {
 
 using testing::ById;
 using testing::Full;
+using testing::kT0;
 using testing::Meta;
 
 Negotiator::Config MakeConfig(int size, int cache_capacity = 16) {
@@ -19,7 +20,7 @@ Negotiator::Config MakeConfig(int size, int cache_capacity = 16) {
 
 // Every rank sends `requests`; returns the planned responses.
 std::vector<Response> AllSend(Negotiator* n, int size, const std::vector<Request>& requests) {
-  for (int rank = 0; rank < size; ++rank) REQUIRE(n->AddRequests(rank, requests).ok());
+  for (int rank = 0; rank < size; ++rank) REQUIRE(n->AddRequests(rank, requests, kT0).ok());
   return n->Plan();
 }
 
@@ -44,8 +45,8 @@ TEST_CASE("A completed name gets a cache id that every rank may then use",
 TEST_CASE("Ids and full metadata mix freely when they agree", "[controller][negotiator][cache]") {
   Negotiator n(MakeConfig(2));
   AllSend(&n, 2, {Full(Meta("a"))});
-  REQUIRE(n.AddRequests(0, {ById(1)}).ok());
-  REQUIRE(n.AddRequests(1, {Full(Meta("a"))}).ok());
+  REQUIRE(n.AddRequests(0, {ById(1)}, kT0).ok());
+  REQUIRE(n.AddRequests(1, {Full(Meta("a"))}, kT0).ok());
   std::vector<Response> responses = n.Plan();
   REQUIRE(responses.size() == 1);
   CHECK_FALSE(responses[0].is_error());
@@ -55,7 +56,7 @@ TEST_CASE("Ids and full metadata mix freely when they agree", "[controller][nego
 TEST_CASE("An unknown cache id is a protocol error naming the rank",
           "[controller][negotiator][cache]") {
   Negotiator n(MakeConfig(2));
-  Status status = n.AddRequests(1, {ById(7)});
+  Status status = n.AddRequests(1, {ById(7)}, kT0);
   CHECK(status.code() == StatusCode::kInternal);
   CHECK(status.message() == "rank 1 sent unknown cache id 7");
 }
@@ -79,15 +80,15 @@ TEST_CASE("A shape change replaces the name's cache entry on success",
   std::vector<Response> r = AllSend(&n, 2, {Full(Meta("a", {8}))});
   CHECK(r.at(0).cache_ids == std::vector<uint32_t>{2});
   CHECK(r.at(0).num_elements == std::vector<int64_t>{8});
-  CHECK(n.AddRequests(0, {ById(1)}).message() == "rank 0 sent unknown cache id 1");
+  CHECK(n.AddRequests(0, {ById(1)}, kT0).message() == "rank 0 sent unknown cache id 1");
 }
 
 TEST_CASE("A mismatch between an id and new metadata fails the op and keeps the cache",
           "[controller][negotiator][cache]") {
   Negotiator n(MakeConfig(2));
   AllSend(&n, 2, {Full(Meta("a", {4}))});
-  REQUIRE(n.AddRequests(0, {ById(1)}).ok());
-  REQUIRE(n.AddRequests(1, {Full(Meta("a", {5}))}).ok());
+  REQUIRE(n.AddRequests(0, {ById(1)}, kT0).ok());
+  REQUIRE(n.AddRequests(1, {Full(Meta("a", {5}))}, kT0).ok());
   std::vector<Response> r = n.Plan();
   REQUIRE(r.size() == 1);
   CHECK(r[0].error == "Mismatched allreduce shapes for 'a': rank 0 sent [4], rank 1 sent [5]");
@@ -99,16 +100,17 @@ TEST_CASE("A mismatch between an id and new metadata fails the op and keeps the 
 TEST_CASE("Malformed metadata and duplicate announcements are protocol errors",
           "[controller][negotiator]") {
   Negotiator n(MakeConfig(3));
-  CHECK(n.AddRequests(2, {Full(Meta(""))}).message() == "rank 2 announced a tensor without a name");
-  CHECK(n.AddRequests(1, {Full(Meta("x")), Full(Meta("x"))}).message() ==
+  CHECK(n.AddRequests(2, {Full(Meta(""))}, kT0).message() ==
+        "rank 2 announced a tensor without a name");
+  CHECK(n.AddRequests(1, {Full(Meta("x")), Full(Meta("x"))}, kT0).message() ==
         "rank 1 announced 'x' twice before it was ready");
 }
 
 TEST_CASE("Errors and successes keep readiness order and global sequence numbers",
           "[controller][negotiator]") {
   Negotiator n(MakeConfig(2));
-  REQUIRE(n.AddRequests(0, {Full(Meta("a")), Full(Meta("bad")), Full(Meta("b"))}).ok());
-  REQUIRE(n.AddRequests(1, {Full(Meta("a")), Full(Meta("bad", {5})), Full(Meta("b"))}).ok());
+  REQUIRE(n.AddRequests(0, {Full(Meta("a")), Full(Meta("bad")), Full(Meta("b"))}, kT0).ok());
+  REQUIRE(n.AddRequests(1, {Full(Meta("a")), Full(Meta("bad", {5})), Full(Meta("b"))}, kT0).ok());
   CHECK(n.ready_count() == 3);
   std::vector<Response> r = n.Plan();
   REQUIRE(r.size() == 3);
@@ -126,7 +128,7 @@ TEST_CASE("Errors and successes keep readiness order and global sequence numbers
 TEST_CASE("Shutdown notices fail pending names and count towards all_shut_down",
           "[controller][negotiator][shutdown]") {
   Negotiator n(MakeConfig(2));
-  REQUIRE(n.AddRequests(0, {Full(Meta("x"))}).ok());
+  REQUIRE(n.AddRequests(0, {Full(Meta("x"))}, kT0).ok());
   n.AddShutdown(1);
   CHECK_FALSE(n.all_shut_down());
   std::vector<Response> r = n.Plan();
@@ -134,6 +136,25 @@ TEST_CASE("Shutdown notices fail pending names and count towards all_shut_down",
   CHECK(r[0].error == "rank 1 called shutdown() before submitting 'x'");
   n.AddShutdown(0);
   CHECK(n.all_shut_down());
+}
+
+TEST_CASE("Announcements by cache id report their steps under the tensor's name",
+          "[controller][negotiator][trace]") {
+  using Kind = NegotiationEvent::Kind;
+  Negotiator n(MakeConfig(2));
+  AllSend(&n, 2, {Full(Meta("a"))});
+  std::vector<NegotiationEvent> events;
+  REQUIRE(n.AddRequests(1, {ById(1)}, kT0, &events).ok());
+  REQUIRE(n.AddRequests(0, {ById(1)}, kT0, &events).ok());
+  REQUIRE(events.size() == 4);
+  CHECK(events[0] == NegotiationEvent{Kind::kBegin, "a", OpType::kAllreduce, -1});
+  CHECK(events[1] == NegotiationEvent{Kind::kAnnounce, "a", OpType::kAllreduce, 1});
+  CHECK(events[2] == NegotiationEvent{Kind::kAnnounce, "a", OpType::kAllreduce, 0});
+  CHECK(events[3] == NegotiationEvent{Kind::kEnd, "a", OpType::kAllreduce, 0});
+  // An unknown id is rejected before the table sees it: no step.
+  events.clear();
+  CHECK_FALSE(n.AddRequests(0, {ById(9)}, kT0, &events).ok());
+  CHECK(events.empty());
 }
 
 }  // namespace

@@ -2,16 +2,30 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/controller/test_requests.h"
 
+namespace Catch {
+template <>
+struct StringMaker<kolo::controller::NegotiationEvent> {
+  static std::string convert(const kolo::controller::NegotiationEvent& e) {
+    static const char* const kKinds[] = {"begin", "announce", "end"};
+    return std::string(kKinds[static_cast<int>(e.kind)]) + " '" + e.name + "' " +
+           kolo::OpTypeName(e.op) + " rank " + std::to_string(e.rank);
+  }
+};
+}  // namespace Catch
+
 namespace kolo::controller {
 namespace {
 
+using testing::kT0;
 using testing::Meta;
 
 std::vector<std::string> Names(const std::vector<ReadyTensor>& ready) {
@@ -56,7 +70,7 @@ TEST_CASE("A name is ready exactly when the last rank announces it, in completio
   std::map<std::string, int> seen;
   for (const Announcement& a : Interleaving(size, num_names, seed)) {
     const size_t before = ready.size();
-    REQUIRE(table.Announce(a.rank, Meta(a.name), &ready).ok());
+    REQUIRE(table.Announce(a.rank, Meta(a.name), kT0, &ready).ok());
     const bool completes = ++seen[a.name] == size;
     if (completes) expected_order.push_back(a.name);
     REQUIRE(ready.size() == before + (completes ? 1 : 0));
@@ -69,11 +83,11 @@ TEST_CASE("A name is ready exactly when the last rank announces it, in completio
 TEST_CASE("Readiness follows completion, not first announcement", "[controller][readiness]") {
   ReadinessTable table(2);
   std::vector<ReadyTensor> ready;
-  REQUIRE(table.Announce(0, Meta("a"), &ready).ok());
-  REQUIRE(table.Announce(0, Meta("b"), &ready).ok());
-  REQUIRE(table.Announce(1, Meta("b"), &ready).ok());
+  REQUIRE(table.Announce(0, Meta("a"), kT0, &ready).ok());
+  REQUIRE(table.Announce(0, Meta("b"), kT0, &ready).ok());
+  REQUIRE(table.Announce(1, Meta("b"), kT0, &ready).ok());
   CHECK(table.MissingRanks("a") == std::vector<int>{1});
-  REQUIRE(table.Announce(1, Meta("a"), &ready).ok());
+  REQUIRE(table.Announce(1, Meta("a"), kT0, &ready).ok());
   CHECK(Names(ready) == std::vector<std::string>{"b", "a"});
   CHECK(table.MissingRanks("a").empty());
 }
@@ -94,7 +108,7 @@ TEST_CASE("A mismatch is reported at completion against rank 0, whatever the arr
                 .Announce(rank,
                           Meta("grad/w1",
                                rank == 3 ? std::vector<int64_t>{3, 2} : std::vector<int64_t>{2, 3}),
-                          &ready)
+                          kT0, &ready)
                 .ok());
     REQUIRE(ready.size() == (rank == order.back() ? 1u : 0u));
   }
@@ -108,9 +122,9 @@ TEST_CASE("When rank 0 is the odd one out, the first other rank is named",
           "[controller][readiness]") {
   ReadinessTable table(3);
   std::vector<ReadyTensor> ready;
-  REQUIRE(table.Announce(1, Meta("x"), &ready).ok());
-  REQUIRE(table.Announce(2, Meta("x"), &ready).ok());
-  REQUIRE(table.Announce(0, Meta("x", {4}, DataType::kInt32), &ready).ok());
+  REQUIRE(table.Announce(1, Meta("x"), kT0, &ready).ok());
+  REQUIRE(table.Announce(2, Meta("x"), kT0, &ready).ok());
+  REQUIRE(table.Announce(0, Meta("x", {4}, DataType::kInt32), kT0, &ready).ok());
   REQUIRE(ready.size() == 1);
   CHECK(ready[0].error == "Mismatched data types for 'x': rank 0 sent int32, rank 1 sent float32");
 }
@@ -118,13 +132,13 @@ TEST_CASE("When rank 0 is the odd one out, the first other rank is named",
 TEST_CASE("Announcing a pending name twice is a protocol error", "[controller][readiness]") {
   ReadinessTable table(2);
   std::vector<ReadyTensor> ready;
-  REQUIRE(table.Announce(1, Meta("x"), &ready).ok());
-  Status status = table.Announce(1, Meta("x"), &ready);
+  REQUIRE(table.Announce(1, Meta("x"), kT0, &ready).ok());
+  Status status = table.Announce(1, Meta("x"), kT0, &ready);
   CHECK(status.code() == StatusCode::kInternal);
   CHECK(status.message() == "rank 1 announced 'x' twice before it was ready");
   // After completion the name is free again.
-  REQUIRE(table.Announce(0, Meta("x"), &ready).ok());
-  REQUIRE(table.Announce(1, Meta("x"), &ready).ok());
+  REQUIRE(table.Announce(0, Meta("x"), kT0, &ready).ok());
+  REQUIRE(table.Announce(1, Meta("x"), kT0, &ready).ok());
   CHECK(ready.size() == 1);
   CHECK(table.MissingRanks("x") == std::vector<int>{0});
 }
@@ -132,9 +146,9 @@ TEST_CASE("Announcing a pending name twice is a protocol error", "[controller][r
 TEST_CASE("A rank outside the job is a protocol error", "[controller][readiness]") {
   ReadinessTable table(2);
   std::vector<ReadyTensor> ready;
-  CHECK(table.Announce(2, Meta("x"), &ready).message() ==
+  CHECK(table.Announce(2, Meta("x"), kT0, &ready).message() ==
         "rank 2 is out of range for a job of 2 ranks");
-  CHECK(table.Announce(-1, Meta("x"), &ready).message() ==
+  CHECK(table.Announce(-1, Meta("x"), kT0, &ready).message() ==
         "rank -1 is out of range for a job of 2 ranks");
 }
 
@@ -142,10 +156,10 @@ TEST_CASE("A shutdown fails the pending names the departed rank never announced"
           "[controller][readiness][shutdown]") {
   ReadinessTable table(3);
   std::vector<ReadyTensor> ready;
-  REQUIRE(table.Announce(0, Meta("x"), &ready).ok());
-  REQUIRE(table.Announce(2, Meta("y"), &ready).ok());
-  REQUIRE(table.Announce(1, Meta("v"), &ready).ok());
-  REQUIRE(table.Announce(1, Meta("x"), &ready).ok());
+  REQUIRE(table.Announce(0, Meta("x"), kT0, &ready).ok());
+  REQUIRE(table.Announce(2, Meta("y"), kT0, &ready).ok());
+  REQUIRE(table.Announce(1, Meta("v"), kT0, &ready).ok());
+  REQUIRE(table.Announce(1, Meta("x"), kT0, &ready).ok());
   table.MarkShutdown(2, &ready);
   REQUIRE(ready.size() == 2);
   CHECK(ready[0].error == "rank 2 called shutdown() before submitting 'x'");
@@ -155,8 +169,8 @@ TEST_CASE("A shutdown fails the pending names the departed rank never announced"
   CHECK(table.num_shut_down() == 1);
   // 'y', which rank 2 announced before leaving, still completes.
   ready.clear();
-  REQUIRE(table.Announce(0, Meta("y"), &ready).ok());
-  REQUIRE(table.Announce(1, Meta("y"), &ready).ok());
+  REQUIRE(table.Announce(0, Meta("y"), kT0, &ready).ok());
+  REQUIRE(table.Announce(1, Meta("y"), kT0, &ready).ok());
   REQUIRE(ready.size() == 1);
   CHECK(ready[0].meta.name == "y");
   CHECK(ready[0].error.empty());
@@ -167,7 +181,7 @@ TEST_CASE("A departed rank that leaves fails the names it had announced",
           "[controller][readiness][shutdown]") {
   ReadinessTable table(3);
   std::vector<ReadyTensor> ready;
-  REQUIRE(table.Announce(2, Meta("g"), &ready).ok());
+  REQUIRE(table.Announce(2, Meta("g"), kT0, &ready).ok());
   table.MarkShutdown(2, &ready);
   CHECK(ready.empty());
   CHECK(table.pending_count() == 1);
@@ -185,14 +199,14 @@ TEST_CASE("After a shutdown, every new announcement fails at once",
   std::vector<ReadyTensor> ready;
   table.MarkShutdown(1, &ready);
   CHECK(ready.empty());
-  REQUIRE(table.Announce(0, Meta("z"), &ready).ok());
+  REQUIRE(table.Announce(0, Meta("z"), kT0, &ready).ok());
   REQUIRE(ready.size() == 1);
   CHECK(ready[0].error == "rank 1 called shutdown() before submitting 'z'");
   // A second shutdown keeps naming the first rank.
   table.MarkShutdown(2, &ready);
   table.MarkShutdown(2, &ready);  // idempotent
   CHECK(table.num_shut_down() == 2);
-  REQUIRE(table.Announce(0, Meta("w"), &ready).ok());
+  REQUIRE(table.Announce(0, Meta("w"), kT0, &ready).ok());
   CHECK(ready.back().error == "rank 1 called shutdown() before submitting 'w'");
   CHECK(table.pending_count() == 0);
 }
@@ -202,9 +216,100 @@ TEST_CASE("Announcing after one's own shutdown notice is a protocol error",
   ReadinessTable table(2);
   std::vector<ReadyTensor> ready;
   table.MarkShutdown(0, &ready);
-  Status status = table.Announce(0, Meta("x"), &ready);
+  Status status = table.Announce(0, Meta("x"), kT0, &ready);
   CHECK(status.message() == "rank 0 announced 'x' after its shutdown notice");
   CHECK(ready.empty());
+}
+
+using Kind = NegotiationEvent::Kind;
+
+NegotiationEvent Step(Kind kind, std::string name, int rank = -1, OpType op = OpType::kAllreduce) {
+  return NegotiationEvent{kind, std::move(name), op, rank};
+}
+
+TEST_CASE("The table remembers when each pending name was first announced",
+          "[controller][readiness][stall]") {
+  using std::chrono::seconds;
+  ReadinessTable table(3);
+  std::vector<ReadyTensor> ready;
+  CHECK_FALSE(table.oldest_first_seen().has_value());
+  CHECK(table.WaitingSince(kT0 + seconds(100)).empty());
+  REQUIRE(table.Announce(1, Meta("a"), kT0, &ready).ok());
+  REQUIRE(table.Announce(0, Meta("b"), kT0 + seconds(5), &ready).ok());
+  REQUIRE(table.Announce(2, Meta("a"), kT0 + seconds(7), &ready).ok());  // not a reset
+  REQUIRE(table.Announce(2, Meta("c"), kT0 + seconds(9), &ready).ok());
+  CHECK(table.oldest_first_seen() == kT0);
+
+  std::vector<PendingName> waiting = table.WaitingSince(kT0 + seconds(5));  // inclusive
+  REQUIRE(waiting.size() == 2);
+  CHECK(waiting[0].name == "a");
+  CHECK(waiting[0].first_seen == kT0);
+  CHECK(waiting[0].missing == std::vector<int>{0});
+  CHECK(waiting[1].name == "b");
+  CHECK(waiting[1].missing == std::vector<int>{1, 2});
+  CHECK(table.WaitingSince(kT0 - seconds(1)).empty());
+
+  // Completing the oldest makes the next one the oldest; shutdowns and departures likewise.
+  REQUIRE(table.Announce(0, Meta("a"), kT0 + seconds(10), &ready).ok());
+  CHECK(table.oldest_first_seen() == kT0 + seconds(5));
+  table.MarkShutdown(1, &ready);  // fails 'b' and 'c'
+  CHECK_FALSE(table.oldest_first_seen().has_value());
+  CHECK(table.WaitingSince(Clock::TimePoint::max()).empty());
+}
+
+TEST_CASE("Announcements report their negotiation steps in order",
+          "[controller][readiness][trace]") {
+  ReadinessTable table(3);
+  std::vector<ReadyTensor> ready;
+  std::vector<NegotiationEvent> events;
+  REQUIRE(table.Announce(1, Meta("a"), kT0, &ready, &events).ok());
+  REQUIRE(table.Announce(0, Meta("a", {5}), kT0, &ready, &events).ok());
+  // A failed announcement reports nothing.
+  CHECK_FALSE(table.Announce(0, Meta("a"), kT0, &ready, &events).ok());
+  REQUIRE(table.Announce(2, Meta("a"), kT0, &ready, &events).ok());
+  CHECK(events ==
+        std::vector<NegotiationEvent>{Step(Kind::kBegin, "a"), Step(Kind::kAnnounce, "a", 1),
+                                      Step(Kind::kAnnounce, "a", 0), Step(Kind::kAnnounce, "a", 2),
+                                      Step(Kind::kEnd, "a", 2)});
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].is_error());  // a mismatch ends like a success: with the completing rank
+}
+
+TEST_CASE("Every step of a name carries its first announcement's op",
+          "[controller][readiness][trace]") {
+  ReadinessTable table(2);
+  std::vector<ReadyTensor> ready;
+  std::vector<NegotiationEvent> events;
+  TensorMeta broadcast = Meta("x");
+  broadcast.op = OpType::kBroadcast;
+  broadcast.root = 0;
+  REQUIRE(table.Announce(1, broadcast, kT0, &ready, &events).ok());
+  REQUIRE(table.Announce(0, Meta("x"), kT0, &ready, &events).ok());
+  CHECK(events == std::vector<NegotiationEvent>{Step(Kind::kBegin, "x", -1, OpType::kBroadcast),
+                                                Step(Kind::kAnnounce, "x", 1, OpType::kBroadcast),
+                                                Step(Kind::kAnnounce, "x", 0, OpType::kBroadcast),
+                                                Step(Kind::kEnd, "x", 0, OpType::kBroadcast)});
+}
+
+TEST_CASE("Names failed by a shutdown or a departure end without a completing rank",
+          "[controller][readiness][trace][shutdown]") {
+  ReadinessTable table(3);
+  std::vector<ReadyTensor> ready;
+  std::vector<NegotiationEvent> events;
+  REQUIRE(table.Announce(0, Meta("x"), kT0, &ready, &events).ok());
+  REQUIRE(table.Announce(2, Meta("y"), kT0, &ready, &events).ok());
+  events.clear();
+  table.MarkShutdown(2, &ready, &events);  // 'x' fails; 'y' stays
+  CHECK(events == std::vector<NegotiationEvent>{Step(Kind::kEnd, "x", -1)});
+  events.clear();
+  REQUIRE(table.Announce(1, Meta("z"), kT0, &ready, &events).ok());  // fails at once
+  CHECK(events == std::vector<NegotiationEvent>{Step(Kind::kBegin, "z"),
+                                                Step(Kind::kAnnounce, "z", 1),
+                                                Step(Kind::kEnd, "z", -1)});
+  events.clear();
+  table.MarkGone(2, &ready, &events);
+  CHECK(events == std::vector<NegotiationEvent>{Step(Kind::kEnd, "y", -1)});
+  CHECK(table.pending_count() == 0);
 }
 
 }  // namespace

@@ -2,14 +2,19 @@
 // used by tests/controller/*_test.cc only.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/messages.h"
 
 namespace kolo::controller::testing {
+
+// A fixed time for tests that pass time to the plain negotiation structs.
+inline const Clock::TimePoint kT0{std::chrono::seconds(1000)};
 
 inline TensorMeta Meta(std::string name, std::vector<int64_t> shape = {4},
                        DataType dtype = DataType::kFloat32) {

@@ -101,7 +101,7 @@ std::string RunScenario(CpuExecutor& executor, int rank, int n, const Scenario& 
     response.num_elements.push_back(static_cast<int64_t>(s.counts[t]));
     pointers.push_back(&entry);
   }
-  const Status status = executor.Execute(response, pointers);
+  const Status status = executor.Execute(response, pointers, nullptr);
   if (!status.ok()) return Describe(s) + ": " + status.ToString();
   for (size_t t = 0; t < s.counts.size(); ++t) {
     const ElementBuffer& result = s.in_place ? inputs[t] : outputs[t];
@@ -180,20 +180,20 @@ TEST_CASE("the CPU executor refuses ops it does not implement and integer scalin
   response.num_elements = {3};
 
   response.op = OpType::kAllgather;
-  CHECK(executor.Execute(response, {&entry}) == Internal("allgather is not implemented"));
+  CHECK(executor.Execute(response, {&entry}, nullptr) == Internal("allgather is not implemented"));
 
   response.op = OpType::kAllreduce;
   response.prescale = 2.0;
-  const Status scaled = executor.Execute(response, {&entry});
+  const Status scaled = executor.Execute(response, {&entry}, nullptr);
   CHECK(scaled.code() == StatusCode::kInvalidArgument);
   CHECK(scaled.message().rfind("allreduce 'ints': ", 0) == 0);
 
   response.prescale = 1.0;
   response.names = {"ints", "missing"};
-  CHECK(executor.Execute(response, {&entry}).code() == StatusCode::kInternal);
+  CHECK(executor.Execute(response, {&entry}, nullptr).code() == StatusCode::kInternal);
 
   response.names = {"ints"};
-  REQUIRE(executor.Execute(response, {&entry}).ok());
+  REQUIRE(executor.Execute(response, {&entry}, nullptr).ok());
   CHECK(data == std::vector<int32_t>{1, 2, 3});
 }
 

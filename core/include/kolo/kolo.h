@@ -74,6 +74,14 @@ class Runtime {
   Status Allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                    const AllreduceOptions& options = {});
 
+  // Starts writing this rank's timeline to `path` with ".rank<r>" inserted before the
+  // extension (docs/TIMELINE.md); KOLO_TIMELINE does the same at init. Ops already in flight
+  // are not traced. Fails if a timeline is already being written or the file cannot be
+  // created. Does not block on disk: a writer thread does the I/O.
+  Status StartTimeline(const std::string& path);
+  // Flushes and closes the timeline file (valid JSON afterwards). OK if none is open.
+  Status StopTimeline();
+
  private:
   explicit Runtime(std::unique_ptr<RuntimeImpl> impl);
   std::unique_ptr<RuntimeImpl> impl_;
@@ -100,5 +108,9 @@ Status allreduce_async(const std::string& name, const TensorView& input, const T
                        const AllreduceOptions& options, Callback callback);
 Status allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                  const AllreduceOptions& options = {});
+
+// Timeline of the default runtime (see Runtime::StartTimeline).
+Status start_timeline(const std::string& path);
+Status stop_timeline();
 
 }  // namespace kolo

@@ -38,6 +38,16 @@ struct Options {
   double timeout_seconds = 30.0;        // data-plane progress, liveness, shutdown
   double start_timeout_seconds = 60.0;  // init(): waiting for every rank to connect
 
+  // Timeline (docs/TIMELINE.md). Empty path: off until start_timeline().
+  std::string timeline_path;
+  bool timeline_mark_cycles = false;
+  int64_t timeline_max_mb = 1024;
+
+  // Stall inspector: warn when a tensor waits this long for some ranks (0: never); abort the
+  // job when one has waited stall_shutdown_seconds (0: never).
+  double stall_check_seconds = 60.0;
+  double stall_shutdown_seconds = 0.0;
+
   // "trace", "debug", "info", "warning", "error", "off".
   std::string log_level = "warning";
 

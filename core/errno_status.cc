@@ -1,9 +1,9 @@
-#include "transport/errno_status.h"
+#include "core/errno_status.h"
 
 #include <cerrno>
 #include <cstring>
 
-namespace kolo::transport {
+namespace kolo {
 
 std::string ErrnoText(int err) {
   // glibc's strerrordesc_np/strerrorname_np return static strings: thread-safe, unlike strerror.
@@ -48,4 +48,4 @@ Status ErrnoToStatus(int err, const std::string& context) {
   }
 }
 
-}  // namespace kolo::transport
+}  // namespace kolo

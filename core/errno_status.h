@@ -1,5 +1,5 @@
-// The one converter from errno values to kolo::Status, for every socket and eventfd call of
-// the data mesh (transport/tcp_socket.cc, mesh_connector.cc, stream_pump.cc).
+// The one converter from errno values to kolo::Status, for every system call kolo makes:
+// the data mesh's sockets and eventfds (transport/) and the timeline's file (core/).
 // Pure functions; thread-safe.
 #pragma once
 
@@ -7,7 +7,7 @@
 
 #include "kolo/status.h"
 
-namespace kolo::transport {
+namespace kolo {
 
 // "<context>: Connection refused (ECONNREFUSED)", with a code that says what kind of failure
 // it is: Unavailable for connection failures, DeadlineExceeded for ETIMEDOUT, InvalidArgument
@@ -20,4 +20,4 @@ std::string ErrnoText(int err);
 // True for the errno values that mean the peer closed or reset the connection.
 bool IsConnectionClosed(int err);
 
-}  // namespace kolo::transport
+}  // namespace kolo

@@ -1,0 +1,64 @@
+#include "core/timeline_hub.h"
+
+#include <utility>
+
+namespace kolo {
+
+TimelineHub::TimelineHub(int rank, int size, Clock* clock)
+    : rank_(rank), size_(size), clock_(clock) {}
+
+TimelineHub::~TimelineHub() {
+  // Write errors at destruction have no caller to go to; Stop's status is for those who ask.
+  Stop().IgnoreError();
+}
+
+Status TimelineHub::Start(const std::string& path) {
+  std::lock_guard<std::mutex> control_lock(control_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (writer_ != nullptr) {
+      return FailedPrecondition("start_timeline('" + path + "'): the timeline is already on");
+    }
+  }
+  TimelineWriter::Config config;
+  config.path = TimelinePathForRank(path, rank_);
+  config.rank = rank_;
+  config.size = size_;
+  config.max_bytes = max_bytes_.load();
+  config.clock = clock_;
+  auto writer = TimelineWriter::Open(config);
+  if (!writer.ok()) return writer.status().WithContext("start_timeline");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writer_ = std::move(writer).value();
+  }
+  enabled_.store(true);
+  return Status::Ok();
+}
+
+Status TimelineHub::Stop() {
+  std::lock_guard<std::mutex> control_lock(control_mu_);
+  std::shared_ptr<TimelineWriter> writer;
+  enabled_.store(false);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writer = std::move(writer_);
+    writer_ = nullptr;
+  }
+  if (writer == nullptr) return Status::Ok();
+  // A Record holding its own copy of `writer` past this point finds it closed and drops.
+  writer->Close();
+  return writer->status().WithContext("stop_timeline");
+}
+
+void TimelineHub::Record(TraceEvent event) {
+  if (!enabled()) return;
+  std::shared_ptr<TimelineWriter> writer;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writer = writer_;
+  }
+  if (writer != nullptr) writer->Record(std::move(event));
+}
+
+}  // namespace kolo
