@@ -1,0 +1,109 @@
+// The timeline of a real 3-rank job, read back with kolo-timeline's own loader: every rank's
+// file is valid, negotiations (cached ones too) and op spans with their phases are there, and
+// a mismatch shows as a failed op.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <future>
+#include <map>
+
+#include "tests/support/local_job.h"
+#include "tests/support/watchdog.h"
+#include "tools/timeline/summary.h"
+#include "tools/timeline/trace_model.h"
+#include "tools/timeline/trace_set.h"
+
+using namespace kolo;
+using kolo::testing::LocalJob;
+using kolo::testing::Watchdog;
+
+namespace {
+
+std::string MakeTempDir() {
+  char pattern[] = "/tmp/kolo-timeline-test-XXXXXX";
+  const char* dir = mkdtemp(pattern);
+  REQUIRE(dir != nullptr);
+  return dir;
+}
+
+// Two allreduces of "w" (the second announced by cache id), three async tensors enqueued
+// together, and a shape mismatch.
+std::string RunSteps(Runtime& rt) {
+  std::vector<float> w(100, 1.0f);
+  TensorView wv{w.data(), DataType::kFloat32, {100}, Device::Cpu()};
+  for (int i = 0; i < 2; ++i) {
+    Status s = rt.Allreduce("w", wv, wv);
+    if (!s.ok()) return s.ToString();
+  }
+  std::vector<std::vector<float>> g(3, std::vector<float>(10, 1.0f));
+  std::vector<std::promise<Status>> done(3);
+  for (int t = 0; t < 3; ++t) {
+    TensorView view{g[t].data(), DataType::kFloat32, {10}, Device::Cpu()};
+    Status s = rt.AllreduceAsync("g/" + std::to_string(t), view, view, {},
+                                 [&done, t](const Status& st) { done[t].set_value(st); });
+    if (!s.ok()) return s.ToString();
+  }
+  for (auto& d : done) {
+    Status s = d.get_future().get();
+    if (!s.ok()) return s.ToString();
+  }
+  float bad[6] = {0};
+  TensorView bv{
+      bad, DataType::kFloat32, {rt.rank() == 1 ? 3 : 2, rt.rank() == 1 ? 2 : 3}, Device::Cpu()};
+  Status s = rt.Allreduce("bad", bv, bv);
+  return s.code() == StatusCode::kMismatch ? "" : "expected a mismatch, got " + s.ToString();
+}
+
+}  // namespace
+
+TEST_CASE("Every rank writes a valid timeline that kolo-timeline reads back",
+          "[runtime][timeline]") {
+  Watchdog watchdog("timeline of a 3-rank job", std::chrono::seconds(60));
+  const std::string dir = MakeTempDir();
+  const std::string path = dir + "/trace.json";
+  {
+    LocalJob job(3, [&](Options& o) {
+      o.timeline_path = path;
+      o.timeline_mark_cycles = true;
+    });
+    CHECK(job.RunOnAllRanks(RunSteps) == std::vector<std::string>{});
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+  }
+  std::vector<std::string> files;
+  for (int r = 0; r < 3; ++r) files.push_back(dir + "/trace.rank" + std::to_string(r) + ".json");
+  auto set = timeline::LoadTraceSet(files);
+  REQUIRE(set.ok());
+  CHECK(set->warnings.empty());
+  timeline::TraceModel model = timeline::BuildTraceModel(*set);
+  CHECK(model.warnings == std::vector<std::string>{});
+  REQUIRE(model.ranks.size() == 3);
+
+  std::map<std::string, int> negotiations;
+  for (const auto& n : model.negotiations) {
+    ++negotiations[n.tensor];
+    CHECK(n.op == "ALLREDUCE");
+    CHECK(n.last_rank >= 0);
+    CHECK(n.last_rank < 3);
+  }
+  CHECK(negotiations["w"] == 2);  // the cached second announcement is traced too
+  CHECK(negotiations["g/0"] == 1);
+  CHECK(negotiations["bad"] == 1);
+
+  std::map<int, int> ok_ops, failed_ops;
+  for (const auto& op : model.ops) ++(op.ok ? ok_ops : failed_ops)[op.rank];
+  for (int r = 0; r < 3; ++r) {
+    CHECK(ok_ops[r] == 5);
+    CHECK(failed_ops[r] == 1);
+  }
+  timeline::Summary summary = timeline::Summarize(model);
+  for (const auto& totals : summary.per_rank) {
+    CHECK(totals.us(timeline::Phase::kTransfer) > 0);
+    CHECK(totals.us(timeline::Phase::kQueue) > 0);
+    CHECK(totals.us(timeline::Phase::kCallback) >= 0);
+    CHECK(totals.bytes == 2 * 400 + 3 * 40);
+  }
+  // Responses are counted once across ranks: w, w, g/0..2 (fused or not) and bad.
+  CHECK(summary.fusion.tensors == 6);
+  std::system(("rm -rf " + dir).c_str());
+}
