@@ -3,8 +3,9 @@
 // Threading: every function here may be called from any thread. enqueue-style *_async calls
 // validate locally, queue the op and return at once; they never wait on the network. The
 // blocking wrappers wait for the op's callback; every failure (mismatch, lost peer,
-// data-plane deadline, shutdown) ends it within the runtime's deadlines, but a peer that is
-// alive and never submits the op keeps it waiting. Blocking calls (Allreduce, Shutdown,
+// data-plane deadline, shutdown) ends it within the runtime's deadlines; a peer that is
+// alive and never submits the op keeps it waiting, reported by the stall inspector
+// (KOLO_STALL_CHECK_SECONDS) and ended by it only if KOLO_STALL_SHUTDOWN_SECONDS is set. Blocking calls (Allreduce, Shutdown,
 // init, shutdown) fail with kFailedPrecondition when called from a callback.
 //
 // Callback contract: if an *_async call returns an error, the callback never runs. If it
