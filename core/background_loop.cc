@@ -35,7 +35,48 @@ BackgroundLoop::~BackgroundLoop() {
 }
 
 void BackgroundLoop::Start() {
+  {
+    std::lock_guard<std::mutex> lock(tasks_mu_);
+    accepting_tasks_ = true;
+  }
   thread_ = std::thread([this] { Run(); });
+}
+
+Status BackgroundLoop::RunOnLoop(std::function<void()> task) {
+  if (IsBackgroundThread()) {
+    return FailedPrecondition("this call may not be made from a kolo callback");
+  }
+  auto item = std::make_shared<Task>();
+  item->fn = std::move(task);
+  std::unique_lock<std::mutex> lock(tasks_mu_);
+  if (!accepting_tasks_) {
+    lock.unlock();
+    item->fn();
+    return Status::Ok();
+  }
+  tasks_.push_back(item);
+  wakeup_->Notify();
+  const auto limit = std::chrono::duration<double>(config_.timeout_seconds);
+  if (!task_done_.wait_for(lock, limit, [&] { return item->done; })) {
+    return DeadlineExceeded("the background thread did not get to the request within " +
+                            SecondsText(config_.timeout_seconds) + " (KOLO_TIMEOUT_SECONDS)");
+  }
+  return Status::Ok();
+}
+
+void BackgroundLoop::RunTasks() {
+  std::vector<std::shared_ptr<Task>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(tasks_mu_);
+    tasks.swap(tasks_);
+  }
+  if (tasks.empty()) return;
+  for (const auto& task : tasks) task->fn();
+  {
+    std::lock_guard<std::mutex> lock(tasks_mu_);
+    for (const auto& task : tasks) task->done = true;
+  }
+  task_done_.notify_all();
 }
 
 bool BackgroundLoop::IsBackgroundThread() {
@@ -66,6 +107,13 @@ void BackgroundLoop::Run() {
   } catch (...) {
     Abort(Internal("background thread failed with an unknown exception"), true);
   }
+  // Tasks handed over from now on run on their caller's thread; the ones already handed over
+  // still run here.
+  {
+    std::lock_guard<std::mutex> lock(tasks_mu_);
+    accepting_tasks_ = false;
+  }
+  RunTasks();
 }
 
 void BackgroundLoop::RunLoop() {
@@ -74,6 +122,7 @@ void BackgroundLoop::RunLoop() {
     if (notice_sent_ && stop_deadline_ < wake_by) wake_by = stop_deadline_;
     wakeup_->WaitUntil(wake_by);
     DrainControl();
+    RunTasks();
     if (state_ == State::kDone) break;
     if (state_ == State::kAborted) {
       if (stop_requested_) state_ = State::kDone;

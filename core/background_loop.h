@@ -10,7 +10,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -39,6 +42,12 @@ class BackgroundLoop {
   ~BackgroundLoop();  // Stop()s if still running
 
   void Start();
+
+  // Runs `task` on the background thread between two responses (so after the callbacks and
+  // trace events of everything already completed) and waits for it, at most
+  // config.timeout_seconds. Runs it on the calling thread when the loop is not running.
+  // FailedPrecondition from a background thread (a callback).
+  Status RunOnLoop(std::function<void()> task);
 
   // True when called from any runtime's background thread, where callbacks run: blocking
   // kolo calls must refuse there, since the thread would wait on itself.
@@ -80,6 +89,17 @@ class BackgroundLoop {
 
   // Set by Stop() (any thread), read by the loop.
   std::atomic<bool> stop_requested_{false};
+
+  // Tasks handed to the loop by RunOnLoop.
+  struct Task {
+    std::function<void()> fn;
+    bool done = false;  // guarded by tasks_mu_
+  };
+  void RunTasks();
+  std::mutex tasks_mu_;
+  std::condition_variable task_done_;         // with tasks_mu_
+  std::vector<std::shared_ptr<Task>> tasks_;  // guarded by tasks_mu_
+  bool accepting_tasks_ = false;              // guarded by tasks_mu_: the loop runs
 
   // Loop thread only.
   State state_ = State::kRunning;

@@ -197,7 +197,12 @@ Status RuntimeImpl::StartTimeline(const std::string& path) {
 }
 
 Status RuntimeImpl::StopTimeline() {
-  return timeline_.Stop();
+  if (!loop_) return timeline_.Stop();
+  // Stopped on the background thread, between responses: an op whose blocking call just
+  // returned has run its callback, but the end of its span may not be recorded yet.
+  Status stopped;
+  Status ran = loop_->RunOnLoop([&] { stopped = timeline_.Stop(); });
+  return ran.ok() ? stopped : ran.WithContext("stop_timeline()");
 }
 
 Status RuntimeImpl::Shutdown() {

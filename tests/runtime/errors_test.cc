@@ -208,3 +208,27 @@ TEST_CASE("Local argument errors fail at enqueue with no callback", "[runtime][e
   CHECK(job.rank(0).Allreduce("ints", view, view).ok());
   CHECK(i[2] == 3);
 }
+
+TEST_CASE("A rank that never submits is reported and, if configured, ends the job",
+          "[runtime][stall]") {
+  Watchdog watchdog("stall shutdown", std::chrono::seconds(30));
+  LocalJob job(2, [](Options& o) {
+    o.stall_check_seconds = 0.2;
+    o.stall_shutdown_seconds = 0.5;
+  });
+  float x[4] = {1, 1, 1, 1};
+  TensorView view{x, DataType::kFloat32, {4}, Device::Cpu()};
+  const auto start = std::chrono::steady_clock::now();
+  Status s = job.rank(0).Allreduce("only-rank-0", view, view);  // rank 1 never submits it
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(s.code() == StatusCode::kAborted);
+  CHECK_THAT(s.message(), Catch::Contains("KOLO_STALL_SHUTDOWN_SECONDS") &&
+                              Catch::Contains("rank 1 never submitted 'only-rank-0'"));
+  CHECK(seconds >= 0.5);
+  CHECK(seconds < 5.0);
+  // Rank 1, which submitted nothing, learns of the abort too.
+  Status later = job.rank(1).Allreduce("after", view, view);
+  CHECK(later.code() == StatusCode::kAborted);
+  CHECK_THAT(later.message(), Catch::Contains("only-rank-0"));
+}

@@ -107,3 +107,35 @@ TEST_CASE("Every rank writes a valid timeline that kolo-timeline reads back",
   CHECK(summary.fusion.tensors == 6);
   std::system(("rm -rf " + dir).c_str());
 }
+
+TEST_CASE("A timeline started and stopped at run time covers only what ran in between",
+          "[runtime][timeline]") {
+  Watchdog watchdog("run-time timeline", std::chrono::seconds(60));
+  const std::string dir = MakeTempDir();
+  {
+    LocalJob job(2);
+    auto step = [](const std::string& name) {
+      return [name](Runtime& rt) -> std::string {
+        float x[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+        TensorView view{x, DataType::kFloat32, {8}, Device::Cpu()};
+        Status s = rt.Allreduce(name, view, view);
+        return s.ok() ? "" : s.ToString();
+      };
+    };
+    CHECK(job.RunOnAllRanks(step("before")) == std::vector<std::string>{});
+    for (int r = 0; r < 2; ++r) REQUIRE(job.rank(r).StartTimeline(dir + "/rt.json").ok());
+    CHECK(job.rank(0).StartTimeline(dir + "/again.json").code() == StatusCode::kFailedPrecondition);
+    CHECK(job.RunOnAllRanks(step("during")) == std::vector<std::string>{});
+    for (int r = 0; r < 2; ++r) REQUIRE(job.rank(r).StopTimeline().ok());
+    CHECK(job.RunOnAllRanks(step("after")) == std::vector<std::string>{});
+  }
+  auto set = timeline::LoadTraceSet({dir + "/rt.rank0.json", dir + "/rt.rank1.json"});
+  REQUIRE(set.ok());
+  timeline::TraceModel model = timeline::BuildTraceModel(*set);
+  CHECK(model.warnings == std::vector<std::string>{});
+  REQUIRE(model.ops.size() == 2);
+  for (const auto& op : model.ops) CHECK(op.tensor == "during");
+  REQUIRE(model.negotiations.size() == 1);
+  CHECK(model.negotiations[0].tensor == "during");
+  std::system(("rm -rf " + dir).c_str());
+}

@@ -5,8 +5,9 @@
 // blocking wrappers wait for the op's callback; every failure (mismatch, lost peer,
 // data-plane deadline, shutdown) ends it within the runtime's deadlines; a peer that is
 // alive and never submits the op keeps it waiting, reported by the stall inspector
-// (KOLO_STALL_CHECK_SECONDS) and ended by it only if KOLO_STALL_SHUTDOWN_SECONDS is set. Blocking calls (Allreduce, Shutdown,
-// init, shutdown) fail with kFailedPrecondition when called from a callback.
+// (KOLO_STALL_CHECK_SECONDS) and ended by it only if KOLO_STALL_SHUTDOWN_SECONDS is set. Blocking
+// calls (Allreduce, Shutdown, init, shutdown) fail with kFailedPrecondition when called from a
+// callback.
 //
 // Callback contract: if an *_async call returns an error, the callback never runs. If it
 // returns OK, the callback runs exactly once, on kolo's background thread, never under a kolo
@@ -80,7 +81,9 @@ class Runtime {
   // are not traced. Fails if a timeline is already being written or the file cannot be
   // created. Does not block on disk: a writer thread does the I/O.
   Status StartTimeline(const std::string& path);
-  // Flushes and closes the timeline file (valid JSON afterwards). OK if none is open.
+  // Flushes and closes the timeline file (valid JSON afterwards). OK if none is open. Waits
+  // (at most options.timeout_seconds) for the background thread to finish the response in
+  // hand, so every op that completed before the call is in the file. Not from a callback.
   Status StopTimeline();
 
  private:
