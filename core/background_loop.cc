@@ -1,5 +1,6 @@
 #include "core/background_loop.h"
 
+#include <algorithm>
 #include <exception>
 #include <optional>
 
@@ -20,7 +21,7 @@ constexpr std::chrono::milliseconds kMaxIdleWait{200};
 
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup,
                                ControlChannel* channel, Executor* executor, DataPlane* data_plane,
-                               const OpTracer* tracer, Logger logger)
+                               OpTracer* tracer, Logger logger)
     : config_(config),
       queue_(queue),
       wakeup_(wakeup),
@@ -57,11 +58,17 @@ Status BackgroundLoop::RunOnLoop(std::function<void()> task) {
   tasks_.push_back(item);
   wakeup_->Notify();
   const auto limit = std::chrono::duration<double>(config_.timeout_seconds);
-  if (!task_done_.wait_for(lock, limit, [&] { return item->done; })) {
-    return DeadlineExceeded("the background thread did not get to the request within " +
-                            SecondsText(config_.timeout_seconds) + " (KOLO_TIMEOUT_SECONDS)");
+  if (task_done_.wait_for(lock, limit, [&] { return item->done; })) return Status::Ok();
+  // Withdraw the task if the loop has not taken it, so it never runs after we returned (it
+  // may refer to the caller's stack); if the loop has taken it, it is running and short.
+  auto it = std::find(tasks_.begin(), tasks_.end(), item);
+  if (it == tasks_.end()) {
+    task_done_.wait(lock, [&] { return item->done; });
+    return Status::Ok();
   }
-  return Status::Ok();
+  tasks_.erase(it);
+  return DeadlineExceeded("the background thread did not get to the request within " +
+                          SecondsText(config_.timeout_seconds) + " (KOLO_TIMEOUT_SECONDS)");
 }
 
 void BackgroundLoop::RunTasks() {

@@ -38,15 +38,16 @@ class BackgroundLoop {
 
   // `tracer` may be null (no timeline).
   BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup, ControlChannel* channel,
-                 Executor* executor, DataPlane* data_plane, const OpTracer* tracer, Logger logger);
+                 Executor* executor, DataPlane* data_plane, OpTracer* tracer, Logger logger);
   ~BackgroundLoop();  // Stop()s if still running
 
   void Start();
 
-  // Runs `task` on the background thread between two responses (so after the callbacks and
-  // trace events of everything already completed) and waits for it, at most
-  // config.timeout_seconds. Runs it on the calling thread when the loop is not running.
-  // FailedPrecondition from a background thread (a callback).
+  // Runs `task` (which must be short) on the background thread between two responses, so
+  // after the callbacks and trace events of everything already completed, and waits for it.
+  // If the loop does not take it within config.timeout_seconds (a long ring), withdraws it
+  // and fails with DeadlineExceeded: a task never runs after RunOnLoop returned. Runs it on
+  // the calling thread when the loop is not running. FailedPrecondition from a callback.
   Status RunOnLoop(std::function<void()> task);
 
   // True when called from any runtime's background thread, where callbacks run: blocking
@@ -84,7 +85,7 @@ class BackgroundLoop {
   ControlChannel* const channel_;
   Executor* const executor_;
   DataPlane* const data_plane_;
-  const OpTracer* const tracer_;
+  OpTracer* const tracer_;
   const Logger logger_;
 
   // Set by Stop() (any thread), read by the loop.

@@ -118,6 +118,17 @@ Status Options::Validate() const {
   if (cache_capacity < 0) return InvalidArgument("cache capacity must be >= 0");
   if (!(timeout_seconds > 0)) return InvalidArgument("timeout must be > 0 seconds");
   if (!(start_timeout_seconds > 0)) return InvalidArgument("start timeout must be > 0 seconds");
+  if (!(stall_check_seconds >= 0 && stall_check_seconds <= 86400)) {
+    return InvalidArgument("stall check time must be in [0, 86400] s (KOLO_STALL_CHECK_SECONDS)");
+  }
+  if (!(stall_shutdown_seconds >= 0 && stall_shutdown_seconds <= 86400)) {
+    return InvalidArgument(
+        "stall shutdown time must be in [0, 86400] s (KOLO_STALL_SHUTDOWN_SECONDS)");
+  }
+  if (timeline_max_mb < 1 || timeline_max_mb > (1 << 20)) {
+    return InvalidArgument(
+        "timeline size limit must be in [1, 1048576] MiB (KOLO_TIMELINE_MAX_MB)");
+  }
   return Status::Ok();
 }
 

@@ -17,7 +17,11 @@ struct TensorEntry {
   TensorView output;
   Callback callback;
   std::chrono::steady_clock::time_point enqueued_at;
-  bool traced = false;  // its op span was opened in the timeline (set before it is queued)
+  // Timeline (core/op_tracer.h), set before the entry is queued: the hub generation its span
+  // was opened under (0: not traced), and the track and slot it is drawn on.
+  uint64_t trace_generation = 0;
+  int trace_slot = 0;
+  std::string trace_track;
 };
 
 }  // namespace kolo

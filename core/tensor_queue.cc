@@ -4,7 +4,7 @@
 
 namespace kolo {
 
-Status TensorQueue::Enqueue(std::unique_ptr<TensorEntry> entry) {
+Status TensorQueue::Enqueue(std::unique_ptr<TensorEntry>&& entry) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (is_closed_) return closed_;

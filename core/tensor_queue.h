@@ -23,9 +23,9 @@ class TensorQueue {
  public:
   explicit TensorQueue(Wakeup* wakeup) : wakeup_(wakeup) {}
 
-  // Stores `entry` and wakes the background thread. Fails (and drops the entry) if the queue
-  // is closed or an op with the same name is in flight.
-  Status Enqueue(std::unique_ptr<TensorEntry> entry);
+  // Stores `entry` (taking it) and wakes the background thread. Fails, leaving `entry` with
+  // the caller, if the queue is closed or an op with the same name is in flight.
+  Status Enqueue(std::unique_ptr<TensorEntry>&& entry);
 
   // Entries enqueued since the last call, in enqueue order.
   std::vector<TensorEntry*> TakeNew();

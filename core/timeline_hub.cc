@@ -32,19 +32,22 @@ Status TimelineHub::Start(const std::string& path) {
     std::lock_guard<std::mutex> lock(mu_);
     writer_ = std::move(writer).value();
   }
+  generation_.fetch_add(1, std::memory_order_acq_rel);
   enabled_.store(true);
   return Status::Ok();
 }
 
+std::shared_ptr<TimelineWriter> TimelineHub::Detach() {
+  enabled_.store(false);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<TimelineWriter> writer = std::move(writer_);
+  writer_ = nullptr;
+  return writer;
+}
+
 Status TimelineHub::Stop() {
   std::lock_guard<std::mutex> control_lock(control_mu_);
-  std::shared_ptr<TimelineWriter> writer;
-  enabled_.store(false);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    writer = std::move(writer_);
-    writer_ = nullptr;
-  }
+  std::shared_ptr<TimelineWriter> writer = Detach();
   if (writer == nullptr) return Status::Ok();
   // A Record holding its own copy of `writer` past this point finds it closed and drops.
   writer->Close();

@@ -28,6 +28,13 @@ class TimelineHub final : public TraceSink {
   // be created.
   Status Start(const std::string& path);
 
+  // Stops recording and hands the open writer to the caller to Close (nullptr if none):
+  // quick, never touches the file, so the background thread may call it.
+  std::shared_ptr<TimelineWriter> Detach();
+
+  // Counts Starts: an op begun under one generation is not continued in a later file.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
   // Stops recording, drains what was recorded and closes the file. Blocks until it is
   // written. OK if not started; otherwise the first write error of that file, if any.
   Status Stop();
@@ -36,10 +43,6 @@ class TimelineHub final : public TraceSink {
 
   // Forwards to the open file's writer; a no-op while stopped.
   void Record(TraceEvent event) override;
-
-  // KOLO_TIMELINE_MARK_CYCLES: whether the controller records a CYCLE instant per plan.
-  bool mark_cycles() const { return mark_cycles_.load(std::memory_order_relaxed); }
-  void set_mark_cycles(bool on) { mark_cycles_.store(on, std::memory_order_relaxed); }
 
   // KOLO_TIMELINE_MAX_MB in bytes; applies from the next Start.
   void set_max_bytes(int64_t bytes) { max_bytes_.store(bytes, std::memory_order_relaxed); }
@@ -51,7 +54,7 @@ class TimelineHub final : public TraceSink {
   Clock* const clock_;
 
   std::atomic<bool> enabled_{false};
-  std::atomic<bool> mark_cycles_{false};
+  std::atomic<uint64_t> generation_{0};
   std::atomic<int64_t> max_bytes_{1024LL << 20};
 
   // Held across the whole of Start and Stop (file I/O included), never by Record.

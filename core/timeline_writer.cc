@@ -100,7 +100,7 @@ StatusOr<std::unique_ptr<TimelineWriter>> TimelineWriter::Open(const Config& con
 
 TimelineWriter::TimelineWriter(const Config& config, int fd, Clock::TimePoint origin,
                                int64_t header_bytes)
-    : config_(config), origin_(origin), fd_(fd), bytes_written_(header_bytes) {}
+    : config_(config), origin_(origin), fd_(fd), bytes_written_(header_bytes), last_ts_(origin) {}
 
 TimelineWriter::~TimelineWriter() {
   Close();
@@ -143,6 +143,8 @@ void TimelineWriter::Close() {
   work_cv_.notify_one();
   thread_.join();  // the writer drains the queue before it exits
   if (status().ok()) {
+    std::string unfinished = CloseOpenSpans();
+    if (!unfinished.empty()) WriteOrFail(unfinished);
     std::string end = MetadataLine("kolo_trace_end", config_.rank,
                                    "{\"dropped_events\":" + std::to_string(dropped_.load()) +
                                        ",\"truncated\":" + (truncated_ ? "true" : "false") + "}");
@@ -185,7 +187,7 @@ void TimelineWriter::WriteBatch(const std::vector<TraceEvent>& batch) {
   int64_t dropped = 0;
   int64_t kept = 0;
   for (const TraceEvent& event : batch) {
-    if (stopped_.load() || !IsKnownPhase(event.phase)) {
+    if (stopped_.load() || !IsKnownPhase(event.phase) || !Balance(event)) {
       ++dropped;
       continue;
     }
@@ -222,6 +224,37 @@ void TimelineWriter::AppendEvent(const TraceEvent& event, std::string* out) {
   }
   if (!event.args_json.empty()) *out += ",\"args\":" + event.args_json;
   *out += "},\n";
+}
+
+bool TimelineWriter::Balance(const TraceEvent& event) {
+  if (event.start > last_ts_) last_ts_ = event.start;
+  if (event.phase != 'B' && event.phase != 'E') return true;
+  std::vector<std::string>& open = open_spans_[{event.pid, event.track}];
+  if (event.phase == 'B') {
+    open.push_back(event.name);
+    return true;
+  }
+  if (open.empty()) return false;  // its B was recorded before this file was opened
+  open.pop_back();
+  return true;
+}
+
+std::string TimelineWriter::CloseOpenSpans() {
+  std::string out;
+  for (auto& [key, open] : open_spans_) {
+    while (!open.empty()) {
+      TraceEvent end;
+      end.phase = 'E';
+      end.pid = key.first;
+      end.track = key.second;
+      end.name = open.back();
+      end.start = last_ts_;
+      end.args_json = "{\"unfinished\":true}";
+      AppendEvent(end, &out);
+      open.pop_back();
+    }
+  }
+  return out;
 }
 
 int TimelineWriter::TrackId(int pid, const std::string& track, std::string* out) {

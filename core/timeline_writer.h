@@ -77,6 +77,10 @@ class TimelineWriter {
   void WriteBatch(const std::vector<TraceEvent>& batch);
   // Appends the event's line to `out`, preceded by a thread_name line for a new track.
   void AppendEvent(const TraceEvent& event, std::string* out);
+  // Keeps B/E balanced (see open_spans_); false if `event` must be dropped.
+  bool Balance(const TraceEvent& event);
+  // E events for every span still open, marked unfinished.
+  std::string CloseOpenSpans();
   int TrackId(int pid, const std::string& track, std::string* out);
   // Writes `text` at the end of the file; on failure records error_, stops recording and
   // returns false.
@@ -92,6 +96,11 @@ class TimelineWriter {
   bool truncated_ = false;
   std::map<std::pair<int, std::string>, int> tids_;  // (pid, track) -> tid, from 1
   std::map<int, int> last_tid_;                      // pid -> last tid handed out
+  // Spans begun and not yet ended, per (pid, track), innermost last: an E with no open B is
+  // dropped, and Close ends what is still open, so every file is balanced even when tracing
+  // starts or stops in the middle of an op or a negotiation.
+  std::map<std::pair<int, std::string>, std::vector<std::string>> open_spans_;
+  Clock::TimePoint last_ts_;  // latest event time written
 
   std::atomic<int64_t> dropped_{0};
   // Set by the writer thread at the size limit or on a write error: Record drops from then on.

@@ -52,7 +52,6 @@ RuntimeImpl::RuntimeImpl(const Options& options, spdlog::level::level_enum level
       logger_(MakeLogger(options.rank, "runtime", level)),
       timeline_(options.rank, options.size, SteadyClock::Get()),
       tracer_(&timeline_, options.rank) {
-  timeline_.set_mark_cycles(options.timeline_mark_cycles);
   timeline_.set_max_bytes(options.timeline_max_mb << 20);
 }
 
@@ -185,10 +184,12 @@ Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const Tens
   entry->output = output;
   entry->callback = std::move(callback);
   entry->enqueued_at = SteadyTime::now();
-  std::optional<TraceEvent> begin = tracer_.Begin(*entry);
-  KOLO_RETURN_IF_ERROR(queue_.Enqueue(std::move(entry)));
-  if (begin) tracer_.Record(std::move(*begin));
-  return Status::Ok();
+  // The span opens before the entry is queued, so its begin precedes everything the
+  // background thread records for it.
+  tracer_.Begin(*entry);
+  Status queued = queue_.Enqueue(std::move(entry));  // leaves `entry` with us on failure
+  if (!queued.ok()) tracer_.Abandon(*entry, queued);
+  return queued;
 }
 
 Status RuntimeImpl::StartTimeline(const std::string& path) {
@@ -197,12 +198,17 @@ Status RuntimeImpl::StartTimeline(const std::string& path) {
 }
 
 Status RuntimeImpl::StopTimeline() {
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
   if (!loop_) return timeline_.Stop();
-  // Stopped on the background thread, between responses: an op whose blocking call just
-  // returned has run its callback, but the end of its span may not be recorded yet.
-  Status stopped;
-  Status ran = loop_->RunOnLoop([&] { stopped = timeline_.Stop(); });
-  return ran.ok() ? stopped : ran.WithContext("stop_timeline()");
+  // Detached on the background thread, between responses: an op whose blocking call just
+  // returned has run its callback, but the end of its span may not be recorded yet. The file
+  // is then flushed and closed here, never on the background thread.
+  std::shared_ptr<TimelineWriter> writer;
+  Status ran = loop_->RunOnLoop([&] { writer = timeline_.Detach(); });
+  if (!ran.ok()) return ran.WithContext("stop_timeline()");
+  if (writer == nullptr) return Status::Ok();
+  writer->Close();
+  return writer->status().WithContext("stop_timeline");
 }
 
 Status RuntimeImpl::Shutdown() {
@@ -210,6 +216,7 @@ Status RuntimeImpl::Shutdown() {
     return FailedPrecondition(
         "shutdown() was called from a kolo callback; call it from your own thread");
   }
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
   if (shut_down_) return Status::Ok();
   shut_down_ = true;
   Status status = loop_ ? loop_->Stop() : Status::Ok();

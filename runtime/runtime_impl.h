@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/background_loop.h"
@@ -65,7 +66,7 @@ class RuntimeImpl {
 
   // Outlive everything below that records into them (declared first, destroyed last).
   TimelineHub timeline_;
-  const OpTracer tracer_;
+  OpTracer tracer_;
 
   // Built by Start(), torn down by Teardown(), in reverse order.
   std::unique_ptr<controller::Controller> controller_;    // rank 0 only
@@ -76,7 +77,9 @@ class RuntimeImpl {
   Wakeup wakeup_;
   TensorQueue queue_{&wakeup_};
   std::unique_ptr<BackgroundLoop> loop_;
-  bool shut_down_ = false;  // owner thread only
+  // Held by Shutdown and StopTimeline, so that the loop is not torn down under a caller.
+  std::mutex lifecycle_mu_;
+  bool shut_down_ = false;  // guarded by lifecycle_mu_
 };
 
 // Ranks sharing a host name form a local set, ordered by rank; hosts are numbered by their

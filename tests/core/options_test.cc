@@ -1,6 +1,7 @@
 #include "kolo/options.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "core/config_table.h"
 
@@ -124,6 +125,19 @@ TEST_CASE("A job from a launcher kolo cannot read yet fails instead of splitting
                           {"KOLO_RANK", "1"},
                           {"KOLO_CONTROLLER", "h:1"}})
             .ok());
+}
+
+TEST_CASE("Options built by hand are checked like the environment", "[core][options]") {
+  Options stall;
+  stall.stall_check_seconds = -1;
+  CHECK_THAT(stall.Validate().message(), Catch::Contains("KOLO_STALL_CHECK_SECONDS"));
+  Options nan_stall;
+  nan_stall.stall_shutdown_seconds = std::nan("");
+  CHECK_THAT(nan_stall.Validate().message(), Catch::Contains("KOLO_STALL_SHUTDOWN_SECONDS"));
+  Options timeline;
+  timeline.timeline_max_mb = 0;
+  CHECK_THAT(timeline.Validate().message(), Catch::Contains("KOLO_TIMELINE_MAX_MB"));
+  CHECK(Options().Validate().ok());
 }
 
 TEST_CASE("Byte sizes accept binary suffixes", "[core][options]") {

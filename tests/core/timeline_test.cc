@@ -235,6 +235,26 @@ TEST_CASE("Each (pid, track) gets a stable tid and one thread_name line", "[core
   CHECK(CountLinesWith(text, "\"controller\"") == 0);  // only rank 0 names the controller
 }
 
+TEST_CASE("Spans cut by starting or stopping mid-op stay balanced", "[core][timeline]") {
+  TempDir dir;
+  ManualClock clock;
+  auto writer = OpenOrDie(TestConfig(dir.File("t.json"), 0, &clock));
+  // An end whose begin went to an earlier file, then a span still open at Close.
+  writer->Record(Event('E', kControllerTracePid, "x", "NEGOTIATE_ALLREDUCE", clock.Now()));
+  clock.Advance(nanoseconds(1000));
+  writer->Record(Event('B', 0, "y", "ALLREDUCE", clock.Now()));
+  clock.Advance(nanoseconds(2000));
+  writer->Record(Event('i', 0, "y", "tick", clock.Now()));
+  writer->Close();
+
+  std::string text = ReadFile(dir.File("t.json"));
+  CHECK(JsonChecker::Valid(text));
+  CHECK(CountLinesWith(text, "NEGOTIATE_ALLREDUCE") == 0);
+  CHECK(CountLinesWith(text, R"({"name":"ALLREDUCE","ph":"E","pid":0,"tid":1,"ts":3,)"
+                             R"("args":{"unfinished":true}})") == 1);
+  CHECK(CountLinesWith(text, R"("dropped_events":1)") == 1);
+}
+
 TEST_CASE("JsonEscape escapes quotes, backslashes and control characters", "[core][timeline]") {
   CHECK(JsonEscape("grad/\"w\"") == "grad/\\\"w\\\"");
   CHECK(JsonEscape("a\\b") == "a\\\\b");
@@ -242,6 +262,14 @@ TEST_CASE("JsonEscape escapes quotes, backslashes and control characters", "[cor
   CHECK(JsonEscape(std::string("\x01\x1f\0z", 4)) == "\\u0001\\u001f\\u0000z");
   CHECK(JsonEscape("\xc3\xa9t\xc3\xa9 \xe2\x9c\x93") == "\xc3\xa9t\xc3\xa9 \xe2\x9c\x93");
   CHECK(JsonEscape("") == "");
+  // Invalid UTF-8 (a lone continuation byte, a truncated sequence, an overlong form, a
+  // surrogate) is replaced, so one odd tensor name cannot make the file unreadable.
+  CHECK(JsonEscape("a\x80"
+                   "z") == "a\\ufffdz");
+  CHECK(JsonEscape("\xe2\x9c") == "\\ufffd\\ufffd");
+  CHECK(JsonEscape("\xc0\xaf") == "\\ufffd\\ufffd");
+  CHECK(JsonEscape("\xed\xa0\x80") == "\\ufffd\\ufffd\\ufffd");
+  CHECK(JsonEscape("\xf0\x9f\x98\x80") == "\xf0\x9f\x98\x80");
 }
 
 TEST_CASE("Each rank's file name gets .rank<r> before the last extension", "[core][timeline]") {
@@ -384,14 +412,13 @@ TEST_CASE("The hub writes one file per Start, and records nothing while stopped"
   ManualClock clock;
   TimelineHub hub(1, 2, &clock);
   CHECK_FALSE(hub.enabled());
-  CHECK_FALSE(hub.mark_cycles());
-  hub.set_mark_cycles(true);
-  CHECK(hub.mark_cycles());
+  CHECK(hub.generation() == 0);
   hub.Record(Event('i', 1, "t", "before", clock.Now()));  // no-op
   CHECK(hub.Stop().ok());                                 // not started: OK
 
   REQUIRE(hub.Start(dir.File("first.json")).ok());
   CHECK(hub.enabled());
+  CHECK(hub.generation() == 1);
   hub.Record(Event('i', 1, "t", "one", clock.Now()));
   Status again = hub.Start(dir.File("other.json"));
   CHECK(again.code() == StatusCode::kFailedPrecondition);

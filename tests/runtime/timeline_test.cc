@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <map>
 
@@ -137,5 +138,51 @@ TEST_CASE("A timeline started and stopped at run time covers only what ran in be
   for (const auto& op : model.ops) CHECK(op.tensor == "during");
   REQUIRE(model.negotiations.size() == 1);
   CHECK(model.negotiations[0].tensor == "during");
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("A name enqueued again before its span ended keeps every track nested",
+          "[runtime][timeline]") {
+  Watchdog watchdog("re-enqueued names in the timeline", std::chrono::seconds(60));
+  const std::string dir = MakeTempDir();
+  constexpr int kSteps = 20;
+  {
+    LocalJob job(2, [&](Options& o) { o.timeline_path = dir + "/re.json"; });
+    auto failures = job.RunOnAllRanks([](Runtime& rt) -> std::string {
+      float x[4] = {1, 1, 1, 1};
+      TensorView view{x, DataType::kFloat32, {4}, Device::Cpu()};
+      for (int i = 0; i < kSteps; ++i) {  // the next call races the previous span's end
+        Status s = rt.Allreduce("w", view, view);
+        if (!s.ok()) return s.ToString();
+      }
+      std::promise<Status> done;  // each callback enqueues the same name again
+      std::function<void(int, const Status&)> step = [&](int i, const Status& s) {
+        if (!s.ok() || i == kSteps) {
+          done.set_value(s);
+          return;
+        }
+        Status enq = rt.AllreduceAsync("chain", view, view, {},
+                                       [&, i](const Status& st) { step(i + 1, st); });
+        if (!enq.ok()) done.set_value(enq);
+      };
+      step(0, Status::Ok());
+      Status s = done.get_future().get();
+      return s.ok() ? "" : s.ToString();
+    });
+    CHECK(failures == std::vector<std::string>{});
+  }
+  auto set = timeline::LoadTraceSet({dir + "/re.rank0.json", dir + "/re.rank1.json"});
+  REQUIRE(set.ok());
+  timeline::TraceModel model = timeline::BuildTraceModel(*set);
+  CHECK(model.warnings == std::vector<std::string>{});
+  std::map<std::string, int> ops;
+  for (const auto& op : model.ops) {
+    CHECK(op.ok);
+    CHECK(op.end_us >= op.begin_us);
+    ++ops[op.tensor];
+  }
+  CHECK(ops["w"] == 2 * kSteps);
+  CHECK(ops["chain"] == 2 * kSteps);
+  CHECK(ops.size() == 2);  // "chain #2" tracks still count as the tensor "chain"
   std::system(("rm -rf " + dir).c_str());
 }

@@ -108,8 +108,9 @@ Prints tables about a run, from the per-rank trace files or a merged one:
   - per tensor: negotiations, mean/max negotiation wait (NEGOTIATE_* begin to end) and
     which rank announced last how often (the end event's last_rank, else the last tick);
   - stragglers: per rank, how often it was last and the wait of those negotiations;
-  - per rank: wall time in QUEUE, fusion-buffer copies in and out, transfer (<ALGO>_<OP>:
-    RING_ALLREDUCE, NCCL_ALLREDUCE, ...), CALLBACK and other work (SCALE_OUTPUT, ...), where
+  - per rank: wall time in QUEUE, copies in and out (MEMCPY_*_FUSION_BUFFER, COPY_INPUT,
+    SCALE_OUTPUT), transfer (<ALGO>_<OP>: RING_ALLREDUCE, NCCL_ALLREDUCE, ...), CALLBACK and
+    other work, where
     spans that overlap count once (fused phases repeat on every member's track), and the
     copies / transfer shares;
   - bytes moved (args.bytes of the op spans that ended OK) and bandwidth = bytes / transfer

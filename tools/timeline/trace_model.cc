@@ -172,7 +172,10 @@ void ModelBuilder::CompleteNegotiation(const OpenSpan& open, const Event& end) {
 void ModelBuilder::CompleteOp(const OpenSpan& open, const Event& end) {
   OpSpan op;
   op.rank = static_cast<int>(open.begin->pid);
-  op.tensor = TrackName(*open.begin);
+  // A name enqueued again before its previous span ended is drawn on "name #2" (docs); the
+  // B event's args carry the tensor's own name.
+  op.tensor = GetString(open.begin->args, "tensor");
+  if (op.tensor.empty()) op.tensor = TrackName(*open.begin);
   op.op = open.begin->name;
   op.begin_us = open.begin->ts_us;
   op.end_us = end.ts_us;

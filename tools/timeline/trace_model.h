@@ -11,10 +11,10 @@
 
 namespace kolo::timeline {
 
-// The execution phases of an op span (docs/TIMELINE.md). kTransfer is <ALGO>_<OP> of the
-// enclosing op span (RING_ALLREDUCE, NCCL_ALLREDUCE, RING_ALLGATHER, ...); kOther is any other
-// complete event on a rank's track (SCALE_OUTPUT, ...), kept apart so that local work is not
-// counted as transfer.
+// The execution phases of an op span (docs/TIMELINE.md). kCopyIn is MEMCPY_IN_FUSION_BUFFER or
+// COPY_INPUT, kCopyOut MEMCPY_OUT_FUSION_BUFFER or SCALE_OUTPUT; kTransfer is <ALGO>_<OP> of
+// the enclosing op span (RING_ALLREDUCE, NCCL_ALLREDUCE, RING_ALLGATHER, ...); kOther is any
+// other complete event on a rank's track, kept apart so that it is not counted as transfer.
 enum class Phase { kQueue = 0, kCopyIn, kTransfer, kCopyOut, kCallback, kOther };
 constexpr int kNumPhases = 6;
 // "queue", "copy_in", "transfer", "copy_out", "callback", "other".

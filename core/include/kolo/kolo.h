@@ -79,7 +79,7 @@ class Runtime {
   // Starts writing this rank's timeline to `path` with ".rank<r>" inserted before the
   // extension (docs/TIMELINE.md); KOLO_TIMELINE does the same at init. Ops already in flight
   // are not traced. Fails if a timeline is already being written or the file cannot be
-  // created. Does not block on disk: a writer thread does the I/O.
+  // created. Blocks only to create the file; a writer thread does the rest of the I/O.
   Status StartTimeline(const std::string& path);
   // Flushes and closes the timeline file (valid JSON afterwards). OK if none is open. Waits
   // (at most options.timeout_seconds) for the background thread to finish the response in
