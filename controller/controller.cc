@@ -153,8 +153,19 @@ void Controller::OnMessage(int rank, const WorkerMessage& message) {
       return;
     }
     switch (message.kind) {
-      case WorkerMessage::Kind::kPing:
-        return;
+      case WorkerMessage::Kind::kPing: {
+        if (message.ping_unix_us == 0) return;  // a keepalive: nothing to answer
+        // Clock sync for the timeline: echo the worker's time with ours, on the wall clock
+        // (the injected Clock is steady and means nothing to another host).
+        ControllerMessage pong;
+        pong.kind = ControllerMessage::Kind::kPong;
+        pong.ping_unix_us = message.ping_unix_us;
+        pong.controller_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count();
+        QueueLocked(rank, std::move(pong));
+        break;
+      }
       case WorkerMessage::Kind::kHello:
         AbortLocked("protocol error: rank " + std::to_string(rank) + " sent a second Hello");
         break;

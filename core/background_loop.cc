@@ -124,6 +124,7 @@ void BackgroundLoop::Run() {
 }
 
 void BackgroundLoop::RunLoop() {
+  SendClockPing();
   while (state_ != State::kDone) {
     SteadyTime::time_point wake_by = SteadyTime::now() + kMaxIdleWait;
     if (notice_sent_ && stop_deadline_ < wake_by) wake_by = stop_deadline_;
@@ -193,6 +194,9 @@ void BackgroundLoop::HandleMessage(const ControllerMessage& message) {
       FailAll(ShutdownError("kolo was shut down before this op completed"));
       state_ = State::kDone;
       return;
+    case ControllerMessage::Kind::kPong:
+      HandlePong(message);
+      return;
     case ControllerMessage::Kind::kWelcome:
       Abort(Internal("protocol error: a second Welcome from the controller"), true);
       return;
@@ -250,6 +254,37 @@ void BackgroundLoop::HandleResponse(const Response& response) {
   for (const std::string& name : response.names) {
     Complete(queue_->Remove(name), status, &response);
   }
+}
+
+namespace {
+constexpr int kClockSamples = 5;
+
+int64_t UnixMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void BackgroundLoop::SendClockPing() {
+  if (!config_.on_clock_offset || state_ != State::kRunning) return;
+  WorkerMessage ping;
+  ping.kind = WorkerMessage::Kind::kPing;
+  ping.ping_unix_us = UnixMicros();
+  // Best effort: a failed send shows up as a broken stream on the next receive.
+  channel_->Send(ping).IgnoreError();
+}
+
+void BackgroundLoop::HandlePong(const ControllerMessage& pong) {
+  if (!config_.on_clock_offset) return;
+  const int64_t now = UnixMicros();
+  const double rtt = static_cast<double>(now - pong.ping_unix_us);
+  if (rtt >= 0 && (clock_samples_ == 0 || rtt < best_clock_rtt_us_)) {
+    best_clock_rtt_us_ = rtt;
+    const double midpoint = (static_cast<double>(pong.ping_unix_us) + static_cast<double>(now)) / 2;
+    config_.on_clock_offset(static_cast<double>(pong.controller_unix_us) - midpoint, rtt);
+  }
+  if (++clock_samples_ < kClockSamples) SendClockPing();
 }
 
 Request BackgroundLoop::MakeRequest(const TensorEntry& entry) {

@@ -34,6 +34,9 @@ class BackgroundLoop {
   struct Config {
     int rank = 0;
     double timeout_seconds = 30.0;  // bound on waiting for the job-wide shutdown
+    // Told the best estimate so far of (controller wall clock - this rank's wall clock) and
+    // the round trip it was measured with, in µs (timeline alignment across hosts).
+    std::function<void(double offset_us, double rtt_us)> on_clock_offset;
   };
 
   // `tracer` may be null (no timeline).
@@ -71,6 +74,10 @@ class BackgroundLoop {
   void HandleMessage(const ControllerMessage& message);
   void HandleResponse(const Response& response);
   void SendNewRequests();
+  // Clock sync: a few Ping/Pong round trips with the controller at start; the one with the
+  // shortest round trip gives the offset.
+  void SendClockPing();
+  void HandlePong(const ControllerMessage& pong);
   Request MakeRequest(const TensorEntry& entry);
   void Abort(const Status& why, bool tell_controller);
   void FailAll(const Status& why);
@@ -108,6 +115,8 @@ class BackgroundLoop {
   bool notice_sent_ = false;
   std::chrono::steady_clock::time_point stop_deadline_;
   uint64_t last_seq_ = 0;
+  int clock_samples_ = 0;
+  double best_clock_rtt_us_ = 0;
   struct CacheSlot {
     uint32_t id;
     TensorMeta meta;

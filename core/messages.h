@@ -53,6 +53,7 @@ struct WorkerMessage {
   Hello hello;                    // kHello
   std::vector<Request> requests;  // kRequests
   std::string reason;             // kAbort: the root cause this rank hit
+  int64_t ping_unix_us = 0;       // kPing: the worker's wall clock when sent (0: keepalive)
 };
 
 struct PeerInfo {
@@ -80,11 +81,13 @@ struct Response {
 };
 
 struct ControllerMessage {
-  enum class Kind { kWelcome, kResponses, kShutdown, kAbort };
+  enum class Kind { kWelcome, kResponses, kShutdown, kAbort, kPong };
   Kind kind = Kind::kResponses;
   std::vector<PeerInfo> peers;      // kWelcome, indexed by rank
   std::vector<Response> responses;  // kResponses
   std::string reason;               // kAbort
+  int64_t ping_unix_us = 0;         // kPong: the Ping's send time, echoed
+  int64_t controller_unix_us = 0;   // kPong: the controller's wall clock when it answered
 };
 
 }  // namespace kolo

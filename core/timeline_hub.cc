@@ -1,5 +1,6 @@
 #include "core/timeline_hub.h"
 
+#include <cstdio>
 #include <utility>
 
 namespace kolo {
@@ -34,6 +35,7 @@ Status TimelineHub::Start(const std::string& path) {
   }
   generation_.fetch_add(1, std::memory_order_acq_rel);
   enabled_.store(true);
+  RecordClock();
   return Status::Ok();
 }
 
@@ -62,6 +64,34 @@ void TimelineHub::Record(TraceEvent event) {
     writer = writer_;
   }
   if (writer != nullptr) writer->Record(std::move(event));
+}
+
+void TimelineHub::SetClockOffset(double offset_us, double rtt_us) {
+  {
+    std::lock_guard<std::mutex> lock(clock_mu_);
+    has_clock_ = true;
+    clock_offset_us_ = offset_us;
+    clock_rtt_us_ = rtt_us;
+  }
+  RecordClock();
+}
+
+void TimelineHub::RecordClock() {
+  if (!enabled()) return;
+  TraceEvent event;
+  {
+    std::lock_guard<std::mutex> lock(clock_mu_);
+    if (!has_clock_) return;
+    char args[96];
+    std::snprintf(args, sizeof(args), "{\"offset_us\":%.1f,\"rtt_us\":%.1f}", clock_offset_us_,
+                  clock_rtt_us_);
+    event.args_json = args;
+  }
+  event.phase = 'M';
+  event.pid = rank_;
+  event.name = "kolo_clock";
+  event.start = clock_->Now();
+  Record(std::move(event));
 }
 
 }  // namespace kolo

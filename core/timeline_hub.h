@@ -32,6 +32,11 @@ class TimelineHub final : public TraceSink {
   // quick, never touches the file, so the background thread may call it.
   std::shared_ptr<TimelineWriter> Detach();
 
+  // The best estimate of (controller wall clock - this rank's wall clock), in µs, and the
+  // round trip it came from. Written into the open file (and every later one) as a
+  // kolo_clock metadata event, which kolo-timeline merge uses to align hosts. Any thread.
+  void SetClockOffset(double offset_us, double rtt_us);
+
   // Counts Starts: an op begun under one generation is not continued in a later file.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
@@ -55,6 +60,11 @@ class TimelineHub final : public TraceSink {
 
   std::atomic<bool> enabled_{false};
   std::atomic<uint64_t> generation_{0};
+  std::mutex clock_mu_;
+  bool has_clock_ = false;      // guarded by clock_mu_
+  double clock_offset_us_ = 0;  // guarded by clock_mu_
+  double clock_rtt_us_ = 0;     // guarded by clock_mu_
+  void RecordClock();           // a kolo_clock event with the current estimate, if any
   std::atomic<int64_t> max_bytes_{1024LL << 20};
 
   // Held across the whole of Start and Stop (file I/O included), never by Record.

@@ -74,7 +74,7 @@ std::string HeaderText(const TimelineWriter::Config& config,
 }
 
 bool IsKnownPhase(char phase) {
-  return phase == 'B' || phase == 'E' || phase == 'X' || phase == 'i';
+  return phase == 'B' || phase == 'E' || phase == 'X' || phase == 'i' || phase == 'M';
 }
 
 }  // namespace

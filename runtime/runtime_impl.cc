@@ -90,6 +90,9 @@ Status RuntimeImpl::Start() {
   BackgroundLoop::Config loop_config;
   loop_config.rank = options_.rank;
   loop_config.timeout_seconds = options_.timeout_seconds;
+  loop_config.on_clock_offset = [this](double offset_us, double rtt_us) {
+    timeline_.SetClockOffset(offset_us, rtt_us);
+  };
   loop_ = std::make_unique<BackgroundLoop>(loop_config, &queue_, &wakeup_, channel_.get(),
                                            executor_.get(), mesh_.get(), &tracer_, logger_);
   loop_->Start();

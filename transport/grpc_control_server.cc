@@ -28,6 +28,8 @@ const char* KindName(ControllerMessage::Kind kind) {
       return "shutdown";
     case ControllerMessage::Kind::kAbort:
       return "abort";
+    case ControllerMessage::Kind::kPong:
+      return "pong";
   }
   return "unknown";
 }

@@ -6,8 +6,8 @@
 #include <cerrno>
 
 #include "core/clock.h"
-#include "transport/deadline.h"
 #include "core/errno_status.h"
+#include "transport/deadline.h"
 #include "transport/tcp_socket.h"
 
 namespace kolo::transport {

@@ -5,8 +5,8 @@
 
 #include <cerrno>
 
-#include "transport/deadline.h"
 #include "core/errno_status.h"
+#include "transport/deadline.h"
 #include "transport/mesh_connector.h"
 #include "transport/mesh_handshake.h"
 #include "transport/stream_pump.h"

@@ -120,7 +120,7 @@ wire::WorkerMessage ToWire(const WorkerMessage& message) {
       out.mutable_abort()->set_reason(message.reason);
       break;
     case WorkerMessage::Kind::kPing:
-      out.mutable_ping();
+      out.mutable_ping()->set_client_unix_us(message.ping_unix_us);
       break;
   }
   return out;
@@ -150,6 +150,7 @@ StatusOr<WorkerMessage> FromWire(const wire::WorkerMessage& in) {
       return message;
     case wire::WorkerMessage::kPing:
       message.kind = WorkerMessage::Kind::kPing;
+      message.ping_unix_us = in.ping().client_unix_us();
       return message;
     default:
       return InvalidArgument("a worker message has no kind");
@@ -180,6 +181,10 @@ wire::ControllerMessage ToWire(const ControllerMessage& message) {
     case ControllerMessage::Kind::kAbort:
       out.mutable_abort()->set_reason(message.reason);
       break;
+    case ControllerMessage::Kind::kPong:
+      out.mutable_pong()->set_client_unix_us(message.ping_unix_us);
+      out.mutable_pong()->set_server_unix_us(message.controller_unix_us);
+      break;
   }
   return out;
 }
@@ -205,6 +210,11 @@ StatusOr<ControllerMessage> FromWire(const wire::ControllerMessage& in) {
     case wire::ControllerMessage::kAbort:
       message.kind = ControllerMessage::Kind::kAbort;
       message.reason = in.abort().reason();
+      return message;
+    case wire::ControllerMessage::kPong:
+      message.kind = ControllerMessage::Kind::kPong;
+      message.ping_unix_us = in.pong().client_unix_us();
+      message.controller_unix_us = in.pong().server_unix_us();
       return message;
     default:
       return InvalidArgument("a controller message has no kind");

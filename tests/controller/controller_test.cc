@@ -292,3 +292,23 @@ TEST_CASE("Ranks announcing concurrently all receive one identical, complete seq
 
 }  // namespace
 }  // namespace kolo::controller
+
+namespace kolo::controller {
+namespace {
+
+TEST_CASE("A timed Ping gets a Pong to that rank only; a keepalive gets nothing",
+          "[controller][clock]") {
+  Job job(2);
+  job.JoinAll();
+  job.outbox.Clear();
+  WorkerMessage ping = Notice(WorkerMessage::Kind::kPing);
+  job.controller.OnMessage(1, ping);  // ping_unix_us 0: a keepalive
+  CHECK(job.outbox.Log(1).empty());
+  ping.ping_unix_us = 1234567;
+  job.controller.OnMessage(1, ping);
+  CHECK(job.outbox.Log(0).empty());
+  CHECK(job.outbox.Log(1) == Lines{"pong 1234567"});
+}
+
+}  // namespace
+}  // namespace kolo::controller

@@ -43,6 +43,9 @@ inline std::string Describe(const ControllerMessage& m) {
     case ControllerMessage::Kind::kAbort:
       out << "abort: " << m.reason;
       break;
+    case ControllerMessage::Kind::kPong:
+      out << "pong " << m.ping_unix_us;
+      break;
   }
   return out.str();
 }

@@ -5,8 +5,10 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <future>
+#include <iterator>
 #include <map>
 
 #include "tests/support/local_job.h"
@@ -73,6 +75,12 @@ TEST_CASE("Every rank writes a valid timeline that kolo-timeline reads back",
   }
   std::vector<std::string> files;
   for (int r = 0; r < 3; ++r) files.push_back(dir + "/trace.rank" + std::to_string(r) + ".json");
+  for (const std::string& file : files) {  // each rank measured its clock against rank 0's
+    std::ifstream in(file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(text.find("\"kolo_clock\"") != std::string::npos);
+    CHECK(text.find("\"rtt_us\":") != std::string::npos);
+  }
   auto set = timeline::LoadTraceSet(files);
   REQUIRE(set.ok());
   CHECK(set->warnings.empty());

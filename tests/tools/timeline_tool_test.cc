@@ -100,6 +100,49 @@ TEST_CASE("merge shifts each rank by its start time and writes one valid array",
         std::string::npos);
 }
 
+TEST_CASE("merge corrects each host's clock by its measured offset, then drops it",
+          "[tools][timeline]") {
+  // Both ranks started at the same wall-clock reading, but rank 1's clock runs 400 µs behind
+  // the controller's: its ts = 0 was at controller time start + 400.
+  const std::string header = R"({"name":"kolo_trace","ph":"M","pid":R,"args":{"version":1,)"
+                             R"("rank":R,"size":2,"start_unix_us":1700000000000000}},)";
+  auto with_rank = [](std::string text, char rank) {
+    for (char& c : text) c = c == 'R' ? rank : c;
+    return text;
+  };
+  TempDir dir;
+  std::ofstream(dir.File("r0.json"))
+      << "[\n"
+      << with_rank(header, '0') << "\n"
+      << R"({"name":"tick","ph":"i","s":"g","pid":0,"tid":0,"ts":10},)"
+      << "\n";
+  std::ofstream(dir.File("r1.json"))
+      << "[\n"
+      << with_rank(header, '1') << "\n"
+      << R"({"name":"kolo_clock","ph":"M","pid":1,"tid":0,"ts":1,)"
+      << R"("args":{"offset_us":100.0,"rtt_us":80.0}},)"
+      << "\n"
+      << R"({"name":"kolo_clock","ph":"M","pid":1,"tid":0,"ts":2,)"
+      << R"("args":{"offset_us":400.0,"rtt_us":20.0}},)"
+      << "\n"
+      << R"({"name":"tick","ph":"i","s":"g","pid":1,"tid":0,"ts":10},)"
+      << "\n";
+  std::vector<std::string> warnings;
+  auto merged = ParseJson(MergedText({dir.File("r0.json"), dir.File("r1.json")}, &warnings));
+  REQUIRE(merged.ok());
+  std::map<int64_t, double> tick_ts;
+  int clock_events = 0;
+  for (const JsonValue& event : merged->as_array()) {
+    clock_events += GetString(event, "name") == "kolo_clock";
+    int64_t pid = -1;
+    GetInt(event, "pid", &pid);
+    if (GetString(event, "name") == "tick") tick_ts[pid] = Number(event, "ts");
+  }
+  CHECK(tick_ts[0] == 10);
+  CHECK(tick_ts[1] == 410);  // the last (best) estimate wins
+  CHECK(clock_events == 0);
+}
+
 TEST_CASE("merge gives every track its own tid, named by one thread_name", "[tools][timeline]") {
   std::vector<std::string> warnings;
   auto merged = ParseJson(MergedText({kRank0, kRank1}, &warnings));

@@ -95,15 +95,7 @@ class Parser {
 };
 
 std::string Parser::Describe(size_t offset) const {
-  if (offset >= text_.size()) return "the end of the input";
-  const unsigned char c = static_cast<unsigned char>(text_[offset]);
-  char buffer[32];
-  if (c >= 0x20 && c < 0x7F) {
-    std::snprintf(buffer, sizeof(buffer), "'%c'", c);
-  } else {
-    std::snprintf(buffer, sizeof(buffer), "byte 0x%02x", c);
-  }
-  return buffer;
+  return DescribeByteAt(text_, offset, "the end of the input");
 }
 
 StatusOr<JsonValue> Parser::ParseValue(int depth) {
@@ -351,6 +343,18 @@ StatusOr<JsonValue> ParseJson(std::string_view text) {
                           "unexpected " + parser.Describe(parser.pos()) + " after the JSON value");
   }
   return value;
+}
+
+std::string DescribeByteAt(std::string_view text, size_t offset, const char* at_end) {
+  if (offset >= text.size()) return at_end;
+  const unsigned char c = static_cast<unsigned char>(text[offset]);
+  char buffer[32];
+  if (c >= 0x20 && c < 0x7F) {
+    std::snprintf(buffer, sizeof(buffer), "'%c'", c);
+  } else {
+    std::snprintf(buffer, sizeof(buffer), "byte 0x%02x", c);
+  }
+  return buffer;
 }
 
 }  // namespace kolo::timeline

@@ -28,4 +28,7 @@ StatusOr<JsonValue> ParseJsonValueAt(std::string_view text, size_t* offset);
 // "LINE:COLUMN" (1-based) of byte `offset` in `text`.
 std::string TextPosition(std::string_view text, size_t offset);
 
+// The byte at `offset` for "found ..." messages: "'x'", "byte 0xff", or `at_end` past the end.
+std::string DescribeByteAt(std::string_view text, size_t offset, const char* at_end);
+
 }  // namespace kolo::timeline

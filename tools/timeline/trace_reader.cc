@@ -19,15 +19,7 @@ void SkipSpace(std::string_view text, size_t* pos) {
 }
 
 std::string DescribeAt(std::string_view text, size_t pos) {
-  if (pos >= text.size()) return "the end of the file";
-  const unsigned char c = static_cast<unsigned char>(text[pos]);
-  char buffer[32];
-  if (c >= 0x20 && c < 0x7F) {
-    std::snprintf(buffer, sizeof(buffer), "'%c'", c);
-  } else {
-    std::snprintf(buffer, sizeof(buffer), "byte 0x%02x", c);
-  }
-  return buffer;
+  return DescribeByteAt(text, pos, "the end of the file");
 }
 
 Status ErrorAt(const std::string& file_name, std::string_view text, size_t pos,

@@ -94,6 +94,8 @@ Status FileHeader::Observe(const Event& event) {
     info.file = file_name_;
     start_unix_us_ = info.start_unix_us;
     ranks_.push_back(info);
+  } else if (event.name == "kolo_clock") {
+    GetNumber(event.args, "offset_us", &clock_offset_us_);  // the last estimate is the best
   } else if (event.name == "kolo_trace_end") {
     for (RankInfo& info : ranks_) {
       if (info.rank != event.pid) continue;

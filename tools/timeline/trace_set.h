@@ -37,12 +37,15 @@ class FileHeader {
   Status Finish() const;
 
   const std::string& file_name() const { return file_name_; }
-  double start_unix_us() const { return start_unix_us_; }
+  // The file's ts = 0 on the controller's wall clock: its own start corrected by the last
+  // kolo_clock offset it recorded (0 without one, as in merged files).
+  double start_unix_us() const { return start_unix_us_ + clock_offset_us_; }
   const std::vector<RankInfo>& ranks() const { return ranks_; }
 
  private:
   std::string file_name_;
   double start_unix_us_ = 0;
+  double clock_offset_us_ = 0;
   std::vector<RankInfo> ranks_;
 };
 
