@@ -73,4 +73,32 @@ StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView
   return meta;
 }
 
+StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& tensor, int root,
+                                       int size) {
+  if (name.empty()) return InvalidArgument("broadcast needs a non-empty tensor name");
+  const std::string what = "broadcast '" + name + "'";
+  KOLO_RETURN_IF_ERROR(CheckTensor(what, tensor));
+  if (root < 0 || root >= size) {
+    return InvalidArgument(what + ": root rank " + std::to_string(root) +
+                           " is not a rank of this job of " + std::to_string(size));
+  }
+  TensorMeta meta;
+  meta.name = name;
+  meta.op = OpType::kBroadcast;
+  meta.dtype = tensor.dtype;
+  meta.shape = tensor.shape;
+  meta.device = tensor.device;
+  meta.root = root;
+  return meta;
+}
+
+TensorMeta BarrierMeta(const std::string& name) {
+  TensorMeta meta;
+  meta.name = name;
+  meta.op = OpType::kBarrier;
+  meta.dtype = DataType::kUInt8;
+  meta.shape = {0};
+  return meta;
+}
+
 }  // namespace kolo

@@ -14,4 +14,14 @@ namespace kolo {
 StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView& input,
                                        const TensorView& output, const AllreduceOptions& options);
 
+// Checks a broadcast of `tensor` (in place) from `root` in a job of `size` ranks.
+StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& tensor, int root,
+                                       int size);
+
+// The name every rank's barrier is negotiated under.
+inline constexpr char kBarrierName[] = "kolo.barrier";
+
+// The metadata of a barrier: every rank submits the same name with no data.
+TensorMeta BarrierMeta(const std::string& name);
+
 }  // namespace kolo

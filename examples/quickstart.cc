@@ -1,5 +1,6 @@
-// The README's "Using the API" example, built so that it stays true: one blocking and one
-// asynchronous allreduce. Run it with `build/bin/kolorun -np 2 build/bin/kolo-quickstart`.
+// The README's "Using the API" example, built so that it stays true: a blocking allreduce, a
+// broadcast and a barrier, and an asynchronous allreduce. Run it with `build/bin/kolorun -np 2
+// build/bin/kolo-quickstart`.
 #include <kolo/kolo.h>
 
 #include <cstdio>
@@ -22,6 +23,14 @@ int main() {
   s = kolo::allreduce("grad/w1", view, view, avg);  // in place: input == output
   if (!s.ok()) {
     std::fprintf(stderr, "grad/w1 failed: %s\n", s.ToString().c_str());
+    return 1;
+  }
+
+  // Broadcast rank 0's values to everyone (in place), then meet at a barrier.
+  s = kolo::broadcast("init/weights", view, /*root=*/0);
+  if (s.ok()) s = kolo::barrier();
+  if (!s.ok()) {
+    std::fprintf(stderr, "broadcast/barrier failed: %s\n", s.ToString().c_str());
     return 1;
   }
 

@@ -1,8 +1,10 @@
 #include "ops/cpu_executor.h"
 
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
+#include "ops/chain_broadcast.h"
 #include "ops/reduce_kernels.h"
 
 namespace kolo::ops {
@@ -78,10 +80,40 @@ CpuExecutor::CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes)
 
 Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                             PhaseObserver* observer) {
-  if (response.op != OpType::kAllreduce) {
-    return Internal(OpTypeName(response.op) + " is not implemented");
+  switch (response.op) {
+    case OpType::kAllreduce:
+      return Allreduce(response, entries, observer);
+    case OpType::kBroadcast:
+      return Broadcast(response, entries, observer);
+    case OpType::kBarrier:
+      // The decision itself is the barrier: the controller sends it only once every rank
+      // has announced the barrier, so there is nothing left to move.
+      return Status::Ok();
+    default:
+      return Internal(OpTypeName(response.op) + " is not implemented");
   }
-  return Allreduce(response, entries, observer);
+}
+
+Status CpuExecutor::Broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
+                              PhaseObserver* observer) {
+  const std::string what = DescribeOp(response.op, entries);
+  KOLO_RETURN_IF_ERROR(CheckEntries(response, entries, what));
+  if (entries.size() != 1) {
+    return Internal(what + ": a broadcast is never fused, got " + std::to_string(entries.size()) +
+                    " tensors");
+  }
+  if (response.root < 0 || response.root >= plane_.size()) {
+    return Internal(what + ": root rank " + std::to_string(response.root) + " is out of range");
+  }
+  TensorEntry& entry = *entries[0];
+  const size_t bytes = entry.output.num_bytes();
+  if (plane_.rank() == response.root && entry.output.data != entry.input.data) {
+    PhaseScope phase(observer, "COPY_INPUT");
+    std::memcpy(entry.output.data, entry.input.data, bytes);
+  }
+  PhaseScope phase(observer, "CHAIN_BROADCAST");
+  return ChainBroadcast(plane_, entry.output.data, bytes, response.root,
+                        what + " from rank " + std::to_string(response.root));
 }
 
 Status CpuExecutor::Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,

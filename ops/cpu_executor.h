@@ -24,7 +24,8 @@ class CpuExecutor final : public Executor {
   // `scratch_bytes` sizes the ring's receive scratch, allocated here once.
   CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes = RingScratch::kDefaultBytes);
 
-  // Allreduce only; other ops fail with kInternal "<op> is not implemented". Blocks until the
+  // Allreduce, broadcast (pipelined chain from the root) and barrier; other ops fail with
+  // kInternal "<op> is not implemented". Blocks until the
   // results are in every entry's output. Average divides once by the number of ranks: for
   // floating dtypes folded into the postscale, for integer dtypes by truncating division
   // (ops/reduce_kernels.h) after the sum. Integer dtypes must have scale factors of 1.
@@ -37,6 +38,9 @@ class CpuExecutor final : public Executor {
 
  private:
   Status Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
+                   PhaseObserver* observer);
+  // In place in the single entry's output (the root's input is copied there first).
+  Status Broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseObserver* observer);
   Status AllreduceOne(const Response& response, TensorEntry& entry, const std::string& what,
                       PhaseObserver* observer);

@@ -116,6 +116,31 @@ Status allreduce(const std::string& name, const TensorView& input, const TensorV
   return rt->Allreduce(name, input, output, options);
 }
 
+Status broadcast_async(const std::string& name, const TensorView& tensor, int root,
+                       Callback callback) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->BroadcastAsync(name, tensor, root, std::move(callback));
+}
+
+Status broadcast(const std::string& name, const TensorView& tensor, int root) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->Broadcast(name, tensor, root);
+}
+
+Status barrier_async(Callback callback) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->BarrierAsync(std::move(callback));
+}
+
+Status barrier() {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->Barrier();
+}
+
 Status start_timeline(const std::string& path) {
   std::shared_ptr<Runtime> rt = Current();
   if (!rt) return NotInitialized();

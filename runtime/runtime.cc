@@ -59,21 +59,51 @@ Status Runtime::AllreduceAsync(const std::string& name, const TensorView& input,
 
 Status Runtime::Allreduce(const std::string& name, const TensorView& input,
                           const TensorView& output, const AllreduceOptions& options) {
+  return Blocking("allreduce '" + name + "'", [&](Callback done) {
+    return AllreduceAsync(name, input, output, options, std::move(done));
+  });
+}
+
+Status Runtime::BroadcastAsync(const std::string& name, const TensorView& tensor, int root,
+                               Callback callback) {
+  StatusOr<TensorMeta> meta = ValidateBroadcast(name, tensor, root, size());
+  if (!meta.ok()) return meta.status();
+  return impl_->Enqueue(std::move(meta).value(), tensor, tensor, std::move(callback));
+}
+
+Status Runtime::Broadcast(const std::string& name, const TensorView& tensor, int root) {
+  return Blocking("broadcast '" + name + "'", [&](Callback done) {
+    return BroadcastAsync(name, tensor, root, std::move(done));
+  });
+}
+
+Status Runtime::BarrierAsync(Callback callback) {
+  TensorView none;
+  none.dtype = DataType::kUInt8;
+  none.shape = {0};
+  return impl_->Enqueue(BarrierMeta(kBarrierName), none, none, std::move(callback));
+}
+
+Status Runtime::Barrier() {
+  return Blocking("barrier", [&](Callback done) { return BarrierAsync(std::move(done)); });
+}
+
+Status Runtime::Blocking(const std::string& what, const std::function<Status(Callback)>& enqueue) {
   // The wait ends when the op does: every failure path (mismatch, lost peer, data-plane
-  // deadline, shutdown) completes the callback within the runtime's configured deadlines.
+  // deadline, shutdown, a stall abort) completes the callback within configured deadlines.
+  if (BackgroundLoop::IsBackgroundThread()) {
+    return FailedPrecondition(what +
+                              ": the blocking form was called from a kolo callback, where it "
+                              "would wait on itself; use the _async form");
+  }
   struct Waiter {
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
     Status status;
   };
-  if (BackgroundLoop::IsBackgroundThread()) {
-    return FailedPrecondition("allreduce '" + name +
-                              "': the blocking form was called from a kolo callback, where it "
-                              "would wait on itself; use allreduce_async");
-  }
   auto waiter = std::make_shared<Waiter>();
-  Status enqueued = AllreduceAsync(name, input, output, options, [waiter](const Status& s) {
+  Status enqueued = enqueue([waiter](const Status& s) {
     std::lock_guard<std::mutex> lock(waiter->mu);
     waiter->status = s;
     waiter->done = true;

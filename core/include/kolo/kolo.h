@@ -76,6 +76,17 @@ class Runtime {
   Status Allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                    const AllreduceOptions& options = {});
 
+  // Copies `tensor` of rank `root` into `tensor` of every other rank, in place. Every rank
+  // passes the same name, root, dtype and shape. Pipelined along a chain of ranks, so a large
+  // tensor costs about one transfer. A root outside [0, size) fails at enqueue.
+  Status BroadcastAsync(const std::string& name, const TensorView& tensor, int root,
+                        Callback callback);
+  Status Broadcast(const std::string& name, const TensorView& tensor, int root);
+
+  // Completes once every rank has called it. One barrier may be in flight per rank.
+  Status BarrierAsync(Callback callback);
+  Status Barrier();
+
   // Starts writing this rank's timeline to `path` with ".rank<r>" inserted before the
   // extension (docs/TIMELINE.md); KOLO_TIMELINE does the same at init. Ops already in flight
   // are not traced. Fails if a timeline is already being written or the file cannot be
@@ -88,6 +99,8 @@ class Runtime {
 
  private:
   explicit Runtime(std::unique_ptr<RuntimeImpl> impl);
+  // Enqueues through `enqueue` with a callback that wakes this thread, and waits for it.
+  Status Blocking(const std::string& what, const std::function<Status(Callback)>& enqueue);
   std::unique_ptr<RuntimeImpl> impl_;
 };
 
@@ -112,6 +125,13 @@ Status allreduce_async(const std::string& name, const TensorView& input, const T
                        const AllreduceOptions& options, Callback callback);
 Status allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                  const AllreduceOptions& options = {});
+
+// Broadcast and barrier of the default runtime (see Runtime::BroadcastAsync, BarrierAsync).
+Status broadcast_async(const std::string& name, const TensorView& tensor, int root,
+                       Callback callback);
+Status broadcast(const std::string& name, const TensorView& tensor, int root);
+Status barrier_async(Callback callback);
+Status barrier();
 
 // Timeline of the default runtime (see Runtime::StartTimeline).
 Status start_timeline(const std::string& path);
