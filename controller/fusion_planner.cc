@@ -24,6 +24,7 @@ Response StartResponse(const ReadyTensor& t, uint64_t seq) {
   r.root = t.meta.root;
   r.error = t.error;
   r.error_code = t.error_code;
+  r.first_dims = t.first_dims;
   return r;
 }
 

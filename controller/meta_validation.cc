@@ -1,5 +1,6 @@
 #include "controller/meta_validation.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -54,9 +55,15 @@ std::string DescribeMismatch(int rank_a, const TensorMeta& a, int rank_b, const 
     return Mismatch("data types", name, rank_a, DataTypeName(a.dtype), rank_b,
                     DataTypeName(b.dtype));
   }
-  if (a.shape != b.shape) {
-    return Mismatch(OpTypeName(a.op) + " shapes", name, rank_a, ShapeToString(a.shape), rank_b,
-                    ShapeToString(b.shape));
+  // Allgather concatenates along dimension 0, which may differ per rank; the rest must agree.
+  const bool gather = a.op == OpType::kAllgather;
+  const bool shapes_agree =
+      gather ? a.shape.size() == b.shape.size() && !a.shape.empty() &&
+                   std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1)
+             : a.shape == b.shape;
+  if (!shapes_agree) {
+    return Mismatch(OpTypeName(a.op) + (gather ? " inner dimensions" : " shapes"), name, rank_a,
+                    ShapeToString(a.shape), rank_b, ShapeToString(b.shape));
   }
   if (a.device != b.device) {
     return Mismatch("devices", name, rank_a, DeviceName(a.device), rank_b, DeviceName(b.device));

@@ -72,19 +72,20 @@ void ReadinessTable::Erase(PendingMap::iterator it) {
 }
 
 ReadyTensor ReadinessTable::Finish(const Pending& entry) const {
-  if (entry.differing.empty()) return ReadyTensor{entry.first, ""};
   auto meta_of = [&entry](int rank) -> const TensorMeta& {
     auto it = entry.differing.find(rank);
     return it == entry.differing.end() ? entry.first : it->second;
   };
   const TensorMeta& reference = meta_of(0);
-  for (int rank = 1; rank < size_; ++rank) {
+  for (int rank = 1; rank < size_ && !entry.differing.empty(); ++rank) {
     std::string error = DescribeMismatch(0, reference, rank, meta_of(rank));
     if (!error.empty()) return ReadyTensor{reference, std::move(error)};
   }
-  // Unreachable: `differing` holds metadata unequal to `first`, so some rank differs from
-  // rank 0. Kept total rather than asserting.
-  return ReadyTensor{reference, ""};
+  ReadyTensor ready{reference, ""};
+  if (reference.op == OpType::kAllgather) {
+    for (int rank = 0; rank < size_; ++rank) ready.first_dims.push_back(meta_of(rank).shape[0]);
+  }
+  return ready;
 }
 
 void ReadinessTable::MarkShutdown(int rank, std::vector<ReadyTensor>* ready,

@@ -32,6 +32,7 @@ struct ReadyTensor {
   std::string error;      // non-empty: the op fails on every rank with this text
   uint32_t cache_id = 0;  // the id workers use for meta.name from now on (set by Negotiator)
   StatusCode error_code = StatusCode::kMismatch;  // with `error`: what callbacks receive
+  std::vector<int64_t> first_dims;  // allgather, on success: each rank's dimension 0, by rank
 
   bool is_error() const { return !error.empty(); }
 };

@@ -252,7 +252,13 @@ void BackgroundLoop::HandleResponse(const Response& response) {
   // Removing only now keeps each name in flight until its result is in place; Complete
   // skips names this rank never submitted.
   for (const std::string& name : response.names) {
-    Complete(queue_->Remove(name), status, &response);
+    std::unique_ptr<TensorEntry> entry = queue_->Remove(name);
+    if (entry != nullptr && !entry->local_error.ok()) {
+      const Status local = entry->local_error;
+      Complete(std::move(entry), local, &response);
+    } else {
+      Complete(std::move(entry), status, &response);
+    }
   }
 }
 

@@ -76,6 +76,7 @@ struct Response {
   std::vector<int64_t> num_elements;  // parallel to names
   std::string error;                  // non-empty: these ops failed on every rank
   StatusCode error_code = StatusCode::kMismatch;  // the code their callbacks receive
+  std::vector<int64_t> first_dims;                // allgather: each rank's dim 0, by rank
 
   bool is_error() const { return !error.empty(); }
 };

@@ -73,6 +73,26 @@ StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView
   return meta;
 }
 
+StatusOr<TensorMeta> ValidateAllgather(const std::string& name, const TensorView& input,
+                                       const Allocator& allocate) {
+  if (name.empty()) return InvalidArgument("allgather needs a non-empty tensor name");
+  const std::string what = "allgather '" + name + "'";
+  KOLO_RETURN_IF_ERROR(CheckTensor(what, input));
+  if (input.shape.empty()) {
+    return InvalidArgument(what +
+                           ": a scalar cannot be concatenated along dimension 0; pass "
+                           "a tensor of shape [1]");
+  }
+  if (!allocate) return InvalidArgument(what + ": needs an output allocator");
+  TensorMeta meta;
+  meta.name = name;
+  meta.op = OpType::kAllgather;
+  meta.dtype = input.dtype;
+  meta.shape = input.shape;
+  meta.device = input.device;
+  return meta;
+}
+
 StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& tensor, int root,
                                        int size) {
   if (name.empty()) return InvalidArgument("broadcast needs a non-empty tensor name");

@@ -14,6 +14,10 @@ namespace kolo {
 StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView& input,
                                        const TensorView& output, const AllreduceOptions& options);
 
+// Checks an allgather of `input` (at least one dimension) whose output `allocate` provides.
+StatusOr<TensorMeta> ValidateAllgather(const std::string& name, const TensorView& input,
+                                       const Allocator& allocate);
+
 // Checks a broadcast of `tensor` (in place) from `root` in a job of `size` ranks.
 StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& tensor, int root,
                                        int size);

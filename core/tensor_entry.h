@@ -16,6 +16,10 @@ struct TensorEntry {
   TensorView input;
   TensorView output;
   Callback callback;
+  Allocator allocate;  // allgather: provides `output` once its size is decided
+  // Set by the executor when the op failed on this rank only (the allocator returned no
+  // memory) while the data plane went on: the entry completes with it, the job does not abort.
+  Status local_error;
   std::chrono::steady_clock::time_point enqueued_at;
   // Timeline (core/op_tracer.h), set before the entry is queued: the hub generation its span
   // was opened under (0: not traced), and the track and slot it is drawn on.

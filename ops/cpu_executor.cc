@@ -1,11 +1,13 @@
 #include "ops/cpu_executor.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include "ops/chain_broadcast.h"
 #include "ops/reduce_kernels.h"
+#include "ops/ring_allgather.h"
 
 namespace kolo::ops {
 namespace {
@@ -85,6 +87,8 @@ Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEn
       return Allreduce(response, entries, observer);
     case OpType::kBroadcast:
       return Broadcast(response, entries, observer);
+    case OpType::kAllgather:
+      return Allgather(response, entries, observer);
     case OpType::kBarrier:
       // The decision itself is the barrier: the controller sends it only once every rank
       // has announced the barrier, so there is nothing left to move.
@@ -92,6 +96,73 @@ Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEn
     default:
       return Internal(OpTypeName(response.op) + " is not implemented");
   }
+}
+
+Status CpuExecutor::Allgather(const Response& response, const std::vector<TensorEntry*>& entries,
+                              PhaseObserver* observer) {
+  const std::string what = DescribeOp(response.op, entries);
+  const int n = plane_.size();
+  if (entries.size() != 1 || static_cast<int>(response.first_dims.size()) != n) {
+    return Internal(what + ": expected one tensor and " + std::to_string(n) +
+                    " first dimensions, got " + std::to_string(entries.size()) + " and " +
+                    std::to_string(response.first_dims.size()));
+  }
+  TensorEntry& entry = *entries[0];
+  const std::vector<int64_t>& in_shape = entry.input.shape;
+  if (in_shape.empty() || in_shape[0] != response.first_dims[plane_.rank()] ||
+      entry.input.dtype != response.dtype) {
+    return Internal(what + ": this rank's input does not match the decision");
+  }
+  // Bytes of one row (one index of dimension 0); a rank may contribute zero rows.
+  size_t row_bytes = DataTypeSize(response.dtype);
+  for (size_t d = 1; d < in_shape.size(); ++d) row_bytes *= static_cast<size_t>(in_shape[d]);
+  std::vector<size_t> block_bytes(n);
+  std::vector<int64_t> out_shape = in_shape;
+  out_shape[0] = 0;
+  for (int r = 0; r < n; ++r) {
+    block_bytes[r] = static_cast<size_t>(response.first_dims[r]) * row_bytes;
+    out_shape[0] += response.first_dims[r];
+  }
+  size_t total = 0, own_offset = 0;
+  for (int r = 0; r < n; ++r) {
+    if (r == plane_.rank()) own_offset = total;
+    total += block_bytes[r];
+  }
+  void* output = AllocateOutput(entry, out_shape, what);
+  if (output == nullptr) {
+    // This rank still relays the others' blocks; only its own op fails.
+    fusion_buffer_.Reserve(total);
+    output = fusion_buffer_.data();
+  }
+  {
+    PhaseScope phase(observer, "COPY_INPUT");
+    if (block_bytes[plane_.rank()] > 0) {
+      std::memcpy(static_cast<uint8_t*>(output) + own_offset, entry.input.data,
+                  block_bytes[plane_.rank()]);
+    }
+  }
+  PhaseScope phase(observer, "RING_ALLGATHER");
+  return RingAllgather(plane_, output, block_bytes, what);
+}
+
+void* CpuExecutor::AllocateOutput(TensorEntry& entry, const std::vector<int64_t>& shape,
+                                  const std::string& what) {
+  void* output = nullptr;
+  try {  // user code at a thread boundary
+    output = entry.allocate ? entry.allocate(shape) : nullptr;
+  } catch (...) {
+    output = nullptr;
+  }
+  int64_t elements = 1;
+  for (int64_t d : shape) elements *= d;
+  if (output == nullptr && elements > 0) {
+    entry.local_error = InvalidArgument(what + ": the output allocator returned no memory for " +
+                                        ShapeToString(shape));
+    return nullptr;
+  }
+  entry.output.data = output;
+  entry.output.shape = shape;
+  return output != nullptr ? output : entry.input.data;  // nothing to write when empty
 }
 
 Status CpuExecutor::Broadcast(const Response& response, const std::vector<TensorEntry*>& entries,

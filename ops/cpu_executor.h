@@ -24,7 +24,8 @@ class CpuExecutor final : public Executor {
   // `scratch_bytes` sizes the ring's receive scratch, allocated here once.
   CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes = RingScratch::kDefaultBytes);
 
-  // Allreduce, broadcast (pipelined chain from the root) and barrier; other ops fail with
+  // Allreduce, allgather (ring), broadcast (pipelined chain from the root) and barrier; other
+  // ops fail with
   // kInternal "<op> is not implemented". Blocks until the
   // results are in every entry's output. Average divides once by the number of ranks: for
   // floating dtypes folded into the postscale, for integer dtypes by truncating division
@@ -39,6 +40,14 @@ class CpuExecutor final : public Executor {
  private:
   Status Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseObserver* observer);
+  // Ring allgather of the ranks' blocks into memory from the entry's allocator. An allocator
+  // that returns nothing fails this rank's op only (entry.local_error); the rank still relays.
+  Status Allgather(const Response& response, const std::vector<TensorEntry*>& entries,
+                   PhaseObserver* observer);
+  // Calls the entry's allocator for `shape`; nullptr (with entry.local_error set) if it gave
+  // no memory for a non-empty output.
+  void* AllocateOutput(TensorEntry& entry, const std::vector<int64_t>& shape,
+                       const std::string& what);
   // In place in the single entry's output (the root's input is copied there first).
   Status Broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseObserver* observer);

@@ -116,6 +116,19 @@ Status allreduce(const std::string& name, const TensorView& input, const TensorV
   return rt->Allreduce(name, input, output, options);
 }
 
+Status allgather_async(const std::string& name, const TensorView& input, Allocator allocate,
+                       Callback callback) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->AllgatherAsync(name, input, std::move(allocate), std::move(callback));
+}
+
+Status allgather(const std::string& name, const TensorView& input, Allocator allocate) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->Allgather(name, input, std::move(allocate));
+}
+
 Status broadcast_async(const std::string& name, const TensorView& tensor, int root,
                        Callback callback) {
   std::shared_ptr<Runtime> rt = Current();

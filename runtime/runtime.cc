@@ -64,6 +64,22 @@ Status Runtime::Allreduce(const std::string& name, const TensorView& input,
   });
 }
 
+Status Runtime::AllgatherAsync(const std::string& name, const TensorView& input, Allocator allocate,
+                               Callback callback) {
+  StatusOr<TensorMeta> meta = ValidateAllgather(name, input, allocate);
+  if (!meta.ok()) return meta.status();
+  TensorView output = input;  // data and shape are filled in once negotiation decided them
+  output.data = nullptr;
+  return impl_->Enqueue(std::move(meta).value(), input, output, std::move(callback),
+                        std::move(allocate));
+}
+
+Status Runtime::Allgather(const std::string& name, const TensorView& input, Allocator allocate) {
+  return Blocking("allgather '" + name + "'", [&](Callback done) {
+    return AllgatherAsync(name, input, allocate, std::move(done));
+  });
+}
+
 Status Runtime::BroadcastAsync(const std::string& name, const TensorView& tensor, int root,
                                Callback callback) {
   StatusOr<TensorMeta> meta = ValidateBroadcast(name, tensor, root, size());

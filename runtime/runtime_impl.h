@@ -46,8 +46,10 @@ class RuntimeImpl {
   Status Shutdown();
   Status StartTimeline(const std::string& path);
   Status StopTimeline();
+  // Queues an op validated by the caller. `allocate` only for ops whose output size is
+  // decided by negotiation (allgather).
   Status Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,
-                 Callback callback);
+                 Callback callback, Allocator allocate = nullptr);
 
   const Options& options() const { return options_; }
   const Topology& topology() const { return topology_; }

@@ -75,6 +75,7 @@ void ToWire(const Response& response, wire::Response* out) {
   for (int64_t n : response.num_elements) out->add_num_elements(n);
   out->set_error(response.error);
   out->set_error_code(static_cast<int32_t>(response.error_code));
+  for (int64_t d : response.first_dims) out->add_first_dims(d);
 }
 
 Response FromWire(const wire::Response& in) {
@@ -91,6 +92,7 @@ Response FromWire(const wire::Response& in) {
   response.num_elements.assign(in.num_elements().begin(), in.num_elements().end());
   response.error = in.error();
   response.error_code = static_cast<StatusCode>(in.error_code());
+  response.first_dims.assign(in.first_dims().begin(), in.first_dims().end());
   return response;
 }
 

@@ -314,3 +314,43 @@ TEST_CASE("Names failed by a shutdown or a departure end without a completing ra
 
 }  // namespace
 }  // namespace kolo::controller
+
+namespace kolo::controller {
+namespace {
+
+TensorMeta Gather(std::vector<int64_t> shape) {
+  TensorMeta meta = Meta("g", std::move(shape));
+  meta.op = OpType::kAllgather;
+  return meta;
+}
+
+TEST_CASE("Allgather lets dimension 0 differ per rank and reports each rank's",
+          "[controller][readiness][allgather]") {
+  ReadinessTable table(3);
+  std::vector<ReadyTensor> ready;
+  REQUIRE(table.Announce(1, Gather({5, 2}), kT0, &ready).ok());
+  REQUIRE(table.Announce(0, Gather({0, 2}), kT0, &ready).ok());
+  REQUIRE(table.Announce(2, Gather({3, 2}), kT0, &ready).ok());
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].error.empty());
+  CHECK(ready[0].first_dims == std::vector<int64_t>{0, 5, 3});
+}
+
+TEST_CASE("Allgather inner dimensions must agree", "[controller][readiness][allgather]") {
+  ReadinessTable table(2);
+  std::vector<ReadyTensor> ready;
+  REQUIRE(table.Announce(0, Gather({4, 3}), kT0, &ready).ok());
+  REQUIRE(table.Announce(1, Gather({4, 2}), kT0, &ready).ok());
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].error ==
+        "Mismatched allgather inner dimensions for 'g': rank 0 sent [4, 3], rank 1 sent [4, 2]");
+  ready.clear();
+  REQUIRE(table.Announce(0, Gather({4, 3}), kT0, &ready).ok());
+  REQUIRE(table.Announce(1, Gather({4, 3, 1}), kT0, &ready).ok());
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].error ==
+        "Mismatched allgather inner dimensions for 'g': rank 0 sent [4, 3], rank 1 sent [4, 3, 1]");
+}
+
+}  // namespace
+}  // namespace kolo::controller

@@ -179,8 +179,10 @@ TEST_CASE("the CPU executor refuses ops it does not implement and integer scalin
   response.names = {"ints"};
   response.num_elements = {3};
 
-  response.op = OpType::kAllgather;
-  CHECK(executor.Execute(response, {&entry}, nullptr) == Internal("allgather is not implemented"));
+  response.op = OpType::kAlltoall;
+  CHECK(executor.Execute(response, {&entry}, nullptr) == Internal("alltoall is not implemented"));
+  response.op = OpType::kAllgather;  // without the ranks' first dimensions
+  CHECK(executor.Execute(response, {&entry}, nullptr).code() == StatusCode::kInternal);
 
   response.op = OpType::kAllreduce;
   response.prescale = 2.0;

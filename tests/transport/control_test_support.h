@@ -53,6 +53,7 @@ inline ControllerMessage SampleResponses() {
   fused.names = {"a", "b/c"};
   fused.cache_ids = {9, 0};
   fused.num_elements = {6, int64_t{1} << 35};
+  fused.first_dims = {3, 0, int64_t{1} << 33};
   Response failed;
   failed.seq = 8;
   failed.names = {"grad/w1"};
@@ -99,6 +100,7 @@ inline std::string Diff(const Response& a, const Response& b) {
     return "names/cache_ids/num_elements";
   }
   if (a.error_code != b.error_code) return "error_code";
+  if (a.first_dims != b.first_dims) return "first_dims";
   return a.error == b.error ? "" : "error";
 }
 

@@ -28,6 +28,12 @@ namespace kolo {
 
 using Callback = std::function<void(const Status&)>;
 
+// Provides the output of an op whose size is known only after negotiation (allgather). Called
+// once, on kolo's background thread, with the output's shape (in elements of the op's dtype);
+// returns memory for that many elements that stays valid until the callback has run, or
+// nullptr, which fails that op (on this rank only) with kInvalidArgument.
+using Allocator = std::function<void*(const std::vector<int64_t>& shape)>;
+
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::kSum;
   // Multiplies each input before the reduction / the result after it. Floating-point dtypes
@@ -75,6 +81,14 @@ class Runtime {
   // Blocking form: enqueues and waits for the callback.
   Status Allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                    const AllreduceOptions& options = {});
+
+  // Concatenates every rank's `input` along dimension 0, in rank order, into memory from
+  // `allocate` (shape [sum of the ranks' first dimensions, the other dimensions...]). The
+  // first dimension may differ per rank; the others, the dtype and the device must agree. A
+  // scalar input fails at enqueue. Never fused.
+  Status AllgatherAsync(const std::string& name, const TensorView& input, Allocator allocate,
+                        Callback callback);
+  Status Allgather(const std::string& name, const TensorView& input, Allocator allocate);
 
   // Copies `tensor` of rank `root` into `tensor` of every other rank, in place. Every rank
   // passes the same name, root, dtype and shape. Pipelined along a chain of ranks, so a large
@@ -126,7 +140,10 @@ Status allreduce_async(const std::string& name, const TensorView& input, const T
 Status allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                  const AllreduceOptions& options = {});
 
-// Broadcast and barrier of the default runtime (see Runtime::BroadcastAsync, BarrierAsync).
+// Allgather, broadcast and barrier of the default runtime (see Runtime).
+Status allgather_async(const std::string& name, const TensorView& input, Allocator allocate,
+                       Callback callback);
+Status allgather(const std::string& name, const TensorView& input, Allocator allocate);
 Status broadcast_async(const std::string& name, const TensorView& tensor, int root,
                        Callback callback);
 Status broadcast(const std::string& name, const TensorView& tensor, int root);
