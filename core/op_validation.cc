@@ -93,6 +93,45 @@ StatusOr<TensorMeta> ValidateAllgather(const std::string& name, const TensorView
   return meta;
 }
 
+std::vector<int64_t> SplitRows(int64_t rows, int n) {
+  std::vector<int64_t> split(n, rows / n);
+  for (int i = 0; i < rows % n; ++i) ++split[i];
+  return split;
+}
+
+std::vector<int64_t> ReducescatterShape(const std::vector<int64_t>& input_shape, int rank,
+                                        int size) {
+  std::vector<int64_t> shape = input_shape.empty() ? std::vector<int64_t>{1} : input_shape;
+  if (size > 0 && rank >= 0 && rank < size) shape[0] = SplitRows(shape[0], size)[rank];
+  return shape;
+}
+
+StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const TensorView& input,
+                                           const TensorView& output,
+                                           const AllreduceOptions& options, int rank, int size) {
+  // The same local checks as allreduce, then the output must be this rank's part.
+  TensorView whole = output;
+  whole.shape = input.shape;
+  StatusOr<TensorMeta> meta = ValidateAllreduce(name, input, whole, options);
+  if (!meta.ok()) {  // the same text, naming the op the caller called
+    const std::string& text = meta.status().message();
+    const std::string prefix = "allreduce";
+    return Status(meta.status().code(),
+                  text.rfind(prefix, 0) == 0 ? "reducescatter" + text.substr(prefix.size()) : text);
+  }
+  const std::vector<int64_t> part = ReducescatterShape(input.shape, rank, size);
+  int64_t part_elements = 1;
+  for (int64_t d : part) part_elements *= d;
+  if (output.num_elements() != part_elements) {
+    return InvalidArgument("reducescatter '" + name + "': rank " + std::to_string(rank) +
+                           " receives " + ShapeToString(part) + " of input " +
+                           ShapeToString(input.shape) + ", but the output holds " +
+                           std::to_string(output.num_elements()) + " elements");
+  }
+  meta->op = OpType::kReducescatter;
+  return meta;
+}
+
 StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& tensor, int root,
                                        int size) {
   if (name.empty()) return InvalidArgument("broadcast needs a non-empty tensor name");

@@ -18,6 +18,15 @@ StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView
 StatusOr<TensorMeta> ValidateAllgather(const std::string& name, const TensorView& input,
                                        const Allocator& allocate);
 
+// How reducescatter splits `rows` rows (dimension 0) over `n` ranks: rank i gets rows / n, and
+// the first rows % n ranks one more (10 rows over 4 ranks: 3, 3, 2, 2).
+std::vector<int64_t> SplitRows(int64_t rows, int n);
+
+// Checks a reducescatter: `output` must hold this rank's part (ReducescatterShape).
+StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const TensorView& input,
+                                           const TensorView& output,
+                                           const AllreduceOptions& options, int rank, int size);
+
 // Checks a broadcast of `tensor` (in place) from `root` in a job of `size` ranks.
 StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& tensor, int root,
                                        int size);

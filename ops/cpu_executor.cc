@@ -5,9 +5,11 @@
 #include <cstring>
 #include <utility>
 
+#include "core/op_validation.h"
 #include "ops/chain_broadcast.h"
 #include "ops/reduce_kernels.h"
 #include "ops/ring_allgather.h"
+#include "ops/ring_reducescatter.h"
 
 namespace kolo::ops {
 namespace {
@@ -89,6 +91,8 @@ Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEn
       return Broadcast(response, entries, observer);
     case OpType::kAllgather:
       return Allgather(response, entries, observer);
+    case OpType::kReducescatter:
+      return Reducescatter(response, entries, observer);
     case OpType::kBarrier:
       // The decision itself is the barrier: the controller sends it only once every rank
       // has announced the barrier, so there is nothing left to move.
@@ -143,6 +147,46 @@ Status CpuExecutor::Allgather(const Response& response, const std::vector<Tensor
   }
   PhaseScope phase(observer, "RING_ALLGATHER");
   return RingAllgather(plane_, output, block_bytes, what);
+}
+
+Status CpuExecutor::Reducescatter(const Response& response,
+                                  const std::vector<TensorEntry*>& entries,
+                                  PhaseObserver* observer) {
+  const std::string what = DescribeOp(response.op, entries);
+  if (entries.size() != 1) {
+    return Internal(what + ": a reducescatter is never fused, got " +
+                    std::to_string(entries.size()) + " tensors");
+  }
+  TensorEntry& entry = *entries[0];
+  const std::vector<int64_t>& shape = entry.input.shape;
+  const int64_t rows = shape.empty() ? 1 : shape[0];
+  const int64_t row_elements = rows == 0 ? 0 : entry.input.num_elements() / rows;
+  const std::vector<int64_t> split = SplitRows(rows, plane_.size());
+  int64_t own_begin = 0;
+  for (int r = 0; r < plane_.rank(); ++r) own_begin += split[r];
+  const size_t own_count = static_cast<size_t>(split[plane_.rank()] * row_elements);
+  if (entry.output.num_elements() != static_cast<int64_t>(own_count) ||
+      entry.input.dtype != response.dtype) {
+    return Internal(what + ": this rank's output does not match its part");
+  }
+  const size_t element_size = DataTypeSize(response.dtype);
+  const size_t total = static_cast<size_t>(entry.input.num_elements());
+  fusion_buffer_.Reserve(total * element_size);
+  uint8_t* work = fusion_buffer_.data();
+  {
+    PhaseScope phase(observer, "MEMCPY_IN_FUSION_BUFFER");
+    ScaleCopy(work, entry.input.data, total, response.dtype, response.prescale);
+  }
+  {
+    PhaseScope phase(observer, "RING_REDUCESCATTER");
+    KOLO_RETURN_IF_ERROR(RingReducescatter(plane_, work, rows, row_elements, response.dtype,
+                                           response.reduce_op, scratch_, what));
+  }
+  PhaseScope phase(observer, "MEMCPY_OUT_FUSION_BUFFER");
+  uint8_t* own = work + static_cast<size_t>(own_begin * row_elements) * element_size;
+  FinishIntegerAverage(response, own, own_count);
+  ScaleCopy(entry.output.data, own, own_count, response.dtype, PostFactor(response));
+  return Status::Ok();
 }
 
 void* CpuExecutor::AllocateOutput(TensorEntry& entry, const std::vector<int64_t>& shape,

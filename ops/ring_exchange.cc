@@ -19,17 +19,32 @@ namespace {
 
 }  // namespace
 
+namespace {
+
+std::vector<ElementRange> EvenChunks(size_t count, int size) {
+  std::vector<ElementRange> chunks;
+  for (int chunk = 0; chunk < size; ++chunk) chunks.push_back(ChunkRange(count, size, chunk));
+  return chunks;
+}
+
+}  // namespace
+
 RingExchange::RingExchange(void* buffer, size_t count, DataType dtype, ReduceOp op, int rank,
                            int size, RingScratch& scratch)
+    : RingExchange(buffer, EvenChunks(count, size), RingSchedule(rank, size), dtype, op, scratch) {}
+
+RingExchange::RingExchange(void* buffer, const std::vector<ElementRange>& chunks,
+                           const std::vector<RingSegment>& schedule, DataType dtype, ReduceOp op,
+                           RingScratch& scratch)
     : buffer_(static_cast<uint8_t*>(buffer)),
       dtype_(dtype),
       op_(op),
       element_size_(DataTypeSize(dtype)),
       scratch_(scratch.data()),
       scratch_bytes_(scratch.size()) {
-  for (const RingSegment& step : RingSchedule(rank, size)) {
-    const ElementRange send = ChunkRange(count, size, step.send_chunk);
-    const ElementRange recv = ChunkRange(count, size, step.recv_chunk);
+  for (const RingSegment& step : schedule) {
+    const ElementRange send = chunks[step.send_chunk];
+    const ElementRange recv = chunks[step.recv_chunk];
     Segment segment;
     segment.send_offset = send.begin * element_size_;
     segment.send_bytes = send.count * element_size_;

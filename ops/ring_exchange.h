@@ -24,6 +24,12 @@ class RingExchange final : public StreamExchange {
   // `buffer` holds `count` elements of `dtype`; it and `scratch` must outlive the exchange.
   RingExchange(void* buffer, size_t count, DataType dtype, ReduceOp op, int rank, int size,
                RingScratch& scratch);
+  // The general form: chunk i is `chunks[i]` (element ranges of the buffer) and the steps are
+  // `schedule` (send segment k > 0 must forward what segment k-1 received, as in
+  // RingSchedule). Reduce-scatter uses its own chunks and only the reduce steps.
+  RingExchange(void* buffer, const std::vector<ElementRange>& chunks,
+               const std::vector<RingSegment>& schedule, DataType dtype, ReduceOp op,
+               RingScratch& scratch);
 
   size_t send_total() const override { return send_total_; }
   size_t recv_total() const override { return recv_total_; }

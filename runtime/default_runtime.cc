@@ -129,6 +129,21 @@ Status allgather(const std::string& name, const TensorView& input, Allocator all
   return rt->Allgather(name, input, std::move(allocate));
 }
 
+Status reducescatter_async(const std::string& name, const TensorView& input,
+                           const TensorView& output, const AllreduceOptions& options,
+                           Callback callback) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->ReducescatterAsync(name, input, output, options, std::move(callback));
+}
+
+Status reducescatter(const std::string& name, const TensorView& input, const TensorView& output,
+                     const AllreduceOptions& options) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->Reducescatter(name, input, output, options);
+}
+
 Status broadcast_async(const std::string& name, const TensorView& tensor, int root,
                        Callback callback) {
   std::shared_ptr<Runtime> rt = Current();

@@ -80,6 +80,21 @@ Status Runtime::Allgather(const std::string& name, const TensorView& input, Allo
   });
 }
 
+Status Runtime::ReducescatterAsync(const std::string& name, const TensorView& input,
+                                   const TensorView& output, const AllreduceOptions& options,
+                                   Callback callback) {
+  StatusOr<TensorMeta> meta = ValidateReducescatter(name, input, output, options, rank(), size());
+  if (!meta.ok()) return meta.status();
+  return impl_->Enqueue(std::move(meta).value(), input, output, std::move(callback));
+}
+
+Status Runtime::Reducescatter(const std::string& name, const TensorView& input,
+                              const TensorView& output, const AllreduceOptions& options) {
+  return Blocking("reducescatter '" + name + "'", [&](Callback done) {
+    return ReducescatterAsync(name, input, output, options, std::move(done));
+  });
+}
+
 Status Runtime::BroadcastAsync(const std::string& name, const TensorView& tensor, int root,
                                Callback callback) {
   StatusOr<TensorMeta> meta = ValidateBroadcast(name, tensor, root, size());

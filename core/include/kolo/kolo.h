@@ -90,6 +90,16 @@ class Runtime {
                         Callback callback);
   Status Allgather(const std::string& name, const TensorView& input, Allocator allocate);
 
+  // Reduces `input` across all ranks and leaves rank i only its part of dimension 0 in
+  // `output`: rows / size rows each, the first rows % size ranks one more (see
+  // ReducescatterShape). Every rank passes the same shape and options; the input is not
+  // modified. Any reduce op; average divides once.
+  Status ReducescatterAsync(const std::string& name, const TensorView& input,
+                            const TensorView& output, const AllreduceOptions& options,
+                            Callback callback);
+  Status Reducescatter(const std::string& name, const TensorView& input, const TensorView& output,
+                       const AllreduceOptions& options = {});
+
   // Copies `tensor` of rank `root` into `tensor` of every other rank, in place. Every rank
   // passes the same name, root, dtype and shape. Pipelined along a chain of ranks, so a large
   // tensor costs about one transfer. A root outside [0, size) fails at enqueue.
@@ -140,7 +150,17 @@ Status allreduce_async(const std::string& name, const TensorView& input, const T
 Status allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                  const AllreduceOptions& options = {});
 
-// Allgather, broadcast and barrier of the default runtime (see Runtime).
+// The shape of rank `rank`'s part of a reducescatter of `input_shape` over `size` ranks
+// (a scalar counts as shape [1]).
+std::vector<int64_t> ReducescatterShape(const std::vector<int64_t>& input_shape, int rank,
+                                        int size);
+
+// Allgather, reducescatter, broadcast and barrier of the default runtime (see Runtime).
+Status reducescatter_async(const std::string& name, const TensorView& input,
+                           const TensorView& output, const AllreduceOptions& options,
+                           Callback callback);
+Status reducescatter(const std::string& name, const TensorView& input, const TensorView& output,
+                     const AllreduceOptions& options = {});
 Status allgather_async(const std::string& name, const TensorView& input, Allocator allocate,
                        Callback callback);
 Status allgather(const std::string& name, const TensorView& input, Allocator allocate);
