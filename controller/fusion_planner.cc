@@ -25,6 +25,7 @@ Response StartResponse(const ReadyTensor& t, uint64_t seq) {
   r.error = t.error;
   r.error_code = t.error_code;
   r.first_dims = t.first_dims;
+  r.splits = t.splits;
   return r;
 }
 

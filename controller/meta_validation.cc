@@ -56,7 +56,7 @@ std::string DescribeMismatch(int rank_a, const TensorMeta& a, int rank_b, const 
                     DataTypeName(b.dtype));
   }
   // Allgather concatenates along dimension 0, which may differ per rank; the rest must agree.
-  const bool gather = a.op == OpType::kAllgather;
+  const bool gather = a.op == OpType::kAllgather || a.op == OpType::kAlltoall;
   const bool shapes_agree =
       gather ? a.shape.size() == b.shape.size() && !a.shape.empty() &&
                    std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1)

@@ -40,8 +40,10 @@ void Negotiator::CommitToCache(size_t first) {
   // Ids are committed when a name completes, not when it is planned, so that readiness order
   // alone decides them; no rank can use an id before the response that carries it arrives.
   for (size_t i = first; i < ready_.size(); ++i) {
-    // Allgather metadata differs per rank (dimension 0), so no one id can stand for it.
-    if (!ready_[i].is_error() && ready_[i].meta.op != OpType::kAllgather) {
+    // Allgather and alltoall metadata differs per rank (dimension 0, splits), so no one id
+    // can stand for it.
+    if (!ready_[i].is_error() && ready_[i].meta.op != OpType::kAllgather &&
+        ready_[i].meta.op != OpType::kAlltoall) {
       ready_[i].cache_id = cache_.Commit(ready_[i].meta);
     }
   }

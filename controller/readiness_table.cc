@@ -85,6 +85,18 @@ ReadyTensor ReadinessTable::Finish(const Pending& entry) const {
   if (reference.op == OpType::kAllgather) {
     for (int rank = 0; rank < size_; ++rank) ready.first_dims.push_back(meta_of(rank).shape[0]);
   }
+  if (reference.op == OpType::kAlltoall) {
+    for (int rank = 0; rank < size_; ++rank) {
+      const std::vector<int64_t>& splits = meta_of(rank).splits;
+      if (static_cast<int>(splits.size()) != size_) {
+        return ReadyTensor{reference, "Alltoall '" + reference.name + "': rank " +
+                                          std::to_string(rank) + " sent " +
+                                          std::to_string(splits.size()) + " splits for " +
+                                          std::to_string(size_) + " ranks"};
+      }
+      ready.splits.insert(ready.splits.end(), splits.begin(), splits.end());
+    }
+  }
   return ready;
 }
 

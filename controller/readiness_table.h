@@ -33,6 +33,7 @@ struct ReadyTensor {
   uint32_t cache_id = 0;  // the id workers use for meta.name from now on (set by Negotiator)
   StatusCode error_code = StatusCode::kMismatch;  // with `error`: what callbacks receive
   std::vector<int64_t> first_dims;  // allgather, on success: each rank's dimension 0, by rank
+  std::vector<int64_t> splits;      // alltoall, on success: rows s sends d at [s * size + d]
 
   bool is_error() const { return !error.empty(); }
 };

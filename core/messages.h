@@ -23,6 +23,7 @@ struct TensorMeta {
   int root = -1;
   double prescale = 1.0;
   double postscale = 1.0;
+  std::vector<int64_t> splits;  // alltoall: rows of dimension 0 sent to each rank, by rank
 
   int64_t num_elements() const;
 };
@@ -77,6 +78,7 @@ struct Response {
   std::string error;                  // non-empty: these ops failed on every rank
   StatusCode error_code = StatusCode::kMismatch;  // the code their callbacks receive
   std::vector<int64_t> first_dims;                // allgather: each rank's dim 0, by rank
+  std::vector<int64_t> splits;  // alltoall: rows rank s sends to rank d at [s * size + d]
 
   bool is_error() const { return !error.empty(); }
 };

@@ -132,6 +132,45 @@ StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const Tensor
   return meta;
 }
 
+StatusOr<TensorMeta> ValidateAlltoall(const std::string& name, const TensorView& input,
+                                      const std::vector<int64_t>& splits, const Allocator& allocate,
+                                      int size) {
+  StatusOr<TensorMeta> meta = ValidateAllgather(name, input, allocate);
+  if (!meta.ok()) {  // the same local checks, naming the op the caller called
+    const std::string& text = meta.status().message();
+    const std::string prefix = "allgather";
+    return Status(meta.status().code(),
+                  text.rfind(prefix, 0) == 0 ? "alltoall" + text.substr(prefix.size()) : text);
+  }
+  const std::string what = "alltoall '" + name + "'";
+  const int64_t rows = input.shape[0];
+  std::vector<int64_t> resolved = splits;
+  if (resolved.empty()) {
+    if (rows % size != 0) {
+      return InvalidArgument(what + ": " + std::to_string(rows) +
+                             " rows do not split evenly over " + std::to_string(size) +
+                             " ranks; pass splits");
+    }
+    resolved.assign(size, rows / size);
+  }
+  if (static_cast<int>(resolved.size()) != size) {
+    return InvalidArgument(what + ": " + std::to_string(resolved.size()) + " splits for " +
+                           std::to_string(size) + " ranks");
+  }
+  int64_t sum = 0;
+  for (int64_t s : resolved) {
+    if (s < 0) return InvalidArgument(what + ": a split is negative (" + std::to_string(s) + ")");
+    sum += s;
+  }
+  if (sum != rows) {
+    return InvalidArgument(what + ": the splits add up to " + std::to_string(sum) +
+                           " rows but the input has " + std::to_string(rows));
+  }
+  meta->op = OpType::kAlltoall;
+  meta->splits = std::move(resolved);
+  return meta;
+}
+
 StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& tensor, int root,
                                        int size) {
   if (name.empty()) return InvalidArgument("broadcast needs a non-empty tensor name");

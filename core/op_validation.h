@@ -27,6 +27,13 @@ StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const Tensor
                                            const TensorView& output,
                                            const AllreduceOptions& options, int rank, int size);
 
+// Checks an alltoall: `splits` (rows of dimension 0 for each rank; empty: an even split) must
+// have one entry per rank, be non-negative and add up to the input's first dimension. Returns
+// the metadata with the splits resolved.
+StatusOr<TensorMeta> ValidateAlltoall(const std::string& name, const TensorView& input,
+                                      const std::vector<int64_t>& splits, const Allocator& allocate,
+                                      int size);
+
 // Checks a broadcast of `tensor` (in place) from `root` in a job of `size` ranks.
 StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& tensor, int root,
                                        int size);

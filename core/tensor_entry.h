@@ -16,7 +16,8 @@ struct TensorEntry {
   TensorView input;
   TensorView output;
   Callback callback;
-  Allocator allocate;  // allgather: provides `output` once its size is decided
+  Allocator allocate;  // allgather, alltoall: provides `output` once its size is decided
+  std::vector<int64_t>* received_splits = nullptr;  // alltoall: filled before the callback
   // Set by the executor when the op failed on this rank only (the allocator returned no
   // memory) while the data plane went on: the entry completes with it, the job does not abort.
   Status local_error;

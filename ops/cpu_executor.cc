@@ -7,6 +7,7 @@
 
 #include "core/op_validation.h"
 #include "ops/chain_broadcast.h"
+#include "ops/pairwise_alltoall.h"
 #include "ops/reduce_kernels.h"
 #include "ops/ring_allgather.h"
 #include "ops/ring_reducescatter.h"
@@ -93,6 +94,8 @@ Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEn
       return Allgather(response, entries, observer);
     case OpType::kReducescatter:
       return Reducescatter(response, entries, observer);
+    case OpType::kAlltoall:
+      return Alltoall(response, entries, observer);
     case OpType::kBarrier:
       // The decision itself is the barrier: the controller sends it only once every rank
       // has announced the barrier, so there is nothing left to move.
@@ -187,6 +190,48 @@ Status CpuExecutor::Reducescatter(const Response& response,
   FinishIntegerAverage(response, own, own_count);
   ScaleCopy(entry.output.data, own, own_count, response.dtype, PostFactor(response));
   return Status::Ok();
+}
+
+Status CpuExecutor::Alltoall(const Response& response, const std::vector<TensorEntry*>& entries,
+                             PhaseObserver* observer) {
+  const std::string what = DescribeOp(response.op, entries);
+  const int n = plane_.size();
+  const int me = plane_.rank();
+  if (entries.size() != 1 || response.splits.size() != static_cast<size_t>(n) * n) {
+    return Internal(what + ": expected one tensor and a " + std::to_string(n) + "x" +
+                    std::to_string(n) + " split matrix");
+  }
+  TensorEntry& entry = *entries[0];
+  const std::vector<int64_t>& in_shape = entry.input.shape;
+  size_t row_bytes = DataTypeSize(response.dtype);
+  for (size_t d = 1; d < in_shape.size(); ++d) row_bytes *= static_cast<size_t>(in_shape[d]);
+  auto rows = [&](int from, int to) { return response.splits[from * n + to]; };
+  std::vector<ByteBlock> send(n), recv(n);
+  std::vector<int64_t> out_shape = in_shape;
+  out_shape[0] = 0;
+  size_t send_offset = 0, recv_offset = 0;
+  for (int peer = 0; peer < n; ++peer) {
+    send[peer] = {send_offset, static_cast<size_t>(rows(me, peer)) * row_bytes};
+    recv[peer] = {recv_offset, static_cast<size_t>(rows(peer, me)) * row_bytes};
+    send_offset += send[peer].bytes;
+    recv_offset += recv[peer].bytes;
+    out_shape[0] += rows(peer, me);
+  }
+  if (send_offset != entry.input.num_bytes()) {
+    return Internal(what + ": the split matrix does not cover this rank's input");
+  }
+  void* output = AllocateOutput(entry, out_shape, what);
+  if (output == nullptr) {
+    // This rank still sends its blocks; only its own op fails.
+    fusion_buffer_.Reserve(recv_offset);
+    output = fusion_buffer_.data();
+  }
+  if (entry.received_splits != nullptr) {
+    entry.received_splits->clear();
+    for (int peer = 0; peer < n; ++peer) entry.received_splits->push_back(rows(peer, me));
+  }
+  PhaseScope phase(observer, "PAIRWISE_ALLTOALL");
+  return PairwiseAlltoall(plane_, entry.input.data, send, output, recv, what);
 }
 
 void* CpuExecutor::AllocateOutput(TensorEntry& entry, const std::vector<int64_t>& shape,

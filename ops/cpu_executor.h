@@ -24,8 +24,8 @@ class CpuExecutor final : public Executor {
   // `scratch_bytes` sizes the ring's receive scratch, allocated here once.
   CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes = RingScratch::kDefaultBytes);
 
-  // Allreduce, allgather and reducescatter (ring), broadcast (pipelined chain from the root)
-  // and barrier; other ops fail with
+  // Allreduce, allgather and reducescatter (ring), broadcast (pipelined chain from the root),
+  // alltoall (pairwise) and barrier; other ops fail with
   // kInternal "<op> is not implemented". Blocks until the
   // results are in every entry's output. Average divides once by the number of ranks: for
   // floating dtypes folded into the postscale, for integer dtypes by truncating division
@@ -48,6 +48,10 @@ class CpuExecutor final : public Executor {
   // rows go to the entry's output, scaled and averaged as for allreduce.
   Status Reducescatter(const Response& response, const std::vector<TensorEntry*>& entries,
                        PhaseObserver* observer);
+  // Pairwise exchanges of the blocks the split matrix assigns; the output comes from the
+  // entry's allocator, as for allgather.
+  Status Alltoall(const Response& response, const std::vector<TensorEntry*>& entries,
+                  PhaseObserver* observer);
   // Calls the entry's allocator for `shape`; nullptr (with entry.local_error set) if it gave
   // no memory for a non-empty output.
   void* AllocateOutput(TensorEntry& entry, const std::vector<int64_t>& shape,

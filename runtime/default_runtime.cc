@@ -129,6 +129,23 @@ Status allgather(const std::string& name, const TensorView& input, Allocator all
   return rt->Allgather(name, input, std::move(allocate));
 }
 
+Status alltoall_async(const std::string& name, const TensorView& input,
+                      const std::vector<int64_t>& splits, Allocator allocate,
+                      std::vector<int64_t>* received_splits, Callback callback) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->AlltoallAsync(name, input, splits, std::move(allocate), received_splits,
+                           std::move(callback));
+}
+
+Status alltoall(const std::string& name, const TensorView& input,
+                const std::vector<int64_t>& splits, Allocator allocate,
+                std::vector<int64_t>* received_splits) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->Alltoall(name, input, splits, std::move(allocate), received_splits);
+}
+
 Status reducescatter_async(const std::string& name, const TensorView& input,
                            const TensorView& output, const AllreduceOptions& options,
                            Callback callback) {

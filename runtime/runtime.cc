@@ -80,6 +80,25 @@ Status Runtime::Allgather(const std::string& name, const TensorView& input, Allo
   });
 }
 
+Status Runtime::AlltoallAsync(const std::string& name, const TensorView& input,
+                              const std::vector<int64_t>& splits, Allocator allocate,
+                              std::vector<int64_t>* received_splits, Callback callback) {
+  StatusOr<TensorMeta> meta = ValidateAlltoall(name, input, splits, allocate, size());
+  if (!meta.ok()) return meta.status();
+  TensorView output = input;  // data and shape are filled in once negotiation decided them
+  output.data = nullptr;
+  return impl_->Enqueue(std::move(meta).value(), input, output, std::move(callback),
+                        std::move(allocate), received_splits);
+}
+
+Status Runtime::Alltoall(const std::string& name, const TensorView& input,
+                         const std::vector<int64_t>& splits, Allocator allocate,
+                         std::vector<int64_t>* received_splits) {
+  return Blocking("alltoall '" + name + "'", [&](Callback done) {
+    return AlltoallAsync(name, input, splits, allocate, received_splits, std::move(done));
+  });
+}
+
 Status Runtime::ReducescatterAsync(const std::string& name, const TensorView& input,
                                    const TensorView& output, const AllreduceOptions& options,
                                    Callback callback) {

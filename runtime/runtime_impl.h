@@ -49,7 +49,8 @@ class RuntimeImpl {
   // Queues an op validated by the caller. `allocate` only for ops whose output size is
   // decided by negotiation (allgather).
   Status Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,
-                 Callback callback, Allocator allocate = nullptr);
+                 Callback callback, Allocator allocate = nullptr,
+                 std::vector<int64_t>* received_splits = nullptr);
 
   const Options& options() const { return options_; }
   const Topology& topology() const { return topology_; }

@@ -11,6 +11,7 @@ void ToWire(const TensorMeta& meta, wire::TensorRequest* out) {
   out->set_device(meta.device.index);
   out->set_reduce_op(static_cast<int32_t>(meta.reduce_op));
   out->set_root(meta.root);
+  for (int64_t s : meta.splits) out->add_splits(s);
   out->set_prescale(meta.prescale);
   out->set_postscale(meta.postscale);
 }
@@ -24,6 +25,7 @@ TensorMeta FromWire(const wire::TensorRequest& in) {
   meta.device.index = in.device();
   meta.reduce_op = static_cast<ReduceOp>(in.reduce_op());
   meta.root = in.root();
+  meta.splits.assign(in.splits().begin(), in.splits().end());
   meta.prescale = in.prescale();
   meta.postscale = in.postscale();
   return meta;
@@ -76,6 +78,7 @@ void ToWire(const Response& response, wire::Response* out) {
   out->set_error(response.error);
   out->set_error_code(static_cast<int32_t>(response.error_code));
   for (int64_t d : response.first_dims) out->add_first_dims(d);
+  for (int64_t s : response.splits) out->add_splits(s);
 }
 
 Response FromWire(const wire::Response& in) {
@@ -93,6 +96,7 @@ Response FromWire(const wire::Response& in) {
   response.error = in.error();
   response.error_code = static_cast<StatusCode>(in.error_code());
   response.first_dims.assign(in.first_dims().begin(), in.first_dims().end());
+  response.splits.assign(in.splits().begin(), in.splits().end());
   return response;
 }
 

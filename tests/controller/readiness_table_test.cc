@@ -352,5 +352,22 @@ TEST_CASE("Allgather inner dimensions must agree", "[controller][readiness][allg
         "Mismatched allgather inner dimensions for 'g': rank 0 sent [4, 3], rank 1 sent [4, 3, 1]");
 }
 
+TEST_CASE("Alltoall sends the whole split matrix, row by sending rank",
+          "[controller][readiness][alltoall]") {
+  ReadinessTable table(2);
+  std::vector<ReadyTensor> ready;
+  TensorMeta a = Meta("t", {3, 2});
+  a.op = OpType::kAlltoall;
+  a.splits = {1, 2};
+  TensorMeta b = Meta("t", {4, 2});
+  b.op = OpType::kAlltoall;
+  b.splits = {4, 0};
+  REQUIRE(table.Announce(1, b, kT0, &ready).ok());
+  REQUIRE(table.Announce(0, a, kT0, &ready).ok());
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].error.empty());
+  CHECK(ready[0].splits == std::vector<int64_t>{1, 2, 4, 0});
+}
+
 }  // namespace
 }  // namespace kolo::controller

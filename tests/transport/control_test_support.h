@@ -54,6 +54,7 @@ inline ControllerMessage SampleResponses() {
   fused.cache_ids = {9, 0};
   fused.num_elements = {6, int64_t{1} << 35};
   fused.first_dims = {3, 0, int64_t{1} << 33};
+  fused.splits = {1, 2, 0, int64_t{1} << 34};
   Response failed;
   failed.seq = 8;
   failed.names = {"grad/w1"};
@@ -101,6 +102,7 @@ inline std::string Diff(const Response& a, const Response& b) {
   }
   if (a.error_code != b.error_code) return "error_code";
   if (a.first_dims != b.first_dims) return "first_dims";
+  if (a.splits != b.splits) return "splits";
   return a.error == b.error ? "" : "error";
 }
 

@@ -90,6 +90,18 @@ class Runtime {
                         Callback callback);
   Status Allgather(const std::string& name, const TensorView& input, Allocator allocate);
 
+  // Sends rows of `input` (dimension 0) to every rank: splits[d] rows to rank d, in order
+  // (empty splits: rows / size each, which must divide). Receives the rows every rank sends
+  // this one, concatenated in rank order, into memory from `allocate`; `received_splits`
+  // (may be null; must outlive the callback) is set to the rows received from each rank
+  // before the callback runs. The other dimensions, dtype and device must agree. Never fused.
+  Status AlltoallAsync(const std::string& name, const TensorView& input,
+                       const std::vector<int64_t>& splits, Allocator allocate,
+                       std::vector<int64_t>* received_splits, Callback callback);
+  Status Alltoall(const std::string& name, const TensorView& input,
+                  const std::vector<int64_t>& splits, Allocator allocate,
+                  std::vector<int64_t>* received_splits = nullptr);
+
   // Reduces `input` across all ranks and leaves rank i only its part of dimension 0 in
   // `output`: rows / size rows each, the first rows % size ranks one more (see
   // ReducescatterShape). Every rank passes the same shape and options; the input is not
@@ -155,7 +167,14 @@ Status allreduce(const std::string& name, const TensorView& input, const TensorV
 std::vector<int64_t> ReducescatterShape(const std::vector<int64_t>& input_shape, int rank,
                                         int size);
 
-// Allgather, reducescatter, broadcast and barrier of the default runtime (see Runtime).
+// Allgather, alltoall, reducescatter, broadcast and barrier of the default runtime (see
+// Runtime).
+Status alltoall_async(const std::string& name, const TensorView& input,
+                      const std::vector<int64_t>& splits, Allocator allocate,
+                      std::vector<int64_t>* received_splits, Callback callback);
+Status alltoall(const std::string& name, const TensorView& input,
+                const std::vector<int64_t>& splits, Allocator allocate,
+                std::vector<int64_t>* received_splits = nullptr);
 Status reducescatter_async(const std::string& name, const TensorView& input,
                            const TensorView& output, const AllreduceOptions& options,
                            Callback callback);
