@@ -1,6 +1,8 @@
-// kolo-bench: an allreduce sweep through kolo's public API (kolo::init, kolo::allreduce,
-// kolo::shutdown) in the style of nccl-tests' all_reduce_perf. Run it under kolorun:
+// kolo-bench: a collective sweep through kolo's public API (kolo::init, kolo::allreduce,
+// allgather, broadcast, reducescatter, kolo::shutdown) in the style of nccl-tests'
+// all_reduce_perf, all_gather_perf, broadcast_perf and reduce_scatter_perf. Run it under kolorun:
 //   kolorun -np 4 kolo-bench -b 4K -e 64M -d all -o all
+//   kolorun -np 4 kolo-bench -b 4K -e 64M -o allgather
 // Rank 0 prints one line per message size; every rank checks every iteration's result
 // exactly, and all ranks exit 1 if any element anywhere was wrong.
 #include <chrono>
@@ -12,8 +14,8 @@
 #include <vector>
 
 #include "kolo/kolo.h"
+#include "tools/bench/bench_collective.h"
 #include "tools/bench/bench_options.h"
-#include "tools/bench/bench_pattern.h"
 
 namespace {
 
@@ -22,12 +24,16 @@ using kolo::ReduceOp;
 using kolo::Status;
 using kolo::StatusOr;
 using kolo::TensorView;
+using kolo::bench::BenchOp;
 using kolo::bench::BenchOptions;
-using kolo::bench::BenchPattern;
+using kolo::bench::BenchShape;
+using kolo::bench::Collective;
+using kolo::bench::CollectiveName;
+using kolo::bench::CollectivePattern;
+using kolo::bench::RedopName;
 
 struct Row {
-  int64_t bytes = 0;
-  int64_t count = 0;
+  BenchShape shape;
   double time_us = 0;  // mean over iterations of the slowest rank's time
   int64_t wrong = 0;   // over all ranks and iterations
 };
@@ -39,6 +45,33 @@ Status Allreduce(const std::string& name, const TensorView& in, const TensorView
   options.op = op;
   Status status = kolo::allreduce(name, in, out, options);
   if (!status.ok()) return status.WithContext("allreduce '" + name + "'");
+  return status;
+}
+
+// One blocking run of `op`'s collective on the bench's buffers (`in` is unused by broadcast,
+// which works in place on `out`; allgather's output goes to `out`, whose shape it checks).
+Status RunCollective(const std::string& name, const BenchOp& op, int root, const TensorView& in,
+                     const TensorView& out) {
+  Status status;
+  switch (op.collective) {
+    case Collective::kAllreduce:
+      return Allreduce(name, in, out, op.reduce);
+    case Collective::kAllgather:
+      status = kolo::allgather(name, in, [&out](const std::vector<int64_t>& shape) -> void* {
+        return shape == out.shape ? out.data : nullptr;
+      });
+      break;
+    case Collective::kBroadcast:
+      status = kolo::broadcast(name, out, root);
+      break;
+    case Collective::kReducescatter: {
+      kolo::AllreduceOptions options;
+      options.op = op.reduce;
+      status = kolo::reducescatter(name, in, out, options);
+      break;
+    }
+  }
+  if (!status.ok()) return status.WithContext(CollectiveName(op.collective) + " '" + name + "'");
   return status;
 }
 
@@ -58,12 +91,12 @@ class Sweep {
   double average_busbw() const { return rows_ == 0 ? 0.0 : busbw_sum_ / rows_; }
 
  private:
-  StatusOr<Row> RunSize(DataType dtype, ReduceOp op, int64_t bytes);
+  StatusOr<Row> RunSize(DataType dtype, const BenchOp& op, int64_t bytes);
   Status TimeIterations(const std::string& name, const TensorView& in, const TensorView& out,
-                        ReduceOp op, const BenchPattern& pattern, Row* row);
+                        const BenchOp& op, const CollectivePattern& pattern, Row* row);
   // Turns per-rank iteration times and wrong counts into job-wide ones (max, sum).
   Status ReduceResults(std::vector<double>* times, int64_t* wrong);
-  void Print(DataType dtype, ReduceOp op, const Row& row);
+  void Print(DataType dtype, const BenchOp& op, const Row& row);
 
   const BenchOptions options_;
   const int rank_ = kolo::rank();
@@ -86,8 +119,12 @@ Status Sweep::Run() {
     return kolo::InvalidArgument("cannot allocate two buffers of --maxbytes " +
                                  std::to_string(options_.max_bytes) + " bytes");
   }
+  if (options_.root >= size_) {
+    return kolo::InvalidArgument("--root " + std::to_string(options_.root) + " is not a rank of " +
+                                 std::to_string(size_));
+  }
   for (DataType dtype : options_.dtypes) {
-    for (ReduceOp op : options_.ops) {
+    for (const BenchOp& op : options_.ops) {
       for (int64_t bytes : kolo::bench::SweepSizes(options_)) {
         StatusOr<Row> row = RunSize(dtype, op, bytes);
         if (!row.ok()) return row.status();
@@ -99,35 +136,36 @@ Status Sweep::Run() {
   return Status::Ok();
 }
 
-StatusOr<Row> Sweep::RunSize(DataType dtype, ReduceOp op, int64_t bytes) {
+StatusOr<Row> Sweep::RunSize(DataType dtype, const BenchOp& op, int64_t bytes) {
   Row row;
-  row.count = bytes / static_cast<int64_t>(kolo::DataTypeSize(dtype));
-  row.bytes = row.count * static_cast<int64_t>(kolo::DataTypeSize(dtype));
-  TensorView in{input_.get(), dtype, {row.count}, kolo::Device::Cpu()};
-  TensorView out{output_.get(), dtype, {row.count}, kolo::Device::Cpu()};
+  row.shape = kolo::bench::ShapeFor(op.collective, dtype, bytes, size_);
+  TensorView in{input_.get(), dtype, {row.shape.input_count}, kolo::Device::Cpu()};
+  TensorView out{output_.get(), dtype, {row.shape.output_count}, kolo::Device::Cpu()};
   // One name per (dtype, op, size), reused by every iteration: the response cache's case.
   const std::string name = "bench/" + kolo::bench::BenchTypeName(dtype) + "/" +
-                           kolo::bench::BenchOpName(op) + "/" + std::to_string(row.count);
-  BenchPattern pattern(dtype, op, rank_, size_);
-  pattern.FillInput(input_.get(), row.count);
+                           CollectiveName(op.collective) + "/" + RedopName(op) + "/" +
+                           std::to_string(row.shape.count);
+  CollectivePattern pattern(op, dtype, rank_, size_, options_.root, row.shape);
+  // Broadcast works in place: root's input is its output tensor.
+  pattern.FillInput(op.collective == Collective::kBroadcast ? out.data : in.data);
   for (int i = 0; i < options_.warmup_iters; ++i) {
-    KOLO_RETURN_IF_ERROR(Allreduce(name, in, out, op));
+    KOLO_RETURN_IF_ERROR(RunCollective(name, op, options_.root, in, out));
   }
   KOLO_RETURN_IF_ERROR(TimeIterations(name, in, out, op, pattern, &row));
   return row;
 }
 
 Status Sweep::TimeIterations(const std::string& name, const TensorView& in, const TensorView& out,
-                             ReduceOp op, const BenchPattern& pattern, Row* row) {
+                             const BenchOp& op, const CollectivePattern& pattern, Row* row) {
   using Clock = std::chrono::steady_clock;
   std::vector<double> times(static_cast<size_t>(options_.iters));
   int64_t wrong = 0;
   for (double& time : times) {
-    if (options_.check) pattern.FillPoison(out.data, row->count);
+    if (options_.check) pattern.FillPoison(out.data);
     Clock::time_point start = Clock::now();
-    KOLO_RETURN_IF_ERROR(Allreduce(name, in, out, op));
+    KOLO_RETURN_IF_ERROR(RunCollective(name, op, options_.root, in, out));
     time = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-    if (options_.check) wrong += pattern.CountWrong(out.data, row->count);
+    if (options_.check) wrong += pattern.CountWrong(out.data);
   }
   KOLO_RETURN_IF_ERROR(ReduceResults(&times, &wrong));
   double total = 0;
@@ -147,22 +185,30 @@ Status Sweep::ReduceResults(std::vector<double>* times, int64_t* wrong) {
   return Allreduce("bench/wrong", wrong_view, wrong_view, ReduceOp::kSum);
 }
 
-void Sweep::Print(DataType dtype, ReduceOp op, const Row& row) {
-  double algbw = row.time_us > 0 ? static_cast<double>(row.bytes) / row.time_us / 1e3 : 0.0;
-  double busbw = algbw * 2.0 * (size_ - 1) / size_;
+void Sweep::Print(DataType dtype, const BenchOp& op, const Row& row) {
+  const BenchShape& shape = row.shape;
+  double algbw = row.time_us > 0 ? static_cast<double>(shape.bytes) / row.time_us / 1e3 : 0.0;
+  double busbw = algbw * kolo::bench::BusBandwidthFactor(op.collective, size_);
   busbw_sum_ += busbw;
   ++rows_;
   if (rank_ != 0) return;
   std::string wrong = options_.check ? std::to_string(row.wrong) : "N/A";
-  std::printf("%12" PRId64 "  %12" PRId64 "  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %6s\n", row.bytes,
-              row.count, kolo::bench::BenchTypeName(dtype).c_str(),
-              kolo::bench::BenchOpName(op).c_str(), -1, FormatTime(row.time_us).c_str(), algbw,
-              busbw, wrong.c_str());
+  int root = op.collective == Collective::kBroadcast ? options_.root : -1;
+  std::printf("%12" PRId64 "  %12" PRId64 "  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %6s\n", shape.bytes,
+              shape.count, kolo::bench::BenchTypeName(dtype).c_str(), RedopName(op).c_str(), root,
+              FormatTime(row.time_us).c_str(), algbw, busbw, wrong.c_str());
   std::fflush(stdout);
 }
 
 void PrintHeader(const BenchOptions& options) {
-  std::printf("# kolo-bench: allreduce over %d ranks\n", kolo::size());
+  std::string collectives;
+  for (const BenchOp& op : options.ops) {
+    std::string name = CollectiveName(op.collective);
+    if (collectives.find(name) == std::string::npos) {
+      collectives += (collectives.empty() ? "" : ", ") + name;
+    }
+  }
+  std::printf("# kolo-bench: %s over %d ranks\n", collectives.c_str(), kolo::size());
   std::printf("#  minBytes %" PRId64 " maxBytes %" PRId64 " step: %" PRId64
               "(factor) warmup iters: %d iters: %d validation: %d\n",
               options.min_bytes, options.max_bytes, options.step_factor, options.warmup_iters,

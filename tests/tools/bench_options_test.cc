@@ -15,7 +15,8 @@ TEST_CASE("ParseBenchOptions has nccl-tests' defaults", "[tools][bench]") {
   CHECK(options->iters == 20);
   CHECK(options->warmup_iters == 5);
   CHECK(options->dtypes == std::vector<DataType>{DataType::kFloat32});
-  CHECK(options->ops == std::vector<ReduceOp>{ReduceOp::kSum});
+  CHECK(options->ops == std::vector<BenchOp>{{Collective::kAllreduce, ReduceOp::kSum}});
+  CHECK(options->root == 0);
   CHECK(options->check);
 }
 
@@ -29,7 +30,7 @@ TEST_CASE("ParseBenchOptions takes short, long and --flag=value forms", "[tools]
   CHECK(options->iters == 3);
   CHECK(options->warmup_iters == 0);
   CHECK(options->dtypes == std::vector<DataType>{DataType::kBFloat16});
-  CHECK(options->ops == std::vector<ReduceOp>{ReduceOp::kAverage});
+  CHECK(options->ops == std::vector<BenchOp>{{Collective::kAllreduce, ReduceOp::kAverage}});
   CHECK_FALSE(options->check);
 }
 
@@ -37,7 +38,33 @@ TEST_CASE("ParseBenchOptions expands 'all' to every dtype and op", "[tools][benc
   auto options = ParseBenchOptions({"-d", "all", "-o", "all"});
   REQUIRE(options.ok());
   CHECK(options->dtypes.size() == 8);
-  CHECK(options->ops.size() == 5);
+  REQUIRE(options->ops.size() == 5);
+  for (const BenchOp& op : options->ops) CHECK(op.collective == Collective::kAllreduce);
+  CHECK(options->ops[1] == BenchOp{Collective::kAllreduce, ReduceOp::kProduct});
+}
+
+TEST_CASE("ParseBenchOptions takes allgather, broadcast and reducescatter for -o",
+          "[tools][bench]") {
+  using Case = std::pair<std::string, Collective>;
+  auto [name, collective] =
+      GENERATE(Case{"allgather", Collective::kAllgather}, Case{"broadcast", Collective::kBroadcast},
+               Case{"reducescatter", Collective::kReducescatter});
+  auto options = ParseBenchOptions({"-o", name});
+  REQUIRE(options.ok());
+  // Reducescatter sums; allgather and broadcast carry no reduce op ("none" in the table).
+  CHECK(options->ops == std::vector<BenchOp>{{collective, ReduceOp::kSum}});
+  CHECK(RedopName(options->ops[0]) == (collective == Collective::kReducescatter ? "sum" : "none"));
+  CHECK(CollectiveName(collective) == name);
+}
+
+TEST_CASE("ParseBenchOptions takes broadcast's root", "[tools][bench]") {
+  auto options = ParseBenchOptions({"-o", "broadcast", "-r", "2"});
+  REQUIRE(options.ok());
+  CHECK(options->root == 2);
+  options = ParseBenchOptions({"--root=5"});
+  REQUIRE(options.ok());
+  CHECK(options->root == 5);
+  CHECK(options->ops == std::vector<BenchOp>{BenchOp{}});
 }
 
 TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
@@ -45,6 +72,10 @@ TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
   auto [args, message] = GENERATE(
       Case{{"-d", "float128"}, "--datatype: unknown value 'float128'"},
       Case{{"-o", "xor"}, "--op: unknown value 'xor'"},
+      Case{{"-o", "alltoall"},
+           "--op: unknown value 'alltoall' (one of: sum prod min max avg all allgather broadcast "
+           "reducescatter)"},
+      Case{{"-r", "-1"}, "--root must be an integer in [0, "},
       Case{{"-n", "0"}, "--iters must be an integer in [1, "},
       Case{{"-f", "1"}, "--stepfactor must be an integer in [2, "},
       Case{{"-c", "2"}, "--check must be an integer in [0, 1]"},

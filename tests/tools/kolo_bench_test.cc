@@ -1,7 +1,9 @@
 // Multi-rank runs of the real kolo-bench under the real kolorun: every dtype and reduce op,
-// odd element counts and several world sizes must come back exactly right ("#wrong" 0 on
-// every row) and exit 0. Needs the runtime; each test arms a watchdog.
+// allgather, broadcast and reducescatter, odd element counts and several world sizes must
+// come back exactly right ("#wrong" 0 on every row) and exit 0. Needs the runtime; each test
+// arms a watchdog.
 #include <catch2/catch.hpp>
+#include <map>
 #include <regex>
 
 #include "tests/support/watchdog.h"
@@ -13,18 +15,24 @@ namespace {
 using std::chrono::seconds;
 
 struct BenchRow {
-  int64_t bytes = 0;
-  std::string type, op, wrong;
+  int64_t bytes = 0, count = 0;
+  std::string type, op;
+  int root = 0;
+  double algbw = 0, busbw = 0;
+  std::string wrong;
 };
 
 // The result rows of rank 0's table ("[0]   4096  1024  float  sum  -1  ...").
 std::vector<BenchRow> ParseRows(const std::string& out) {
   static const std::regex row(
-      R"(\[0\] +(\d+) +(\d+) +(\w+) +(\w+) +-1 +[\d.]+ +[\d.]+ +[\d.]+ +(\S+))");
+      R"(\[0\] +(\d+) +(\d+) +(\w+) +(\w+) +(-?\d+) +[\d.]+ +([\d.]+) +([\d.]+) +(\S+))");
   std::vector<BenchRow> rows;
   for (const std::string& line : SplitLines(out)) {
     std::smatch m;
-    if (std::regex_match(line, m, row)) rows.push_back({std::stoll(m[1]), m[3], m[4], m[5]});
+    if (std::regex_match(line, m, row)) {
+      rows.push_back({std::stoll(m[1]), std::stoll(m[2]), m[3], m[4], std::stoi(m[5]),
+                      std::stod(m[6]), std::stod(m[7]), m[8]});
+    }
   }
   return rows;
 }
@@ -64,6 +72,48 @@ TEST_CASE("kolo-bench sweeps float sums at several world sizes", "[tools][bench]
   CHECK(rows.front().bytes == 4096);
   CHECK(rows.back().bytes == 1 << 20);
   for (const BenchRow& row : rows) CHECK(row.wrong == "0");
+}
+
+TEST_CASE("kolo-bench runs allgather, broadcast and reducescatter exactly over 3 ranks",
+          "[tools][bench][multirank]") {
+  struct Case {
+    std::string op, redop;
+    int root;
+    double busbw_factor;
+  };
+  Case c = GENERATE(Case{"allgather", "none", -1, 2.0 / 3}, Case{"broadcast", "none", 1, 1.0},
+                    Case{"reducescatter", "sum", -1, 2.0 / 3});
+  Watchdog watchdog("kolo-bench " + c.op, seconds(120));
+  // Sizes 8, 64, ..., 32K bytes: the smallest is under one element per rank.
+  ProcessResult run = RunBench(3, {"-b", "8", "-e", "64K", "-f", "8", "-n", "3", "-w", "1", "-o",
+                                   c.op, "-r", "1", "-d", "all"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.out.find("# kolo-bench: " + c.op + " over 3 ranks") != std::string::npos);
+  std::vector<BenchRow> rows = ParseRows(run.out);
+  CHECK(rows.size() == 8 * 5);  // 8 dtypes x 8, 64, 512, 4K, 32K bytes
+  const std::map<std::string, int64_t> element_size = {{"uint8", 1},    {"int8", 1},  {"half", 2},
+                                                       {"bfloat16", 2}, {"int32", 4}, {"float", 4},
+                                                       {"int64", 8},    {"double", 8}};
+  for (const BenchRow& row : rows) {
+    INFO(row.type << " " << row.bytes);
+    CHECK(row.op == c.redop);
+    CHECK(row.root == c.root);
+    CHECK(row.wrong == "0");
+    // nccl-tests: allgather's and reducescatter's count is per rank and their size is the
+    // whole buffer (3 counts); broadcast's size is its one buffer.
+    const int64_t parts = c.op == "broadcast" ? 1 : 3;
+    CHECK(row.bytes == row.count * parts * element_size.at(row.type));
+    if (row.algbw > 0.1) CHECK(row.busbw == Approx(row.algbw * c.busbw_factor).margin(0.011));
+  }
+  CHECK(run.out.find("# Wrong elements     : 0 OK") != std::string::npos);
+}
+
+TEST_CASE("kolo-bench rejects a root outside the job", "[tools][bench][multirank]") {
+  Watchdog watchdog("kolo-bench bad root", seconds(60));
+  ProcessResult run = RunBench(2, {"-b", "1K", "-e", "1K", "-o", "broadcast", "-r", "2"});
+  CHECK(run.exit_code != 0);
+  CHECK(run.err.find("--root 2 is not a rank of 2") != std::string::npos);
 }
 
 TEST_CASE("kolo-bench rejects a bad flag before joining a job", "[tools][bench]") {

@@ -33,6 +33,16 @@ const std::vector<std::pair<std::string, ReduceOp>>& OpNames() {
   return kNames;
 }
 
+// The collectives -o names besides the reduce ops (which mean allreduce); reducescatter sums.
+const std::vector<std::pair<std::string, Collective>>& CollectiveNames() {
+  static const std::vector<std::pair<std::string, Collective>> kNames = {
+      {"allgather", Collective::kAllgather},
+      {"broadcast", Collective::kBroadcast},
+      {"reducescatter", Collective::kReducescatter},
+  };
+  return kNames;
+}
+
 StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& text, int64_t lo,
                            int64_t hi) {
   errno = 0;
@@ -114,11 +124,23 @@ const std::map<std::string, FlagSetter>& Flags() {
       o->dtypes = parsed.value();
       return Status::Ok();
     });
+    add("-r", "--root", IntFlag("--root", &BenchOptions::root, 0, 1 << 20));
     add("-o", "--op", [](const std::string& v, BenchOptions* o) -> Status {
+      for (const auto& [name, collective] : CollectiveNames()) {
+        if (v == name) {
+          o->ops = {BenchOp{collective, ReduceOp::kSum}};
+          return Status::Ok();
+        }
+      }
       auto parsed = ParseChoice<ReduceOp>(
           "--op", v, OpNames(), {{"product", ReduceOp::kProduct}, {"average", ReduceOp::kAverage}});
-      if (!parsed.ok()) return parsed.status();
-      o->ops = parsed.value();
+      if (!parsed.ok()) {
+        return InvalidArgument("--op: unknown value '" + v +
+                               "' (one of: sum prod min max avg all allgather broadcast "
+                               "reducescatter)");
+      }
+      o->ops.clear();
+      for (ReduceOp op : parsed.value()) o->ops.push_back({Collective::kAllreduce, op});
       return Status::Ok();
     });
     return flags;
@@ -192,7 +214,7 @@ std::string BenchOpName(ReduceOp op) {
 
 std::string BenchUsage() {
   return R"(Usage: kolorun -np N kolo-bench [flags]
-Allreduce sweep through kolo's public API, printed by rank 0 in the style of nccl-tests.
+Collective sweep through kolo's public API, printed by rank 0 in the style of nccl-tests.
 
   -b, --minbytes SIZE      smallest message (default 8); sizes take K, M, G suffixes
   -e, --maxbytes SIZE      largest message (default 64M)
@@ -200,13 +222,25 @@ Allreduce sweep through kolo's public API, printed by rank 0 in the style of ncc
   -n, --iters N            timed iterations per size (default 20)
   -w, --warmup_iters N     untimed iterations first (default 5)
   -d, --datatype T         uint8 int8 int32 int64 half bfloat16 float double, or all (default float)
-  -o, --op OP              sum prod min max avg, or all (default sum)
+  -o, --op OP              allreduce with sum prod min max avg, or all of them (default sum);
+                           or allgather, broadcast, reducescatter (which sums)
+  -r, --root N             broadcast's root rank (default 0)
   -c, --check 0|1          check every iteration's result exactly (default 1)
   -h, --help               print this text
 
-time is the mean over iterations of the slowest rank's time; algbw = size / time;
-busbw = algbw * 2 (n - 1) / n. #wrong counts wrong elements over all ranks and iterations;
-kolo-bench exits 1 if any is wrong and 2 on a bad flag.
+Columns, as in nccl-tests (n ranks, e bytes per element, SIZE from -b/-e/-f):
+  count    allreduce, broadcast: SIZE / e elements.  allgather, reducescatter: SIZE / e / n
+           (rounded down), the elements per rank: allgather's input and reducescatter's output
+  size     bytes of the op's largest buffer: count * e for allreduce and broadcast, count * n * e
+           for allgather (its output) and reducescatter (its input)
+  redop    the reduce op; none for allgather and broadcast
+  root     broadcast's root; -1 otherwise
+  time     mean over iterations of the slowest rank's time
+  algbw    size / time
+  busbw    algbw * 2 (n - 1) / n for allreduce, (n - 1) / n for allgather and reducescatter,
+           1 for broadcast
+  #wrong   wrong elements over all ranks and iterations (every result is checked exactly)
+kolo-bench exits 1 if any element is wrong and 2 on a bad flag.
 )";
 }
 

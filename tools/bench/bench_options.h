@@ -1,4 +1,5 @@
-// BenchOptions: kolo-bench's command line, in the style of nccl-tests (-b -e -f -n -w -d -o -c).
+// BenchOptions: kolo-bench's command line, in the style of nccl-tests (-b -e -f -n -w -d -o -r
+// -c).
 // Parsing is a pure function so that tests can drive it; the program prints what it returns.
 #pragma once
 
@@ -8,6 +9,7 @@
 
 #include "kolo/status.h"
 #include "kolo/types.h"
+#include "tools/bench/bench_collective.h"
 
 namespace kolo::bench {
 
@@ -18,7 +20,9 @@ struct BenchOptions {
   int iters = 20;
   int warmup_iters = 5;
   std::vector<DataType> dtypes = {DataType::kFloat32};
-  std::vector<ReduceOp> ops = {ReduceOp::kSum};
+  // -o: allreduce with a reduce op ("all": every reduce op), or one other collective.
+  std::vector<BenchOp> ops = {BenchOp{}};
+  int root = 0;  // broadcast's root
   bool check = true;
   bool show_help = false;
 };
