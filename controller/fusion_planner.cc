@@ -50,9 +50,17 @@ std::vector<Response> PlanResponses(const std::vector<ReadyTensor>& ready,
     Response response = StartResponse(head, (*next_seq)++);
     AddTensor(head, &response);
     ++i;
-    if (Fusible(head)) {
+    if (Fusible(head) && !head.meta.group.empty()) {
+      // A grouped allreduce is one response whatever its size. Every rank submits a group's
+      // tensors in one batch, so they become ready together, one after another.
+      while (i < ready.size() && Fusible(ready[i]) && ready[i].meta.group == head.meta.group) {
+        AddTensor(ready[i], &response);
+        ++i;
+      }
+    } else if (Fusible(head)) {
       int64_t bytes = TensorBytes(head.meta);
-      while (i < ready.size() && Fusible(ready[i]) && SameFusionKey(head.meta, ready[i].meta) &&
+      while (i < ready.size() && Fusible(ready[i]) && ready[i].meta.group.empty() &&
+             SameFusionKey(head.meta, ready[i].meta) &&
              bytes + TensorBytes(ready[i].meta) <= fusion_threshold_bytes) {
         bytes += TensorBytes(ready[i].meta);
         AddTensor(ready[i], &response);

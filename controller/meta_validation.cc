@@ -76,6 +76,13 @@ std::string DescribeMismatch(int rank_a, const TensorMeta& a, int rank_b, const 
     return Mismatch("root ranks", name, rank_a, std::to_string(a.root), rank_b,
                     std::to_string(b.root));
   }
+  if (a.group != b.group || a.group_size != b.group_size) {
+    auto group = [](const TensorMeta& m) {
+      return m.group.empty() ? std::string("no group")
+                             : "group '" + m.group + "' of " + std::to_string(m.group_size);
+    };
+    return Mismatch("groups", name, rank_a, group(a), rank_b, group(b));
+  }
   if (a.prescale != b.prescale) {
     return Mismatch("prescale factors", name, rank_a, FormatScale(a.prescale), rank_b,
                     FormatScale(b.prescale));

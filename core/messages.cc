@@ -11,7 +11,8 @@ int64_t TensorMeta::num_elements() const {
 bool operator==(const TensorMeta& a, const TensorMeta& b) {
   return a.name == b.name && a.op == b.op && a.dtype == b.dtype && a.shape == b.shape &&
          a.device == b.device && a.reduce_op == b.reduce_op && a.root == b.root &&
-         a.prescale == b.prescale && a.postscale == b.postscale && a.splits == b.splits;
+         a.prescale == b.prescale && a.postscale == b.postscale && a.splits == b.splits &&
+         a.group == b.group && a.group_size == b.group_size;
 }
 
 }  // namespace kolo

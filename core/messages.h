@@ -24,6 +24,8 @@ struct TensorMeta {
   double prescale = 1.0;
   double postscale = 1.0;
   std::vector<int64_t> splits;  // alltoall: rows of dimension 0 sent to each rank, by rank
+  std::string group;            // grouped allreduce: the group's key, "" for none
+  int group_size = 0;           // grouped allreduce: tensors in the group
 
   int64_t num_elements() const;
 };

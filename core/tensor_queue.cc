@@ -21,6 +21,30 @@ Status TensorQueue::Enqueue(std::unique_ptr<TensorEntry>&& entry) {
   return Status::Ok();
 }
 
+Status TensorQueue::EnqueueGroup(std::vector<std::unique_ptr<TensorEntry>>& entries) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (is_closed_) return closed_;
+    std::unordered_map<std::string, int> seen;
+    for (const auto& entry : entries) {
+      const std::string& name = entry->meta.name;
+      if (table_.count(name) != 0 || seen[name]++ != 0) {
+        return InvalidArgument("a grouped allreduce names '" + name +
+                               "', which is already in flight on this rank or twice in the "
+                               "group");
+      }
+    }
+    for (auto& entry : entries) {
+      new_entries_.push_back(entry.get());
+      const std::string name = entry->meta.name;
+      table_.emplace(name, std::move(entry));
+    }
+    entries.clear();
+  }
+  wakeup_->Notify();
+  return Status::Ok();
+}
+
 std::vector<TensorEntry*> TensorQueue::TakeNew() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<TensorEntry*> taken;

@@ -27,6 +27,11 @@ class TensorQueue {
   // the caller, if the queue is closed or an op with the same name is in flight.
   Status Enqueue(std::unique_ptr<TensorEntry>&& entry);
 
+  // Stores all of `entries` or none (atomically: they reach the background thread, and so the
+  // controller, in one batch). Fails, leaving `entries` with the caller, as Enqueue does, or if
+  // two of them share a name.
+  Status EnqueueGroup(std::vector<std::unique_ptr<TensorEntry>>& entries);
+
   // Entries enqueued since the last call, in enqueue order.
   std::vector<TensorEntry*> TakeNew();
 

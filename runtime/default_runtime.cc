@@ -129,6 +129,23 @@ Status allgather(const std::string& name, const TensorView& input, Allocator all
   return rt->Allgather(name, input, std::move(allocate));
 }
 
+Status grouped_allreduce_async(const std::vector<std::string>& names,
+                               const std::vector<TensorView>& inputs,
+                               const std::vector<TensorView>& outputs,
+                               const AllreduceOptions& options, Callback callback) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->GroupedAllreduceAsync(names, inputs, outputs, options, std::move(callback));
+}
+
+Status grouped_allreduce(const std::vector<std::string>& names,
+                         const std::vector<TensorView>& inputs,
+                         const std::vector<TensorView>& outputs, const AllreduceOptions& options) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->GroupedAllreduce(names, inputs, outputs, options);
+}
+
 Status alltoall_async(const std::string& name, const TensorView& input,
                       const std::vector<int64_t>& splits, Allocator allocate,
                       std::vector<int64_t>* received_splits, Callback callback) {

@@ -80,6 +80,25 @@ Status Runtime::Allgather(const std::string& name, const TensorView& input, Allo
   });
 }
 
+Status Runtime::GroupedAllreduceAsync(const std::vector<std::string>& names,
+                                      const std::vector<TensorView>& inputs,
+                                      const std::vector<TensorView>& outputs,
+                                      const AllreduceOptions& options, Callback callback) {
+  StatusOr<std::vector<TensorMeta>> metas =
+      ValidateGroupedAllreduce(names, inputs, outputs, options);
+  if (!metas.ok()) return metas.status();
+  return impl_->EnqueueGroup(std::move(metas).value(), inputs, outputs, std::move(callback));
+}
+
+Status Runtime::GroupedAllreduce(const std::vector<std::string>& names,
+                                 const std::vector<TensorView>& inputs,
+                                 const std::vector<TensorView>& outputs,
+                                 const AllreduceOptions& options) {
+  return Blocking("grouped allreduce", [&](Callback done) {
+    return GroupedAllreduceAsync(names, inputs, outputs, options, std::move(done));
+  });
+}
+
 Status Runtime::AlltoallAsync(const std::string& name, const TensorView& input,
                               const std::vector<int64_t>& splits, Allocator allocate,
                               std::vector<int64_t>* received_splits, Callback callback) {

@@ -198,6 +198,48 @@ Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const Tens
   return queued;
 }
 
+Status RuntimeImpl::EnqueueGroup(std::vector<TensorMeta> metas,
+                                 const std::vector<TensorView>& inputs,
+                                 const std::vector<TensorView>& outputs, Callback callback) {
+  // One user callback for the group: it runs once the last member completed, with the first
+  // failure if any member failed.
+  struct Group {
+    std::mutex mu;
+    size_t left = 0;     // guarded by mu
+    Status first_error;  // guarded by mu
+    Callback callback;
+  };
+  auto group = std::make_shared<Group>();
+  group->left = metas.size();
+  group->callback = std::move(callback);
+  std::vector<std::unique_ptr<TensorEntry>> entries;
+  const SteadyTime::time_point now = SteadyTime::now();
+  for (size_t i = 0; i < metas.size(); ++i) {
+    auto entry = std::make_unique<TensorEntry>();
+    entry->meta = std::move(metas[i]);
+    entry->input = inputs[i];
+    entry->output = outputs[i];
+    entry->enqueued_at = now;
+    entry->callback = [group](const Status& s) {
+      Status result;
+      {
+        std::lock_guard<std::mutex> lock(group->mu);
+        if (!s.ok() && group->first_error.ok()) group->first_error = s;
+        if (--group->left != 0) return;
+        result = group->first_error;
+      }
+      if (group->callback) group->callback(result);
+    };
+    tracer_.Begin(*entry);
+    entries.push_back(std::move(entry));
+  }
+  Status queued = queue_.EnqueueGroup(entries);  // leaves `entries` with us on failure
+  if (!queued.ok()) {
+    for (auto& entry : entries) tracer_.Abandon(*entry, queued);
+  }
+  return queued;
+}
+
 Status RuntimeImpl::StartTimeline(const std::string& path) {
   if (path.empty()) return InvalidArgument("start_timeline() needs a file path");
   return timeline_.Start(path);

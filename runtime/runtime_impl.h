@@ -44,6 +44,9 @@ class RuntimeImpl {
   ~RuntimeImpl();
 
   Status Shutdown();
+  // Queues validated allreduces as one group (one batch, one response, one callback).
+  Status EnqueueGroup(std::vector<TensorMeta> metas, const std::vector<TensorView>& inputs,
+                      const std::vector<TensorView>& outputs, Callback callback);
   Status StartTimeline(const std::string& path);
   Status StopTimeline();
   // Queues an op validated by the caller. `allocate` only for ops whose output size is

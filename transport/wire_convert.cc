@@ -12,6 +12,8 @@ void ToWire(const TensorMeta& meta, wire::TensorRequest* out) {
   out->set_reduce_op(static_cast<int32_t>(meta.reduce_op));
   out->set_root(meta.root);
   for (int64_t s : meta.splits) out->add_splits(s);
+  out->set_group(meta.group);
+  out->set_group_size(meta.group_size);
   out->set_prescale(meta.prescale);
   out->set_postscale(meta.postscale);
 }
@@ -26,6 +28,8 @@ TensorMeta FromWire(const wire::TensorRequest& in) {
   meta.reduce_op = static_cast<ReduceOp>(in.reduce_op());
   meta.root = in.root();
   meta.splits.assign(in.splits().begin(), in.splits().end());
+  meta.group = in.group();
+  meta.group_size = in.group_size();
   meta.prescale = in.prescale();
   meta.postscale = in.postscale();
   return meta;

@@ -1,60 +1,52 @@
-// Fused, asynchronous averaging of named tensors through kolo; see gradient_averager.h.
+// The digits example's bridge to kolo::GradientSync; see gradient_averager.h.
 #include "examples/digits/gradient_averager.h"
 
-#include <condition_variable>
-#include <memory>
-#include <mutex>
+#include <utility>
 
 #include "kolo/kolo.h"
 
 namespace kolo::examples {
-namespace {
 
-// Shared with the callbacks, which may outlive Average() after a timeout.
-struct Pending {
-  std::mutex mu;
-  std::condition_variable done;
-  int outstanding = 0;  // guarded by mu
-  Status first_error;   // guarded by mu
-};
-
-}  // namespace
-
-Status GradientAverager::Average(std::vector<NamedTensor>* tensors) const {
-  auto pending = std::make_shared<Pending>();
-  AllreduceOptions options;
+StatusOr<std::unique_ptr<GradientAverager>> GradientAverager::Create(
+    std::vector<NamedTensor>* gradients) {
+  GradientSyncOptions options;
   options.op = ReduceOp::kAverage;
-  Status enqueue_error;
-  for (NamedTensor& tensor : *tensors) {
-    const std::string& name = tensor.name;
+  options.name_prefix = "";  // the model already names its gradients "grad/w1", ...
+  StatusOr<std::unique_ptr<GradientSync>> sync = GradientSync::Create(options);
+  if (!sync.ok()) return sync.status();
+  std::vector<std::string> names;
+  for (NamedTensor& tensor : *gradients) {
     TensorView view{tensor.values.data(), DataType::kFloat32, tensor.shape, Device::Cpu()};
-    {
-      std::lock_guard<std::mutex> lock(pending->mu);
-      ++pending->outstanding;
-    }
-    Status status = allreduce_async(name, view, view, options, [pending, name](const Status& s) {
-      std::lock_guard<std::mutex> lock(pending->mu);
-      if (!s.ok() && pending->first_error.ok()) {
-        pending->first_error = s.WithContext("allreduce '" + name + "'");
-      }
-      if (--pending->outstanding == 0) pending->done.notify_all();
-    });
-    if (!status.ok()) {
-      // No callback will run for this one; stop enqueuing, but wait for those in flight.
-      enqueue_error = status.WithContext("allreduce_async '" + name + "'");
-      std::lock_guard<std::mutex> lock(pending->mu);
-      --pending->outstanding;
-      break;
+    KOLO_RETURN_IF_ERROR((*sync)->Register(tensor.name, view));
+    names.push_back(tensor.name);
+  }
+  return std::unique_ptr<GradientAverager>(
+      new GradientAverager(std::move(sync).value(), std::move(names)));
+}
+
+StatusOr<float> GradientAverager::Average(float loss) {
+  // A real backward pass yields the last layer's gradients first; each allreduce starts as
+  // its gradient is marked ready.
+  for (auto name = names_.rbegin(); name != names_.rend(); ++name) {
+    Status ready = sync_->Ready(*name);
+    if (!ready.ok()) {
+      // Waits for the gradients already in flight, so none outlives this call; it fails too
+      // (a gradient was not marked ready), which adds nothing to `ready`.
+      sync_->Synchronize().status().IgnoreError();
+      return ready;
     }
   }
-  std::unique_lock<std::mutex> lock(pending->mu);
-  if (!pending->done.wait_for(lock, limit_, [&] { return pending->outstanding == 0; })) {
-    return DeadlineExceeded("averaging gradients: " + std::to_string(pending->outstanding) +
-                            " allreduce(s) still pending after " + std::to_string(limit_.count()) +
-                            " s");
-  }
-  if (!enqueue_error.ok()) return enqueue_error;
-  return pending->first_error;
+  // The loss is not a gradient: a plain allreduce, enqueued while the gradients are in flight
+  // so that it can join their fused transfer.
+  TensorView loss_view{&loss, DataType::kFloat32, {}, Device::Cpu()};
+  AllreduceOptions average;
+  average.op = ReduceOp::kAverage;
+  Status loss_status = allreduce("loss", loss_view, loss_view, average);
+  // Synchronize even after a failed loss allreduce, so no gradient op is left in flight.
+  StatusOr<bool> stepped = sync_->Synchronize();
+  if (!stepped.ok()) return stepped.status();
+  if (!loss_status.ok()) return loss_status.WithContext("allreduce 'loss'");
+  return loss;
 }
 
 }  // namespace kolo::examples

@@ -1,31 +1,36 @@
-// GradientAverager: averages a set of named float tensors across all ranks of the default kolo
-// runtime. It enqueues one allreduce_async (ReduceOp::kAverage, in place) per tensor before
-// waiting for any, so all are in flight at once and the controller can fuse them into one
-// transfer. Average() blocks the calling thread; the callbacks run on kolo's background thread.
+// GradientAverager: connects the digits model's named gradients to kolo::GradientSync on the
+// default runtime. It registers each gradient buffer once, marks them ready in the order a
+// backward pass produces them (last layer first), so each allreduce starts at once and all can
+// be fused, averages the loss alongside, and waits. One training thread; not thread-safe.
 #pragma once
 
-#include <chrono>
+#include <memory>
 #include <vector>
 
 #include "examples/digits/mlp.h"
+#include "kolo/gradient_sync.h"
 #include "kolo/status.h"
 
 namespace kolo::examples {
 
 class GradientAverager {
  public:
-  // Each tensor's name is its kolo op name ("grad/w1"). `limit` bounds one Average(); it is a
-  // backstop only, as kolo's own deadlines fail a stuck op first.
-  explicit GradientAverager(std::chrono::seconds limit) : limit_(limit) {}
+  // Registers every tensor of `gradients` under its name ("grad/w1", the kolo op name). The
+  // vector and its buffers must not be reallocated while the averager lives. Fails if kolo is
+  // not initialized or a tensor cannot be registered.
+  static StatusOr<std::unique_ptr<GradientAverager>> Create(std::vector<NamedTensor>* gradients);
 
-  // Replaces each tensor's values by their average over all ranks. Returns the first error of
-  // any op (naming the tensor). Returns only when no op it enqueued can still touch `tensors`,
-  // except after DeadlineExceeded: then the caller must kolo::shutdown() (which fails the
-  // pending ops) before freeing them.
-  Status Average(std::vector<NamedTensor>* tensors) const;
+  // Replaces each gradient by its average over all ranks, and returns the average of `loss`.
+  // Blocks until done; returns the first error, naming the tensor. After an error the caller
+  // must kolo::shutdown() (which fails whatever is pending) before freeing the gradients.
+  StatusOr<float> Average(float loss);
 
  private:
-  const std::chrono::seconds limit_;
+  GradientAverager(std::unique_ptr<GradientSync> sync, std::vector<std::string> names)
+      : sync_(std::move(sync)), names_(std::move(names)) {}
+
+  const std::unique_ptr<GradientSync> sync_;
+  const std::vector<std::string> names_;  // in registration (forward) order
 };
 
 }  // namespace kolo::examples

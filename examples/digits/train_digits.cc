@@ -1,11 +1,11 @@
 // kolo-train-digits: a small, real data-parallel training job on kolo's public API. Every rank
 // holds the same two-layer perceptron; each global batch is split evenly across the ranks, and
 // the gradients (one kolo tensor per parameter, "grad/w1" ...) are averaged with
-// allreduce_async before an identical SGD step everywhere. Run it alone or under kolorun:
+// kolo::GradientSync before an identical SGD step everywhere. Run it alone or under kolorun:
 //   kolo-train-digits            kolorun -np 4 kolo-train-digits
-#include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,19 +19,21 @@ namespace kolo::examples {
 namespace {
 
 // Averages the local gradients and loss across ranks, then takes one SGD step; returns the
-// global batch's mean loss.
+// global batch's mean loss. `averager` is created on the first step, once `gradients` has its final
+// layout.
 StatusOr<float> TrainStep(const TrainOptions& options, const Dataset& train, const int* local_batch,
-                          int local_size, const GradientAverager& averager, Mlp* model,
+                          int local_size, std::unique_ptr<GradientAverager>* averager, Mlp* model,
                           std::vector<NamedTensor>* gradients) {
-  float loss = model->LossAndGradients(train, local_batch, local_size, gradients);
-  // The loss rides along with the gradients: one more tensor for the same fused transfer.
-  gradients->push_back({"loss", {}, {loss}});
-  Status status = averager.Average(gradients);
-  loss = gradients->back().values[0];
-  gradients->pop_back();
-  if (!status.ok()) return status;
+  const float local_loss = model->LossAndGradients(train, local_batch, local_size, gradients);
+  if (*averager == nullptr) {
+    StatusOr<std::unique_ptr<GradientAverager>> created = GradientAverager::Create(gradients);
+    if (!created.ok()) return created.status();
+    *averager = std::move(created).value();
+  }
+  StatusOr<float> loss = (*averager)->Average(local_loss);
+  if (!loss.ok()) return loss.status();
   model->SgdStep(*gradients, static_cast<float>(options.learning_rate));
-  return loss;
+  return loss.value();
 }
 
 Status Train(const TrainOptions& options, const TrainTestSplit& data, Mlp* model) {
@@ -43,8 +45,8 @@ Status Train(const TrainOptions& options, const TrainTestSplit& data, Mlp* model
                            " is larger than the training set (" +
                            std::to_string(data.train.size()) + " samples)");
   }
-  GradientAverager averager(std::chrono::seconds(300));
-  std::vector<NamedTensor> gradients;
+  std::vector<NamedTensor> gradients;  // declared first: the averager points into it
+  std::unique_ptr<GradientAverager> averager;
   int step = 0;
   for (int epoch = 1; epoch <= options.epochs; ++epoch) {
     // The same order on every rank; each rank takes its slice of each global batch.
@@ -53,7 +55,7 @@ Status Train(const TrainOptions& options, const TrainTestSplit& data, Mlp* model
     for (int s = 0; s < steps_per_epoch; ++s) {
       const int* local_batch = &order[s * options.batch_size + rank * local_size];
       StatusOr<float> loss =
-          TrainStep(options, data.train, local_batch, local_size, averager, model, &gradients);
+          TrainStep(options, data.train, local_batch, local_size, &averager, model, &gradients);
       if (!loss.ok()) return loss.status().WithContext("step " + std::to_string(step + 1));
       epoch_loss += loss.value();
       ++step;

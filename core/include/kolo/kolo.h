@@ -90,6 +90,19 @@ class Runtime {
                         Callback callback);
   Status Allgather(const std::string& name, const TensorView& input, Allocator allocate);
 
+  // Allreduces several tensors as one: they are submitted together and always travel in one
+  // fused transfer, whatever KOLO_FUSION_THRESHOLD says. All must have the same dtype and
+  // device; names must be distinct; `inputs` and `outputs` pair up. `callback` runs once,
+  // after every tensor completed, with the first failure if any.
+  Status GroupedAllreduceAsync(const std::vector<std::string>& names,
+                               const std::vector<TensorView>& inputs,
+                               const std::vector<TensorView>& outputs,
+                               const AllreduceOptions& options, Callback callback);
+  Status GroupedAllreduce(const std::vector<std::string>& names,
+                          const std::vector<TensorView>& inputs,
+                          const std::vector<TensorView>& outputs,
+                          const AllreduceOptions& options = {});
+
   // Sends rows of `input` (dimension 0) to every rank: splits[d] rows to rank d, in order
   // (empty splits: rows / size each, which must divide). Receives the rows every rank sends
   // this one, concatenated in rank order, into memory from `allocate`; `received_splits`
@@ -167,8 +180,16 @@ Status allreduce(const std::string& name, const TensorView& input, const TensorV
 std::vector<int64_t> ReducescatterShape(const std::vector<int64_t>& input_shape, int rank,
                                         int size);
 
-// Allgather, alltoall, reducescatter, broadcast and barrier of the default runtime (see
-// Runtime).
+// Grouped allreduce, allgather, alltoall, reducescatter, broadcast and barrier of the default
+// runtime (see Runtime).
+Status grouped_allreduce_async(const std::vector<std::string>& names,
+                               const std::vector<TensorView>& inputs,
+                               const std::vector<TensorView>& outputs,
+                               const AllreduceOptions& options, Callback callback);
+Status grouped_allreduce(const std::vector<std::string>& names,
+                         const std::vector<TensorView>& inputs,
+                         const std::vector<TensorView>& outputs,
+                         const AllreduceOptions& options = {});
 Status alltoall_async(const std::string& name, const TensorView& input,
                       const std::vector<int64_t>& splits, Allocator allocate,
                       std::vector<int64_t>* received_splits, Callback callback);
