@@ -1,0 +1,76 @@
+/* kolo's C API: the default runtime of kolo/kolo.h for C programs and foreign-function
+ * bindings. Every function may be called from any thread; the *_async forms return at once
+ * and run `done` exactly once, on kolo's background thread, unless they return non-zero.
+ * Return values are kolo_status codes (0 = OK); kolo_last_error() gives the message of the
+ * calling thread's last failure. Buffers must stay valid until the op completes. */
+#ifndef KOLO_KOLO_C_H_
+#define KOLO_KOLO_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The values of kolo::StatusCode. */
+enum kolo_status {
+  KOLO_OK = 0,
+  KOLO_INVALID_ARGUMENT = 1,
+  KOLO_FAILED_PRECONDITION = 2,
+  KOLO_MISMATCH = 3,
+  KOLO_ABORTED = 4,
+  KOLO_DEADLINE_EXCEEDED = 5,
+  KOLO_UNAVAILABLE = 6,
+  KOLO_INTERNAL = 7,
+  KOLO_SHUTDOWN = 8
+};
+
+/* The values of kolo::DataType and kolo::ReduceOp. */
+enum kolo_dtype {
+  KOLO_UINT8 = 0,
+  KOLO_INT8 = 1,
+  KOLO_INT32 = 2,
+  KOLO_INT64 = 3,
+  KOLO_FLOAT16 = 4,
+  KOLO_BFLOAT16 = 5,
+  KOLO_FLOAT32 = 6,
+  KOLO_FLOAT64 = 7
+};
+enum kolo_reduce_op {
+  KOLO_SUM = 0,
+  KOLO_AVERAGE = 1,
+  KOLO_MIN = 2,
+  KOLO_MAX = 3,
+  KOLO_PRODUCT = 4
+};
+
+/* Completion of an async op: its status code, its message ("" when OK; valid only during
+ * the call) and the caller's pointer. */
+typedef void (*kolo_done_fn)(int status, const char* message, void* user);
+
+/* The message of this thread's last non-zero return ("" if none). Valid until this thread's
+ * next kolo call. */
+const char* kolo_last_error(void);
+
+/* init() from the environment (KOLO_RANK, KOLO_SIZE, ...); blocks until every rank joined. */
+int kolo_init(void);
+int kolo_shutdown(void);
+int kolo_rank(void); /* -1 when not initialized */
+int kolo_size(void);
+int kolo_local_rank(void);
+int kolo_local_size(void);
+
+/* A contiguous host tensor of `count` elements, reduced in place when input == output. */
+int kolo_allreduce(const char* name, const void* input, void* output, int64_t count, int dtype,
+                   int reduce_op);
+int kolo_allreduce_async(const char* name, const void* input, void* output, int64_t count,
+                         int dtype, int reduce_op, kolo_done_fn done, void* user);
+int kolo_broadcast(const char* name, void* data, int64_t count, int dtype, int root);
+int kolo_barrier(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KOLO_KOLO_C_H_ */
