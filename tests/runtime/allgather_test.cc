@@ -12,9 +12,7 @@ using kolo::testing::Watchdog;
 
 namespace {
 
-constexpr DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
-                                  DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                                  DataType::kFloat32, DataType::kFloat64};
+using kolo::testing::kAllDataTypes;
 
 // Rank r contributes rows(r) rows of `cols` elements; element values encode (rank, index).
 int64_t Rows(int rank, int pattern) {
@@ -69,7 +67,7 @@ TEST_CASE("Allgather concatenates uneven first dimensions for every dtype",
                     std::chrono::seconds(90));
   LocalJob job(n);
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
-    for (DataType dtype : kAllTypes) {
+    for (DataType dtype : kAllDataTypes) {
       for (int pattern = 0; pattern < 3; ++pattern) {
         std::string e = CheckAllgather(rt, dtype, pattern, pattern == 2 ? 1031 : 3);
         if (!e.empty()) return e;

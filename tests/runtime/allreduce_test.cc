@@ -14,9 +14,7 @@ using kolo::testing::Watchdog;
 
 namespace {
 
-constexpr DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
-                                  DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                                  DataType::kFloat32, DataType::kFloat64};
+using kolo::testing::kAllDataTypes;
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                                 ReduceOp::kProduct};
 
@@ -52,7 +50,7 @@ TEST_CASE("Allreduce matches a direct computation for every dtype, op and size",
   LocalJob job(n);
   const std::vector<int64_t> counts = {0, 1, 13, 1000 * n + 1};
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
-    for (DataType dtype : kAllTypes) {
+    for (DataType dtype : kAllDataTypes) {
       for (ReduceOp op : kAllOps) {
         for (int64_t count : counts) {
           std::string name =

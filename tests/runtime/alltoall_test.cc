@@ -13,9 +13,7 @@ using kolo::testing::Watchdog;
 
 namespace {
 
-constexpr DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
-                                  DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                                  DataType::kFloat32, DataType::kFloat64};
+using kolo::testing::kAllDataTypes;
 
 // Rows rank `from` sends rank `to`; pattern 0 is the even split (splits left empty).
 int64_t Rows(int from, int to, int pattern) {
@@ -81,7 +79,7 @@ TEST_CASE("Alltoall delivers every rank's block for every other rank", "[runtime
                     std::chrono::seconds(90));
   LocalJob job(n);
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
-    for (DataType dtype : kAllTypes) {
+    for (DataType dtype : kAllDataTypes) {
       for (int pattern = 0; pattern < 3; ++pattern) {
         std::string e = CheckAlltoall(rt, dtype, pattern, pattern == 2 ? 257 : 3);
         if (!e.empty()) return e;

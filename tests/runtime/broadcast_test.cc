@@ -12,9 +12,7 @@ using kolo::testing::Watchdog;
 
 namespace {
 
-constexpr DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
-                                  DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                                  DataType::kFloat32, DataType::kFloat64};
+using kolo::testing::kAllDataTypes;
 
 // Every rank holds its own values; after the broadcast every rank must hold the root's.
 std::string CheckBroadcast(Runtime& rt, const std::string& name, DataType dtype, int64_t count,
@@ -39,7 +37,7 @@ TEST_CASE("Broadcast copies the root's tensor to every rank, for every root and 
   LocalJob job(n);
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     for (int root = 0; root < n; ++root) {
-      for (DataType dtype : kAllTypes) {
+      for (DataType dtype : kAllDataTypes) {
         for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{13}}) {
           std::string e = CheckBroadcast(rt, DataTypeName(dtype) + "/" + std::to_string(count),
                                          dtype, count, root);

@@ -14,9 +14,7 @@ using kolo::testing::Watchdog;
 
 namespace {
 
-constexpr DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
-                                  DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                                  DataType::kFloat32, DataType::kFloat64};
+using kolo::testing::kAllDataTypes;
 
 std::string CheckReducescatter(Runtime& rt, DataType dtype, ReduceOp op, int64_t rows,
                                int64_t cols) {
@@ -67,7 +65,7 @@ TEST_CASE("Reducescatter leaves each rank its part of the reduction", "[runtime]
                     std::chrono::seconds(90));
   LocalJob job(n);
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
-    for (DataType dtype : kAllTypes) {
+    for (DataType dtype : kAllDataTypes) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
         for (int64_t rows : {int64_t{0}, int64_t{1}, int64_t{13}, int64_t{5 * n + 3}}) {
           std::string e = CheckReducescatter(rt, dtype, op, rows, 3);

@@ -11,6 +11,11 @@
 
 namespace kolo::testing {
 
+// Every dtype kolo reduces, for sweeps.
+inline constexpr DataType kAllDataTypes[] = {
+    DataType::kUInt8,   DataType::kInt8,     DataType::kInt32,   DataType::kInt64,
+    DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
+
 // Input value of element i on rank r (small integers; in {1, 2} for products).
 double InputValue(int rank, int64_t i, ReduceOp op);
 

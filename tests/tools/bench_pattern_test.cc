@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "tests/support/reference_reduce.h"
+
 namespace kolo::bench {
 namespace {
 
@@ -17,18 +19,7 @@ const std::vector<ReduceOp> kAllOps = {ReduceOp::kSum, ReduceOp::kAverage, Reduc
                                        ReduceOp::kMax, ReduceOp::kProduct};
 
 double Combine(ReduceOp op, double a, double b) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAverage:
-      return a + b;
-    case ReduceOp::kMin:
-      return std::min(a, b);
-    case ReduceOp::kMax:
-      return std::max(a, b);
-    case ReduceOp::kProduct:
-      return a * b;
-  }
-  return NAN;
+  return kolo::testing::ReferenceReduce(op, a, b);
 }
 
 // Reduces the ranks' encoded inputs element by element, rounding to the dtype after each step
