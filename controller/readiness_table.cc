@@ -4,7 +4,8 @@
 
 namespace kolo::controller {
 
-ReadinessTable::ReadinessTable(int size) : size_(size), shut_down_(size, false) {}
+ReadinessTable::ReadinessTable(int size)
+    : size_(size), shut_down_(size, false), joined_(size, false) {}
 
 namespace {
 
@@ -43,6 +44,12 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, Clock::TimePoi
       Note(events, Kind::kEnd, meta.name, meta.op, -1);
       return Status::Ok();
     }
+    if (std::string conflict = JoinConflict(meta); !conflict.empty()) {
+      ready->push_back(ReadyTensor{meta, conflict, 0, StatusCode::kFailedPrecondition});
+      Note(events, Kind::kAnnounce, meta.name, meta.op, rank);
+      Note(events, Kind::kEnd, meta.name, meta.op, -1);
+      return Status::Ok();
+    }
     Pending entry;
     entry.arrival = next_arrival_++;
     entry.first_seen = now;
@@ -58,12 +65,61 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, Clock::TimePoi
   entry.announced[rank] = true;
   ++entry.count;
   Note(events, Kind::kAnnounce, meta.name, entry.first.op, rank);
-  if (entry.count == size_) {
-    ready->push_back(Finish(entry));
+  const bool joins = meta.op == OpType::kJoin && !joined_[rank];
+  if (joins) {
+    joined_[rank] = true;
+    ++num_joined_;
+  }
+  if (IsComplete(entry)) {
+    ReadyTensor done = Finish(entry);
+    if (entry.first.op == OpType::kJoin) {  // every rank joined: `rank` was the last
+      done.meta.root = rank;
+      joined_.assign(size_, false);
+      num_joined_ = 0;
+    }
+    ready->push_back(std::move(done));
     Note(events, Kind::kEnd, meta.name, entry.first.op, rank);
     Erase(it);
   }
+  if (joins) SettleAfterJoin(ready, events);
   return Status::Ok();
+}
+
+bool ReadinessTable::IsComplete(const Pending& entry) const {
+  if (entry.count == size_) return true;
+  if (entry.first.op != OpType::kAllreduce || num_joined_ == 0) return false;
+  for (int rank = 0; rank < size_; ++rank) {
+    if (!entry.announced[rank] && !joined_[rank]) return false;
+  }
+  return true;
+}
+
+std::string ReadinessTable::JoinConflict(const TensorMeta& meta) const {
+  if (num_joined_ == 0 || meta.op == OpType::kAllreduce || meta.op == OpType::kJoin) return "";
+  int joined = 0;
+  while (!joined_[joined]) ++joined;
+  return OpTypeName(meta.op) + " '" + meta.name + "' cannot run while rank " +
+         std::to_string(joined) + " has joined: join supports only allreduce";
+}
+
+void ReadinessTable::SettleAfterJoin(std::vector<ReadyTensor>* ready,
+                                     std::vector<NegotiationEvent>* events) {
+  using Kind = NegotiationEvent::Kind;
+  std::vector<std::string> names;  // in arrival order, so responses keep that order
+  for (const auto& [arrival, name] : by_arrival_) names.push_back(name);
+  for (const std::string& name : names) {
+    auto it = pending_.find(name);
+    const Pending& entry = it->second;
+    if (std::string conflict = JoinConflict(entry.first); !conflict.empty()) {
+      ready->push_back(ReadyTensor{entry.first, conflict, 0, StatusCode::kFailedPrecondition});
+    } else if (entry.first.op == OpType::kAllreduce && IsComplete(entry)) {
+      ready->push_back(Finish(entry));
+    } else {
+      continue;
+    }
+    Note(events, Kind::kEnd, name, entry.first.op, -1);
+    Erase(it);
+  }
 }
 
 void ReadinessTable::Erase(PendingMap::iterator it) {

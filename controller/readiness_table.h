@@ -91,6 +91,7 @@ class ReadinessTable {
                 std::vector<NegotiationEvent>* events = nullptr);
 
   bool has_shut_down(int rank) const { return shut_down_[rank]; }
+  bool has_joined(int rank) const { return joined_[rank]; }
   int num_shut_down() const { return num_shut_down_; }
   int pending_count() const { return static_cast<int>(pending_.size()); }
   bool is_pending(const std::string& name) const { return pending_.count(name) != 0; }
@@ -112,6 +113,14 @@ class ReadinessTable {
     int count = 0;                        // number of true entries in `announced`
     std::map<int, TensorMeta> differing;  // ranks whose metadata differs from `first`
   };
+
+  // Every rank announced `entry`, or (for an allreduce) every rank that has not joined.
+  bool IsComplete(const Pending& entry) const;
+  // The failure of an op other than allreduce while a rank has joined; "" if it may run.
+  std::string JoinConflict(const TensorMeta& meta) const;
+  // After `rank` joined: completes the allreduces that only waited for it and fails the
+  // collectives that cannot run with joined ranks.
+  void SettleAfterJoin(std::vector<ReadyTensor>* ready, std::vector<NegotiationEvent>* events);
   using PendingMap = std::unordered_map<std::string, Pending>;
 
   // The result of a complete entry: success with rank 0's metadata, or the mismatch text.
@@ -129,6 +138,10 @@ class ReadinessTable {
   std::map<uint64_t, std::string> by_arrival_;  // the names of pending_, oldest first
   std::vector<bool> shut_down_;                 // by rank
   int num_shut_down_ = 0;
+  // Ranks that announced the join and wait for the others: allreduces complete without them
+  // (they contribute zeros); other collectives fail while any rank has joined.
+  std::vector<bool> joined_;  // by rank
+  int num_joined_ = 0;
 };
 
 }  // namespace kolo::controller

@@ -218,6 +218,9 @@ void BackgroundLoop::HandleResponse(const Response& response) {
     if (entry == nullptr && response.is_error()) {
       continue;  // an op that failed before this rank submitted it (e.g. a peer shut down)
     }
+    if (entry == nullptr && joined_ && response.op == OpType::kAllreduce) {
+      entry = StandIn(response, entries.size());  // this rank joined: it contributes zeros
+    }
     if (entry == nullptr) {
       Abort(Internal("protocol error: the controller decided on '" + name +
                      "', which this rank never submitted"),
@@ -247,6 +250,14 @@ void BackgroundLoop::HandleResponse(const Response& response) {
     if (!status.ok()) {
       Abort(status, true);  // also fails these entries with the root cause
       return;
+    }
+  }
+  stand_ins_.clear();
+  stand_in_data_.clear();
+  if (response.op == OpType::kJoin && !response.is_error()) {
+    joined_ = false;
+    for (TensorEntry* e : entries) {
+      if (e->last_joined != nullptr) *e->last_joined = response.root;
     }
   }
   // Removing only now keeps each name in flight until its result is in place; Complete
@@ -293,6 +304,19 @@ void BackgroundLoop::HandlePong(const ControllerMessage& pong) {
   if (++clock_samples_ < kClockSamples) SendClockPing();
 }
 
+TensorEntry* BackgroundLoop::StandIn(const Response& response, size_t index) {
+  const int64_t count = index < response.num_elements.size() ? response.num_elements[index] : 0;
+  stand_in_data_.emplace_back(static_cast<size_t>(count) * DataTypeSize(response.dtype), 0);
+  auto entry = std::make_unique<TensorEntry>();
+  entry->meta.name = response.names[index];
+  entry->meta.dtype = response.dtype;
+  entry->meta.shape = {count};
+  entry->input = {stand_in_data_.back().data(), response.dtype, {count}, Device::Cpu()};
+  entry->output = entry->input;
+  stand_ins_.push_back(std::move(entry));
+  return stand_ins_.back().get();
+}
+
 Request BackgroundLoop::MakeRequest(const TensorEntry& entry) {
   Request request;
   auto it = cache_.find(entry.meta.name);
@@ -310,7 +334,10 @@ void BackgroundLoop::SendNewRequests() {
   WorkerMessage batch;
   batch.kind = WorkerMessage::Kind::kRequests;
   batch.requests.reserve(fresh.size());
-  for (const TensorEntry* entry : fresh) batch.requests.push_back(MakeRequest(*entry));
+  for (const TensorEntry* entry : fresh) {
+    if (entry->meta.op == OpType::kJoin) joined_ = true;
+    batch.requests.push_back(MakeRequest(*entry));
+  }
   logger_->trace("sending {} requests", batch.requests.size());
   Status sent = channel_->Send(batch);
   if (!sent.ok()) Abort(sent, false);

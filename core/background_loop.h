@@ -79,6 +79,8 @@ class BackgroundLoop {
   void SendClockPing();
   void HandlePong(const ControllerMessage& pong);
   Request MakeRequest(const TensorEntry& entry);
+  // A zero tensor for name `index` of an allreduce this joined rank never submitted.
+  TensorEntry* StandIn(const Response& response, size_t index);
   void Abort(const Status& why, bool tell_controller);
   void FailAll(const Status& why);
   // Runs the callback; `response` is the decision it completed with, if any (for the trace).
@@ -115,6 +117,11 @@ class BackgroundLoop {
   bool notice_sent_ = false;
   std::chrono::steady_clock::time_point stop_deadline_;
   uint64_t last_seq_ = 0;
+  bool joined_ = false;  // this rank's join is in flight: it contributes zeros to allreduces
+  // Zero tensors standing in for allreduces a joined rank never submitted; live while the
+  // response that needs them executes.
+  std::vector<std::unique_ptr<TensorEntry>> stand_ins_;
+  std::vector<std::vector<uint8_t>> stand_in_data_;
   int clock_samples_ = 0;
   double best_clock_rtt_us_ = 0;
   struct CacheSlot {

@@ -219,10 +219,10 @@ StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView
   return meta;
 }
 
-TensorMeta BarrierMeta(const std::string& name) {
+TensorMeta BarrierMeta(const std::string& name, OpType op) {
   TensorMeta meta;
   meta.name = name;
-  meta.op = OpType::kBarrier;
+  meta.op = op;
   meta.dtype = DataType::kUInt8;
   meta.shape = {0};
   return meta;

@@ -45,10 +45,12 @@ StatusOr<TensorMeta> ValidateAlltoall(const std::string& name, const TensorView&
 StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& tensor, int root,
                                        int size);
 
-// The name every rank's barrier is negotiated under.
+// The names every rank's barrier and join are negotiated under.
 inline constexpr char kBarrierName[] = "kolo.barrier";
+inline constexpr char kJoinName[] = "kolo.join";
 
-// The metadata of a barrier: every rank submits the same name with no data.
-TensorMeta BarrierMeta(const std::string& name);
+// The metadata of a barrier (or, with OpType::kJoin, a join): every rank submits the same
+// name with no data.
+TensorMeta BarrierMeta(const std::string& name, OpType op = OpType::kBarrier);
 
 }  // namespace kolo

@@ -97,8 +97,9 @@ Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEn
     case OpType::kAlltoall:
       return Alltoall(response, entries, observer);
     case OpType::kBarrier:
-      // The decision itself is the barrier: the controller sends it only once every rank
-      // has announced the barrier, so there is nothing left to move.
+    case OpType::kJoin:
+      // The decision itself is the barrier (or the end of the join): the controller sends it
+      // only once every rank has announced it, so there is nothing left to move.
       return Status::Ok();
     default:
       return Internal(OpTypeName(response.op) + " is not implemented");

@@ -191,6 +191,18 @@ Status broadcast(const std::string& name, const TensorView& tensor, int root) {
   return rt->Broadcast(name, tensor, root);
 }
 
+Status join_async(int* last_rank, Callback callback) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->JoinAsync(last_rank, std::move(callback));
+}
+
+StatusOr<int> join() {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return rt->Join();
+}
+
 Status barrier_async(Callback callback) {
   std::shared_ptr<Runtime> rt = Current();
   if (!rt) return NotInitialized();

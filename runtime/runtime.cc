@@ -146,6 +146,21 @@ Status Runtime::Broadcast(const std::string& name, const TensorView& tensor, int
   });
 }
 
+Status Runtime::JoinAsync(int* last_rank, Callback callback) {
+  TensorView none;
+  none.dtype = DataType::kUInt8;
+  none.shape = {0};
+  return impl_->Enqueue(BarrierMeta(kJoinName, OpType::kJoin), none, none, std::move(callback),
+                        nullptr, nullptr, last_rank);
+}
+
+StatusOr<int> Runtime::Join() {
+  int last = -1;  // set before the callback runs, which Blocking waits for
+  Status s = Blocking("join", [&](Callback done) { return JoinAsync(&last, std::move(done)); });
+  if (!s.ok()) return s;
+  return last;
+}
+
 Status Runtime::BarrierAsync(Callback callback) {
   TensorView none;
   none.dtype = DataType::kUInt8;

@@ -181,7 +181,7 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
 
 Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,
                             Callback callback, Allocator allocate,
-                            std::vector<int64_t>* received_splits) {
+                            std::vector<int64_t>* received_splits, int* last_joined) {
   auto entry = std::make_unique<TensorEntry>();
   entry->meta = std::move(meta);
   entry->input = input;
@@ -189,6 +189,7 @@ Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const Tens
   entry->callback = std::move(callback);
   entry->allocate = std::move(allocate);
   entry->received_splits = received_splits;
+  entry->last_joined = last_joined;
   entry->enqueued_at = SteadyTime::now();
   // The span opens before the entry is queued, so its begin precedes everything the
   // background thread records for it.

@@ -53,7 +53,7 @@ class RuntimeImpl {
   // decided by negotiation (allgather).
   Status Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,
                  Callback callback, Allocator allocate = nullptr,
-                 std::vector<int64_t>* received_splits = nullptr);
+                 std::vector<int64_t>* received_splits = nullptr, int* last_joined = nullptr);
 
   const Options& options() const { return options_; }
   const Topology& topology() const { return topology_; }

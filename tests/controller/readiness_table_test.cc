@@ -369,5 +369,35 @@ TEST_CASE("Alltoall sends the whole split matrix, row by sending rank",
   CHECK(ready[0].splits == std::vector<int64_t>{1, 2, 4, 0});
 }
 
+TEST_CASE("A joined rank completes allreduces without it and blocks other collectives",
+          "[controller][readiness][join]") {
+  ReadinessTable table(3);
+  std::vector<ReadyTensor> ready;
+  TensorMeta join = Meta("kolo.join", {0}, DataType::kUInt8);
+  join.op = OpType::kJoin;
+  TensorMeta bcast = Meta("b");
+  bcast.op = OpType::kBroadcast;
+  bcast.root = 0;
+  REQUIRE(table.Announce(0, Meta("g"), kT0, &ready).ok());
+  REQUIRE(table.Announce(1, Meta("g"), kT0, &ready).ok());
+  REQUIRE(table.Announce(0, bcast, kT0, &ready).ok());
+  REQUIRE(table.Announce(2, join, kT0, &ready).ok());
+  REQUIRE(ready.size() == 2);  // 'g' without rank 2; 'b' cannot run with a joined rank
+  CHECK(ready[0].meta.name == "g");
+  CHECK(ready[0].error.empty());
+  CHECK(ready[1].meta.name == "b");
+  CHECK(ready[1].error ==
+        "broadcast 'b' cannot run while rank 2 has joined: join supports "
+        "only allreduce");
+  CHECK(ready[1].error_code == StatusCode::kFailedPrecondition);
+  ready.clear();
+  REQUIRE(table.Announce(1, join, kT0, &ready).ok());
+  REQUIRE(table.Announce(0, join, kT0, &ready).ok());
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].meta.op == OpType::kJoin);
+  CHECK(ready[0].meta.root == 0);    // the last rank to join
+  CHECK_FALSE(table.has_joined(2));  // reset for the next round
+}
+
 }  // namespace
 }  // namespace kolo::controller

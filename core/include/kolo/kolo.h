@@ -132,6 +132,15 @@ class Runtime {
                         Callback callback);
   Status Broadcast(const std::string& name, const TensorView& tensor, int root);
 
+  // For a rank that has run out of data: it keeps taking part, contributing zeros to every
+  // allreduce the other ranks still submit (the identity of sum and average; min, max and
+  // product see a 0), until every rank has joined. Allgather, alltoall, broadcast,
+  // reducescatter and barrier fail while any rank has joined. `last_rank` (may be null;
+  // must outlive the callback) is set to the last rank to join before the callback runs.
+  Status JoinAsync(int* last_rank, Callback callback);
+  // Blocking form: returns the last rank to join.
+  StatusOr<int> Join();
+
   // Completes once every rank has called it. One barrier may be in flight per rank.
   Status BarrierAsync(Callback callback);
   Status Barrier();
@@ -207,6 +216,8 @@ Status allgather(const std::string& name, const TensorView& input, Allocator all
 Status broadcast_async(const std::string& name, const TensorView& tensor, int root,
                        Callback callback);
 Status broadcast(const std::string& name, const TensorView& tensor, int root);
+Status join_async(int* last_rank, Callback callback);
+StatusOr<int> join();
 Status barrier_async(Callback callback);
 Status barrier();
 
