@@ -1,6 +1,7 @@
 // kolo's C API (kolo/kolo_c.h) over the default runtime of kolo/kolo.h. No exception crosses
 // it: kolo itself does not throw, and a callback's thread boundary is kolo's own.
 #include <string>
+#include <vector>
 
 #include "kolo/kolo.h"
 #include "kolo/kolo_c.h"
@@ -20,6 +21,31 @@ kolo::TensorView View(const void* data, int64_t count, int dtype) {
   view.dtype = static_cast<kolo::DataType>(dtype);
   view.shape = {count};
   return view;
+}
+
+kolo::TensorView Shaped(const void* data, const int64_t* shape, int ndim, int dtype) {
+  kolo::TensorView view;
+  view.data = const_cast<void*>(data);
+  view.dtype = static_cast<kolo::DataType>(dtype);
+  if (shape != nullptr && ndim > 0) view.shape.assign(shape, shape + ndim);
+  return view;
+}
+
+kolo::Callback Done(kolo_done_fn done, void* user) {
+  return [done, user](const kolo::Status& s) {
+    done(static_cast<int>(s.code()), s.message().c_str(), user);
+  };
+}
+
+kolo::Allocator Alloc(kolo_alloc_fn alloc, void* user) {
+  if (alloc == nullptr) return nullptr;
+  return [alloc, user](const std::vector<int64_t>& shape) -> void* {
+    return alloc(shape.data(), static_cast<int>(shape.size()), user);
+  };
+}
+
+int Missing(const char* what) {
+  return Report(kolo::InvalidArgument(std::string(what) + ": a required argument is NULL"));
 }
 
 kolo::AllreduceOptions Reduce(int reduce_op) {
@@ -68,9 +94,7 @@ int kolo_allreduce_async(const char* name, const void* input, void* output, int6
     return Report(kolo::InvalidArgument("kolo_allreduce_async: name and done must be set"));
   }
   return Report(kolo::allreduce_async(name, View(input, count, dtype), View(output, count, dtype),
-                                      Reduce(reduce_op), [done, user](const kolo::Status& s) {
-                                        done(static_cast<int>(s.code()), s.message().c_str(), user);
-                                      }));
+                                      Reduce(reduce_op), Done(done, user)));
 }
 
 int kolo_broadcast(const char* name, void* data, int64_t count, int dtype, int root) {
@@ -78,8 +102,90 @@ int kolo_broadcast(const char* name, void* data, int64_t count, int dtype, int r
   return Report(kolo::broadcast(name, View(data, count, dtype), root));
 }
 
+int kolo_broadcast_async(const char* name, void* data, int64_t count, int dtype, int root,
+                         kolo_done_fn done, void* user) {
+  if (name == nullptr || done == nullptr) return Missing("kolo_broadcast_async");
+  return Report(kolo::broadcast_async(name, View(data, count, dtype), root, Done(done, user)));
+}
+
 int kolo_barrier(void) {
   return Report(kolo::barrier());
+}
+
+int kolo_barrier_async(kolo_done_fn done, void* user) {
+  if (done == nullptr) return Missing("kolo_barrier_async");
+  return Report(kolo::barrier_async(Done(done, user)));
+}
+
+int kolo_allgather(const char* name, const void* input, const int64_t* shape, int ndim, int dtype,
+                   kolo_alloc_fn alloc, void* alloc_user) {
+  if (name == nullptr || alloc == nullptr) return Missing("kolo_allgather");
+  return Report(kolo::allgather(name, Shaped(input, shape, ndim, dtype), Alloc(alloc, alloc_user)));
+}
+
+int kolo_allgather_async(const char* name, const void* input, const int64_t* shape, int ndim,
+                         int dtype, kolo_alloc_fn alloc, void* alloc_user, kolo_done_fn done,
+                         void* user) {
+  if (name == nullptr || alloc == nullptr || done == nullptr) {
+    return Missing("kolo_allgather_async");
+  }
+  return Report(kolo::allgather_async(name, Shaped(input, shape, ndim, dtype),
+                                      Alloc(alloc, alloc_user), Done(done, user)));
+}
+
+int kolo_alltoall(const char* name, const void* input, const int64_t* shape, int ndim, int dtype,
+                  const int64_t* splits, kolo_alloc_fn alloc, void* alloc_user,
+                  int64_t* received_splits) {
+  if (name == nullptr || alloc == nullptr) return Missing("kolo_alltoall");
+  const int size = kolo::size();
+  std::vector<int64_t> split_list;
+  if (splits != nullptr && size > 0) split_list.assign(splits, splits + size);
+  std::vector<int64_t> received;
+  const int status = Report(kolo::alltoall(name, Shaped(input, shape, ndim, dtype), split_list,
+                                           Alloc(alloc, alloc_user), &received));
+  if (status == KOLO_OK && received_splits != nullptr) {
+    for (size_t i = 0; i < received.size(); ++i) received_splits[i] = received[i];
+  }
+  return status;
+}
+
+int kolo_reducescatter(const char* name, const void* input, int64_t rows, int64_t row_elements,
+                       void* output, int dtype, int reduce_op) {
+  if (name == nullptr) return Missing("kolo_reducescatter");
+  const std::vector<int64_t> part =
+      kolo::ReducescatterShape({rows, row_elements}, kolo::rank(), kolo::size());
+  const int64_t in_shape[2] = {rows, row_elements};
+  return Report(kolo::reducescatter(name, Shaped(input, in_shape, 2, dtype),
+                                    Shaped(output, part.data(), 2, dtype), Reduce(reduce_op)));
+}
+
+int kolo_grouped_allreduce(int count, const char* const* names, const void* const* inputs,
+                           void* const* outputs, const int64_t* element_counts, int dtype,
+                           int reduce_op) {
+  if (count <= 0 || names == nullptr || inputs == nullptr || outputs == nullptr ||
+      element_counts == nullptr) {
+    return Missing("kolo_grouped_allreduce");
+  }
+  std::vector<std::string> name_list;
+  std::vector<kolo::TensorView> in, out;
+  for (int i = 0; i < count; ++i) {
+    if (names[i] == nullptr) return Missing("kolo_grouped_allreduce");
+    name_list.emplace_back(names[i]);
+    in.push_back(View(inputs[i], element_counts[i], dtype));
+    out.push_back(View(outputs[i], element_counts[i], dtype));
+  }
+  return Report(kolo::grouped_allreduce(name_list, in, out, Reduce(reduce_op)));
+}
+
+int kolo_join(int* last_rank) {
+  kolo::StatusOr<int> last = kolo::join();
+  if (last.ok() && last_rank != nullptr) *last_rank = *last;
+  return Report(last.status());
+}
+
+int kolo_join_async(int* last_rank, kolo_done_fn done, void* user) {
+  if (done == nullptr) return Missing("kolo_join_async");
+  return Report(kolo::join_async(last_rank, Done(done, user)));
 }
 
 }  // extern "C"

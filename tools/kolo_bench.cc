@@ -1,6 +1,7 @@
 // kolo-bench: a collective sweep through kolo's public API (kolo::init, kolo::allreduce,
-// allgather, broadcast, reducescatter, kolo::shutdown) in the style of nccl-tests'
-// all_reduce_perf, all_gather_perf, broadcast_perf and reduce_scatter_perf. Run it under kolorun:
+// allgather, broadcast, reducescatter, alltoall, kolo::shutdown) in the style of nccl-tests'
+// all_reduce_perf, all_gather_perf, broadcast_perf, reduce_scatter_perf and alltoall_perf.
+// Run it under kolorun:
 //   kolorun -np 4 kolo-bench -b 4K -e 64M -d all -o all
 //   kolorun -np 4 kolo-bench -b 4K -e 64M -o allgather
 // Rank 0 prints one line per message size; every rank checks every iteration's result
@@ -49,7 +50,8 @@ Status Allreduce(const std::string& name, const TensorView& in, const TensorView
 }
 
 // One blocking run of `op`'s collective on the bench's buffers (`in` is unused by broadcast,
-// which works in place on `out`; allgather's output goes to `out`, whose shape it checks).
+// which works in place on `out`; allgather's and alltoall's output goes to `out`, whose shape
+// they check; alltoall splits evenly and checks that it received `out` / size rows per rank).
 Status RunCollective(const std::string& name, const BenchOp& op, int root, const TensorView& in,
                      const TensorView& out) {
   Status status;
@@ -68,6 +70,22 @@ Status RunCollective(const std::string& name, const BenchOp& op, int root, const
       kolo::AllreduceOptions options;
       options.op = op.reduce;
       status = kolo::reducescatter(name, in, out, options);
+      break;
+    }
+    case Collective::kAlltoall: {
+      std::vector<int64_t> received;
+      status = kolo::alltoall(
+          name, in, {},
+          [&out](const std::vector<int64_t>& shape) -> void* {
+            return shape == out.shape ? out.data : nullptr;
+          },
+          &received);
+      const int ranks = kolo::size();
+      if (status.ok() &&
+          received != std::vector<int64_t>(static_cast<size_t>(ranks), out.shape[0] / ranks)) {
+        status = kolo::Internal("received splits do not split " + std::to_string(out.shape[0]) +
+                                " rows evenly");
+      }
       break;
     }
   }

@@ -1,12 +1,23 @@
-/* The C API from a C program: allreduce (blocking and async), broadcast, barrier, an
- * argument error, shutdown. Run alone (one rank) and under kolorun (several); exits non-zero
- * with a message on the first thing that is wrong. */
+/* The C API from a C program: allreduce (blocking and async), broadcast, barrier, allgather,
+ * alltoall, reducescatter, grouped allreduce, join, an argument error, shutdown. Run alone (one
+ * rank) and under kolorun (several); exits non-zero with a message on the first thing that is
+ * wrong. */
 #include <kolo/kolo_c.h>
 #include <stdio.h>
 
 static void on_done(int status, const char* message, void* user) {
   (void)message;
   *(int*)user = 100 + status; /* 100: completed with KOLO_OK */
+}
+
+/* Allocator backed by a static buffer big enough for these tests. */
+static double g_out[4096];
+static int64_t g_out_rows = -1;
+static void* into_g_out(const int64_t* shape, int ndim, void* user) {
+  (void)ndim;
+  (void)user;
+  g_out_rows = shape[0];
+  return g_out;
 }
 
 static int fail(const char* what) {
@@ -37,10 +48,59 @@ int main(void) {
   if (kolo_barrier() != KOLO_OK) return fail("barrier");
   if (done != 100 || y[0] != size - 1 || y[1] != 1) return fail("async result");
 
+  /* allgather: rank r contributes r + 1 rows of 2 values, all equal to r. */
+  double rows_in[64];
+  const int64_t gather_shape[2] = {rank + 1, 2};
+  for (int i = 0; i < 2 * (rank + 1); ++i) rows_in[i] = rank;
+  if (kolo_allgather("c/gather", rows_in, gather_shape, 2, KOLO_FLOAT64, into_g_out, NULL) !=
+      KOLO_OK) {
+    return fail("allgather");
+  }
+  if (g_out_rows != size * (size + 1) / 2) return fail("allgather rows");
+  for (int r = 0, at = 0; r < size; ++r) {
+    for (int i = 0; i < 2 * (r + 1); ++i, ++at) {
+      if (g_out[at] != r) return fail("allgather data");
+    }
+  }
+
+  /* alltoall, even split: one row of 1 value for each rank, holding 10 * sender + receiver. */
+  double to_all[64];
+  int64_t received[64];
+  const int64_t a2a_shape[2] = {size, 1};
+  for (int d = 0; d < size; ++d) to_all[d] = 10 * rank + d;
+  if (kolo_alltoall("c/a2a", to_all, a2a_shape, 2, KOLO_FLOAT64, NULL, into_g_out, NULL,
+                    received) != KOLO_OK) {
+    return fail("alltoall");
+  }
+  for (int s = 0; s < size; ++s) {
+    if (received[s] != 1 || g_out[s] != 10 * s + rank) return fail("alltoall data");
+  }
+
+  /* reducescatter of size * 2 rows of 1: rank r gets rows 2r and 2r + 1, each sum = size. */
+  float rs_in[128], rs_out[2];
+  for (int i = 0; i < 2 * size; ++i) rs_in[i] = 1.0f;
+  if (kolo_reducescatter("c/rs", rs_in, 2 * size, 1, rs_out, KOLO_FLOAT32, KOLO_SUM) != KOLO_OK) {
+    return fail("reducescatter");
+  }
+  if (rs_out[0] != (float)size || rs_out[1] != (float)size) return fail("reducescatter data");
+
+  /* grouped allreduce of two tensors. */
+  int32_t g1[3] = {1, 1, 1}, g2[2] = {2, 2};
+  const char* names[2] = {"c/g1", "c/g2"};
+  const void* inputs[2] = {g1, g2};
+  void* outputs[2] = {g1, g2};
+  const int64_t counts[2] = {3, 2};
+  if (kolo_grouped_allreduce(2, names, inputs, outputs, counts, KOLO_INT32, KOLO_SUM) != KOLO_OK) {
+    return fail("grouped allreduce");
+  }
+  if (g1[2] != size || g2[1] != 2 * size) return fail("grouped allreduce data");
+
   if (kolo_broadcast("c/bad", b, 3, KOLO_FLOAT64, size) != KOLO_INVALID_ARGUMENT) {
     return fail("a root outside the job was accepted");
   }
   if (kolo_last_error()[0] == '\0') return fail("no message for the bad root");
+  int last = -2;
+  if (kolo_join(&last) != KOLO_OK || last < 0 || last >= size) return fail("join");
   if (kolo_shutdown() != KOLO_OK) return fail("kolo_shutdown");
   printf("c api ok on rank %d of %d\n", rank, size);
   return 0;

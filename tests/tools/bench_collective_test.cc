@@ -38,6 +38,12 @@ TEST_CASE("ShapeFor follows nccl-tests' size and count columns", "[tools][bench]
   CHECK(reducescatter.output_count == 83);
   CHECK(reducescatter.bytes == 996);  // the input
 
+  BenchShape alltoall = ShapeFor(Collective::kAlltoall, DataType::kFloat32, 1000, 3);
+  CHECK(alltoall.count == 83);  // per peer
+  CHECK(alltoall.input_count == 249);
+  CHECK(alltoall.output_count == 249);
+  CHECK(alltoall.bytes == 996);  // either buffer
+
   // Fewer elements than ranks: an empty op, as in nccl-tests.
   BenchShape tiny = ShapeFor(Collective::kAllgather, DataType::kFloat64, 8, 4);
   CHECK(tiny.count == 0);
@@ -48,6 +54,7 @@ TEST_CASE("BusBandwidthFactor is nccl-tests' per collective", "[tools][bench]") 
   CHECK(BusBandwidthFactor(Collective::kAllreduce, 4) == Approx(1.5));
   CHECK(BusBandwidthFactor(Collective::kAllgather, 4) == Approx(0.75));
   CHECK(BusBandwidthFactor(Collective::kReducescatter, 4) == Approx(0.75));
+  CHECK(BusBandwidthFactor(Collective::kAlltoall, 4) == Approx(0.75));
   CHECK(BusBandwidthFactor(Collective::kBroadcast, 4) == Approx(1.0));
   CHECK(BusBandwidthFactor(Collective::kAllgather, 1) == Approx(0.0));
 }
@@ -83,6 +90,14 @@ Simulated Simulate(const BenchOp& op, DataType dtype, int size, int root, int64_
       case Collective::kBroadcast:
         out = inputs[root];
         break;
+      case Collective::kAlltoall: {
+        // Block s of rank r's output is block r of rank s's input.
+        const size_t block = static_cast<size_t>(shape.count) * e;
+        for (int s = 0; s < size; ++s) {
+          if (block > 0) std::memcpy(&out[s * block], &inputs[s][r * block], block);
+        }
+        break;
+      }
       case Collective::kAllreduce:
       case Collective::kReducescatter: {
         REQUIRE(op.reduce == ReduceOp::kSum);
@@ -102,7 +117,7 @@ Simulated Simulate(const BenchOp& op, DataType dtype, int size, int root, int64_
 
 TEST_CASE("CollectivePattern expects exactly what each collective computes", "[tools][bench]") {
   const BenchOp op = GENERATE(BenchOp{Collective::kAllgather}, BenchOp{Collective::kBroadcast},
-                              BenchOp{Collective::kReducescatter},
+                              BenchOp{Collective::kReducescatter}, BenchOp{Collective::kAlltoall},
                               BenchOp{Collective::kAllreduce, ReduceOp::kSum});
   const int size = GENERATE(1, 3, 4);
   const int root = size - 1;
@@ -147,6 +162,35 @@ TEST_CASE("CollectivePattern tells the ranks' allgather blocks apart", "[tools][
     }
   }
   CHECK(CollectivePattern::GatherValue(DataType::kUInt8, 2, 59) >= 0);
+}
+
+TEST_CASE("CollectivePattern tells alltoall's sources and destinations apart", "[tools][bench]") {
+  const DataType dtype = GENERATE(DataType::kInt8, DataType::kBFloat16);
+  const BenchOp op{Collective::kAlltoall};
+  Simulated sim = Simulate(op, dtype, 4, 0, 400 * DataTypeSize(dtype));  // 100 per peer
+  const size_t e = DataTypeSize(dtype);
+  const size_t block = 100 * e;
+  // Rank 1's output with the blocks from ranks 0 and 3 swapped: all 200 elements are wrong.
+  Buffer swapped = sim.outputs[1];
+  std::swap_ranges(swapped.begin(), swapped.begin() + block, swapped.begin() + 3 * block);
+  CHECK(sim.patterns[1].CountWrong(swapped.data()) == 200);
+  // Rank 1 given what rank 2 should get (every source's block for rank 2): all wrong.
+  CHECK(sim.patterns[1].CountWrong(sim.outputs[2].data()) == 400);
+  // One corrupted element in the block from rank 3.
+  Buffer bad = sim.outputs[1];
+  EncodeValue(dtype, DecodeValue(dtype, &bad[3 * block + 7 * e]) + 11, &bad[3 * block + 7 * e]);
+  CHECK(sim.patterns[1].CountWrong(bad.data()) == 1);
+  // Rank r's input block for d holds AlltoallValue(r, d, j): small non-negative integers.
+  std::vector<unsigned char> input(400 * e);
+  sim.patterns[2].FillInput(input.data());
+  for (int d = 0; d < 4; ++d) {
+    for (int j = 0; j < 100; ++j) {
+      double v = DecodeValue(dtype, &input[(d * 100 + j) * e]);
+      CHECK(v == CollectivePattern::AlltoallValue(2, d, j % BenchPattern::kPeriod));
+      CHECK(v >= 0);
+      CHECK(v <= 10);
+    }
+  }
 }
 
 }  // namespace

@@ -43,15 +43,15 @@ TEST_CASE("ParseBenchOptions expands 'all' to every dtype and op", "[tools][benc
   CHECK(options->ops[1] == BenchOp{Collective::kAllreduce, ReduceOp::kProduct});
 }
 
-TEST_CASE("ParseBenchOptions takes allgather, broadcast and reducescatter for -o",
+TEST_CASE("ParseBenchOptions takes allgather, broadcast, reducescatter and alltoall for -o",
           "[tools][bench]") {
   using Case = std::pair<std::string, Collective>;
-  auto [name, collective] =
-      GENERATE(Case{"allgather", Collective::kAllgather}, Case{"broadcast", Collective::kBroadcast},
-               Case{"reducescatter", Collective::kReducescatter});
+  auto [name, collective] = GENERATE(
+      Case{"allgather", Collective::kAllgather}, Case{"broadcast", Collective::kBroadcast},
+      Case{"reducescatter", Collective::kReducescatter}, Case{"alltoall", Collective::kAlltoall});
   auto options = ParseBenchOptions({"-o", name});
   REQUIRE(options.ok());
-  // Reducescatter sums; allgather and broadcast carry no reduce op ("none" in the table).
+  // Reducescatter sums; allgather, alltoall and broadcast carry no reduce op ("none").
   CHECK(options->ops == std::vector<BenchOp>{{collective, ReduceOp::kSum}});
   CHECK(RedopName(options->ops[0]) == (collective == Collective::kReducescatter ? "sum" : "none"));
   CHECK(CollectiveName(collective) == name);
@@ -72,9 +72,9 @@ TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
   auto [args, message] = GENERATE(
       Case{{"-d", "float128"}, "--datatype: unknown value 'float128'"},
       Case{{"-o", "xor"}, "--op: unknown value 'xor'"},
-      Case{{"-o", "alltoall"},
-           "--op: unknown value 'alltoall' (one of: sum prod min max avg all allgather broadcast "
-           "reducescatter)"},
+      Case{{"-o", "alltoallv"},
+           "--op: unknown value 'alltoallv' (one of: sum prod min max avg all allgather broadcast "
+           "reducescatter alltoall)"},
       Case{{"-r", "-1"}, "--root must be an integer in [0, "},
       Case{{"-n", "0"}, "--iters must be an integer in [1, "},
       Case{{"-f", "1"}, "--stepfactor must be an integer in [2, "},

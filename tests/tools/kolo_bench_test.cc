@@ -1,5 +1,5 @@
 // Multi-rank runs of the real kolo-bench under the real kolorun: every dtype and reduce op,
-// allgather, broadcast and reducescatter, odd element counts and several world sizes must
+// allgather, broadcast, reducescatter and alltoall, odd element counts and several world sizes must
 // come back exactly right ("#wrong" 0 on every row) and exit 0. Needs the runtime; each test
 // arms a watchdog.
 #include <catch2/catch.hpp>
@@ -74,15 +74,16 @@ TEST_CASE("kolo-bench sweeps float sums at several world sizes", "[tools][bench]
   for (const BenchRow& row : rows) CHECK(row.wrong == "0");
 }
 
-TEST_CASE("kolo-bench runs allgather, broadcast and reducescatter exactly over 3 ranks",
+TEST_CASE("kolo-bench runs allgather, broadcast, reducescatter and alltoall exactly over 3 ranks",
           "[tools][bench][multirank]") {
   struct Case {
     std::string op, redop;
     int root;
     double busbw_factor;
   };
-  Case c = GENERATE(Case{"allgather", "none", -1, 2.0 / 3}, Case{"broadcast", "none", 1, 1.0},
-                    Case{"reducescatter", "sum", -1, 2.0 / 3});
+  Case c =
+      GENERATE(Case{"allgather", "none", -1, 2.0 / 3}, Case{"broadcast", "none", 1, 1.0},
+               Case{"reducescatter", "sum", -1, 2.0 / 3}, Case{"alltoall", "none", -1, 2.0 / 3});
   Watchdog watchdog("kolo-bench " + c.op, seconds(120));
   // Sizes 8, 64, ..., 32K bytes: the smallest is under one element per rank.
   ProcessResult run = RunBench(3, {"-b", "8", "-e", "64K", "-f", "8", "-n", "3", "-w", "1", "-o",
@@ -100,8 +101,8 @@ TEST_CASE("kolo-bench runs allgather, broadcast and reducescatter exactly over 3
     CHECK(row.op == c.redop);
     CHECK(row.root == c.root);
     CHECK(row.wrong == "0");
-    // nccl-tests: allgather's and reducescatter's count is per rank and their size is the
-    // whole buffer (3 counts); broadcast's size is its one buffer.
+    // nccl-tests: allgather's, reducescatter's and alltoall's count is per rank (per peer) and
+    // their size is the whole buffer (3 counts); broadcast's size is its one buffer.
     const int64_t parts = c.op == "broadcast" ? 1 : 3;
     CHECK(row.bytes == row.count * parts * element_size.at(row.type));
     if (row.algbw > 0.1) CHECK(row.busbw == Approx(row.algbw * c.busbw_factor).margin(0.011));

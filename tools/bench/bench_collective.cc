@@ -48,6 +48,8 @@ std::string CollectiveName(Collective collective) {
       return "broadcast";
     case Collective::kReducescatter:
       return "reducescatter";
+    case Collective::kAlltoall:
+      return "alltoall";
   }
   return "?";
 }
@@ -83,6 +85,11 @@ BenchShape ShapeFor(Collective collective, DataType dtype, int64_t bytes, int si
       shape.output_count = shape.count;
       shape.bytes = shape.input_count * element_size;
       break;
+    case Collective::kAlltoall:
+      shape.count = bytes / element_size / n;
+      shape.input_count = shape.output_count = shape.count * n;
+      shape.bytes = shape.output_count * element_size;
+      break;
   }
   return shape;
 }
@@ -93,6 +100,7 @@ double BusBandwidthFactor(Collective collective, int size) {
     case Collective::kAllreduce:
       return 2.0 * (n - 1) / n;
     case Collective::kAllgather:
+    case Collective::kAlltoall:
     case Collective::kReducescatter:
       return (n - 1) / n;
     case Collective::kBroadcast:
@@ -106,6 +114,13 @@ double CollectivePattern::GatherValue(DataType dtype, int rank, int j) {
   // its neighbour's, so blocks in the wrong order or place do not match.
   int64_t v = (int64_t{7} * rank + j) % 61;
   return static_cast<double>(dtype == DataType::kUInt8 ? v : v - 30);
+}
+
+double CollectivePattern::AlltoallValue(int source, int dest, int j) {
+  // 0..10: exact in every dtype, uint8 included. A source's blocks differ in their dest term
+  // and a dest's blocks in their source term (3 and 5 are prime to 11), so a block sent to the
+  // wrong rank or landing in the wrong place does not match (for up to 11 ranks).
+  return static_cast<double>((int64_t{3} * source + int64_t{5} * dest + j) % 11);
 }
 
 CollectivePattern::CollectivePattern(const BenchOp& op, DataType dtype, int rank, int size,
@@ -139,6 +154,16 @@ CollectivePattern::CollectivePattern(const BenchOp& op, DataType dtype, int rank
                }));
       break;
     }
+    case Collective::kAlltoall:
+      for (int d = 0; d < size; ++d) {
+        std::vector<unsigned char> period =
+            EncodePeriod([&](int j) { return AlltoallValue(rank_, d, j); });
+        input_blocks_.push_back({shape_.count, std::move(period), {}});
+      }
+      for (int s = 0; s < size; ++s) {
+        AddBlock(shape_.count, EncodePeriod([&](int j) { return AlltoallValue(s, rank_, j); }));
+      }
+      break;
   }
 }
 
@@ -158,6 +183,13 @@ std::vector<unsigned char> CollectivePattern::EncodePeriod(
 void CollectivePattern::FillInput(void* data) const {
   if (op_.collective == Collective::kAllreduce || op_.collective == Collective::kReducescatter) {
     reduce_pattern_.FillInput(data, shape_.input_count);
+  } else if (op_.collective == Collective::kAlltoall) {
+    auto* in = static_cast<unsigned char*>(data);
+    for (const Block& block : input_blocks_) {
+      size_t bytes = static_cast<size_t>(block.count) * element_size_;
+      Tile(block.period, in, bytes);
+      in += bytes;
+    }
   } else {
     Tile(input_, data, static_cast<size_t>(shape_.input_count) * element_size_);
   }

@@ -39,6 +39,7 @@ const std::vector<std::pair<std::string, Collective>>& CollectiveNames() {
       {"allgather", Collective::kAllgather},
       {"broadcast", Collective::kBroadcast},
       {"reducescatter", Collective::kReducescatter},
+      {"alltoall", Collective::kAlltoall},
   };
   return kNames;
 }
@@ -137,7 +138,7 @@ const std::map<std::string, FlagSetter>& Flags() {
       if (!parsed.ok()) {
         return InvalidArgument("--op: unknown value '" + v +
                                "' (one of: sum prod min max avg all allgather broadcast "
-                               "reducescatter)");
+                               "reducescatter alltoall)");
       }
       o->ops.clear();
       for (ReduceOp op : parsed.value()) o->ops.push_back({Collective::kAllreduce, op});
@@ -223,22 +224,23 @@ Collective sweep through kolo's public API, printed by rank 0 in the style of nc
   -w, --warmup_iters N     untimed iterations first (default 5)
   -d, --datatype T         uint8 int8 int32 int64 half bfloat16 float double, or all (default float)
   -o, --op OP              allreduce with sum prod min max avg, or all of them (default sum);
-                           or allgather, broadcast, reducescatter (which sums)
+                           or allgather, broadcast, reducescatter (which sums), alltoall
   -r, --root N             broadcast's root rank (default 0)
   -c, --check 0|1          check every iteration's result exactly (default 1)
   -h, --help               print this text
 
 Columns, as in nccl-tests (n ranks, e bytes per element, SIZE from -b/-e/-f):
   count    allreduce, broadcast: SIZE / e elements.  allgather, reducescatter: SIZE / e / n
-           (rounded down), the elements per rank: allgather's input and reducescatter's output
+           (rounded down), the elements per rank: allgather's input and reducescatter's output.
+           alltoall: SIZE / e / n (rounded down), the elements sent to each rank
   size     bytes of the op's largest buffer: count * e for allreduce and broadcast, count * n * e
-           for allgather (its output) and reducescatter (its input)
-  redop    the reduce op; none for allgather and broadcast
+           for allgather (its output), reducescatter (its input) and alltoall (either buffer)
+  redop    the reduce op; none for allgather, alltoall and broadcast
   root     broadcast's root; -1 otherwise
   time     mean over iterations of the slowest rank's time
   algbw    size / time
-  busbw    algbw * 2 (n - 1) / n for allreduce, (n - 1) / n for allgather and reducescatter,
-           1 for broadcast
+  busbw    algbw * 2 (n - 1) / n for allreduce, (n - 1) / n for allgather, alltoall and
+           reducescatter, 1 for broadcast
   #wrong   wrong elements over all ranks and iterations (every result is checked exactly)
 kolo-bench exits 1 if any element is wrong and 2 on a bad flag.
 )";

@@ -66,8 +66,43 @@ int kolo_allreduce(const char* name, const void* input, void* output, int64_t co
                    int reduce_op);
 int kolo_allreduce_async(const char* name, const void* input, void* output, int64_t count,
                          int dtype, int reduce_op, kolo_done_fn done, void* user);
+/* Provides the output of allgather/alltoall once its shape is known (kolo's thread); NULL
+ * fails that op on this rank only. */
+typedef void* (*kolo_alloc_fn)(const int64_t* shape, int ndim, void* user);
+
 int kolo_broadcast(const char* name, void* data, int64_t count, int dtype, int root);
+int kolo_broadcast_async(const char* name, void* data, int64_t count, int dtype, int root,
+                         kolo_done_fn done, void* user);
 int kolo_barrier(void);
+int kolo_barrier_async(kolo_done_fn done, void* user);
+
+/* `input` has shape[0..ndim) (ndim >= 1); dimension 0 may differ per rank. */
+int kolo_allgather(const char* name, const void* input, const int64_t* shape, int ndim, int dtype,
+                   kolo_alloc_fn alloc, void* alloc_user);
+int kolo_allgather_async(const char* name, const void* input, const int64_t* shape, int ndim,
+                         int dtype, kolo_alloc_fn alloc, void* alloc_user, kolo_done_fn done,
+                         void* user);
+
+/* `splits`: kolo_size() rows of dimension 0 for each rank, or NULL for an even split.
+ * `received_splits` (kolo_size() entries, or NULL) gets the rows received from each rank. */
+int kolo_alltoall(const char* name, const void* input, const int64_t* shape, int ndim, int dtype,
+                  const int64_t* splits, kolo_alloc_fn alloc, void* alloc_user,
+                  int64_t* received_splits);
+
+/* `input` is `rows` rows of `row_elements`; `output` receives this rank's rows (rows / size,
+ * the first rows % size ranks one more). */
+int kolo_reducescatter(const char* name, const void* input, int64_t rows, int64_t row_elements,
+                       void* output, int dtype, int reduce_op);
+
+/* `count` tensors of one dtype, always one fused transfer. */
+int kolo_grouped_allreduce(int count, const char* const* names, const void* const* inputs,
+                           void* const* outputs, const int64_t* element_counts, int dtype,
+                           int reduce_op);
+
+/* Keeps taking part (contributing zeros) until every rank has joined; `last_rank` (or NULL)
+ * gets the last rank to join. */
+int kolo_join(int* last_rank);
+int kolo_join_async(int* last_rank, kolo_done_fn done, void* user);
 
 #ifdef __cplusplus
 } /* extern "C" */
