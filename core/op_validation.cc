@@ -26,12 +26,23 @@ Status CheckTensor(const std::string& what, const TensorView& t) {
   return Status::Ok();
 }
 
-}  // namespace
+// The metadata every op shares: name, op and the tensor's dtype, shape and device.
+TensorMeta MetaOf(const std::string& name, OpType op, const TensorView& tensor) {
+  TensorMeta meta;
+  meta.name = name;
+  meta.op = op;
+  meta.dtype = tensor.dtype;
+  meta.shape = tensor.shape;
+  meta.device = tensor.device;
+  return meta;
+}
 
-StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView& input,
+// The local checks of a reduction (allreduce, and reducescatter on the whole input); errors
+// name `op`.
+StatusOr<TensorMeta> ValidateReduction(OpType op, const std::string& name, const TensorView& input,
                                        const TensorView& output, const AllreduceOptions& options) {
-  if (name.empty()) return InvalidArgument("allreduce needs a non-empty tensor name");
-  const std::string what = "allreduce '" + name + "'";
+  if (name.empty()) return InvalidArgument(OpTypeName(op) + " needs a non-empty tensor name");
+  const std::string what = OpTypeName(op) + " '" + name + "'";
   KOLO_RETURN_IF_ERROR(CheckTensor(what + ": input", input));
   KOLO_RETURN_IF_ERROR(CheckTensor(what + ": output", output));
   if (input.dtype != output.dtype) {
@@ -61,16 +72,33 @@ StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView
                              DataTypeName(input.dtype));
     }
   }
-  TensorMeta meta;
-  meta.name = name;
-  meta.op = OpType::kAllreduce;
-  meta.dtype = input.dtype;
-  meta.shape = input.shape;
-  meta.device = input.device;
+  TensorMeta meta = MetaOf(name, op, input);
   meta.reduce_op = options.op;
   meta.prescale = options.prescale;
   meta.postscale = options.postscale;
   return meta;
+}
+
+// The local checks of an op that concatenates along dimension 0 (allgather, alltoall).
+StatusOr<TensorMeta> ValidateRows(OpType op, const std::string& name, const TensorView& input,
+                                  const Allocator& allocate) {
+  if (name.empty()) return InvalidArgument(OpTypeName(op) + " needs a non-empty tensor name");
+  const std::string what = OpTypeName(op) + " '" + name + "'";
+  KOLO_RETURN_IF_ERROR(CheckTensor(what, input));
+  if (input.shape.empty()) {
+    return InvalidArgument(what +
+                           ": a scalar cannot be split or concatenated along dimension 0; pass "
+                           "a tensor of shape [1]");
+  }
+  if (!allocate) return InvalidArgument(what + ": needs an output allocator");
+  return MetaOf(name, op, input);
+}
+
+}  // namespace
+
+StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView& input,
+                                       const TensorView& output, const AllreduceOptions& options) {
+  return ValidateReduction(OpType::kAllreduce, name, input, output, options);
 }
 
 StatusOr<std::vector<TensorMeta>> ValidateGroupedAllreduce(const std::vector<std::string>& names,
@@ -104,22 +132,7 @@ StatusOr<std::vector<TensorMeta>> ValidateGroupedAllreduce(const std::vector<std
 
 StatusOr<TensorMeta> ValidateAllgather(const std::string& name, const TensorView& input,
                                        const Allocator& allocate) {
-  if (name.empty()) return InvalidArgument("allgather needs a non-empty tensor name");
-  const std::string what = "allgather '" + name + "'";
-  KOLO_RETURN_IF_ERROR(CheckTensor(what, input));
-  if (input.shape.empty()) {
-    return InvalidArgument(what +
-                           ": a scalar cannot be concatenated along dimension 0; pass "
-                           "a tensor of shape [1]");
-  }
-  if (!allocate) return InvalidArgument(what + ": needs an output allocator");
-  TensorMeta meta;
-  meta.name = name;
-  meta.op = OpType::kAllgather;
-  meta.dtype = input.dtype;
-  meta.shape = input.shape;
-  meta.device = input.device;
-  return meta;
+  return ValidateRows(OpType::kAllgather, name, input, allocate);
 }
 
 std::vector<int64_t> SplitRows(int64_t rows, int n) {
@@ -141,13 +154,9 @@ StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const Tensor
   // The same local checks as allreduce, then the output must be this rank's part.
   TensorView whole = output;
   whole.shape = input.shape;
-  StatusOr<TensorMeta> meta = ValidateAllreduce(name, input, whole, options);
-  if (!meta.ok()) {  // the same text, naming the op the caller called
-    const std::string& text = meta.status().message();
-    const std::string prefix = "allreduce";
-    return Status(meta.status().code(),
-                  text.rfind(prefix, 0) == 0 ? "reducescatter" + text.substr(prefix.size()) : text);
-  }
+  StatusOr<TensorMeta> meta =
+      ValidateReduction(OpType::kReducescatter, name, input, whole, options);
+  if (!meta.ok()) return meta.status();
   const std::vector<int64_t> part = ReducescatterShape(input.shape, rank, size);
   int64_t part_elements = 1;
   for (int64_t d : part) part_elements *= d;
@@ -157,20 +166,14 @@ StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const Tensor
                            ShapeToString(input.shape) + ", but the output holds " +
                            std::to_string(output.num_elements()) + " elements");
   }
-  meta->op = OpType::kReducescatter;
   return meta;
 }
 
 StatusOr<TensorMeta> ValidateAlltoall(const std::string& name, const TensorView& input,
                                       const std::vector<int64_t>& splits, const Allocator& allocate,
                                       int size) {
-  StatusOr<TensorMeta> meta = ValidateAllgather(name, input, allocate);
-  if (!meta.ok()) {  // the same local checks, naming the op the caller called
-    const std::string& text = meta.status().message();
-    const std::string prefix = "allgather";
-    return Status(meta.status().code(),
-                  text.rfind(prefix, 0) == 0 ? "alltoall" + text.substr(prefix.size()) : text);
-  }
+  StatusOr<TensorMeta> meta = ValidateRows(OpType::kAlltoall, name, input, allocate);
+  if (!meta.ok()) return meta.status();
   const std::string what = "alltoall '" + name + "'";
   const int64_t rows = input.shape[0];
   std::vector<int64_t> resolved = splits;
@@ -195,7 +198,6 @@ StatusOr<TensorMeta> ValidateAlltoall(const std::string& name, const TensorView&
     return InvalidArgument(what + ": the splits add up to " + std::to_string(sum) +
                            " rows but the input has " + std::to_string(rows));
   }
-  meta->op = OpType::kAlltoall;
   meta->splits = std::move(resolved);
   return meta;
 }
@@ -209,12 +211,7 @@ StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView
     return InvalidArgument(what + ": root rank " + std::to_string(root) +
                            " is not a rank of this job of " + std::to_string(size));
   }
-  TensorMeta meta;
-  meta.name = name;
-  meta.op = OpType::kBroadcast;
-  meta.dtype = tensor.dtype;
-  meta.shape = tensor.shape;
-  meta.device = tensor.device;
+  TensorMeta meta = MetaOf(name, OpType::kBroadcast, tensor);
   meta.root = root;
   return meta;
 }

@@ -6,6 +6,7 @@
 // none, never a destroyed one.
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "core/background_loop.h"
 #include "kolo/kolo.h"
@@ -35,6 +36,14 @@ std::shared_ptr<Runtime> Current() {
 
 Status NotInitialized() {
   return FailedPrecondition("kolo is not initialized: call kolo::init() first");
+}
+
+// Calls `fn` on the default runtime, or fails with NotInitialized when there is none.
+template <typename Fn>
+auto OnDefault(Fn&& fn) -> decltype(fn(std::declval<Runtime&>())) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return fn(*rt);
 }
 
 Status RefuseInCallback(const char* what) {
@@ -104,127 +113,105 @@ int cross_size() {
 
 Status allreduce_async(const std::string& name, const TensorView& input, const TensorView& output,
                        const AllreduceOptions& options, Callback callback) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->AllreduceAsync(name, input, output, options, std::move(callback));
+  return OnDefault([&](Runtime& rt) {
+    return rt.AllreduceAsync(name, input, output, options, std::move(callback));
+  });
 }
 
 Status allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                  const AllreduceOptions& options) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->Allreduce(name, input, output, options);
+  return OnDefault([&](Runtime& rt) { return rt.Allreduce(name, input, output, options); });
 }
 
 Status allgather_async(const std::string& name, const TensorView& input, Allocator allocate,
                        Callback callback) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->AllgatherAsync(name, input, std::move(allocate), std::move(callback));
+  return OnDefault([&](Runtime& rt) {
+    return rt.AllgatherAsync(name, input, std::move(allocate), std::move(callback));
+  });
 }
 
 Status allgather(const std::string& name, const TensorView& input, Allocator allocate) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->Allgather(name, input, std::move(allocate));
+  return OnDefault([&](Runtime& rt) { return rt.Allgather(name, input, std::move(allocate)); });
 }
 
 Status grouped_allreduce_async(const std::vector<std::string>& names,
                                const std::vector<TensorView>& inputs,
                                const std::vector<TensorView>& outputs,
                                const AllreduceOptions& options, Callback callback) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->GroupedAllreduceAsync(names, inputs, outputs, options, std::move(callback));
+  return OnDefault([&](Runtime& rt) {
+    return rt.GroupedAllreduceAsync(names, inputs, outputs, options, std::move(callback));
+  });
 }
 
 Status grouped_allreduce(const std::vector<std::string>& names,
                          const std::vector<TensorView>& inputs,
                          const std::vector<TensorView>& outputs, const AllreduceOptions& options) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->GroupedAllreduce(names, inputs, outputs, options);
+  return OnDefault(
+      [&](Runtime& rt) { return rt.GroupedAllreduce(names, inputs, outputs, options); });
 }
 
 Status alltoall_async(const std::string& name, const TensorView& input,
                       const std::vector<int64_t>& splits, Allocator allocate,
                       std::vector<int64_t>* received_splits, Callback callback) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->AlltoallAsync(name, input, splits, std::move(allocate), received_splits,
-                           std::move(callback));
+  return OnDefault([&](Runtime& rt) {
+    return rt.AlltoallAsync(name, input, splits, std::move(allocate), received_splits,
+                            std::move(callback));
+  });
 }
 
 Status alltoall(const std::string& name, const TensorView& input,
                 const std::vector<int64_t>& splits, Allocator allocate,
                 std::vector<int64_t>* received_splits) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->Alltoall(name, input, splits, std::move(allocate), received_splits);
+  return OnDefault([&](Runtime& rt) {
+    return rt.Alltoall(name, input, splits, std::move(allocate), received_splits);
+  });
 }
 
 Status reducescatter_async(const std::string& name, const TensorView& input,
                            const TensorView& output, const AllreduceOptions& options,
                            Callback callback) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->ReducescatterAsync(name, input, output, options, std::move(callback));
+  return OnDefault([&](Runtime& rt) {
+    return rt.ReducescatterAsync(name, input, output, options, std::move(callback));
+  });
 }
 
 Status reducescatter(const std::string& name, const TensorView& input, const TensorView& output,
                      const AllreduceOptions& options) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->Reducescatter(name, input, output, options);
+  return OnDefault([&](Runtime& rt) { return rt.Reducescatter(name, input, output, options); });
 }
 
 Status broadcast_async(const std::string& name, const TensorView& tensor, int root,
                        Callback callback) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->BroadcastAsync(name, tensor, root, std::move(callback));
+  return OnDefault(
+      [&](Runtime& rt) { return rt.BroadcastAsync(name, tensor, root, std::move(callback)); });
 }
 
 Status broadcast(const std::string& name, const TensorView& tensor, int root) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->Broadcast(name, tensor, root);
+  return OnDefault([&](Runtime& rt) { return rt.Broadcast(name, tensor, root); });
 }
 
 Status join_async(int* last_rank, Callback callback) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->JoinAsync(last_rank, std::move(callback));
+  return OnDefault([&](Runtime& rt) { return rt.JoinAsync(last_rank, std::move(callback)); });
 }
 
 StatusOr<int> join() {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->Join();
+  return OnDefault([&](Runtime& rt) { return rt.Join(); });
 }
 
 Status barrier_async(Callback callback) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->BarrierAsync(std::move(callback));
+  return OnDefault([&](Runtime& rt) { return rt.BarrierAsync(std::move(callback)); });
 }
 
 Status barrier() {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->Barrier();
+  return OnDefault([&](Runtime& rt) { return rt.Barrier(); });
 }
 
 Status start_timeline(const std::string& path) {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->StartTimeline(path);
+  return OnDefault([&](Runtime& rt) { return rt.StartTimeline(path); });
 }
 
 Status stop_timeline() {
-  std::shared_ptr<Runtime> rt = Current();
-  if (!rt) return NotInitialized();
-  return rt->StopTimeline();
+  return OnDefault([&](Runtime& rt) { return rt.StopTimeline(); });
 }
 
 }  // namespace kolo
