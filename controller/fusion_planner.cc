@@ -3,14 +3,30 @@
 namespace kolo::controller {
 namespace {
 
+// Ops whose tensors may share a fusion buffer: their per-tensor results do not depend on
+// where in the buffer a tensor sits. Broadcast (one root per tensor), alltoall (a split
+// matrix per tensor), barrier and join never fuse.
 bool Fusible(const ReadyTensor& t) {
-  return !t.is_error() && t.meta.op == OpType::kAllreduce;
+  if (t.is_error()) return false;
+  return t.meta.op == OpType::kAllreduce || t.meta.op == OpType::kAllgather ||
+         t.meta.op == OpType::kReducescatter;
 }
 
 // Whether `b` may share a response with `a` (both fusible).
 bool SameFusionKey(const TensorMeta& a, const TensorMeta& b) {
-  return a.dtype == b.dtype && a.device == b.device && a.reduce_op == b.reduce_op &&
-         a.prescale == b.prescale && a.postscale == b.postscale;
+  if (a.op != b.op || a.dtype != b.dtype || a.device != b.device) return false;
+  if (a.op == OpType::kAllgather) return true;  // no reduction: nothing else to agree on
+  return a.reduce_op == b.reduce_op && a.prescale == b.prescale && a.postscale == b.postscale;
+}
+
+// Bytes `t` occupies in the fusion buffer: an allgather's whole gathered output.
+int64_t FusionBytes(const ReadyTensor& t) {
+  if (t.meta.op != OpType::kAllgather) return TensorBytes(t.meta);
+  int64_t row_elements = 1;
+  for (size_t d = 1; d < t.meta.shape.size(); ++d) row_elements *= t.meta.shape[d];
+  int64_t rows = 0;
+  for (int64_t dim : t.first_dims) rows += dim;
+  return rows * row_elements * static_cast<int64_t>(DataTypeSize(t.meta.dtype));
 }
 
 Response StartResponse(const ReadyTensor& t, uint64_t seq) {
@@ -24,7 +40,6 @@ Response StartResponse(const ReadyTensor& t, uint64_t seq) {
   r.root = t.meta.root;
   r.error = t.error;
   r.error_code = t.error_code;
-  r.first_dims = t.first_dims;
   r.splits = t.splits;
   return r;
 }
@@ -33,6 +48,8 @@ void AddTensor(const ReadyTensor& t, Response* r) {
   r->names.push_back(t.meta.name);
   r->cache_ids.push_back(t.is_error() ? 0 : t.cache_id);
   r->num_elements.push_back(t.is_error() ? 0 : t.meta.num_elements());
+  // Allgather: one row of `size` first dimensions per tensor, in the order of `names`.
+  r->first_dims.insert(r->first_dims.end(), t.first_dims.begin(), t.first_dims.end());
 }
 
 }  // namespace
@@ -58,11 +75,11 @@ std::vector<Response> PlanResponses(const std::vector<ReadyTensor>& ready,
         ++i;
       }
     } else if (Fusible(head)) {
-      int64_t bytes = TensorBytes(head.meta);
+      int64_t bytes = FusionBytes(head);
       while (i < ready.size() && Fusible(ready[i]) && ready[i].meta.group.empty() &&
              SameFusionKey(head.meta, ready[i].meta) &&
-             bytes + TensorBytes(ready[i].meta) <= fusion_threshold_bytes) {
-        bytes += TensorBytes(ready[i].meta);
+             bytes + FusionBytes(ready[i]) <= fusion_threshold_bytes) {
+        bytes += FusionBytes(ready[i]);
         AddTensor(ready[i], &response);
         ++i;
       }

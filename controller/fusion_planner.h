@@ -1,11 +1,14 @@
 // Fusion planning: turns the ordered list of ready tensors into Responses (DESIGN.md §2).
 // Called by the Negotiator under the Controller's lock. Pure function; no threads.
 //
-// Rules: consecutive successful allreduces with the same dtype, device, reduce op, prescale and
-// postscale join one response while the response's total bytes stay <= the threshold; a
-// tensor bigger than the threshold alone goes alone. Other ops and error responses always
-// stand alone. Order is kept: fusion never reorders tensors. Each response takes the next
-// sequence number.
+// Rules: consecutive successful tensors of the same fusible op join one response while the
+// response's bytes stay <= the threshold: allreduces and reducescatters with the same dtype,
+// device, reduce op, prescale and postscale; allgathers with the same dtype and device (their
+// bytes are the gathered output's). A tensor bigger than the threshold goes alone; a grouped
+// allreduce is one response whatever its size. Broadcast, alltoall, barrier, join and error
+// responses always stand alone. Order is kept: fusion never reorders tensors. Each response
+// takes the next sequence number. An allgather response's first_dims holds one row of `size`
+// first dimensions per tensor, in the order of its names.
 #pragma once
 
 #include <cstdint>

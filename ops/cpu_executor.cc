@@ -110,86 +110,155 @@ Status CpuExecutor::Allgather(const Response& response, const std::vector<Tensor
                               PhaseObserver* observer) {
   const std::string what = DescribeOp(response.op, entries);
   const int n = plane_.size();
-  if (entries.size() != 1 || static_cast<int>(response.first_dims.size()) != n) {
-    return Internal(what + ": expected one tensor and " + std::to_string(n) +
-                    " first dimensions, got " + std::to_string(entries.size()) + " and " +
+  const int me = plane_.rank();
+  const size_t tensors = entries.size();
+  if (tensors == 0 || response.first_dims.size() != tensors * n) {
+    return Internal(what + ": expected " + std::to_string(n) + " first dimensions for each of " +
+                    std::to_string(tensors) + " tensors, got " +
                     std::to_string(response.first_dims.size()));
   }
-  TensorEntry& entry = *entries[0];
-  const std::vector<int64_t>& in_shape = entry.input.shape;
-  if (in_shape.empty() || in_shape[0] != response.first_dims[plane_.rank()] ||
-      entry.input.dtype != response.dtype) {
-    return Internal(what + ": this rank's input does not match the decision");
-  }
-  // Bytes of one row (one index of dimension 0); a rank may contribute zero rows.
-  size_t row_bytes = DataTypeSize(response.dtype);
-  for (size_t d = 1; d < in_shape.size(); ++d) row_bytes *= static_cast<size_t>(in_shape[d]);
-  std::vector<size_t> block_bytes(n);
-  std::vector<int64_t> out_shape = in_shape;
-  out_shape[0] = 0;
-  for (int r = 0; r < n; ++r) {
-    block_bytes[r] = static_cast<size_t>(response.first_dims[r]) * row_bytes;
-    out_shape[0] += response.first_dims[r];
+  auto rows = [&](size_t t, int r) { return response.first_dims[t * n + r]; };
+  // rank_bytes[t * n + r]: bytes of tensor t's rows from rank r; a rank may send zero rows.
+  std::vector<size_t> rank_bytes(tensors * n);
+  std::vector<size_t> block_bytes(n, 0);  // every tensor's rows from rank r, back to back
+  std::vector<void*> outputs(tensors);
+  for (size_t t = 0; t < tensors; ++t) {
+    TensorEntry& entry = *entries[t];
+    const std::vector<int64_t>& in_shape = entry.input.shape;
+    if (in_shape.empty() || in_shape[0] != rows(t, me) || entry.input.dtype != response.dtype) {
+      return Internal(what + ": this rank's input '" + entry.meta.name +
+                      "' does not match the decision");
+    }
+    size_t row_bytes = DataTypeSize(response.dtype);
+    for (size_t d = 1; d < in_shape.size(); ++d) row_bytes *= static_cast<size_t>(in_shape[d]);
+    std::vector<int64_t> out_shape = in_shape;
+    out_shape[0] = 0;
+    for (int r = 0; r < n; ++r) {
+      rank_bytes[t * n + r] = static_cast<size_t>(rows(t, r)) * row_bytes;
+      block_bytes[r] += rank_bytes[t * n + r];
+      out_shape[0] += rows(t, r);
+    }
+    // nullptr: the allocator failed; this rank still relays, only that tensor's op fails.
+    outputs[t] = AllocateOutput(entry, out_shape, what);
   }
   size_t total = 0, own_offset = 0;
   for (int r = 0; r < n; ++r) {
-    if (r == plane_.rank()) own_offset = total;
+    if (r == me) own_offset = total;
     total += block_bytes[r];
   }
-  void* output = AllocateOutput(entry, out_shape, what);
-  if (output == nullptr) {
-    // This rank still relays the others' blocks; only its own op fails.
-    fusion_buffer_.Reserve(total);
-    output = fusion_buffer_.data();
+  if (tensors == 1 && outputs[0] != nullptr) {
+    // Gather straight into the output: its layout is the ring's.
+    uint8_t* output = static_cast<uint8_t*>(outputs[0]);
+    {
+      PhaseScope phase(observer, "COPY_INPUT");
+      if (block_bytes[me] > 0)
+        std::memcpy(output + own_offset, entries[0]->input.data, block_bytes[me]);
+    }
+    PhaseScope phase(observer, "RING_ALLGATHER");
+    return RingAllgather(plane_, output, block_bytes, what);
   }
+  // Through the fusion buffer, rank-major: rank r's block holds every tensor's rows from r.
+  fusion_buffer_.Reserve(total);
+  uint8_t* fused = fusion_buffer_.data();
   {
-    PhaseScope phase(observer, "COPY_INPUT");
-    if (block_bytes[plane_.rank()] > 0) {
-      std::memcpy(static_cast<uint8_t*>(output) + own_offset, entry.input.data,
-                  block_bytes[plane_.rank()]);
+    PhaseScope phase(observer, "MEMCPY_IN_FUSION_BUFFER");
+    size_t offset = own_offset;
+    for (size_t t = 0; t < tensors; ++t) {
+      const size_t bytes = rank_bytes[t * n + me];
+      if (bytes > 0) std::memcpy(fused + offset, entries[t]->input.data, bytes);
+      offset += bytes;
     }
   }
-  PhaseScope phase(observer, "RING_ALLGATHER");
-  return RingAllgather(plane_, output, block_bytes, what);
+  {
+    PhaseScope phase(observer, "RING_ALLGATHER");
+    KOLO_RETURN_IF_ERROR(RingAllgather(plane_, fused, block_bytes, what));
+  }
+  PhaseScope phase(observer, "MEMCPY_OUT_FUSION_BUFFER");
+  size_t block_start = 0;
+  std::vector<size_t> out_offset(tensors, 0);
+  for (int r = 0; r < n; ++r) {
+    size_t offset = block_start;
+    for (size_t t = 0; t < tensors; ++t) {
+      const size_t bytes = rank_bytes[t * n + r];
+      if (outputs[t] != nullptr && bytes > 0) {
+        std::memcpy(static_cast<uint8_t*>(outputs[t]) + out_offset[t], fused + offset, bytes);
+      }
+      out_offset[t] += bytes;
+      offset += bytes;
+    }
+    block_start += block_bytes[r];
+  }
+  return Status::Ok();
 }
 
 Status CpuExecutor::Reducescatter(const Response& response,
                                   const std::vector<TensorEntry*>& entries,
                                   PhaseObserver* observer) {
   const std::string what = DescribeOp(response.op, entries);
-  if (entries.size() != 1) {
-    return Internal(what + ": a reducescatter is never fused, got " +
-                    std::to_string(entries.size()) + " tensors");
-  }
-  TensorEntry& entry = *entries[0];
-  const std::vector<int64_t>& shape = entry.input.shape;
-  const int64_t rows = shape.empty() ? 1 : shape[0];
-  const int64_t row_elements = rows == 0 ? 0 : entry.input.num_elements() / rows;
-  const std::vector<int64_t> split = SplitRows(rows, plane_.size());
-  int64_t own_begin = 0;
-  for (int r = 0; r < plane_.rank(); ++r) own_begin += split[r];
-  const size_t own_count = static_cast<size_t>(split[plane_.rank()] * row_elements);
-  if (entry.output.num_elements() != static_cast<int64_t>(own_count) ||
-      entry.input.dtype != response.dtype) {
-    return Internal(what + ": this rank's output does not match its part");
-  }
+  const int n = plane_.size();
+  const int me = plane_.rank();
+  const size_t tensors = entries.size();
+  if (tensors == 0) return Internal(what + ": no tensors");
   const size_t element_size = DataTypeSize(response.dtype);
-  const size_t total = static_cast<size_t>(entry.input.num_elements());
+  // parts[t * n + r]: elements of tensor t that rank r receives (whole rows, SplitRows).
+  std::vector<size_t> parts(tensors * n);
+  std::vector<size_t> block_elements(n, 0);
+  for (size_t t = 0; t < tensors; ++t) {
+    TensorEntry& entry = *entries[t];
+    const std::vector<int64_t>& shape = entry.input.shape;
+    const int64_t rows = shape.empty() ? 1 : shape[0];
+    const int64_t row_elements = rows == 0 ? 0 : entry.input.num_elements() / rows;
+    const std::vector<int64_t> split = SplitRows(rows, n);
+    for (int r = 0; r < n; ++r) {
+      parts[t * n + r] = static_cast<size_t>(split[r] * row_elements);
+      block_elements[r] += parts[t * n + r];
+    }
+    if (entry.output.num_elements() != static_cast<int64_t>(parts[t * n + me]) ||
+        entry.input.dtype != response.dtype) {
+      return Internal(what + ": the output of '" + entry.meta.name +
+                      "' does not match this rank's part");
+    }
+  }
+  size_t total = 0, own_offset = 0;
+  for (int r = 0; r < n; ++r) {
+    if (r == me) own_offset = total;
+    total += block_elements[r];
+  }
+  // Rank-major: block r holds part r of every tensor, so the ring leaves this rank's parts
+  // together. For one tensor this is just its input, scaled (the input stays untouched).
   fusion_buffer_.Reserve(total * element_size);
   uint8_t* work = fusion_buffer_.data();
   {
     PhaseScope phase(observer, "MEMCPY_IN_FUSION_BUFFER");
-    ScaleCopy(work, entry.input.data, total, response.dtype, response.prescale);
+    std::vector<size_t> in_offset(tensors, 0);  // elements of tensor t already placed
+    size_t offset = 0;
+    for (int r = 0; r < n; ++r) {
+      for (size_t t = 0; t < tensors; ++t) {
+        const size_t count = parts[t * n + r];
+        const uint8_t* input = static_cast<const uint8_t*>(entries[t]->input.data);
+        if (count > 0) {
+          ScaleCopy(work + offset * element_size, input + in_offset[t] * element_size, count,
+                    response.dtype, response.prescale);
+        }
+        in_offset[t] += count;
+        offset += count;
+      }
+    }
   }
   {
     PhaseScope phase(observer, "RING_REDUCESCATTER");
-    KOLO_RETURN_IF_ERROR(RingReducescatter(plane_, work, rows, row_elements, response.dtype,
-                                           response.reduce_op, scratch_, what));
+    KOLO_RETURN_IF_ERROR(RingReducescatterBlocks(plane_, work, block_elements, response.dtype,
+                                                 response.reduce_op, scratch_, what));
   }
   PhaseScope phase(observer, "MEMCPY_OUT_FUSION_BUFFER");
-  uint8_t* own = work + static_cast<size_t>(own_begin * row_elements) * element_size;
-  FinishIntegerAverage(response, own, own_count);
-  ScaleCopy(entry.output.data, own, own_count, response.dtype, PostFactor(response));
+  uint8_t* own = work + own_offset * element_size;
+  FinishIntegerAverage(response, own, block_elements[me]);
+  const double post = PostFactor(response);
+  for (size_t t = 0; t < tensors; ++t) {
+    const size_t count = parts[t * n + me];
+    if (count > 0) ScaleCopy(entries[t]->output.data, own, count, response.dtype, post);
+    own += count * element_size;
+  }
   return Status::Ok();
 }
 

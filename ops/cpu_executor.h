@@ -40,12 +40,15 @@ class CpuExecutor final : public Executor {
  private:
   Status Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseObserver* observer);
-  // Ring allgather of the ranks' blocks into memory from the entry's allocator. An allocator
-  // that returns nothing fails this rank's op only (entry.local_error); the rank still relays.
+  // Ring allgather of the ranks' blocks into memory from each entry's allocator: one tensor
+  // straight into its output, fused tensors through the fusion buffer (rank r's block holds
+  // every tensor's rows from r). An allocator that returns nothing fails that tensor's op on
+  // this rank only (entry.local_error); the rank still relays.
   Status Allgather(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseObserver* observer);
-  // Ring reduce-scatter through the fusion buffer (the input stays untouched); this rank's
-  // rows go to the entry's output, scaled and averaged as for allreduce.
+  // Ring reduce-scatter through the fusion buffer (the inputs stay untouched), laid out so that
+  // block r holds part r of every fused tensor; this rank's parts go to the entries' outputs,
+  // scaled and averaged as for allreduce.
   Status Reducescatter(const Response& response, const std::vector<TensorEntry*>& entries,
                        PhaseObserver* observer);
   // Pairwise exchanges of the blocks the split matrix assigns; the output comes from the

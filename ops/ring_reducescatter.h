@@ -23,4 +23,11 @@ Status RingReducescatter(DataPlane& plane, void* buffer, int64_t rows, int64_t r
                          DataType dtype, ReduceOp op, RingScratch& scratch,
                          const std::string& what);
 
+// Same over a buffer cut into one block per rank, `block_elements[r]` elements each, back to
+// back in rank order: on return block `rank` holds the result. Fused reducescatters lay each
+// tensor's part r into block r.
+Status RingReducescatterBlocks(DataPlane& plane, void* buffer,
+                               const std::vector<size_t>& block_elements, DataType dtype,
+                               ReduceOp op, RingScratch& scratch, const std::string& what);
+
 }  // namespace kolo::ops

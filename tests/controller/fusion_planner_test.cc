@@ -75,7 +75,7 @@ TEST_CASE("Any difference in the fusion key breaks a run", "[controller][fusion]
   CHECK(Groups(PlanResponses(ready, 1 << 20, &seq)) == Groups_t{{"a"}, {"b"}, {"c"}});
 }
 
-TEST_CASE("Only allreduces fuse; error responses stand alone", "[controller][fusion]") {
+TEST_CASE("Broadcasts never fuse; error responses stand alone", "[controller][fusion]") {
   uint64_t seq = 1;
   ReadyTensor bcast1 = Ok("bcast1", 1);
   bcast1.meta.op = OpType::kBroadcast;
@@ -91,6 +91,56 @@ TEST_CASE("Only allreduces fuse; error responses stand alone", "[controller][fus
   CHECK(responses[4].error == "Mismatched ...");
   CHECK(responses[4].cache_ids == std::vector<uint32_t>{0});
   CHECK(responses[4].num_elements == std::vector<int64_t>{0});
+}
+
+// A successful float32 allgather of rows of `row` elements; `first_dims` by rank.
+ReadyTensor Gathered(const std::string& name, std::vector<int64_t> first_dims, int64_t row = 1) {
+  ReadyTensor t = Ok(name, first_dims.at(0) * row);
+  t.meta.op = OpType::kAllgather;
+  t.meta.shape = {first_dims.at(0), row};
+  t.first_dims = std::move(first_dims);
+  return t;
+}
+
+ReadyTensor Scattered(const std::string& name, int64_t elements) {
+  ReadyTensor t = Ok(name, elements);
+  t.meta.op = OpType::kReducescatter;
+  return t;
+}
+
+TEST_CASE("Allgathers fuse by their gathered bytes, one first_dims row per tensor",
+          "[controller][fusion]") {
+  uint64_t seq = 1;
+  // Gathered sizes: a = (1+3) rows of 2 floats = 32 B, b = (2+0) rows of 1 = 8 B, c = 4 B.
+  std::vector<ReadyTensor> ready = {Gathered("a", {1, 3}, 2), Gathered("b", {2, 0}),
+                                    Gathered("c", {0, 1})};
+  SECTION("under the threshold all three fuse") {
+    std::vector<Response> responses = PlanResponses(ready, 44, &seq);
+    REQUIRE(Groups(responses) == Groups_t{{"a", "b", "c"}});
+    CHECK(responses[0].op == OpType::kAllgather);
+    CHECK(responses[0].first_dims == std::vector<int64_t>{1, 3, 2, 0, 0, 1});
+    CHECK(responses[0].num_elements == std::vector<int64_t>{2, 2, 0});
+  }
+  SECTION("the threshold counts the gathered output, not the local input") {
+    // a's local input is 8 B, its output 32 B.
+    CHECK(Groups(PlanResponses(ready, 39, &seq)) == Groups_t{{"a"}, {"b", "c"}});
+  }
+  SECTION("a dtype change breaks the run") {
+    ready[1].meta.dtype = DataType::kInt32;
+    CHECK(Groups(PlanResponses(ready, 1 << 20, &seq)) == Groups_t{{"a"}, {"b"}, {"c"}});
+  }
+}
+
+TEST_CASE("Reducescatters fuse with reducescatters only", "[controller][fusion]") {
+  uint64_t seq = 1;
+  ReadyTensor avg = Scattered("avg", 4);
+  avg.meta.reduce_op = ReduceOp::kAverage;
+  std::vector<ReadyTensor> ready = {Scattered("r1", 5),     Scattered("r2", 3), Ok("ar", 2),
+                                    Gathered("ag", {1, 1}), Scattered("r3", 1), avg};
+  std::vector<Response> responses = PlanResponses(ready, 1 << 20, &seq);
+  CHECK(Groups(responses) == Groups_t{{"r1", "r2"}, {"ar"}, {"ag"}, {"r3"}, {"avg"}});
+  CHECK(responses[0].op == OpType::kReducescatter);
+  CHECK(responses[0].first_dims.empty());
 }
 
 TEST_CASE("Responses carry the key, cache ids and sizes, and consecutive sequence numbers",

@@ -85,7 +85,7 @@ class Runtime {
   // Concatenates every rank's `input` along dimension 0, in rank order, into memory from
   // `allocate` (shape [sum of the ranks' first dimensions, the other dimensions...]). The
   // first dimension may differ per rank; the others, the dtype and the device must agree. A
-  // scalar input fails at enqueue. Never fused.
+  // scalar input fails at enqueue. Consecutive allgathers of one dtype fuse.
   Status AllgatherAsync(const std::string& name, const TensorView& input, Allocator allocate,
                         Callback callback);
   Status Allgather(const std::string& name, const TensorView& input, Allocator allocate);
