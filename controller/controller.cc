@@ -221,6 +221,10 @@ void Controller::HandleRequestsLocked(int rank, const std::vector<Request>& requ
     return;
   }
   NoteReadyLocked(before);
+  // Plan here when nothing more is coming, rather than hand over to the sequencer thread: the
+  // caller flushes right after, which saves a thread switch on the latency path.
+  Clock::TimePoint unused;
+  PlanIfDueLocked(now, /*force=*/false, &unused);
   // The sequencer sleeps without a timer while nothing is pending: hand it a stall deadline.
   if (nothing_pending && negotiator_.table().pending_count() > 0 && stall_inspector_.enabled()) {
     wake_.notify_all();
@@ -279,7 +283,11 @@ void Controller::NoteReadyLocked(int ready_before) {
 bool Controller::PlanIfDueLocked(Clock::TimePoint now, bool force, Clock::TimePoint* due) {
   if (negotiator_.ready_count() == 0) return true;
   *due = window_start_ + cycle_;
-  if (!force && now < *due) return false;
+  // The window only pays while more tensors may join the batch, i.e. while some rank has
+  // announced a name that others have not yet. With nothing half-announced, plan at once: a
+  // lone repeated tensor then costs no window at all.
+  const bool more_coming = negotiator_.table().pending_count() > 0;
+  if (!force && more_coming && now < *due) return false;
   std::vector<Response> responses = negotiator_.Plan();
   LogBatch(logger_, responses);
   if (config_.mark_cycles && tracing()) RecordCycle(config_.trace, responses, now);

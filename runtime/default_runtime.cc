@@ -10,6 +10,8 @@
 
 #include "core/background_loop.h"
 #include "kolo/kolo.h"
+#include "runtime/raw_data_plane.h"
+#include "runtime/runtime_impl.h"
 
 namespace kolo {
 namespace {
@@ -214,4 +216,18 @@ Status stop_timeline() {
   return OnDefault([&](Runtime& rt) { return rt.StopTimeline(); });
 }
 
+namespace internal {
+
+class RuntimeAccess {
+ public:
+  static RuntimeImpl& Impl(Runtime& rt) { return *rt.impl_; }
+};
+
+Status RawAllreduce(void* data, int64_t count, DataType dtype) {
+  if (BackgroundLoop::IsBackgroundThread()) return RefuseInCallback("RawAllreduce");
+  return OnDefault(
+      [&](Runtime& rt) { return RuntimeAccess::Impl(rt).RawAllreduce(data, count, dtype); });
+}
+
+}  // namespace internal
 }  // namespace kolo

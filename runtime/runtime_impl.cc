@@ -241,6 +241,22 @@ Status RuntimeImpl::EnqueueGroup(std::vector<TensorMeta> metas,
   return queued;
 }
 
+Status RuntimeImpl::RawAllreduce(void* data, int64_t count, DataType dtype) {
+  Response response;
+  response.op = OpType::kAllreduce;
+  response.dtype = dtype;
+  response.names = {"kolo.raw"};
+  response.cache_ids = {0};
+  response.num_elements = {count};
+  TensorEntry entry;
+  entry.meta.name = "kolo.raw";
+  entry.input = entry.output = TensorView{data, dtype, {count}, Device::Cpu()};
+  Status result;
+  KOLO_RETURN_IF_ERROR(
+      loop_->RunOnLoop([&] { result = executor_->Execute(response, {&entry}, nullptr); }));
+  return result;
+}
+
 Status RuntimeImpl::StartTimeline(const std::string& path) {
   if (path.empty()) return InvalidArgument("start_timeline() needs a file path");
   return timeline_.Start(path);

@@ -48,6 +48,8 @@ class RuntimeImpl {
   Status EnqueueGroup(std::vector<TensorMeta> metas, const std::vector<TensorView>& inputs,
                       const std::vector<TensorView>& outputs, Callback callback);
   Status StartTimeline(const std::string& path);
+  // runtime/raw_data_plane.h: an allreduce response run by the executor directly.
+  Status RawAllreduce(void* data, int64_t count, DataType dtype);
   Status StopTimeline();
   // Queues an op validated by the caller. `allocate` only for ops whose output size is
   // decided by negotiation (allgather).

@@ -4,8 +4,10 @@
 // Run it under kolorun:
 //   kolorun -np 4 kolo-bench -b 4K -e 64M -d all -o all
 //   kolorun -np 4 kolo-bench -b 4K -e 64M -o allgather
+//   kolorun -np 2 kolo-bench --model resnet50       (a training step against the raw data plane)
 // Rank 0 prints one line per message size; every rank checks every iteration's result
 // exactly, and all ranks exit 1 if any element anywhere was wrong.
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include "kolo/kolo.h"
 #include "tools/bench/bench_collective.h"
 #include "tools/bench/bench_options.h"
+#include "tools/bench/model_bench.h"
 
 namespace {
 
@@ -189,6 +192,11 @@ Status Sweep::TimeIterations(const std::string& name, const TensorView& in, cons
   double total = 0;
   for (double time : times) total += time;
   row->time_us = total / static_cast<double>(times.size());
+  if (options_.median) {
+    std::sort(times.begin(), times.end());
+    const size_t n = times.size();
+    row->time_us = n % 2 == 1 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
+  }
   row->wrong = wrong;
   return Status::Ok();
 }
@@ -255,6 +263,14 @@ int RunBench(const BenchOptions& options) {
   if (!status.ok()) {
     std::fprintf(stderr, "kolo-bench: kolo::init() failed: %s\n", status.ToString().c_str());
     return 1;
+  }
+  if (!options.model.empty()) {
+    const int code = kolo::bench::RunModelBench(options);
+    Status down = kolo::shutdown();
+    if (!down.ok()) {
+      std::fprintf(stderr, "kolo-bench: kolo::shutdown() failed: %s\n", down.ToString().c_str());
+    }
+    return down.ok() ? code : 1;
   }
   if (kolo::rank() == 0) PrintHeader(options);
   Sweep sweep(options);

@@ -54,11 +54,14 @@ TEST_CASE("Duplicate ranks and wrong secrets are refused without harming the job
   CHECK(job.outbox.Log(2).size() == 1);  // the Welcome
 }
 
-TEST_CASE("Ready tensors wait one cycle for company, then go to every rank fused", "[controller]") {
-  const int size = GENERATE(1, 3, 8);
+TEST_CASE("Ready tensors wait up to one cycle while more are half-announced, then go fused",
+          "[controller]") {
+  const int size = GENERATE(2, 3, 8);
   Job job(size);
   job.JoinAll();
   CHECK_FALSE(job.controller.RunCycle().has_value());  // idle: nothing to do, nothing sent
+  // Rank 0 is ahead and has announced 'z' alone: more may come, so 'a' waits for company.
+  job.controller.OnMessage(0, Requests({Full(Meta("z"))}));
   job.AllSend({Full(Meta("a"))});
   const Clock::TimePoint opened = job.clock.Now();
   job.clock.Advance(500us);
@@ -71,12 +74,17 @@ TEST_CASE("Ready tensors wait one cycle for company, then go to every rank fused
   CHECK_FALSE(job.controller.RunCycle().has_value());
   CHECK(job.Same() == Lines{"responses {seq 1 allreduce float32 sum 1 1 root -1 a#1x4 b#2x4}"});
 
-  // The next readiness opens a new window; ids may be used from now on.
+  // The others catch up on 'z': nothing is half-announced any more, so it goes at once, in
+  // the call that made it ready, without a cycle.
+  job.outbox.Clear();
+  for (int rank = 1; rank < size; ++rank)
+    job.controller.OnMessage(rank, Requests({Full(Meta("z"))}));
+  CHECK(job.Same() == Lines{"responses {seq 2 allreduce float32 sum 1 1 root -1 z#3x4}"});
+
+  // Ids may be used from now on; a lone repeated tensor goes at once too.
   job.outbox.Clear();
   job.AllSend({ById(2)});
-  CHECK(job.controller.RunCycle().has_value());
-  job.Cycle();
-  CHECK(job.Same() == Lines{"responses {seq 2 allreduce float32 sum 1 1 root -1 b#2x4}"});
+  CHECK(job.Same() == Lines{"responses {seq 3 allreduce float32 sum 1 1 root -1 b#2x4}"});
 }
 
 TEST_CASE("A mismatch fails that op on every rank and the job goes on", "[controller]") {

@@ -190,6 +190,8 @@ TEST_CASE("With mark_cycles, each planned batch is a global CYCLE instant", "[co
   Job job(TraceConfig(2, &sink, /*mark_cycles=*/true), Quiet());
   job.JoinAll();
   const Clock::TimePoint t0 = job.clock.Now();
+  // Rank 0 has also announced 'later', which rank 1 has not: the window stays open.
+  job.controller.OnMessage(0, Requests({Full(Meta("later"))}));
   for (int rank = 0; rank < 2; ++rank) {
     job.controller.OnMessage(
         rank, Requests({Full(Meta("a")), Full(Meta("b")), Full(Meta("c", {rank == 0 ? 4 : 5}))}));

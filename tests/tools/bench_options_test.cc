@@ -67,6 +67,17 @@ TEST_CASE("ParseBenchOptions takes broadcast's root", "[tools][bench]") {
   CHECK(options->ops == std::vector<BenchOp>{BenchOp{}});
 }
 
+TEST_CASE("ParseBenchOptions takes --model and --stat", "[tools][bench]") {
+  auto options = ParseBenchOptions({"--model", "resnet50", "--stat", "median"});
+  REQUIRE(options.ok());
+  CHECK(options->model == "resnet50");
+  CHECK(options->median);
+  options = ParseBenchOptions({});
+  REQUIRE(options.ok());
+  CHECK(options->model.empty());
+  CHECK_FALSE(options->median);
+}
+
 TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
   using Case = std::pair<std::vector<std::string>, std::string>;
   auto [args, message] = GENERATE(
@@ -81,6 +92,8 @@ TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
       Case{{"-c", "2"}, "--check must be an integer in [0, 1]"},
       Case{{"-b", "1M", "-e", "1K"}, "--minbytes (1048576) is larger than --maxbytes (1024)"},
       Case{{"-b", "lots"}, "--minbytes: 'lots' is not a byte size"},
+      Case{{"-m", "vgg"}, "--model: unknown model 'vgg' (one of: resnet50)"},
+      Case{{"--stat", "p99"}, "--stat: unknown value 'p99' (one of: mean median)"},
       Case{{"-e"}, "-e needs a value"}, Case{{"--bogus"}, "unknown argument '--bogus'"});
   auto options = ParseBenchOptions(args);
   REQUIRE_FALSE(options.ok());

@@ -110,6 +110,23 @@ TEST_CASE("kolo-bench runs allgather, broadcast, reducescatter and alltoall exac
   CHECK(run.out.find("# Wrong elements     : 0 OK") != std::string::npos);
 }
 
+TEST_CASE("kolo-bench --model resnet50 runs a step and the raw data plane, both exact",
+          "[tools][bench][multirank]") {
+  Watchdog watchdog("kolo-bench --model resnet50", seconds(240));
+  ProcessResult run = RunBench(2, {"--model", "resnet50", "-n", "2", "-w", "1"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.out.find("resnet50 gradients (161 tensors, 25557032 float32, 97.5 MiB)") !=
+        std::string::npos);
+  static const std::regex step(R"(\[0\] +step through the runtime +(\d+) +\d+ +[\d.]+)");
+  static const std::regex raw(R"(\[0\] +raw data plane, one buffer +(\d+) +\d+ +[\d.]+)");
+  std::smatch m;
+  CHECK(std::regex_search(run.out, m, step));
+  CHECK(std::regex_search(run.out, m, raw));
+  CHECK(run.out.find("# step / raw (median)") != std::string::npos);
+  CHECK(run.out.find("# Wrong elements           : 0 OK") != std::string::npos);
+}
+
 TEST_CASE("kolo-bench rejects a root outside the job", "[tools][bench][multirank]") {
   Watchdog watchdog("kolo-bench bad root", seconds(60));
   ProcessResult run = RunBench(2, {"-b", "1K", "-e", "1K", "-o", "broadcast", "-r", "2"});

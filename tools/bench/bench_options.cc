@@ -126,6 +126,19 @@ const std::map<std::string, FlagSetter>& Flags() {
       return Status::Ok();
     });
     add("-r", "--root", IntFlag("--root", &BenchOptions::root, 0, 1 << 20));
+    add("-m", "--model", [](const std::string& v, BenchOptions* o) -> Status {
+      if (v != "resnet50")
+        return InvalidArgument("--model: unknown model '" + v + "' (one of: resnet50)");
+      o->model = v;
+      return Status::Ok();
+    });
+    add("--stat", "--stat", [](const std::string& v, BenchOptions* o) -> Status {
+      if (v != "mean" && v != "median") {
+        return InvalidArgument("--stat: unknown value '" + v + "' (one of: mean median)");
+      }
+      o->median = v == "median";
+      return Status::Ok();
+    });
     add("-o", "--op", [](const std::string& v, BenchOptions* o) -> Status {
       for (const auto& [name, collective] : CollectiveNames()) {
         if (v == name) {
@@ -227,6 +240,11 @@ Collective sweep through kolo's public API, printed by rank 0 in the style of nc
                            or allgather, broadcast, reducescatter (which sums), alltoall
   -r, --root N             broadcast's root rank (default 0)
   -c, --check 0|1          check every iteration's result exactly (default 1)
+      --stat mean|median   what the time column reports over the iterations (default mean)
+  -m, --model resnet50     instead of the sweep: a training step of the model's gradients (each
+                           its own allreduce, last layer first, waited for together) against one
+                           raw allreduce of the same bytes through the data plane alone, which
+                           skips the queue, negotiation and fusion; prints both and their ratio
   -h, --help               print this text
 
 Columns, as in nccl-tests (n ranks, e bytes per element, SIZE from -b/-e/-f):
@@ -237,7 +255,7 @@ Columns, as in nccl-tests (n ranks, e bytes per element, SIZE from -b/-e/-f):
            for allgather (its output), reducescatter (its input) and alltoall (either buffer)
   redop    the reduce op; none for allgather, alltoall and broadcast
   root     broadcast's root; -1 otherwise
-  time     mean over iterations of the slowest rank's time
+  time     mean (or --stat median) over iterations of the slowest rank's time
   algbw    size / time
   busbw    algbw * 2 (n - 1) / n for allreduce, (n - 1) / n for allgather, alltoall and
            reducescatter, 1 for broadcast

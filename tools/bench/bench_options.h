@@ -24,6 +24,11 @@ struct BenchOptions {
   std::vector<BenchOp> ops = {BenchOp{}};
   int root = 0;  // broadcast's root
   bool check = true;
+  // --stat: what the time column reports over the iterations (nccl-tests: the mean).
+  bool median = false;
+  // --model: instead of the sweep, a training step of this model's gradients against one raw
+  // data-plane allreduce of the same bytes (tools/bench/model_bench.h).
+  std::string model;
   bool show_help = false;
 };
 

@@ -43,6 +43,9 @@ struct AllreduceOptions {
 };
 
 class RuntimeImpl;
+namespace internal {
+class RuntimeAccess;  // kolo's own tools (runtime/raw_data_plane.h); not an API
+}  // namespace internal
 
 // All per-rank state of kolo: tensor queue, background thread, control stream, data plane,
 // and (in rank 0) the controller. Several Runtimes may live in one process, one per rank.
@@ -160,6 +163,7 @@ class Runtime {
   // Enqueues through `enqueue` with a callback that wakes this thread, and waits for it.
   Status Blocking(const std::string& what, const std::function<Status(Callback)>& enqueue);
   std::unique_ptr<RuntimeImpl> impl_;
+  friend class internal::RuntimeAccess;
 };
 
 // ---- Process-wide default runtime: the free functions most training scripts use. ----

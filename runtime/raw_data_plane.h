@@ -1,0 +1,21 @@
+// The data plane without the runtime around it, for kolo-bench's raw mode (issue 6: the
+// runtime's overhead is measured against it). Not part of kolo's API: no negotiation, no
+// agreement checks, no queue. Every rank must call it at the same point of its program with
+// the same count and dtype while no other op is in flight, or the ranks deadlock until the
+// data-plane deadline.
+//
+// Threading: from the thread that drives the benchmark, never from a kolo callback; the
+// collective runs on the runtime's background thread, through the executor ops use.
+#pragma once
+
+#include <cstdint>
+
+#include "kolo/kolo.h"
+
+namespace kolo::internal {
+
+// Sums `count` elements of `dtype` at `data` across the ranks of the default runtime, in
+// place, exactly as the executor runs a one-tensor allreduce response.
+Status RawAllreduce(void* data, int64_t count, DataType dtype);
+
+}  // namespace kolo::internal
