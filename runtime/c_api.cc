@@ -1,10 +1,14 @@
-// kolo's C API (kolo/kolo_c.h) over the default runtime of kolo/kolo.h. No exception crosses
-// it: kolo itself does not throw, and a callback's thread boundary is kolo's own.
+// kolo's C API (kolo/c_api.h) over the default runtime of kolo/kolo.h. No exception crosses
+// it: kolo itself does not throw, and every exported function runs its body in Guarded(),
+// which turns anything the C++ library throws (std::bad_alloc from a string or vector) into
+// KOLO_INTERNAL. A completion or allocator the C caller passes is C code and cannot throw.
+#include "kolo/c_api.h"
+
+#include <exception>
 #include <string>
 #include <vector>
 
 #include "kolo/kolo.h"
-#include "kolo/kolo_c.h"
 
 namespace {
 
@@ -44,6 +48,15 @@ kolo::Allocator Alloc(kolo_alloc_fn alloc, void* user) {
   };
 }
 
+int ReportThrown(const char* function, const char* what) noexcept {
+  try {
+    tls_last_error = std::string(function) + ": kolo threw " + what;
+  } catch (...) {
+    tls_last_error.clear();  // out of memory even for the message: the code still says it
+  }
+  return static_cast<int>(kolo::StatusCode::kInternal);
+}
+
 int Missing(const char* what) {
   return Report(kolo::InvalidArgument(std::string(what) + ": a required argument is NULL"));
 }
@@ -54,6 +67,29 @@ kolo::AllreduceOptions Reduce(int reduce_op) {
   return options;
 }
 
+// Runs `body` (which returns a kolo_status code) and reports anything it throws as
+// KOLO_INTERNAL naming `function`, so that no exception reaches the C caller.
+template <typename Body>
+int Guarded(const char* function, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return ReportThrown(function, e.what());
+  } catch (...) {
+    return ReportThrown(function, "an unknown exception");
+  }
+}
+
+// As Guarded, for the identity functions: `fallback` when `body` throws.
+template <typename Body>
+int GuardedValue(int fallback, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    return fallback;
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -62,130 +98,164 @@ const char* kolo_last_error(void) {
   return tls_last_error.c_str();
 }
 
-int kolo_init(void) {
-  return Report(kolo::init());
+const char* kolo_status_name(int status) {
+  if (status < KOLO_OK || status > KOLO_SHUTDOWN) return "UNKNOWN";
+  return kolo::StatusCodeName(static_cast<kolo::StatusCode>(status));
+}
+
+const char* kolo_version(void) {
+  return kolo::version();
+}
+
+int kolo_init_for_version(int header_version) {
+  return Guarded("kolo_init", [&] { return Report(kolo::init_for_version(header_version)); });
 }
 int kolo_shutdown(void) {
-  return Report(kolo::shutdown());
+  return Guarded("kolo_shutdown", [&] { return Report(kolo::shutdown()); });
 }
 int kolo_rank(void) {
-  return kolo::rank();
+  return GuardedValue(-1, [] { return kolo::rank(); });
 }
 int kolo_size(void) {
-  return kolo::size();
+  return GuardedValue(-1, [] { return kolo::size(); });
 }
 int kolo_local_rank(void) {
-  return kolo::local_rank();
+  return GuardedValue(-1, [] { return kolo::local_rank(); });
 }
 int kolo_local_size(void) {
-  return kolo::local_size();
+  return GuardedValue(-1, [] { return kolo::local_size(); });
 }
 
 int kolo_allreduce(const char* name, const void* input, void* output, int64_t count, int dtype,
                    int reduce_op) {
-  if (name == nullptr) return Report(kolo::InvalidArgument("kolo_allreduce: name is NULL"));
-  return Report(kolo::allreduce(name, View(input, count, dtype), View(output, count, dtype),
-                                Reduce(reduce_op)));
+  return Guarded("kolo_allreduce", [&] {
+    if (name == nullptr) return Report(kolo::InvalidArgument("kolo_allreduce: name is NULL"));
+    return Report(kolo::allreduce(name, View(input, count, dtype), View(output, count, dtype),
+                                  Reduce(reduce_op)));
+  });
 }
 
 int kolo_allreduce_async(const char* name, const void* input, void* output, int64_t count,
                          int dtype, int reduce_op, kolo_done_fn done, void* user) {
-  if (name == nullptr || done == nullptr) {
-    return Report(kolo::InvalidArgument("kolo_allreduce_async: name and done must be set"));
-  }
-  return Report(kolo::allreduce_async(name, View(input, count, dtype), View(output, count, dtype),
-                                      Reduce(reduce_op), Done(done, user)));
+  return Guarded("kolo_allreduce_async", [&] {
+    if (name == nullptr || done == nullptr) {
+      return Report(kolo::InvalidArgument("kolo_allreduce_async: name and done must be set"));
+    }
+    return Report(kolo::allreduce_async(name, View(input, count, dtype), View(output, count, dtype),
+                                        Reduce(reduce_op), Done(done, user)));
+  });
 }
 
 int kolo_broadcast(const char* name, void* data, int64_t count, int dtype, int root) {
-  if (name == nullptr) return Report(kolo::InvalidArgument("kolo_broadcast: name is NULL"));
-  return Report(kolo::broadcast(name, View(data, count, dtype), root));
+  return Guarded("kolo_broadcast", [&] {
+    if (name == nullptr) return Report(kolo::InvalidArgument("kolo_broadcast: name is NULL"));
+    return Report(kolo::broadcast(name, View(data, count, dtype), root));
+  });
 }
 
 int kolo_broadcast_async(const char* name, void* data, int64_t count, int dtype, int root,
                          kolo_done_fn done, void* user) {
-  if (name == nullptr || done == nullptr) return Missing("kolo_broadcast_async");
-  return Report(kolo::broadcast_async(name, View(data, count, dtype), root, Done(done, user)));
+  return Guarded("kolo_broadcast_async", [&] {
+    if (name == nullptr || done == nullptr) return Missing("kolo_broadcast_async");
+    return Report(kolo::broadcast_async(name, View(data, count, dtype), root, Done(done, user)));
+  });
 }
 
 int kolo_barrier(void) {
-  return Report(kolo::barrier());
+  return Guarded("kolo_barrier", [&] { return Report(kolo::barrier()); });
 }
 
 int kolo_barrier_async(kolo_done_fn done, void* user) {
-  if (done == nullptr) return Missing("kolo_barrier_async");
-  return Report(kolo::barrier_async(Done(done, user)));
+  return Guarded("kolo_barrier_async", [&] {
+    if (done == nullptr) return Missing("kolo_barrier_async");
+    return Report(kolo::barrier_async(Done(done, user)));
+  });
 }
 
 int kolo_allgather(const char* name, const void* input, const int64_t* shape, int ndim, int dtype,
                    kolo_alloc_fn alloc, void* alloc_user) {
-  if (name == nullptr || alloc == nullptr) return Missing("kolo_allgather");
-  return Report(kolo::allgather(name, Shaped(input, shape, ndim, dtype), Alloc(alloc, alloc_user)));
+  return Guarded("kolo_allgather", [&] {
+    if (name == nullptr || alloc == nullptr) return Missing("kolo_allgather");
+    return Report(
+        kolo::allgather(name, Shaped(input, shape, ndim, dtype), Alloc(alloc, alloc_user)));
+  });
 }
 
 int kolo_allgather_async(const char* name, const void* input, const int64_t* shape, int ndim,
                          int dtype, kolo_alloc_fn alloc, void* alloc_user, kolo_done_fn done,
                          void* user) {
-  if (name == nullptr || alloc == nullptr || done == nullptr) {
-    return Missing("kolo_allgather_async");
-  }
-  return Report(kolo::allgather_async(name, Shaped(input, shape, ndim, dtype),
-                                      Alloc(alloc, alloc_user), Done(done, user)));
+  return Guarded("kolo_allgather_async", [&] {
+    if (name == nullptr || alloc == nullptr || done == nullptr) {
+      return Missing("kolo_allgather_async");
+    }
+    return Report(kolo::allgather_async(name, Shaped(input, shape, ndim, dtype),
+                                        Alloc(alloc, alloc_user), Done(done, user)));
+  });
 }
 
 int kolo_alltoall(const char* name, const void* input, const int64_t* shape, int ndim, int dtype,
                   const int64_t* splits, kolo_alloc_fn alloc, void* alloc_user,
                   int64_t* received_splits) {
-  if (name == nullptr || alloc == nullptr) return Missing("kolo_alltoall");
-  const int size = kolo::size();
-  std::vector<int64_t> split_list;
-  if (splits != nullptr && size > 0) split_list.assign(splits, splits + size);
-  std::vector<int64_t> received;
-  const int status = Report(kolo::alltoall(name, Shaped(input, shape, ndim, dtype), split_list,
-                                           Alloc(alloc, alloc_user), &received));
-  if (status == KOLO_OK && received_splits != nullptr) {
-    for (size_t i = 0; i < received.size(); ++i) received_splits[i] = received[i];
-  }
-  return status;
+  return Guarded("kolo_alltoall", [&] {
+    if (name == nullptr || alloc == nullptr) return Missing("kolo_alltoall");
+    const int size = kolo::size();
+    std::vector<int64_t> split_list;
+    if (splits != nullptr && size > 0) split_list.assign(splits, splits + size);
+    std::vector<int64_t> received;
+    const int status = Report(kolo::alltoall(name, Shaped(input, shape, ndim, dtype), split_list,
+                                             Alloc(alloc, alloc_user), &received));
+    if (status == KOLO_OK && received_splits != nullptr) {
+      for (size_t i = 0; i < received.size(); ++i) received_splits[i] = received[i];
+    }
+    return status;
+  });
 }
 
 int kolo_reducescatter(const char* name, const void* input, int64_t rows, int64_t row_elements,
                        void* output, int dtype, int reduce_op) {
-  if (name == nullptr) return Missing("kolo_reducescatter");
-  const std::vector<int64_t> part =
-      kolo::ReducescatterShape({rows, row_elements}, kolo::rank(), kolo::size());
-  const int64_t in_shape[2] = {rows, row_elements};
-  return Report(kolo::reducescatter(name, Shaped(input, in_shape, 2, dtype),
-                                    Shaped(output, part.data(), 2, dtype), Reduce(reduce_op)));
+  return Guarded("kolo_reducescatter", [&] {
+    if (name == nullptr) return Missing("kolo_reducescatter");
+    const std::vector<int64_t> part =
+        kolo::ReducescatterShape({rows, row_elements}, kolo::rank(), kolo::size());
+    const int64_t in_shape[2] = {rows, row_elements};
+    return Report(kolo::reducescatter(name, Shaped(input, in_shape, 2, dtype),
+                                      Shaped(output, part.data(), 2, dtype), Reduce(reduce_op)));
+  });
 }
 
 int kolo_grouped_allreduce(int count, const char* const* names, const void* const* inputs,
                            void* const* outputs, const int64_t* element_counts, int dtype,
                            int reduce_op) {
-  if (count <= 0 || names == nullptr || inputs == nullptr || outputs == nullptr ||
-      element_counts == nullptr) {
-    return Missing("kolo_grouped_allreduce");
-  }
-  std::vector<std::string> name_list;
-  std::vector<kolo::TensorView> in, out;
-  for (int i = 0; i < count; ++i) {
-    if (names[i] == nullptr) return Missing("kolo_grouped_allreduce");
-    name_list.emplace_back(names[i]);
-    in.push_back(View(inputs[i], element_counts[i], dtype));
-    out.push_back(View(outputs[i], element_counts[i], dtype));
-  }
-  return Report(kolo::grouped_allreduce(name_list, in, out, Reduce(reduce_op)));
+  return Guarded("kolo_grouped_allreduce", [&] {
+    if (count <= 0 || names == nullptr || inputs == nullptr || outputs == nullptr ||
+        element_counts == nullptr) {
+      return Missing("kolo_grouped_allreduce");
+    }
+    std::vector<std::string> name_list;
+    std::vector<kolo::TensorView> in, out;
+    for (int i = 0; i < count; ++i) {
+      if (names[i] == nullptr) return Missing("kolo_grouped_allreduce");
+      name_list.emplace_back(names[i]);
+      in.push_back(View(inputs[i], element_counts[i], dtype));
+      out.push_back(View(outputs[i], element_counts[i], dtype));
+    }
+    return Report(kolo::grouped_allreduce(name_list, in, out, Reduce(reduce_op)));
+  });
 }
 
 int kolo_join(int* last_rank) {
-  kolo::StatusOr<int> last = kolo::join();
-  if (last.ok() && last_rank != nullptr) *last_rank = *last;
-  return Report(last.status());
+  return Guarded("kolo_join", [&] {
+    kolo::StatusOr<int> last = kolo::join();
+    if (last.ok() && last_rank != nullptr) *last_rank = *last;
+    return Report(last.status());
+  });
 }
 
 int kolo_join_async(int* last_rank, kolo_done_fn done, void* user) {
-  if (done == nullptr) return Missing("kolo_join_async");
-  return Report(kolo::join_async(last_rank, Done(done, user)));
+  return Guarded("kolo_join_async", [&] {
+    if (done == nullptr) return Missing("kolo_join_async");
+    return Report(kolo::join_async(last_rank, Done(done, user)));
+  });
 }
 
 }  // extern "C"

@@ -12,6 +12,7 @@
 #include "kolo/kolo.h"
 #include "runtime/raw_data_plane.h"
 #include "runtime/runtime_impl.h"
+#include "runtime/version_check.h"
 
 namespace kolo {
 namespace {
@@ -55,13 +56,15 @@ Status RefuseInCallback(const char* what) {
 
 }  // namespace
 
-Status init() {
+Status init_for_version(int header_version) {
+  KOLO_RETURN_IF_ERROR(CheckHeaderVersion(header_version));
   StatusOr<Options> options = Options::FromEnvironment();
   if (!options.ok()) return options.status().WithContext("kolo::init()");
-  return init(*options);
+  return init_for_version(header_version, *options);
 }
 
-Status init(const Options& options) {
+Status init_for_version(int header_version, const Options& options) {
+  KOLO_RETURN_IF_ERROR(CheckHeaderVersion(header_version));
   if (BackgroundLoop::IsBackgroundThread()) return RefuseInCallback("init()");
   std::lock_guard<std::mutex> lifecycle(LifecycleMutex());
   if (Current()) return FailedPrecondition("kolo is already initialized");

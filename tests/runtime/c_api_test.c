@@ -1,9 +1,10 @@
-/* The C API from a C program: allreduce (blocking and async), broadcast, barrier, allgather,
- * alltoall, reducescatter, grouped allreduce, join, an argument error, shutdown. Run alone (one
- * rank) and under kolorun (several); exits non-zero with a message on the first thing that is
- * wrong. */
-#include <kolo/kolo_c.h>
+/* The C API from a C program (built as C99 with -pedantic -Werror): the version check of init,
+ * allreduce (blocking and async), broadcast, barrier, allgather, alltoall, reducescatter,
+ * grouped allreduce, join, an argument error, shutdown. Run alone (one rank) and under kolorun
+ * (several); exits non-zero with a message on the first thing that is wrong. */
+#include <kolo/c_api.h>
 #include <stdio.h>
+#include <string.h>
 
 static void on_done(int status, const char* message, void* user) {
   (void)message;
@@ -25,7 +26,24 @@ static int fail(const char* what) {
   return 1;
 }
 
+/* A program compiled against another minor version is refused, with both versions named. */
+static int check_versions(void) {
+  char library[64];
+  if (strcmp(kolo_version(), KOLO_VERSION_STRING) != 0) return fail("library version");
+  if (kolo_init_for_version(KOLO_VERSION_NUMBER + 100) != KOLO_FAILED_PRECONDITION) {
+    return fail("a newer minor version of the headers was accepted");
+  }
+  snprintf(library, sizeof library, "library of kolo %s", KOLO_VERSION_STRING);
+  if (strstr(kolo_last_error(), library) == NULL) return fail("the message names no library");
+  if (strcmp(kolo_status_name(KOLO_FAILED_PRECONDITION), "FAILED_PRECONDITION") != 0 ||
+      strcmp(kolo_status_name(99), "UNKNOWN") != 0) {
+    return fail("kolo_status_name");
+  }
+  return 0;
+}
+
 int main(void) {
+  if (check_versions() != 0) return 1;
   if (kolo_init() != KOLO_OK) return fail("kolo_init");
   const int rank = kolo_rank();
   const int size = kolo_size();

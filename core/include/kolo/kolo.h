@@ -23,6 +23,7 @@
 #include "kolo/options.h"
 #include "kolo/status.h"
 #include "kolo/types.h"
+#include "kolo/version.h"
 
 namespace kolo {
 
@@ -168,9 +169,18 @@ class Runtime {
 
 // ---- Process-wide default runtime: the free functions most training scripts use. ----
 
-// Reads Options::FromEnvironment() and creates the default runtime. Fails if one exists.
-Status init();
-Status init(const Options& options);
+// Reads Options::FromEnvironment() and creates the default runtime. Fails if one exists, and
+// with kFailedPrecondition if the library's major.minor version differs from the headers the
+// caller was compiled with (KOLO_VERSION_* in kolo/version.h): both are inline so that the
+// caller's KOLO_VERSION_NUMBER reaches the library.
+inline Status init();
+inline Status init(const Options& options);
+// What init() calls, with the caller's KOLO_VERSION_NUMBER. For bindings that cannot use the
+// inline forms: pass the version of the API you were written against.
+Status init_for_version(int header_version);
+Status init_for_version(int header_version, const Options& options);
+// The library's own version, "major.minor.patch" (KOLO_VERSION_STRING is the headers').
+const char* version();
 // Shuts the default runtime down and destroys it. init() may be called again afterwards.
 Status shutdown();
 bool is_initialized();
@@ -228,5 +238,12 @@ Status barrier();
 // Timeline of the default runtime (see Runtime::StartTimeline).
 Status start_timeline(const std::string& path);
 Status stop_timeline();
+
+inline Status init() {
+  return init_for_version(KOLO_VERSION_NUMBER);
+}
+inline Status init(const Options& options) {
+  return init_for_version(KOLO_VERSION_NUMBER, options);
+}
 
 }  // namespace kolo

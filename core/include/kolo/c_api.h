@@ -1,13 +1,16 @@
 /* kolo's C API: the default runtime of kolo/kolo.h for C programs and foreign-function
- * bindings. Every function may be called from any thread; the *_async forms return at once
- * and run `done` exactly once, on kolo's background thread, unless they return non-zero.
- * Return values are kolo_status codes (0 = OK); kolo_last_error() gives the message of the
- * calling thread's last failure. Buffers must stay valid until the op completes. */
-#ifndef KOLO_KOLO_C_H_
-#define KOLO_KOLO_C_H_
+ * bindings; valid C99 (and C++). Every function may be called from any thread; the *_async
+ * forms return at once and run `done` exactly once, on kolo's background thread, unless they
+ * return non-zero. Return values are kolo_status codes (0 = OK); kolo_last_error() gives the
+ * message of the calling thread's last failure. Buffers must stay valid until the op
+ * completes. No C++ exception crosses this API: a failure inside kolo is KOLO_INTERNAL. */
+#ifndef KOLO_C_API_H_
+#define KOLO_C_API_H_
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "kolo/version.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,8 +56,21 @@ typedef void (*kolo_done_fn)(int status, const char* message, void* user);
  * next kolo call. */
 const char* kolo_last_error(void);
 
-/* init() from the environment (KOLO_RANK, KOLO_SIZE, ...); blocks until every rank joined. */
-int kolo_init(void);
+/* "OK", "INVALID_ARGUMENT", ... for a kolo_status code; "UNKNOWN" for another value. */
+const char* kolo_status_name(int status);
+
+/* The library's version, "major.minor.patch" (KOLO_VERSION_STRING is the header's). */
+const char* kolo_version(void);
+
+/* init() from the environment (KOLO_RANK, KOLO_SIZE, ...); blocks until every rank joined.
+ * Fails with KOLO_FAILED_PRECONDITION when `header_version` (a KOLO_VERSION_NUMBER) has another
+ * major.minor version than the library. kolo_init() passes this header's version; bindings
+ * that load the library at run time call kolo_init_for_version() with the version they were
+ * written against. */
+int kolo_init_for_version(int header_version);
+static inline int kolo_init(void) {
+  return kolo_init_for_version(KOLO_VERSION_NUMBER);
+}
 int kolo_shutdown(void);
 int kolo_rank(void); /* -1 when not initialized */
 int kolo_size(void);
@@ -108,4 +124,4 @@ int kolo_join_async(int* last_rank, kolo_done_fn done, void* user);
 } /* extern "C" */
 #endif
 
-#endif /* KOLO_KOLO_C_H_ */
+#endif /* KOLO_C_API_H_ */
