@@ -121,6 +121,10 @@ StatusOr<std::vector<RankLaunch>> PlanJob(const LaunchOptions& options, const Jo
       launch.rank_vars.insert(launch.rank_vars.end(), forwarded->begin(), forwarded->end());
       launch.argv = SshArgv(options.ssh, host,
                             RemoteScript(context.working_dir, launch.rank_vars, options.command));
+      std::vector<std::string> remote = {"env"};
+      for (const auto& [name, value] : launch.rank_vars) remote.push_back(name + "=" + value);
+      remote.insert(remote.end(), options.command.begin(), options.command.end());
+      launch.remote_command = "cd " + ShellQuote(context.working_dir) + " && " + ShellJoin(remote);
       launch.env = context.base_env;
       launch.stdin_data = job.secret + "\n";
     }
@@ -137,7 +141,15 @@ std::string FormatPlan(const std::vector<RankLaunch>& plan) {
                                                              : "over ssh";
     text +=
         "rank " + std::to_string(launch.rank) + ": host " + launch.host + ", started " + how + "\n";
-    text += "  command: " + ShellJoin(launch.argv) + "\n";
+    if (launch.path == LaunchPath::kSsh) {
+      // The script is long and quoted twice; show what it does instead.
+      std::vector<std::string> ssh(launch.argv.begin(), launch.argv.end() - 1);
+      text += "  command: " + ShellJoin(ssh) + " 'sh -c SCRIPT'\n";
+      text += "  remote: " + launch.remote_command +
+              " (SCRIPT reads KOLO_SECRET from stdin, stops the rank at end of stdin)\n";
+    } else {
+      text += "  command: " + ShellJoin(launch.argv) + "\n";
+    }
     for (const auto& [name, value] : launch.rank_vars) {
       text += "  env: " + name + "=" + value + "\n";
     }

@@ -27,6 +27,7 @@ struct RankLaunch {
   std::string stdin_data;         // written to its stdin, which stays open until it exits;
                                   // empty: stdin is /dev/null
   std::vector<EnvVar> rank_vars;  // what kolorun adds to the rank's environment, but the secret
+  std::string remote_command;     // kSsh: the rank's command line on the remote host
 };
 
 // What the plan depends on besides the command line.

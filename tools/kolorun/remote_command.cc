@@ -58,7 +58,7 @@ std::string RemoteScript(const std::string& working_dir, const std::vector<EnvVa
   // `read` takes the secret line byte by byte, leaving the rest of stdin to the watcher, which
   // gets it as fd 3 (an asynchronous list's stdin is otherwise /dev/null). The watcher's output
   // goes to /dev/null so that it never keeps the ssh session open.
-  return "IFS= read -r KOLO_SECRET || { echo 'kolorun: no job secret on stdin' >&2; exit 126; }\n"
+  return "IFS= read -r KOLO_SECRET || { echo \"kolorun: no job secret on stdin\" >&2; exit 126; }\n"
          "export KOLO_SECRET\n"
          "cd " +
          ShellQuote(working_dir) +
@@ -66,7 +66,9 @@ std::string RemoteScript(const std::string& working_dir, const std::vector<EnvVa
          "exec 3<&0\n" +
          ShellJoin(env_command) + " </dev/null 3<&- &\n" +
          "rank=$!\n"
-         "{ cat >/dev/null; kill -TERM $rank; sleep 5; kill -KILL $rank; } <&3 >/dev/null 2>&1 &\n"
+         "{ cat >/dev/null; kill -TERM $rank || exit; i=0\n"
+         "  while kill -0 $rank && [ $i -lt 5 ]; do sleep 1; i=$((i+1)); done\n"
+         "  kill -KILL $rank; } <&3 >/dev/null 2>&1 &\n"
          "watcher=$!\n"
          "exec 3<&-\n"
          "wait $rank\n"
