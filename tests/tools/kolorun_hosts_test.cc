@@ -156,8 +156,8 @@ LaunchOptions Options(const std::string& hosts, std::vector<std::string> command
 
 PlanContext Context() {
   PlanContext context;
-  context.base_env = {"PATH=/bin", "KOLO_LOG_LEVEL=info", "KOLO_SECRET=stale", "HOME=/root",
-                      "KOLO_RANK=9"};
+  context.base_env = {"PATH=/bin",  "KOLO_LOG_LEVEL=info", "KOLO_SECRET=stale",
+                      "HOME=/root", "KOLO_RANK=9",         "KOLO_DATA_ADDR=10.0.0.9"};
   context.this_host = "head.example.org";
   context.working_dir = "/work dir";
   return context;
@@ -217,6 +217,7 @@ TEST_CASE("PlanJob starts this host's ranks directly and others over ssh with th
   CHECK_THAT(script, Catch::Contains("KOLO_CONTROLLER=head.example.org:4242"));
   CHECK_THAT(script, Catch::Contains("KOLO_LOG_LEVEL=info"));  // configuration travels along
   CHECK_THAT(script, !Catch::Contains("HOME="));               // the rest of the env does not
+  CHECK_THAT(script, !Catch::Contains("KOLO_DATA_ADDR"));      // nor this host's address
   for (const std::string& word : remote.argv) CHECK(word.find(job.secret) == std::string::npos);
   for (const std::string& entry : remote.env) CHECK(entry.find(job.secret) == std::string::npos);
   CHECK(Value(remote.rank_vars, "KOLO_SECRET") == "(unset)");

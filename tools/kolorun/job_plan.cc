@@ -28,8 +28,8 @@ std::vector<Host> UsedHosts(const LaunchOptions& options) {
 }
 
 // What ranks started over ssh get from kolorun's environment besides kolorun's own variables:
-// every KOLO_* and HOROVOD_* variable (the runtime's configuration) except the secret's, and
-// the -x names. Local ranks inherit the whole environment instead.
+// every KOLO_* and HOROVOD_* variable (the runtime's configuration) except the secret's and
+// KOLO_DATA_ADDR, and the -x names. Local ranks inherit the whole environment instead.
 StatusOr<std::vector<EnvVar>> ForwardedVariables(const LaunchOptions& options,
                                                  const std::vector<std::string>& base,
                                                  const std::vector<EnvVar>& ours) {
@@ -45,7 +45,8 @@ StatusOr<std::vector<EnvVar>> ForwardedVariables(const LaunchOptions& options,
     if (eq == std::string::npos) continue;
     std::string name = entry.substr(0, eq);
     if (!StartsWith(name, "KOLO_") && !StartsWith(name, "HOROVOD_")) continue;
-    if (StartsWith(name, "KOLO_SECRET") || is_ours(name)) continue;
+    // The secret travels on stdin; a data address belongs to one host only.
+    if (StartsWith(name, "KOLO_SECRET") || name == "KOLO_DATA_ADDR" || is_ours(name)) continue;
     forwarded.emplace_back(name, entry.substr(eq + 1));
   }
   for (const std::string& spec : options.forward_env) {
