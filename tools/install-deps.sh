@@ -7,6 +7,7 @@ packages=(
   cmake g++ make pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev catch2
+  iproute2  # ip netns and tc, for kolorun's simulated multi-host test
 )
 
 missing=()

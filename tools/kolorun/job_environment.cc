@@ -80,27 +80,40 @@ StatusOr<JobLayout> PrepareJob(int size) {
   return job;
 }
 
-std::vector<std::string> RankEnvironment(const std::vector<std::string>& base, int rank,
-                                         const JobLayout& job) {
-  const std::string size = std::to_string(job.size);
-  const std::vector<std::pair<std::string, std::string>> ours = {
-      {"KOLO_RANK", std::to_string(rank)},
-      {"KOLO_SIZE", size},
-      {"KOLO_LOCAL_RANK", std::to_string(rank)},
-      {"KOLO_LOCAL_SIZE", size},
-      {"KOLO_CONTROLLER", "127.0.0.1:" + std::to_string(job.controller_port)},
-      {"KOLO_SECRET", job.secret},
+std::vector<EnvVar> RankVariables(const RankIdentity& who, const JobLayout& job) {
+  std::vector<EnvVar> vars = {
+      {"KOLO_RANK", std::to_string(who.rank)},
+      {"KOLO_SIZE", std::to_string(job.size)},
+      {"KOLO_LOCAL_RANK", std::to_string(who.local_rank)},
+      {"KOLO_LOCAL_SIZE", std::to_string(who.local_size)},
+      {"KOLO_CONTROLLER", job.controller_host + ":" + std::to_string(job.controller_port)},
   };
-  std::set<std::string> names;
-  for (const auto& [name, value] : ours) names.insert(name);
+  if (!who.hostname.empty()) vars.emplace_back("KOLO_HOSTNAME", who.hostname);
+  if (!job.start_timeout_seconds.empty()) {
+    vars.emplace_back("KOLO_START_TIMEOUT_SECONDS", job.start_timeout_seconds);
+  }
+  return vars;
+}
 
+std::vector<std::string> MergeEnvironment(const std::vector<std::string>& base,
+                                          const std::vector<EnvVar>& vars) {
+  std::set<std::string> names;
+  for (const auto& [name, value] : vars) names.insert(name);
   std::vector<std::string> env;
-  env.reserve(base.size() + ours.size());
+  env.reserve(base.size() + vars.size());
   for (const std::string& entry : base) {
     if (names.count(entry.substr(0, entry.find('='))) == 0) env.push_back(entry);
   }
-  for (const auto& [name, value] : ours) env.push_back(name + "=" + value);
+  for (const auto& [name, value] : vars) env.push_back(name + "=" + value);
   return env;
+}
+
+std::vector<std::string> RankEnvironment(const std::vector<std::string>& base, int rank,
+                                         const JobLayout& job) {
+  RankIdentity who{rank, rank, job.size, ""};
+  std::vector<EnvVar> vars = RankVariables(who, job);
+  vars.emplace_back("KOLO_SECRET", job.secret);
+  return MergeEnvironment(base, vars);
 }
 
 }  // namespace kolo::launcher

@@ -1,5 +1,5 @@
-// JobEnvironment: what kolorun gives each rank of a local job: the job secret, the controller's
-// port and the KOLO_* variables. Called by the launcher before it forks; no threads.
+// JobEnvironment: what kolorun gives each rank of a job: the job secret, the controller's
+// address and the KOLO_* variables. Called by the launcher before it forks; no threads.
 // The secret travels only in the environment, never on a command line (see DESIGN.md §6).
 #pragma once
 
@@ -11,10 +11,22 @@
 namespace kolo::launcher {
 
 struct JobLayout {
-  int size = 1;  // number of ranks, all on this host
+  int size = 1;  // number of ranks
   int controller_port = 0;
-  std::string secret;  // 64 hex digits
+  std::string secret;                         // 64 hex digits
+  std::string controller_host = "127.0.0.1";  // rank 0's host, as the other ranks reach it
+  std::string start_timeout_seconds;          // KOLO_START_TIMEOUT_SECONDS; empty: not set
 };
+
+// Where one rank sits in the job.
+struct RankIdentity {
+  int rank = 0;
+  int local_rank = 0;
+  int local_size = 1;
+  std::string hostname;  // KOLO_HOSTNAME; empty: not set (the runtime uses gethostname())
+};
+
+using EnvVar = std::pair<std::string, std::string>;
 
 // 32 bytes from /dev/urandom as 64 lower-case hex digits; fresh on every call.
 StatusOr<std::string> MakeJobSecret();
@@ -27,7 +39,18 @@ StatusOr<int> FindFreePort();
 // Builds a free port and a secret for a job of `size` ranks.
 StatusOr<JobLayout> PrepareJob(int size);
 
-// The environment ("NAME=value" strings) of `rank`: `base` without any variable kolorun sets,
+// The variables kolorun sets for one rank, in this order: KOLO_RANK, KOLO_SIZE,
+// KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_CONTROLLER, then KOLO_HOSTNAME and
+// KOLO_START_TIMEOUT_SECONDS where set. Not KOLO_SECRET, which each launch path passes its own
+// way.
+std::vector<EnvVar> RankVariables(const RankIdentity& who, const JobLayout& job);
+
+// `base` without any variable named in `vars`, followed by `vars` as "NAME=value".
+std::vector<std::string> MergeEnvironment(const std::vector<std::string>& base,
+                                          const std::vector<EnvVar>& vars);
+
+// The environment ("NAME=value" strings) of `rank` of a job on this host only (local rank =
+// rank): `base` without any variable kolorun sets,
 // followed by KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE,
 // KOLO_CONTROLLER and KOLO_SECRET. Cross ranks are computed by the runtime from host names.
 std::vector<std::string> RankEnvironment(const std::vector<std::string>& base, int rank,

@@ -27,11 +27,74 @@ bool IsRankCountFlag(const std::string& arg) {
   return arg == "-np" || arg == "-n" || arg == "--np";
 }
 
+// A positive number of seconds, as KOLO_START_TIMEOUT_SECONDS accepts it ([0.1, 86400]).
+Status CheckSeconds(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(value >= 0.1 && value <= 86400)) {
+    return InvalidArgument(flag + " must be a number of seconds in [0.1, 86400], got '" + text +
+                           "'");
+  }
+  return Status::Ok();
+}
+
+StatusOr<int> ParsePort(const std::string& flag, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  long value = text.empty() ? 0 : std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || *end != '\0' || value < 1 || value > 65535) {
+    return InvalidArgument(flag + " must be a port in [1, 65535], got '" + text + "'");
+  }
+  return static_cast<int>(value);
+}
+
+// Applies one option that takes a value; `value` is the next argument.
+Status ApplyValueOption(const std::string& flag, const std::string& value, LaunchOptions* options,
+                        bool* have_hosts) {
+  if (IsRankCountFlag(flag)) {
+    StatusOr<int> count = ParseRankCount(flag, value);
+    if (!count.ok()) return count.status();
+    options->num_ranks = count.value();
+  } else if (flag == "-H" || flag == "--host" || flag == "--hostfile") {
+    if (*have_hosts) return InvalidArgument(flag + ": give one host list (-H or --hostfile)");
+    StatusOr<std::vector<Host>> hosts =
+        flag == "--hostfile" ? ReadHostfile(value) : ParseHostList(value);
+    if (!hosts.ok()) return hosts.status();
+    options->hosts = std::move(hosts).value();
+    *have_hosts = true;
+  } else if (flag == "--launch-cmd") {
+    if (value.empty()) return InvalidArgument("--launch-cmd needs a command template");
+    options->launch_template = value;
+  } else if (flag == "--rsh") {
+    if (value.empty()) return InvalidArgument("--rsh needs a program");
+    options->ssh.program = value;
+  } else if (flag == "-p" || flag == "--ssh-port") {
+    StatusOr<int> port = ParsePort(flag, value);
+    if (!port.ok()) return port.status();
+    options->ssh.port = port.value();
+  } else if (flag == "-i" || flag == "--ssh-identity") {
+    if (value.empty()) return InvalidArgument(flag + " needs a key file");
+    options->ssh.identity = value;
+  } else if (flag == "-x") {
+    if (value.empty() || value[0] == '=') return InvalidArgument("-x needs NAME or NAME=VALUE");
+    options->forward_env.push_back(value);
+  } else if (flag == "--start-timeout") {
+    KOLO_RETURN_IF_ERROR(CheckSeconds(flag, value));
+    options->start_timeout = value;
+  } else if (flag == "--output-dir") {
+    if (value.empty()) return InvalidArgument("--output-dir needs a directory");
+    options->output_dir = value;
+  } else {
+    return InvalidArgument("unknown option '" + flag + "'");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args) {
   LaunchOptions options;
-  bool have_count = false;
+  bool have_hosts = false;
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -48,45 +111,73 @@ StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args)
       options.show_env_help = true;
       return options;
     }
-    if (!IsRankCountFlag(arg)) {
-      return InvalidArgument("unknown option '" + arg + "'");
+    if (arg == "--dry-run") {
+      options.dry_run = true;
+      continue;
     }
-    if (i + 1 >= args.size()) return InvalidArgument(arg + " needs a value (the number of ranks)");
-    StatusOr<int> count = ParseRankCount(arg, args[++i]);
-    if (!count.ok()) return count.status();
-    options.num_ranks = count.value();
-    have_count = true;
+    if (i + 1 >= args.size()) return InvalidArgument(arg + " needs a value");
+    KOLO_RETURN_IF_ERROR(ApplyValueOption(arg, args[i + 1], &options, &have_hosts));
+    ++i;
   }
   options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-  if (!have_count) return InvalidArgument("missing -np N (the number of ranks to start)");
+  if (options.num_ranks == 0 && !have_hosts) {
+    return InvalidArgument("missing -np N (the number of ranks to start)");
+  }
+  if (have_hosts && options.num_ranks == 0) options.num_ranks = TotalSlots(options.hosts);
+  if (options.num_ranks > kMaxRanks) {
+    return InvalidArgument("the host list has " + std::to_string(options.num_ranks) +
+                           " slots; give -np N, at most " + std::to_string(kMaxRanks));
+  }
   if (options.command.empty()) return InvalidArgument("missing the program to run");
   return options;
 }
 
 std::string UsageText() {
-  return R"(Usage: kolorun -np N [--] PROGRAM [ARGS...]
+  return R"(Usage: kolorun -np N [OPTIONS] [--] PROGRAM [ARGS...]
+       kolorun [-np N] -H HOST[=ADDR][:SLOTS],... | --hostfile FILE [OPTIONS] [--] PROGRAM ...
        kolorun --help | --help-env
 
-Starts N processes (ranks) of PROGRAM on this host, each in its own process group, and waits
-for them. Every output line of a rank is prefixed with "[rank] " (stdout to stdout, stderr to
-stderr). Ranks read their standard input from /dev/null.
+Starts N processes (ranks) of PROGRAM, each in its own process group, and waits for them.
+Every output line of a rank is prefixed with "[rank] " (stdout to stdout, stderr to stderr).
+Ranks read their standard input from /dev/null.
 
 Options:
-  -np N, -n N   number of ranks to start, 1..1024 (required)
-  --            ends kolorun's options; what follows is the program and its arguments
-  --help        print this text
-  --help-env    print the configuration variables the kolo runtime reads
+  -np N, -n N           number of ranks, 1..1024 (with a host list: default one per slot)
+  -H, --host LIST       hosts: NAME[=ADDR][:SLOTS],... (SLOTS default 1); ranks fill the
+                        first host's slots first. ADDR is where the other ranks reach NAME.
+  --hostfile FILE       hosts, one per line: NAME [slots=N] [address=ADDR]; '#' comments
+  --launch-cmd TEMPLATE start every rank as "TEMPLATE PROGRAM ARGS..." through /bin/sh, with
+                        {host} and {addr} replaced (e.g. 'ip netns exec {host}'); no ssh
+  -p, --ssh-port PORT   ssh port for remote hosts
+  -i, --ssh-identity F  ssh identity file for remote hosts
+  --rsh PROGRAM         an ssh-compatible program to use instead of ssh
+  -x NAME[=VALUE]       also pass NAME to ranks started over ssh (KOLO_* and HOROVOD_*
+                        variables are passed on by default)
+  --start-timeout S     ranks fail init() if the job is not complete after S seconds
+                        (sets KOLO_START_TIMEOUT_SECONDS)
+  --output-dir DIR      also write each rank's raw stdout and stderr to DIR/rank.N.out and
+                        DIR/rank.N.err (DIR is created)
+  --dry-run             print each rank's host, command line and environment; start nothing
+  --                    ends kolorun's options; what follows is the program and its arguments
+  --help                print this text
+  --help-env            print the configuration variables the kolo runtime reads
 
-Each rank gets, in its environment (never on a command line):
+Hosts named localhost, 127.0.0.1 or this host's name run locally; others over
+"ssh -o BatchMode=yes HOST", in the same working directory as kolorun.
+
+Each rank gets, in its environment:
   KOLO_RANK, KOLO_SIZE              rank in [0, N) and N
-  KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE  the same, as all ranks run on this host
-  KOLO_CONTROLLER=127.0.0.1:PORT    a free port, for the controller that rank 0 hosts
-  KOLO_SECRET                       a fresh 32-byte job secret (64 hex digits)
+  KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE  its index among the ranks of its host, and their number
+  KOLO_CONTROLLER=HOST:PORT         127.0.0.1 or the first host's address, and a free port
+  KOLO_HOSTNAME                     (host lists only) the host's name as given
+  KOLO_SECRET                       a fresh 32-byte job secret, never on a command line (over
+                                    ssh it travels on ssh's standard input)
 
 SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank exits with a non-zero code
 or is killed by a signal, kolorun sends SIGTERM to the other ranks, SIGKILL 5 s later to those
 still running, and exits with that first failure's code (128+signal for a signal). Otherwise it
-exits 0 once every rank has exited 0, or 128+signal if it was itself interrupted.
+exits 0 once every rank has exited 0, or 128+signal if it was itself interrupted. A rank
+started over ssh is stopped when its ssh process is.
 )";
 }
 

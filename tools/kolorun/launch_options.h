@@ -1,4 +1,5 @@
-// LaunchOptions: kolorun's command line, `kolorun -np N [--] program [args...]`.
+// LaunchOptions: kolorun's command line, `kolorun [-np N] [-H hosts | --hostfile F] [options]
+// [--] program [args...]`.
 // ParseLaunchOptions is a pure function (no I/O, no exit) so that tests can drive it; main()
 // prints the usage text and the errors it returns.
 #pragma once
@@ -7,22 +8,32 @@
 #include <vector>
 
 #include "kolo/status.h"
+#include "tools/kolorun/host_list.h"
+#include "tools/kolorun/remote_command.h"
 
 namespace kolo::launcher {
 
-// The largest job kolorun starts on one host.
+// The largest job kolorun starts (on one host or over a host list).
 constexpr int kMaxRanks = 1024;
 
 struct LaunchOptions {
-  int num_ranks = 0;
-  std::vector<std::string> command;  // the program and its arguments, passed to execvp
-  bool show_help = false;            // --help: print UsageText() and exit 0
-  bool show_env_help = false;        // --help-env: print the configuration table and exit 0
+  int num_ranks = 0;                     // 0 with a host list: one rank per slot
+  std::vector<std::string> command;      // the program and its arguments, passed to execvp
+  std::vector<Host> hosts;               // -H or --hostfile; empty: every rank on this host
+  std::string launch_template;           // --launch-cmd; empty: ssh to hosts that are not this one
+  SshConfig ssh;                         // --rsh, -p/--ssh-port, -i/--ssh-identity
+  std::vector<std::string> forward_env;  // -x NAME or NAME=VALUE, for ranks started over ssh
+  std::string start_timeout;             // --start-timeout S, as given (KOLO_START_TIMEOUT_SECONDS)
+  std::string output_dir;                // --output-dir: rank.N.out and rank.N.err files
+  bool dry_run = false;                  // --dry-run: print the plan, start nothing
+  bool show_help = false;                // --help: print UsageText() and exit 0
+  bool show_env_help = false;            // --help-env: print the configuration table and exit 0
 };
 
 // Parses the arguments that follow argv[0]. Options end at the first argument that does not
-// start with '-' or after "--"; everything after that is the command, untouched.
-// Fails with kInvalidArgument and a message naming the bad argument.
+// start with '-' or after "--"; everything after that is the command, untouched. Reads the
+// --hostfile. Fails with kInvalidArgument and a message naming the bad argument (and, for a
+// hostfile, file:line).
 StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args);
 
 // The text `kolorun --help` prints.

@@ -21,13 +21,13 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
 }
 
 // Runs in the child between fork and exec; never returns.
-[[noreturn]] void ExecChild(char* const* argv, char* const* envp, int out_fd, int err_fd,
+[[noreturn]] void ExecChild(char* const* argv, char* const* envp, int in_fd, int out_fd, int err_fd,
                             const SignalPipe& signals, const ScopedSignalBlock& block) {
   setpgid(0, 0);
   signals.RestoreInChild();
   block.RestoreInChild();
-  int null_fd = open("/dev/null", O_RDONLY);
-  if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+  if (in_fd < 0) in_fd = open("/dev/null", O_RDONLY);
+  if (in_fd >= 0) dup2(in_fd, STDIN_FILENO);
   dup2(out_fd, STDOUT_FILENO);
   dup2(err_fd, STDERR_FILENO);
   execvpe(argv[0], argv, envp);
@@ -44,36 +44,46 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
   _exit(kExecFailedCode);
 }
 
-void ClosePair(int fds[2]) {
-  close(fds[0]);
-  close(fds[1]);
-}
-
 }  // namespace
 
 StatusOr<RankProcess> SpawnRank(const std::vector<std::string>& command,
-                                const std::vector<std::string>& env, const SignalPipe& signals) {
+                                const std::vector<std::string>& env, const SignalPipe& signals,
+                                const std::string& stdin_data) {
   std::vector<char*> argv = CStrings(command);
   std::vector<char*> envp = CStrings(env);
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    return Unavailable(std::string("cannot create a pipe: ") + std::strerror(errno));
-  }
-  if (pipe2(err, O_CLOEXEC) != 0) {
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, in[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int* pair : {out, err, in}) {
+      for (int i = 0; i < 2; ++i) {
+        if (pair[i] >= 0) close(pair[i]);
+      }
+    }
+  };
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
+      (!stdin_data.empty() && pipe2(in, O_CLOEXEC) != 0)) {
     Status status = Unavailable(std::string("cannot create a pipe: ") + std::strerror(errno));
-    ClosePair(out);
+    close_all();
     return status;
+  }
+  if (!stdin_data.empty()) {
+    // An empty pipe takes at least 4 KiB without blocking; the data is a line or two.
+    ssize_t n = write(in[1], stdin_data.data(), stdin_data.size());
+    if (n != static_cast<ssize_t>(stdin_data.size())) {
+      Status status = Unavailable(std::string("cannot write to a rank's stdin pipe: ") +
+                                  (n < 0 ? std::strerror(errno) : "short write"));
+      close_all();
+      return status;
+    }
   }
   pid_t pid;
   {
     ScopedSignalBlock block;
     pid = fork();
-    if (pid == 0) ExecChild(argv.data(), envp.data(), out[1], err[1], signals, block);
+    if (pid == 0) ExecChild(argv.data(), envp.data(), in[0], out[1], err[1], signals, block);
   }
   if (pid < 0) {
     Status status = Unavailable(std::string("cannot fork: ") + std::strerror(errno));
-    ClosePair(out);
-    ClosePair(err);
+    close_all();
     return status;
   }
   // Also set here, so that the group exists before kolorun may signal it (EACCES once the
@@ -81,9 +91,10 @@ StatusOr<RankProcess> SpawnRank(const std::vector<std::string>& command,
   setpgid(pid, pid);
   close(out[1]);
   close(err[1]);
+  if (in[0] >= 0) close(in[0]);
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
-  return RankProcess{pid, out[0], err[0]};
+  return RankProcess{pid, out[0], err[0], in[1]};
 }
 
 std::string DescribeWaitStatus(int wait_status) {

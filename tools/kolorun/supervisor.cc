@@ -2,8 +2,10 @@
 // supervisor.h.
 #include "tools/kolorun/supervisor.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,7 +16,6 @@
 #include <optional>
 #include <unordered_map>
 
-#include "tools/kolorun/job_environment.h"
 #include "tools/kolorun/line_splitter.h"
 #include "tools/kolorun/rank_process.h"
 #include "tools/kolorun/signal_pipe.h"
@@ -51,13 +52,35 @@ const char* SignalName(int sig) {
 
 struct Stream {
   Stream(int fd, int sink, const std::string& prefix) : fd(fd), sink(sink), splitter(prefix) {}
-  int fd;    // -1 once closed
-  int sink;  // kolorun's stdout or stderr
+  ~Stream() {
+    if (copy_fd >= 0) close(copy_fd);
+  }
+  int fd;            // -1 once closed
+  int sink;          // kolorun's stdout or stderr
+  int copy_fd = -1;  // the rank's file in --output-dir, or -1
   LineSplitter splitter;
 };
 
+// Creates `dir` and its missing parents.
+Status MakeDirectories(const std::string& dir) {
+  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+    std::string prefix = dir.substr(0, slash);
+    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Unavailable("cannot create --output-dir '" + prefix + "': " + std::strerror(errno));
+    }
+    if (slash == std::string::npos) return Status::Ok();
+  }
+}
+
+StatusOr<int> OpenOutputFile(const std::string& path) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Unavailable("cannot create '" + path + "': " + std::strerror(errno));
+  return fd;
+}
+
 struct Rank {
   pid_t pid = -1;
+  int stdin_fd = -1;  // write end of its stdin pipe, held open while it runs; -1 if none
   bool running = false;
   std::unique_ptr<Stream> out;
   std::unique_ptr<Stream> err;
@@ -70,8 +93,7 @@ class Supervisor {
       : config_(config), signals_(signals) {}
   ~Supervisor();
 
-  Status Start(const std::vector<std::string>& command, const std::vector<std::string>& base_env,
-               const JobLayout& job);
+  Status Start(const std::vector<RankLaunch>& plan);
   int Run();
   void Message(const std::string& text) const {
     WriteAll(config_.stderr_fd, "kolorun: " + text + "\n");
@@ -88,6 +110,8 @@ class Supervisor {
   void SignalAll(int sig);
   void ReadStream(Stream& stream);
   void CloseStream(Stream& stream);
+  void CloseStdin(Rank& rank);
+  Status OpenOutputFiles(int r, Rank* rank) const;
   int ExitCode() const;
 
   const SupervisorConfig config_;
@@ -107,26 +131,44 @@ Supervisor::~Supervisor() {
   for (Rank& rank : ranks_) {
     if (rank.out) CloseStream(*rank.out);
     if (rank.err) CloseStream(*rank.err);
+    CloseStdin(rank);
   }
 }
 
-Status Supervisor::Start(const std::vector<std::string>& command,
-                         const std::vector<std::string>& base_env, const JobLayout& job) {
-  ranks_.reserve(static_cast<size_t>(job.size));
-  for (int r = 0; r < job.size; ++r) {
+Status Supervisor::Start(const std::vector<RankLaunch>& plan) {
+  if (!config_.output_dir.empty()) KOLO_RETURN_IF_ERROR(MakeDirectories(config_.output_dir));
+  ranks_.reserve(plan.size());
+  for (const RankLaunch& launch : plan) {
+    const int r = launch.rank;
     StatusOr<RankProcess> process =
-        SpawnRank(command, RankEnvironment(base_env, r, job), *signals_);
-    if (!process.ok()) return process.status().WithContext("rank " + std::to_string(r));
+        SpawnRank(launch.argv, launch.env, *signals_, launch.stdin_data);
+    if (!process.ok()) {
+      return process.status().WithContext("rank " + std::to_string(r) + " on " + launch.host);
+    }
     const std::string prefix = "[" + std::to_string(r) + "] ";
     Rank rank;
     rank.pid = process->pid;
+    rank.stdin_fd = process->stdin_fd;
     rank.running = true;
     rank.out = std::make_unique<Stream>(process->stdout_fd, config_.stdout_fd, prefix);
     rank.err = std::make_unique<Stream>(process->stderr_fd, config_.stderr_fd, prefix);
     rank_of_pid_[rank.pid] = r;
     ranks_.push_back(std::move(rank));
     ++running_;
+    KOLO_RETURN_IF_ERROR(OpenOutputFiles(r, &ranks_.back()));
   }
+  return Status::Ok();
+}
+
+Status Supervisor::OpenOutputFiles(int r, Rank* rank) const {
+  if (config_.output_dir.empty()) return Status::Ok();
+  const std::string base = config_.output_dir + "/rank." + std::to_string(r);
+  StatusOr<int> out = OpenOutputFile(base + ".out");
+  if (!out.ok()) return out.status();
+  rank->out->copy_fd = out.value();
+  StatusOr<int> err = OpenOutputFile(base + ".err");
+  if (!err.ok()) return err.status();
+  rank->err->copy_fd = err.value();
   return Status::Ok();
 }
 
@@ -209,6 +251,8 @@ void Supervisor::Reap() {
 
 void Supervisor::OnExit(int rank, int wait_status) {
   ranks_[static_cast<size_t>(rank)].running = false;
+  // Over ssh, the remote rank's end of file: if ssh ended without it, it stops now.
+  CloseStdin(ranks_[static_cast<size_t>(rank)]);
   --running_;
   bool failed = !(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
   if (!failed || first_failure_rank_ >= 0) return;
@@ -223,6 +267,7 @@ void Supervisor::OnExit(int rank, int wait_status) {
 void Supervisor::Stop(int sig) {
   stopping_ = true;
   SignalAll(sig);
+  for (Rank& rank : ranks_) CloseStdin(rank);  // remote ranks stop at EOF even if ssh lingers
   if (!kill_at_) kill_at_ = Clock::now() + config_.kill_grace;
 }
 
@@ -237,6 +282,7 @@ void Supervisor::ReadStream(Stream& stream) {
   char buffer[64 * 1024];
   ssize_t n = read(stream.fd, buffer, sizeof(buffer));
   if (n > 0) {
+    if (stream.copy_fd >= 0) WriteAll(stream.copy_fd, std::string(buffer, static_cast<size_t>(n)));
     WriteAll(stream.sink, stream.splitter.Feed(std::string_view(buffer, static_cast<size_t>(n))));
   } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
     WriteAll(stream.sink, stream.splitter.Flush());
@@ -249,15 +295,21 @@ void Supervisor::CloseStream(Stream& stream) {
   stream.fd = -1;
 }
 
+void Supervisor::CloseStdin(Rank& rank) {
+  if (rank.stdin_fd >= 0) close(rank.stdin_fd);
+  rank.stdin_fd = -1;
+}
+
 int Supervisor::ExitCode() const {
   if (first_failure_rank_ >= 0) return ExitCodeOf(first_failure_status_);
   if (interrupt_signal_ != 0) return 128 + interrupt_signal_;
   return 0;
 }
 
-// Two pipes per rank: raise the soft descriptor limit towards the hard one if needed.
+// Three pipes and two output files per rank: raise the soft descriptor limit towards the hard
+// one if needed.
 Status EnsureDescriptors(int num_ranks) {
-  const rlim_t needed = static_cast<rlim_t>(2 * num_ranks + 32);
+  const rlim_t needed = static_cast<rlim_t>(5 * num_ranks + 32);
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= needed) return Status::Ok();
   if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
@@ -275,19 +327,13 @@ Status EnsureDescriptors(int num_ranks) {
 
 }  // namespace
 
-int RunJob(int num_ranks, const std::vector<std::string>& command,
-           const std::vector<std::string>& base_env, const SupervisorConfig& config) {
+int RunJob(const std::vector<RankLaunch>& plan, const SupervisorConfig& config) {
   auto message = [&config](const std::string& text) {
     WriteAll(config.stderr_fd, "kolorun: " + text + "\n");
   };
-  Status descriptors = EnsureDescriptors(num_ranks);
+  Status descriptors = EnsureDescriptors(static_cast<int>(plan.size()));
   if (!descriptors.ok()) {
     message(descriptors.message());
-    return 1;
-  }
-  StatusOr<JobLayout> job = PrepareJob(num_ranks);
-  if (!job.ok()) {
-    message("cannot prepare the job: " + job.status().message());
     return 1;
   }
   StatusOr<std::unique_ptr<SignalPipe>> signals = SignalPipe::Install();
@@ -296,7 +342,7 @@ int RunJob(int num_ranks, const std::vector<std::string>& command,
     return 1;
   }
   Supervisor supervisor(config, signals->get());
-  Status started = supervisor.Start(command, base_env, job.value());
+  Status started = supervisor.Start(plan);
   if (!started.ok()) {
     supervisor.Message("cannot start the job: " + started.message() +
                        "; stopping the ranks already started");
