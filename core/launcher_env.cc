@@ -177,6 +177,7 @@ StatusOr<Controller> SingleHostMpiController(const Env& env, const Source& sourc
                                    : "mpiexec -genv KOLO_CONTROLLER node1:29400 ...";
     return InvalidArgument(
         std::string("this ") + source.launcher + " job spans several hosts (" + source.local_size +
+        "=" + (Find(env, source.local_size) ? *Find(env, source.local_size) : "(unset)") +
         " is not " + source.size + "=" + std::to_string(size) +
         "), and kolo cannot tell which host runs rank 0: set KOLO_CONTROLLER=<rank 0's "
         "host>:<port> for every rank (" +
