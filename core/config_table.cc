@@ -68,6 +68,12 @@ Status ApplyController(const std::string& source, const std::string& value, Opti
   return Status::Ok();
 }
 
+// Checked only: launcher_env composes the port into controller_address.
+Status ApplyControllerPort(const std::string& source, const std::string& value, Options*) {
+  int64_t port = 0;
+  return ParseInt(source, value, 1, 65535, &port);
+}
+
 Status ApplyFusion(const std::string& source, const std::string& value, Options* options) {
   StatusOr<int64_t> bytes = ParseByteSize(value);
   if (!bytes.ok() || *bytes > (int64_t{4} << 30)) {
@@ -131,36 +137,44 @@ Status ApplyLogLevel(const std::string& source, const std::string& value, Option
 
 const std::vector<ConfigVar>& ConfigTable() {
   static const std::vector<ConfigVar> table = {
+      // The identity rows are filled by core/launcher_env.cc, which also reads the launchers'
+      // own variables (torchrun, Open MPI, MPICH, SLURM); see the note FormatConfigTable prints.
       {"KOLO_RANK",
-       {"RANK"},
-       "0",
+       {},
+       "from the launcher, else 0",
        "[0, size)",
        "Rank of this process (kolorun sets it).",
        &ApplyInt<0, 1 << 20, &Options::rank>},
       {"KOLO_SIZE",
-       {"WORLD_SIZE"},
-       "1",
+       {},
+       "from the launcher, else 1",
        "[1, 1048576]",
        "Number of ranks in the job.",
        &ApplyInt<1, 1 << 20, &Options::size>},
       {"KOLO_LOCAL_RANK",
-       {"LOCAL_RANK"},
-       "from host names",
+       {},
+       "from the launcher, else from host names",
        "[0, local size)",
        "Index of this rank among the ranks on its host.",
        &ApplyInt<0, 1 << 20, &Options::local_rank>},
       {"KOLO_LOCAL_SIZE",
-       {"LOCAL_WORLD_SIZE"},
-       "from host names",
+       {},
+       "from the launcher, else from host names",
        "[1, size]",
        "Number of ranks on this host.",
        &ApplyInt<1, 1 << 20, &Options::local_size>},
       {"KOLO_CONTROLLER",
        {},
-       "MASTER_ADDR:MASTER_PORT",
+       "MASTER_ADDR:MASTER_PORT, else the launcher's rule",
        "host:port",
        "Address of the controller; rank 0 listens on its port.",
        &ApplyController},
+      {"KOLO_CONTROLLER_PORT",
+       {},
+       "MASTER_PORT, else derived from the launcher's job id",
+       "[1, 65535]",
+       "Controller port when the host comes from MASTER_ADDR or the launcher's rule.",
+       &ApplyControllerPort},
       {"KOLO_DATA_ADDR",
        {},
        "interface routing to the controller",
@@ -264,7 +278,14 @@ std::string FormatConfigTable() {
     out << "\n      default " << var.default_text << "; range " << var.range << "\n      "
         << var.help << "\n";
   }
-  out << "\n  Without KOLO_CONTROLLER, MASTER_ADDR and MASTER_PORT (torchrun) are used.\n";
+  out << "\n  Without KOLO_RANK and KOLO_SIZE, rank and size come from the first launcher that "
+         "sets\n"
+         "  them: torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), Open MPI\n"
+         "  (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE), MPICH/Hydra (PMI_RANK,\n"
+         "  PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS) or SLURM (SLURM_PROCID, SLURM_NTASKS,\n"
+         "  SLURM_LOCALID). Without KOLO_CONTROLLER, MASTER_ADDR and MASTER_PORT are used, else\n"
+         "  the first node of the SLURM node list, or loopback for a one-host MPI job, with a\n"
+         "  port derived from the launcher's job id (README: Running under mpirun/SLURM).\n";
   return out.str();
 }
 

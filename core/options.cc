@@ -1,12 +1,14 @@
-// Options parsing: the environment through the config table, then validation. This is the
-// only file that reads the process environment.
+// Options parsing: the environment through the config table (identity through
+// core/launcher_env), then validation. This is the only file that reads the process environment.
 #include "kolo/options.h"
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <set>
 
 #include "core/config_table.h"
+#include "core/launcher_env.h"
 
 extern char** environ;
 
@@ -27,35 +29,28 @@ Status CheckUnknownKoloVariables(const std::map<std::string, std::string>& env) 
   return Status::Ok();
 }
 
-Status ApplyTorchrunController(const std::map<std::string, std::string>& env, Options* options) {
-  auto addr = env.find("MASTER_ADDR");
-  auto port = env.find("MASTER_PORT");
-  if (addr == env.end() && port == env.end()) return Status::Ok();
-  if (addr == env.end() || port == env.end()) {
-    return InvalidArgument("MASTER_ADDR and MASTER_PORT must be set together");
-  }
+const ConfigVar& Row(const std::string& name) {
   for (const ConfigVar& var : ConfigTable()) {
-    if (std::string(var.name) == "KOLO_CONTROLLER") {
-      return var.apply("MASTER_ADDR:MASTER_PORT", addr->second + ":" + port->second, options)
-          .WithContext("controller address from torchrun's variables");
-    }
+    if (name == var.name) return var;
   }
-  return Status::Ok();
+  std::abort();  // programmer error: launcher_env names a variable the table lacks
 }
 
-// Launchers whose variables kolo does not read yet. A job they start with several processes
-// and no KOLO_ or torchrun identity would silently run as that many one-rank jobs.
-Status CheckForeignLauncher(const std::map<std::string, std::string>& env) {
-  if (env.count("KOLO_SIZE") != 0 || env.count("WORLD_SIZE") != 0) return Status::Ok();
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"}) {
-    auto it = env.find(name);
-    if (it != env.end() && it->second != "1" && it->second != "0") {
-      return InvalidArgument(std::string(name) + "=" + it->second +
-                             " says this process is one of several, but kolo reads its rank and "
-                             "size only from KOLO_RANK/KOLO_SIZE (kolorun) or RANK/WORLD_SIZE "
-                             "(torchrun); set those");
+// Rank, size, local rank/size and the controller, from whichever launcher started us
+// (core/launcher_env.h), parsed through the table's rows so that errors name the variable.
+Status ApplyLauncherIdentity(const std::map<std::string, std::string>& env, Options* options) {
+  StatusOr<LauncherIdentity> identity = DetectLauncher(env, CurrentProcessFacts());
+  if (!identity.ok()) return identity.status();
+  for (const IdentitySetting& setting : identity->settings) {
+    Status applied = Row(setting.kolo_name).apply(setting.source, setting.value, options);
+    if (!applied.ok() && !identity->controller_source.empty() &&
+        setting.kolo_name == "KOLO_CONTROLLER") {
+      return applied.WithContext("controller address (" + identity->controller_source + ")");
     }
+    KOLO_RETURN_IF_ERROR(applied);
   }
+  options->identity_source = identity->launcher;
+  options->controller_source = identity->controller_source;
   return Status::Ok();
 }
 
@@ -63,21 +58,19 @@ Status CheckForeignLauncher(const std::map<std::string, std::string>& env) {
 
 StatusOr<Options> Options::FromMap(const std::map<std::string, std::string>& env) {
   KOLO_RETURN_IF_ERROR(CheckUnknownKoloVariables(env));
-  KOLO_RETURN_IF_ERROR(CheckForeignLauncher(env));
   Options options;
-  bool controller_set = false;
   for (const ConfigVar& var : ConfigTable()) {
+    if (IsIdentityVariable(var.name)) continue;  // ApplyLauncherIdentity's
     std::vector<const char*> names = {var.name};
     names.insert(names.end(), var.aliases.begin(), var.aliases.end());
     for (const char* name : names) {
       auto it = env.find(name);
       if (it == env.end()) continue;
       KOLO_RETURN_IF_ERROR(var.apply(name, it->second, &options));
-      if (std::string(var.name) == "KOLO_CONTROLLER") controller_set = true;
       break;  // the first name present wins: KOLO_ before aliases
     }
   }
-  if (!controller_set) KOLO_RETURN_IF_ERROR(ApplyTorchrunController(env, &options));
+  KOLO_RETURN_IF_ERROR(ApplyLauncherIdentity(env, &options));
   KOLO_RETURN_IF_ERROR(options.Validate());
   return options;
 }

@@ -72,8 +72,12 @@ StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const Options& option
   Status started = impl->Start();
   if (!started.ok()) {
     impl->Teardown();
+    std::string where =
+        options.controller_source.empty()
+            ? ""
+            : ", controller " + options.controller_address + " (" + options.controller_source + ")";
     return started.WithContext("init() of rank " + std::to_string(options.rank) + " of " +
-                               std::to_string(options.size));
+                               std::to_string(options.size) + where);
   }
   return impl;
 }
@@ -96,9 +100,12 @@ Status RuntimeImpl::Start() {
   loop_ = std::make_unique<BackgroundLoop>(loop_config, &queue_, &wakeup_, channel_.get(),
                                            executor_.get(), mesh_.get(), &tracer_, logger_);
   loop_->Start();
-  logger_->info("rank {} of {} ready (local {}/{}, cross {}/{}), controller {}", options_.rank,
-                options_.size, topology_.local_rank, topology_.local_size, topology_.cross_rank,
-                topology_.cross_size, controller_address);
+  logger_->info(
+      "rank {} of {} ready (local {}/{}, cross {}/{}), controller {}{}; identity from {}",
+      options_.rank, options_.size, topology_.local_rank, topology_.local_size,
+      topology_.cross_rank, topology_.cross_size, controller_address,
+      options_.controller_source.empty() ? "" : " (" + options_.controller_source + ")",
+      options_.identity_source.empty() ? "no launcher variables" : options_.identity_source);
   return Status::Ok();
 }
 

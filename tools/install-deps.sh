@@ -8,6 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev catch2
   iproute2  # ip netns and tc, for kolorun's simulated multi-host test
+  openmpi-bin mpich  # the launcher tests run kolo under mpirun and mpiexec
 )
 
 missing=()

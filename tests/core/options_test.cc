@@ -114,11 +114,13 @@ TEST_CASE("Inconsistent identity is refused", "[core][options]") {
   CHECK_THAT(no_controller.status().message(), Catch::Contains("KOLO_CONTROLLER"));
 }
 
-TEST_CASE("A job from a launcher kolo cannot read yet fails instead of splitting up",
-          "[core][options]") {
-  auto mpi = Options::FromMap({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "1"}});
-  REQUIRE_FALSE(mpi.ok());
-  CHECK_THAT(mpi.status().message(), Catch::Contains("OMPI_COMM_WORLD_SIZE=4"));
+TEST_CASE("A job started by mpirun is no longer split into one-rank jobs", "[core][options]") {
+  // Before launcher_env, OMPI_COMM_WORLD_SIZE without KOLO_SIZE was refused; now it is read.
+  auto mpi = Options::FromMap(
+      {{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"KOLO_CONTROLLER", "h:1"}});
+  REQUIRE(mpi.ok());
+  CHECK(mpi->size == 4);
+  CHECK(mpi->identity_source == "Open MPI");
   CHECK(Options::FromMap({{"SLURM_NTASKS", "1"}}).ok());
   CHECK(Options::FromMap({{"SLURM_NTASKS", "2"},
                           {"KOLO_SIZE", "2"},

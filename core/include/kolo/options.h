@@ -20,6 +20,12 @@ struct Options {
 
   // "host:port" of the controller that rank 0 hosts. Rank 0 listens on its port.
   std::string controller_address;
+  // Where FromMap found the identity: "kolo", "torchrun", "Open MPI", "MPICH", "SLURM", or
+  // empty (none: a one-rank job, or options built by hand). Logged at init.
+  std::string identity_source;
+  // How controller_address was chosen (e.g. "first host of SLURM_JOB_NODELIST, port derived
+  // from SLURM_JOB_ID=42"); empty when it was not derived from the environment.
+  std::string controller_source;
   // Address other ranks use to reach this rank's data-plane listener. Empty: the address of
   // the interface that routes to the controller.
   std::string data_address;
