@@ -11,12 +11,14 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
 #include <vector>
 
 #include "kolo/kolo.h"
+#include "runtime/raw_data_plane.h"
 #include "tools/bench/bench_collective.h"
 #include "tools/bench/bench_options.h"
 #include "tools/bench/model_bench.h"
@@ -113,6 +115,10 @@ class Sweep {
 
  private:
   StatusOr<Row> RunSize(DataType dtype, const BenchOp& op, int64_t bytes);
+  // One run of the collective (or, with --raw, of the data plane alone on a copy of the
+  // input in `out`); its time in `time_us` if not null.
+  Status RunOnce(const std::string& name, const BenchOp& op, const TensorView& in,
+                 const TensorView& out, double* time_us);
   Status TimeIterations(const std::string& name, const TensorView& in, const TensorView& out,
                         const BenchOp& op, const CollectivePattern& pattern, Row* row);
   // Turns per-rank iteration times and wrong counts into job-wide ones (max, sum).
@@ -170,22 +176,33 @@ StatusOr<Row> Sweep::RunSize(DataType dtype, const BenchOp& op, int64_t bytes) {
   // Broadcast works in place: root's input is its output tensor.
   pattern.FillInput(op.collective == Collective::kBroadcast ? out.data : in.data);
   for (int i = 0; i < options_.warmup_iters; ++i) {
-    KOLO_RETURN_IF_ERROR(RunCollective(name, op, options_.root, in, out));
+    KOLO_RETURN_IF_ERROR(RunOnce(name, op, in, out, nullptr));
   }
   KOLO_RETURN_IF_ERROR(TimeIterations(name, in, out, op, pattern, &row));
   return row;
 }
 
+Status Sweep::RunOnce(const std::string& name, const BenchOp& op, const TensorView& in,
+                      const TensorView& out, double* time_us) {
+  using Clock = std::chrono::steady_clock;
+  if (options_.raw) std::memcpy(out.data, in.data, out.num_bytes());  // untimed
+  Clock::time_point start = Clock::now();
+  Status status = options_.raw
+                      ? kolo::internal::RawAllreduce(out.data, out.num_elements(), out.dtype)
+                      : RunCollective(name, op, options_.root, in, out);
+  if (time_us != nullptr) {
+    *time_us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  }
+  return status.ok() || !options_.raw ? status : status.WithContext("raw allreduce");
+}
+
 Status Sweep::TimeIterations(const std::string& name, const TensorView& in, const TensorView& out,
                              const BenchOp& op, const CollectivePattern& pattern, Row* row) {
-  using Clock = std::chrono::steady_clock;
   std::vector<double> times(static_cast<size_t>(options_.iters));
   int64_t wrong = 0;
   for (double& time : times) {
     if (options_.check) pattern.FillPoison(out.data);
-    Clock::time_point start = Clock::now();
-    KOLO_RETURN_IF_ERROR(RunCollective(name, op, options_.root, in, out));
-    time = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    KOLO_RETURN_IF_ERROR(RunOnce(name, op, in, out, &time));
     if (options_.check) wrong += pattern.CountWrong(out.data);
   }
   KOLO_RETURN_IF_ERROR(ReduceResults(&times, &wrong));

@@ -76,6 +76,10 @@ TEST_CASE("ParseBenchOptions takes --model and --stat", "[tools][bench]") {
   REQUIRE(options.ok());
   CHECK(options->model.empty());
   CHECK_FALSE(options->median);
+  CHECK_FALSE(options->raw);
+  options = ParseBenchOptions({"--raw", "1"});
+  REQUIRE(options.ok());
+  CHECK(options->raw);
 }
 
 TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
@@ -94,6 +98,8 @@ TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
       Case{{"-b", "lots"}, "--minbytes: 'lots' is not a byte size"},
       Case{{"-m", "vgg"}, "--model: unknown model 'vgg' (one of: resnet50)"},
       Case{{"--stat", "p99"}, "--stat: unknown value 'p99' (one of: mean median)"},
+      Case{{"--raw", "1", "-o", "allgather"}, "--raw runs allreduce sums only (-o sum)"},
+      Case{{"--raw", "1", "-o", "max"}, "--raw runs allreduce sums only (-o sum)"},
       Case{{"-e"}, "-e needs a value"}, Case{{"--bogus"}, "unknown argument '--bogus'"});
   auto options = ParseBenchOptions(args);
   REQUIRE_FALSE(options.ok());

@@ -110,6 +110,17 @@ TEST_CASE("kolo-bench runs allgather, broadcast, reducescatter and alltoall exac
   CHECK(run.out.find("# Wrong elements     : 0 OK") != std::string::npos);
 }
 
+TEST_CASE("kolo-bench --raw 1 runs the data plane alone, exactly", "[tools][bench][multirank]") {
+  Watchdog watchdog("kolo-bench --raw", seconds(120));
+  ProcessResult run = RunBench(3, {"-b", "4", "-e", "4M", "-f", "16", "-n", "3", "-w", "1", "--raw",
+                                   "1", "--stat", "median"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  std::vector<BenchRow> rows = ParseRows(run.out);
+  REQUIRE(rows.size() == 6);  // 4 B .. 4 MiB
+  for (const BenchRow& row : rows) CHECK(row.wrong == "0");
+}
+
 TEST_CASE("kolo-bench --model resnet50 runs a step and the raw data plane, both exact",
           "[tools][bench][multirank]") {
   Watchdog watchdog("kolo-bench --model resnet50", seconds(240));

@@ -132,6 +132,7 @@ const std::map<std::string, FlagSetter>& Flags() {
       o->model = v;
       return Status::Ok();
     });
+    add("--raw", "--raw", IntFlag("--raw", &BenchOptions::raw, 0, 1));
     add("--stat", "--stat", [](const std::string& v, BenchOptions* o) -> Status {
       if (v != "mean" && v != "median") {
         return InvalidArgument("--stat: unknown value '" + v + "' (one of: mean median)");
@@ -188,6 +189,11 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
     }
     KOLO_RETURN_IF_ERROR(it->second(value, &options));
   }
+  if (options.raw &&
+      !(options.ops.size() == 1 && options.ops[0].collective == Collective::kAllreduce &&
+        options.ops[0].reduce == ReduceOp::kSum)) {
+    return InvalidArgument("--raw runs allreduce sums only (-o sum)");
+  }
   if (options.min_bytes > options.max_bytes) {
     return InvalidArgument("--minbytes (" + std::to_string(options.min_bytes) +
                            ") is larger than --maxbytes (" + std::to_string(options.max_bytes) +
@@ -241,6 +247,8 @@ Collective sweep through kolo's public API, printed by rank 0 in the style of nc
   -r, --root N             broadcast's root rank (default 0)
   -c, --check 0|1          check every iteration's result exactly (default 1)
       --stat mean|median   what the time column reports over the iterations (default mean)
+      --raw 0|1            allreduce sums through the data plane alone, in place: no queue,
+                           negotiation or fusion (default 0); only with -o sum
   -m, --model resnet50     instead of the sweep: a training step of the model's gradients (each
                            its own allreduce, last layer first, waited for together) against one
                            raw allreduce of the same bytes through the data plane alone, which

@@ -26,6 +26,9 @@ struct BenchOptions {
   bool check = true;
   // --stat: what the time column reports over the iterations (nccl-tests: the mean).
   bool median = false;
+  // --raw: allreduce sums through the data plane alone (runtime/raw_data_plane.h), in place,
+  // without the queue, negotiation or fusion: the runtime's overhead is the difference.
+  bool raw = false;
   // --model: instead of the sweep, a training step of this model's gradients against one raw
   // data-plane allreduce of the same bytes (tools/bench/model_bench.h).
   std::string model;
