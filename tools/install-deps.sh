@@ -7,6 +7,7 @@ packages=(
   cmake g++ make pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev catch2
+  libssl-dev openssl
 )
 
 missing=()

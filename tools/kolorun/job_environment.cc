@@ -77,6 +77,9 @@ StatusOr<JobLayout> PrepareJob(int size) {
   StatusOr<std::string> secret = MakeJobSecret();
   if (!secret.ok()) return secret.status();
   job.secret = std::move(secret).value();
+  StatusOr<std::string> id = MakeJobSecret();
+  if (!id.ok()) return id.status();
+  job.job_id = "kolorun-" + id->substr(0, 16);
   return job;
 }
 
@@ -90,6 +93,7 @@ std::vector<std::string> RankEnvironment(const std::vector<std::string>& base, i
       {"KOLO_LOCAL_SIZE", size},
       {"KOLO_CONTROLLER", "127.0.0.1:" + std::to_string(job.controller_port)},
       {"KOLO_SECRET", job.secret},
+      {"KOLO_JOB_ID", job.job_id},
   };
   std::set<std::string> names;
   for (const auto& [name, value] : ours) names.insert(name);

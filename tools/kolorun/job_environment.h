@@ -14,6 +14,7 @@ struct JobLayout {
   int size = 1;  // number of ranks, all on this host
   int controller_port = 0;
   std::string secret;  // 64 hex digits
+  std::string job_id;  // "kolorun-" and 16 hex digits; names the job in every handshake
 };
 
 // 32 bytes from /dev/urandom as 64 lower-case hex digits; fresh on every call.
@@ -29,7 +30,8 @@ StatusOr<JobLayout> PrepareJob(int size);
 
 // The environment ("NAME=value" strings) of `rank`: `base` without any variable kolorun sets,
 // followed by KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE,
-// KOLO_CONTROLLER and KOLO_SECRET. Cross ranks are computed by the runtime from host names.
+// KOLO_CONTROLLER, KOLO_SECRET and KOLO_JOB_ID. Cross ranks are computed by the runtime from host
+// names.
 std::vector<std::string> RankEnvironment(const std::vector<std::string>& base, int rank,
                                          const JobLayout& job);
 

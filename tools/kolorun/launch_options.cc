@@ -82,6 +82,7 @@ Each rank gets, in its environment (never on a command line):
   KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE  the same, as all ranks run on this host
   KOLO_CONTROLLER=127.0.0.1:PORT    a free port, for the controller that rank 0 hosts
   KOLO_SECRET                       a fresh 32-byte job secret (64 hex digits)
+  KOLO_JOB_ID                       a fresh job name, bound into every handshake
 
 SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank exits with a non-zero code
 or is killed by a signal, kolorun sends SIGTERM to the other ranks, SIGKILL 5 s later to those
