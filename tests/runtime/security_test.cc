@@ -275,20 +275,23 @@ TEST_CASE("TLS on the control plane: the job runs, and a worker with the wrong C
 
 namespace {
 
-// Local addresses (hex, as /proc/net/tcp writes them) of the listening IPv4 sockets on `port`.
+// Local addresses (hex, as /proc/net/tcp and tcp6 write them) of the listening sockets on
+// `port`. gRPC may listen on an IPv6 socket with a v4-mapped address.
 std::vector<std::string> ListeningAddresses(int port) {
-  std::ifstream table("/proc/net/tcp");
   std::vector<std::string> found;
-  std::string line;
   char wanted[8];
   std::snprintf(wanted, sizeof(wanted), "%04X", port);
-  while (std::getline(table, line)) {
-    std::istringstream fields(line);
-    std::string slot, local, remote, state;
-    fields >> slot >> local >> remote >> state;
-    const size_t colon = local.find(':');
-    if (colon == std::string::npos || state != "0A") continue;  // 0A: LISTEN
-    if (local.substr(colon + 1) == wanted) found.push_back(local.substr(0, colon));
+  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream table(path);
+    std::string line;
+    while (std::getline(table, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      const size_t colon = local.find(':');
+      if (colon == std::string::npos || state != "0A") continue;  // 0A: LISTEN
+      if (local.substr(colon + 1) == wanted) found.push_back(local.substr(0, colon));
+    }
   }
   return found;
 }
@@ -306,5 +309,8 @@ TEST_CASE("A single-host job's controller listens on loopback only", "[runtime][
   const int port = std::stoi(controller.substr(controller.rfind(':') + 1));
   std::vector<std::string> addresses = ListeningAddresses(port);
   REQUIRE_FALSE(addresses.empty());
-  for (const std::string& address : addresses) CHECK(address == "0100007F");  // 127.0.0.1
+  for (const std::string& address : addresses) {
+    // 127.0.0.1, as IPv4 or v4-mapped IPv6; never the wildcard.
+    CHECK((address == "0100007F" || address == "0000000000000000FFFF00000100007F"));
+  }
 }
