@@ -70,12 +70,13 @@ Status ApplyController(const std::string& source, const std::string& value, Opti
 
 // The secret's value never appears in a message, not even when it is malformed.
 Status ApplySecret(const std::string& source, const std::string& value, Options* options) {
-  size_t bad = value.find_first_not_of("0123456789abcdefABCDEF");
+  const size_t bad = value.find_first_not_of("0123456789abcdefABCDEF");
   if (bad != std::string::npos || value.size() % 2 != 0 || value.size() < 32) {
-    return InvalidArgument(
-        source + " is invalid (value not shown): expected at least 32 hex " + "digits in pairs" +
-        (bad != std::string::npos ? ", character " + std::to_string(bad + 1) + " is not a hex digit"
-                                  : ", got " + std::to_string(value.size()) + " digits"));
+    const std::string why = bad != std::string::npos
+                                ? "character " + std::to_string(bad + 1) + " is not a hex digit"
+                                : "got " + std::to_string(value.size()) + " digits";
+    return InvalidArgument(source + " is invalid (value not shown): expected at least 32 hex " +
+                           "digits in pairs; " + why);
   }
   options->secret = value;
   return Status::Ok();
@@ -199,7 +200,7 @@ const std::vector<ConfigVar>& ConfigTable() {
       {"KOLO_SECRET",
        {},
        "(none)",
-       "hex text",
+       "hex, >= 32 digits",
        "Job secret; kolorun makes a fresh 32-byte one per job. Every connection proves it by "
        "HMAC. Removed from the environment once read; never logged.",
        &ApplySecret},
