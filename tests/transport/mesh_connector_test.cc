@@ -217,18 +217,24 @@ TEST_CASE("Connect fails by its deadline naming the ranks it misses", "[transpor
   CHECK(elapsed < 1.0);
 }
 
-TEST_CASE("A rank with another job's secret cannot join, and says why",
+TEST_CASE("A rank of another job, or of another generation, cannot join, and says why",
           "[transport][tcp_mesh][security]") {
+  const int differs = GENERATE(0, 1, 2);  // secret, job id, generation
   Watchdog watchdog("wrong secret", 30s);
   std::vector<std::string> addresses;
   auto meshes = ListenAll(2, /*timeout_seconds=*/10, &addresses);
   REQUIRE(meshes.size() == 2);
+  meshes[0]->SetGeneration("generation-1");
   TcpMesh::Config config = testing::MeshConfig(1, 2);
-  config.auth.credentials.key = "another-jobs-key";
+  if (differs == 0) config.auth.credentials.key = "another-jobs-key";
+  if (differs == 1) config.auth.credentials.job_id = "another-job";
   auto intruder = TcpMesh::Listen(config);
   REQUIRE(intruder.ok());
   meshes[1] = std::move(intruder).value();
+  meshes[1]->SetGeneration(differs == 2 ? "generation-0" : "generation-1");
+  const auto start = std::chrono::steady_clock::now();
   std::vector<Status> results = ConnectAll(meshes, addresses, 1s);
+  CHECK(std::chrono::steady_clock::now() - start < 3s);  // the 1 s deadline, generous margin
   CHECK(results[0].code() == StatusCode::kDeadlineExceeded);
   CHECK_THAT(results[0].message(), Catch::Contains("rank 1 never connected to this rank"));
   CHECK(results[1].code() == StatusCode::kUnavailable);
