@@ -89,7 +89,7 @@ Controller::Controller(const Config& config, Clock* clock, Logger logger)
       logger_(std::move(logger)),
       negotiator_(NegotiatorConfig(config)),
       stall_inspector_(StallConfig(config)),
-      rendezvous_(config.size, config.job_token) {
+      rendezvous_(config.size) {
   logger_->info(
       "controller: size {}, fusion threshold {} bytes, cycle time {} ms, cache {}, stall check "
       "{} s, stall shutdown {} s (0: off)",

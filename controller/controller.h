@@ -38,8 +38,6 @@ class Controller final : public ControllerHandler {
     int64_t fusion_threshold_bytes = 64 << 20;  // KOLO_FUSION_THRESHOLD
     double cycle_time_ms = 1.0;                 // KOLO_CYCLE_TIME_MS: the fusion window
     int cache_capacity = 1024;                  // KOLO_CACHE_CAPACITY; 0 disables the cache
-    // Token every Hello must carry. Empty: the first admitted Hello's token is the reference.
-    std::string job_token;
     // KOLO_STALL_CHECK_SECONDS: warn (rate-limited to once per this period) while a tensor
     // some ranks announced has waited this long for the others. 0 disables. In [0, 1e8].
     double stall_check_seconds = 60;

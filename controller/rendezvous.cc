@@ -4,16 +4,10 @@
 
 namespace kolo::controller {
 
-Rendezvous::Rendezvous(int size, std::string expected_job_token)
-    : size_(size), token_(std::move(expected_job_token)), admitted_(size, false), peers_(size) {}
+Rendezvous::Rendezvous(int size) : size_(size), admitted_(size, false), peers_(size) {}
 
 Status Rendezvous::Admit(const Hello& hello) {
   const std::string who = "rank " + std::to_string(hello.rank);
-  const bool have_reference = !token_.empty() || num_admitted_ > 0;
-  if (have_reference && hello.job_token != token_) {
-    return InvalidArgument(who + " has a different job secret than rank " +
-                           std::to_string(token_rank_));
-  }
   if (hello.rank < 0 || hello.rank >= size_) {
     return InvalidArgument(who + " is out of range for a job of " + std::to_string(size_) +
                            " ranks");
@@ -23,10 +17,6 @@ Status Rendezvous::Admit(const Hello& hello) {
                            " ranks; the controller was started for " + std::to_string(size_));
   }
   if (admitted_[hello.rank]) return InvalidArgument(who + " is already connected");
-  if (!have_reference) {
-    token_ = hello.job_token;
-    token_rank_ = hello.rank;
-  }
   admitted_[hello.rank] = true;
   peers_[hello.rank] = PeerInfo{hello.rank, hello.host, hello.data_address};
   ++num_admitted_;

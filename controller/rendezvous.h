@@ -1,4 +1,4 @@
-// Rendezvous: admits the Hello of each rank (range, job size, duplicates, job token) and builds
+// Rendezvous: admits the Hello of each rank (range, job size, duplicates) and builds
 // the peer table that the Welcome carries once all ranks are in. Owned by the Controller and
 // called under its lock; tests drive it directly. Not thread-safe.
 #pragma once
@@ -13,8 +13,9 @@ namespace kolo::controller {
 
 class Rendezvous {
  public:
-  // `expected_job_token` empty: the first admitted Hello's token becomes the reference.
-  Rendezvous(int size, std::string expected_job_token);
+  // Hellos reach it authenticated: the transport admits a stream only after its HMAC
+  // challenge-response over the job secret (docs/SECURITY.md), so there is no token to compare.
+  explicit Rendezvous(int size);
 
   // Admits `hello` or says why not (InvalidArgument naming the rank); a refusal changes
   // nothing, so the job is unaffected by a stray or misconfigured worker.
@@ -27,8 +28,6 @@ class Rendezvous {
 
  private:
   const int size_;
-  std::string token_;   // the reference job token; empty until known
-  int token_rank_ = 0;  // whose token `token_` is (0: the controller's own rank)
   std::vector<bool> admitted_;
   std::vector<PeerInfo> peers_;
   int num_admitted_ = 0;

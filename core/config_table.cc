@@ -74,6 +74,26 @@ Status ApplyControllerPort(const std::string& source, const std::string& value, 
   return ParseInt(source, value, 1, 65535, &port);
 }
 
+// The secret's value never appears in a message, not even when it is malformed.
+Status ApplySecret(const std::string& source, const std::string& value, Options* options) {
+  const size_t bad = value.find_first_not_of("0123456789abcdefABCDEF");
+  if (bad != std::string::npos || value.size() % 2 != 0 || value.size() < 32) {
+    const std::string why = bad != std::string::npos
+                                ? "character " + std::to_string(bad + 1) + " is not a hex digit"
+                                : "got " + std::to_string(value.size()) + " digits";
+    return InvalidArgument(source + " is invalid (value not shown): expected at least 32 hex " +
+                           "digits in pairs; " + why);
+  }
+  options->secret = value;
+  return Status::Ok();
+}
+
+Status ApplyJobId(const std::string& source, const std::string& value, Options* options) {
+  if (value.size() > 256) return BadValue(source, value.substr(0, 32) + "...", "at most 256 bytes");
+  options->job_id = value;
+  return Status::Ok();
+}
+
 Status ApplyFusion(const std::string& source, const std::string& value, Options* options) {
   StatusOr<int64_t> bytes = ParseByteSize(value);
   if (!bytes.ok() || *bytes > (int64_t{4} << 30)) {
@@ -104,6 +124,10 @@ Status ApplyBool(const std::string& source, const std::string& value, bool* out)
     return BadValue(source, value, "0 or 1");
   }
   return Status::Ok();
+}
+
+Status ApplyInsecure(const std::string& source, const std::string& value, Options* options) {
+  return ApplyBool(source, value, &options->insecure);
 }
 
 Status ApplyMarkCycles(const std::string& source, const std::string& value, Options* options) {
@@ -190,10 +214,46 @@ const std::vector<ConfigVar>& ConfigTable() {
       {"KOLO_SECRET",
        {},
        "(none)",
-       "hex text",
-       "Job secret; kolorun makes a fresh one per job. Ranks with different secrets refuse "
-       "each other.",
-       &ApplyString<&Options::secret>},
+       "hex, >= 32 digits",
+       "Job secret; kolorun makes a fresh 32-byte one per job. Every connection proves it by "
+       "HMAC. Removed from the environment once read; never logged.",
+       &ApplySecret},
+      {"KOLO_SECRET_FILE",
+       {},
+       "(none)",
+       "file path",
+       "File (mode 0600) holding the job secret as hex; instead of KOLO_SECRET.",
+       &ApplyString<&Options::secret_file>},
+      {"KOLO_JOB_ID",
+       {},
+       "(empty)",
+       "text, <= 256 bytes",
+       "Job name bound into every handshake; kolorun sets a fresh one per job. Not secret.",
+       &ApplyJobId},
+      {"KOLO_INSECURE",
+       {},
+       "0",
+       "0|1",
+       "1: let a multi-host job run without a secret (single-host jobs run with a warning).",
+       &ApplyInsecure},
+      {"KOLO_TLS_CERT",
+       {},
+       "(off)",
+       "PEM file path",
+       "TLS certificate rank 0's controller serves (with KOLO_TLS_KEY).",
+       &ApplyString<&Options::tls_cert>},
+      {"KOLO_TLS_KEY",
+       {},
+       "(off)",
+       "PEM file path",
+       "Private key of KOLO_TLS_CERT.",
+       &ApplyString<&Options::tls_key>},
+      {"KOLO_TLS_CA",
+       {},
+       "(off)",
+       "PEM file path",
+       "CA that workers verify the controller's certificate against; set: TLS is used.",
+       &ApplyString<&Options::tls_ca>},
       {"KOLO_FUSION_THRESHOLD",
        {"HOROVOD_FUSION_THRESHOLD"},
        "64M",

@@ -47,7 +47,6 @@ struct Hello {
   int size = 0;
   std::string host;
   std::string data_address;  // "ip:port"
-  std::string job_token;     // derived from the job secret (bytes)
 };
 
 struct WorkerMessage {

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <mutex>
+#include <optional>
 #include <set>
 
 #include "core/config_table.h"
@@ -76,11 +78,24 @@ StatusOr<Options> Options::FromMap(const std::map<std::string, std::string>& env
 }
 
 StatusOr<Options> Options::FromEnvironment() {
+  // KOLO_SECRET leaves the environment at the first read, so that child processes of the
+  // training program (data loaders, shells) do not inherit it; later reads (init() after
+  // shutdown()) get the remembered value.
+  static std::mutex secret_mu;
+  static std::optional<std::string> remembered_secret;  // GUARDED_BY(secret_mu)
+  std::lock_guard<std::mutex> lock(secret_mu);
   std::map<std::string, std::string> env;
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
     std::string text(*entry);
     size_t eq = text.find('=');
     if (eq != std::string::npos) env.emplace(text.substr(0, eq), text.substr(eq + 1));
+  }
+  auto secret = env.find("KOLO_SECRET");
+  if (secret != env.end()) {
+    remembered_secret = secret->second;
+    unsetenv("KOLO_SECRET");
+  } else if (remembered_secret.has_value()) {
+    env.emplace("KOLO_SECRET", *remembered_secret);
   }
   return FromMap(env);
 }
@@ -105,6 +120,9 @@ Status Options::Validate() const {
         "a job of " + std::to_string(size) +
         " ranks needs a controller address: set KOLO_CONTROLLER=host:port (kolorun does) or "
         "MASTER_ADDR and MASTER_PORT");
+  }
+  if (!secret.empty() && !secret_file.empty()) {
+    return InvalidArgument("KOLO_SECRET and KOLO_SECRET_FILE are both set; set one");
   }
   if (fusion_threshold_bytes < 0) return InvalidArgument("fusion threshold must be >= 0");
   if (cycle_time_ms < 0) return InvalidArgument("cycle time must be >= 0");

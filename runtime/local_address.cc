@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstring>
 
 namespace kolo {
@@ -62,18 +61,6 @@ Status SplitHostPort(const std::string& address, const std::string& what, std::s
   *host = h;
   *port = static_cast<int>(p);
   return Status::Ok();
-}
-
-std::string JobToken(const std::string& secret) {
-  if (secret.empty()) return "";
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a 64
-  for (unsigned char c : "kolo-job-token:" + secret) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
-  return text;
 }
 
 }  // namespace kolo

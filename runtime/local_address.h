@@ -1,6 +1,6 @@
 // Helpers the composition root uses to describe this process to its peers: the address of the
-// interface that routes to the controller, the host name, and the job token derived from the
-// secret. Pure functions over the OS; thread-safe.
+// interface that routes to the controller and the host name. Pure functions over the OS;
+// thread-safe.
 #pragma once
 
 #include <string>
@@ -19,9 +19,5 @@ std::string LocalHostName();
 // Splits "host:port" (also "[v6]:port"). Fails with a message naming `what`.
 Status SplitHostPort(const std::string& address, const std::string& what, std::string* host,
                      int* port);
-
-// A token that identifies the job without revealing its secret; equal secrets give equal
-// tokens. Not authentication: the HMAC handshake of DESIGN.md §6 replaces it.
-std::string JobToken(const std::string& secret);
 
 }  // namespace kolo

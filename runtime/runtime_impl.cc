@@ -8,6 +8,7 @@
 #include "controller/controller.h"
 #include "core/clock.h"
 #include "ops/cpu_executor.h"
+#include "runtime/job_credentials.h"
 #include "runtime/local_address.h"
 #include "transport/grpc_control_channel.h"
 #include "transport/grpc_control_server.h"
@@ -86,7 +87,26 @@ Status RuntimeImpl::Start() {
   if (!options_.timeline_path.empty()) {
     KOLO_RETURN_IF_ERROR(timeline_.Start(options_.timeline_path).WithContext("KOLO_TIMELINE"));
   }
+  StatusOr<transport::JobCredentials> credentials = LoadJobCredentials(options_);
+  if (!credentials.ok()) return credentials.status();
+  security_.credentials = std::move(credentials).value();
+  security_.tls_cert = options_.tls_cert;
+  security_.tls_key = options_.tls_key;
+  security_.tls_ca = options_.tls_ca;
   std::string controller_address = options_.controller_address;
+  if (!controller_address.empty()) {
+    std::string host;
+    int port = 0;
+    KOLO_RETURN_IF_ERROR(SplitHostPort(controller_address, "KOLO_CONTROLLER", &host, &port));
+    KOLO_RETURN_IF_ERROR(CheckUnauthenticatedJob(
+        options_, security_.credentials, !IsLoopbackHost(host),
+        "the controller address " + controller_address + " is not a loopback address"));
+  }
+  if (security_.credentials.key.empty() && options_.size > 1) {  // one rank has no peers to admit
+    logger_->warn(
+        "no job secret (KOLO_SECRET): this single-host job's ports are not authenticated; any "
+        "local process could join it. kolorun makes a secret");
+  }
   if (options_.rank == 0) KOLO_RETURN_IF_ERROR(StartController(&controller_address));
   KOLO_RETURN_IF_ERROR(JoinJob(controller_address));
   executor_ = std::make_unique<ops::CpuExecutor>(
@@ -120,7 +140,6 @@ Status RuntimeImpl::StartController(std::string* controller_address) {
   config.fusion_threshold_bytes = options_.fusion_threshold_bytes;
   config.cycle_time_ms = options_.cycle_time_ms;
   config.cache_capacity = options_.cache_capacity;
-  config.job_token = JobToken(options_.secret);
   config.stall_check_seconds = options_.stall_check_seconds;
   config.stall_shutdown_seconds = options_.stall_shutdown_seconds;
   config.trace = &timeline_;
@@ -130,7 +149,7 @@ Status RuntimeImpl::StartController(std::string* controller_address) {
   StatusOr<std::unique_ptr<transport::GrpcControlServer>> server =
       transport::GrpcControlServer::Start(
           *controller_address, controller_.get(), options_.timeout_seconds,
-          MakeLogger(options_.rank, "control-server", logger_->level()));
+          MakeLogger(options_.rank, "control-server", logger_->level()), security_);
   if (!server.ok()) return server.status().WithContext("starting the controller");
   server_ = std::move(server).value();
   controller_->Attach(server_.get());
@@ -155,16 +174,16 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   mesh_config.rank = options_.rank;
   mesh_config.size = options_.size;
   mesh_config.bind_host = data_host;
-  mesh_config.job_token = JobToken(options_.secret);
+  mesh_config.auth.credentials = security_.credentials;
   mesh_config.timeout_seconds = options_.timeout_seconds;
   mesh_config.logger = MakeLogger(options_.rank, "data-plane", logger_->level());
   StatusOr<std::unique_ptr<transport::TcpMesh>> mesh = transport::TcpMesh::Listen(mesh_config);
   if (!mesh.ok()) return mesh.status().WithContext("data-plane listener on " + data_host);
   mesh_ = std::move(mesh).value();
 
-  channel_ =
-      transport::GrpcControlChannel::Create(controller_address, options_.timeout_seconds,
-                                            MakeLogger(options_.rank, "control", logger_->level()));
+  channel_ = transport::GrpcControlChannel::Create(
+      controller_address, options_.timeout_seconds,
+      MakeLogger(options_.rank, "control", logger_->level()), security_);
   // An abort must reach a background thread blocked in the ring at once, not at the ring's
   // deadline.
   channel_->SetFatalHandler([this](const Status& why) { mesh_->Interrupt(why); });
@@ -173,14 +192,17 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   hello.size = options_.size;
   hello.host = options_.host.empty() ? LocalHostName() : options_.host;
   hello.data_address = mesh_->listen_address();
-  hello.job_token = mesh_config.job_token;
   StatusOr<std::vector<PeerInfo>> peers =
       channel_->Connect(hello, deadline, [this] { wakeup_.Notify(); });
   if (!peers.ok()) return peers.status();
+  topology_ = ComputeTopology(*peers, options_.rank);
+  KOLO_RETURN_IF_ERROR(CheckUnauthenticatedJob(
+      options_, security_.credentials, topology_.cross_size > 1,
+      "its ranks report " + std::to_string(topology_.cross_size) + " host names"));
+  mesh_->SetGeneration(channel_->generation());
   std::vector<std::string> addresses;
   for (const PeerInfo& peer : *peers) addresses.push_back(peer.data_address);
   KOLO_RETURN_IF_ERROR(mesh_->Connect(addresses, deadline));
-  topology_ = ComputeTopology(*peers, options_.rank);
   if (options_.local_rank >= 0) topology_.local_rank = options_.local_rank;
   if (options_.local_size >= 0) topology_.local_size = options_.local_size;
   return Status::Ok();

@@ -16,6 +16,7 @@
 #include "core/timeline_hub.h"
 #include "core/wakeup.h"
 #include "kolo/kolo.h"
+#include "transport/control_auth.h"
 
 namespace kolo {
 
@@ -81,6 +82,7 @@ class RuntimeImpl {
   std::unique_ptr<transport::GrpcControlServer> server_;  // rank 0 only
   std::unique_ptr<transport::TcpMesh> mesh_;
   std::unique_ptr<transport::GrpcControlChannel> channel_;
+  transport::ControlSecurity security_;  // set at the start of Start(); holds the key
   std::unique_ptr<ops::CpuExecutor> executor_;
   Wakeup wakeup_;
   TensorQueue queue_{&wakeup_};

@@ -9,6 +9,7 @@ packages=(
   libspdlog-dev catch2
   iproute2  # ip netns and tc, for kolorun's simulated multi-host test
   openmpi-bin mpich  # the launcher tests run kolo under mpirun and mpiexec
+  libssl-dev openssl
 )
 
 missing=()

@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "proto/kolo.grpc.pb.h"
 #include "transport/deadline.h"
+#include "transport/grpc_credentials.h"
 #include "transport/grpc_keepalive.h"
 #include "transport/grpc_status.h"
 #include "transport/wire_convert.h"
@@ -39,12 +40,21 @@ const char* ChannelStateName(grpc_connectivity_state state) {
 
 class GrpcControlChannel::Impl {
  public:
-  Impl(const std::string& address, double timeout_seconds, Logger logger)
+  Impl(const std::string& address, double timeout_seconds, Logger logger,
+       const ControlSecurity& security,
+       StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials)
       : address_(address),
         logger_(std::move(logger)),
-        channel_(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                           WorkerChannelArguments(timeout_seconds))),
+        security_(security),
+        credentials_error_(credentials.status()),
+        channel_(grpc::CreateCustomChannel(
+            address, credentials.ok() ? *credentials : grpc::InsecureChannelCredentials(),
+            WorkerChannelArguments(timeout_seconds))),
         stub_(wire::Controller::NewStub(channel_)) {}
+  std::string generation() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return generation_;
+  }
 
   StatusOr<std::vector<PeerInfo>> Connect(const Hello& hello, SteadyTime deadline,
                                           std::function<void()> wake);
@@ -57,6 +67,8 @@ class GrpcControlChannel::Impl {
 
  private:
   void ReaderLoop();
+  // Checks the controller's proof and writes ours. Reader thread.
+  Status AnswerChallenge(const wire::Challenge& challenge);
   void EndStream(const Status& error);
   StatusOr<std::vector<PeerInfo>> AwaitWelcome(int rank, SteadyTime deadline);
   std::string Lost(const std::string& detail) const {
@@ -66,6 +78,8 @@ class GrpcControlChannel::Impl {
   // Constant after construction.
   const std::string address_;
   const Logger logger_;
+  const ControlSecurity security_;
+  const Status credentials_error_;  // a TLS file that could not be read fails Connect
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<wire::Controller::Stub> stub_;
 
@@ -73,6 +87,9 @@ class GrpcControlChannel::Impl {
   grpc::ClientContext context_;  // TryCancel is thread-safe
   std::unique_ptr<SessionStream> stream_;
   std::function<void()> wake_;
+  Hello hello_;               // what Connect sent; read by the reader thread after its start
+  std::string worker_nonce_;  // likewise
+  bool challenged_ = false;   // reader thread only
   std::function<void(const Status&)> on_fatal_;
   std::thread reader_;
   bool closed_ = false;
@@ -87,6 +104,7 @@ class GrpcControlChannel::Impl {
   std::deque<ControllerMessage> inbox_;  // GUARDED_BY(mu_)
   bool reader_done_ = false;             // GUARDED_BY(mu_)
   Status stream_error_;                  // GUARDED_BY(mu_), set with reader_done_
+  std::string generation_;               // GUARDED_BY(mu_), from the Welcome
 };
 
 StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::Connect(const Hello& hello,
@@ -95,14 +113,22 @@ StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::Connect(const Hello& h
   if (stream_ != nullptr || closed_) {
     return FailedPrecondition("the control channel to " + address_ + " was already used");
   }
+  if (!credentials_error_.ok()) return credentials_error_;
+  StatusOr<std::string> nonce = RandomBytes(kNonceBytes);
+  if (!nonce.ok()) return nonce.status();
+  worker_nonce_ = std::move(nonce).value();
+  hello_ = hello;
   const SteadyTime start = std::chrono::steady_clock::now();
   if (!channel_->WaitForConnected(ToSystemClock(deadline))) {
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return DeadlineExceeded("rank " + std::to_string(hello.rank) +
-                            " could not reach the controller (rank 0) at " + address_ + " in " +
-                            SecondsText(waited) + " (channel " +
-                            ChannelStateName(channel_->GetState(false)) + ")");
+    return DeadlineExceeded(
+        "rank " + std::to_string(hello.rank) + " could not reach the controller (rank 0) at " +
+        address_ + " in " + SecondsText(waited) + " (channel " +
+        ChannelStateName(channel_->GetState(false)) + ")" +
+        (security_.tls_ca.empty() ? std::string()
+                                  : "; with TLS on, a controller certificate that KOLO_TLS_CA='" +
+                                        security_.tls_ca + "' does not verify fails the same way"));
   }
   wake_ = std::move(wake);
   stream_ = stub_->Session(&context_);
@@ -112,7 +138,9 @@ StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::Connect(const Hello& h
   {
     std::lock_guard<std::mutex> lock(write_mu_);
     // A failed write shows up as the end of the stream, which the reader reports.
-    stream_->Write(ToWire(message));
+    wire::WorkerMessage out = ToWire(message);
+    out.mutable_hello()->set_worker_nonce(worker_nonce_);
+    stream_->Write(out);
   }
   reader_ = std::thread([this] { ReaderLoop(); });
   StatusOr<std::vector<PeerInfo>> peers = AwaitWelcome(hello.rank, deadline);
@@ -147,6 +175,18 @@ void GrpcControlChannel::Impl::ReaderLoop() {
   try {
     wire::ControllerMessage in;
     while (stream_->Read(&in)) {
+      if (in.kind_case() == wire::ControllerMessage::kChallenge) {
+        error = AnswerChallenge(in.challenge());
+        if (!error.ok()) {
+          context_.TryCancel();
+          break;
+        }
+        continue;
+      }
+      if (in.kind_case() == wire::ControllerMessage::kWelcome) {
+        std::lock_guard<std::mutex> lock(mu_);
+        generation_ = in.welcome().generation();
+      }
       StatusOr<ControllerMessage> message = FromWire(in);
       if (!message.ok()) {
         error = Internal(Lost("malformed message: " + message.status().message()));
@@ -175,6 +215,27 @@ void GrpcControlChannel::Impl::ReaderLoop() {
     error = Internal(Lost(std::string("exception in the reader thread: ") + e.what()));
   }
   EndStream(error);
+}
+
+Status GrpcControlChannel::Impl::AnswerChallenge(const wire::Challenge& challenge) {
+  if (challenged_) return Internal(Lost("the controller sent a second challenge"));
+  challenged_ = true;
+  const std::string expected = ControlProof(security_.credentials, ControlRole::kController, hello_,
+                                            worker_nonce_, challenge.controller_nonce());
+  if (challenge.controller_nonce().size() != kNonceBytes ||
+      !MacEquals(challenge.controller_proof(), expected)) {
+    return Aborted("the controller at " + address_ +
+                   " could not prove that it holds this job's secret " +
+                   "(a different KOLO_SECRET or KOLO_JOB_ID, or not this job's controller); rank " +
+                   std::to_string(hello_.rank) + " did not answer its challenge");
+  }
+  wire::WorkerMessage answer;
+  answer.mutable_proof()->set_proof(ControlProof(security_.credentials, ControlRole::kWorker,
+                                                 hello_, worker_nonce_,
+                                                 challenge.controller_nonce()));
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (!finished_) stream_->Write(answer);  // a failure shows up as the end of the stream
+  return Status::Ok();
 }
 
 void GrpcControlChannel::Impl::EndStream(const Status& error) {
@@ -245,10 +306,16 @@ GrpcControlChannel::~GrpcControlChannel() {
 }
 
 std::unique_ptr<GrpcControlChannel> GrpcControlChannel::Create(
-    const std::string& controller_address, double timeout_seconds, Logger logger) {
+    const std::string& controller_address, double timeout_seconds, Logger logger,
+    const ControlSecurity& security) {
   if (!logger) logger = MakeLogger(-1, "control-channel", spdlog::level::warn);
   return std::unique_ptr<GrpcControlChannel>(new GrpcControlChannel(
-      std::make_unique<Impl>(controller_address, timeout_seconds, std::move(logger))));
+      std::make_unique<Impl>(controller_address, timeout_seconds, std::move(logger), security,
+                             MakeChannelCredentials(security))));
+}
+
+std::string GrpcControlChannel::generation() const {
+  return impl_->generation();
 }
 
 StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Connect(

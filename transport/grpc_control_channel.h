@@ -2,7 +2,8 @@
 // over gRPC. Created and driven by the runtime's background thread.
 // Threading: Connect, Send, TryReceive and Close are called by the background thread only. One
 // reader thread, started by Connect and joined by Close (or the destructor), queues incoming
-// messages and calls `wake` after each one and after the stream ends.
+// messages and calls `wake` after each one and after the stream ends. The reader also answers
+// the controller's Challenge (control_auth.h), after checking the controller's own proof.
 #pragma once
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "core/control_channel.h"
 #include "core/logging.h"
 #include "kolo/status.h"
+#include "transport/control_auth.h"
 
 namespace kolo::transport {
 
@@ -22,15 +24,18 @@ class GrpcControlChannel final : public ControlChannel {
  public:
   // Does not touch the network. `timeout_seconds` (KOLO_TIMEOUT_SECONDS) sets keepalive so
   // that a vanished controller host is noticed within it. A null logger gets a
-  // "control-channel" logger at warning level.
+  // "control-channel" logger at warning level. `security`: the job's credentials and the CA
+  // to verify a TLS controller with (a CA file that cannot be read fails Connect).
   static std::unique_ptr<GrpcControlChannel> Create(const std::string& controller_address,
-                                                    double timeout_seconds, Logger logger);
+                                                    double timeout_seconds, Logger logger,
+                                                    const ControlSecurity& security = {});
   // Close(now): cancels the stream at once if it is still open.
   ~GrpcControlChannel() override;
 
   // See ControlChannel. Waits for the controller to accept connections (it may start after
   // this worker), opens the stream, sends `hello` and waits for the Welcome; an Abort instead
-  // of the Welcome fails with the controller's reason. On failure the stream is torn down.
+  // of the Welcome fails with the controller's reason; so does a controller that cannot prove
+  // it holds the job secret. On failure the stream is torn down.
   StatusOr<std::vector<PeerInfo>> Connect(const Hello& hello,
                                           std::chrono::steady_clock::time_point deadline,
                                           std::function<void()> wake) override;
@@ -41,6 +46,10 @@ class GrpcControlChannel final : public ControlChannel {
   // Half-closes the stream, waits until `deadline` for the controller to end it, then cancels;
   // joins the reader thread. Idempotent.
   void Close(std::chrono::steady_clock::time_point deadline) override;
+
+  // The generation the Welcome carried (binds the data mesh's handshakes); valid after a
+  // successful Connect. Background thread.
+  std::string generation() const;
 
  private:
   class Impl;

@@ -9,8 +9,11 @@
 #include <thread>
 
 #include "proto/kolo.grpc.pb.h"
+#include "transport/control_auth.h"
 #include "transport/deadline.h"
+#include "transport/grpc_credentials.h"
 #include "transport/grpc_keepalive.h"
+#include "transport/refusal_log.h"
 #include "transport/wire_convert.h"
 
 namespace kolo::transport {
@@ -53,8 +56,12 @@ struct StreamState {
 
 class GrpcControlServer::Impl final : public wire::Controller::Service {
  public:
-  Impl(ControllerHandler* handler, double timeout_seconds, Logger logger)
-      : handler_(handler), timeout_seconds_(timeout_seconds), logger_(std::move(logger)) {}
+  Impl(ControllerHandler* handler, double timeout_seconds, Logger logger, ControlSecurity security)
+      : handler_(handler),
+        timeout_seconds_(timeout_seconds),
+        logger_(std::move(logger)),
+        security_(std::move(security)),
+        refusals_(logger_, "control stream") {}
 
   Status Start(const std::string& address);
   int port() const { return port_; }
@@ -64,19 +71,37 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
 
  private:
   grpc::Status RunSession(grpc::ServerContext* context, SessionStream* stream);
+  // Runs the admission handshake; on success returns the authenticated Hello, else the
+  // refusal to return (already logged and sent).
+  StatusOr<Hello> Authenticate(grpc::ServerContext* context, SessionStream* stream,
+                               grpc::Status* refusal);
+  void ReaperLoop();
   StatusOr<std::shared_ptr<StreamState>> Register(int rank, grpc::ServerContext* context);
   void Unregister(const std::shared_ptr<StreamState>& state);
   Status ReadLoop(int rank, SessionStream* stream);
   void WriteLoop(StreamState& state, SessionStream* stream);
   void FinishWriter(StreamState& state, std::thread& writer);
   grpc::Status Refuse(SessionStream* stream, const std::string& reason);
+  grpc::Status RefuseUnauthenticated(grpc::ServerContext* context, SessionStream* stream,
+                                     const char* key, const std::string& reason);
 
   // Constant after Start.
   ControllerHandler* const handler_;
   const double timeout_seconds_;
   const Logger logger_;
+  const ControlSecurity security_;
+  std::string generation_;  // random per start; the Welcome carries it
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::thread reaper_;   // joined by Stop
+  RefusalLog refusals_;  // thread-safe
+
+  // Streams still in the admission handshake, with their deadlines; the reaper cancels late
+  // ones. An entry is removed by its own stream thread before that thread returns.
+  std::mutex handshake_mu_;
+  std::map<grpc::ServerContext*, SteadyTime> handshaking_;  // GUARDED_BY(handshake_mu_)
+  bool reaper_stop_ = false;                                // GUARDED_BY(handshake_mu_)
+  std::condition_variable reaper_wake_;                     // with handshake_mu_
 
   std::mutex stop_mu_;    // serialises Stop calls
   bool stopped_ = false;  // GUARDED_BY(stop_mu_)
@@ -89,8 +114,13 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
 };
 
 Status GrpcControlServer::Impl::Start(const std::string& address) {
+  StatusOr<std::string> generation = RandomBytes(16);
+  if (!generation.ok()) return generation.status();
+  generation_ = std::move(generation).value();
+  StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(security_);
+  if (!credentials.ok()) return credentials.status();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(address, *credentials, &port_);
   builder.RegisterService(this);
   ApplyServerArguments(timeout_seconds_, &builder);
   server_ = builder.BuildAndStart();
@@ -98,7 +128,9 @@ Status GrpcControlServer::Impl::Start(const std::string& address) {
     return Unavailable("the controller cannot listen on " + address +
                        " (address in use, or not an address of this host?)");
   }
-  logger_->info("controller listening on {} (port {})", address, port_);
+  reaper_ = std::thread([this] { ReaperLoop(); });
+  logger_->info("controller listening on {} (port {}{})", address, port_,
+                security_.tls_cert.empty() ? "" : ", TLS");
   return Status::Ok();
 }
 
@@ -113,20 +145,24 @@ grpc::Status GrpcControlServer::Impl::Session(grpc::ServerContext* context, Sess
 
 grpc::Status GrpcControlServer::Impl::RunSession(grpc::ServerContext* context,
                                                  SessionStream* stream) {
-  wire::WorkerMessage first;
-  if (!stream->Read(&first)) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "the stream ended before its Hello");
+  grpc::Status refusal;
+  {
+    std::lock_guard<std::mutex> lock(handshake_mu_);
+    handshaking_[context] = AddSeconds(std::chrono::steady_clock::now(), timeout_seconds_);
+    reaper_wake_.notify_all();
   }
-  StatusOr<WorkerMessage> hello = FromWire(first);
-  if (!hello.ok() || hello->kind != WorkerMessage::Kind::kHello) {
-    return Refuse(stream, "the first message of a control stream must be Hello");
+  StatusOr<Hello> hello = Authenticate(context, stream, &refusal);
+  {
+    std::lock_guard<std::mutex> lock(handshake_mu_);
+    handshaking_.erase(context);
   }
-  const int rank = hello->hello.rank;
+  if (!hello.ok()) return refusal;
+  const int rank = hello->rank;
   // Registered before OnHello, so that what the handler sends from inside OnHello (the
   // Welcome, when this is the last rank to say hello) is queued rather than dropped.
   StatusOr<std::shared_ptr<StreamState>> state = Register(rank, context);
   if (!state.ok()) return Refuse(stream, state.status().message());
-  Status admitted = handler_->OnHello(hello->hello);
+  Status admitted = handler_->OnHello(*hello);
   if (!admitted.ok()) {
     Unregister(*state);
     return Refuse(stream, admitted.message());
@@ -139,6 +175,92 @@ grpc::Status GrpcControlServer::Impl::RunSession(grpc::ServerContext* context,
   handler_->OnStreamClosed(rank, closed);
   if (closed.ok()) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, closed.message());
+}
+
+StatusOr<Hello> GrpcControlServer::Impl::Authenticate(grpc::ServerContext* context,
+                                                      SessionStream* stream,
+                                                      grpc::Status* refusal) {
+  const auto refuse = [&](const char* key, const std::string& reason) {
+    *refusal = RefuseUnauthenticated(context, stream, key, reason);
+    return Unavailable(reason);
+  };
+  wire::WorkerMessage first;
+  if (!stream->Read(&first)) {
+    return refuse("no-hello",
+                  "the stream ended (or was cut off for its size or deadline) "
+                  "before its Hello");
+  }
+  if (first.kind_case() != wire::WorkerMessage::kHello) {
+    return refuse("no-hello", "the first message of a control stream must be Hello");
+  }
+  const std::string worker_nonce = first.hello().worker_nonce();
+  if (worker_nonce.size() != kNonceBytes) {
+    return refuse("bad-nonce", "the Hello carries a nonce of " +
+                                   std::to_string(worker_nonce.size()) + " bytes, not " +
+                                   std::to_string(kNonceBytes) + " (an older kolo?)");
+  }
+  StatusOr<WorkerMessage> converted = FromWire(first);
+  if (!converted.ok()) return refuse("bad-hello", converted.status().message());
+  const Hello hello = converted->hello;
+  StatusOr<std::string> controller_nonce = RandomBytes(kNonceBytes);
+  if (!controller_nonce.ok()) return refuse("rng", controller_nonce.status().message());
+  wire::ControllerMessage challenge;
+  challenge.mutable_challenge()->set_controller_nonce(*controller_nonce);
+  challenge.mutable_challenge()->set_controller_proof(ControlProof(
+      security_.credentials, ControlRole::kController, hello, worker_nonce, *controller_nonce));
+  if (!stream->Write(challenge)) {
+    return refuse("no-proof", "the stream broke before its challenge was sent");
+  }
+  wire::WorkerMessage second;
+  if (!stream->Read(&second)) {
+    return refuse("no-proof", "rank " + std::to_string(hello.rank) +
+                                  ": the stream ended before answering the challenge (a worker "
+                                  "that could not verify this controller, or past the deadline)");
+  }
+  if (second.kind_case() != wire::WorkerMessage::kProof) {
+    return refuse("no-proof", "rank " + std::to_string(hello.rank) +
+                                  ": the second message of a control stream must answer the "
+                                  "challenge");
+  }
+  const std::string expected = ControlProof(security_.credentials, ControlRole::kWorker, hello,
+                                            worker_nonce, *controller_nonce);
+  if (!MacEquals(second.proof().proof(), expected)) {
+    return refuse("bad-proof", "rank " + std::to_string(hello.rank) +
+                                   " could not prove that it holds this job's secret (a "
+                                   "different KOLO_SECRET or KOLO_JOB_ID, or a replayed answer)");
+  }
+  return hello;
+}
+
+grpc::Status GrpcControlServer::Impl::RefuseUnauthenticated(grpc::ServerContext* context,
+                                                            SessionStream* stream, const char* key,
+                                                            const std::string& reason) {
+  refusals_.Refused(key, context->peer(), reason);
+  ControllerMessage abort;
+  abort.kind = ControllerMessage::Kind::kAbort;
+  abort.reason = reason;
+  stream->Write(ToWire(abort));  // best effort: the status carries the reason as well
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, reason);
+}
+
+void GrpcControlServer::Impl::ReaperLoop() {
+  std::unique_lock<std::mutex> lock(handshake_mu_);
+  while (!reaper_stop_) {
+    SteadyTime next = SteadyTime::max();
+    const SteadyTime now = std::chrono::steady_clock::now();
+    for (auto& [context, deadline] : handshaking_) {
+      if (deadline <= now) {
+        context->TryCancel();  // its Read returns false; the stream thread refuses it
+        deadline = SteadyTime::max();
+      }
+      next = std::min(next, deadline);
+    }
+    if (next == SteadyTime::max()) {
+      reaper_wake_.wait(lock);  // woken by a new handshake or by Stop
+    } else {
+      reaper_wake_.wait_until(lock, next);
+    }
+  }
 }
 
 grpc::Status GrpcControlServer::Impl::Refuse(SessionStream* stream, const std::string& reason) {
@@ -197,7 +319,11 @@ void GrpcControlServer::Impl::WriteLoop(StreamState& state, SessionStream* strea
     state.queue.pop_front();
     state.writing = true;
     lock.unlock();
-    const bool written = stream->Write(ToWire(next));
+    wire::ControllerMessage out = ToWire(next);
+    if (next.kind == ControllerMessage::Kind::kWelcome) {
+      out.mutable_welcome()->set_generation(generation_);
+    }
+    const bool written = stream->Write(out);
     lock.lock();
     state.writing = false;
     if (!written) {
@@ -264,9 +390,16 @@ void GrpcControlServer::Impl::Stop(SteadyTime deadline) {
     drained_.wait_until(lock, deadline, [&] { return streams_.empty(); });
     for (const auto& [rank, state] : streams_) state->context->TryCancel();
   }
+  {
+    std::lock_guard<std::mutex> lock(handshake_mu_);
+    for (const auto& [context, unused] : handshaking_) context->TryCancel();
+    reaper_stop_ = true;
+    reaper_wake_.notify_all();
+  }
   server_->Shutdown(
       ToSystemClock(deadline));  // cancels streams that never said hello, at the deadline
   server_->Wait();
+  if (reaper_.joinable()) reaper_.join();
   stopped_ = true;
   logger_->info("controller stopped");
 }
@@ -279,9 +412,9 @@ GrpcControlServer::~GrpcControlServer() {
 
 StatusOr<std::unique_ptr<GrpcControlServer>> GrpcControlServer::Start(
     const std::string& listen_address, ControllerHandler* handler, double timeout_seconds,
-    Logger logger) {
+    Logger logger, const ControlSecurity& security) {
   if (!logger) logger = MakeLogger(0, "controller-rpc", spdlog::level::warn);
-  auto impl = std::make_unique<Impl>(handler, timeout_seconds, std::move(logger));
+  auto impl = std::make_unique<Impl>(handler, timeout_seconds, std::move(logger), security);
   KOLO_RETURN_IF_ERROR(impl->Start(listen_address));
   return std::unique_ptr<GrpcControlServer>(new GrpcControlServer(std::move(impl)));
 }

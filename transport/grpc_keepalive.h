@@ -9,8 +9,11 @@
 
 namespace kolo::transport {
 
-// Control messages are small, but a request batch of a large model can exceed gRPC's 4 MiB
-// default.
+// The largest legitimate control messages are a worker's first RequestBatch and the
+// ResponseBatch answering it: one full request (~100 bytes plus the name) per tensor of the
+// model, with no cap on the count. 64 MiB fits a few hundred thousand tensors, beyond gRPC's
+// 4 MiB default. It is also all a stream can make gRPC buffer before it has authenticated: a
+// longer message is refused by its length prefix (docs/SECURITY.md).
 constexpr int kMaxControlMessageBytes = 64 << 20;
 
 struct KeepaliveTimes {

@@ -16,16 +16,31 @@ namespace {
 constexpr size_t kMaxPendingConnections = 64;
 constexpr std::chrono::milliseconds kMaxDialBackoff{1000};
 
+// Groups refusal log lines by the kind of failure, for rate limiting.
+std::string RefusalKey(const std::string& error) {
+  return error.substr(0, std::min<size_t>(error.find_first_of("0123456789"), 24));
+}
+
 }  // namespace
 
 struct MeshConnector::Pending {
+  enum class Stage {
+    kAwaitAccept,  // outbound: our Dial is (being) sent
+    kAwaitDial,    // inbound: nothing read yet
+    kAwaitProof,   // inbound: our Accept is (being) sent
+    kDone,         // handshaken once `out` is flushed
+  };
   UniqueFd fd;
   bool outbound = false;
-  int peer = -1;            // dialled rank, or the admitted rank of an inbound connection
+  int peer = -1;            // dialled rank, or the rank an inbound connection proved
   bool connecting = false;  // outbound: connect() in flight
-  std::string out;          // our hello, being sent
+  Stage stage = Stage::kAwaitDial;
+  std::string out;  // our next frame, being sent
   size_t out_sent = 0;
-  MeshHelloReader in;
+  MeshFrameReader in;
+  std::string my_nonce;
+  std::string peer_nonce;
+  int claimed_rank = -1;  // inbound: the rank its Dial claims (not yet proven)
   SteadyTime deadline;
   std::string remote;  // "ip:port", for messages
 };
@@ -35,7 +50,8 @@ MeshConnector::MeshConnector(Params params, std::vector<SocketAddress> peers)
       peers_(std::move(peers)),
       dials_(params_.size),
       claimed_(params_.size, false),
-      connected_(params_.size) {}
+      connected_(params_.size),
+      refusals_(params_.logger, "data connection") {}
 
 MeshConnector::~MeshConnector() = default;
 
@@ -95,12 +111,21 @@ void MeshConnector::StartDials(SteadyTime now, SteadyTime deadline) {
       dial.backoff = std::min(dial.backoff * 2, kMaxDialBackoff);
       continue;
     }
+    StatusOr<std::string> nonce = RandomBytes(kNonceBytes);
+    if (!nonce.ok()) {
+      dial.last_error = nonce.status().message();
+      dial.retry_at = now + dial.backoff;
+      continue;
+    }
     auto p = std::make_unique<Pending>();
     p->fd = std::move(fd).value();
     p->outbound = true;
     p->peer = j;
     p->connecting = true;
-    p->out = EncodeMeshHello({kMeshProtocolVersion, params_.rank, params_.size, params_.job_token});
+    p->stage = Pending::Stage::kAwaitAccept;
+    p->my_nonce = std::move(nonce).value();
+    p->out = EncodeMeshFrame(
+        {kMeshProtocolVersion, MeshFrameKind::kDial, params_.rank, params_.size, p->my_nonce, ""});
     p->deadline = std::min(deadline, AddSeconds(now, params_.handshake_timeout_seconds));
     p->remote = peers_[j].ToString();
     dial.in_flight = true;
@@ -115,12 +140,12 @@ Status MeshConnector::AcceptAll(SteadyTime now, SteadyTime deadline) {
     if (!fd.ok()) return fd.status().WithContext("connecting the data mesh");
     if (!fd->valid()) return Status::Ok();
     if (Status tuned = TuneDataSocket(fd->get()); !tuned.ok()) {
-      params_.logger->warn("refused data connection from {}: {}", remote, tuned.message());
+      refusals_.Refused("socket", remote, tuned.message());
       continue;  // closes it
     }
     if (pending_.size() >= kMaxPendingConnections) {
-      params_.logger->warn("refused data connection from {}: {} connections are mid-handshake",
-                           remote, pending_.size());
+      refusals_.Refused("flood", remote,
+                        std::to_string(pending_.size()) + " connections are mid-handshake");
       continue;  // closes it
     }
     auto p = std::make_unique<Pending>();
@@ -147,22 +172,15 @@ MeshConnector::StepResult MeshConnector::Step(Pending& p, short revents) {
     if ((revents & POLLOUT) == 0) return {};
     p.connecting = false;
   }
-  StepResult result = Flush(p);
-  if (result.outcome != StepOutcome::kDone) return result;
-  if (!p.outbound && p.peer >= 0) return result;  // our answer is out: admitted
-  result = ReadHello(p);
-  if (result.outcome != StepOutcome::kDone) return result;
-  if (p.outbound) {
-    Status check =
-        CheckPeerHello(p.in.hello(), params_.rank, params_.size, params_.job_token, p.peer);
-    if (check.ok()) return result;
-    return {StepOutcome::kFatal, "data mesh of rank " + std::to_string(params_.rank) + ": " +
-                                     p.remote + ", the address of rank " + std::to_string(p.peer) +
-                                     ", answered the handshake wrongly: " + check.message()};
+  for (;;) {
+    StepResult result = Flush(p);
+    if (result.outcome != StepOutcome::kDone) return result;
+    if (p.stage == Pending::Stage::kDone) return result;
+    result = ReadFrame(p);
+    if (result.outcome != StepOutcome::kDone) return result;
+    result = OnFrame(p);
+    if (result.outcome != StepOutcome::kContinue) return result;
   }
-  result = Admit(p);
-  if (result.outcome != StepOutcome::kDone) return result;
-  return Flush(p);
 }
 
 MeshConnector::StepResult MeshConnector::Flush(Pending& p) {
@@ -175,7 +193,7 @@ MeshConnector::StepResult MeshConnector::Flush(Pending& p) {
   return {StepOutcome::kDone, ""};
 }
 
-MeshConnector::StepResult MeshConnector::ReadHello(Pending& p) {
+MeshConnector::StepResult MeshConnector::ReadFrame(Pending& p) {
   while (p.in.BytesWanted() > 0) {
     IoResult io = RecvSome(p.fd.get(), p.in.WritePtr(), p.in.BytesWanted());
     if (io.eof) return {StepOutcome::kFailed, "closed the connection during the handshake"};
@@ -187,20 +205,94 @@ MeshConnector::StepResult MeshConnector::ReadHello(Pending& p) {
   return {StepOutcome::kDone, ""};
 }
 
-MeshConnector::StepResult MeshConnector::Admit(Pending& p) {
-  const MeshHello& hello = p.in.hello();
-  Status check = CheckPeerHello(hello, params_.rank, params_.size, params_.job_token, -1);
+// Dispatches a complete frame by stage; kContinue: go on with the next flush or read.
+MeshConnector::StepResult MeshConnector::OnFrame(Pending& p) {
+  const MeshFrameKind kind = p.in.frame().kind;
+  const MeshFrameKind wanted = p.stage == Pending::Stage::kAwaitAccept ? MeshFrameKind::kAccept
+                               : p.stage == Pending::Stage::kAwaitDial ? MeshFrameKind::kDial
+                                                                       : MeshFrameKind::kProof;
+  StepResult result;
+  if (kind != wanted) {
+    result = {StepOutcome::kFailed, "handshake messages out of order"};
+  } else if (p.stage == Pending::Stage::kAwaitAccept) {
+    result = OnAccept(p);
+  } else if (p.stage == Pending::Stage::kAwaitDial) {
+    result = OnDial(p);
+  } else {
+    result = OnProof(p);
+  }
+  p.in = MeshFrameReader();
+  return result;
+}
+
+MeshConnector::StepResult MeshConnector::OnAccept(Pending& p) {
+  const MeshFrame& frame = p.in.frame();
+  Status check = CheckPeerIdentity(frame, params_.rank, params_.size, p.peer);
+  const std::string expected = MeshProof(params_.auth, MeshRole::kAcceptor, params_.rank, p.peer,
+                                         params_.size, p.my_nonce, frame.nonce);
+  if (check.ok() && !MacEquals(frame.proof, expected)) {
+    check = Unavailable(
+        "it could not prove that it holds this job's secret (a different KOLO_SECRET or "
+        "KOLO_JOB_ID, another job or an earlier generation of it)");
+  }
+  if (!check.ok()) {
+    return {StepOutcome::kFatal, "data mesh of rank " + std::to_string(params_.rank) + ": " +
+                                     p.remote + ", the address of rank " + std::to_string(p.peer) +
+                                     ", answered the handshake wrongly: " + check.message()};
+  }
+  p.out =
+      EncodeMeshFrame({kMeshProtocolVersion, MeshFrameKind::kProof, params_.rank, params_.size, "",
+                       MeshProof(params_.auth, MeshRole::kDialler, params_.rank, p.peer,
+                                 params_.size, p.my_nonce, frame.nonce)});
+  p.out_sent = 0;
+  p.stage = Pending::Stage::kDone;
+  return {};
+}
+
+MeshConnector::StepResult MeshConnector::OnDial(Pending& p) {
+  const MeshFrame& frame = p.in.frame();
+  Status check = CheckPeerIdentity(frame, params_.rank, params_.size, -1);
   if (!check.ok()) return {StepOutcome::kFailed, check.message()};
-  const std::string who = "rank " + std::to_string(hello.rank);
-  if (hello.rank < params_.rank) {
+  const std::string who = "rank " + std::to_string(frame.rank);
+  if (frame.rank < params_.rank) {
     return {StepOutcome::kFailed, who + " dialled rank " + std::to_string(params_.rank) +
                                       ", but lower ranks are dialled by higher ones"};
   }
-  if (claimed_[hello.rank]) return {StepOutcome::kFailed, "duplicate connection for " + who};
-  claimed_[hello.rank] = true;
-  p.peer = hello.rank;
-  p.out = EncodeMeshHello({kMeshProtocolVersion, params_.rank, params_.size, params_.job_token});
-  return {StepOutcome::kDone, ""};
+  if (claimed_[frame.rank]) return {StepOutcome::kFailed, "duplicate connection for " + who};
+  StatusOr<std::string> nonce = RandomBytes(kNonceBytes);
+  if (!nonce.ok()) return {StepOutcome::kFailed, nonce.status().message()};
+  p.my_nonce = std::move(nonce).value();
+  p.peer_nonce = frame.nonce;
+  p.claimed_rank = frame.rank;
+  p.out = EncodeMeshFrame({kMeshProtocolVersion, MeshFrameKind::kAccept, params_.rank, params_.size,
+                           p.my_nonce,
+                           MeshProof(params_.auth, MeshRole::kAcceptor, frame.rank, params_.rank,
+                                     params_.size, p.peer_nonce, p.my_nonce)});
+  p.out_sent = 0;
+  p.stage = Pending::Stage::kAwaitProof;
+  return {};
+}
+
+MeshConnector::StepResult MeshConnector::OnProof(Pending& p) {
+  const MeshFrame& frame = p.in.frame();
+  if (frame.rank != p.claimed_rank || frame.size != params_.size) {
+    return {StepOutcome::kFailed, "the proof names another rank than the dial"};
+  }
+  const std::string expected = MeshProof(params_.auth, MeshRole::kDialler, p.claimed_rank,
+                                         params_.rank, params_.size, p.peer_nonce, p.my_nonce);
+  if (!MacEquals(frame.proof, expected)) {
+    return {StepOutcome::kFailed, "wrong handshake proof for rank " +
+                                      std::to_string(p.claimed_rank) +
+                                      " (no or another job secret, or a replayed answer)"};
+  }
+  if (claimed_[p.claimed_rank]) {
+    return {StepOutcome::kFailed,
+            "duplicate connection for rank " + std::to_string(p.claimed_rank)};
+  }
+  claimed_[p.claimed_rank] = true;
+  p.peer = p.claimed_rank;
+  p.stage = Pending::Stage::kDone;
+  return {};
 }
 
 void MeshConnector::Finish(Pending& p, const StepResult& result, SteadyTime now) {
@@ -219,8 +311,8 @@ void MeshConnector::Finish(Pending& p, const StepResult& result, SteadyTime now)
     params_.logger->debug("dialling rank {} at {} failed, will retry: {}", p.peer, p.remote,
                           result.error);
   } else {
-    if (p.peer >= 0) claimed_[p.peer] = false;
-    params_.logger->warn("refused data connection from {}: {}", p.remote, result.error);
+    // An inbound connection claims its rank only once handshaken, so a refused one holds none.
+    refusals_.Refused(RefusalKey(result.error), p.remote, result.error);
   }
   p.fd.Reset();
 }

@@ -1,6 +1,7 @@
 // MeshConnector: builds the data mesh's connections for TcpMesh::Connect. Each rank dials every
 // lower rank (retrying until the deadline) and accepts every higher rank on its listener; each
-// connection runs the handshake of transport/mesh_handshake.h. Everything happens in one poll()
+// connection runs the mutual HMAC handshake of transport/mesh_handshake.h. An inbound connection
+// claims its rank only once its proof checks out. Everything happens in one poll()
 // loop on the calling thread, so a silent or hostile connection delays nobody.
 // Threading: single-threaded; Run() is called once by the thread that owns the listener.
 #pragma once
@@ -14,6 +15,8 @@
 #include "core/logging.h"
 #include "kolo/status.h"
 #include "transport/deadline.h"
+#include "transport/mesh_handshake.h"
+#include "transport/refusal_log.h"
 #include "transport/tcp_socket.h"
 #include "transport/unique_fd.h"
 
@@ -24,7 +27,7 @@ class MeshConnector {
   struct Params {
     int rank = 0;
     int size = 1;
-    std::string job_token;
+    MeshAuth auth;
     int listen_fd = -1;                        // non-blocking listener; not owned
     int interrupt_fd = -1;                     // readable once the mesh is interrupted; not owned
     std::function<Status()> interrupt_status;  // the status to return when it is readable
@@ -59,8 +62,11 @@ class MeshConnector {
   int PollTimeout(SteadyTime now, SteadyTime deadline) const;
   StepResult Step(Pending& p, short revents);
   StepResult Flush(Pending& p);
-  StepResult ReadHello(Pending& p);
-  StepResult Admit(Pending& p);
+  StepResult ReadFrame(Pending& p);
+  StepResult OnFrame(Pending& p);
+  StepResult OnAccept(Pending& p);
+  StepResult OnDial(Pending& p);
+  StepResult OnProof(Pending& p);
   void Finish(Pending& p, const StepResult& result, SteadyTime now);
   Status TimeoutStatus() const;
   int connected_count() const;
@@ -73,6 +79,7 @@ class MeshConnector {
   std::vector<bool> claimed_;                      // a connection for this rank is admitted
   std::vector<UniqueFd> connected_;                // handshaken sockets, by rank
   std::vector<std::unique_ptr<Pending>> pending_;  // connections mid-handshake
+  RefusalLog refusals_;                            // thread-safe
 };
 
 }  // namespace kolo::transport

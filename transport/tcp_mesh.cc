@@ -24,11 +24,6 @@ Status ValidateConfig(const TcpMesh::Config& config) {
     return InvalidArgument("KOLO_TIMEOUT_SECONDS must be positive, got " +
                            std::to_string(config.timeout_seconds));
   }
-  if (config.job_token.size() > kMaxJobTokenBytes) {
-    return InvalidArgument("the job token has " + std::to_string(config.job_token.size()) +
-                           " bytes; the data mesh accepts at most " +
-                           std::to_string(kMaxJobTokenBytes));
-  }
   if (IsWildcardHost(config.bind_host) && IsWildcardHost(config.advertise_host)) {
     return InvalidArgument("the data mesh listens on all interfaces ('" + config.bind_host +
                            "'), so it needs an advertise host that peers can connect to");
@@ -90,7 +85,8 @@ Status TcpMesh::Connect(const std::vector<std::string>& addresses,
   MeshConnector::Params params;
   params.rank = config_.rank;
   params.size = config_.size;
-  params.job_token = config_.job_token;
+  params.auth = config_.auth;
+  if (!generation_.empty()) params.auth.generation = generation_;
   params.listen_fd = listener_.get();
   params.interrupt_fd = interrupt_fd_.get();
   params.interrupt_status = [this] { return InterruptStatus(); };

@@ -1,9 +1,10 @@
 // TcpMesh: the CPU data plane (DESIGN.md §3). A full mesh of TCP connections, one per rank
-// pair, used full-duplex; each connection is authenticated by a handshake bound to the job
-// token. Created and driven by the runtime's background thread; ops/ runs collectives on it
-// through the DataPlane interface.
-// Threading: Listen, Connect and Exchange run on one thread (the owner's); Interrupt and the
-// accessors may be called from any thread. Destroy only when no Exchange is running.
+// pair, used full-duplex; each connection is authenticated by a mutual HMAC handshake bound to
+// the job secret, the job id, the mesh generation and both ranks (transport/mesh_handshake.h).
+// Created and driven by the runtime's background thread; ops/ runs collectives on it through the
+// DataPlane interface. Threading: Listen, Connect and Exchange run on one thread (the owner's);
+// Interrupt and the accessors may be called from any thread. Destroy only when no Exchange is
+// running.
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include "core/data_plane.h"
 #include "core/logging.h"
 #include "kolo/status.h"
+#include "transport/mesh_handshake.h"
 #include "transport/unique_fd.h"
 
 namespace kolo::transport {
@@ -30,8 +32,9 @@ class TcpMesh final : public DataPlane {
     std::string bind_host = "127.0.0.1";
     // Host peers use to reach this rank; empty: bind_host.
     std::string advertise_host;
-    // Derived from the job secret; connections presenting another token are refused.
-    std::string job_token;
+    // The job's key and id, and the generation (the controller's Welcome says which);
+    // connections that cannot prove the same are refused.
+    MeshAuth auth;
     // KOLO_TIMEOUT_SECONDS: the longest an Exchange waits with no byte moving, and the longest
     // one connection may take to handshake.
     double timeout_seconds = 30;
@@ -41,6 +44,10 @@ class TcpMesh final : public DataPlane {
   // Binds bind_host on a free port and starts listening. Does not block on the network.
   static StatusOr<std::unique_ptr<TcpMesh>> Listen(const Config& config);
   ~TcpMesh() override;
+
+  // Sets the generation the handshake binds (the controller's Welcome carries it). Call before
+  // Connect, on the owner's thread.
+  void SetGeneration(std::string generation) { generation_ = std::move(generation); }
 
   // "ip:port" (or "host:port") that peers connect to.
   std::string listen_address() const { return listen_address_; }
@@ -77,6 +84,7 @@ class TcpMesh final : public DataPlane {
   const UniqueFd interrupt_fd_;
 
   // Owner thread only.
+  std::string generation_;  // overrides config_.auth.generation once set
   UniqueFd listener_;
   std::vector<UniqueFd> peers_;  // by rank; empty until Connect succeeds
   bool connect_called_ = false;

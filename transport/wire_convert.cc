@@ -40,7 +40,6 @@ void ToWire(const Hello& hello, wire::Hello* out) {
   out->set_size(hello.size);
   out->set_host(hello.host);
   out->set_data_address(hello.data_address);
-  out->set_job_token(hello.job_token);
 }
 
 Hello FromWire(const wire::Hello& in) {
@@ -49,7 +48,6 @@ Hello FromWire(const wire::Hello& in) {
   hello.size = in.size();
   hello.host = in.host();
   hello.data_address = in.data_address();
-  hello.job_token = in.job_token();
   return hello;
 }
 

@@ -15,13 +15,12 @@
 
 namespace kolo::controller::testing {
 
-inline Hello MakeHello(int rank, int size, std::string token = "secret") {
+inline Hello MakeHello(int rank, int size) {
   Hello hello;
   hello.rank = rank;
   hello.size = size;
   hello.host = "h" + std::to_string(rank);
   hello.data_address = "a" + std::to_string(rank);
-  hello.job_token = std::move(token);
   return hello;
 }
 

@@ -40,12 +40,12 @@ TEST_CASE("Welcome goes to every rank once all have said hello", "[controller]")
   CHECK(job.Same() == Lines{expected});
 }
 
-TEST_CASE("Duplicate ranks and wrong secrets are refused without harming the job", "[controller]") {
+TEST_CASE("Duplicate and out-of-range ranks are refused without harming the job", "[controller]") {
   Job job(3);
   REQUIRE(job.controller.OnHello(MakeHello(0, 3)).ok());
   CHECK(job.controller.OnHello(MakeHello(0, 3)).message() == "rank 0 is already connected");
-  CHECK(job.controller.OnHello(MakeHello(2, 3, "nope")).message() ==
-        "rank 2 has a different job secret than rank 0");
+  CHECK(job.controller.OnHello(MakeHello(3, 3)).message() ==
+        "rank 3 is out of range for a job of 3 ranks");
   job.controller.OnStreamClosed(2, Unavailable("refused"));  // never admitted: ignored
   job.controller.OnMessage(2, Requests({Full(Meta("x"))}));  // likewise
   REQUIRE(job.controller.OnHello(MakeHello(1, 3)).ok());
@@ -197,7 +197,7 @@ TEST_CASE("Protocol errors abort the job with a message naming the rank", "[cont
 TEST_CASE("Messages decided before Attach are delivered by Attach, in order", "[controller]") {
   ManualClock clock;
   RecordingOutbox outbox(2);
-  Controller controller(Controller::Config{2, 1 << 20, 1.0, 16, "secret"}, &clock,
+  Controller controller(Controller::Config{2, 1 << 20, 1.0, 16}, &clock,
                         MakeLogger(0, "controller", spdlog::level::off));
   REQUIRE(controller.OnHello(MakeHello(0, 2)).ok());
   REQUIRE(controller.OnHello(MakeHello(1, 2)).ok());
@@ -230,7 +230,7 @@ TEST_CASE("Config validation names the bad field", "[controller]") {
 TEST_CASE("The sequencer thread sends ready tensors without being driven", "[controller][thread]") {
   const int size = 4;
   RecordingOutbox outbox(size);
-  Controller controller(Controller::Config{size, 1 << 20, /*cycle_time_ms=*/0.5, 16, ""},
+  Controller controller(Controller::Config{size, 1 << 20, /*cycle_time_ms=*/0.5, 16},
                         SteadyClock::Get(), MakeLogger(0, "controller", spdlog::level::off));
   controller.Attach(&outbox);
   controller.Start();
@@ -262,7 +262,7 @@ TEST_CASE("Ranks announcing concurrently all receive one identical, complete seq
   const int num_names = 60;
   static constexpr int kStrides[size] = {1, 7, 11, 13};  // coprime with num_names
   RecordingOutbox outbox(size);
-  Controller controller(Controller::Config{size, /*fusion_threshold_bytes=*/64, 0.2, 16, ""},
+  Controller controller(Controller::Config{size, /*fusion_threshold_bytes=*/64, 0.2, 16},
                         SteadyClock::Get(), MakeLogger(0, "controller", spdlog::level::off));
   controller.Attach(&outbox);
   controller.Start();

@@ -5,19 +5,18 @@
 namespace kolo::controller {
 namespace {
 
-Hello MakeHello(int rank, int size, std::string token = "secret") {
+Hello MakeHello(int rank, int size) {
   Hello hello;
   hello.rank = rank;
   hello.size = size;
   hello.host = "host" + std::to_string(rank);
   hello.data_address = "10.0.0.1:" + std::to_string(5000 + rank);
-  hello.job_token = std::move(token);
   return hello;
 }
 
 TEST_CASE("The peer table is complete once every rank is admitted", "[controller][rendezvous]") {
   const int size = GENERATE(1, 3, 8);
-  Rendezvous rendezvous(size, "");
+  Rendezvous rendezvous(size);
   for (int rank = size - 1; rank >= 0; --rank) {
     CHECK_FALSE(rendezvous.complete());
     REQUIRE(rendezvous.Admit(MakeHello(rank, size)).ok());
@@ -33,10 +32,8 @@ TEST_CASE("The peer table is complete once every rank is admitted", "[controller
 }
 
 TEST_CASE("Bad hellos are refused with a message and change nothing", "[controller][rendezvous]") {
-  Rendezvous rendezvous(4, "");
+  Rendezvous rendezvous(4);
   REQUIRE(rendezvous.Admit(MakeHello(2, 4)).ok());
-  CHECK(rendezvous.Admit(MakeHello(3, 4, "other")).message() ==
-        "rank 3 has a different job secret than rank 2");
   CHECK(rendezvous.Admit(MakeHello(4, 4)).message() ==
         "rank 4 is out of range for a job of 4 ranks");
   CHECK(rendezvous.Admit(MakeHello(-1, 4)).message() ==
@@ -51,20 +48,13 @@ TEST_CASE("Bad hellos are refused with a message and change nothing", "[controll
   CHECK(rendezvous.peers()[3].rank == -1);
 }
 
-TEST_CASE("A configured job token is the reference, named as rank 0's",
-          "[controller][rendezvous]") {
-  Rendezvous rendezvous(2, "secret");
-  CHECK(rendezvous.Admit(MakeHello(1, 2, "wrong")).message() ==
-        "rank 1 has a different job secret than rank 0");
+TEST_CASE("A refused hello leaves its rank free for the real one", "[controller][rendezvous]") {
+  Rendezvous rendezvous(2);
+  CHECK_FALSE(rendezvous.Admit(MakeHello(5, 2)).ok());
+  CHECK_FALSE(rendezvous.Admit(MakeHello(1, 3)).ok());
   CHECK_FALSE(rendezvous.admitted(1));
+  CHECK(rendezvous.Admit(MakeHello(0, 2)).ok());
   CHECK(rendezvous.Admit(MakeHello(1, 2)).ok());
-}
-
-TEST_CASE("A refused first hello does not set the reference token", "[controller][rendezvous]") {
-  Rendezvous rendezvous(2, "");
-  CHECK_FALSE(rendezvous.Admit(MakeHello(5, 2, "stray")).ok());
-  CHECK(rendezvous.Admit(MakeHello(0, 2, "secret")).ok());
-  CHECK(rendezvous.Admit(MakeHello(1, 2, "secret")).ok());
   CHECK(rendezvous.complete());
 }
 

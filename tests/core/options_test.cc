@@ -165,3 +165,29 @@ TEST_CASE("The printed table lists every variable", "[core][options]") {
   std::string text = kolo::FormatConfigTable();
   for (const auto& var : kolo::ConfigTable()) CHECK_THAT(text, Catch::Contains(var.name));
 }
+
+TEST_CASE("Security variables are parsed, and a bad secret is never quoted", "[core][options]") {
+  const std::string secret(64, 'a');
+  auto options = Options::FromMap({{"KOLO_SECRET", secret},
+                                   {"KOLO_JOB_ID", "job-7"},
+                                   {"KOLO_INSECURE", "1"},
+                                   {"KOLO_TLS_CERT", "/c.pem"},
+                                   {"KOLO_TLS_KEY", "/k.pem"},
+                                   {"KOLO_TLS_CA", "/ca.pem"}});
+  REQUIRE(options.ok());
+  CHECK(options->secret == secret);
+  CHECK(options->job_id == "job-7");
+  CHECK(options->insecure);
+  CHECK(options->tls_cert == "/c.pem");
+  CHECK(options->tls_key == "/k.pem");
+  CHECK(options->tls_ca == "/ca.pem");
+  for (const std::string bad : {"hunter2-is-my-password-0000000000", "abc", "0123"}) {
+    auto refused = Options::FromMap({{"KOLO_SECRET", bad}});
+    REQUIRE_FALSE(refused.ok());
+    CHECK_THAT(refused.status().message(),
+               Catch::StartsWith("KOLO_SECRET is invalid (value not shown)"));
+    CHECK(refused.status().message().find(bad) == std::string::npos);
+  }
+  auto both = Options::FromMap({{"KOLO_SECRET", secret}, {"KOLO_SECRET_FILE", "/s"}});
+  CHECK(both.status().message() == "KOLO_SECRET and KOLO_SECRET_FILE are both set; set one");
+}

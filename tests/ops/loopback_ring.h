@@ -43,7 +43,7 @@ inline StatusOr<Meshes> ConnectLoopbackMeshes(int n, double timeout_seconds = 10
     transport::TcpMesh::Config config;
     config.rank = rank;
     config.size = n;
-    config.job_token = "ops-test-job";
+    config.auth.credentials = {"ops-test-key", "ops-test-job"};
     config.timeout_seconds = timeout_seconds;
     StatusOr<std::unique_ptr<transport::TcpMesh>> mesh = transport::TcpMesh::Listen(config);
     if (!mesh.ok()) return mesh.status();

@@ -42,7 +42,7 @@ Worker Spawn(int rank, int size, int port, double timeout_seconds) {
   env_strings.push_back("KOLO_SIZE=" + std::to_string(size));
   env_strings.push_back("KOLO_CONTROLLER=127.0.0.1:" + std::to_string(port));
   env_strings.push_back("KOLO_TIMEOUT_SECONDS=" + std::to_string(timeout_seconds));
-  env_strings.push_back("KOLO_SECRET=fault-test");
+  env_strings.push_back("KOLO_SECRET=" + std::string(64, 'f'));
   env_strings.push_back("KOLO_LOG_LEVEL=off");
   std::vector<char*> env;
   for (auto& s : env_strings) env.push_back(s.data());

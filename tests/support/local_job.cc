@@ -37,7 +37,8 @@ LocalJob::LocalJob(int size, std::function<void(Options&)> tweak) {
       options.rank = r;
       options.size = size;
       options.controller_address = "127.0.0.1:" + std::to_string(port);
-      options.secret = "test-secret";
+      options.secret = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+      options.job_id = "local-job";
       options.timeout_seconds = 10;
       options.start_timeout_seconds = 20;
       if (tweak) tweak(options);

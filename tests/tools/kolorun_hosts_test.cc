@@ -164,7 +164,7 @@ PlanContext Context() {
 }
 
 JobLayout Job(int size) {
-  JobLayout job{size, 4242, std::string(64, 'c')};
+  JobLayout job{size, 4242, std::string(64, 'c'), "kolorun-test"};
   return job;
 }
 
@@ -256,6 +256,7 @@ TEST_CASE("FormatPlan prints each rank's host, command and variables but not the
                                    "  env: KOLO_LOCAL_RANK=0\n"
                                    "  env: KOLO_LOCAL_SIZE=1\n"
                                    "  env: KOLO_CONTROLLER=10.1.0.1:4242\n"
+                                   "  env: KOLO_JOB_ID=kolorun-test\n"
                                    "  env: KOLO_HOSTNAME=ns2\n"
                                    "  env: KOLO_START_TIMEOUT_SECONDS=20\n"
                                    "  env: KOLO_SECRET=(a fresh 64-hex-digit job secret)\n"));

@@ -40,7 +40,7 @@ TEST_CASE("kolorun gives every rank its identity and one shared secret by enviro
   Watchdog watchdog("kolorun identity", seconds(30));
   ProcessResult run = RunRanks(4, "env | grep '^KOLO_'");
   REQUIRE(run.exit_code == 0);
-  std::set<std::string> secrets, controllers;
+  std::set<std::string> secrets, job_ids, controllers;
   for (int r = 0; r < 4; ++r) {
     auto vars = VariablesOfRank(run.out, r);
     CHECK(vars["KOLO_RANK"] == std::to_string(r));
@@ -49,10 +49,13 @@ TEST_CASE("kolorun gives every rank its identity and one shared secret by enviro
     CHECK(vars["KOLO_LOCAL_SIZE"] == "4");
     CHECK(std::regex_match(vars["KOLO_CONTROLLER"], std::regex(R"(127\.0\.0\.1:[1-9][0-9]*)")));
     CHECK(std::regex_match(vars["KOLO_SECRET"], std::regex("[0-9a-f]{64}")));
+    CHECK(std::regex_match(vars["KOLO_JOB_ID"], std::regex("kolorun-[0-9a-f]{16}")));
     secrets.insert(vars["KOLO_SECRET"]);
+    job_ids.insert(vars["KOLO_JOB_ID"]);
     controllers.insert(vars["KOLO_CONTROLLER"]);
   }
   CHECK(secrets.size() == 1);
+  CHECK(job_ids.size() == 1);
   CHECK(controllers.size() == 1);
 
   ProcessResult again = RunRanks(1, "echo $KOLO_SECRET");

@@ -65,7 +65,7 @@ TEST_CASE("LineSplitter cuts a line longer than its limit into pieces", "[tools]
 
 TEST_CASE("RankEnvironment sets the KOLO_ variables and overrides inherited ones",
           "[tools][launcher]") {
-  JobLayout job{4, 5555, std::string(64, 'a')};
+  JobLayout job{4, 5555, std::string(64, 'a'), "kolorun-job"};
   std::vector<std::string> env =
       RankEnvironment({"PATH=/bin", "KOLO_RANK=7", "KOLO_SECRETIVE=1", "NOEQUALS"}, 2, job);
   std::vector<std::string> expected = {"PATH=/bin",
@@ -76,6 +76,7 @@ TEST_CASE("RankEnvironment sets the KOLO_ variables and overrides inherited ones
                                        "KOLO_LOCAL_RANK=2",
                                        "KOLO_LOCAL_SIZE=4",
                                        "KOLO_CONTROLLER=127.0.0.1:5555",
+                                       "KOLO_JOB_ID=kolorun-job",
                                        "KOLO_SECRET=" + std::string(64, 'a')};
   CHECK(env == expected);
 }

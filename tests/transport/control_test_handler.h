@@ -25,15 +25,15 @@ struct Recorded {
 
 class RecordingHandler final : public ControllerHandler {
  public:
-  RecordingHandler(size_t ranks_to_welcome, std::string job_token)
-      : ranks_to_welcome_(ranks_to_welcome), job_token_(std::move(job_token)) {}
+  // Refuses hellos whose host is `refused_host` (a handler-level refusal, after authentication).
+  explicit RecordingHandler(size_t ranks_to_welcome, std::string refused_host = "refused-host")
+      : ranks_to_welcome_(ranks_to_welcome), refused_host_(std::move(refused_host)) {}
   void set_outbox(ControllerOutbox* outbox) { outbox_ = outbox; }  // before the first stream
 
   Status OnHello(const Hello& hello) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (hello.job_token != job_token_) {
-      return FailedPrecondition("rank " + std::to_string(hello.rank) +
-                                " presented a wrong job token");
+    if (hello.host == refused_host_) {
+      return FailedPrecondition("rank " + std::to_string(hello.rank) + " is on a refused host");
     }
     recorded_.hellos[hello.rank] = hello;
     if (recorded_.hellos.size() == ranks_to_welcome_) {
@@ -68,7 +68,7 @@ class RecordingHandler final : public ControllerHandler {
 
  private:
   const size_t ranks_to_welcome_;
-  const std::string job_token_;
+  const std::string refused_host_;
   ControllerOutbox* outbox_ = nullptr;  // set before any stream starts
   std::mutex mu_;
   std::condition_variable changed_;

@@ -39,7 +39,7 @@ int RunMesh(double timeout_seconds) {
   TcpMesh::Config config;
   config.rank = 1;
   config.size = 2;
-  config.job_token = "fault-test";
+  config.auth.credentials = {"fault-test-key", "fault-test"};
   config.timeout_seconds = timeout_seconds;
   auto mesh = TcpMesh::Listen(config);
   if (!mesh.ok()) return 2;
@@ -57,7 +57,7 @@ int RunMesh(double timeout_seconds) {
 
 int RunControl(const std::string& address, int rank) {
   auto channel = GrpcControlChannel::Create(address, 1.5, nullptr);
-  kolo::Hello hello{rank, 2, "fault-host", "127.0.0.1:1", "fault-test"};
+  kolo::Hello hello{rank, 2, "fault-host", "127.0.0.1:1"};
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   if (!channel->Connect(hello, deadline, {}).ok()) return 4;
   std::cout << "WELCOMED" << std::endl;
@@ -72,7 +72,7 @@ int RunControl(const std::string& address, int rank) {
 }
 
 int RunController() {
-  kolo::transport::testing::RecordingHandler handler(1, "fault-test");
+  kolo::transport::testing::RecordingHandler handler(1);
   auto server = kolo::transport::GrpcControlServer::Start("127.0.0.1:0", &handler, 1.5, nullptr);
   if (!server.ok()) return 2;
   handler.set_outbox(server->get());

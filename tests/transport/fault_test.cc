@@ -65,7 +65,7 @@ TEST_CASE("A peer process that dies or stops mid-exchange is named", "[transport
   REQUIRE_THAT(line, Catch::StartsWith("ADDR "));
   TcpMesh::Config config;
   config.size = 2;
-  config.job_token = "fault-test";
+  config.auth.credentials = {"fault-test-key", "fault-test"};
   config.timeout_seconds = timeout_seconds;
   auto mesh = TcpMesh::Listen(config);
   REQUIRE(mesh.ok());
@@ -98,7 +98,7 @@ TEST_CASE("The controller notices a worker process that dies, stops or idles",
           "[transport][fault]") {
   const int sig = GENERATE(SIGKILL, SIGSTOP, 0);
   Watchdog watchdog("worker fault", 20s);
-  RecordingHandler handler(1, "fault-test");
+  RecordingHandler handler(1);
   auto server = GrpcControlServer::Start("127.0.0.1:0", &handler, kControlTimeoutSeconds, nullptr);
   REQUIRE(server.ok());
   handler.set_outbox(server->get());
@@ -135,7 +135,7 @@ TEST_CASE("A worker notices a controller process that stops", "[transport][fault
   const std::string address = "127.0.0.1:" + line.substr(5);
   auto channel = GrpcControlChannel::Create(address, kControlTimeoutSeconds, nullptr);
   Waker waker;
-  Hello hello{0, 1, "host", "127.0.0.1:1", "fault-test"};
+  Hello hello{0, 1, "host", "127.0.0.1:1"};
   REQUIRE(channel->Connect(hello, Clock::now() + 10s, waker.Function()).ok());
   const Clock::time_point signalled = Clock::now();
   child.Signal(SIGSTOP);

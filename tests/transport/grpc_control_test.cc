@@ -24,7 +24,6 @@ using testing::RecordingHandler;
 using testing::Waker;
 
 constexpr double kTimeoutSeconds = 5;
-const char kToken[] = "job-token";
 
 std::chrono::steady_clock::time_point In(std::chrono::milliseconds d) {
   return std::chrono::steady_clock::now() + d;
@@ -33,8 +32,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-Hello MakeHello(int rank, int size, const std::string& token = kToken) {
-  return {rank, size, "host", "127.0.0.1:" + std::to_string(7000 + rank), token};
+Hello MakeHello(int rank, int size, const std::string& host = "host") {
+  return {rank, size, host, "127.0.0.1:" + std::to_string(7000 + rank)};
 }
 
 // A loopback port that nothing listens on (it was free a moment ago).
@@ -52,7 +51,7 @@ int UnusedPort() {
 
 struct Controller {
   Controller(size_t ranks_to_welcome, const std::string& address = "127.0.0.1:0")
-      : handler(ranks_to_welcome, kToken) {
+      : handler(ranks_to_welcome) {
     auto started = GrpcControlServer::Start(address, &handler, kTimeoutSeconds, nullptr);
     REQUIRE(started.ok());
     server = std::move(started).value();
@@ -107,7 +106,6 @@ TEST_CASE("Requests and responses cross the stream unchanged", "[transport][grpc
   auto channel = NewChannel(controller.address());
   Waker waker;
   Hello hello = testing::SampleHello(2);
-  hello.job_token = kToken;
   REQUIRE(channel->Connect(hello, In(10s), waker.Function()).ok());
   REQUIRE(channel->Send(testing::SampleRequests()).ok());
   Recorded recorded =
@@ -130,10 +128,10 @@ TEST_CASE("A refused hello fails Connect with the handler's reason", "[transport
   Watchdog watchdog("refused hello", 20s);
   Controller controller(2);
   auto channel = NewChannel(controller.address());
-  auto peers = channel->Connect(MakeHello(1, 2, "stolen-token"), In(10s), {});
+  auto peers = channel->Connect(MakeHello(1, 2, "refused-host"), In(10s), {});
   CHECK(peers.status().code() == StatusCode::kAborted);
   CHECK(peers.status().message() == "the controller at " + controller.address() +
-                                        " refused rank 1: rank 1 presented a wrong job token");
+                                        " refused rank 1: rank 1 is on a refused host");
   CHECK(controller.handler.WaitUntil([](const Recorded&) { return false; }, 0ms).closed.empty());
 }
 

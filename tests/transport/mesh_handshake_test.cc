@@ -1,5 +1,5 @@
-// Unit tests of the data-mesh handshake encoding, its bounded parser and its checks, and of
-// the address helpers of transport/tcp_socket.h. No network.
+// Unit tests of the data-mesh handshake encoding, its bounded parser, its checks and proofs,
+// and of the address helpers of transport/tcp_socket.h. No network.
 #include "transport/mesh_handshake.h"
 
 #include <catch2/catch.hpp>
@@ -12,7 +12,7 @@ namespace kolo::transport {
 namespace {
 
 // Feeds `bytes` to a reader `step` bytes at a time; returns the first error, or OK.
-Status Feed(MeshHelloReader& reader, const std::string& bytes, size_t step) {
+Status Feed(MeshFrameReader& reader, const std::string& bytes, size_t step) {
   size_t offset = 0;
   while (reader.BytesWanted() > 0 && offset < bytes.size()) {
     const size_t n = std::min({step, reader.BytesWanted(), bytes.size() - offset});
@@ -23,58 +23,90 @@ Status Feed(MeshHelloReader& reader, const std::string& bytes, size_t step) {
   return Status::Ok();
 }
 
-TEST_CASE("A mesh hello survives encoding and parsing in any chunking", "[transport][handshake]") {
+const std::string kNonce(kNonceBytes, 'n');
+const std::string kProof(kMacBytes, 'p');
+
+MeshFrame Dial(int rank, int size) {
+  return {kMeshProtocolVersion, MeshFrameKind::kDial, rank, size, kNonce, ""};
+}
+
+TEST_CASE("Mesh frames survive encoding and parsing in any chunking", "[transport][handshake]") {
   const size_t step = GENERATE(size_t{1}, size_t{3}, size_t{1000});
-  const std::string token =
-      GENERATE(std::string(), std::string("tok\0en", 6), std::string(kMaxJobTokenBytes, 'x'));
-  const std::string bytes = EncodeMeshHello({kMeshProtocolVersion, 5, 8, token});
-  MeshHelloReader reader;
-  REQUIRE(Feed(reader, bytes + "trailing data stream", step).ok());
+  const MeshFrame frame =
+      GENERATE(MeshFrame{kMeshProtocolVersion, MeshFrameKind::kDial, 5, 8, kNonce, ""},
+               MeshFrame{kMeshProtocolVersion, MeshFrameKind::kAccept, 5, 8, kNonce, kProof},
+               MeshFrame{kMeshProtocolVersion, MeshFrameKind::kProof, 5, 8, "", kProof});
+  MeshFrameReader reader;
+  REQUIRE(Feed(reader, EncodeMeshFrame(frame) + "trailing data stream", step).ok());
   REQUIRE(reader.complete());
   CHECK(reader.BytesWanted() == 0);
-  CHECK(reader.hello().rank == 5);
-  CHECK(reader.hello().size == 8);
-  CHECK(reader.hello().job_token == token);
+  CHECK(reader.frame().kind == frame.kind);
+  CHECK(reader.frame().rank == 5);
+  CHECK(reader.frame().size == 8);
+  CHECK(reader.frame().nonce == frame.nonce);
+  CHECK(reader.frame().proof == frame.proof);
 }
 
 TEST_CASE("The parser refuses a bad magic after four bytes", "[transport][handshake]") {
-  MeshHelloReader reader;
+  MeshFrameReader reader;
   Status status = Feed(reader, "GET / HTTP/1.1", 1);
   CHECK(status.message() == "not a kolo data-mesh connection (wrong magic)");
   CHECK(reader.BytesWanted() == 0);
 }
 
-TEST_CASE("The parser refuses another protocol version", "[transport][handshake]") {
-  MeshHelloReader reader;
-  Status status = Feed(reader, EncodeMeshHello({7, 1, 2, "t"}), 64);
-  CHECK(status.message() == "data-mesh protocol version 7, this rank speaks 1");
-}
-
-TEST_CASE("The parser refuses an oversized token length before reading it",
+TEST_CASE("The parser refuses another protocol version and unknown kinds",
           "[transport][handshake]") {
-  std::string bytes = EncodeMeshHello({kMeshProtocolVersion, 1, 2, ""});
-  bytes[18] = '\x01';  // length 257
-  bytes[19] = '\x01';
-  MeshHelloReader reader;
-  Status status = Feed(reader, bytes, 64);
-  CHECK(status.message() == "job token length 257 exceeds 256 bytes");
-  CHECK(reader.BytesWanted() == 0);
+  MeshFrame old = Dial(1, 2);
+  old.version = 1;
+  MeshFrameReader reader;
+  CHECK(Feed(reader, EncodeMeshFrame(old), 64).message() ==
+        "data-mesh protocol version 1, this rank speaks 2");
+  std::string bytes = EncodeMeshFrame(Dial(1, 2));
+  bytes[11] = '\x09';
+  MeshFrameReader kind_reader;
+  CHECK(Feed(kind_reader, bytes, 64).message() == "unknown data-mesh handshake message kind 9");
 }
 
-TEST_CASE("Peer hellos are checked against this rank's view of the job", "[transport][handshake]") {
-  const std::string token = "secret";
-  CHECK(CheckPeerHello({kMeshProtocolVersion, 2, 4, token}, 0, 4, token, -1).ok());
-  CHECK(CheckPeerHello({kMeshProtocolVersion, 2, 4, token}, 0, 4, token, 2).ok());
-  CHECK(CheckPeerHello({kMeshProtocolVersion, 2, 4, "secreT"}, 0, 4, token, -1).message() ==
-        "wrong job token (the peer belongs to another job or generation)");
-  CHECK(CheckPeerHello({kMeshProtocolVersion, 2, 5, token}, 0, 4, token, -1).message() ==
+TEST_CASE("The parser refuses a length field of 2^63 as soon as it arrives, allocating nothing",
+          "[transport][handshake]") {
+  std::string bytes = EncodeMeshFrame(Dial(1, 2)).substr(0, kMeshFrameHeaderBytes);
+  bytes[20] = '\x80';  // payload length 2^63
+  for (int i = 21; i < 28; ++i) bytes[i] = '\0';
+  MeshFrameReader reader;
+  Status status = Feed(reader, bytes, 1);
+  CHECK(status.message() ==
+        "handshake dial message with a payload length of 9223372036854775808 bytes; it must be "
+        "32");
+  CHECK(reader.BytesWanted() == 0);
+  static_assert(sizeof(MeshFrameReader) < 512, "the reader's buffer is fixed and small");
+}
+
+TEST_CASE("Peer identities are checked against this rank's view of the job",
+          "[transport][handshake]") {
+  CHECK(CheckPeerIdentity(Dial(2, 4), 0, 4, -1).ok());
+  CHECK(CheckPeerIdentity(Dial(2, 4), 0, 4, 2).ok());
+  CHECK(CheckPeerIdentity(Dial(2, 5), 0, 4, -1).message() ==
         "peer claims rank 2 of a job of size 5, this job has size 4");
-  CHECK(CheckPeerHello({kMeshProtocolVersion, 4, 4, token}, 0, 4, token, -1).message() ==
+  CHECK(CheckPeerIdentity(Dial(4, 4), 0, 4, -1).message() ==
         "peer claims rank 4, not a valid peer of rank 0 in a job of size 4");
-  CHECK(CheckPeerHello({kMeshProtocolVersion, 0, 4, token}, 0, 4, token, -1).message() ==
+  CHECK(CheckPeerIdentity(Dial(0, 4), 0, 4, -1).message() ==
         "peer claims rank 0, not a valid peer of rank 0 in a job of size 4");
-  CHECK(CheckPeerHello({kMeshProtocolVersion, 3, 4, token}, 0, 4, token, 2).message() ==
-        "peer claims rank 3, expected rank 2");
+  CHECK(CheckPeerIdentity(Dial(3, 4), 0, 4, 2).message() == "peer claims rank 3, expected rank 2");
+}
+
+TEST_CASE("Mesh proofs bind the role, job, generation, ranks and nonces",
+          "[transport][handshake]") {
+  const MeshAuth auth{{"0123456789abcdef", "job"}, "gen-1"};
+  const std::string dn(kNonceBytes, 'd');
+  const std::string an(kNonceBytes, 'a');
+  const std::string proof = MeshProof(auth, MeshRole::kDialler, 2, 1, 4, dn, an);
+  CHECK(proof.size() == kMacBytes);
+  CHECK(MeshProof(auth, MeshRole::kAcceptor, 2, 1, 4, dn, an) != proof);
+  CHECK(MeshProof({auth.credentials, "gen-2"}, MeshRole::kDialler, 2, 1, 4, dn, an) != proof);
+  CHECK(MeshProof({{auth.credentials.key, "job2"}, "gen-1"}, MeshRole::kDialler, 2, 1, 4, dn, an) !=
+        proof);
+  CHECK(MeshProof(auth, MeshRole::kDialler, 3, 1, 4, dn, an) != proof);
+  CHECK(MeshProof(auth, MeshRole::kDialler, 2, 1, 4, dn, dn) != proof);
 }
 
 TEST_CASE("Addresses are split and joined", "[transport][tcp_socket]") {

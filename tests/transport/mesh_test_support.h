@@ -84,7 +84,7 @@ inline TcpMesh::Config MeshConfig(int rank, int size, double timeout_seconds = 1
   TcpMesh::Config config;
   config.rank = rank;
   config.size = size;
-  config.job_token = "test-job-token";
+  config.auth.credentials = {"test-key", "test-job"};
   config.timeout_seconds = timeout_seconds;
   config.logger = MakeLogger(rank, "transport", spdlog::level::warn);
   return config;

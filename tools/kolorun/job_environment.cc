@@ -77,6 +77,9 @@ StatusOr<JobLayout> PrepareJob(int size) {
   StatusOr<std::string> secret = MakeJobSecret();
   if (!secret.ok()) return secret.status();
   job.secret = std::move(secret).value();
+  StatusOr<std::string> id = MakeJobSecret();
+  if (!id.ok()) return id.status();
+  job.job_id = "kolorun-" + id->substr(0, 16);
   return job;
 }
 
@@ -87,6 +90,7 @@ std::vector<EnvVar> RankVariables(const RankIdentity& who, const JobLayout& job)
       {"KOLO_LOCAL_RANK", std::to_string(who.local_rank)},
       {"KOLO_LOCAL_SIZE", std::to_string(who.local_size)},
       {"KOLO_CONTROLLER", job.controller_host + ":" + std::to_string(job.controller_port)},
+      {"KOLO_JOB_ID", job.job_id},
   };
   if (!who.hostname.empty()) vars.emplace_back("KOLO_HOSTNAME", who.hostname);
   if (!job.start_timeout_seconds.empty()) {

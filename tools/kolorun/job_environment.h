@@ -14,6 +14,7 @@ struct JobLayout {
   int size = 1;  // number of ranks
   int controller_port = 0;
   std::string secret;                         // 64 hex digits
+  std::string job_id;  // "kolorun-" and 16 hex digits; names the job in every handshake
   std::string controller_host = "127.0.0.1";  // rank 0's host, as the other ranks reach it
   std::string start_timeout_seconds;          // KOLO_START_TIMEOUT_SECONDS; empty: not set
 };
@@ -40,7 +41,7 @@ StatusOr<int> FindFreePort();
 StatusOr<JobLayout> PrepareJob(int size);
 
 // The variables kolorun sets for one rank, in this order: KOLO_RANK, KOLO_SIZE,
-// KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_CONTROLLER, then KOLO_HOSTNAME and
+// KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_CONTROLLER, KOLO_JOB_ID, then KOLO_HOSTNAME and
 // KOLO_START_TIMEOUT_SECONDS where set. Not KOLO_SECRET, which each launch path passes its own
 // way.
 std::vector<EnvVar> RankVariables(const RankIdentity& who, const JobLayout& job);
@@ -52,7 +53,8 @@ std::vector<std::string> MergeEnvironment(const std::vector<std::string>& base,
 // The environment ("NAME=value" strings) of `rank` of a job on this host only (local rank =
 // rank): `base` without any variable kolorun sets,
 // followed by KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE,
-// KOLO_CONTROLLER and KOLO_SECRET. Cross ranks are computed by the runtime from host names.
+// KOLO_CONTROLLER, KOLO_SECRET and KOLO_JOB_ID. Cross ranks are computed by the runtime from host
+// names.
 std::vector<std::string> RankEnvironment(const std::vector<std::string>& base, int rank,
                                          const JobLayout& job);
 

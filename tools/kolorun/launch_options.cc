@@ -172,6 +172,7 @@ Each rank gets, in its environment:
   KOLO_HOSTNAME                     (host lists only) the host's name as given
   KOLO_SECRET                       a fresh 32-byte job secret, never on a command line (over
                                     ssh it travels on ssh's standard input)
+  KOLO_JOB_ID                       a fresh job name, bound into every handshake
 
 SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank exits with a non-zero code
 or is killed by a signal, kolorun sends SIGTERM to the other ranks, SIGKILL 5 s later to those

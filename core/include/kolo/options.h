@@ -31,9 +31,23 @@ struct Options {
   std::string data_address;
   // Host name reported to peers (groups ranks into local/cross sets). Empty: gethostname().
   std::string host;
-  // Job secret (hex); kolorun makes a fresh one per job. Ranks with different secrets refuse
-  // each other.
+  // Job secret (hex, at least 32 digits); kolorun makes a fresh 32-byte one per job. Every
+  // control stream and data connection proves knowledge of it by HMAC (docs/SECURITY.md).
+  // Never logged or quoted in errors. At most one of secret and secret_file.
   std::string secret;
+  // A file (mode 0600, owner only) holding the secret as hex; read at init().
+  std::string secret_file;
+  // Names the job in every handshake, so that ranks of two jobs that share a secret still
+  // refuse each other. Not secret. kolorun sets a fresh one; "" is allowed.
+  std::string job_id;
+  // Without a secret, only single-host jobs run (with a warning); true runs multi-host jobs
+  // without authentication too.
+  bool insecure = false;
+  // TLS for the control plane (PEM paths): rank 0 serves with cert and key; workers verify it
+  // against ca. All empty: plaintext gRPC.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
 
   // Tuning.
   int64_t fusion_threshold_bytes = 64 << 20;
@@ -58,7 +72,10 @@ struct Options {
   std::string log_level = "warning";
 
   // Reads the variables of the config table from the process environment.
-  // Fails with a message naming the variable on a bad value.
+  // Fails with a message naming the variable on a bad value. KOLO_SECRET is removed from the
+  // environment once read (so that processes the program starts do not inherit it) and
+  // remembered for later calls in this process. Not safe against threads that read or change
+  // the environment at the same time (setenv/unsetenv are not).
   static StatusOr<Options> FromEnvironment();
   // Same, from an explicit map (for tests and for tools that build an environment).
   static StatusOr<Options> FromMap(const std::map<std::string, std::string>& env);
