@@ -258,8 +258,9 @@ const std::vector<ConfigVar>& ConfigTable() {
        {},
        "auto",
        "auto|tcp|shm",
-       "CPU allreduce data path: shm (shared memory; every rank on this host), tcp (the TCP "
-       "ring), or auto (shm when all ranks share one host, tcp otherwise). Same on every rank.",
+       "CPU allreduce and broadcast data path: shm (shared memory; every rank on this host), "
+       "tcp (the TCP ring and chain), or auto (shm when all ranks share one host, tcp otherwise). "
+       "Same on every rank.",
        &ApplyTransport},
   };
   return table;

@@ -11,6 +11,7 @@
 #include "ops/reduce_kernels.h"
 #include "ops/ring_allgather.h"
 #include "ops/ring_reducescatter.h"
+#include "ops/shm_broadcast.h"
 
 namespace kolo::ops {
 namespace {
@@ -82,7 +83,7 @@ class PhaseScope {
 
 CpuExecutor::CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes,
                          SharedMemoryPlane* shm)
-    : plane_(plane), logger_(std::move(logger)), scratch_(scratch_bytes) {
+    : plane_(plane), shm_(shm), logger_(std::move(logger)), scratch_(scratch_bytes) {
   if (shm != nullptr) shm_allreduce_ = std::make_unique<ShmAllreduce>(*shm);
 }
 
@@ -274,6 +275,11 @@ Status CpuExecutor::Broadcast(const Response& response, const std::vector<Tensor
   if (plane_.rank() == response.root && entry.output.data != entry.input.data) {
     PhaseScope phase(observer, "COPY_INPUT");
     std::memcpy(entry.output.data, entry.input.data, bytes);
+  }
+  if (shm_ != nullptr) {
+    PhaseScope phase(observer, "SHM_BROADCAST");
+    return ShmBroadcast(*shm_, entry.output.data, bytes, response.root,
+                        what + " from rank " + std::to_string(response.root));
   }
   PhaseScope phase(observer, "CHAIN_BROADCAST");
   return ChainBroadcast(plane_, entry.output.data, bytes, response.root,

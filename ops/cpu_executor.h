@@ -2,7 +2,8 @@
 // response with the ring of ops/ring_allreduce.h over a DataPlane, fusing several tensors
 // through one fusion buffer, with prescale/postscale folded into the copies; or, when it was
 // given a SharedMemoryPlane (every rank on one host), with ops/shm_allreduce.h straight from
-// the tensors through shared memory. The other collectives always use the DataPlane.
+// the tensors through shared memory; broadcast then goes through shared memory too
+// (ops/shm_broadcast.h). The other collectives always use the DataPlane.
 //
 // Threading: background thread only (like every Executor). Owns its fusion buffer and ring
 // scratch, which it reuses across calls and never shrinks.
@@ -64,7 +65,8 @@ class CpuExecutor final : public Executor {
   // no memory for a non-empty output.
   void* AllocateOutput(TensorEntry& entry, const std::vector<int64_t>& shape,
                        const std::string& what);
-  // In place in the single entry's output (the root's input is copied there first).
+  // In place in the single entry's output (the root's input is copied there first). Phases:
+  // COPY_INPUT (root, out of place), then CHAIN_BROADCAST or SHM_BROADCAST.
   Status Broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseObserver* observer);
   Status AllreduceOne(const Response& response, TensorEntry& entry, const std::string& what,
@@ -80,6 +82,7 @@ class CpuExecutor final : public Executor {
 
   // Constant after construction.
   DataPlane& plane_;
+  SharedMemoryPlane* const shm_;  // null: everything over plane_
   const Logger logger_;
   // Background thread only.
   RingScratch scratch_;

@@ -28,7 +28,7 @@ Status ShmAllreduce::Run(const std::vector<ReduceSpan>& spans, DataType dtype, R
   const size_t chunk_elements = plane_.slot_bytes() / element_size;
   for (size_t begin = 0; begin < total; begin += chunk_elements) {
     const size_t count = std::min(chunk_elements, total - begin);
-    const int set = static_cast<int>(chunks_++ % SharedMemoryPlane::kSlotSets);
+    const int set = plane_.NextSlotSet();
     GatherInputs(spans, begin, count, plane_.slot(set, plane_.rank()), dtype, scaling.prescale);
     KOLO_RETURN_IF_ERROR(plane_.Sync(what));
     ReduceSlice(set, count, dtype, op, scaling);

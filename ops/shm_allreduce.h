@@ -5,8 +5,8 @@
 // slot, applies the postscale or integer average to it, and syncs; finally every rank copies
 // the whole result chunk out. Each slice is computed once, by one rank, in the same order for
 // every dtype and op, so every rank receives bitwise-identical results. Consecutive chunks
-// alternate between the plane's two slot sets, which is what makes two syncs per chunk
-// enough.
+// alternate between the plane's two slot sets (SharedMemoryPlane::NextSlotSet), which is what
+// makes two syncs per chunk enough.
 //
 // Threading: background thread only (like the executor that owns it).
 #pragma once
@@ -63,8 +63,6 @@ class ShmAllreduce {
 
   // Constant after construction.
   SharedMemoryPlane& plane_;
-  // Background thread only.
-  uint64_t chunks_ = 0;  // chunks run so far; its parity picks the slot set
 };
 
 }  // namespace kolo::ops

@@ -53,6 +53,7 @@ class ShmMesh final : public SharedMemoryPlane {
   int size() const override { return config_.size; }
   size_t slot_bytes() const override { return config_.slot_bytes; }
   uint8_t* slot(int set, int owner) override;
+  int NextSlotSet() override { return static_cast<int>(chunks_++ % kSlotSets); }
   Status Sync(const std::string& what) override;
   void Interrupt(const Status& why) override;
 
@@ -69,7 +70,8 @@ class ShmMesh final : public SharedMemoryPlane {
   const Config config_;
   const std::unique_ptr<ShmSegment> segment_;
   // Owner thread only.
-  uint64_t step_ = 0;  // sync points passed by this rank
+  uint64_t step_ = 0;    // sync points passed by this rank
+  uint64_t chunks_ = 0;  // NextSlotSet calls
 
   mutable std::mutex mu_;
   Status interrupt_status_;               // GUARDED_BY(mu_); set once by Interrupt
