@@ -54,9 +54,9 @@ class ShmAllreduce {
   void GatherInputs(const std::vector<ReduceSpan>& spans, size_t begin, size_t count, uint8_t* dst,
                     DataType dtype, double prescale);
   // Copies `count` result elements from `src` to elements [begin, begin + count) of the
-  // concatenated outputs.
+  // concatenated outputs; with `stream`, by non-temporal stores.
   void ScatterOutputs(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,
-                      const uint8_t* src, size_t element_size);
+                      const uint8_t* src, size_t element_size, bool stream);
   // Reduces this rank's slice of a chunk of `count` elements held in set `set`.
   void ReduceSlice(int set, size_t count, DataType dtype, ReduceOp op,
                    const ReduceScaling& scaling);

@@ -4,6 +4,7 @@
 // bit for bit across ranks; broadcast over shm and tcp alike; the transport choice visible in
 // the process's mappings; shm refused for a job that spans hosts.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -92,24 +93,39 @@ TEST_CASE("Allreduce over shared memory gives every rank the same bits", "[runti
   Watchdog watchdog("shm allreduce bits, " + std::to_string(n) + " ranks",
                     std::chrono::seconds(60));
   LocalJob job(n, Transport("shm"));
-  // Values whose float sums depend on the order of addition, over several chunks.
-  const int64_t count = 5 * (1 << 18) + 3;
+  // Values whose float sums depend on the order of addition, over several chunks; more than
+  // 8 MiB, so the results are streamed out (ops/shm_allreduce.cc), to an unaligned output.
+  const int64_t count = 9 * (1 << 18) + 3;
   std::vector<std::vector<float>> results(n);
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     std::vector<float> input(count);
     for (int64_t i = 0; i < count; ++i) {
       input[i] = 1.0f / static_cast<float>(1 + (i * 7919 + rt.rank() * 104729) % 1000003);
     }
-    std::vector<float> output(count);
+    std::vector<float> output_storage(count + 1);
+    float* output = output_storage.data() + 1;
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
       AllreduceOptions options;
       options.op = op;
       options.prescale = 0.3;
       Status s = rt.Allreduce("bits/" + ReduceOpName(op),
                               {input.data(), DataType::kFloat32, {count}, Device::Cpu()},
-                              {output.data(), DataType::kFloat32, {count}, Device::Cpu()}, options);
+                              {output, DataType::kFloat32, {count}, Device::Cpu()}, options);
       if (!s.ok()) return s.ToString();
-      results[rt.rank()].insert(results[rt.rank()].end(), output.begin(), output.end());
+      // Against a sum in double (the bits are compared across ranks below).
+      for (int64_t i = 0; i < count; ++i) {
+        double want = 0;
+        for (int r = 0; r < rt.size(); ++r) {
+          want += static_cast<double>(static_cast<float>(
+              0.3 * (1.0f / static_cast<float>(1 + (i * 7919 + r * 104729) % 1000003))));
+        }
+        if (op == ReduceOp::kAverage) want /= rt.size();
+        if (std::abs(output[i] - want) > 1e-5 * std::abs(want)) {
+          return ReduceOpName(op) + ": element " + std::to_string(i) + " is " +
+                 std::to_string(output[i]) + ", expected about " + std::to_string(want);
+        }
+      }
+      results[rt.rank()].insert(results[rt.rank()].end(), output, output + count);
     }
     return "";
   });
