@@ -23,7 +23,7 @@ constexpr size_t kPage = 4096;
 constexpr size_t kNameBytes = 64;
 // A waiter re-checks its deadline and Interrupt at least this often while asleep.
 constexpr long kSleepSliceNs = 5'000'000;
-constexpr int kSpins = 1000;  // pause instructions before yielding
+constexpr int kSpins = 1000;  // pause instructions before yielding (when not oversubscribed)
 constexpr int kYields = 8;    // sched_yield calls before sleeping on the futex
 
 struct Header {
@@ -171,6 +171,15 @@ StatusOr<std::unique_ptr<ShmSegment>> OpenShared(const ShmMesh::Config& config, 
   return std::move(opened).value();
 }
 
+// More ranks than CPUs this process may run on (all ranks are on this host): a spinning
+// waiter would only hold a CPU the rank it waits for needs, so waiters yield at once.
+bool Oversubscribed(int ranks) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return false;
+  return ranks > CPU_COUNT(&cpus);
+}
+
 }  // namespace
 
 size_t ShmMeshBytes(int size, size_t slot_bytes) {
@@ -190,7 +199,9 @@ StatusOr<std::unique_ptr<ShmMesh>> ShmMesh::Create(const Config& config, DataPla
 }
 
 ShmMesh::ShmMesh(const Config& config, std::unique_ptr<ShmSegment> segment)
-    : config_(config), segment_(std::move(segment)) {}
+    : config_(config),
+      segment_(std::move(segment)),
+      spins_(Oversubscribed(config.size) ? 0 : kSpins) {}
 
 ShmMesh::~ShmMesh() = default;
 
@@ -218,7 +229,7 @@ Status ShmMesh::WaitFor(int peer, uint64_t step, const std::string& what) {
   RankWord& word = Words(segment_->data())[peer];
   auto arrived = [&] { return __atomic_load_n(&word.arrived, __ATOMIC_ACQUIRE) >= step; };
   if (arrived()) return Status::Ok();
-  for (int i = 0; i < kSpins; ++i) {
+  for (int i = 0; i < spins_; ++i) {
     CpuRelax();
     if (arrived()) return Status::Ok();
   }

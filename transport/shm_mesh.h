@@ -5,9 +5,10 @@
 // TCP mesh, and unlinks it once every rank has mapped it.
 //
 // Sync: each rank's counter only grows (one step per Sync, the same sequence on every rank),
-// so a value left from an earlier op never satisfies a later wait. A waiter spins briefly,
-// then yields, then sleeps on a futex on its peer's counter (woken by the peer only when
-// someone sleeps), re-checking its deadline and Interrupt every few milliseconds.
+// so a value left from an earlier op never satisfies a later wait. A waiter spins briefly
+// (not at all when there are more ranks than CPUs), then yields, then sleeps on a futex on its
+// peer's counter (woken by the peer only when someone sleeps), re-checking its deadline and
+// Interrupt every few milliseconds.
 //
 // Threading: Create, slot and Sync on the owner (background) thread; Interrupt from any thread.
 // Destroy only when no Sync is running.
@@ -69,6 +70,7 @@ class ShmMesh final : public SharedMemoryPlane {
   // Constant after construction.
   const Config config_;
   const std::unique_ptr<ShmSegment> segment_;
+  const int spins_;  // pause instructions a waiter spins before yielding
   // Owner thread only.
   uint64_t step_ = 0;    // sync points passed by this rank
   uint64_t chunks_ = 0;  // NextSlotSet calls
