@@ -157,6 +157,14 @@ Status ApplyLogLevel(const std::string& source, const std::string& value, Option
   return Status::Ok();
 }
 
+Status ApplyTransport(const std::string& source, const std::string& value, Options* options) {
+  if (value != "auto" && value != "tcp" && value != "shm") {
+    return BadValue(source, value, "auto, tcp or shm");
+  }
+  options->transport = value;
+  return Status::Ok();
+}
+
 }  // namespace
 
 const std::vector<ConfigVar>& ConfigTable() {
@@ -320,6 +328,14 @@ const std::vector<ConfigVar>& ConfigTable() {
        "trace|debug|info|warning|error|fatal|off",
        "Log level of kolo's messages on stderr.",
        &ApplyLogLevel},
+      {"KOLO_TRANSPORT",
+       {},
+       "auto",
+       "auto|tcp|shm",
+       "CPU allreduce and broadcast data path: shm (shared memory; every rank on this host), "
+       "tcp (the TCP ring and chain), or auto (shm when all ranks share one host, tcp otherwise). "
+       "Same on every rank.",
+       &ApplyTransport},
   };
   return table;
 }

@@ -129,6 +129,10 @@ Status Options::Validate() const {
   if (cache_capacity < 0) return InvalidArgument("cache capacity must be >= 0");
   if (!(timeout_seconds > 0)) return InvalidArgument("timeout must be > 0 seconds");
   if (!(start_timeout_seconds > 0)) return InvalidArgument("start timeout must be > 0 seconds");
+  if (transport != "auto" && transport != "tcp" && transport != "shm") {
+    return InvalidArgument("transport '" + transport +
+                           "' is not auto, tcp or shm (KOLO_TRANSPORT)");
+  }
   if (!(stall_check_seconds >= 0 && stall_check_seconds <= 86400)) {
     return InvalidArgument("stall check time must be in [0, 86400] s (KOLO_STALL_CHECK_SECONDS)");
   }

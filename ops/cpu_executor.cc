@@ -11,6 +11,7 @@
 #include "ops/reduce_kernels.h"
 #include "ops/ring_allgather.h"
 #include "ops/ring_reducescatter.h"
+#include "ops/shm_broadcast.h"
 
 namespace kolo::ops {
 namespace {
@@ -80,8 +81,11 @@ class PhaseScope {
 
 }  // namespace
 
-CpuExecutor::CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes)
-    : plane_(plane), logger_(std::move(logger)), scratch_(scratch_bytes) {}
+CpuExecutor::CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes,
+                         SharedMemoryPlane* shm)
+    : plane_(plane), shm_(shm), logger_(std::move(logger)), scratch_(scratch_bytes) {
+  if (shm != nullptr) shm_allreduce_ = std::make_unique<ShmAllreduce>(*shm);
+}
 
 Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                             PhaseObserver* observer) {
@@ -341,6 +345,11 @@ Status CpuExecutor::Broadcast(const Response& response, const std::vector<Tensor
     PhaseScope phase(observer, "COPY_INPUT");
     std::memcpy(entry.output.data, entry.input.data, bytes);
   }
+  if (shm_ != nullptr) {
+    PhaseScope phase(observer, "SHM_BROADCAST");
+    return ShmBroadcast(*shm_, entry.output.data, bytes, response.root,
+                        what + " from rank " + std::to_string(response.root));
+  }
   PhaseScope phase(observer, "CHAIN_BROADCAST");
   return ChainBroadcast(plane_, entry.output.data, bytes, response.root,
                         what + " from rank " + std::to_string(response.root));
@@ -354,8 +363,25 @@ Status CpuExecutor::Allreduce(const Response& response, const std::vector<Tensor
     logger_->debug("seq {}: {} ({}) over {} ranks", response.seq, what,
                    ReduceOpName(response.reduce_op), plane_.size());
   }
+  if (shm_allreduce_ != nullptr) return AllreduceShm(response, entries, what, observer);
   if (entries.size() == 1) return AllreduceOne(response, *entries[0], what, observer);
   return AllreduceFused(response, entries, what, observer);
+}
+
+Status CpuExecutor::AllreduceShm(const Response& response, const std::vector<TensorEntry*>& entries,
+                                 const std::string& what, PhaseObserver* observer) {
+  spans_.clear();
+  for (const TensorEntry* entry : entries) {
+    spans_.push_back({entry->input.data, entry->output.data, ElementCount(*entry)});
+  }
+  ReduceScaling scaling;
+  scaling.prescale = response.prescale;
+  scaling.postscale = PostFactor(response);
+  if (response.reduce_op == ReduceOp::kAverage && !IsFloatingPoint(response.dtype)) {
+    scaling.divisor = plane_.size();
+  }
+  PhaseScope phase(observer, "SHM_ALLREDUCE");
+  return shm_allreduce_->Run(spans_, response.dtype, response.reduce_op, scaling, what);
 }
 
 Status CpuExecutor::AllreduceOne(const Response& response, TensorEntry& entry,

@@ -1,28 +1,36 @@
 // CpuExecutor: the Executor for host-memory tensors (DESIGN.md §3). Runs each decided allreduce
 // response with the ring of ops/ring_allreduce.h over a DataPlane, fusing several tensors
-// through one fusion buffer, with prescale/postscale folded into the copies.
+// through one fusion buffer, with prescale/postscale folded into the copies; or, when it was
+// given a SharedMemoryPlane (every rank on one host), with ops/shm_allreduce.h straight from
+// the tensors through shared memory; broadcast then goes through shared memory too
+// (ops/shm_broadcast.h). The other collectives always use the DataPlane.
 //
 // Threading: background thread only (like every Executor). Owns its fusion buffer and ring
 // scratch, which it reuses across calls and never shrinks.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/data_plane.h"
 #include "core/executor.h"
 #include "core/logging.h"
+#include "core/shared_memory_plane.h"
 #include "ops/aligned_buffer.h"
 #include "ops/ring_allreduce.h"
+#include "ops/shm_allreduce.h"
 
 namespace kolo::ops {
 
 class CpuExecutor final : public Executor {
  public:
   // `plane` must outlive the executor. `logger` may be null (then nothing is logged).
-  // `scratch_bytes` sizes the ring's receive scratch, allocated here once.
-  CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes = RingScratch::kDefaultBytes);
+  // `scratch_bytes` sizes the ring's receive scratch, allocated here once. `shm` (may be null;
+  // else it must outlive the executor and span the same ranks as `plane`) carries allreduces.
+  CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes = RingScratch::kDefaultBytes,
+              SharedMemoryPlane* shm = nullptr);
 
   // Allreduce, allgather and reducescatter (ring), broadcast (pipelined chain from the root),
   // alltoall (pairwise) and barrier; other ops fail with
@@ -33,7 +41,8 @@ class CpuExecutor final : public Executor {
   // Phases reported to `observer`: one tensor: COPY_INPUT (input -> output with prescale;
   // skipped in place without prescale), RING_ALLREDUCE, SCALE_OUTPUT (postscale or average;
   // skipped when there is none); fused tensors: MEMCPY_IN_FUSION_BUFFER, RING_ALLREDUCE,
-  // MEMCPY_OUT_FUSION_BUFFER.
+  // MEMCPY_OUT_FUSION_BUFFER. Over shared memory, one or several tensors: SHM_ALLREDUCE (the
+  // copies in and out included).
   Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                  PhaseObserver* observer) override;
 
@@ -59,13 +68,16 @@ class CpuExecutor final : public Executor {
   // no memory for a non-empty output.
   void* AllocateOutput(TensorEntry& entry, const std::vector<int64_t>& shape,
                        const std::string& what);
-  // In place in the single entry's output (the root's input is copied there first).
+  // In place in the single entry's output (the root's input is copied there first). Phases:
+  // COPY_INPUT (root, out of place), then CHAIN_BROADCAST or SHM_BROADCAST.
   Status Broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseObserver* observer);
   Status AllreduceOne(const Response& response, TensorEntry& entry, const std::string& what,
                       PhaseObserver* observer);
   Status AllreduceFused(const Response& response, const std::vector<TensorEntry*>& entries,
                         const std::string& what, PhaseObserver* observer);
+  Status AllreduceShm(const Response& response, const std::vector<TensorEntry*>& entries,
+                      const std::string& what, PhaseObserver* observer);
   // The factor applied after the reduction (postscale, with 1/size for floating average).
   double PostFactor(const Response& response) const;
   // Divides integer averages by the number of ranks; no-op otherwise.
@@ -73,10 +85,13 @@ class CpuExecutor final : public Executor {
 
   // Constant after construction.
   DataPlane& plane_;
+  SharedMemoryPlane* const shm_;  // null: everything over plane_
   const Logger logger_;
   // Background thread only.
   RingScratch scratch_;
   AlignedBuffer fusion_buffer_;
+  std::unique_ptr<ShmAllreduce> shm_allreduce_;  // null without a SharedMemoryPlane
+  std::vector<ReduceSpan> spans_;                // reused by every shared-memory allreduce
 };
 
 // "allreduce 'grad/w1'" for one tensor; "allreduce 'a', 'b' and 3 more (5 tensors, 12.0 MiB)"

@@ -12,6 +12,7 @@
 #include "runtime/local_address.h"
 #include "transport/grpc_control_channel.h"
 #include "transport/grpc_control_server.h"
+#include "transport/shm_mesh.h"
 #include "transport/tcp_mesh.h"
 
 namespace kolo {
@@ -109,8 +110,9 @@ Status RuntimeImpl::Start() {
   }
   if (options_.rank == 0) KOLO_RETURN_IF_ERROR(StartController(&controller_address));
   KOLO_RETURN_IF_ERROR(JoinJob(controller_address));
-  executor_ = std::make_unique<ops::CpuExecutor>(
-      *mesh_, MakeLogger(options_.rank, "ops", logger_->level()));
+  executor_ =
+      std::make_unique<ops::CpuExecutor>(*mesh_, MakeLogger(options_.rank, "ops", logger_->level()),
+                                         ops::RingScratch::kDefaultBytes, shm_.get());
   BackgroundLoop::Config loop_config;
   loop_config.rank = options_.rank;
   loop_config.timeout_seconds = options_.timeout_seconds;
@@ -121,11 +123,13 @@ Status RuntimeImpl::Start() {
                                            executor_.get(), mesh_.get(), &tracer_, logger_);
   loop_->Start();
   logger_->info(
-      "rank {} of {} ready (local {}/{}, cross {}/{}), controller {}{}; identity from {}",
+      "rank {} of {} ready (local {}/{}, cross {}/{}), controller {}{}; identity from {}; "
+      "allreduce over {}",
       options_.rank, options_.size, topology_.local_rank, topology_.local_size,
       topology_.cross_rank, topology_.cross_size, controller_address,
       options_.controller_source.empty() ? "" : " (" + options_.controller_source + ")",
-      options_.identity_source.empty() ? "no launcher variables" : options_.identity_source);
+      options_.identity_source.empty() ? "no launcher variables" : options_.identity_source,
+      shm_ ? "shared memory" : "tcp");
   return Status::Ok();
 }
 
@@ -186,7 +190,10 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
       MakeLogger(options_.rank, "control", logger_->level()), security_);
   // An abort must reach a background thread blocked in the ring at once, not at the ring's
   // deadline.
-  channel_->SetFatalHandler([this](const Status& why) { mesh_->Interrupt(why); });
+  channel_->SetFatalHandler([this](const Status& why) {
+    mesh_->Interrupt(why);
+    if (SharedMemoryPlane* shm = shm_plane_.load()) shm->Interrupt(why);
+  });
   Hello hello;
   hello.rank = options_.rank;
   hello.size = options_.size;
@@ -205,6 +212,29 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   KOLO_RETURN_IF_ERROR(mesh_->Connect(addresses, deadline));
   if (options_.local_rank >= 0) topology_.local_rank = options_.local_rank;
   if (options_.local_size >= 0) topology_.local_size = options_.local_size;
+  return StartSharedMemory();
+}
+
+Status RuntimeImpl::StartSharedMemory() {
+  const bool one_host = topology_.local_size == options_.size;
+  if (options_.transport == "shm" && !one_host) {
+    return FailedPrecondition(
+        "KOLO_TRANSPORT=shm needs every rank on one host, but this host has " +
+        std::to_string(topology_.local_size) + " of the " + std::to_string(options_.size) +
+        " ranks; multi-host jobs use tcp (KOLO_TRANSPORT=auto or tcp)");
+  }
+  const bool use_shm = options_.transport == "shm" ||
+                       (options_.transport == "auto" && one_host && options_.size > 1);
+  if (!use_shm) return Status::Ok();
+  transport::ShmMesh::Config config;
+  config.rank = options_.rank;
+  config.size = options_.size;
+  config.timeout_seconds = options_.timeout_seconds;
+  config.logger = MakeLogger(options_.rank, "shm", logger_->level());
+  StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(config, *mesh_);
+  if (!shm.ok()) return shm.status().WithContext("KOLO_TRANSPORT=" + options_.transport);
+  shm_ = std::move(shm).value();
+  shm_plane_.store(shm_.get());
   return Status::Ok();
 }
 
@@ -336,6 +366,8 @@ void RuntimeImpl::Teardown() {
   if (!closed.ok()) logger_->warn("timeline: {}", closed.message());
   executor_.reset();
   channel_.reset();
+  shm_plane_.store(nullptr);
+  shm_.reset();
   mesh_.reset();
   server_.reset();
   controller_.reset();

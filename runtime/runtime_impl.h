@@ -1,10 +1,12 @@
 // RuntimeImpl: the composition root (DESIGN.md §9). It wires the concrete backends — the gRPC
-// controller service (rank 0), the gRPC control channel, the TCP data mesh and the CPU ring
-// executor — to core's tensor queue and background loop, and owns all of them.
+// controller service (rank 0), the gRPC control channel, the TCP data mesh, the shared-memory
+// plane (one-host jobs) and the CPU executor — to core's tensor queue and background loop,
+// and owns all of them.
 //
 // Threading: Create and Shutdown are called by the Runtime's owner; Enqueue from any thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -12,6 +14,7 @@
 #include "core/background_loop.h"
 #include "core/logging.h"
 #include "core/op_tracer.h"
+#include "core/shared_memory_plane.h"
 #include "core/tensor_queue.h"
 #include "core/timeline_hub.h"
 #include "core/wakeup.h"
@@ -26,6 +29,7 @@ class Controller;
 namespace transport {
 class GrpcControlServer;
 class GrpcControlChannel;
+class ShmMesh;
 class TcpMesh;
 }  // namespace transport
 namespace ops {
@@ -66,6 +70,8 @@ class RuntimeImpl {
   Status Start();
   Status StartController(std::string* controller_address);
   Status JoinJob(const std::string& controller_address);
+  // Maps the shared-memory plane when Options::transport asks for it (collective).
+  Status StartSharedMemory();
   void Teardown();
 
   // Constant after Create.
@@ -81,6 +87,9 @@ class RuntimeImpl {
   std::unique_ptr<controller::Controller> controller_;    // rank 0 only
   std::unique_ptr<transport::GrpcControlServer> server_;  // rank 0 only
   std::unique_ptr<transport::TcpMesh> mesh_;
+  std::unique_ptr<transport::ShmMesh> shm_;  // when allreduce runs over shared memory
+  // shm_ for the control channel's fatal handler (its reader thread); null until shm_ is up.
+  std::atomic<SharedMemoryPlane*> shm_plane_{nullptr};
   std::unique_ptr<transport::GrpcControlChannel> channel_;
   transport::ControlSecurity security_;  // set at the start of Start(); holds the key
   std::unique_ptr<ops::CpuExecutor> executor_;

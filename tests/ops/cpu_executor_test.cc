@@ -1,7 +1,7 @@
 // Tests of ops/cpu_executor.h through real loopback TCP (transport::TcpMesh) with 1..4
 // thread-ranks: single and fused allreduces, in and out of place, prescale/postscale, average
 // for floating and integer dtypes, fusion-buffer reuse across responses of changing size, and
-// the error texts.
+// the error texts; the same allreduces over shared memory (transport::ShmMesh).
 #include "ops/cpu_executor.h"
 
 #include <catch2/catch.hpp>
@@ -13,6 +13,7 @@
 #include "tests/ops/loopback_ring.h"
 #include "tests/ops/ring_reference.h"
 #include "tests/support/watchdog.h"
+#include "transport/shm_mesh.h"
 
 namespace kolo::ops {
 namespace {
@@ -156,6 +157,43 @@ TEST_CASE("the CPU executor allreduces single and fused tensors with scaling and
       std::string failure = RunScenario(executor, rank, n, s);
       if (!failure.empty()) {
         testing::InterruptAll(*meshes, "rank " + std::to_string(rank) + " failed");
+        return "rank " + std::to_string(rank) + ": " + failure;
+      }
+    }
+    return std::string();
+  });
+  for (const std::string& failure : failures) CHECK(failure == "");
+}
+
+TEST_CASE("the CPU executor allreduces over shared memory, through many small slots",
+          "[ops][executor][shm]") {
+  const int n = GENERATE(range(1, 5));
+  testing::Watchdog watchdog("CPU executor over shared memory, n=" + std::to_string(n), 60s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
+  REQUIRE(meshes.status().ToString() == "OK");
+  // 256-byte slots: most tensors take several chunks, and fused tensors straddle chunks.
+  std::vector<std::unique_ptr<transport::ShmMesh>> planes(n);
+  const std::vector<std::string> created = testing::RunOnRanks(n, [&](int rank) {
+    transport::ShmMesh::Config config;
+    config.rank = rank;
+    config.size = n;
+    config.slot_bytes = 256;
+    config.timeout_seconds = 10;
+    StatusOr<std::unique_ptr<transport::ShmMesh>> plane =
+        transport::ShmMesh::Create(config, *(*meshes)[rank]);
+    if (!plane.ok()) return plane.status().ToString();
+    planes[rank] = std::move(plane).value();
+    return std::string();
+  });
+  for (const std::string& failure : created) REQUIRE(failure == "");
+  const std::vector<Scenario> scenarios = Scenarios();
+  const std::vector<std::string> failures = testing::RunOnRanks(n, [&](int rank) {
+    CpuExecutor executor(*(*meshes)[rank], MakeLogger(rank, "ops", spdlog::level::warn),
+                         /*scratch_bytes=*/4099, planes[rank].get());
+    for (const Scenario& s : scenarios) {
+      std::string failure = RunScenario(executor, rank, n, s);
+      if (!failure.empty()) {
+        for (auto& plane : planes) plane->Interrupt(Aborted("rank " + std::to_string(rank)));
         return "rank " + std::to_string(rank) + ": " + failure;
       }
     }

@@ -1,6 +1,8 @@
 // Job-fatal faults with real processes: one rank is SIGKILLed mid-allreduce; every other rank
 // must fail within a bounded time with a message naming the lost rank, refuse later ops at
-// once, and shut down promptly.
+// once, and shut down promptly; over the TCP ring and over shared memory, which leaves nothing
+// in /dev/shm.
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -31,7 +33,7 @@ struct Worker {
   int exit_code = -1;
 };
 
-Worker Spawn(int rank, int size, int port, double timeout_seconds) {
+Worker Spawn(int rank, int size, int port, double timeout_seconds, const std::string& transport) {
   int pipe_fds[2];
   REQUIRE(pipe2(pipe_fds, O_CLOEXEC) == 0);
   std::vector<std::string> env_strings;
@@ -44,6 +46,7 @@ Worker Spawn(int rank, int size, int port, double timeout_seconds) {
   env_strings.push_back("KOLO_TIMEOUT_SECONDS=" + std::to_string(timeout_seconds));
   env_strings.push_back("KOLO_SECRET=" + std::string(64, 'f'));
   env_strings.push_back("KOLO_LOG_LEVEL=off");
+  env_strings.push_back("KOLO_TRANSPORT=" + transport);
   std::vector<char*> env;
   for (auto& s : env_strings) env.push_back(s.data());
   env.push_back(nullptr);
@@ -101,19 +104,34 @@ const std::string* FindLine(const Worker& w, const std::string& prefix,
   return nullptr;
 }
 
+// Names in /dev/shm that start with `prefix`.
+std::vector<std::string> ShmEntries(const std::string& prefix) {
+  std::vector<std::string> found;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return found;
+  while (dirent* entry = readdir(dir)) {
+    if (std::string(entry->d_name).rfind(prefix, 0) == 0) found.push_back(entry->d_name);
+  }
+  closedir(dir);
+  return found;
+}
+
 }  // namespace
 
 TEST_CASE("A rank killed mid-allreduce fails every other rank quickly, naming it",
           "[runtime][fault]") {
   // A ring neighbour of everyone, the controller's host, and a rank two hops from rank 0.
   const auto [size, victim] = GENERATE(table<int, int>({{3, 2}, {3, 0}, {4, 2}}));
+  const std::string transport = GENERATE(as<std::string>(), "tcp", "shm");
   const double timeout_seconds = 4.0;
-  kolo::testing::Watchdog watchdog(
-      "peer loss, victim rank " + std::to_string(victim) + " of " + std::to_string(size),
-      std::chrono::seconds(60));
+  kolo::testing::Watchdog watchdog("peer loss over " + transport + ", victim rank " +
+                                       std::to_string(victim) + " of " + std::to_string(size),
+                                   std::chrono::seconds(60));
   int port = kolo::testing::PickFreePort();
   std::vector<Worker> workers;
-  for (int r = 0; r < size; ++r) workers.push_back(Spawn(r, size, port, timeout_seconds));
+  for (int r = 0; r < size; ++r) {
+    workers.push_back(Spawn(r, size, port, timeout_seconds, transport));
+  }
 
   bool all_ready = Pump(workers, Clock::now() + std::chrono::seconds(30), [&] {
     for (auto& w : workers) {
@@ -157,4 +175,6 @@ TEST_CASE("A rank killed mid-allreduce fails every other rank quickly, naming it
     CHECK(std::stod(down->substr(9)) < 1000 * timeout_seconds);
     CHECK(workers[r].exit_code == 3);
   }
+  // Rank 0 names the segment after its pid; the name was unlinked once every rank mapped it.
+  CHECK(ShmEntries("kolo-" + std::to_string(workers[0].pid) + "-").empty());
 }

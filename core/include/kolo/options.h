@@ -71,6 +71,11 @@ struct Options {
   // "trace", "debug", "info", "warning", "error", "off".
   std::string log_level = "warning";
 
+  // CPU allreduce and broadcast data path: "shm" (shared memory; needs every rank on this
+  // host), "tcp" (the TCP ring and chain) or "auto" (shm when every rank shares this host and there
+  // are several, else tcp). Must be the same on every rank.
+  std::string transport = "auto";
+
   // Reads the variables of the config table from the process environment.
   // Fails with a message naming the variable on a bad value. KOLO_SECRET is removed from the
   // environment once read (so that processes the program starts do not inherit it) and
