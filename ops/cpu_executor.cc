@@ -59,6 +59,36 @@ Status CheckEntries(const Response& response, const std::vector<TensorEntry*>& e
   return Status::Ok();
 }
 
+// Whether the fused tensors' memory can be reduced in place: no output overlaps another
+// tensor's output or input (a tensor's own input may be its output). Otherwise the fusion
+// buffer keeps each tensor's input intact until every input has been read.
+bool DisjointMemory(const std::vector<TensorEntry*>& entries) {
+  struct Range {
+    uintptr_t begin, end;
+    size_t owner;
+    bool output;
+  };
+  std::vector<Range> ranges;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const TensorEntry& e = *entries[i];
+    const size_t bytes = e.output.num_bytes();
+    if (bytes == 0) continue;
+    const auto out = reinterpret_cast<uintptr_t>(e.output.data);
+    ranges.push_back({out, out + bytes, i, true});
+    const auto in = reinterpret_cast<uintptr_t>(e.input.data);
+    if (in != out) ranges.push_back({in, in + bytes, i, false});
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    const Range& prev = ranges[i - 1];
+    const Range& next = ranges[i];
+    // Two inputs may overlap (both only read); anything else that overlaps may not.
+    if (next.begin < prev.end && (prev.output || next.output)) return false;
+  }
+  return true;
+}
+
 // Reports the phase it spans to `observer` (if any) when it goes out of scope.
 class PhaseScope {
  public:
@@ -410,6 +440,44 @@ Status CpuExecutor::AllreduceOne(const Response& response, TensorEntry& entry,
 Status CpuExecutor::AllreduceFused(const Response& response,
                                    const std::vector<TensorEntry*>& entries,
                                    const std::string& what, PhaseObserver* observer) {
+  if (!DisjointMemory(entries))
+    return AllreduceThroughFusionBuffer(response, entries, what, observer);
+  // In place over the outputs: the ring takes them as one buffer, so nothing is copied but the
+  // inputs of out-of-place tensors (with the prescale) and the postscale.
+  const size_t element_size = DataTypeSize(response.dtype);
+  std::vector<BytePiece> pieces;
+  {
+    PhaseScope phase(observer, "COPY_INPUT");
+    for (const TensorEntry* entry : entries) {
+      const size_t count = ElementCount(*entry);
+      if (entry->output.data != entry->input.data || response.prescale != 1.0) {
+        ScaleCopy(entry->output.data, entry->input.data, count, response.dtype, response.prescale);
+      }
+      pieces.push_back({static_cast<uint8_t*>(entry->output.data), count * element_size});
+    }
+  }
+  {
+    PhaseScope phase(observer, "RING_ALLREDUCE");
+    KOLO_RETURN_IF_ERROR(RingAllreduce(plane_, SegmentedBuffer(pieces), response.dtype,
+                                       response.reduce_op, scratch_, what));
+  }
+  const double post = PostFactor(response);
+  if (post == 1.0 &&
+      !(response.reduce_op == ReduceOp::kAverage && !IsFloatingPoint(response.dtype))) {
+    return Status::Ok();
+  }
+  PhaseScope phase(observer, "SCALE_OUTPUT");
+  for (const TensorEntry* entry : entries) {
+    const size_t count = ElementCount(*entry);
+    FinishIntegerAverage(response, entry->output.data, count);
+    ScaleCopy(entry->output.data, entry->output.data, count, response.dtype, post);
+  }
+  return Status::Ok();
+}
+
+Status CpuExecutor::AllreduceThroughFusionBuffer(const Response& response,
+                                                 const std::vector<TensorEntry*>& entries,
+                                                 const std::string& what, PhaseObserver* observer) {
   const size_t element_size = DataTypeSize(response.dtype);
   size_t total = 0;
   for (const TensorEntry* entry : entries) total += ElementCount(*entry);

@@ -40,9 +40,10 @@ class CpuExecutor final : public Executor {
   // (ops/reduce_kernels.h) after the sum. Integer dtypes must have scale factors of 1.
   // Phases reported to `observer`: one tensor: COPY_INPUT (input -> output with prescale;
   // skipped in place without prescale), RING_ALLREDUCE, SCALE_OUTPUT (postscale or average;
-  // skipped when there is none); fused tensors: MEMCPY_IN_FUSION_BUFFER, RING_ALLREDUCE,
-  // MEMCPY_OUT_FUSION_BUFFER. Over shared memory, one or several tensors: SHM_ALLREDUCE (the
-  // copies in and out included).
+  // skipped when there is none); fused tensors, reduced in place over their outputs: the same
+  // three (COPY_INPUT for the out-of-place ones and the prescale); fused tensors whose memory
+  // overlaps: MEMCPY_IN_FUSION_BUFFER, RING_ALLREDUCE, MEMCPY_OUT_FUSION_BUFFER. Over shared
+  // memory, one or several tensors: SHM_ALLREDUCE (the copies in and out included).
   Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                  PhaseObserver* observer) override;
 
@@ -74,8 +75,13 @@ class CpuExecutor final : public Executor {
                    PhaseObserver* observer);
   Status AllreduceOne(const Response& response, TensorEntry& entry, const std::string& what,
                       PhaseObserver* observer);
+  // In place over the outputs as one segmented buffer when no tensor's memory overlaps
+  // another's; through the fusion buffer otherwise.
   Status AllreduceFused(const Response& response, const std::vector<TensorEntry*>& entries,
                         const std::string& what, PhaseObserver* observer);
+  Status AllreduceThroughFusionBuffer(const Response& response,
+                                      const std::vector<TensorEntry*>& entries,
+                                      const std::string& what, PhaseObserver* observer);
   Status AllreduceShm(const Response& response, const std::vector<TensorEntry*>& entries,
                       const std::string& what, PhaseObserver* observer);
   // The factor applied after the reduction (postscale, with 1/size for floating average).

@@ -37,13 +37,22 @@ std::vector<RingSegment> RingSchedule(int rank, int n) {
 
 Status RingAllreduce(DataPlane& plane, void* buffer, size_t count, DataType dtype, ReduceOp op,
                      RingScratch& scratch, const std::string& what) {
+  if (count > 0 && DataTypeSize(dtype) == 0) {
+    return InvalidArgument(what + ": unsupported dtype " + DataTypeName(dtype));
+  }
+  return RingAllreduce(plane, SegmentedBuffer(buffer, count * DataTypeSize(dtype)), dtype, op,
+                       scratch, what);
+}
+
+Status RingAllreduce(DataPlane& plane, const SegmentedBuffer& buffer, DataType dtype, ReduceOp op,
+                     RingScratch& scratch, const std::string& what) {
   const int n = plane.size();
-  if (count == 0 || n == 1) return Status::Ok();
+  if (buffer.total() == 0 || n == 1) return Status::Ok();
   if (DataTypeSize(dtype) == 0) {
     return InvalidArgument(what + ": unsupported dtype " + DataTypeName(dtype));
   }
   const int rank = plane.rank();
-  RingExchange exchange(buffer, count, dtype, op, rank, n, scratch);
+  RingExchange exchange(buffer, dtype, op, rank, n, scratch);
   if (exchange.send_total() == 0 && exchange.recv_total() == 0) return Status::Ok();
   KOLO_RETURN_IF_ERROR(plane.Exchange((rank + 1) % n, (rank - 1 + n) % n, exchange, what));
   if (!exchange.done()) {

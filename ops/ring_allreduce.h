@@ -15,6 +15,7 @@
 #include "kolo/status.h"
 #include "kolo/types.h"
 #include "ops/aligned_buffer.h"
+#include "ops/segmented_buffer.h"
 
 namespace kolo::ops {
 
@@ -70,6 +71,12 @@ class RingScratch {
 // Errors come from the data plane (a lost peer, a deadline, an interrupt), prefixed with
 // `what`; they leave the buffer partly reduced and the data plane in an unknown state.
 Status RingAllreduce(DataPlane& plane, void* buffer, size_t count, DataType dtype, ReduceOp op,
+                     RingScratch& scratch, const std::string& what);
+
+// The same over several pieces of memory taken as one buffer in their order (fused tensors
+// reduced in place, without a fusion buffer); each piece holds whole elements. The chunks and
+// so the order of reduction of every element are those of the contiguous buffer.
+Status RingAllreduce(DataPlane& plane, const SegmentedBuffer& buffer, DataType dtype, ReduceOp op,
                      RingScratch& scratch, const std::string& what);
 
 }  // namespace kolo::ops

@@ -21,6 +21,13 @@ namespace {
 
 namespace {
 
+// Bytes from the start of the buffer to the end of the last chunk.
+size_t ChunksBytes(const std::vector<ElementRange>& chunks, size_t element_size) {
+  size_t end = 0;
+  for (const ElementRange& chunk : chunks) end = std::max(end, chunk.begin + chunk.count);
+  return end * element_size;
+}
+
 std::vector<ElementRange> EvenChunks(size_t count, int size) {
   std::vector<ElementRange> chunks;
   for (int chunk = 0; chunk < size; ++chunk) chunks.push_back(ChunkRange(count, size, chunk));
@@ -36,12 +43,28 @@ RingExchange::RingExchange(void* buffer, size_t count, DataType dtype, ReduceOp 
 RingExchange::RingExchange(void* buffer, const std::vector<ElementRange>& chunks,
                            const std::vector<RingSegment>& schedule, DataType dtype, ReduceOp op,
                            RingScratch& scratch)
-    : buffer_(static_cast<uint8_t*>(buffer)),
+    : buffer_(buffer, ChunksBytes(chunks, DataTypeSize(dtype))),
       dtype_(dtype),
       op_(op),
       element_size_(DataTypeSize(dtype)),
       scratch_(scratch.data()),
       scratch_bytes_(scratch.size()) {
+  Init(chunks, schedule);
+}
+
+RingExchange::RingExchange(const SegmentedBuffer& buffer, DataType dtype, ReduceOp op, int rank,
+                           int size, RingScratch& scratch)
+    : buffer_(buffer),
+      dtype_(dtype),
+      op_(op),
+      element_size_(DataTypeSize(dtype)),
+      scratch_(scratch.data()),
+      scratch_bytes_(scratch.size()) {
+  Init(EvenChunks(buffer.total() / element_size_, size), RingSchedule(rank, size));
+}
+
+void RingExchange::Init(const std::vector<ElementRange>& chunks,
+                        const std::vector<RingSegment>& schedule) {
   for (const RingSegment& step : schedule) {
     const ElementRange send = chunks[step.send_chunk];
     const ElementRange recv = chunks[step.recv_chunk];
@@ -74,7 +97,8 @@ ConstBytes RingExchange::NextSend() {
   const size_t ready = SendReady();
   if (ready <= sent_) return {};
   const Segment& segment = segments_[send_segment_];
-  return {buffer_ + segment.send_offset + sent_, ready - sent_};
+  const SegmentedBuffer::Span span = buffer_.Locate(segment.send_offset + sent_);
+  return {span.data, std::min(ready - sent_, span.bytes)};
 }
 
 void RingExchange::OnSent(size_t n) {
@@ -94,8 +118,9 @@ MutableBytes RingExchange::NextRecv() {
     recv_window_ = std::min(remaining, scratch_bytes_ - pending);
     return {scratch_ + pending, recv_window_};
   }
-  recv_window_ = remaining;
-  return {buffer_ + segment.recv_offset + received_, recv_window_};
+  const SegmentedBuffer::Span span = buffer_.Locate(segment.recv_offset + received_);
+  recv_window_ = std::min(remaining, span.bytes);
+  return {span.data, recv_window_};
 }
 
 void RingExchange::OnReceived(size_t n) {
@@ -108,8 +133,13 @@ void RingExchange::OnReceived(size_t n) {
   } else {
     const size_t have = received_ - processed_;
     const size_t whole = have - have % element_size_;
-    Reduce(buffer_ + segment.recv_offset + processed_, scratch_, whole / element_size_, dtype_,
-           op_);
+    // Piece by piece: pieces hold whole elements, so no element straddles two.
+    for (size_t done = 0; done < whole;) {
+      const SegmentedBuffer::Span span = buffer_.Locate(segment.recv_offset + processed_ + done);
+      const size_t bytes = std::min(whole - done, span.bytes);
+      Reduce(span.data, scratch_ + done, bytes / element_size_, dtype_, op_);
+      done += bytes;
+    }
     processed_ += whole;
     if (have > whole) std::memmove(scratch_, scratch_ + whole, have - whole);
   }

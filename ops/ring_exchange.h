@@ -16,6 +16,7 @@
 #include "core/data_plane.h"
 #include "kolo/types.h"
 #include "ops/ring_allreduce.h"
+#include "ops/segmented_buffer.h"
 
 namespace kolo::ops {
 
@@ -29,6 +30,10 @@ class RingExchange final : public StreamExchange {
   // RingSchedule). Reduce-scatter uses its own chunks and only the reduce steps.
   RingExchange(void* buffer, const std::vector<ElementRange>& chunks,
                const std::vector<RingSegment>& schedule, DataType dtype, ReduceOp op,
+               RingScratch& scratch);
+  // Over several pieces of memory as one buffer (every piece a whole number of elements), for
+  // fused tensors reduced in place; the even chunks and RingSchedule of the first form.
+  RingExchange(const SegmentedBuffer& buffer, DataType dtype, ReduceOp op, int rank, int size,
                RingScratch& scratch);
 
   size_t send_total() const override { return send_total_; }
@@ -56,9 +61,10 @@ class RingExchange final : public StreamExchange {
   size_t SendReady() const;
   void SkipFinishedSends();
   void SkipFinishedRecvs();
+  void Init(const std::vector<ElementRange>& chunks, const std::vector<RingSegment>& schedule);
 
   // Constant after construction.
-  uint8_t* const buffer_;
+  const SegmentedBuffer buffer_;
   const DataType dtype_;
   const ReduceOp op_;
   const size_t element_size_;

@@ -165,6 +165,38 @@ TEST_CASE("the CPU executor allreduces single and fused tensors with scaling and
   for (const std::string& failure : failures) CHECK(failure == "");
 }
 
+TEST_CASE("fused tensors whose memory overlaps still reduce their own inputs",
+          "[ops][executor][tcp]") {
+  // Tensor a writes its result where tensor b reads its input: reducing in place would feed b
+  // a's result, so the executor takes the fusion buffer here.
+  testing::Watchdog watchdog("CPU executor, overlapping tensors", 60s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(2);
+  REQUIRE(meshes.status().ToString() == "OK");
+  const std::vector<std::string> failures = testing::RunOnRanks(2, [&](int rank) {
+    CpuExecutor executor(*(*meshes)[rank], MakeLogger(rank, "ops", spdlog::level::warn), 64);
+    std::vector<float> a_in(100, 1.0f + rank), shared(100, 10.0f * (rank + 1)), b_out(100, 0);
+    TensorEntry a, b;
+    a.meta.name = "a";
+    b.meta.name = "b";
+    a.input = {a_in.data(), DataType::kFloat32, {100}, Device::Cpu()};
+    a.output = {shared.data(), DataType::kFloat32, {100}, Device::Cpu()};
+    b.input = {shared.data(), DataType::kFloat32, {100}, Device::Cpu()};
+    b.output = {b_out.data(), DataType::kFloat32, {100}, Device::Cpu()};
+    Response response;
+    response.dtype = DataType::kFloat32;
+    response.names = {"a", "b"};
+    response.num_elements = {100, 100};
+    Status status = executor.Execute(response, {&a, &b}, nullptr);
+    if (!status.ok()) return status.ToString();
+    for (int i = 0; i < 100; ++i) {
+      if (shared[i] != 3.0f) return "a[" + std::to_string(i) + "] = " + std::to_string(shared[i]);
+      if (b_out[i] != 30.0f) return "b[" + std::to_string(i) + "] = " + std::to_string(b_out[i]);
+    }
+    return std::string();
+  });
+  for (const std::string& failure : failures) CHECK(failure == "");
+}
+
 TEST_CASE("the CPU executor allreduces over shared memory, through many small slots",
           "[ops][executor][shm]") {
   const int n = GENERATE(range(1, 5));

@@ -45,9 +45,11 @@ std::string CheckOne(Runtime& rt, const std::string& name, DataType dtype, Reduc
 TEST_CASE("Allreduce matches a direct computation for every dtype, op and size",
           "[runtime][allreduce]") {
   const int n = GENERATE(1, 2, 3, 4);
-  Watchdog watchdog("allreduce sweep with " + std::to_string(n) + " ranks",
+  // One host: auto picks shared memory; tcp is what multi-host jobs run.
+  const std::string transport = GENERATE("tcp", "auto");
+  Watchdog watchdog("allreduce sweep with " + std::to_string(n) + " ranks over " + transport,
                     std::chrono::seconds(90));
-  LocalJob job(n);
+  LocalJob job(n, [&](Options& o) { o.transport = transport; });
   const std::vector<int64_t> counts = {0, 1, 13, 1000 * n + 1};
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     for (DataType dtype : kAllDataTypes) {
@@ -67,8 +69,9 @@ TEST_CASE("Allreduce matches a direct computation for every dtype, op and size",
 
 TEST_CASE("Allreduce of several MiB is exact, in place and out of place", "[runtime][allreduce]") {
   const int n = GENERATE(2, 3, 4);
-  Watchdog watchdog("large allreduce", std::chrono::seconds(90));
-  LocalJob job(n);
+  const std::string transport = GENERATE("tcp", "auto");
+  Watchdog watchdog("large allreduce over " + transport, std::chrono::seconds(90));
+  LocalJob job(n, [&](Options& o) { o.transport = transport; });
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     for (int round = 0; round < 2; ++round) {  // second round uses cache ids
       std::string e = CheckOne(rt, "big/f32", DataType::kFloat32, ReduceOp::kSum, (3 << 20) / 4 + 3,
@@ -99,8 +102,10 @@ TEST_CASE("Up to eight ranks as threads agree", "[runtime][allreduce]") {
 TEST_CASE("Many tensors in flight at once are fused and each gets its own result",
           "[runtime][fusion]") {
   const int64_t threshold = GENERATE(int64_t{64} << 20, int64_t{4096}, int64_t{0});
-  Watchdog watchdog("many tensors in flight", std::chrono::seconds(90));
+  const std::string transport = GENERATE("tcp", "auto");
+  Watchdog watchdog("many tensors in flight over " + transport, std::chrono::seconds(90));
   LocalJob job(3, [&](Options& o) {
+    o.transport = transport;
     o.fusion_threshold_bytes = threshold;
     o.cycle_time_ms = 5;
   });
