@@ -75,6 +75,10 @@ Status Controller::Config::Validate() const {
     return InvalidArgument("stall check time must be in [0, 1e+08] s (0: off), got " +
                            SecondsText(stall_check_seconds));
   }
+  if (!(start_timeout_seconds >= 0 && start_timeout_seconds <= kMaxStallSeconds)) {
+    return InvalidArgument("start timeout must be in [0, 1e+08] s (0: none), got " +
+                           SecondsText(start_timeout_seconds));
+  }
   if (!ValidStallSeconds(stall_shutdown_seconds)) {
     return InvalidArgument("stall shutdown time must be in [0, 1e+08] s (0: off), got " +
                            SecondsText(stall_shutdown_seconds));
@@ -87,6 +91,9 @@ Controller::Controller(const Config& config, Clock* clock, Logger logger)
       cycle_(CycleDuration(config.cycle_time_ms)),
       clock_(clock),
       logger_(std::move(logger)),
+      start_deadline_(clock->Now() + std::chrono::duration_cast<Clock::TimePoint::duration>(
+                                         std::chrono::duration<double>(
+                                             std::max(0.0, config.start_timeout_seconds)))),
       negotiator_(NegotiatorConfig(config)),
       stall_inspector_(StallConfig(config)),
       rendezvous_(config.size, config.job_token) {
@@ -358,6 +365,9 @@ void Controller::SequencerLoop() {
     Clock::TimePoint window_end;
     const bool window_open = !PlanIfDueLocked(now, /*force=*/false, &window_end);
     std::optional<Clock::TimePoint> due = CheckStallsLocked(now);
+    if (std::optional<Clock::TimePoint> start = CheckStartLocked(now)) {
+      due = due.has_value() ? std::min(*due, *start) : *start;
+    }
     if (outgoing_.size() > queued) {  // planned a batch or aborted: send, then look again
       lock.unlock();
       Flush();
@@ -373,6 +383,27 @@ void Controller::SequencerLoop() {
     // lie after `now`, so this never spins; an early wake-up just recomputes.
     wake_.wait_for(lock, *due - now);
   }
+}
+
+std::optional<Clock::TimePoint> Controller::CheckStartLocked(Clock::TimePoint now) {
+  if (config_.start_timeout_seconds <= 0 || rendezvous_.complete() || aborted_) {
+    return std::nullopt;
+  }
+  if (now < start_deadline_) return start_deadline_;
+  std::vector<int> missing;
+  for (int rank = 0; rank < config_.size; ++rank) {
+    if (!rendezvous_.admitted(rank)) missing.push_back(rank);
+  }
+  std::string ranks;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    ranks += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + std::to_string(missing[i]);
+  }
+  AbortLocked((missing.size() == 1 ? "rank " : "ranks ") + ranks +
+              " never connected to the controller within " +
+              SecondsText(config_.start_timeout_seconds) +
+              " (KOLO_START_TIMEOUT_SECONDS; is every rank started, with the same "
+              "KOLO_CONTROLLER?)");
+  return std::nullopt;
 }
 
 bool Controller::aborted() const {

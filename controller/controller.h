@@ -51,6 +51,10 @@ class Controller final : public ControllerHandler {
     TraceSink* trace = nullptr;
     // KOLO_TIMELINE_MARK_CYCLES: also record a "CYCLE" instant per planned batch.
     bool mark_cycles = false;
+    // KOLO_START_TIMEOUT_SECONDS: once this long has passed since construction without every
+    // rank's Hello, the sequencer aborts the job, telling the ranks already connected which
+    // ranks never arrived. 0: wait forever (tests that drive the controller by hand).
+    double start_timeout_seconds = 0;
 
     // InvalidArgument naming the field when a value is out of range.
     Status Validate() const;
@@ -108,6 +112,9 @@ class Controller final : public ControllerHandler {
   void NoteReadyLocked(int ready_before);
   // Warns or aborts if a stall check is due at `now`; returns the next check's time.
   std::optional<Clock::TimePoint> CheckStallsLocked(Clock::TimePoint now);
+  // Aborts the job if the start deadline passed before every rank said hello; returns the
+  // deadline while it is still ahead, nullopt when there is nothing to wait for.
+  std::optional<Clock::TimePoint> CheckStartLocked(Clock::TimePoint now);
   // Whether negotiation events should be built now (config_.trace set and enabled).
   bool tracing() const { return config_.trace != nullptr && config_.trace->enabled(); }
   // Plans ready tensors into a response batch for every rank if the window closed at `now`
@@ -123,6 +130,7 @@ class Controller final : public ControllerHandler {
   const Clock::TimePoint::duration cycle_;
   Clock* const clock_;
   const Logger logger_;
+  const Clock::TimePoint start_deadline_;  // meaningful when config_.start_timeout_seconds > 0
 
   // Serialises Flush so that messages leave in decision order. Taken before mu_, never after.
   std::mutex send_mu_;

@@ -65,6 +65,10 @@ class RuntimeImpl {
   Status Start();
   Status StartController(std::string* controller_address);
   Status JoinJob(const std::string& controller_address);
+  // init()'s error when joining failed with `connect_error`: a deadline names the start
+  // timeout and the controller address's variable. (When the controller is reachable, its
+  // verdict naming the ranks that never arrived comes first.)
+  Status StartFailure(const Status& connect_error);
   void Teardown();
 
   // Constant after Create.

@@ -1,0 +1,298 @@
+// The fault suite of docs/RELIABILITY.md, with real rank processes (fault_worker.cc): a rank
+// SIGKILLed or SIGSTOPped mid-allreduce, the controller's process killed, a rank that never
+// starts, a wrong controller address, and a crash with the timeline on. Each test asserts the
+// message and the time bound, measured from the signal, and prints the measured time
+// ("measured: ...", on stderr) for docs/RELIABILITY.md. Deadlines are short (KOLO_TIMEOUT_SECONDS
+// = 2) so that "2x the deadline" has slack on a loaded machine.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tests/runtime/rank_process.h"
+#include "tests/support/local_job.h"
+#include "tests/support/watchdog.h"
+#include "tools/timeline/trace_set.h"
+
+namespace {
+
+using kolo::testing::AfterTime;
+using kolo::testing::RankProcess;
+using kolo::testing::SecondsBetween;
+using kolo::testing::Watchdog;
+using kolo::testing::WorkerTime;
+using Clock = RankProcess::Clock;
+using namespace std::chrono_literals;
+
+constexpr double kTimeout = 2.0;  // KOLO_TIMEOUT_SECONDS of every job here
+
+struct Job {
+  std::vector<std::unique_ptr<RankProcess>> ranks;  // null for a rank that was never started
+
+  std::vector<RankProcess*> live() const {
+    std::vector<RankProcess*> out;
+    for (const auto& r : ranks) {
+      if (r) out.push_back(r.get());
+    }
+    return out;
+  }
+};
+
+std::map<std::string, std::string> RankEnv(int rank, int size, int port) {
+  return {{"KOLO_RANK", std::to_string(rank)},
+          {"KOLO_SIZE", std::to_string(size)},
+          {"KOLO_CONTROLLER", "127.0.0.1:" + std::to_string(port)},
+          {"KOLO_TIMEOUT_SECONDS", std::to_string(kTimeout)},
+          {"KOLO_START_TIMEOUT_SECONDS", "30"},
+          {"KOLO_SECRET", "fault-suite"},
+          {"KOLO_LOG_LEVEL", "off"}};
+}
+
+// Starts `size` ranks (all but `skip`), with `extra` added to every rank's environment.
+Job StartJob(int size, int skip = -1, const std::map<std::string, std::string>& extra = {}) {
+  Job job;
+  const int port = kolo::testing::PickFreePort();
+  for (int r = 0; r < size; ++r) {
+    if (r == skip) {
+      job.ranks.push_back(nullptr);
+      continue;
+    }
+    std::map<std::string, std::string> env = RankEnv(r, size, port);
+    for (const auto& [k, v] : extra) env[k] = v;
+    job.ranks.push_back(
+        std::make_unique<RankProcess>(KOLO_FAULT_WORKER, std::vector<std::string>{}, env));
+    REQUIRE(job.ranks.back()->running());
+  }
+  return job;
+}
+
+void AwaitReady(Job& job) {
+  const bool ready = RankProcess::Pump(job.live(), Clock::now() + 60s, [&] {
+    for (RankProcess* r : job.live()) {
+      if (!r->Find("ready")) return false;
+    }
+    return true;
+  });
+  if (!ready) {
+    for (size_t r = 0; r < job.ranks.size(); ++r) {
+      for (const std::string& line : job.ranks[r]->lines()) UNSCOPED_INFO(r << ": " << line);
+    }
+  }
+  REQUIRE(ready);
+}
+
+// Waits until every rank but `victim` reported its shutdown (or 10 deadlines pass).
+void AwaitSurvivors(Job& job, int victim) {
+  RankProcess::Pump(job.live(),
+                    Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       10 * std::chrono::duration<double>(kTimeout)),
+                    [&] {
+                      for (size_t r = 0; r < job.ranks.size(); ++r) {
+                        if (static_cast<int>(r) != victim && !job.ranks[r]->Find("SHUTDOWN")) {
+                          return false;
+                        }
+                      }
+                      return true;
+                    });
+}
+
+struct Bounds {
+  double at_least = 0;  // seconds after the signal
+  double below = 0;
+};
+
+// Checks one survivor's report after `victim` got a signal at `signalled`: every failed op of
+// the step in flight and the op only it submitted fail with messages containing every one of
+// `needles`, within `bounds`; later enqueues fail at once; shutdown and exit do not hang.
+// Returns the latest detection time (seconds after the signal).
+double CheckSurvivor(RankProcess& rank, int r, Clock::time_point signalled,
+                     const std::vector<std::string>& needles, Bounds bounds) {
+  INFO("rank " << r);
+  for (const std::string& line : rank.lines()) UNSCOPED_INFO("  printed: " << line);
+  std::vector<std::string> failures = rank.FindAll("FAILED");
+  std::optional<std::string> lonely = rank.Find("LONELY");
+  REQUIRE(!failures.empty());
+  REQUIRE(lonely.has_value());
+  // The same shape as the FAILED lines: "<ns> <name> <status>".
+  failures.push_back(lonely->substr(0, lonely->find(' ')) + " lonely " + AfterTime(*lonely));
+  double latest = 0;
+  for (const std::string& line : failures) {
+    const double seconds = SecondsBetween(signalled, WorkerTime(line));
+    const std::string message = AfterTime(AfterTime(line));
+    INFO(line);
+    CHECK_THAT(message, !Catch::Contains("OK"));
+    for (const std::string& needle : needles) CHECK_THAT(message, Catch::Contains(needle));
+    CHECK(seconds >= bounds.at_least);
+    CHECK(seconds < bounds.below);
+    latest = std::max(latest, seconds);
+  }
+  std::optional<std::string> later = rank.Find("LATER");
+  REQUIRE(later.has_value());
+  CHECK_THAT(*later, !Catch::Contains(" OK"));
+  CHECK(std::stod(*later) < 500.0);  // refused at once, not after a deadline
+  std::optional<std::string> down = rank.Find("SHUTDOWN");
+  REQUIRE(down.has_value());
+  CHECK(std::stod(*down) < 1000 * 2 * kTimeout);
+  CHECK(rank.WaitExit(std::chrono::milliseconds(static_cast<int>(2000 * kTimeout))) == 3);
+  return latest;
+}
+
+}  // namespace
+
+TEST_CASE("A rank SIGKILLed mid-allreduce fails every survivor's pending ops, naming it",
+          "[runtime][fault]") {
+  // 2..5 ranks; the victim a ring neighbour of rank 0, or two hops away from it.
+  const auto [size, victim] = GENERATE(table<int, int>({{2, 1}, {3, 2}, {4, 2}, {5, 3}}));
+  Watchdog watchdog("SIGKILL of rank " + std::to_string(victim) + " of " + std::to_string(size),
+                    60s);
+  Job job = StartJob(size);
+  AwaitReady(job);
+  const Clock::time_point killed = job.ranks[victim]->Signal(SIGKILL);
+  AwaitSurvivors(job, victim);
+  double latest = 0;
+  for (int r = 0; r < size; ++r) {
+    if (r == victim) continue;
+    latest = std::max(latest, CheckSurvivor(*job.ranks[r], r, killed,
+                                            {"rank " + std::to_string(victim)}, {0, 2 * kTimeout}));
+  }
+  std::fprintf(stderr, "measured: SIGKILL of rank %d of %d: every survivor failed within %.3f s\n",
+               victim, size, latest);
+}
+
+TEST_CASE("A rank SIGSTOPped mid-allreduce times out every survivor's pending ops",
+          "[runtime][fault]") {
+  const auto [size, victim] = GENERATE(table<int, int>({{2, 1}, {4, 2}}));
+  Watchdog watchdog("SIGSTOP of rank " + std::to_string(victim) + " of " + std::to_string(size),
+                    60s);
+  Job job = StartJob(size);
+  AwaitReady(job);
+  const Clock::time_point stopped = job.ranks[victim]->Signal(SIGSTOP);
+  AwaitSurvivors(job, victim);
+  double latest = 0;
+  for (int r = 0; r < size; ++r) {
+    if (r == victim) continue;
+    latest = std::max(latest, CheckSurvivor(*job.ranks[r], r, stopped,
+                                            {"timed out after 2 s (KOLO_TIMEOUT_SECONDS)"},
+                                            {kTimeout / 2, 2 * kTimeout}));
+  }
+  std::fprintf(stderr, "measured: SIGSTOP of rank %d of %d: every survivor failed within %.3f s\n",
+               victim, size, latest);
+}
+
+TEST_CASE("The controller's process killed fails every worker with 'controller lost'",
+          "[runtime][fault]") {
+  const int sig = GENERATE(SIGKILL, SIGSTOP);
+  Watchdog watchdog(std::string("rank 0 (controller) ") + (sig == SIGKILL ? "killed" : "stopped"),
+                    60s);
+  const int size = 3;
+  Job job = StartJob(size);
+  AwaitReady(job);
+  const Clock::time_point signalled = job.ranks[0]->Signal(sig);
+  AwaitSurvivors(job, 0);
+  double latest = 0;
+  // Killed, the socket closes at once; stopped, keepalive notices within the deadline.
+  const Bounds bounds = sig == SIGKILL ? Bounds{0, kTimeout} : Bounds{kTimeout / 2, kTimeout * 2};
+  for (int r = 1; r < size; ++r) {
+    latest =
+        std::max(latest, CheckSurvivor(*job.ranks[r], r, signalled, {"controller lost"}, bounds));
+  }
+  std::fprintf(stderr, "measured: %s of rank 0 (controller): every worker failed within %.3f s\n",
+               sig == SIGKILL ? "SIGKILL" : "SIGSTOP", latest);
+}
+
+TEST_CASE("A rank that never starts fails init after the start timeout, naming it",
+          "[runtime][fault]") {
+  Watchdog watchdog("rank 2 never starts", 60s);
+  const double start_timeout = 1.5;
+  const Clock::time_point spawned = Clock::now();
+  Job job = StartJob(3, /*skip=*/2, {{"KOLO_START_TIMEOUT_SECONDS", "1.5"}});
+  RankProcess::Pump(job.live(), Clock::now() + 30s,
+                    [&] { return job.ranks[0]->Find("INIT") && job.ranks[1]->Find("INIT"); });
+  double latest = 0;
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    std::optional<std::string> init = job.ranks[r]->Find("INIT");
+    REQUIRE(init.has_value());
+    const double seconds = SecondsBetween(spawned, WorkerTime(*init));
+    CHECK_THAT(AfterTime(*init), Catch::Contains("rank 2 never connected") &&
+                                     Catch::Contains("KOLO_START_TIMEOUT_SECONDS"));
+    CHECK(seconds >= start_timeout);
+    CHECK(seconds < 2 * start_timeout + 2.0);  // +2 s: process and gRPC start on a loaded host
+    CHECK(job.ranks[r]->WaitExit(10s) == 2);
+    latest = std::max(latest, seconds);
+  }
+  std::fprintf(stderr, "measured: rank never started: init failed after %.3f s (timeout %.1f s)\n",
+               latest, start_timeout);
+}
+
+TEST_CASE("A wrong controller address fails init after the start timeout, naming it",
+          "[runtime][fault]") {
+  Watchdog watchdog("wrong controller address", 60s);
+  const double start_timeout = 1.5;
+  const int wrong_port = kolo::testing::PickFreePort();
+  const std::string wrong = "127.0.0.1:" + std::to_string(wrong_port);
+  const Clock::time_point spawned = Clock::now();
+  Job job;
+  const int port = kolo::testing::PickFreePort();
+  for (int r = 0; r < 2; ++r) {
+    std::map<std::string, std::string> env = RankEnv(r, 2, port);
+    env["KOLO_START_TIMEOUT_SECONDS"] = "1.5";
+    if (r == 1) env["KOLO_CONTROLLER"] = wrong;
+    job.ranks.push_back(
+        std::make_unique<RankProcess>(KOLO_FAULT_WORKER, std::vector<std::string>{}, env));
+  }
+  RankProcess::Pump(job.live(), Clock::now() + 30s,
+                    [&] { return job.ranks[0]->Find("INIT") && job.ranks[1]->Find("INIT"); });
+  const std::vector<std::vector<std::string>> needles = {
+      {"rank 1 never connected", "KOLO_START_TIMEOUT_SECONDS"},
+      {wrong, "KOLO_CONTROLLER", "KOLO_START_TIMEOUT_SECONDS"}};
+  double latest = 0;
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    std::optional<std::string> init = job.ranks[r]->Find("INIT");
+    REQUIRE(init.has_value());
+    const double seconds = SecondsBetween(spawned, WorkerTime(*init));
+    for (const std::string& needle : needles[r]) {
+      CHECK_THAT(AfterTime(*init), Catch::Contains(needle));
+    }
+    CHECK(seconds >= start_timeout);
+    CHECK(seconds < 2 * start_timeout + 2.0);
+    CHECK(job.ranks[r]->WaitExit(10s) == 2);
+    latest = std::max(latest, seconds);
+  }
+  std::fprintf(stderr,
+               "measured: wrong controller address: init failed after %.3f s (timeout %.1f s)\n",
+               latest, start_timeout);
+}
+
+TEST_CASE("A rank killed with the timeline on leaves traces that still load",
+          "[runtime][fault][timeline]") {
+  Watchdog watchdog("crash with the timeline on", 60s);
+  char pattern[] = "/tmp/kolo-fault-timeline-XXXXXX";
+  REQUIRE(mkdtemp(pattern) != nullptr);
+  const std::string dir = pattern;
+  Job job = StartJob(3, -1, {{"KOLO_TIMELINE", dir + "/trace.json"}});
+  AwaitReady(job);
+  const Clock::time_point killed = job.ranks[1]->Signal(SIGKILL);
+  AwaitSurvivors(job, 1);
+  for (int r : {0, 2}) CheckSurvivor(*job.ranks[r], r, killed, {"rank 1"}, {0, 2 * kTimeout});
+  std::vector<std::string> files;
+  for (int r = 0; r < 3; ++r) files.push_back(dir + "/trace.rank" + std::to_string(r) + ".json");
+  for (const std::string& file : files) {
+    INFO(file);
+    auto one = kolo::timeline::LoadTraceSet({file});
+    CHECK(one.ok());
+    if (!one.ok()) UNSCOPED_INFO(one.status().ToString());
+  }
+  auto all = kolo::timeline::LoadTraceSet(files);
+  CHECK(all.ok());
+  std::filesystem::remove_all(dir);
+}
