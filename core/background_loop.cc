@@ -147,6 +147,7 @@ void BackgroundLoop::RunLoop() {
     // controller refuses announcements after a rank's notice).
     const bool stopping = stop_requested_;
     SendNewRequests();
+    SendKeepalive();
     if (stopping && !notice_sent_ && state_ == State::kRunning) {
       WorkerMessage notice;
       notice.kind = WorkerMessage::Kind::kShutdown;
@@ -294,6 +295,20 @@ void BackgroundLoop::SendClockPing() {
   WorkerMessage ping;
   ping.kind = WorkerMessage::Kind::kPing;
   ping.ping_unix_us = UnixMicros();
+  // Best effort: a failed send shows up as a broken stream on the next receive.
+  channel_->Send(ping).IgnoreError();
+}
+
+void BackgroundLoop::SendKeepalive() {
+  const SteadyTime::time_point now = SteadyTime::now();
+  if (state_ != State::kRunning ||
+      now - last_keepalive_ < std::chrono::duration<double>(config_.timeout_seconds / 4)) {
+    return;
+  }
+  last_keepalive_ = now;
+  WorkerMessage ping;
+  ping.kind = WorkerMessage::Kind::kPing;
+  ping.ping_unix_us = 0;  // a keepalive: the controller does not answer
   // Best effort: a failed send shows up as a broken stream on the next receive.
   channel_->Send(ping).IgnoreError();
 }

@@ -77,6 +77,9 @@ class BackgroundLoop {
   // Clock sync: a few Ping/Pong round trips with the controller at start; the one with the
   // shortest round trip gives the offset.
   void SendClockPing();
+  // A keepalive Ping every quarter of the timeout while the job runs: the controller tells a
+  // rank that fell silent before its stream closed (stopped) from one that died (closed at once).
+  void SendKeepalive();
   void HandlePong(const ControllerMessage& pong);
   Request MakeRequest(const TensorEntry& entry);
   // A zero tensor for name `index` of an allreduce this joined rank never submitted.
@@ -128,6 +131,7 @@ class BackgroundLoop {
   // response that needs them executes.
   std::vector<std::unique_ptr<TensorEntry>> stand_ins_;
   std::vector<std::vector<uint8_t>> stand_in_data_;
+  std::chrono::steady_clock::time_point last_keepalive_;
   int clock_samples_ = 0;
   double best_clock_rtt_us_ = 0;
   struct CacheSlot {

@@ -126,6 +126,7 @@ Status RuntimeImpl::StartController(std::string* controller_address) {
   config.trace = &timeline_;
   config.mark_cycles = options_.timeline_mark_cycles;
   config.start_timeout_seconds = options_.start_timeout_seconds;
+  config.timeout_seconds = options_.timeout_seconds;
   controller_ = std::make_unique<controller::Controller>(
       config, SteadyClock::Get(), MakeLogger(options_.rank, "controller", logger_->level()));
   StatusOr<std::unique_ptr<transport::GrpcControlServer>> server =
