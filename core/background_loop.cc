@@ -365,9 +365,12 @@ void BackgroundLoop::SendNewRequests() {
 }
 
 Status BackgroundLoop::RootCause(const Status& local) {
-  // A timeout is precise on its own (which peer, which deadline); the controller knows no more.
-  if (local.code() == StatusCode::kDeadlineExceeded) return local;
-  const double grace = std::min(config_.timeout_seconds / 4, 1.0);
+  // A peer that closed its connection: the controller hears of it at once. A timeout: the
+  // peer named may itself be waiting for a stopped rank further up the ring; the controller's
+  // keepalive names the stopped one within a quarter timeout of ours (grpc_keepalive.h).
+  const double grace = local.code() == StatusCode::kDeadlineExceeded
+                           ? config_.timeout_seconds / 2
+                           : std::min(config_.timeout_seconds / 4, 1.0);
   const SteadyTime::time_point until =
       SteadyTime::now() +
       std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(grace));

@@ -84,11 +84,12 @@ class BackgroundLoop {
   Request MakeRequest(const TensorEntry& entry);
   // A zero tensor for name `index` of an allreduce this joined rank never submitted.
   TensorEntry* StandIn(const Response& response, size_t index);
-  // The root cause of a collective that failed with `local`: a peer that dies breaks its data
-  // connections and its control stream at once, so unless `local` is a timeout, waits up to
-  // min(timeout / 4, 1 s) for the controller's verdict (an Abort naming the lost rank, or the
-  // stream breaking: the controller lost) and returns that; else `local`. Every rank then
-  // fails with the same message, and a lost controller is named as such.
+  // The root cause of a collective that failed with `local`: waits for the controller's
+  // verdict (an Abort naming the lost rank, or the stream breaking: the controller lost) up to
+  // min(timeout / 4, 1 s) when a peer closed its connection (a dead peer's control stream
+  // closes at once too), timeout / 2 when the exchange timed out (in a ring, the peer that sent
+  // nothing may itself be waiting for a stopped rank; keepalive names the stopped one), and
+  // returns it; else `local`. Every rank then fails with the same, right message.
   Status RootCause(const Status& local);
   void Abort(const Status& why, bool tell_controller);
   void FailAll(const Status& why);

@@ -181,7 +181,8 @@ TEST_CASE("A rank SIGKILLed mid-allreduce fails every survivor's pending ops, na
 
 TEST_CASE("A rank SIGSTOPped mid-allreduce times out every survivor's pending ops",
           "[runtime][fault]") {
-  // Two ranks: the op is usually still in negotiation (keepalive notices); four: in the ring.
+  // Two ranks: the op is usually still in negotiation; four: usually in the ring, where the
+  // ranks downstream of the stopped one time out too and must still name the stopped one.
   const auto [size, victim] = GENERATE(table<int, int>({{2, 1}, {4, 2}}));
   const std::string what =
       "SIGSTOP of rank " + std::to_string(victim) + " of " + std::to_string(size);
@@ -190,7 +191,8 @@ TEST_CASE("A rank SIGSTOPped mid-allreduce times out every survivor's pending op
   AwaitReady(job);
   const Clock::time_point stopped = job.ranks[victim]->Signal(SIGSTOP);
   AwaitSurvivors(job, victim);
-  CheckSurvivors(job, victim, stopped, {"timed out after 2 s (KOLO_TIMEOUT_SECONDS)"},
+  CheckSurvivors(job, victim, stopped,
+                 {"rank " + std::to_string(victim), "timed out after 2 s (KOLO_TIMEOUT_SECONDS)"},
                  {kTimeout / 2, 2 * kTimeout}, what);
 }
 
