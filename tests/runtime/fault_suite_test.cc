@@ -116,6 +116,8 @@ struct Bounds {
 struct Detection {
   double seconds = 0;
   std::string message;
+  double later_ms = 0;     // the enqueue after the failure
+  double shutdown_ms = 0;  // shutdown() after the failure
 };
 Detection CheckSurvivor(RankProcess& rank, int r, Clock::time_point signalled,
                         const std::vector<std::string>& needles, Bounds bounds) {
@@ -141,10 +143,12 @@ Detection CheckSurvivor(RankProcess& rank, int r, Clock::time_point signalled,
   std::optional<std::string> later = rank.Find("LATER");
   REQUIRE(later.has_value());
   CHECK_THAT(*later, !Catch::Contains(" OK"));
-  CHECK(std::stod(*later) < 500.0);  // refused at once, not after a deadline
+  latest.later_ms = std::stod(*later);
+  CHECK(latest.later_ms < 500.0);  // refused at once, not after a deadline
   std::optional<std::string> down = rank.Find("SHUTDOWN");
   REQUIRE(down.has_value());
-  CHECK(std::stod(*down) < 1000 * 2 * kTimeout);
+  latest.shutdown_ms = std::stod(*down);
+  CHECK(latest.shutdown_ms < 1000 * 2 * kTimeout);
   CHECK(rank.WaitExit(std::chrono::milliseconds(static_cast<int>(2000 * kTimeout))) == 3);
   return latest;
 }
@@ -154,13 +158,19 @@ void CheckSurvivors(Job& job, int victim, Clock::time_point signalled,
                     const std::vector<std::string>& needles, Bounds bounds,
                     const std::string& what) {
   Detection latest;
+  double later_ms = 0;
+  double shutdown_ms = 0;
   for (int r = 0; r < static_cast<int>(job.ranks.size()); ++r) {
     if (r == victim) continue;
     Detection d = CheckSurvivor(*job.ranks[r], r, signalled, needles, bounds);
     if (d.seconds >= latest.seconds) latest = d;
+    later_ms = std::max(later_ms, d.later_ms);
+    shutdown_ms = std::max(shutdown_ms, d.shutdown_ms);
   }
-  std::fprintf(stderr, "measured: %s: every survivor failed within %.3f s: %s\n", what.c_str(),
-               latest.seconds, latest.message.c_str());
+  std::fprintf(stderr,
+               "measured: %s: every survivor failed within %.3f s (later enqueue %.1f ms, "
+               "shutdown %.1f ms): %s\n",
+               what.c_str(), latest.seconds, later_ms, shutdown_ms, latest.message.c_str());
 }
 
 }  // namespace
