@@ -75,6 +75,14 @@ Status Controller::Config::Validate() const {
     return InvalidArgument("stall check time must be in [0, 1e+08] s (0: off), got " +
                            SecondsText(stall_check_seconds));
   }
+  if (!(timeout_seconds >= 0 && timeout_seconds <= kMaxStallSeconds)) {
+    return InvalidArgument("timeout must be in [0, 1e+08] s (0: unknown), got " +
+                           SecondsText(timeout_seconds));
+  }
+  if (!(start_timeout_seconds >= 0 && start_timeout_seconds <= kMaxStallSeconds)) {
+    return InvalidArgument("start timeout must be in [0, 1e+08] s (0: none), got " +
+                           SecondsText(start_timeout_seconds));
+  }
   if (!ValidStallSeconds(stall_shutdown_seconds)) {
     return InvalidArgument("stall shutdown time must be in [0, 1e+08] s (0: off), got " +
                            SecondsText(stall_shutdown_seconds));
@@ -87,9 +95,13 @@ Controller::Controller(const Config& config, Clock* clock, Logger logger)
       cycle_(CycleDuration(config.cycle_time_ms)),
       clock_(clock),
       logger_(std::move(logger)),
+      start_deadline_(clock->Now() + std::chrono::duration_cast<Clock::TimePoint::duration>(
+                                         std::chrono::duration<double>(
+                                             std::max(0.0, config.start_timeout_seconds)))),
       negotiator_(NegotiatorConfig(config)),
       stall_inspector_(StallConfig(config)),
-      rendezvous_(config.size) {
+      rendezvous_(config.size),
+      last_heard_(static_cast<size_t>(config.size)) {
   logger_->info(
       "controller: size {}, fusion threshold {} bytes, cycle time {} ms, cache {}, stall check "
       "{} s, stall shutdown {} s (0: off)",
@@ -131,6 +143,7 @@ Status Controller::OnHello(const Hello& hello) {
       logger_->warn("refused a worker: {}", status.message());
       return status;
     }
+    last_heard_[hello.rank] = clock_->Now();
     logger_->debug("rank {} joined from {} (data plane {})", hello.rank, hello.host,
                    hello.data_address);
     if (rendezvous_.complete()) {
@@ -152,6 +165,7 @@ void Controller::OnMessage(int rank, const WorkerMessage& message) {
       logger_->warn("ignored a message from rank {}, which has not been admitted", rank);
       return;
     }
+    last_heard_[rank] = clock_->Now();
     switch (message.kind) {
       case WorkerMessage::Kind::kPing: {
         if (message.ping_unix_us == 0) return;  // a keepalive: nothing to answer
@@ -201,11 +215,23 @@ void Controller::OnStreamClosed(int rank, const Status& why) {
       NoteReadyLocked(before);
       return;  // the sequencer plans and sends the failures
     }
-    AbortLocked(
-        "rank " + std::to_string(rank) + " lost: " +
-        (why.ok() ? std::string("its stream closed without a shutdown notice") : why.message()));
+    AbortLocked(LostReasonLocked(rank, why));
   }
   Flush();
+}
+
+std::string Controller::LostReasonLocked(int rank, const Status& why) const {
+  const std::string who = "rank " + std::to_string(rank) + " lost: ";
+  const double silent = std::chrono::duration<double>(clock_->Now() - last_heard_[rank]).count();
+  if (config_.timeout_seconds > 0 && silent >= config_.timeout_seconds / 2) {
+    char heard[32];
+    std::snprintf(heard, sizeof(heard), "%.1f s", silent);
+    return who + "nothing heard from it for " + heard + "; its control stream timed out after " +
+           SecondsText(config_.timeout_seconds) +
+           " (KOLO_TIMEOUT_SECONDS): process stopped, or its host or network gone";
+  }
+  return who +
+         (why.ok() ? std::string("its stream closed without a shutdown notice") : why.message());
 }
 
 void Controller::HandleRequestsLocked(int rank, const std::vector<Request>& requests) {
@@ -358,6 +384,9 @@ void Controller::SequencerLoop() {
     Clock::TimePoint window_end;
     const bool window_open = !PlanIfDueLocked(now, /*force=*/false, &window_end);
     std::optional<Clock::TimePoint> due = CheckStallsLocked(now);
+    if (std::optional<Clock::TimePoint> start = CheckStartLocked(now)) {
+      due = due.has_value() ? std::min(*due, *start) : *start;
+    }
     if (outgoing_.size() > queued) {  // planned a batch or aborted: send, then look again
       lock.unlock();
       Flush();
@@ -373,6 +402,37 @@ void Controller::SequencerLoop() {
     // lie after `now`, so this never spins; an early wake-up just recomputes.
     wake_.wait_for(lock, *due - now);
   }
+}
+
+std::optional<Clock::TimePoint> Controller::CheckStart() {
+  std::optional<Clock::TimePoint> next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next = CheckStartLocked(clock_->Now());
+  }
+  Flush();
+  return next;
+}
+
+std::optional<Clock::TimePoint> Controller::CheckStartLocked(Clock::TimePoint now) {
+  if (config_.start_timeout_seconds <= 0 || rendezvous_.complete() || aborted_) {
+    return std::nullopt;
+  }
+  if (now < start_deadline_) return start_deadline_;
+  std::vector<int> missing;
+  for (int rank = 0; rank < config_.size; ++rank) {
+    if (!rendezvous_.admitted(rank)) missing.push_back(rank);
+  }
+  std::string ranks;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    ranks += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + std::to_string(missing[i]);
+  }
+  AbortLocked((missing.size() == 1 ? "rank " : "ranks ") + ranks +
+              " never connected to the controller within " +
+              SecondsText(config_.start_timeout_seconds) +
+              " (KOLO_START_TIMEOUT_SECONDS; is every rank started, with the same "
+              "KOLO_CONTROLLER?)");
+  return std::nullopt;
 }
 
 bool Controller::aborted() const {

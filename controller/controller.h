@@ -49,6 +49,14 @@ class Controller final : public ControllerHandler {
     TraceSink* trace = nullptr;
     // KOLO_TIMELINE_MARK_CYCLES: also record a "CYCLE" instant per planned batch.
     bool mark_cycles = false;
+    // KOLO_START_TIMEOUT_SECONDS: once this long has passed since construction without every
+    // rank's Hello, the sequencer aborts the job, telling the ranks already connected which
+    // ranks never arrived. 0: wait forever (tests that drive the controller by hand).
+    double start_timeout_seconds = 0;
+    // KOLO_TIMEOUT_SECONDS: a rank whose stream closes after at least half this long without
+    // a message (workers send a keepalive Ping every quarter of it) is reported as timed out
+    // (stopped, or its host or network gone) rather than as dead. 0: unknown, never said.
+    double timeout_seconds = 0;
 
     // InvalidArgument naming the field when a value is out of range.
     Status Validate() const;
@@ -88,6 +96,12 @@ class Controller final : public ControllerHandler {
   // is pending, the inspector is disabled, or the job is over. Never blocks on the network.
   std::optional<Clock::TimePoint> CheckStalls();
 
+  // One start-timeout step at clock->Now() (the sequencer thread takes it too): aborts the
+  // job, naming the ranks that never said hello, once config.start_timeout_seconds passed.
+  // Returns the deadline while it is ahead; nullopt once every rank arrived, the job aborted,
+  // or there is no start timeout.
+  std::optional<Clock::TimePoint> CheckStart();
+
   bool aborted() const;
   std::string abort_reason() const;  // "" unless aborted
   bool shutdown_sent() const;        // every rank sent its notice and got Shutdown
@@ -102,10 +116,17 @@ class Controller final : public ControllerHandler {
   void HandleShutdownLocked(int rank);
   // Broadcasts Abort with `reason` unless the job already aborted or shut down.
   void AbortLocked(const std::string& reason);
+  // Why admitted `rank` is lost, its stream having closed with `why`: timed out if it had been
+  // silent for half the timeout (a stopped process is closed by keepalive only after the
+  // timeout), else the stream's own reason (a dead process closes its socket at once).
+  std::string LostReasonLocked(int rank, const Status& why) const;
   // Opens a fusion window if tensors became ready while none were waiting.
   void NoteReadyLocked(int ready_before);
   // Warns or aborts if a stall check is due at `now`; returns the next check's time.
   std::optional<Clock::TimePoint> CheckStallsLocked(Clock::TimePoint now);
+  // Aborts the job if the start deadline passed before every rank said hello; returns the
+  // deadline while it is still ahead, nullopt when there is nothing to wait for.
+  std::optional<Clock::TimePoint> CheckStartLocked(Clock::TimePoint now);
   // Whether negotiation events should be built now (config_.trace set and enabled).
   bool tracing() const { return config_.trace != nullptr && config_.trace->enabled(); }
   // Plans ready tensors into a response batch for every rank if the window closed at `now`
@@ -121,6 +142,7 @@ class Controller final : public ControllerHandler {
   const Clock::TimePoint::duration cycle_;
   Clock* const clock_;
   const Logger logger_;
+  const Clock::TimePoint start_deadline_;  // meaningful when config_.start_timeout_seconds > 0
 
   // Serialises Flush so that messages leave in decision order. Taken before mu_, never after.
   std::mutex send_mu_;
@@ -136,7 +158,8 @@ class Controller final : public ControllerHandler {
   bool aborted_ = false;            // GUARDED_BY(mu_)
   std::string abort_reason_;        // GUARDED_BY(mu_)
   bool shutdown_sent_ = false;      // GUARDED_BY(mu_)
-  bool stop_ = false;               // GUARDED_BY(mu_)
+  std::vector<Clock::TimePoint> last_heard_;  // GUARDED_BY(mu_): per rank, its last message
+  bool stop_ = false;                         // GUARDED_BY(mu_)
 
   // Started by Start(), joined by Stop(); touched only by the thread that owns the controller.
   std::thread sequencer_;

@@ -17,6 +17,12 @@ thread_local bool tls_is_background_thread = false;
 // Bounds the background thread's sleep so deadlines are checked even when nothing arrives.
 constexpr std::chrono::milliseconds kMaxIdleWait{200};
 
+// The control stream broke while the job ran: the controller (rank 0's process) is gone or
+// unreachable. Said first, so that it is not mistaken for one more lost peer.
+Status ControllerLost(const Status& stream_error) {
+  return stream_error.WithContext("controller lost");
+}
+
 }  // namespace
 
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup,
@@ -141,12 +147,13 @@ void BackgroundLoop::RunLoop() {
     // controller refuses announcements after a rank's notice).
     const bool stopping = stop_requested_;
     SendNewRequests();
+    SendKeepalive();
     if (stopping && !notice_sent_ && state_ == State::kRunning) {
       WorkerMessage notice;
       notice.kind = WorkerMessage::Kind::kShutdown;
       Status sent = channel_->Send(notice);
       if (!sent.ok()) {
-        Abort(sent, false);
+        Abort(ControllerLost(sent), false);
         continue;
       }
       notice_sent_ = true;
@@ -169,7 +176,7 @@ void BackgroundLoop::DrainControl() {
   while (state_ != State::kDone) {
     StatusOr<std::optional<ControllerMessage>> next = channel_->TryReceive();
     if (!next.ok()) {
-      if (state_ == State::kRunning) Abort(next.status(), false);
+      if (state_ == State::kRunning) Abort(ControllerLost(next.status()), false);
       if (stop_requested_) state_ = State::kDone;
       return;
     }
@@ -248,7 +255,7 @@ void BackgroundLoop::HandleResponse(const Response& response) {
     if (tracer_ != nullptr) phases.emplace(*tracer_, entries);
     status = executor_->Execute(response, entries, phases ? &*phases : nullptr);
     if (!status.ok()) {
-      Abort(status, true);  // also fails these entries with the root cause
+      Abort(RootCause(status), true);  // also fails these entries with the root cause
       return;
     }
   }
@@ -288,6 +295,20 @@ void BackgroundLoop::SendClockPing() {
   WorkerMessage ping;
   ping.kind = WorkerMessage::Kind::kPing;
   ping.ping_unix_us = UnixMicros();
+  // Best effort: a failed send shows up as a broken stream on the next receive.
+  channel_->Send(ping).IgnoreError();
+}
+
+void BackgroundLoop::SendKeepalive() {
+  const SteadyTime::time_point now = SteadyTime::now();
+  if (state_ != State::kRunning ||
+      now - last_keepalive_ < std::chrono::duration<double>(config_.timeout_seconds / 4)) {
+    return;
+  }
+  last_keepalive_ = now;
+  WorkerMessage ping;
+  ping.kind = WorkerMessage::Kind::kPing;
+  ping.ping_unix_us = 0;  // a keepalive: the controller does not answer
   // Best effort: a failed send shows up as a broken stream on the next receive.
   channel_->Send(ping).IgnoreError();
 }
@@ -340,7 +361,29 @@ void BackgroundLoop::SendNewRequests() {
   }
   logger_->trace("sending {} requests", batch.requests.size());
   Status sent = channel_->Send(batch);
-  if (!sent.ok()) Abort(sent, false);
+  if (!sent.ok()) Abort(ControllerLost(sent), false);
+}
+
+Status BackgroundLoop::RootCause(const Status& local) {
+  // A peer that closed its connection: the controller hears of it at once. A timeout: the
+  // peer named may itself be waiting for a stopped rank further up the ring; the controller's
+  // keepalive names the stopped one within a quarter timeout of ours (grpc_keepalive.h).
+  const double grace = local.code() == StatusCode::kDeadlineExceeded
+                           ? config_.timeout_seconds / 2
+                           : std::min(config_.timeout_seconds / 4, 1.0);
+  const SteadyTime::time_point until =
+      SteadyTime::now() +
+      std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(grace));
+  for (;;) {
+    StatusOr<std::optional<ControllerMessage>> next = channel_->TryReceive();
+    if (!next.ok()) return ControllerLost(next.status());
+    if (next->has_value()) {
+      if ((*next)->kind == ControllerMessage::Kind::kAbort) return Aborted((*next)->reason);
+      continue;  // responses after a failed one never run: the job aborts
+    }
+    if (SteadyTime::now() >= until) return local;
+    wakeup_->WaitUntil(until);
+  }
 }
 
 void BackgroundLoop::Abort(const Status& why, bool tell_controller) {

@@ -77,10 +77,20 @@ class BackgroundLoop {
   // Clock sync: a few Ping/Pong round trips with the controller at start; the one with the
   // shortest round trip gives the offset.
   void SendClockPing();
+  // A keepalive Ping every quarter of the timeout while the job runs: the controller tells a
+  // rank that fell silent before its stream closed (stopped) from one that died (closed at once).
+  void SendKeepalive();
   void HandlePong(const ControllerMessage& pong);
   Request MakeRequest(const TensorEntry& entry);
   // A zero tensor for name `index` of an allreduce this joined rank never submitted.
   TensorEntry* StandIn(const Response& response, size_t index);
+  // The root cause of a collective that failed with `local`: waits for the controller's
+  // verdict (an Abort naming the lost rank, or the stream breaking: the controller lost) up to
+  // min(timeout / 4, 1 s) when a peer closed its connection (a dead peer's control stream
+  // closes at once too), timeout / 2 when the exchange timed out (in a ring, the peer that sent
+  // nothing may itself be waiting for a stopped rank; keepalive names the stopped one), and
+  // returns it; else `local`. Every rank then fails with the same, right message.
+  Status RootCause(const Status& local);
   void Abort(const Status& why, bool tell_controller);
   void FailAll(const Status& why);
   // Runs the callback; `response` is the decision it completed with, if any (for the trace).
@@ -122,6 +132,7 @@ class BackgroundLoop {
   // response that needs them executes.
   std::vector<std::unique_ptr<TensorEntry>> stand_ins_;
   std::vector<std::vector<uint8_t>> stand_in_data_;
+  std::chrono::steady_clock::time_point last_keepalive_;
   int clock_samples_ = 0;
   double best_clock_rtt_us_ = 0;
   struct CacheSlot {

@@ -4,6 +4,7 @@
 // current runtime under that mutex for the moment of the lookup only, so an op racing with
 // shutdown() finds either the runtime (and then fails with SHUTDOWN once its queue closes) or
 // none, never a destroyed one.
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -37,7 +38,17 @@ std::shared_ptr<Runtime> Current() {
   return DefaultRuntimeSlot();
 }
 
+// Set by shutdown(), cleared by init(): an op after shutdown() is told so, not that init()
+// was never called.
+std::atomic<bool>& WasShutDown() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
 Status NotInitialized() {
+  if (WasShutDown()) {
+    return FailedPrecondition("kolo was shut down: call kolo::init() again to start a new job");
+  }
   return FailedPrecondition("kolo is not initialized: call kolo::init() first");
 }
 
@@ -72,6 +83,7 @@ Status init_for_version(int header_version, const Options& options) {
   if (!runtime.ok()) return runtime.status();
   std::lock_guard<std::mutex> lock(PointerMutex());
   DefaultRuntimeSlot() = std::move(runtime).value();
+  WasShutDown() = false;
   return Status::Ok();
 }
 
@@ -84,6 +96,7 @@ Status shutdown() {
     runtime.swap(DefaultRuntimeSlot());
   }
   if (!runtime) return Status::Ok();
+  WasShutDown() = true;
   return runtime->Shutdown();
 }
 

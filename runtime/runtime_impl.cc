@@ -148,6 +148,8 @@ Status RuntimeImpl::StartController(std::string* controller_address) {
   config.stall_shutdown_seconds = options_.stall_shutdown_seconds;
   config.trace = &timeline_;
   config.mark_cycles = options_.timeline_mark_cycles;
+  config.start_timeout_seconds = options_.start_timeout_seconds;
+  config.timeout_seconds = options_.timeout_seconds;
   controller_ = std::make_unique<controller::Controller>(
       config, SteadyClock::Get(), MakeLogger(options_.rank, "controller", logger_->level()));
   StatusOr<std::unique_ptr<transport::GrpcControlServer>> server =
@@ -163,7 +165,10 @@ Status RuntimeImpl::StartController(std::string* controller_address) {
 }
 
 Status RuntimeImpl::JoinJob(const std::string& controller_address) {
-  SteadyTime::time_point deadline = DeadlineIn(options_.start_timeout_seconds);
+  // At the start timeout the controller gives up and tells the ranks already connected which
+  // ranks never arrived; every rank waits a little longer than that for the verdict.
+  const double grace = std::min(2.0, options_.start_timeout_seconds);
+  SteadyTime::time_point deadline = DeadlineIn(options_.start_timeout_seconds + grace);
   std::string controller_host;
   int controller_port = 0;
   KOLO_RETURN_IF_ERROR(
@@ -201,7 +206,7 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   hello.data_address = mesh_->listen_address();
   StatusOr<std::vector<PeerInfo>> peers =
       channel_->Connect(hello, deadline, [this] { wakeup_.Notify(); });
-  if (!peers.ok()) return peers.status();
+  if (!peers.ok()) return StartFailure(peers.status());
   topology_ = ComputeTopology(*peers, options_.rank);
   KOLO_RETURN_IF_ERROR(CheckUnauthenticatedJob(
       options_, security_.credentials, topology_.cross_size > 1,
@@ -236,6 +241,14 @@ Status RuntimeImpl::StartSharedMemory() {
   shm_ = std::move(shm).value();
   shm_plane_.store(shm_.get());
   return Status::Ok();
+}
+
+Status RuntimeImpl::StartFailure(const Status& connect_error) {
+  if (connect_error.code() != StatusCode::kDeadlineExceeded) return connect_error;
+  return Status(connect_error.code(),
+                connect_error.message() +
+                    " (KOLO_START_TIMEOUT_SECONDS=" + SecondsText(options_.start_timeout_seconds) +
+                    "; is rank 0 running, and is KOLO_CONTROLLER, or the launcher's rule, right?)");
 }
 
 Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,

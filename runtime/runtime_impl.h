@@ -72,6 +72,10 @@ class RuntimeImpl {
   Status JoinJob(const std::string& controller_address);
   // Maps the shared-memory plane when Options::transport asks for it (collective).
   Status StartSharedMemory();
+  // init()'s error when joining failed with `connect_error`: a deadline names the start
+  // timeout and the controller address's variable. (When the controller is reachable, its
+  // verdict naming the ranks that never arrived comes first.)
+  Status StartFailure(const Status& connect_error);
   void Teardown();
 
   // Constant after Create.

@@ -7,8 +7,8 @@
 namespace kolo::transport {
 
 KeepaliveTimes KeepaliveFor(double timeout_seconds) {
-  const int third_ms = std::max(100, static_cast<int>(timeout_seconds * 1000 / 3));
-  return {third_ms, third_ms};
+  const int timeout_ms = std::max(100, static_cast<int>(timeout_seconds * 1000));
+  return {std::max(100, timeout_ms / 4), timeout_ms};
 }
 
 grpc::ChannelArguments WorkerChannelArguments(double timeout_seconds) {

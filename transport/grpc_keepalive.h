@@ -20,7 +20,10 @@ struct KeepaliveTimes {
   int ping_interval_ms;  // GRPC_ARG_KEEPALIVE_TIME_MS
   int ping_timeout_ms;   // GRPC_ARG_KEEPALIVE_TIMEOUT_MS
 };
-// A third of the timeout each, so that interval + timeout stays within it.
+// A ping every quarter of the timeout, answered within the timeout: a silent peer is given up
+// between 1x and 1.25x the timeout after it fell silent, never earlier (a slow peer is not a
+// dead one), and soon enough after the data plane's own timeout that workers can wait for
+// the controller's verdict, which names the silent rank (docs/RELIABILITY.md, scenario 2).
 KeepaliveTimes KeepaliveFor(double timeout_seconds);
 
 grpc::ChannelArguments WorkerChannelArguments(double timeout_seconds);

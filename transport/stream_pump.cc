@@ -124,13 +124,14 @@ Status Pump::PeerError(int peer, int err, const char* direction) const {
 }
 
 Status Pump::NoProgress() const {
-  const std::string limit = SecondsText(ends_.timeout_seconds) + " (KOLO_TIMEOUT_SECONDS)";
+  const std::string limit =
+      ": timed out after " + SecondsText(ends_.timeout_seconds) + " (KOLO_TIMEOUT_SECONDS)";
   if (receiving()) {
     return DeadlineExceeded(what_ + ": no data from rank " + std::to_string(ends_.recv_peer) +
-                            " for " + limit);
+                            limit);
   }
   return DeadlineExceeded(what_ + ": rank " + std::to_string(ends_.send_peer) +
-                          " accepted no data for " + limit);
+                          " accepted no data" + limit);
 }
 
 }  // namespace

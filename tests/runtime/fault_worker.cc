@@ -1,54 +1,124 @@
-// A rank of the fault tests (peer_loss_test.cc): joins the job from KOLO_* variables, runs
-// allreduces until one fails, then reports how kolo behaved afterwards, one fact per line:
-//   ready                      the first allreduce succeeded
-//   FAILED <status>            the allreduce that failed, with kolo's message
-//   LATER <ms> <status>        an enqueue after the failure, and how long it took
-//   SHUTDOWN <ms> <status>     shutdown() and how long it took
-// Exit codes: 3 after a failure (expected), 2 if init failed, 0 if no failure happened.
+// A rank of the fault suite (fault_suite_test.cc), started as a real process from KOLO_*
+// variables. It submits one op no other rank submits (so it stays pending at the controller),
+// then runs steps of three concurrent allreduces until one fails, and reports how kolo behaved,
+// one fact per line. <ns> is the worker's steady clock (CLOCK_MONOTONIC) in nanoseconds, so
+// the test measures from the moment it sent a signal.
+//   INIT <ns> <status>             init() failed (exit 2)
+//   ready <ns>                     the first step succeeded
+//   DONE <ns> <name>               an op of the failing step that still succeeded
+//   FAILED <ns> <name> <status>    an op of the failing step that failed, with kolo's message
+//   LONELY <ns> <status>           the op only this rank submitted
+//   LATER <ms> <status>            an enqueue after the failure, and how long it took
+//   SHUTDOWN <ms> <status>         shutdown() and how long it took
+// Exit codes: 3 after a failure (expected), 2 if init failed, 0 if nothing failed in 60 s.
 #include <chrono>
 #include <cstdio>
+#include <future>
+#include <string>
 #include <vector>
 
 #include "kolo/kolo.h"
 
 namespace {
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
+
+using Clock = std::chrono::steady_clock;
+
+long long Nanos(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+struct Op {
+  std::string name;
+  std::vector<float> data;
+  std::promise<std::pair<Clock::time_point, kolo::Status>> done;
+};
+
+kolo::TensorView View(std::vector<float>& data) {
+  return kolo::TensorView{data.data(),
+                          kolo::DataType::kFloat32,
+                          {static_cast<int64_t>(data.size())},
+                          kolo::Device::Cpu()};
+}
+
+void Print(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// Enqueues `op`; its promise is fulfilled by the callback (or at once if enqueue failed).
+void Enqueue(Op& op) {
+  kolo::Status queued = kolo::allreduce_async(op.name, View(op.data), View(op.data), {},
+                                              [&op](const kolo::Status& s) {
+                                                op.done.set_value({Clock::now(), s});
+                                              });
+  if (!queued.ok()) op.done.set_value({Clock::now(), queued});
+}
+
 }  // namespace
 
 int main() {
   kolo::Status status = kolo::init();
   if (!status.ok()) {
-    std::printf("INIT %s\n", status.ToString().c_str());
+    Print("INIT " + std::to_string(Nanos(Clock::now())) + " " + status.ToString());
     return 2;
   }
-  std::vector<float> grad(1 << 20, 1.0f);
-  kolo::TensorView view{grad.data(),
-                        kolo::DataType::kFloat32,
-                        {static_cast<int64_t>(grad.size())},
-                        kolo::Device::Cpu()};
-  auto started = std::chrono::steady_clock::now();
-  for (int step = 0; MsSince(started) < 60000; ++step) {
-    status = kolo::allreduce("grad", view, view);
-    if (!status.ok()) break;
-    if (step == 0) {
-      std::printf("ready\n");
-      std::fflush(stdout);
+  Op lonely{"lonely/" + std::to_string(kolo::rank()), std::vector<float>(4, 1.0f), {}};
+  Enqueue(lonely);
+
+  const Clock::time_point started = Clock::now();
+  bool failed = false;
+  for (int step = 0; !failed && MsSince(started) < 60000; ++step) {
+    std::vector<Op> ops(3);
+    ops[0] = Op{"grad/big", std::vector<float>(1 << 20, 1.0f), {}};
+    ops[1] = Op{"grad/mid", std::vector<float>(1 << 16, 1.0f), {}};
+    ops[2] = Op{"grad/small", std::vector<float>(16, 1.0f), {}};
+    std::vector<std::future<std::pair<Clock::time_point, kolo::Status>>> results;
+    for (Op& op : ops) results.push_back(op.done.get_future());
+    for (Op& op : ops) Enqueue(op);
+    std::vector<std::string> lines;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (results[i].wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+        Print("HUNG " + ops[i].name);  // the test fails on this; exit so it need not wait
+        std::fflush(stdout);
+        std::_Exit(4);
+      }
+      auto [when, s] = results[i].get();
+      const std::string t = std::to_string(Nanos(when));
+      lines.push_back(s.ok() ? "DONE " + t + " " + ops[i].name
+                             : "FAILED " + t + " " + ops[i].name + " " + s.ToString());
+      failed = failed || !s.ok();
+    }
+    if (!failed && step == 0) Print("ready " + std::to_string(Nanos(Clock::now())));
+    if (failed) {
+      for (const std::string& line : lines) Print(line);
     }
   }
-  if (status.ok()) {
+  if (!failed) {
     (void)kolo::shutdown();
     return 0;
   }
-  std::printf("FAILED %s\n", status.ToString().c_str());
-  auto t0 = std::chrono::steady_clock::now();
-  kolo::Status later = kolo::allreduce_async("later", view, view, {}, [](const kolo::Status&) {});
-  std::printf("LATER %.1f %s\n", MsSince(t0), later.ToString().c_str());
-  t0 = std::chrono::steady_clock::now();
+  auto lonely_result = lonely.done.get_future();
+  if (lonely_result.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    Print("HUNG " + lonely.name);
+    std::_Exit(4);
+  }
+  auto [lonely_when, lonely_status] = lonely_result.get();
+  Print("LONELY " + std::to_string(Nanos(lonely_when)) + " " + lonely_status.ToString());
+
+  Clock::time_point t0 = Clock::now();
+  std::vector<float> later(4, 1.0f);
+  kolo::Status enqueued =
+      kolo::allreduce_async("later", View(later), View(later), {}, [](const kolo::Status&) {});
+  char ms[32];
+  std::snprintf(ms, sizeof(ms), "%.1f", MsSince(t0));
+  Print(std::string("LATER ") + ms + " " + enqueued.ToString());
+  t0 = Clock::now();
   kolo::Status down = kolo::shutdown();
-  std::printf("SHUTDOWN %.1f %s\n", MsSince(t0), down.ToString().c_str());
-  std::fflush(stdout);
+  std::snprintf(ms, sizeof(ms), "%.1f", MsSince(t0));
+  Print(std::string("SHUTDOWN ") + ms + " " + down.ToString());
   return 3;
 }
