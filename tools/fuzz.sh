@@ -23,6 +23,8 @@ cmake -S "$root" -B "$build" -DKOLO_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/
 cmake --build "$build" -j"$jobs" --target kolo_fuzzers
 
 mkdir -p "$build/fuzz/artifacts"
+# UBSan only prints by default; a report must stop the run like an ASan one.
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 failed=0
 for t in "${targets[@]}"; do
   work=$build/fuzz/work/$t
