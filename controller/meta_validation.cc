@@ -40,8 +40,35 @@ Status CheckWellFormed(int rank, const TensorMeta& meta) {
   if (!IsValidReduceOp(static_cast<int32_t>(meta.reduce_op))) {
     return Internal(what + "an unknown " + ReduceOpName(meta.reduce_op));
   }
+  // Bytes are computed in int64 (fusion, allgather totals over every rank). Bounding the
+  // product of the non-zero dimensions bounds every partial product, zero-size tensors included.
+  int64_t nonzero_product = 1;
   for (int64_t d : meta.shape) {
     if (d < 0) return Internal(what + "a negative dimension in " + ShapeToString(meta.shape));
+    if (d == 0) continue;
+    if (nonzero_product > kMaxTensorBytes / d / static_cast<int64_t>(DataTypeSize(meta.dtype))) {
+      return Internal(what + "shape " + ShapeToString(meta.shape) + ", over " +
+                      std::to_string(kMaxTensorBytes) + " bytes");
+    }
+    nonzero_product *= d;
+  }
+  const bool rows = meta.op == OpType::kAllgather || meta.op == OpType::kAlltoall;
+  if (rows && meta.shape.empty()) {
+    return Internal(what + "a scalar, which has no dimension 0 to " + OpTypeName(meta.op));
+  }
+  if (meta.op == OpType::kAlltoall) {
+    int64_t sum = 0;
+    for (int64_t split : meta.splits) {
+      if (split < 0 || split > meta.shape[0] - sum) {
+        return Internal(what + "splits " + ShapeToString(meta.splits) + " for " +
+                        std::to_string(meta.shape[0]) + " rows");
+      }
+      sum += split;
+    }
+    if (sum != meta.shape[0]) {
+      return Internal(what + "splits " + ShapeToString(meta.splits) + " for " +
+                      std::to_string(meta.shape[0]) + " rows");
+    }
   }
   return Status::Ok();
 }

@@ -103,5 +103,34 @@ TEST_CASE("Malformed announcements are protocol errors naming the rank",
         "rank 0 announced 'x' with a negative dimension in [2, -1]");
 }
 
+// Found by fuzz/control_message_fuzzer.cc: a shape whose element count overflowed int64 was
+// accepted and overflowed in num_elements(); an allgather scalar was read at shape[0].
+TEST_CASE("Announcements whose sizes would overflow or that lack dimension 0 are refused",
+          "[controller][validation]") {
+  CHECK(CheckWellFormed(0, Meta("big", {int64_t{1} << 18, int64_t{1} << 20})).ok());  // 1 TiB
+  CHECK(CheckWellFormed(0, Meta("zero", {0, kMaxTensorBytes / 4})).ok());
+  CHECK(CheckWellFormed(1, Meta("x", {int64_t{1} << 40, int64_t{1} << 40, 0})).message() ==
+        "rank 1 announced 'x' with shape [1099511627776, 1099511627776, 0], over 1099511627776 "
+        "bytes");
+  CHECK(!CheckWellFormed(1, Meta("x", {int64_t{1} << 39, 2}, DataType::kFloat64)).ok());
+  CHECK(!CheckWellFormed(1, Meta("x", {0, kMaxTensorBytes + 1})).ok());
+
+  TensorMeta scalar_gather = Meta("g", {});
+  scalar_gather.op = OpType::kAllgather;
+  CHECK(CheckWellFormed(2, scalar_gather).message() ==
+        "rank 2 announced 'g' with a scalar, which has no dimension 0 to allgather");
+
+  TensorMeta a2a = Meta("a", {5, 2});
+  a2a.op = OpType::kAlltoall;
+  a2a.splits = {2, 3};
+  CHECK(CheckWellFormed(0, a2a).ok());
+  for (std::vector<int64_t> bad :
+       {std::vector<int64_t>{2, 2}, {6, -1}, {-1, 6}, {INT64_MAX, INT64_MAX}}) {
+    a2a.splits = bad;
+    CHECK(CheckWellFormed(0, a2a).message() ==
+          "rank 0 announced 'a' with splits " + ShapeToString(bad) + " for 5 rows");
+  }
+}
+
 }  // namespace
 }  // namespace kolo::controller
