@@ -6,7 +6,7 @@
 # allreduce of the same bytes. Absolute numbers on shared machines move by +-30% between runs,
 # so only ratios from one run mean anything.
 #
-#   tools/bench/compare.sh [BUILD_DIR]          (default build; ~10 min on 2 cores)
+#   tools/bench/compare.sh [BUILD_DIR]          (default build; ~5 min on 2 cores)
 #
 # Environment: BASELINES (the peers' run.sh; default ../shared/bench/run.sh next to the repo),
 # NPS ("2 4"), OUT_DIR (raw outputs; default a fresh /tmp folder), PEERS (run.sh's CONFIGS),
