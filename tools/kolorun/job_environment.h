@@ -13,7 +13,7 @@ namespace kolo::launcher {
 struct JobLayout {
   int size = 1;  // number of ranks
   int controller_port = 0;
-  std::string secret;                         // 64 hex digits
+  std::string secret;  // 64 hex digits
   std::string job_id;  // "kolorun-" and 16 hex digits; names the job in every handshake
   std::string controller_host = "127.0.0.1";  // rank 0's host, as the other ranks reach it
   std::string start_timeout_seconds;          // KOLO_START_TIMEOUT_SECONDS; empty: not set
