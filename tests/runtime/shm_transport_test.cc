@@ -24,16 +24,8 @@ using kolo::testing::Watchdog;
 namespace {
 
 using kolo::testing::kAllDataTypes;
-constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
-                                ReduceOp::kProduct};
-
-TensorView View(std::vector<uint8_t>& bytes, DataType dtype, int64_t count) {
-  TensorView view;
-  view.data = bytes.data();
-  view.dtype = dtype;
-  view.shape = {count};
-  return view;
-}
+using kolo::testing::kAllOps;
+using kolo::testing::View;
 
 // Lines of /proc/self/maps that map a kolo shared-memory segment.
 int KoloShmMappings() {

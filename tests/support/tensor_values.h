@@ -16,6 +16,15 @@ inline constexpr DataType kAllDataTypes[] = {
     DataType::kUInt8,   DataType::kInt8,     DataType::kInt32,   DataType::kInt64,
     DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
 
+// Every reduce op, for sweeps.
+inline constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
+                                       ReduceOp::kMax, ReduceOp::kProduct};
+
+// A host tensor of `count` elements over `bytes` (which must outlive the view).
+inline TensorView View(std::vector<uint8_t>& bytes, DataType dtype, int64_t count) {
+  return TensorView{bytes.data(), dtype, {count}, Device::Cpu()};
+}
+
 // Input value of element i on rank r (small integers; in {1, 2} for products).
 double InputValue(int rank, int64_t i, ReduceOp op);
 
