@@ -1,0 +1,234 @@
+// CpuExecutor's collectives that move rows of dimension 0 between ranks: allgather,
+// reducescatter and alltoall (ops/cpu_executor.h states the contract). Allreduce, broadcast and
+// the dispatch are in cpu_executor.cc.
+#include <cstring>
+
+#include "core/op_validation.h"
+#include "ops/cpu_executor.h"
+#include "ops/pairwise_alltoall.h"
+#include "ops/phase_scope.h"
+#include "ops/reduce_kernels.h"
+#include "ops/ring_allgather.h"
+#include "ops/ring_reducescatter.h"
+
+namespace kolo::ops {
+
+Status CpuExecutor::Allgather(const Response& response, const std::vector<TensorEntry*>& entries,
+                              PhaseObserver* observer) {
+  const std::string what = DescribeOp(response.op, entries);
+  const int n = plane_.size();
+  const int me = plane_.rank();
+  const size_t tensors = entries.size();
+  if (tensors == 0 || response.first_dims.size() != tensors * n) {
+    return Internal(what + ": expected " + std::to_string(n) + " first dimensions for each of " +
+                    std::to_string(tensors) + " tensors, got " +
+                    std::to_string(response.first_dims.size()));
+  }
+  auto rows = [&](size_t t, int r) { return response.first_dims[t * n + r]; };
+  // rank_bytes[t * n + r]: bytes of tensor t's rows from rank r; a rank may send zero rows.
+  std::vector<size_t> rank_bytes(tensors * n);
+  std::vector<size_t> block_bytes(n, 0);  // every tensor's rows from rank r, back to back
+  std::vector<void*> outputs(tensors);
+  for (size_t t = 0; t < tensors; ++t) {
+    TensorEntry& entry = *entries[t];
+    const std::vector<int64_t>& in_shape = entry.input.shape;
+    if (in_shape.empty() || in_shape[0] != rows(t, me) || entry.input.dtype != response.dtype) {
+      return Internal(what + ": this rank's input '" + entry.meta.name +
+                      "' does not match the decision");
+    }
+    size_t row_bytes = DataTypeSize(response.dtype);
+    for (size_t d = 1; d < in_shape.size(); ++d) row_bytes *= static_cast<size_t>(in_shape[d]);
+    std::vector<int64_t> out_shape = in_shape;
+    out_shape[0] = 0;
+    for (int r = 0; r < n; ++r) {
+      rank_bytes[t * n + r] = static_cast<size_t>(rows(t, r)) * row_bytes;
+      block_bytes[r] += rank_bytes[t * n + r];
+      out_shape[0] += rows(t, r);
+    }
+    // nullptr: the allocator failed; this rank still relays, only that tensor's op fails.
+    outputs[t] = AllocateOutput(entry, out_shape, what);
+  }
+  size_t total = 0, own_offset = 0;
+  for (int r = 0; r < n; ++r) {
+    if (r == me) own_offset = total;
+    total += block_bytes[r];
+  }
+  if (tensors == 1 && outputs[0] != nullptr) {
+    // Gather straight into the output: its layout is the ring's.
+    uint8_t* output = static_cast<uint8_t*>(outputs[0]);
+    {
+      PhaseScope phase(observer, "COPY_INPUT");
+      if (block_bytes[me] > 0)
+        std::memcpy(output + own_offset, entries[0]->input.data, block_bytes[me]);
+    }
+    PhaseScope phase(observer, "RING_ALLGATHER");
+    return RingAllgather(plane_, output, block_bytes, what);
+  }
+  // Through the fusion buffer, rank-major: rank r's block holds every tensor's rows from r.
+  fusion_buffer_.Reserve(total);
+  uint8_t* fused = fusion_buffer_.data();
+  {
+    PhaseScope phase(observer, "MEMCPY_IN_FUSION_BUFFER");
+    size_t offset = own_offset;
+    for (size_t t = 0; t < tensors; ++t) {
+      const size_t bytes = rank_bytes[t * n + me];
+      if (bytes > 0) std::memcpy(fused + offset, entries[t]->input.data, bytes);
+      offset += bytes;
+    }
+  }
+  {
+    PhaseScope phase(observer, "RING_ALLGATHER");
+    KOLO_RETURN_IF_ERROR(RingAllgather(plane_, fused, block_bytes, what));
+  }
+  PhaseScope phase(observer, "MEMCPY_OUT_FUSION_BUFFER");
+  size_t block_start = 0;
+  std::vector<size_t> out_offset(tensors, 0);
+  for (int r = 0; r < n; ++r) {
+    size_t offset = block_start;
+    for (size_t t = 0; t < tensors; ++t) {
+      const size_t bytes = rank_bytes[t * n + r];
+      if (outputs[t] != nullptr && bytes > 0) {
+        std::memcpy(static_cast<uint8_t*>(outputs[t]) + out_offset[t], fused + offset, bytes);
+      }
+      out_offset[t] += bytes;
+      offset += bytes;
+    }
+    block_start += block_bytes[r];
+  }
+  return Status::Ok();
+}
+
+Status CpuExecutor::Reducescatter(const Response& response,
+                                  const std::vector<TensorEntry*>& entries,
+                                  PhaseObserver* observer) {
+  const std::string what = DescribeOp(response.op, entries);
+  const int n = plane_.size();
+  const int me = plane_.rank();
+  const size_t tensors = entries.size();
+  if (tensors == 0) return Internal(what + ": no tensors");
+  const size_t element_size = DataTypeSize(response.dtype);
+  // parts[t * n + r]: elements of tensor t that rank r receives (whole rows, SplitRows).
+  std::vector<size_t> parts(tensors * n);
+  std::vector<size_t> block_elements(n, 0);
+  for (size_t t = 0; t < tensors; ++t) {
+    TensorEntry& entry = *entries[t];
+    const std::vector<int64_t>& shape = entry.input.shape;
+    const int64_t rows = shape.empty() ? 1 : shape[0];
+    const int64_t row_elements = rows == 0 ? 0 : entry.input.num_elements() / rows;
+    const std::vector<int64_t> split = SplitRows(rows, n);
+    for (int r = 0; r < n; ++r) {
+      parts[t * n + r] = static_cast<size_t>(split[r] * row_elements);
+      block_elements[r] += parts[t * n + r];
+    }
+    if (entry.output.num_elements() != static_cast<int64_t>(parts[t * n + me]) ||
+        entry.input.dtype != response.dtype) {
+      return Internal(what + ": the output of '" + entry.meta.name +
+                      "' does not match this rank's part");
+    }
+  }
+  size_t total = 0, own_offset = 0;
+  for (int r = 0; r < n; ++r) {
+    if (r == me) own_offset = total;
+    total += block_elements[r];
+  }
+  // Rank-major: block r holds part r of every tensor, so the ring leaves this rank's parts
+  // together. For one tensor this is just its input, scaled (the input stays untouched).
+  fusion_buffer_.Reserve(total * element_size);
+  uint8_t* work = fusion_buffer_.data();
+  {
+    PhaseScope phase(observer, "MEMCPY_IN_FUSION_BUFFER");
+    std::vector<size_t> in_offset(tensors, 0);  // elements of tensor t already placed
+    size_t offset = 0;
+    for (int r = 0; r < n; ++r) {
+      for (size_t t = 0; t < tensors; ++t) {
+        const size_t count = parts[t * n + r];
+        const uint8_t* input = static_cast<const uint8_t*>(entries[t]->input.data);
+        if (count > 0) {
+          ScaleCopy(work + offset * element_size, input + in_offset[t] * element_size, count,
+                    response.dtype, response.prescale);
+        }
+        in_offset[t] += count;
+        offset += count;
+      }
+    }
+  }
+  {
+    PhaseScope phase(observer, "RING_REDUCESCATTER");
+    KOLO_RETURN_IF_ERROR(RingReducescatterBlocks(plane_, work, block_elements, response.dtype,
+                                                 response.reduce_op, scratch_, what));
+  }
+  PhaseScope phase(observer, "MEMCPY_OUT_FUSION_BUFFER");
+  uint8_t* own = work + own_offset * element_size;
+  FinishIntegerAverage(response, own, block_elements[me]);
+  const double post = PostFactor(response);
+  for (size_t t = 0; t < tensors; ++t) {
+    const size_t count = parts[t * n + me];
+    if (count > 0) ScaleCopy(entries[t]->output.data, own, count, response.dtype, post);
+    own += count * element_size;
+  }
+  return Status::Ok();
+}
+
+Status CpuExecutor::Alltoall(const Response& response, const std::vector<TensorEntry*>& entries,
+                             PhaseObserver* observer) {
+  const std::string what = DescribeOp(response.op, entries);
+  const int n = plane_.size();
+  const int me = plane_.rank();
+  if (entries.size() != 1 || response.splits.size() != static_cast<size_t>(n) * n) {
+    return Internal(what + ": expected one tensor and a " + std::to_string(n) + "x" +
+                    std::to_string(n) + " split matrix");
+  }
+  TensorEntry& entry = *entries[0];
+  const std::vector<int64_t>& in_shape = entry.input.shape;
+  size_t row_bytes = DataTypeSize(response.dtype);
+  for (size_t d = 1; d < in_shape.size(); ++d) row_bytes *= static_cast<size_t>(in_shape[d]);
+  auto rows = [&](int from, int to) { return response.splits[from * n + to]; };
+  std::vector<ByteBlock> send(n), recv(n);
+  std::vector<int64_t> out_shape = in_shape;
+  out_shape[0] = 0;
+  size_t send_offset = 0, recv_offset = 0;
+  for (int peer = 0; peer < n; ++peer) {
+    send[peer] = {send_offset, static_cast<size_t>(rows(me, peer)) * row_bytes};
+    recv[peer] = {recv_offset, static_cast<size_t>(rows(peer, me)) * row_bytes};
+    send_offset += send[peer].bytes;
+    recv_offset += recv[peer].bytes;
+    out_shape[0] += rows(peer, me);
+  }
+  if (send_offset != entry.input.num_bytes()) {
+    return Internal(what + ": the split matrix does not cover this rank's input");
+  }
+  void* output = AllocateOutput(entry, out_shape, what);
+  if (output == nullptr) {
+    // This rank still sends its blocks; only its own op fails.
+    fusion_buffer_.Reserve(recv_offset);
+    output = fusion_buffer_.data();
+  }
+  if (entry.received_splits != nullptr) {
+    entry.received_splits->clear();
+    for (int peer = 0; peer < n; ++peer) entry.received_splits->push_back(rows(peer, me));
+  }
+  PhaseScope phase(observer, "PAIRWISE_ALLTOALL");
+  return PairwiseAlltoall(plane_, entry.input.data, send, output, recv, what);
+}
+
+void* CpuExecutor::AllocateOutput(TensorEntry& entry, const std::vector<int64_t>& shape,
+                                  const std::string& what) {
+  void* output = nullptr;
+  try {  // user code at a thread boundary
+    output = entry.allocate ? entry.allocate(shape) : nullptr;
+  } catch (...) {
+    output = nullptr;
+  }
+  int64_t elements = 1;
+  for (int64_t d : shape) elements *= d;
+  if (output == nullptr && elements > 0) {
+    entry.local_error = InvalidArgument(what + ": the output allocator returned no memory for " +
+                                        ShapeToString(shape));
+    return nullptr;
+  }
+  entry.output.data = output;
+  entry.output.shape = shape;
+  return output != nullptr ? output : entry.input.data;  // nothing to write when empty
+}
+
+}  // namespace kolo::ops
