@@ -272,7 +272,8 @@ const std::vector<ConfigVar>& ConfigTable() {
        {"HOROVOD_CYCLE_TIME"},
        "1",
        "[0, 1000] ms",
-       "Once a tensor is ready, the controller waits at most this long for more to fuse.",
+       "Once a tensor is ready, the controller waits at most this long for more to fuse, "
+       "while some are announced by some ranks only (else it plans at once).",
        &ApplyCycle},
       {"KOLO_CACHE_CAPACITY",
        {"HOROVOD_CACHE_CAPACITY"},
