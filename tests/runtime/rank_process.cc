@@ -53,8 +53,11 @@ RankProcess::~RankProcess() {
 }
 
 RankProcess::Clock::time_point RankProcess::Signal(int sig) {
+  // Taken before the signal: a survivor can notice a SIGKILL within microseconds (over shared
+  // memory), sooner than this thread returns from kill().
+  const Clock::time_point sent = Clock::now();
   kill(pid_, sig);
-  return Clock::now();
+  return sent;
 }
 
 std::optional<std::string> RankProcess::Find(const std::string& prefix) const {

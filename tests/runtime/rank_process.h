@@ -32,7 +32,7 @@ class RankProcess {
   RankProcess& operator=(const RankProcess&) = delete;
 
   bool running() const { return pid_ > 0 && !reaped_; }
-  // Sends `sig`; returns the steady-clock time right after the signal was sent.
+  // Sends `sig`; returns the steady-clock time right before the signal was sent.
   Clock::time_point Signal(int sig);
 
   // The first line that starts with `prefix` and a space, without them; nullopt if none.

@@ -1,15 +1,14 @@
 // Job secret, free port and per-rank environment for kolorun; see job_environment.h.
 #include "tools/kolorun/job_environment.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <set>
+
+#include "core/free_port.h"
 
 namespace kolo::launcher {
 namespace {
@@ -51,21 +50,7 @@ StatusOr<std::string> MakeJobSecret() {
 }
 
 StatusOr<int> FindFreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return ErrnoStatus("cannot create a socket to find a free port");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    Status status = ErrnoStatus("cannot find a free port on 127.0.0.1");
-    close(fd);
-    return status;
-  }
-  close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
+  return PickControllerPort();
 }
 
 StatusOr<JobLayout> PrepareJob(int size) {
