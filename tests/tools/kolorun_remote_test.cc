@@ -89,18 +89,6 @@ std::vector<pid_t> AwaitGone(const std::vector<pid_t>& pids, milliseconds limit)
   }
 }
 
-std::map<std::string, std::string> VariablesOfRank(const std::string& out, int rank) {
-  std::map<std::string, std::string> vars;
-  const std::string prefix = "[" + std::to_string(rank) + "] ";
-  for (const std::string& line : SplitLines(out)) {
-    if (line.rfind(prefix, 0) != 0) continue;
-    std::string rest = line.substr(prefix.size());
-    size_t eq = rest.find('=');
-    if (eq != std::string::npos) vars[rest.substr(0, eq)] = rest.substr(eq + 1);
-  }
-  return vars;
-}
-
 TEST_CASE("kolorun --dry-run prints each rank's host, command and environment, starts nothing",
           "[tools][kolorun]") {
   Watchdog watchdog("kolorun --dry-run", seconds(30));

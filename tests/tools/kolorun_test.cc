@@ -22,19 +22,6 @@ ProcessResult RunRanks(int n, const std::string& script) {
   return RunProcess({KOLORUN_PATH, "-np", std::to_string(n), "/bin/sh", "-c", script});
 }
 
-// The value of `name=...` on the line of rank `rank`, from lines like "[2] KOLO_RANK=2".
-std::map<std::string, std::string> VariablesOfRank(const std::string& out, int rank) {
-  std::map<std::string, std::string> vars;
-  const std::string prefix = "[" + std::to_string(rank) + "] ";
-  for (const std::string& line : SplitLines(out)) {
-    if (line.rfind(prefix, 0) != 0) continue;
-    std::string rest = line.substr(prefix.size());
-    size_t eq = rest.find('=');
-    if (eq != std::string::npos) vars[rest.substr(0, eq)] = rest.substr(eq + 1);
-  }
-  return vars;
-}
-
 TEST_CASE("kolorun gives every rank its identity and one shared secret by environment",
           "[tools][kolorun]") {
   Watchdog watchdog("kolorun identity", seconds(30));

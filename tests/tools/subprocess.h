@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,5 +53,8 @@ int CountOccurrences(const std::string& haystack, const std::string& needle);
 
 // `text` split at '\n' (no trailing empty line).
 std::vector<std::string> SplitLines(const std::string& text);
+
+// The NAME=value pairs on the lines of rank `rank` in kolorun's output ("[2] KOLO_RANK=2").
+std::map<std::string, std::string> VariablesOfRank(const std::string& out, int rank);
 
 }  // namespace kolo::testing
