@@ -341,7 +341,7 @@ void Controller::Flush() {
       outbox_->Send(out.rank, out.message);
       continue;
     }
-    for (int rank = 0; rank < config_.size; ++rank) outbox_->Send(rank, out.message);
+    outbox_->SendToAll(config_.size, out.message);
   }
 }
 

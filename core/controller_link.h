@@ -17,6 +17,12 @@ class ControllerOutbox {
   virtual ~ControllerOutbox() = default;
   // Queues `message` for `rank`'s stream. Dropped (and logged) if that stream is gone.
   virtual void Send(int rank, const ControllerMessage& message) = 0;
+  // Queues `message` for ranks 0..size-1. A transport that can stop while messages are in
+  // flight queues every copy at once, so that no rank can act on it (rank 0 stopping the
+  // transport after reading a Shutdown, say) before the other ranks' copies are queued.
+  virtual void SendToAll(int size, const ControllerMessage& message) {
+    for (int rank = 0; rank < size; ++rank) Send(rank, message);
+  }
 };
 
 class ControllerHandler {

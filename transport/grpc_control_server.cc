@@ -7,6 +7,8 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "proto/kolo.grpc.pb.h"
 #include "transport/control_auth.h"
@@ -66,6 +68,7 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
   Status Start(const std::string& address);
   int port() const { return port_; }
   void Send(int rank, const ControllerMessage& message);
+  void SendToAll(int size, const ControllerMessage& message);
   void Stop(SteadyTime deadline);
   grpc::Status Session(grpc::ServerContext* context, SessionStream* stream) override;
 
@@ -81,6 +84,7 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
   Status ReadLoop(int rank, SessionStream* stream);
   void WriteLoop(StreamState& state, SessionStream* stream);
   void FinishWriter(StreamState& state, std::thread& writer);
+  const char* QueueLocked(int rank, const ControllerMessage& message);
   grpc::Status Refuse(SessionStream* stream, const std::string& reason);
   grpc::Status RefuseUnauthenticated(grpc::ServerContext* context, SessionStream* stream,
                                      const char* key, const std::string& reason);
@@ -355,25 +359,41 @@ void GrpcControlServer::Impl::FinishWriter(StreamState& state, std::thread& writ
   writer.join();
 }
 
+// Queues `message` on `rank`'s stream, or returns why it cannot. Caller holds mu_.
+const char* GrpcControlServer::Impl::QueueLocked(int rank, const ControllerMessage& message) {
+  if (stopping_) return "the controller is stopping";
+  auto it = streams_.find(rank);
+  if (it == streams_.end()) return "it has no control stream";
+  if (it->second->writer_done) return "its control stream is closing";
+  it->second->queue.push_back(message);
+  it->second->wake_writer.notify_one();
+  return nullptr;
+}
+
 void GrpcControlServer::Impl::Send(int rank, const ControllerMessage& message) {
   const char* dropped_because = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = streams_.find(rank);
-    if (stopping_) {
-      dropped_because = "the controller is stopping";
-    } else if (it == streams_.end()) {
-      dropped_because = "it has no control stream";
-    } else if (it->second->writer_done) {
-      dropped_because = "its control stream is closing";
-    } else {
-      it->second->queue.push_back(message);
-      it->second->wake_writer.notify_one();
-      return;
+    dropped_because = QueueLocked(rank, message);
+  }
+  if (dropped_because != nullptr) {
+    logger_->warn("dropped a {} message for rank {}: {}", KindName(message.kind), rank,
+                  dropped_because);
+  }
+}
+
+void GrpcControlServer::Impl::SendToAll(int size, const ControllerMessage& message) {
+  std::vector<std::pair<int, const char*>> dropped;
+  {
+    // One critical section: Stop cannot slip in between two ranks' copies.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int rank = 0; rank < size; ++rank) {
+      if (const char* why = QueueLocked(rank, message)) dropped.emplace_back(rank, why);
     }
   }
-  logger_->warn("dropped a {} message for rank {}: {}", KindName(message.kind), rank,
-                dropped_because);
+  for (const auto& [rank, why] : dropped) {
+    logger_->warn("dropped a {} message for rank {}: {}", KindName(message.kind), rank, why);
+  }
 }
 
 void GrpcControlServer::Impl::Stop(SteadyTime deadline) {
@@ -425,6 +445,10 @@ int GrpcControlServer::port() const {
 
 void GrpcControlServer::Send(int rank, const ControllerMessage& message) {
   impl_->Send(rank, message);
+}
+
+void GrpcControlServer::SendToAll(int size, const ControllerMessage& message) {
+  impl_->SendToAll(size, message);
 }
 
 void GrpcControlServer::Stop(std::chrono::steady_clock::time_point deadline) {
