@@ -1,5 +1,6 @@
 // ControlChannel: a worker's end of its control stream to the controller (DESIGN.md §2).
-// Implemented by transport/ over gRPC; driven by the background thread.
+// Implemented by transport/ over gRPC, and by LocalControlChannel for the rank whose process
+// hosts the controller; driven by the background thread.
 //
 // Threading: Connect, Send and Close are called by the background thread only. Incoming
 // messages are queued by the implementation's own reader thread; TryReceive (background thread)
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <string>
 
 #include "core/messages.h"
 #include "kolo/status.h"
@@ -43,6 +45,10 @@ class ControlChannel {
   // Half-closes and tears the stream down; waits at most `deadline` for the reader thread.
   // Idempotent.
   virtual void Close(std::chrono::steady_clock::time_point deadline) = 0;
+
+  // The job generation the Welcome carried (it binds the data mesh's handshakes); valid after
+  // a successful Connect.
+  virtual std::string generation() const = 0;
 };
 
 }  // namespace kolo

@@ -119,7 +119,7 @@ Status RuntimeImpl::Start() {
   loop_config.on_clock_offset = [this](double offset_us, double rtt_us) {
     timeline_.SetClockOffset(offset_us, rtt_us);
   };
-  loop_ = std::make_unique<BackgroundLoop>(loop_config, &queue_, &wakeup_, channel_.get(),
+  loop_ = std::make_unique<BackgroundLoop>(loop_config, &queue_, &wakeup_, channel_,
                                            executor_.get(), mesh_.get(), &tracer_, logger_);
   loop_->Start();
   logger_->info(
@@ -158,7 +158,9 @@ Status RuntimeImpl::StartController(std::string* controller_address) {
           MakeLogger(options_.rank, "control-server", logger_->level()), security_);
   if (!server.ok()) return server.status().WithContext("starting the controller");
   server_ = std::move(server).value();
-  controller_->Attach(server_.get());
+  local_channel_ = std::make_unique<LocalControlChannel>(options_.rank, controller_.get(),
+                                                         server_.get(), server_->generation());
+  controller_->Attach(local_channel_.get());
   controller_->Start();
   *controller_address = host + ":" + std::to_string(server_->port());
   return Status::Ok();
@@ -190,9 +192,14 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   if (!mesh.ok()) return mesh.status().WithContext("data-plane listener on " + data_host);
   mesh_ = std::move(mesh).value();
 
-  channel_ = transport::GrpcControlChannel::Create(
-      controller_address, options_.timeout_seconds,
-      MakeLogger(options_.rank, "control", logger_->level()), security_);
+  if (local_channel_) {
+    channel_ = local_channel_.get();
+  } else {
+    grpc_channel_ = transport::GrpcControlChannel::Create(
+        controller_address, options_.timeout_seconds,
+        MakeLogger(options_.rank, "control", logger_->level()), security_);
+    channel_ = grpc_channel_.get();
+  }
   // An abort must reach a background thread blocked in the ring at once, not at the ring's
   // deadline.
   channel_->SetFatalHandler([this](const Status& why) {
@@ -378,12 +385,14 @@ void RuntimeImpl::Teardown() {
   Status closed = timeline_.Stop();
   if (!closed.ok()) logger_->warn("timeline: {}", closed.message());
   executor_.reset();
-  channel_.reset();
+  channel_ = nullptr;
+  grpc_channel_.reset();
   shm_plane_.store(nullptr);
   shm_.reset();
   mesh_.reset();
   server_.reset();
   controller_.reset();
+  local_channel_.reset();  // the controller's outbox
 }
 
 }  // namespace kolo

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/background_loop.h"
+#include "core/local_control_channel.h"
 #include "core/logging.h"
 #include "core/op_tracer.h"
 #include "core/shared_memory_plane.h"
@@ -94,7 +95,12 @@ class RuntimeImpl {
   std::unique_ptr<transport::ShmMesh> shm_;  // when allreduce runs over shared memory
   // shm_ for the control channel's fatal handler (its reader thread); null until shm_ is up.
   std::atomic<SharedMemoryPlane*> shm_plane_{nullptr};
-  std::unique_ptr<transport::GrpcControlChannel> channel_;
+  // Rank 0 talks to its own controller through local_channel_ (also the controller's outbox,
+  // so it is reset after the controller), the other ranks through grpc_channel_; channel_ is
+  // whichever this rank uses.
+  std::unique_ptr<LocalControlChannel> local_channel_;           // rank 0 only
+  std::unique_ptr<transport::GrpcControlChannel> grpc_channel_;  // ranks > 0
+  ControlChannel* channel_ = nullptr;
   transport::ControlSecurity security_;  // set at the start of Start(); holds the key
   std::unique_ptr<ops::CpuExecutor> executor_;
   Wakeup wakeup_;

@@ -47,9 +47,8 @@ class GrpcControlChannel final : public ControlChannel {
   // joins the reader thread. Idempotent.
   void Close(std::chrono::steady_clock::time_point deadline) override;
 
-  // The generation the Welcome carried (binds the data mesh's handshakes); valid after a
-  // successful Connect. Background thread.
-  std::string generation() const;
+  // See ControlChannel. Background thread.
+  std::string generation() const override;
 
  private:
   class Impl;

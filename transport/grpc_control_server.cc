@@ -67,6 +67,7 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
 
   Status Start(const std::string& address);
   int port() const { return port_; }
+  const std::string& generation() const { return generation_; }
   void Send(int rank, const ControllerMessage& message);
   void SendToAll(int size, const ControllerMessage& message);
   void Stop(SteadyTime deadline);
@@ -441,6 +442,10 @@ StatusOr<std::unique_ptr<GrpcControlServer>> GrpcControlServer::Start(
 
 int GrpcControlServer::port() const {
   return impl_->port();
+}
+
+const std::string& GrpcControlServer::generation() const {
+  return impl_->generation();
 }
 
 void GrpcControlServer::Send(int rank, const ControllerMessage& message) {

@@ -38,6 +38,8 @@ class GrpcControlServer final : public ControllerOutbox {
   ~GrpcControlServer() override;
 
   int port() const;
+  // The job generation, random per server; every Welcome carries it.
+  const std::string& generation() const;
 
   // Queues `message` for `rank`'s stream; dropped (and logged) if that rank has no stream or
   // the server is stopping. Never blocks on the network. Any thread, including handler calls.
