@@ -26,6 +26,15 @@ bool ValidStallSeconds(double seconds) {
   return seconds >= 0 && seconds <= kMaxStallSeconds;
 }
 
+std::chrono::steady_clock::duration StallPoll(const Controller::Config& c) {
+  double shortest = 60;
+  for (double seconds : {c.stall_check_seconds, c.stall_shutdown_seconds}) {
+    if (seconds > 0) shortest = std::min(shortest, seconds);
+  }
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(std::max(0.001, shortest / 4)));
+}
+
 Clock::TimePoint::duration CycleDuration(double ms) {
   return std::chrono::duration_cast<Clock::TimePoint::duration>(
       std::chrono::duration<double, std::milli>(ms));
@@ -93,6 +102,7 @@ Status Controller::Config::Validate() const {
 Controller::Controller(const Config& config, Clock* clock, Logger logger)
     : config_(CheckedConfig(config)),
       cycle_(CycleDuration(config.cycle_time_ms)),
+      stall_poll_(StallPoll(config)),
       clock_(clock),
       logger_(std::move(logger)),
       start_deadline_(clock->Now() + std::chrono::duration_cast<Clock::TimePoint::duration>(
@@ -152,6 +162,7 @@ Status Controller::OnHello(const Hello& hello) {
       welcome.peers = rendezvous_.peers();
       QueueLocked(-1, std::move(welcome));
       logger_->info("all {} ranks joined; sent Welcome", config_.size);
+      wake_.notify_all();  // the sequencer's start-timeout timer is moot; stall polling begins
     }
   }
   Flush();
@@ -238,7 +249,6 @@ void Controller::HandleRequestsLocked(int rank, const std::vector<Request>& requ
   if (aborted_ || shutdown_sent_) return;  // the job is over: refuse further work
   const Clock::TimePoint now = clock_->Now();
   const int before = negotiator_.ready_count();
-  const bool nothing_pending = negotiator_.table().pending_count() == 0;
   std::vector<NegotiationEvent> events;  // the steps of the requests applied, even on error
   Status status = negotiator_.AddRequests(rank, requests, now, tracing() ? &events : nullptr);
   if (!events.empty()) RecordNegotiation(config_.trace, events, now);
@@ -246,15 +256,14 @@ void Controller::HandleRequestsLocked(int rank, const std::vector<Request>& requ
     AbortLocked("protocol error: " + status.message());
     return;
   }
-  NoteReadyLocked(before);
+  if (before == 0 && negotiator_.ready_count() > 0) window_start_ = now;
   // Plan here when nothing more is coming, rather than hand over to the sequencer thread: the
-  // caller flushes right after, which saves a thread switch on the latency path.
+  // caller flushes right after, which saves a thread switch on the latency path. Only a
+  // window left open needs the sequencer (to close it on time); names left pending need it
+  // only for stall checks, and it looks at those on its own (SequencerLoop).
   Clock::TimePoint unused;
   PlanIfDueLocked(now, /*force=*/false, &unused);
-  // The sequencer sleeps without a timer while nothing is pending: hand it a stall deadline.
-  if (nothing_pending && negotiator_.table().pending_count() > 0 && stall_inspector_.enabled()) {
-    wake_.notify_all();
-  }
+  if (before == 0 && negotiator_.ready_count() > 0) wake_.notify_all();
 }
 
 void Controller::HandleShutdownLocked(int rank) {
@@ -395,7 +404,14 @@ void Controller::SequencerLoop() {
     }
     if (window_open) due = due.has_value() ? std::min(*due, window_end) : window_end;
     if (!due.has_value()) {
-      wake_.wait(lock);  // idle: nothing pending, no timer, no traffic
+      if (stall_inspector_.enabled()) {
+        // Nothing is due yet, but names may become pending without waking this thread (that
+        // would cost a thread switch per op): look again within a fraction of the stall
+        // time, which leaves a stall timer set before the first one can be due.
+        wake_.wait_for(lock, stall_poll_);
+      } else {
+        wake_.wait(lock);  // idle: no timer, no traffic
+      }
       continue;
     }
     // The fusion window (at most one cycle) or the next stall check, whichever is first. Both
