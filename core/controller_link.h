@@ -17,9 +17,9 @@ class ControllerOutbox {
   virtual ~ControllerOutbox() = default;
   // Queues `message` for `rank`'s stream. Dropped (and logged) if that stream is gone.
   virtual void Send(int rank, const ControllerMessage& message) = 0;
-  // Queues `message` for ranks 0..size-1. A transport that can stop while messages are in
-  // flight queues every copy at once, so that no rank can act on it (rank 0 stopping the
-  // transport after reading a Shutdown, say) before the other ranks' copies are queued.
+  // Queues `message` for ranks 0..size-1. An outbox whose ranks can act on a message in a way
+  // that affects the others' copies (rank 0 stops the transport once it has read a Shutdown)
+  // orders the copies so that none is lost (LocalControlChannel).
   virtual void SendToAll(int size, const ControllerMessage& message) {
     for (int rank = 0; rank < size; ++rank) Send(rank, message);
   }

@@ -7,8 +7,6 @@
 #include <map>
 #include <mutex>
 #include <thread>
-#include <utility>
-#include <vector>
 
 #include "proto/kolo.grpc.pb.h"
 #include "transport/control_auth.h"
@@ -69,7 +67,6 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
   int port() const { return port_; }
   const std::string& generation() const { return generation_; }
   void Send(int rank, const ControllerMessage& message);
-  void SendToAll(int size, const ControllerMessage& message);
   void Stop(SteadyTime deadline);
   grpc::Status Session(grpc::ServerContext* context, SessionStream* stream) override;
 
@@ -85,7 +82,6 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
   Status ReadLoop(int rank, SessionStream* stream);
   void WriteLoop(StreamState& state, SessionStream* stream);
   void FinishWriter(StreamState& state, std::thread& writer);
-  const char* QueueLocked(int rank, const ControllerMessage& message);
   grpc::Status Refuse(SessionStream* stream, const std::string& reason);
   grpc::Status RefuseUnauthenticated(grpc::ServerContext* context, SessionStream* stream,
                                      const char* key, const std::string& reason);
@@ -360,41 +356,25 @@ void GrpcControlServer::Impl::FinishWriter(StreamState& state, std::thread& writ
   writer.join();
 }
 
-// Queues `message` on `rank`'s stream, or returns why it cannot. Caller holds mu_.
-const char* GrpcControlServer::Impl::QueueLocked(int rank, const ControllerMessage& message) {
-  if (stopping_) return "the controller is stopping";
-  auto it = streams_.find(rank);
-  if (it == streams_.end()) return "it has no control stream";
-  if (it->second->writer_done) return "its control stream is closing";
-  it->second->queue.push_back(message);
-  it->second->wake_writer.notify_one();
-  return nullptr;
-}
-
 void GrpcControlServer::Impl::Send(int rank, const ControllerMessage& message) {
   const char* dropped_because = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    dropped_because = QueueLocked(rank, message);
-  }
-  if (dropped_because != nullptr) {
-    logger_->warn("dropped a {} message for rank {}: {}", KindName(message.kind), rank,
-                  dropped_because);
-  }
-}
-
-void GrpcControlServer::Impl::SendToAll(int size, const ControllerMessage& message) {
-  std::vector<std::pair<int, const char*>> dropped;
-  {
-    // One critical section: Stop cannot slip in between two ranks' copies.
-    std::lock_guard<std::mutex> lock(mu_);
-    for (int rank = 0; rank < size; ++rank) {
-      if (const char* why = QueueLocked(rank, message)) dropped.emplace_back(rank, why);
+    auto it = streams_.find(rank);
+    if (stopping_) {
+      dropped_because = "the controller is stopping";
+    } else if (it == streams_.end()) {
+      dropped_because = "it has no control stream";
+    } else if (it->second->writer_done) {
+      dropped_because = "its control stream is closing";
+    } else {
+      it->second->queue.push_back(message);
+      it->second->wake_writer.notify_one();
+      return;
     }
   }
-  for (const auto& [rank, why] : dropped) {
-    logger_->warn("dropped a {} message for rank {}: {}", KindName(message.kind), rank, why);
-  }
+  logger_->warn("dropped a {} message for rank {}: {}", KindName(message.kind), rank,
+                dropped_because);
 }
 
 void GrpcControlServer::Impl::Stop(SteadyTime deadline) {
@@ -450,10 +430,6 @@ const std::string& GrpcControlServer::generation() const {
 
 void GrpcControlServer::Send(int rank, const ControllerMessage& message) {
   impl_->Send(rank, message);
-}
-
-void GrpcControlServer::SendToAll(int size, const ControllerMessage& message) {
-  impl_->SendToAll(size, message);
 }
 
 void GrpcControlServer::Stop(std::chrono::steady_clock::time_point deadline) {

@@ -44,9 +44,6 @@ class GrpcControlServer final : public ControllerOutbox {
   // Queues `message` for `rank`'s stream; dropped (and logged) if that rank has no stream or
   // the server is stopping. Never blocks on the network. Any thread, including handler calls.
   void Send(int rank, const ControllerMessage& message) override;
-  // Queues `message` for ranks 0..size-1 in one step: either every stream gets its copy or
-  // (the server is stopping) none does. Missing streams are logged as Send logs them.
-  void SendToAll(int size, const ControllerMessage& message) override;
 
   // Stops accepting streams and waits until every worker has ended its stream (queued
   // messages keep flowing meanwhile) or `deadline` passes; then cancels the remaining streams
