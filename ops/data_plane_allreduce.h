@@ -1,0 +1,36 @@
+// DataPlaneAllreduce: the allreduce the CPU executor runs over a DataPlane (TCP). Picks the
+// algorithm by message size and world size: recursive doubling (ops/recursive_doubling.h) for
+// small messages on a power-of-two number of ranks, where the ring's 2(n-1) dependent steps cost
+// more than the extra bytes, and the pipelined ring (ops/ring_allreduce.h) otherwise. Both give
+// every rank the same bits, so the choice is invisible except in time.
+//
+// Threading: on the caller's thread (the one that may call DataPlane::Exchange); the scratch
+// belongs to that thread.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "core/data_plane.h"
+#include "kolo/status.h"
+#include "kolo/types.h"
+#include "ops/ring_allreduce.h"
+#include "ops/segmented_buffer.h"
+
+namespace kolo::ops {
+
+// Largest message (bytes) sent by recursive doubling; measured on TCP loopback, 2 and 4 ranks
+// (docs/PERFORMANCE.md, "TCP data plane tuning").
+constexpr size_t kRecursiveDoublingMaxBytes = size_t{64} << 10;
+
+// True if DataPlaneAllreduce runs recursive doubling for `bytes` over `n` ranks with a scratch
+// of `scratch_bytes`.
+bool UseRecursiveDoubling(size_t bytes, int n, size_t scratch_bytes);
+
+// As RingAllreduce (same arguments, contract and errors), with the algorithm chosen above.
+Status DataPlaneAllreduce(DataPlane& plane, void* buffer, size_t count, DataType dtype, ReduceOp op,
+                          RingScratch& scratch, const std::string& what);
+Status DataPlaneAllreduce(DataPlane& plane, const SegmentedBuffer& buffer, DataType dtype,
+                          ReduceOp op, RingScratch& scratch, const std::string& what);
+
+}  // namespace kolo::ops
