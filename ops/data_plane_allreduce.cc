@@ -1,5 +1,6 @@
 #include "ops/data_plane_allreduce.h"
 
+#include "ops/halving_doubling.h"
 #include "ops/recursive_doubling.h"
 
 namespace kolo::ops {
@@ -21,6 +22,9 @@ Status DataPlaneAllreduce(DataPlane& plane, const SegmentedBuffer& buffer, DataT
                           ReduceOp op, RingScratch& scratch, const std::string& what) {
   if (UseRecursiveDoubling(buffer.total(), plane.size(), scratch.size())) {
     return RecursiveDoublingAllreduce(plane, buffer, dtype, op, scratch, what);
+  }
+  if (plane.size() > 2 && IsPowerOfTwo(plane.size())) {
+    return HalvingDoublingAllreduce(plane, buffer, dtype, op, scratch, what);
   }
   return RingAllreduce(plane, buffer, dtype, op, scratch, what);
 }

@@ -1,8 +1,11 @@
 // DataPlaneAllreduce: the allreduce the CPU executor runs over a DataPlane (TCP). Picks the
 // algorithm by message size and world size: recursive doubling (ops/recursive_doubling.h) for
 // small messages on a power-of-two number of ranks, where the ring's 2(n-1) dependent steps cost
-// more than the extra bytes, and the pipelined ring (ops/ring_allreduce.h) otherwise. Both give
-// every rank the same bits, so the choice is invisible except in time.
+// more than the extra bytes; halving-doubling (ops/halving_doubling.h) for larger ones on 4, 8,
+// ... ranks (2 log2(n) pairwise steps, the ring's bytes); the pipelined ring
+// (ops/ring_allreduce.h) otherwise (2 ranks, where it is the same exchange pipelined, and worlds
+// that are not a power of two). All give every rank the same bits, so the choice shows only in
+// time.
 //
 // Threading: on the caller's thread (the one that may call DataPlane::Exchange); the scratch
 // belongs to that thread.
