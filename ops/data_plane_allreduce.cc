@@ -6,7 +6,8 @@
 namespace kolo::ops {
 
 bool UseRecursiveDoubling(size_t bytes, int n, size_t scratch_bytes) {
-  return n > 1 && IsPowerOfTwo(n) && bytes <= kRecursiveDoublingMaxBytes && bytes <= scratch_bytes;
+  const size_t limit = n == 2 ? kRecursiveDoublingMaxBytesTwoRanks : kRecursiveDoublingMaxBytes;
+  return n > 1 && IsPowerOfTwo(n) && bytes <= limit && bytes <= scratch_bytes;
 }
 
 Status DataPlaneAllreduce(DataPlane& plane, void* buffer, size_t count, DataType dtype, ReduceOp op,

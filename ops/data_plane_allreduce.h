@@ -22,9 +22,12 @@
 
 namespace kolo::ops {
 
-// Largest message (bytes) sent by recursive doubling; measured on TCP loopback, 2 and 4 ranks
-// (docs/PERFORMANCE.md, "TCP data plane tuning").
-constexpr size_t kRecursiveDoublingMaxBytes = size_t{64} << 10;
+// Largest message (bytes) sent by recursive doubling, by world size; measured on TCP loopback
+// against the ring (2 ranks) and halving-doubling (4 ranks), docs/PERFORMANCE.md "TCP data
+// plane tuning". With 2 ranks it is one swap against the ring's two dependent steps; with more
+// it sends the whole buffer log2(n) times, so it stops paying sooner.
+constexpr size_t kRecursiveDoublingMaxBytesTwoRanks = size_t{256} << 10;
+constexpr size_t kRecursiveDoublingMaxBytes = size_t{16} << 10;
 
 // True if DataPlaneAllreduce runs recursive doubling for `bytes` over `n` ranks with a scratch
 // of `scratch_bytes`.

@@ -22,8 +22,11 @@ TEST_CASE("recursive doubling runs for small messages on a power-of-two world on
           "[ops][allreduce]") {
   const size_t scratch = RingScratch::kDefaultBytes;
   CHECK(UseRecursiveDoubling(4096, 2, scratch));
+  CHECK(UseRecursiveDoubling(kRecursiveDoublingMaxBytesTwoRanks, 2, scratch));
+  CHECK_FALSE(UseRecursiveDoubling(kRecursiveDoublingMaxBytesTwoRanks + 1, 2, scratch));
   CHECK(UseRecursiveDoubling(kRecursiveDoublingMaxBytes, 4, scratch));
-  CHECK_FALSE(UseRecursiveDoubling(kRecursiveDoublingMaxBytes + 1, 2, scratch));
+  CHECK_FALSE(UseRecursiveDoubling(kRecursiveDoublingMaxBytes + 1, 4, scratch));
+  CHECK_FALSE(UseRecursiveDoubling(kRecursiveDoublingMaxBytes + 1, 8, scratch));
   CHECK_FALSE(UseRecursiveDoubling(4096, 1, scratch));
   CHECK_FALSE(UseRecursiveDoubling(4096, 3, scratch));
   CHECK_FALSE(UseRecursiveDoubling(4096, 6, scratch));
@@ -36,7 +39,8 @@ TEST_CASE("data-plane allreduce is right on both sides of the recursive-doubling
   testing::Watchdog watchdog("data-plane allreduce, n=" + std::to_string(n), 60s);
   StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
   REQUIRE(meshes.status().ToString() == "OK");
-  const size_t at_threshold = kRecursiveDoublingMaxBytes / sizeof(float);
+  const size_t at_threshold =
+      (n == 2 ? kRecursiveDoublingMaxBytesTwoRanks : kRecursiveDoublingMaxBytes) / sizeof(float);
   const std::vector<size_t> counts = {0, 1, 7, at_threshold, at_threshold + 1, 3 * at_threshold};
   const std::vector<std::string> failures = testing::RunOnRanks(n, [&](int rank) {
     RingScratch scratch;
