@@ -1,8 +1,9 @@
 // StreamPump: runs one StreamExchange (core/data_plane.h) over connected, non-blocking data
 // sockets with a single poll() loop: sends while the exchange has bytes ready, receives while
-// its receive stream is incomplete, and wakes on the mesh's interrupt eventfd. For up to 1 ms
-// after bytes last moved it polls without sleeping (yielding the core between polls) before it
-// blocks in poll(): a wake-up through the scheduler costs more than a small message's transfer.
+// its receive stream is incomplete, and wakes on the mesh's interrupt eventfd. After bytes last
+// moved it polls without sleeping (yielding the core between polls) for up to 1 ms, or 100 us
+// before the first byte from the peer, and only then blocks in poll(): a wake-up through the
+// scheduler costs more than a small message's transfer.
 // Called by TcpMesh::Exchange on the background thread; single-threaded.
 #pragma once
 
