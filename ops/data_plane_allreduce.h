@@ -25,9 +25,11 @@ namespace kolo::ops {
 // Largest message (bytes) sent by recursive doubling, by world size; measured on TCP loopback
 // against the ring (2 ranks) and halving-doubling (4 ranks), docs/PERFORMANCE.md "TCP data
 // plane tuning". With 2 ranks it is one swap against the ring's two dependent steps; with more
-// it sends the whole buffer log2(n) times, so it stops paying sooner.
-constexpr size_t kRecursiveDoublingMaxBytesTwoRanks = size_t{256} << 10;
-constexpr size_t kRecursiveDoublingMaxBytes = size_t{16} << 10;
+// it sends the whole buffer log2(n) times, so it stops paying sooner. The crossover moved
+// between runs on the shared machine (2 ranks: 64-512 KiB; 4 ranks: 8-16 KiB); these are the
+// low ends.
+constexpr size_t kRecursiveDoublingMaxBytesTwoRanks = size_t{64} << 10;
+constexpr size_t kRecursiveDoublingMaxBytes = size_t{8} << 10;
 
 // True if DataPlaneAllreduce runs recursive doubling for `bytes` over `n` ranks with a scratch
 // of `scratch_bytes`.
