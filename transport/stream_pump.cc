@@ -76,6 +76,7 @@ Status Pump::Run() {
     }
     const SteadyTime now = std::chrono::steady_clock::now();
     const bool spin =
+        ends_.busy_poll &&
         now < last_progress + (received_ > 0 ? kSpinBeforeBlocking : kSpinBeforeFirstByte);
     const int rc = poll(fds, 3, spin ? 0 : PollTimeoutMs(now, last_progress + timeout));
     if (rc < 0 && errno != EINTR) return ErrnoToStatus(errno, what_ + ": poll()");
