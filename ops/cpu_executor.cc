@@ -7,6 +7,7 @@
 
 #include "core/op_validation.h"
 #include "ops/chain_broadcast.h"
+#include "ops/data_plane_allreduce.h"
 #include "ops/phase_scope.h"
 #include "ops/reduce_kernels.h"
 #include "ops/shm_broadcast.h"
@@ -184,8 +185,8 @@ Status CpuExecutor::AllreduceOne(const Response& response, TensorEntry& entry,
   }
   {
     PhaseScope phase(observer, "RING_ALLREDUCE");
-    KOLO_RETURN_IF_ERROR(
-        RingAllreduce(plane_, output, count, response.dtype, response.reduce_op, scratch_, what));
+    KOLO_RETURN_IF_ERROR(DataPlaneAllreduce(plane_, output, count, response.dtype,
+                                            response.reduce_op, scratch_, what));
   }
   const double post = PostFactor(response);
   if (post != 1.0 ||
@@ -218,8 +219,8 @@ Status CpuExecutor::AllreduceFused(const Response& response,
   }
   {
     PhaseScope phase(observer, "RING_ALLREDUCE");
-    KOLO_RETURN_IF_ERROR(RingAllreduce(plane_, SegmentedBuffer(pieces), response.dtype,
-                                       response.reduce_op, scratch_, what));
+    KOLO_RETURN_IF_ERROR(DataPlaneAllreduce(plane_, SegmentedBuffer(pieces), response.dtype,
+                                            response.reduce_op, scratch_, what));
   }
   const double post = PostFactor(response);
   if (post == 1.0 &&
@@ -254,8 +255,8 @@ Status CpuExecutor::AllreduceThroughFusionBuffer(const Response& response,
   }
   {
     PhaseScope phase(observer, "RING_ALLREDUCE");
-    KOLO_RETURN_IF_ERROR(
-        RingAllreduce(plane_, fused, total, response.dtype, response.reduce_op, scratch_, what));
+    KOLO_RETURN_IF_ERROR(DataPlaneAllreduce(plane_, fused, total, response.dtype,
+                                            response.reduce_op, scratch_, what));
   }
   PhaseScope phase(observer, "MEMCPY_OUT_FUSION_BUFFER");
   FinishIntegerAverage(response, fused, total);

@@ -52,6 +52,18 @@ RingExchange::RingExchange(void* buffer, const std::vector<ElementRange>& chunks
   Init(chunks, schedule);
 }
 
+RingExchange::RingExchange(const SegmentedBuffer& buffer, const std::vector<ElementRange>& chunks,
+                           const std::vector<RingSegment>& schedule, DataType dtype, ReduceOp op,
+                           RingScratch& scratch)
+    : buffer_(buffer),
+      dtype_(dtype),
+      op_(op),
+      element_size_(DataTypeSize(dtype)),
+      scratch_(scratch.data()),
+      scratch_bytes_(scratch.size()) {
+  Init(chunks, schedule);
+}
+
 RingExchange::RingExchange(const SegmentedBuffer& buffer, DataType dtype, ReduceOp op, int rank,
                            int size, RingScratch& scratch)
     : buffer_(buffer),

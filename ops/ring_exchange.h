@@ -31,6 +31,11 @@ class RingExchange final : public StreamExchange {
   RingExchange(void* buffer, const std::vector<ElementRange>& chunks,
                const std::vector<RingSegment>& schedule, DataType dtype, ReduceOp op,
                RingScratch& scratch);
+  // The general form over several pieces of memory as one buffer (every piece a whole number
+  // of elements). A one-step schedule is a pairwise exchange (ops/halving_doubling.h).
+  RingExchange(const SegmentedBuffer& buffer, const std::vector<ElementRange>& chunks,
+               const std::vector<RingSegment>& schedule, DataType dtype, ReduceOp op,
+               RingScratch& scratch);
   // Over several pieces of memory as one buffer (every piece a whole number of elements), for
   // fused tensors reduced in place; the even chunks and RingSchedule of the first form.
   RingExchange(const SegmentedBuffer& buffer, DataType dtype, ReduceOp op, int rank, int size,

@@ -224,6 +224,7 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   KOLO_RETURN_IF_ERROR(mesh_->Connect(addresses, deadline));
   if (options_.local_rank >= 0) topology_.local_rank = options_.local_rank;
   if (options_.local_size >= 0) topology_.local_size = options_.local_size;
+  mesh_->SetLocalRanks(topology_.local_size);
   return StartSharedMemory();
 }
 

@@ -1,5 +1,6 @@
 #include "transport/tcp_mesh.h"
 
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -105,6 +106,15 @@ Status TcpMesh::Connect(const std::vector<std::string>& addresses,
   return Status::Ok();
 }
 
+void TcpMesh::SetLocalRanks(int local_ranks) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  busy_poll_ = local_ranks <= cores;
+  config_.logger->debug("{} ranks on this host, {} cores: busy polling {}", local_ranks, cores,
+                        busy_poll_ ? "on" : "off");
+}
+
 Status TcpMesh::CheckPeer(int peer, size_t total, const char* role, const std::string& what) const {
   if (peer == -1) {
     if (total == 0) return Status::Ok();
@@ -140,6 +150,7 @@ Status TcpMesh::Exchange(int send_to, int recv_from, StreamExchange& exchange,
   ends.interrupt_fd = interrupt_fd_.get();
   ends.interrupt_status = [this] { return InterruptStatus(); };
   ends.timeout_seconds = config_.timeout_seconds;
+  ends.busy_poll = busy_poll_;
   return PumpExchange(ends, exchange, what);
 }
 

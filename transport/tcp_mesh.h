@@ -49,6 +49,12 @@ class TcpMesh final : public DataPlane {
   // Connect, on the owner's thread.
   void SetGeneration(std::string generation) { generation_ = std::move(generation); }
 
+  // How many ranks of the job run on this host. The pump polls without sleeping before it
+  // blocks (transport/stream_pump.h) only while they do not outnumber the cores this process
+  // may run on: beyond that a spinning rank takes the core from one that has work. Until it is
+  // called the mesh does not busy-poll. Owner thread, not during an Exchange.
+  void SetLocalRanks(int local_ranks);
+
   // "ip:port" (or "host:port") that peers connect to.
   std::string listen_address() const { return listen_address_; }
 
@@ -88,6 +94,7 @@ class TcpMesh final : public DataPlane {
   UniqueFd listener_;
   std::vector<UniqueFd> peers_;  // by rank; empty until Connect succeeds
   bool connect_called_ = false;
+  bool busy_poll_ = false;  // see SetLocalRanks
 
   mutable std::mutex mu_;
   Status interrupt_status_;               // GUARDED_BY(mu_); set once by Interrupt

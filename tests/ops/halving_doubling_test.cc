@@ -1,0 +1,216 @@
+// Tests of ops/halving_doubling.h: the schedule as a plain function (partners agree on what
+// they swap; every chunk ends reduced on exactly one rank and then reaches all), and the
+// allreduce over real loopback TCP for 1, 2, 4 and 8 ranks, every dtype and op, counts 0, 1,
+// below the world size, a prime and ~1 MiB through a small scratch, fused (segmented) buffers,
+// the same bits on every rank from random inputs; and the error paths.
+#include "ops/halving_doubling.h"
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/ops/loopback_ring.h"
+#include "tests/ops/ring_reference.h"
+#include "tests/support/watchdog.h"
+
+namespace kolo::ops {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ElementBuffer;
+
+bool SameRange(const ElementRange& a, const ElementRange& b) {
+  return a.begin == b.begin && a.count == b.count;
+}
+
+TEST_CASE("halving-doubling partners swap matching ranges and the halves tile the buffer",
+          "[ops][halving_doubling]") {
+  const int n = GENERATE(2, 4, 8, 16);
+  const size_t count = GENERATE(size_t{0}, size_t{1}, size_t{5}, size_t{1031});
+  std::vector<std::vector<HalvingDoublingStep>> schedules;
+  for (int rank = 0; rank < n; ++rank) schedules.push_back(HalvingDoublingSchedule(count, rank, n));
+  for (int rank = 0; rank < n; ++rank) {
+    INFO("n " << n << " count " << count << " rank " << rank);
+    REQUIRE(schedules[rank].size() == 2 * static_cast<size_t>(__builtin_ctz(n)));
+    for (size_t k = 0; k < schedules[rank].size(); ++k) {
+      const HalvingDoublingStep& mine = schedules[rank][k];
+      const HalvingDoublingStep& theirs = schedules[mine.partner][k];
+      CHECK(theirs.partner == rank);
+      CHECK(SameRange(mine.send, theirs.recv));
+      CHECK(SameRange(mine.recv, theirs.send));
+      CHECK(mine.reduce == (k < schedules[rank].size() / 2));
+    }
+    // After the halving, the rank keeps chunk `rank`; the last doubling step ends whole.
+    const HalvingDoublingStep& last_halving = schedules[rank][schedules[rank].size() / 2 - 1];
+    CHECK(SameRange(last_halving.recv, ChunkRange(count, n, rank)));
+    const HalvingDoublingStep& last = schedules[rank].back();
+    CHECK(std::min(last.send.begin, last.recv.begin) == 0);
+    CHECK(last.send.count + last.recv.count == count);
+  }
+}
+
+// Runs every dtype x op for `counts` on every rank, each buffer split into `pieces` pieces of
+// uneven length. Returns the first failure of each rank.
+std::vector<std::string> RunCases(testing::Meshes& meshes, const std::vector<size_t>& counts,
+                                  int pieces, size_t scratch_bytes) {
+  return testing::RunOnRanks(static_cast<int>(meshes.size()), [&](int rank) {
+    DataPlane& plane = *meshes[rank];
+    const int n = plane.size();
+    RingScratch scratch(scratch_bytes);
+    for (size_t count : counts) {
+      for (int d = 0; d < kNumDataTypes; ++d) {
+        const DataType dtype = static_cast<DataType>(d);
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                            ReduceOp::kProduct}) {
+          const std::string what = "allreduce '" + std::to_string(count) + " x " +
+                                   DataTypeName(dtype) + " " + ReduceOpName(op) + "'";
+          ElementBuffer buffer = testing::MakeRankInput(dtype, op, rank, count);
+          const size_t element_size = DataTypeSize(dtype);
+          uint8_t* data = static_cast<uint8_t*>(buffer.data());
+          std::vector<BytePiece> split;
+          size_t begin = 0;
+          for (size_t p = 1; p < static_cast<size_t>(pieces) && begin + p * 3 <= count; ++p) {
+            split.push_back({data + begin * element_size, p * 3 * element_size});
+            begin += p * 3;
+          }
+          split.push_back({data + begin * element_size, (count - begin) * element_size});
+          const Status status =
+              HalvingDoublingAllreduce(plane, SegmentedBuffer(split), dtype, op, scratch, what);
+          std::string failure = status.ok() ? "" : status.ToString();
+          for (size_t i = 0; failure.empty() && i < count; ++i) {
+            const double expected = testing::ReducedInput(dtype, op, n, i);  // exact
+            if (buffer.Get(i) != expected) {
+              failure = what + ": element " + std::to_string(i) + " is " +
+                        std::to_string(buffer.Get(i)) + ", expected " + std::to_string(expected);
+            }
+          }
+          if (!failure.empty()) {
+            testing::InterruptAll(meshes, "rank " + std::to_string(rank) + " failed");
+            return "rank " + std::to_string(rank) + ": " + failure;
+          }
+        }
+      }
+    }
+    return std::string();
+  });
+}
+
+TEST_CASE("halving-doubling matches a direct computation for every dtype and op",
+          "[ops][halving_doubling][tcp]") {
+  const int n = GENERATE(1, 2, 4, 8);
+  const int pieces = GENERATE(1, 5);
+  testing::Watchdog watchdog("halving-doubling, n=" + std::to_string(n), 60s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
+  REQUIRE(meshes.status().ToString() == "OK");
+  // Busy polling (transport/stream_pump.h) on and off: the pump's two ways of waiting.
+  const bool busy_poll = GENERATE(false, true);
+  for (auto& mesh : *meshes) mesh->SetLocalRanks(busy_poll ? 1 : 1 << 20);
+  const std::vector<size_t> counts = {0, 1, 3, 13, 1031};
+  for (const std::string& failure : RunCases(*meshes, counts, pieces, RingScratch::kDefaultBytes)) {
+    CHECK(failure == "");
+  }
+}
+
+TEST_CASE("halving-doubling pipelines ~1 MiB through a small odd-sized scratch",
+          "[ops][halving_doubling][tcp]") {
+  const int n = GENERATE(2, 4);
+  testing::Watchdog watchdog("halving-doubling, 1 MiB, n=" + std::to_string(n), 60s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
+  REQUIRE(meshes.status().ToString() == "OK");
+  for (const std::string& failure : RunCases(*meshes, {(size_t{1} << 17) + 7}, 3, 4096 + 3)) {
+    CHECK(failure == "");
+  }
+}
+
+TEST_CASE("halving-doubling leaves the same bits on every rank from random inputs",
+          "[ops][halving_doubling][tcp]") {
+  const int n = 4;
+  const DataType dtype = GENERATE(DataType::kFloat16, DataType::kFloat32);
+  testing::Watchdog watchdog("halving-doubling bits", 60s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
+  REQUIRE(meshes.status().ToString() == "OK");
+  const size_t count = 100003;
+  std::vector<ElementBuffer> buffers;
+  for (int rank = 0; rank < n; ++rank) {
+    buffers.emplace_back(dtype, count);
+    std::mt19937 rng(static_cast<uint32_t>(rank + 1));
+    uint8_t* bytes = static_cast<uint8_t*>(buffers.back().data());
+    for (size_t i = 0; i < buffers.back().bytes(); ++i) bytes[i] = static_cast<uint8_t>(rng());
+  }
+  const std::vector<std::string> failures = testing::RunOnRanks(n, [&](int rank) {
+    RingScratch scratch;
+    const Status status = HalvingDoublingAllreduce(
+        *(*meshes)[rank], SegmentedBuffer(buffers[rank].data(), buffers[rank].bytes()), dtype,
+        ReduceOp::kSum, scratch, "allreduce 'random'");
+    if (!status.ok()) testing::InterruptAll(*meshes, "rank " + std::to_string(rank) + " failed");
+    return status.ok() ? std::string() : status.ToString();
+  });
+  for (const std::string& failure : failures) REQUIRE(failure == "");
+  for (int rank = 1; rank < n; ++rank) CHECK(testing::BytesEqual(buffers[rank], buffers[0]));
+}
+
+TEST_CASE("halving-doubling refuses a world size that is not a power of two",
+          "[ops][halving_doubling][tcp]") {
+  testing::Watchdog watchdog("halving-doubling, 3 ranks", 30s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(3);
+  REQUIRE(meshes.status().ToString() == "OK");
+  std::vector<float> data(10, 1.0f);
+  RingScratch scratch;
+  const Status status = HalvingDoublingAllreduce(
+      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(float)), DataType::kFloat32,
+      ReduceOp::kSum, scratch, "allreduce 'odd'");
+  CHECK(status.code() == StatusCode::kInvalidArgument);
+  CHECK(status.message() ==
+        "allreduce 'odd': halving-doubling needs a power-of-two number of ranks, not 3");
+}
+
+TEST_CASE("halving-doubling names the op and the peer when a peer is lost",
+          "[ops][halving_doubling][tcp]") {
+  testing::Watchdog watchdog("halving-doubling, lost peer", 30s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(4);
+  REQUIRE(meshes.status().ToString() == "OK");
+  (*meshes)[2].reset();  // rank 0's first partner (distance n/2) closes its connections
+  std::vector<float> data(1000, 1.0f);
+  RingScratch scratch;
+  const Status status = HalvingDoublingAllreduce(
+      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(float)), DataType::kFloat32,
+      ReduceOp::kSum, scratch, "allreduce 'grad/w1'");
+  CHECK(status.code() == StatusCode::kUnavailable);
+  CHECK(status.message() == "allreduce 'grad/w1': rank 2 closed the connection");
+}
+
+TEST_CASE("halving-doubling fails by the deadline when a peer stays silent",
+          "[ops][halving_doubling][tcp]") {
+  testing::Watchdog watchdog("halving-doubling, silent peer", 30s);
+  const double timeout_seconds = 0.5;
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(4, timeout_seconds);
+  REQUIRE(meshes.status().ToString() == "OK");
+  std::vector<double> data(100, 1.0);
+  RingScratch scratch;
+  const auto start = std::chrono::steady_clock::now();
+  const Status status = HalvingDoublingAllreduce(
+      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(double)), DataType::kFloat64,
+      ReduceOp::kSum, scratch, "allreduce 'silent'");
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  CHECK(status.code() == StatusCode::kDeadlineExceeded);
+  CHECK(status.message().rfind("allreduce 'silent': no data from rank 2", 0) == 0);
+  CHECK(elapsed.count() < 4 * timeout_seconds);
+}
+
+TEST_CASE("halving-doubling returns the interrupt status", "[ops][halving_doubling][tcp]") {
+  testing::Watchdog watchdog("halving-doubling, interrupt", 30s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(2);
+  REQUIRE(meshes.status().ToString() == "OK");
+  (*meshes)[0]->Interrupt(Aborted("rank 1 was lost"));
+  std::vector<int32_t> data(10, 1);
+  RingScratch scratch;
+  const Status status = HalvingDoublingAllreduce(
+      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(int32_t)), DataType::kInt32,
+      ReduceOp::kSum, scratch, "allreduce 'x'");
+  CHECK(status == Aborted("rank 1 was lost"));
+}
+
+}  // namespace
+}  // namespace kolo::ops

@@ -1,0 +1,213 @@
+// Tests of ops/recursive_doubling.h over real loopback TCP (transport::TcpMesh): 1, 2 and 4
+// ranks as threads, every dtype and op, counts 0, 1, a prime and uneven sizes, fused
+// (segmented) buffers, every rank ending with the same bits from random inputs (NaN payloads
+// included); and the error paths: a world size that is not a power of two, a message larger
+// than the scratch, a lost peer, a silent peer past the deadline, an interrupt.
+#include "ops/recursive_doubling.h"
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/ops/loopback_ring.h"
+#include "tests/ops/ring_reference.h"
+#include "tests/support/watchdog.h"
+
+namespace kolo::ops {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ElementBuffer;
+
+std::string Describe(size_t count, DataType dtype, ReduceOp op) {
+  return std::to_string(count) + " x " + DataTypeName(dtype) + " " + ReduceOpName(op);
+}
+
+// Runs every case on every rank; a case's buffer is split into `pieces` segments of uneven
+// length (whole elements) to exercise fused tensors. Returns the first failure of each rank.
+std::vector<std::string> RunCases(testing::Meshes& meshes, const std::vector<size_t>& counts,
+                                  int pieces) {
+  return testing::RunOnRanks(static_cast<int>(meshes.size()), [&](int rank) {
+    DataPlane& plane = *meshes[rank];
+    const int n = plane.size();
+    RingScratch scratch;
+    for (size_t count : counts) {
+      for (int d = 0; d < kNumDataTypes; ++d) {
+        const DataType dtype = static_cast<DataType>(d);
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                            ReduceOp::kProduct}) {
+          const std::string what = "allreduce '" + Describe(count, dtype, op) + "'";
+          ElementBuffer buffer = testing::MakeRankInput(dtype, op, rank, count);
+          // Pieces of 1, 2, 3, ... elements, the last one taking the rest.
+          std::vector<BytePiece> split;
+          const size_t element_size = DataTypeSize(dtype);
+          size_t begin = 0;
+          for (size_t p = 1; p < static_cast<size_t>(pieces) && begin + p <= count; ++p) {
+            split.push_back(
+                {static_cast<uint8_t*>(buffer.data()) + begin * element_size, p * element_size});
+            begin += p;
+          }
+          split.push_back({static_cast<uint8_t*>(buffer.data()) + begin * element_size,
+                           (count - begin) * element_size});
+          const Status status =
+              RecursiveDoublingAllreduce(plane, SegmentedBuffer(split), dtype, op, scratch, what);
+          std::string failure;
+          if (!status.ok()) failure = status.ToString();
+          for (size_t i = 0; failure.empty() && i < count; ++i) {
+            const double expected = testing::ReducedInput(dtype, op, n, i);  // exact
+            if (buffer.Get(i) != expected) {
+              failure = what + ": element " + std::to_string(i) + " is " +
+                        std::to_string(buffer.Get(i)) + ", expected " + std::to_string(expected);
+            }
+          }
+          if (!failure.empty()) {
+            testing::InterruptAll(meshes, "rank " + std::to_string(rank) + " failed");
+            return "rank " + std::to_string(rank) + ": " + failure;
+          }
+        }
+      }
+    }
+    return std::string();
+  });
+}
+
+TEST_CASE("recursive doubling matches a direct computation for every dtype and op",
+          "[ops][recursive_doubling][tcp]") {
+  const int n = GENERATE(1, 2, 4);
+  const int pieces = GENERATE(1, 4);
+  testing::Watchdog watchdog("recursive doubling, n=" + std::to_string(n), 60s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
+  REQUIRE(meshes.status().ToString() == "OK");
+  // Busy polling (transport/stream_pump.h) on and off: the pump's two ways of waiting.
+  const bool busy_poll = GENERATE(false, true);
+  for (auto& mesh : *meshes) mesh->SetLocalRanks(busy_poll ? 1 : 1 << 20);
+  const std::vector<size_t> counts = {0, 1, 3, 13, 1031, 16411};
+  for (const std::string& failure : RunCases(*meshes, counts, pieces)) CHECK(failure == "");
+}
+
+TEST_CASE("recursive doubling leaves the same bits on every rank, NaN payloads included",
+          "[ops][recursive_doubling][tcp]") {
+  const int n = GENERATE(2, 4);
+  const DataType dtype = GENERATE(DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32);
+  const ReduceOp op = GENERATE(ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kProduct);
+  testing::Watchdog watchdog("recursive doubling bits, n=" + std::to_string(n), 60s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
+  REQUIRE(meshes.status().ToString() == "OK");
+  // Random bit patterns: about 3% of float16 values are NaNs with random payloads, so the
+  // order of the operands shows in the result wherever two NaNs meet.
+  const size_t count = 8191;
+  std::vector<ElementBuffer> buffers;
+  for (int rank = 0; rank < n; ++rank) {
+    buffers.emplace_back(dtype, count);
+    std::mt19937 rng(static_cast<uint32_t>(rank + 1));
+    uint8_t* bytes = static_cast<uint8_t*>(buffers.back().data());
+    for (size_t i = 0; i < buffers.back().bytes(); ++i) bytes[i] = static_cast<uint8_t>(rng());
+  }
+  const std::vector<std::string> failures = testing::RunOnRanks(n, [&](int rank) {
+    RingScratch scratch;
+    const Status status = RecursiveDoublingAllreduce(
+        *(*meshes)[rank], SegmentedBuffer(buffers[rank].data(), buffers[rank].bytes()), dtype, op,
+        scratch, "allreduce 'random'");
+    if (!status.ok()) testing::InterruptAll(*meshes, "rank " + std::to_string(rank) + " failed");
+    return status.ok() ? std::string() : status.ToString();
+  });
+  for (const std::string& failure : failures) REQUIRE(failure == "");
+  for (int rank = 1; rank < n; ++rank) {
+    INFO(DataTypeName(dtype) << " " << ReduceOpName(op) << ": rank " << rank << " vs rank 0");
+    CHECK(testing::BytesEqual(buffers[rank], buffers[0]));
+  }
+}
+
+TEST_CASE("recursive doubling refuses a world size that is not a power of two",
+          "[ops][recursive_doubling][tcp]") {
+  testing::Watchdog watchdog("recursive doubling, 3 ranks", 30s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(3);
+  REQUIRE(meshes.status().ToString() == "OK");
+  std::vector<float> data(10, 1.0f);
+  RingScratch scratch;
+  const Status status = RecursiveDoublingAllreduce(
+      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(float)), DataType::kFloat32,
+      ReduceOp::kSum, scratch, "allreduce 'odd'");
+  CHECK(status.code() == StatusCode::kInvalidArgument);
+  CHECK(status.message() ==
+        "allreduce 'odd': recursive doubling needs a power-of-two number of ranks, not 3");
+}
+
+TEST_CASE("recursive doubling refuses a message larger than its scratch",
+          "[ops][recursive_doubling][tcp]") {
+  testing::Watchdog watchdog("recursive doubling, small scratch", 30s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(2);
+  REQUIRE(meshes.status().ToString() == "OK");
+  std::vector<double> data(100, 1.0);
+  RingScratch scratch(RingScratch::kMinBytes);
+  const Status status = RecursiveDoublingAllreduce(
+      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(double)), DataType::kFloat64,
+      ReduceOp::kSum, scratch, "allreduce 'big'");
+  CHECK(status.code() == StatusCode::kInvalidArgument);
+  CHECK(status.message() ==
+        "allreduce 'big': 800 bytes do not fit the recursive-doubling scratch of 64");
+}
+
+TEST_CASE("recursive doubling names the op and the peer when the peer is lost",
+          "[ops][recursive_doubling][tcp]") {
+  testing::Watchdog watchdog("recursive doubling, lost peer", 30s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(2);
+  REQUIRE(meshes.status().ToString() == "OK");
+  (*meshes)[1].reset();  // rank 1's connections close
+  std::vector<float> data(1000, 1.0f);
+  RingScratch scratch;
+  const Status status = RecursiveDoublingAllreduce(
+      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(float)), DataType::kFloat32,
+      ReduceOp::kSum, scratch, "allreduce 'grad/w1'");
+  CHECK(status.code() == StatusCode::kUnavailable);
+  CHECK(status.message() == "allreduce 'grad/w1': rank 1 closed the connection");
+}
+
+TEST_CASE("recursive doubling fails by the deadline when the peer stays silent",
+          "[ops][recursive_doubling][tcp]") {
+  testing::Watchdog watchdog("recursive doubling, silent peer", 30s);
+  const double timeout_seconds = 0.5;
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(2, timeout_seconds);
+  REQUIRE(meshes.status().ToString() == "OK");
+  (*meshes)[0]->SetLocalRanks(1);  // busy polling: the deadline holds while spinning too
+  std::vector<double> data(100, 1.0);
+  RingScratch scratch;
+  const auto start = std::chrono::steady_clock::now();
+  const Status status = RecursiveDoublingAllreduce(
+      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(double)), DataType::kFloat64,
+      ReduceOp::kSum, scratch, "allreduce 'silent'");
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  CHECK(status.code() == StatusCode::kDeadlineExceeded);
+  CHECK(status.message().rfind("allreduce 'silent': no data from rank 1", 0) == 0);
+  CHECK(elapsed.count() < 4 * timeout_seconds);
+}
+
+TEST_CASE("recursive doubling returns the interrupt status", "[ops][recursive_doubling][tcp]") {
+  testing::Watchdog watchdog("recursive doubling, interrupt", 30s);
+  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(2);
+  REQUIRE(meshes.status().ToString() == "OK");
+  (*meshes)[0]->Interrupt(Aborted("rank 1 was lost"));
+  std::vector<int32_t> data(10, 1);
+  RingScratch scratch;
+  const Status status = RecursiveDoublingAllreduce(
+      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(int32_t)), DataType::kInt32,
+      ReduceOp::kSum, scratch, "allreduce 'x'");
+  CHECK(status == Aborted("rank 1 was lost"));
+}
+
+TEST_CASE("IsPowerOfTwo", "[ops][recursive_doubling]") {
+  CHECK_FALSE(IsPowerOfTwo(0));
+  CHECK(IsPowerOfTwo(1));
+  CHECK(IsPowerOfTwo(2));
+  CHECK_FALSE(IsPowerOfTwo(3));
+  CHECK(IsPowerOfTwo(4));
+  CHECK_FALSE(IsPowerOfTwo(6));
+  CHECK(IsPowerOfTwo(1 << 20));
+  CHECK_FALSE(IsPowerOfTwo(-4));
+}
+
+}  // namespace
+}  // namespace kolo::ops
