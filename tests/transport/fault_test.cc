@@ -58,7 +58,8 @@ class Sink final : public StreamExchange {
 TEST_CASE("A peer process that dies or stops mid-exchange is named", "[transport][fault]") {
   const int sig = GENERATE(SIGKILL, SIGSTOP);
   Watchdog watchdog("mesh peer fault", 20s);
-  const double timeout_seconds = 0.5;
+  // 1 s rather than less: the SIGSTOP case must fail within twice this on a loaded 2-core host.
+  const double timeout_seconds = 1.0;
   ChildProcess child(kPeer, {"mesh", "30"});
   REQUIRE(child.running());
   const std::string line = child.ReadLine(10s);
@@ -85,12 +86,13 @@ TEST_CASE("A peer process that dies or stops mid-exchange is named", "[transport
   injector.join();
   if (sig == SIGKILL) {
     CHECK(status.message() == "allreduce 'grad' (1 tensor): rank 1 closed the connection");
-    CHECK(SecondsBetween(signalled, failed) < 1.0);  // bound 0.5 s: the kernel closes at once
+    CHECK(SecondsBetween(signalled, failed) < 1.0);  // the kernel closes the socket at once
   } else {
     CHECK(status.message() ==
-          "allreduce 'grad' (1 tensor): no data from rank 1: timed out after 0.5 s "
+          "allreduce 'grad' (1 tensor): no data from rank 1: timed out after 1 s "
           "(KOLO_TIMEOUT_SECONDS)");
-    CHECK(SecondsBetween(signalled, failed) >= timeout_seconds);
+    // The deadline runs from the last byte, which may precede the signal a little.
+    CHECK(SecondsBetween(signalled, failed) >= timeout_seconds / 2);
     CHECK(SecondsBetween(signalled, failed) < 2 * timeout_seconds);
   }
 }
