@@ -15,4 +15,20 @@ bool operator==(const TensorMeta& a, const TensorMeta& b) {
          a.group == b.group && a.group_size == b.group_size;
 }
 
+const char* KindName(ControllerMessage::Kind kind) {
+  switch (kind) {
+    case ControllerMessage::Kind::kWelcome:
+      return "welcome";
+    case ControllerMessage::Kind::kResponses:
+      return "responses";
+    case ControllerMessage::Kind::kShutdown:
+      return "shutdown";
+    case ControllerMessage::Kind::kAbort:
+      return "abort";
+    case ControllerMessage::Kind::kPong:
+      return "pong";
+  }
+  return "unknown";
+}
+
 }  // namespace kolo

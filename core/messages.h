@@ -94,4 +94,7 @@ struct ControllerMessage {
   int64_t controller_unix_us = 0;   // kPong: the controller's wall clock when it answered
 };
 
+// "welcome", "responses", "shutdown", "abort", "pong" (for log lines).
+const char* KindName(ControllerMessage::Kind kind);
+
 }  // namespace kolo

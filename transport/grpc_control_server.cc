@@ -21,22 +21,6 @@ namespace {
 
 using SessionStream = grpc::ServerReaderWriter<wire::ControllerMessage, wire::WorkerMessage>;
 
-const char* KindName(ControllerMessage::Kind kind) {
-  switch (kind) {
-    case ControllerMessage::Kind::kWelcome:
-      return "welcome";
-    case ControllerMessage::Kind::kResponses:
-      return "responses";
-    case ControllerMessage::Kind::kShutdown:
-      return "shutdown";
-    case ControllerMessage::Kind::kAbort:
-      return "abort";
-    case ControllerMessage::Kind::kPong:
-      return "pong";
-  }
-  return "unknown";
-}
-
 // One worker's stream, shared by its handler thread, its writer thread and Send/Stop callers.
 struct StreamState {
   StreamState(int rank, grpc::ServerContext* context) : rank(rank), context(context) {}

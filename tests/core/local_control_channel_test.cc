@@ -18,27 +18,11 @@ struct Log {
   std::vector<std::string> events;  // "remote:<rank>:<kind>", "local:<kind>", "closed:<status>"
 };
 
-std::string KindOf(const ControllerMessage& m) {
-  switch (m.kind) {
-    case ControllerMessage::Kind::kWelcome:
-      return "welcome";
-    case ControllerMessage::Kind::kResponses:
-      return "responses";
-    case ControllerMessage::Kind::kShutdown:
-      return "shutdown";
-    case ControllerMessage::Kind::kAbort:
-      return "abort";
-    case ControllerMessage::Kind::kPong:
-      return "pong";
-  }
-  return "?";
-}
-
 class RecordingRemote final : public ControllerOutbox {
  public:
   explicit RecordingRemote(Log* log) : log_(log) {}
   void Send(int rank, const ControllerMessage& message) override {
-    log_->events.push_back("remote:" + std::to_string(rank) + ":" + KindOf(message));
+    log_->events.push_back("remote:" + std::to_string(rank) + ":" + KindName(message.kind));
   }
 
  private:

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/ops/loopback_ring.h"
+#include "tests/ops/pairwise_fault_run.h"
 #include "tests/ops/ring_reference.h"
 #include "tests/support/watchdog.h"
 
@@ -20,6 +21,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::ElementBuffer;
+
+const auto kNothing = [](testing::Meshes&) {};  // the peers stay connected and silent
 
 bool SameRange(const ElementRange& a, const ElementRange& b) {
   return a.begin == b.begin && a.count == b.count;
@@ -154,62 +157,40 @@ TEST_CASE("halving-doubling leaves the same bits on every rank from random input
 TEST_CASE("halving-doubling refuses a world size that is not a power of two",
           "[ops][halving_doubling][tcp]") {
   testing::Watchdog watchdog("halving-doubling, 3 ranks", 30s);
-  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(3);
-  REQUIRE(meshes.status().ToString() == "OK");
-  std::vector<float> data(10, 1.0f);
-  RingScratch scratch;
-  const Status status = HalvingDoublingAllreduce(
-      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(float)), DataType::kFloat32,
-      ReduceOp::kSum, scratch, "allreduce 'odd'");
-  CHECK(status.code() == StatusCode::kInvalidArgument);
-  CHECK(status.message() ==
-        "allreduce 'odd': halving-doubling needs a power-of-two number of ranks, not 3");
+  const testing::FaultRun run =
+      testing::RunOnRankZero(HalvingDoublingAllreduce, 3, 10, kNothing, 10, "allreduce 'odd'");
+  CHECK(run.status ==
+        InvalidArgument(
+            "allreduce 'odd': halving-doubling needs a power-of-two number of ranks, not 3"));
 }
 
 TEST_CASE("halving-doubling names the op and the peer when a peer is lost",
           "[ops][halving_doubling][tcp]") {
   testing::Watchdog watchdog("halving-doubling, lost peer", 30s);
-  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(4);
-  REQUIRE(meshes.status().ToString() == "OK");
-  (*meshes)[2].reset();  // rank 0's first partner (distance n/2) closes its connections
-  std::vector<float> data(1000, 1.0f);
-  RingScratch scratch;
-  const Status status = HalvingDoublingAllreduce(
-      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(float)), DataType::kFloat32,
-      ReduceOp::kSum, scratch, "allreduce 'grad/w1'");
-  CHECK(status.code() == StatusCode::kUnavailable);
-  CHECK(status.message() == "allreduce 'grad/w1': rank 2 closed the connection");
+  // Rank 0's first partner (distance n/2) closes its connections.
+  const testing::FaultRun run = testing::RunOnRankZero(
+      HalvingDoublingAllreduce, 4, 10, [](testing::Meshes& m) { m[2].reset(); }, 1000,
+      "allreduce 'grad/w1'");
+  CHECK(run.status == Unavailable("allreduce 'grad/w1': rank 2 closed the connection"));
 }
 
 TEST_CASE("halving-doubling fails by the deadline when a peer stays silent",
           "[ops][halving_doubling][tcp]") {
   testing::Watchdog watchdog("halving-doubling, silent peer", 30s);
   const double timeout_seconds = 0.5;
-  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(4, timeout_seconds);
-  REQUIRE(meshes.status().ToString() == "OK");
-  std::vector<double> data(100, 1.0);
-  RingScratch scratch;
-  const auto start = std::chrono::steady_clock::now();
-  const Status status = HalvingDoublingAllreduce(
-      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(double)), DataType::kFloat64,
-      ReduceOp::kSum, scratch, "allreduce 'silent'");
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  CHECK(status.code() == StatusCode::kDeadlineExceeded);
-  CHECK(status.message().rfind("allreduce 'silent': no data from rank 2", 0) == 0);
-  CHECK(elapsed.count() < 4 * timeout_seconds);
+  const testing::FaultRun run = testing::RunOnRankZero(HalvingDoublingAllreduce, 4, timeout_seconds,
+                                                       kNothing, 100, "allreduce 'silent'");
+  CHECK(run.status.code() == StatusCode::kDeadlineExceeded);
+  CHECK_THAT(run.status.message(), Catch::StartsWith("allreduce 'silent': no data from rank 2"));
+  CHECK(run.seconds < 4 * timeout_seconds);
 }
 
 TEST_CASE("halving-doubling returns the interrupt status", "[ops][halving_doubling][tcp]") {
   testing::Watchdog watchdog("halving-doubling, interrupt", 30s);
-  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(2);
-  REQUIRE(meshes.status().ToString() == "OK");
-  (*meshes)[0]->Interrupt(Aborted("rank 1 was lost"));
-  std::vector<int32_t> data(10, 1);
-  RingScratch scratch;
-  const Status status = HalvingDoublingAllreduce(
-      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(int32_t)), DataType::kInt32,
-      ReduceOp::kSum, scratch, "allreduce 'x'");
-  CHECK(status == Aborted("rank 1 was lost"));
+  const testing::FaultRun run = testing::RunOnRankZero(
+      HalvingDoublingAllreduce, 2, 10,
+      [](testing::Meshes& m) { m[0]->Interrupt(Aborted("rank 1 was lost")); }, 10, "allreduce 'x'");
+  CHECK(run.status == Aborted("rank 1 was lost"));
 }
 
 }  // namespace

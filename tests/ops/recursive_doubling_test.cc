@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/ops/loopback_ring.h"
+#include "tests/ops/pairwise_fault_run.h"
 #include "tests/ops/ring_reference.h"
 #include "tests/support/watchdog.h"
 
@@ -21,6 +22,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::ElementBuffer;
+
+const auto kNothing = [](testing::Meshes&) {};  // the peers stay connected and silent
 
 std::string Describe(size_t count, DataType dtype, ReduceOp op) {
   return std::to_string(count) + " x " + DataTypeName(dtype) + " " + ReduceOpName(op);
@@ -124,78 +127,49 @@ TEST_CASE("recursive doubling leaves the same bits on every rank, NaN payloads i
 TEST_CASE("recursive doubling refuses a world size that is not a power of two",
           "[ops][recursive_doubling][tcp]") {
   testing::Watchdog watchdog("recursive doubling, 3 ranks", 30s);
-  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(3);
-  REQUIRE(meshes.status().ToString() == "OK");
-  std::vector<float> data(10, 1.0f);
-  RingScratch scratch;
-  const Status status = RecursiveDoublingAllreduce(
-      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(float)), DataType::kFloat32,
-      ReduceOp::kSum, scratch, "allreduce 'odd'");
-  CHECK(status.code() == StatusCode::kInvalidArgument);
-  CHECK(status.message() ==
-        "allreduce 'odd': recursive doubling needs a power-of-two number of ranks, not 3");
+  const testing::FaultRun run =
+      testing::RunOnRankZero(RecursiveDoublingAllreduce, 3, 10, kNothing, 10, "allreduce 'odd'");
+  CHECK(run.status ==
+        InvalidArgument(
+            "allreduce 'odd': recursive doubling needs a power-of-two number of ranks, not 3"));
 }
 
 TEST_CASE("recursive doubling refuses a message larger than its scratch",
           "[ops][recursive_doubling][tcp]") {
   testing::Watchdog watchdog("recursive doubling, small scratch", 30s);
-  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(2);
-  REQUIRE(meshes.status().ToString() == "OK");
-  std::vector<double> data(100, 1.0);
-  RingScratch scratch(RingScratch::kMinBytes);
-  const Status status = RecursiveDoublingAllreduce(
-      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(double)), DataType::kFloat64,
-      ReduceOp::kSum, scratch, "allreduce 'big'");
-  CHECK(status.code() == StatusCode::kInvalidArgument);
-  CHECK(status.message() ==
-        "allreduce 'big': 800 bytes do not fit the recursive-doubling scratch of 64");
+  const testing::FaultRun run = testing::RunOnRankZero(
+      RecursiveDoublingAllreduce, 2, 10, kNothing, 100, "allreduce 'big'", RingScratch::kMinBytes);
+  CHECK(run.status ==
+        InvalidArgument(
+            "allreduce 'big': 400 bytes do not fit the recursive-doubling scratch of 64"));
 }
 
 TEST_CASE("recursive doubling names the op and the peer when the peer is lost",
           "[ops][recursive_doubling][tcp]") {
   testing::Watchdog watchdog("recursive doubling, lost peer", 30s);
-  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(2);
-  REQUIRE(meshes.status().ToString() == "OK");
-  (*meshes)[1].reset();  // rank 1's connections close
-  std::vector<float> data(1000, 1.0f);
-  RingScratch scratch;
-  const Status status = RecursiveDoublingAllreduce(
-      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(float)), DataType::kFloat32,
-      ReduceOp::kSum, scratch, "allreduce 'grad/w1'");
-  CHECK(status.code() == StatusCode::kUnavailable);
-  CHECK(status.message() == "allreduce 'grad/w1': rank 1 closed the connection");
+  const testing::FaultRun run = testing::RunOnRankZero(
+      RecursiveDoublingAllreduce, 2, 10, [](testing::Meshes& m) { m[1].reset(); }, 1000,
+      "allreduce 'grad/w1'");
+  CHECK(run.status == Unavailable("allreduce 'grad/w1': rank 1 closed the connection"));
 }
 
 TEST_CASE("recursive doubling fails by the deadline when the peer stays silent",
           "[ops][recursive_doubling][tcp]") {
   testing::Watchdog watchdog("recursive doubling, silent peer", 30s);
   const double timeout_seconds = 0.5;
-  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(2, timeout_seconds);
-  REQUIRE(meshes.status().ToString() == "OK");
-  (*meshes)[0]->SetLocalRanks(1);  // busy polling: the deadline holds while spinning too
-  std::vector<double> data(100, 1.0);
-  RingScratch scratch;
-  const auto start = std::chrono::steady_clock::now();
-  const Status status = RecursiveDoublingAllreduce(
-      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(double)), DataType::kFloat64,
-      ReduceOp::kSum, scratch, "allreduce 'silent'");
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  CHECK(status.code() == StatusCode::kDeadlineExceeded);
-  CHECK(status.message().rfind("allreduce 'silent': no data from rank 1", 0) == 0);
-  CHECK(elapsed.count() < 4 * timeout_seconds);
+  const testing::FaultRun run = testing::RunOnRankZero(
+      RecursiveDoublingAllreduce, 2, timeout_seconds, kNothing, 100, "allreduce 'silent'");
+  CHECK(run.status.code() == StatusCode::kDeadlineExceeded);
+  CHECK_THAT(run.status.message(), Catch::StartsWith("allreduce 'silent': no data from rank 1"));
+  CHECK(run.seconds < 4 * timeout_seconds);
 }
 
 TEST_CASE("recursive doubling returns the interrupt status", "[ops][recursive_doubling][tcp]") {
   testing::Watchdog watchdog("recursive doubling, interrupt", 30s);
-  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(2);
-  REQUIRE(meshes.status().ToString() == "OK");
-  (*meshes)[0]->Interrupt(Aborted("rank 1 was lost"));
-  std::vector<int32_t> data(10, 1);
-  RingScratch scratch;
-  const Status status = RecursiveDoublingAllreduce(
-      *(*meshes)[0], SegmentedBuffer(data.data(), data.size() * sizeof(int32_t)), DataType::kInt32,
-      ReduceOp::kSum, scratch, "allreduce 'x'");
-  CHECK(status == Aborted("rank 1 was lost"));
+  const testing::FaultRun run = testing::RunOnRankZero(
+      RecursiveDoublingAllreduce, 2, 10,
+      [](testing::Meshes& m) { m[0]->Interrupt(Aborted("rank 1 was lost")); }, 10, "allreduce 'x'");
+  CHECK(run.status == Aborted("rank 1 was lost"));
 }
 
 TEST_CASE("IsPowerOfTwo", "[ops][recursive_doubling]") {
