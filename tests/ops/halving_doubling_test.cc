@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "tests/ops/loopback_ring.h"
-#include "tests/ops/pairwise_fault_run.h"
+#include "tests/ops/pairwise_allreduce_runs.h"
 #include "tests/ops/ring_reference.h"
 #include "tests/support/watchdog.h"
 
@@ -54,52 +54,6 @@ TEST_CASE("halving-doubling partners swap matching ranges and the halves tile th
   }
 }
 
-// Runs every dtype x op for `counts` on every rank, each buffer split into `pieces` pieces of
-// uneven length. Returns the first failure of each rank.
-std::vector<std::string> RunCases(testing::Meshes& meshes, const std::vector<size_t>& counts,
-                                  int pieces, size_t scratch_bytes) {
-  return testing::RunOnRanks(static_cast<int>(meshes.size()), [&](int rank) {
-    DataPlane& plane = *meshes[rank];
-    const int n = plane.size();
-    RingScratch scratch(scratch_bytes);
-    for (size_t count : counts) {
-      for (int d = 0; d < kNumDataTypes; ++d) {
-        const DataType dtype = static_cast<DataType>(d);
-        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
-                            ReduceOp::kProduct}) {
-          const std::string what = "allreduce '" + std::to_string(count) + " x " +
-                                   DataTypeName(dtype) + " " + ReduceOpName(op) + "'";
-          ElementBuffer buffer = testing::MakeRankInput(dtype, op, rank, count);
-          const size_t element_size = DataTypeSize(dtype);
-          uint8_t* data = static_cast<uint8_t*>(buffer.data());
-          std::vector<BytePiece> split;
-          size_t begin = 0;
-          for (size_t p = 1; p < static_cast<size_t>(pieces) && begin + p * 3 <= count; ++p) {
-            split.push_back({data + begin * element_size, p * 3 * element_size});
-            begin += p * 3;
-          }
-          split.push_back({data + begin * element_size, (count - begin) * element_size});
-          const Status status =
-              HalvingDoublingAllreduce(plane, SegmentedBuffer(split), dtype, op, scratch, what);
-          std::string failure = status.ok() ? "" : status.ToString();
-          for (size_t i = 0; failure.empty() && i < count; ++i) {
-            const double expected = testing::ReducedInput(dtype, op, n, i);  // exact
-            if (buffer.Get(i) != expected) {
-              failure = what + ": element " + std::to_string(i) + " is " +
-                        std::to_string(buffer.Get(i)) + ", expected " + std::to_string(expected);
-            }
-          }
-          if (!failure.empty()) {
-            testing::InterruptAll(meshes, "rank " + std::to_string(rank) + " failed");
-            return "rank " + std::to_string(rank) + ": " + failure;
-          }
-        }
-      }
-    }
-    return std::string();
-  });
-}
-
 TEST_CASE("halving-doubling matches a direct computation for every dtype and op",
           "[ops][halving_doubling][tcp]") {
   const int n = GENERATE(1, 2, 4, 8);
@@ -111,7 +65,8 @@ TEST_CASE("halving-doubling matches a direct computation for every dtype and op"
   const bool busy_poll = GENERATE(false, true);
   for (auto& mesh : *meshes) mesh->SetLocalRanks(busy_poll ? 1 : 1 << 20);
   const std::vector<size_t> counts = {0, 1, 3, 13, 1031};
-  for (const std::string& failure : RunCases(*meshes, counts, pieces, RingScratch::kDefaultBytes)) {
+  for (const std::string& failure : testing::RunAllreduceCases(
+           HalvingDoublingAllreduce, *meshes, counts, pieces, 3, RingScratch::kDefaultBytes)) {
     CHECK(failure == "");
   }
 }
@@ -122,7 +77,8 @@ TEST_CASE("halving-doubling pipelines ~1 MiB through a small odd-sized scratch",
   testing::Watchdog watchdog("halving-doubling, 1 MiB, n=" + std::to_string(n), 60s);
   StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
   REQUIRE(meshes.status().ToString() == "OK");
-  for (const std::string& failure : RunCases(*meshes, {(size_t{1} << 17) + 7}, 3, 4096 + 3)) {
+  for (const std::string& failure : testing::RunAllreduceCases(
+           HalvingDoublingAllreduce, *meshes, {(size_t{1} << 17) + 7}, 3, 3, 4096 + 3)) {
     CHECK(failure == "");
   }
 }

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "tests/ops/loopback_ring.h"
-#include "tests/ops/pairwise_fault_run.h"
+#include "tests/ops/pairwise_allreduce_runs.h"
 #include "tests/ops/ring_reference.h"
 #include "tests/support/watchdog.h"
 
@@ -24,58 +24,6 @@ using namespace std::chrono_literals;
 using testing::ElementBuffer;
 
 const auto kNothing = [](testing::Meshes&) {};  // the peers stay connected and silent
-
-std::string Describe(size_t count, DataType dtype, ReduceOp op) {
-  return std::to_string(count) + " x " + DataTypeName(dtype) + " " + ReduceOpName(op);
-}
-
-// Runs every case on every rank; a case's buffer is split into `pieces` segments of uneven
-// length (whole elements) to exercise fused tensors. Returns the first failure of each rank.
-std::vector<std::string> RunCases(testing::Meshes& meshes, const std::vector<size_t>& counts,
-                                  int pieces) {
-  return testing::RunOnRanks(static_cast<int>(meshes.size()), [&](int rank) {
-    DataPlane& plane = *meshes[rank];
-    const int n = plane.size();
-    RingScratch scratch;
-    for (size_t count : counts) {
-      for (int d = 0; d < kNumDataTypes; ++d) {
-        const DataType dtype = static_cast<DataType>(d);
-        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
-                            ReduceOp::kProduct}) {
-          const std::string what = "allreduce '" + Describe(count, dtype, op) + "'";
-          ElementBuffer buffer = testing::MakeRankInput(dtype, op, rank, count);
-          // Pieces of 1, 2, 3, ... elements, the last one taking the rest.
-          std::vector<BytePiece> split;
-          const size_t element_size = DataTypeSize(dtype);
-          size_t begin = 0;
-          for (size_t p = 1; p < static_cast<size_t>(pieces) && begin + p <= count; ++p) {
-            split.push_back(
-                {static_cast<uint8_t*>(buffer.data()) + begin * element_size, p * element_size});
-            begin += p;
-          }
-          split.push_back({static_cast<uint8_t*>(buffer.data()) + begin * element_size,
-                           (count - begin) * element_size});
-          const Status status =
-              RecursiveDoublingAllreduce(plane, SegmentedBuffer(split), dtype, op, scratch, what);
-          std::string failure;
-          if (!status.ok()) failure = status.ToString();
-          for (size_t i = 0; failure.empty() && i < count; ++i) {
-            const double expected = testing::ReducedInput(dtype, op, n, i);  // exact
-            if (buffer.Get(i) != expected) {
-              failure = what + ": element " + std::to_string(i) + " is " +
-                        std::to_string(buffer.Get(i)) + ", expected " + std::to_string(expected);
-            }
-          }
-          if (!failure.empty()) {
-            testing::InterruptAll(meshes, "rank " + std::to_string(rank) + " failed");
-            return "rank " + std::to_string(rank) + ": " + failure;
-          }
-        }
-      }
-    }
-    return std::string();
-  });
-}
 
 TEST_CASE("recursive doubling matches a direct computation for every dtype and op",
           "[ops][recursive_doubling][tcp]") {
@@ -88,7 +36,9 @@ TEST_CASE("recursive doubling matches a direct computation for every dtype and o
   const bool busy_poll = GENERATE(false, true);
   for (auto& mesh : *meshes) mesh->SetLocalRanks(busy_poll ? 1 : 1 << 20);
   const std::vector<size_t> counts = {0, 1, 3, 13, 1031, 16411};
-  for (const std::string& failure : RunCases(*meshes, counts, pieces)) CHECK(failure == "");
+  for (const std::string& failure : testing::RunAllreduceCases(
+           RecursiveDoublingAllreduce, *meshes, counts, pieces, 1, RingScratch::kDefaultBytes))
+    CHECK(failure == "");
 }
 
 TEST_CASE("recursive doubling leaves the same bits on every rank, NaN payloads included",
