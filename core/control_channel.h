@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/messages.h"
 #include "kolo/status.h"
@@ -50,5 +51,10 @@ class ControlChannel {
   // a successful Connect.
   virtual std::string generation() const = 0;
 };
+
+// What Connect returns for the first message a rank receives: the peer table of a Welcome, or
+// the refusal of an Abort. `controller` names it in messages ("the controller at host:port").
+StatusOr<std::vector<PeerInfo>> PeersFromFirstMessage(ControllerMessage first,
+                                                      const std::string& controller, int rank);
 
 }  // namespace kolo

@@ -37,16 +37,7 @@ StatusOr<std::vector<PeerInfo>> LocalControlChannel::Connect(
   }
   ControllerMessage first = std::move(inbox_.front());
   inbox_.pop_front();
-  switch (first.kind) {
-    case ControllerMessage::Kind::kWelcome:
-      return std::move(first.peers);
-    case ControllerMessage::Kind::kAbort:
-      return Aborted("the controller in this process refused rank " + std::to_string(rank_) + ": " +
-                     first.reason);
-    default:
-      return Internal("the controller in this process sent rank " + std::to_string(rank_) +
-                      " another message before its Welcome");
-  }
+  return PeersFromFirstMessage(std::move(first), "the controller in this process", rank_);
 }
 
 void LocalControlChannel::SetFatalHandler(std::function<void(const Status&)> on_fatal) {

@@ -158,16 +158,7 @@ StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::AwaitWelcome(int rank,
   if (inbox_.empty()) return stream_error_;
   ControllerMessage first = std::move(inbox_.front());
   inbox_.pop_front();
-  switch (first.kind) {
-    case ControllerMessage::Kind::kWelcome:
-      return std::move(first.peers);
-    case ControllerMessage::Kind::kAbort:
-      return Aborted("the controller at " + address_ + " refused rank " + std::to_string(rank) +
-                     ": " + first.reason);
-    default:
-      return Internal("the controller at " + address_ + " sent rank " + std::to_string(rank) +
-                      " another message before its Welcome");
-  }
+  return PeersFromFirstMessage(std::move(first), "the controller at " + address_, rank);
 }
 
 void GrpcControlChannel::Impl::ReaderLoop() {
