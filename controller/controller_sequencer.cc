@@ -1,0 +1,109 @@
+// The controller's sequencer side (controller.h): the thread that closes fusion windows on
+// time, runs the stall inspector and enforces the start timeout, and the single steps it takes
+// (also called directly by tests with a fake clock).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "controller/controller.h"
+
+namespace kolo::controller {
+
+std::optional<Clock::TimePoint> Controller::RunCycle() {
+  Clock::TimePoint due;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!PlanIfDueLocked(clock_->Now(), /*force=*/false, &due)) return due;
+  }
+  Flush();
+  return std::nullopt;
+}
+
+std::optional<Clock::TimePoint> Controller::CheckStalls() {
+  std::optional<Clock::TimePoint> next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next = CheckStallsLocked(clock_->Now());
+  }
+  Flush();
+  return next;
+}
+
+std::optional<Clock::TimePoint> Controller::CheckStallsLocked(Clock::TimePoint now) {
+  if (aborted_ || shutdown_sent_) return std::nullopt;
+  StallInspector::Findings findings = stall_inspector_.Inspect(negotiator_.table(), now);
+  if (!findings.warning.empty()) logger_->warn("{}", findings.warning);
+  if (!findings.abort_reason.empty()) {
+    AbortLocked(findings.abort_reason);
+    return std::nullopt;
+  }
+  return stall_inspector_.NextCheck(negotiator_.table());
+}
+
+void Controller::SequencerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    const Clock::TimePoint now = clock_->Now();
+    const size_t queued = outgoing_.size();
+    Clock::TimePoint window_end;
+    const bool window_open = !PlanIfDueLocked(now, /*force=*/false, &window_end);
+    std::optional<Clock::TimePoint> due = CheckStallsLocked(now);
+    if (std::optional<Clock::TimePoint> start = CheckStartLocked(now)) {
+      due = due.has_value() ? std::min(*due, *start) : *start;
+    }
+    if (outgoing_.size() > queued) {  // planned a batch or aborted: send, then look again
+      lock.unlock();
+      Flush();
+      lock.lock();
+      continue;
+    }
+    if (window_open) due = due.has_value() ? std::min(*due, window_end) : window_end;
+    if (!due.has_value()) {
+      if (stall_inspector_.enabled()) {
+        // Nothing is due yet, but names may become pending without waking this thread (that
+        // would cost a thread switch per op): look again within a fraction of the stall
+        // time, which leaves a stall timer set before the first one can be due.
+        wake_.wait_for(lock, stall_poll_);
+      } else {
+        wake_.wait(lock);  // idle: no timer, no traffic
+      }
+      continue;
+    }
+    // The fusion window (at most one cycle) or the next stall check, whichever is first. Both
+    // lie after `now`, so this never spins; an early wake-up just recomputes.
+    wake_.wait_for(lock, *due - now);
+  }
+}
+
+std::optional<Clock::TimePoint> Controller::CheckStart() {
+  std::optional<Clock::TimePoint> next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next = CheckStartLocked(clock_->Now());
+  }
+  Flush();
+  return next;
+}
+
+std::optional<Clock::TimePoint> Controller::CheckStartLocked(Clock::TimePoint now) {
+  if (config_.start_timeout_seconds <= 0 || rendezvous_.complete() || aborted_) {
+    return std::nullopt;
+  }
+  if (now < start_deadline_) return start_deadline_;
+  std::vector<int> missing;
+  for (int rank = 0; rank < config_.size; ++rank) {
+    if (!rendezvous_.admitted(rank)) missing.push_back(rank);
+  }
+  std::string ranks;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    ranks += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + std::to_string(missing[i]);
+  }
+  AbortLocked((missing.size() == 1 ? "rank " : "ranks ") + ranks +
+              " never connected to the controller within " +
+              SecondsText(config_.start_timeout_seconds) +
+              " (KOLO_START_TIMEOUT_SECONDS; is every rank started, with the same "
+              "KOLO_CONTROLLER?)");
+  return std::nullopt;
+}
+
+}  // namespace kolo::controller
