@@ -43,14 +43,8 @@ RingExchange::RingExchange(void* buffer, size_t count, DataType dtype, ReduceOp 
 RingExchange::RingExchange(void* buffer, const std::vector<ElementRange>& chunks,
                            const std::vector<RingSegment>& schedule, DataType dtype, ReduceOp op,
                            RingScratch& scratch)
-    : buffer_(buffer, ChunksBytes(chunks, DataTypeSize(dtype))),
-      dtype_(dtype),
-      op_(op),
-      element_size_(DataTypeSize(dtype)),
-      scratch_(scratch.data()),
-      scratch_bytes_(scratch.size()) {
-  Init(chunks, schedule);
-}
+    : RingExchange(SegmentedBuffer(buffer, ChunksBytes(chunks, DataTypeSize(dtype))), chunks,
+                   schedule, dtype, op, scratch) {}
 
 RingExchange::RingExchange(const SegmentedBuffer& buffer, const std::vector<ElementRange>& chunks,
                            const std::vector<RingSegment>& schedule, DataType dtype, ReduceOp op,
@@ -66,14 +60,8 @@ RingExchange::RingExchange(const SegmentedBuffer& buffer, const std::vector<Elem
 
 RingExchange::RingExchange(const SegmentedBuffer& buffer, DataType dtype, ReduceOp op, int rank,
                            int size, RingScratch& scratch)
-    : buffer_(buffer),
-      dtype_(dtype),
-      op_(op),
-      element_size_(DataTypeSize(dtype)),
-      scratch_(scratch.data()),
-      scratch_bytes_(scratch.size()) {
-  Init(EvenChunks(buffer.total() / element_size_, size), RingSchedule(rank, size));
-}
+    : RingExchange(buffer, EvenChunks(buffer.total() / DataTypeSize(dtype), size),
+                   RingSchedule(rank, size), dtype, op, scratch) {}
 
 void RingExchange::Init(const std::vector<ElementRange>& chunks,
                         const std::vector<RingSegment>& schedule) {

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,21 @@ std::string RunScenario(CpuExecutor& executor, int rank, int n, const Scenario& 
   return "";
 }
 
+// Runs every scenario on this rank's executor; on the first failure calls `interrupt` (so that
+// the other ranks stop at once) and returns "rank r: <failure>"; "" when all passed.
+std::string RunScenarios(CpuExecutor& executor, int rank, int n,
+                         const std::vector<Scenario>& scenarios,
+                         const std::function<void()>& interrupt) {
+  for (const Scenario& s : scenarios) {
+    std::string failure = RunScenario(executor, rank, n, s);
+    if (!failure.empty()) {
+      interrupt();
+      return "rank " + std::to_string(rank) + ": " + failure;
+    }
+  }
+  return std::string();
+}
+
 std::vector<Scenario> Scenarios() {
   std::vector<Scenario> scenarios;
   const std::vector<std::vector<size_t>> layouts = {
@@ -153,14 +169,9 @@ TEST_CASE("the CPU executor allreduces single and fused tensors with scaling and
     // One executor per rank for every scenario: the fusion buffer grows and is reused.
     CpuExecutor executor(*(*meshes)[rank], MakeLogger(rank, "ops", spdlog::level::warn),
                          /*scratch_bytes=*/4099);
-    for (const Scenario& s : scenarios) {
-      std::string failure = RunScenario(executor, rank, n, s);
-      if (!failure.empty()) {
-        testing::InterruptAll(*meshes, "rank " + std::to_string(rank) + " failed");
-        return "rank " + std::to_string(rank) + ": " + failure;
-      }
-    }
-    return std::string();
+    return RunScenarios(executor, rank, n, scenarios, [&] {
+      testing::InterruptAll(*meshes, "rank " + std::to_string(rank) + " failed");
+    });
   });
   for (const std::string& failure : failures) CHECK(failure == "");
 }
@@ -222,14 +233,9 @@ TEST_CASE("the CPU executor allreduces over shared memory, through many small sl
   const std::vector<std::string> failures = testing::RunOnRanks(n, [&](int rank) {
     CpuExecutor executor(*(*meshes)[rank], MakeLogger(rank, "ops", spdlog::level::warn),
                          /*scratch_bytes=*/4099, planes[rank].get());
-    for (const Scenario& s : scenarios) {
-      std::string failure = RunScenario(executor, rank, n, s);
-      if (!failure.empty()) {
-        for (auto& plane : planes) plane->Interrupt(Aborted("rank " + std::to_string(rank)));
-        return "rank " + std::to_string(rank) + ": " + failure;
-      }
-    }
-    return std::string();
+    return RunScenarios(executor, rank, n, scenarios, [&] {
+      for (auto& plane : planes) plane->Interrupt(Aborted("rank " + std::to_string(rank)));
+    });
   });
   for (const std::string& failure : failures) CHECK(failure == "");
 }
