@@ -256,14 +256,16 @@ void Controller::HandleRequestsLocked(int rank, const std::vector<Request>& requ
     AbortLocked("protocol error: " + status.message());
     return;
   }
-  if (before == 0 && negotiator_.ready_count() > 0) window_start_ = now;
+  const bool window_opened = before == 0 && negotiator_.ready_count() > 0;
+  if (window_opened) window_start_ = now;
   // Plan here when nothing more is coming, rather than hand over to the sequencer thread: the
   // caller flushes right after, which saves a thread switch on the latency path. Only a
   // window left open needs the sequencer (to close it on time); names left pending need it
   // only for stall checks, and it looks at those on its own (SequencerLoop).
   Clock::TimePoint unused;
   PlanIfDueLocked(now, /*force=*/false, &unused);
-  if (before == 0 && negotiator_.ready_count() > 0) wake_.notify_all();
+  const bool still_open = negotiator_.ready_count() > 0;
+  if (window_opened && still_open) wake_.notify_all();
 }
 
 void Controller::HandleShutdownLocked(int rank) {

@@ -22,8 +22,6 @@ namespace {
 using namespace std::chrono_literals;
 using testing::ElementBuffer;
 
-const auto kNothing = [](testing::Meshes&) {};  // the peers stay connected and silent
-
 bool SameRange(const ElementRange& a, const ElementRange& b) {
   return a.begin == b.begin && a.count == b.count;
 }
@@ -113,8 +111,8 @@ TEST_CASE("halving-doubling leaves the same bits on every rank from random input
 TEST_CASE("halving-doubling refuses a world size that is not a power of two",
           "[ops][halving_doubling][tcp]") {
   testing::Watchdog watchdog("halving-doubling, 3 ranks", 30s);
-  const testing::FaultRun run =
-      testing::RunOnRankZero(HalvingDoublingAllreduce, 3, 10, kNothing, 10, "allreduce 'odd'");
+  const testing::FaultRun run = testing::RunOnRankZero(
+      HalvingDoublingAllreduce, 3, 10, testing::BreakNothing, 10, "allreduce 'odd'");
   CHECK(run.status ==
         InvalidArgument(
             "allreduce 'odd': halving-doubling needs a power-of-two number of ranks, not 3"));
@@ -134,8 +132,9 @@ TEST_CASE("halving-doubling fails by the deadline when a peer stays silent",
           "[ops][halving_doubling][tcp]") {
   testing::Watchdog watchdog("halving-doubling, silent peer", 30s);
   const double timeout_seconds = 0.5;
-  const testing::FaultRun run = testing::RunOnRankZero(HalvingDoublingAllreduce, 4, timeout_seconds,
-                                                       kNothing, 100, "allreduce 'silent'");
+  const testing::FaultRun run =
+      testing::RunOnRankZero(HalvingDoublingAllreduce, 4, timeout_seconds, testing::BreakNothing,
+                             100, "allreduce 'silent'");
   CHECK(run.status.code() == StatusCode::kDeadlineExceeded);
   CHECK_THAT(run.status.message(), Catch::StartsWith("allreduce 'silent': no data from rank 2"));
   CHECK(run.seconds < 4 * timeout_seconds);

@@ -73,6 +73,9 @@ inline std::vector<std::string> RunAllreduceCases(PairwiseAllreduce algorithm, M
   });
 }
 
+// For RunOnRankZero: break nothing, the peers stay connected and silent.
+inline void BreakNothing(Meshes&) {}
+
 struct FaultRun {
   Status status = Internal("not run");
   double seconds = 0;

@@ -23,8 +23,6 @@ namespace {
 using namespace std::chrono_literals;
 using testing::ElementBuffer;
 
-const auto kNothing = [](testing::Meshes&) {};  // the peers stay connected and silent
-
 TEST_CASE("recursive doubling matches a direct computation for every dtype and op",
           "[ops][recursive_doubling][tcp]") {
   const int n = GENERATE(1, 2, 4);
@@ -77,8 +75,8 @@ TEST_CASE("recursive doubling leaves the same bits on every rank, NaN payloads i
 TEST_CASE("recursive doubling refuses a world size that is not a power of two",
           "[ops][recursive_doubling][tcp]") {
   testing::Watchdog watchdog("recursive doubling, 3 ranks", 30s);
-  const testing::FaultRun run =
-      testing::RunOnRankZero(RecursiveDoublingAllreduce, 3, 10, kNothing, 10, "allreduce 'odd'");
+  const testing::FaultRun run = testing::RunOnRankZero(
+      RecursiveDoublingAllreduce, 3, 10, testing::BreakNothing, 10, "allreduce 'odd'");
   CHECK(run.status ==
         InvalidArgument(
             "allreduce 'odd': recursive doubling needs a power-of-two number of ranks, not 3"));
@@ -87,8 +85,9 @@ TEST_CASE("recursive doubling refuses a world size that is not a power of two",
 TEST_CASE("recursive doubling refuses a message larger than its scratch",
           "[ops][recursive_doubling][tcp]") {
   testing::Watchdog watchdog("recursive doubling, small scratch", 30s);
-  const testing::FaultRun run = testing::RunOnRankZero(
-      RecursiveDoublingAllreduce, 2, 10, kNothing, 100, "allreduce 'big'", RingScratch::kMinBytes);
+  const testing::FaultRun run =
+      testing::RunOnRankZero(RecursiveDoublingAllreduce, 2, 10, testing::BreakNothing, 100,
+                             "allreduce 'big'", RingScratch::kMinBytes);
   CHECK(run.status ==
         InvalidArgument(
             "allreduce 'big': 400 bytes do not fit the recursive-doubling scratch of 64"));
@@ -107,8 +106,9 @@ TEST_CASE("recursive doubling fails by the deadline when the peer stays silent",
           "[ops][recursive_doubling][tcp]") {
   testing::Watchdog watchdog("recursive doubling, silent peer", 30s);
   const double timeout_seconds = 0.5;
-  const testing::FaultRun run = testing::RunOnRankZero(
-      RecursiveDoublingAllreduce, 2, timeout_seconds, kNothing, 100, "allreduce 'silent'");
+  const testing::FaultRun run =
+      testing::RunOnRankZero(RecursiveDoublingAllreduce, 2, timeout_seconds, testing::BreakNothing,
+                             100, "allreduce 'silent'");
   CHECK(run.status.code() == StatusCode::kDeadlineExceeded);
   CHECK_THAT(run.status.message(), Catch::StartsWith("allreduce 'silent': no data from rank 1"));
   CHECK(run.seconds < 4 * timeout_seconds);
