@@ -27,7 +27,7 @@ Status ControllerLost(const Status& stream_error) {
 
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup,
                                ControlChannel* channel, Executor* executor, DataPlane* data_plane,
-                               OpTracer* tracer, Logger logger)
+                               OpTracer* tracer, Logger logger, RoundLane* lane)
     : config_(config),
       queue_(queue),
       wakeup_(wakeup),
@@ -35,7 +35,11 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup*
       executor_(executor),
       data_plane_(data_plane),
       tracer_(tracer),
-      logger_(std::move(logger)) {}
+      logger_(std::move(logger)),
+      lane_(lane),
+      rounds_(config.rank, config.size),
+      round_trace_(config.negotiation_sink, config.size),
+      lane_closed_(config.size, false) {}
 
 BackgroundLoop::~BackgroundLoop() {
   Stop().IgnoreError(); /* reported by an explicit Stop */
@@ -134,7 +138,8 @@ void BackgroundLoop::RunLoop() {
   while (state_ != State::kDone) {
     SteadyTime::time_point wake_by = SteadyTime::now() + kMaxIdleWait;
     if (notice_sent_ && stop_deadline_ < wake_by) wake_by = stop_deadline_;
-    wakeup_->WaitUntil(wake_by);
+    wakeup_->WaitUntil(wake_by,
+                       gating() && state_ == State::kRunning ? lane_->fds() : std::vector<int>{});
     DrainControl();
     RunTasks();
     if (state_ == State::kDone) break;
@@ -146,9 +151,15 @@ void BackgroundLoop::RunLoop() {
     // flag, so every op enqueued before a stop we see here is sent ahead of the notice (the
     // controller refuses announcements after a rank's notice).
     const bool stopping = stop_requested_;
+    if (stopping) stopping_ = true;
     SendNewRequests();
+    if (gating()) StepRounds();
     SendKeepalive();
-    if (stopping && !notice_sent_ && state_ == State::kRunning) {
+    // With the fast path, the notice waits until this rank's stopping round went out and
+    // nothing waits for a round any more: the job-wide Shutdown it leads to lets peers leave.
+    const bool rounds_settled =
+        !gating() || (!rounds_.waiting() && last_sent_.stopping && hits_.empty());
+    if (stopping && !notice_sent_ && state_ == State::kRunning && rounds_settled) {
       WorkerMessage notice;
       notice.kind = WorkerMessage::Kind::kShutdown;
       Status sent = channel_->Send(notice);
@@ -166,6 +177,10 @@ void BackgroundLoop::RunLoop() {
                                        SecondsText(config_.timeout_seconds) +
                                        " (KOLO_TIMEOUT_SECONDS); leaving without them");
       logger_->warn("{}", final_status_.message());
+      FailAll(ShutdownError("kolo was shut down before this op completed"));
+      state_ = State::kDone;
+    }
+    if (shutdown_received_ && state_ == State::kRunning && FastPathDone()) {
       FailAll(ShutdownError("kolo was shut down before this op completed"));
       state_ = State::kDone;
     }
@@ -190,7 +205,19 @@ void BackgroundLoop::HandleMessage(const ControllerMessage& message) {
     case ControllerMessage::Kind::kResponses:
       for (const Response& response : message.responses) {
         if (state_ != State::kRunning) return;
-        HandleResponse(response);
+        if (!gating()) {
+          HandleResponse(response);
+          continue;
+        }
+        // Runs once a round has decided where it goes in the order (RunDecided).
+        if (response.seq != received_seq_ + 1) {
+          Abort(Internal("protocol error: response " + std::to_string(response.seq) +
+                         " arrived after " + std::to_string(received_seq_)),
+                true);
+          return;
+        }
+        received_seq_ = response.seq;
+        received_.push_back(response);
       }
       return;
     case ControllerMessage::Kind::kAbort:
@@ -198,6 +225,10 @@ void BackgroundLoop::HandleMessage(const ControllerMessage& message) {
       return;
     case ControllerMessage::Kind::kShutdown:
       logger_->debug("job-wide shutdown received");
+      if (gating()) {
+        shutdown_received_ = true;  // once every response received has run (RunLoop)
+        return;
+      }
       FailAll(ShutdownError("kolo was shut down before this op completed"));
       state_ = State::kDone;
       return;
@@ -236,21 +267,52 @@ void BackgroundLoop::HandleResponse(const Response& response) {
     }
     entries.push_back(entry);
   }
+  if (response.is_error()) {
+    for (const std::string& name : response.names) {
+      auto slot = cache_.find(name);
+      if (slot != cache_.end()) diverted_.erase(slot->second.id);  // this instance is over
+    }
+  } else {
+    RememberCacheIds(response, entries);
+  }
+  RunResponse(response, std::move(entries), true);
+}
+
+void BackgroundLoop::RememberCacheIds(const Response& response,
+                                      const std::vector<TensorEntry*>& entries) {
+  // The controller's cache id for each name, as of this response; 0 retires the old one.
+  for (size_t i = 0; i < response.names.size() && i < entries.size(); ++i) {
+    const std::string& name = response.names[i];
+    auto old = cache_.find(name);
+    if (old != cache_.end()) {
+      diverted_.erase(old->second.id);  // this instance ran: the next may take the fast path
+    }
+    uint32_t id = i < response.cache_ids.size() ? response.cache_ids[i] : 0;
+    if (old != cache_.end() && old->second.id != id) specs_.erase(old->second.id);
+    if (id == 0) {
+      cache_.erase(name);
+      continue;
+    }
+    cache_[name] = CacheSlot{id, entries[i]->meta};
+    if (response.op == OpType::kAllreduce && entries[i]->meta.group.empty()) {
+      specs_[id] = FastSpec{name,
+                            response.dtype,
+                            response.reduce_op,
+                            response.prescale,
+                            response.postscale,
+                            i < response.num_elements.size() ? response.num_elements[i] : 0};
+    }
+  }
+}
+
+void BackgroundLoop::RunResponse(const Response& response, std::vector<TensorEntry*> entries,
+                                 bool controller) {
   if (tracer_ != nullptr) tracer_->Taken(entries, SteadyTime::now());
   // An error response must never reach a callback as OK, whatever code it carries.
   const StatusCode code =
       response.error_code == StatusCode::kOk ? StatusCode::kMismatch : response.error_code;
   Status status = response.is_error() ? Status(code, response.error) : Status::Ok();
   if (!response.is_error() && !entries.empty()) {
-    // The controller's cache id for each name, as of this response; 0 retires the old one.
-    for (size_t i = 0; i < response.names.size(); ++i) {
-      uint32_t id = i < response.cache_ids.size() ? response.cache_ids[i] : 0;
-      if (id != 0) {
-        cache_[response.names[i]] = CacheSlot{id, entries[i]->meta};
-      } else {
-        cache_.erase(response.names[i]);
-      }
-    }
     std::optional<OpTracer::Phases> phases;
     if (tracer_ != nullptr) phases.emplace(*tracer_, entries);
     status = executor_->Execute(response, entries, phases ? &*phases : nullptr);
@@ -261,7 +323,7 @@ void BackgroundLoop::HandleResponse(const Response& response) {
   }
   stand_ins_.clear();
   stand_in_data_.clear();
-  if (response.op == OpType::kJoin && !response.is_error()) {
+  if (controller && response.op == OpType::kJoin && !response.is_error()) {
     joined_ = false;
     for (TensorEntry* e : entries) {
       if (e->last_joined != nullptr) *e->last_joined = response.root;
@@ -355,10 +417,27 @@ void BackgroundLoop::SendNewRequests() {
   WorkerMessage batch;
   batch.kind = WorkerMessage::Kind::kRequests;
   batch.requests.reserve(fresh.size());
-  for (const TensorEntry* entry : fresh) {
+  const SteadyTime::time_point now = SteadyTime::now();
+  for (TensorEntry* entry : fresh) {
     if (entry->meta.op == OpType::kJoin) joined_ = true;
-    batch.requests.push_back(MakeRequest(*entry));
+    Request request = MakeRequest(*entry);
+    if (TakesFastPath(*entry, request)) {
+      hits_[request.cache_id] = Hit{entry, now, false};
+      round_trace_.Ready(config_.rank, request.cache_id, entry->meta.name, now);
+      continue;
+    }
+    if (request.cache_id == 0 && gating()) {
+      // Its metadata changed: the peers' cached copies must meet it at the controller (which
+      // names the mismatch) instead of waiting for a round.
+      auto slot = cache_.find(entry->meta.name);
+      if (slot != cache_.end() && specs_.count(slot->second.id) != 0) {
+        diverted_.insert(slot->second.id);
+        newly_diverted_.push_back(slot->second.id);
+      }
+    }
+    batch.requests.push_back(std::move(request));
   }
+  if (batch.requests.empty()) return;
   logger_->trace("sending {} requests", batch.requests.size());
   Status sent = channel_->Send(batch);
   if (!sent.ok()) Abort(ControllerLost(sent), false);
@@ -404,6 +483,7 @@ void BackgroundLoop::Abort(const Status& why, bool tell_controller) {
 }
 
 void BackgroundLoop::FailAll(const Status& why) {
+  hits_.clear();  // they point into the queue's table
   for (auto& entry : queue_->RemoveAll()) Complete(std::move(entry), why);
 }
 

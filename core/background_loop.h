@@ -3,6 +3,11 @@
 // Executor, and invokes callbacks. It also turns every job-fatal error into an abort that
 // fails all pending and later ops with one root-cause message (DESIGN.md §5).
 //
+// With a RoundLane (the fast path, docs/FAST-PATH.md), allreduces whose metadata the
+// controller has cached do not go to the controller: the ranks agree in rounds over the lane
+// on which of them run, and every controller response also runs at a point a round decided,
+// so that all ranks run everything in one order (core/background_loop_rounds.cc).
+//
 // Threading: Start and Stop are called by the owning Runtime (any one thread). Everything
 // else runs on the loop's own thread, which owns the response cache and the entries it took
 // from the queue. The queue, channel, executor and data plane must outlive the loop.
@@ -11,9 +16,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -24,6 +32,9 @@
 #include "core/executor.h"
 #include "core/logging.h"
 #include "core/op_tracer.h"
+#include "core/round_agreement.h"
+#include "core/round_lane.h"
+#include "core/round_trace.h"
 #include "core/tensor_queue.h"
 #include "core/wakeup.h"
 
@@ -37,11 +48,21 @@ class BackgroundLoop {
     // Told the best estimate so far of (controller wall clock - this rank's wall clock) and
     // the round trip it was measured with, in µs (timeline alignment across hosts).
     std::function<void(double offset_us, double rtt_us)> on_clock_offset;
+    int size = 1;
+    // Fast path: the fusion threshold its responses are planned with (KOLO_FUSION_THRESHOLD),
+    // and how long a cached allreduce waits for the other ranks before it is sent to the
+    // controller instead (whose stall inspector then sees it).
+    int64_t fusion_threshold_bytes = 64 << 20;
+    double divert_after_seconds = 1.0;
+    // Where the fast path's negotiations are drawn (rank 0: the timeline; core/round_trace.h).
+    TraceSink* negotiation_sink = nullptr;
   };
 
-  // `tracer` may be null (no timeline).
+  // `tracer` may be null (no timeline); `lane` may be null (no fast path: every op goes
+  // through the controller). All ranks of a job must agree on whether there is a lane.
   BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup, ControlChannel* channel,
-                 Executor* executor, DataPlane* data_plane, OpTracer* tracer, Logger logger);
+                 Executor* executor, DataPlane* data_plane, OpTracer* tracer, Logger logger,
+                 RoundLane* lane = nullptr);
   ~BackgroundLoop();  // Stop()s if still running
 
   void Start();
@@ -73,6 +94,27 @@ class BackgroundLoop {
   void DrainControl();
   void HandleMessage(const ControllerMessage& message);
   void HandleResponse(const Response& response);
+  // Executes a decided `response` over `entries` (this rank's, or stand-ins) and completes
+  // them; `controller` says whether it came from the controller (it then updates the cache).
+  void RunResponse(const Response& response, std::vector<TensorEntry*> entries, bool controller);
+  void RememberCacheIds(const Response& response, const std::vector<TensorEntry*>& entries);
+
+  // Fast path (core/background_loop_rounds.cc). Loop thread only.
+  bool gating() const { return lane_ != nullptr; }
+  // Whether `entry`, announced as `request`, waits for a round instead of the controller.
+  bool TakesFastPath(const TensorEntry& entry, const Request& request) const;
+  void PollLane();
+  // Sends, answers and completes rounds and runs what they decided, as far as possible now.
+  void StepRounds();
+  bool NeedRound() const;
+  void SendRound();
+  void DivertWaiting();
+  void Divert(uint32_t id, WorkerMessage* batch);
+  void ApplyDecision(const RoundDecision& decision);
+  bool RunDecided();
+  void RunHits(const RoundDecision& decision, bool joined);
+  void CheckRoundDeadlines();
+  bool FastPathDone() const;
   void SendNewRequests();
   // Clock sync: a few Ping/Pong round trips with the controller at start; the one with the
   // shortest round trip gives the offset.
@@ -140,6 +182,43 @@ class BackgroundLoop {
     TensorMeta meta;
   };
   std::unordered_map<std::string, CacheSlot> cache_;
+
+  // Fast path; loop thread only.
+  RoundLane* const lane_;
+  RoundAgreement rounds_;
+  RoundTrace round_trace_;
+  struct FastSpec {  // what a cached allreduce's id stands for, identical on every rank
+    std::string name;
+    DataType dtype = DataType::kFloat32;
+    ReduceOp reduce_op = ReduceOp::kSum;
+    double prescale = 1.0;
+    double postscale = 1.0;
+    int64_t num_elements = 0;
+  };
+  std::unordered_map<uint32_t, FastSpec> specs_;
+  struct Hit {
+    TensorEntry* entry;
+    std::chrono::steady_clock::time_point since;
+    bool announced = false;  // in a round message of this rank already
+  };
+  std::map<uint32_t, Hit> hits_;          // waiting cached allreduces, by cache id
+  std::set<uint32_t> diverted_;           // ids that go to the controller until their name runs
+  std::vector<uint32_t> newly_diverted_;  // diverted by this rank since its last message
+  bool stopping_ = false;                 // shutdown() was called: nothing new takes the path
+  bool closed_ = false;                   // some rank is stopping: every op goes to the controller
+  std::deque<Response> received_;         // controller responses not run yet, in seq order
+  uint64_t received_seq_ = 0;
+  uint64_t decided_seq_ = 0;  // the highest run_through_seq decided so far
+  struct Decided {
+    RoundDecision decision;
+    bool joined;  // what this rank's message for that round said
+  };
+  std::deque<Decided> decided_;
+  std::chrono::steady_clock::time_point blocked_since_;  // first decision waits for responses
+  bool blocked_ = false;
+  RoundMessage last_sent_;
+  std::vector<bool> lane_closed_;  // by rank
+  bool shutdown_received_ = false;
 
   std::thread thread_;    // started by Start(), joined by Stop()
   bool stopped_ = false;  // owner thread only

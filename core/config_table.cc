@@ -134,6 +134,10 @@ Status ApplyMarkCycles(const std::string& source, const std::string& value, Opti
   return ApplyBool(source, value, &options->timeline_mark_cycles);
 }
 
+Status ApplyFastPath(const std::string& source, const std::string& value, Options* options) {
+  return ApplyBool(source, value, &options->fast_path);
+}
+
 Status ApplyTimelineMaxMb(const std::string& source, const std::string& value, Options* options) {
   int64_t v = 0;
   KOLO_RETURN_IF_ERROR(ParseInt(source, value, 1, 1 << 20, &v));
@@ -337,6 +341,13 @@ const std::vector<ConfigVar>& ConfigTable() {
        "tcp (the TCP ring and chain), or auto (shm when all ranks share one host, tcp otherwise). "
        "Same on every rank.",
        &ApplyTransport},
+      {"KOLO_FAST_PATH",
+       {},
+       "1",
+       "0|1",
+       "1: allreduces seen before (cached) are agreed on among the ranks, without a round trip "
+       "to the controller; 0: every op goes through the controller. Same on every rank.",
+       &ApplyFastPath},
   };
   return table;
 }

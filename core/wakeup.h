@@ -1,36 +1,34 @@
 // Wakeup: the one place the background thread sleeps. User threads (enqueue, shutdown) and the
-// control channel's reader thread call Notify(); the background thread waits with a deadline.
-// Thread-safe.
+// control channel's reader thread call Notify(); the background thread waits with a deadline,
+// and also for any of a set of file descriptors (the fast path's round connections) to become
+// readable, so one wait covers the queue, the controller and the peers.
+// Thread-safe: Notify from any thread; WaitUntil from one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
+#include <vector>
 
 namespace kolo {
 
 class Wakeup {
  public:
-  // Any thread. Never blocks beyond the internal lock.
-  void Notify() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      pending_ = true;
-    }
-    cv_.notify_one();
-  }
+  Wakeup();  // aborts the process if no eventfd can be made (out of file descriptors at start)
+  ~Wakeup();
+  Wakeup(const Wakeup&) = delete;
+  Wakeup& operator=(const Wakeup&) = delete;
 
-  // Background thread. Returns when notified since the last wait, or at `deadline`.
-  void WaitUntil(std::chrono::steady_clock::time_point deadline) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_until(lock, deadline, [this] { return pending_; });
-    pending_ = false;
-  }
+  // Any thread. Never blocks. A Notify before a wait makes that wait return at once.
+  void Notify();
+
+  // Returns when notified since the last wait, when one of `fds` is readable (or closed), or at
+  // `deadline`.
+  void WaitUntil(std::chrono::steady_clock::time_point deadline, const std::vector<int>& fds = {});
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool pending_ = false;  // guarded by mu_
+  const int event_fd_;
+  // True between a Notify and the wait that consumes it: later Notify calls skip the write.
+  std::atomic<bool> pending_{false};
 };
 
 }  // namespace kolo

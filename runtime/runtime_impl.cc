@@ -14,6 +14,7 @@
 #include "transport/grpc_control_server.h"
 #include "transport/shm_mesh.h"
 #include "transport/tcp_mesh.h"
+#include "transport/tcp_round_lane.h"
 
 namespace kolo {
 namespace {
@@ -119,8 +120,21 @@ Status RuntimeImpl::Start() {
   loop_config.on_clock_offset = [this](double offset_us, double rtt_us) {
     timeline_.SetClockOffset(offset_us, rtt_us);
   };
-  loop_ = std::make_unique<BackgroundLoop>(loop_config, &queue_, &wakeup_, channel_,
-                                           executor_.get(), mesh_.get(), &tracer_, logger_);
+  loop_config.size = options_.size;
+  if (options_.rank == 0) loop_config.negotiation_sink = &timeline_;
+  loop_config.fusion_threshold_bytes = options_.fusion_threshold_bytes;
+  // A cached allreduce that waits longer than this for the other ranks goes to the controller,
+  // whose stall inspector then watches it: well within the stall check time.
+  loop_config.divert_after_seconds =
+      options_.stall_check_seconds > 0 ? std::min(1.0, options_.stall_check_seconds / 2) : 1.0;
+  if (options_.fast_path) {
+    round_lane_ = std::make_unique<transport::TcpRoundLane>(
+        options_.rank, mesh_->TakeRoundConnections(), options_.timeout_seconds,
+        MakeLogger(options_.rank, "fast-path", logger_->level()));
+  }
+  loop_ =
+      std::make_unique<BackgroundLoop>(loop_config, &queue_, &wakeup_, channel_, executor_.get(),
+                                       mesh_.get(), &tracer_, logger_, round_lane_.get());
   loop_->Start();
   logger_->info(
       "rank {} of {} ready (local {}/{}, cross {}/{}), controller {}{}; identity from {}; "
@@ -188,6 +202,7 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   mesh_config.auth.credentials = security_.credentials;
   mesh_config.timeout_seconds = options_.timeout_seconds;
   mesh_config.logger = MakeLogger(options_.rank, "data-plane", logger_->level());
+  mesh_config.round_lane = options_.fast_path;
   StatusOr<std::unique_ptr<transport::TcpMesh>> mesh = transport::TcpMesh::Listen(mesh_config);
   if (!mesh.ok()) return mesh.status().WithContext("data-plane listener on " + data_host);
   mesh_ = std::move(mesh).value();
@@ -382,6 +397,7 @@ void RuntimeImpl::Teardown() {
   if (server_) server_->Stop(deadline);
   if (controller_) controller_->Stop();
   loop_.reset();
+  round_lane_.reset();
   // After the loop and the controller stopped recording: flush and close the file.
   Status closed = timeline_.Stop();
   if (!closed.ok()) logger_->warn("timeline: {}", closed.message());

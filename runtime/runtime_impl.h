@@ -32,6 +32,7 @@ class GrpcControlServer;
 class GrpcControlChannel;
 class ShmMesh;
 class TcpMesh;
+class TcpRoundLane;
 }  // namespace transport
 namespace ops {
 class CpuExecutor;
@@ -103,6 +104,7 @@ class RuntimeImpl {
   ControlChannel* channel_ = nullptr;
   transport::ControlSecurity security_;  // set at the start of Start(); holds the key
   std::unique_ptr<ops::CpuExecutor> executor_;
+  std::unique_ptr<transport::TcpRoundLane> round_lane_;  // KOLO_FAST_PATH=1
   Wakeup wakeup_;
   TensorQueue queue_{&wakeup_};
   std::unique_ptr<BackgroundLoop> loop_;

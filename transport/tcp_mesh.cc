@@ -1,5 +1,6 @@
 #include "transport/tcp_mesh.h"
 
+#include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -83,20 +84,18 @@ Status TcpMesh::Connect(const std::vector<std::string>& addresses,
     }
     resolved[j] = *address;
   }
-  MeshConnector::Params params;
-  params.rank = config_.rank;
-  params.size = config_.size;
-  params.auth = config_.auth;
-  if (!generation_.empty()) params.auth.generation = generation_;
-  params.listen_fd = listener_.get();
-  params.interrupt_fd = interrupt_fd_.get();
-  params.interrupt_status = [this] { return InterruptStatus(); };
-  params.handshake_timeout_seconds = config_.timeout_seconds;
-  params.logger = config_.logger;
   const SteadyTime start = std::chrono::steady_clock::now();
-  StatusOr<std::vector<UniqueFd>> peers =
-      MeshConnector(std::move(params), std::move(resolved)).Run(deadline);
+  const std::string generation = generation_.empty() ? config_.auth.generation : generation_;
+  StatusOr<std::vector<UniqueFd>> peers = ConnectSet(resolved, generation, deadline);
   if (!peers.ok()) return peers.status();
+  // Every peer must be done accepting data connections before round connections dial it, or
+  // it would refuse them (and log it) as duplicates; and all must agree on having them.
+  KOLO_RETURN_IF_ERROR(SyncPeers(*peers, deadline).WithContext(context));
+  if (config_.round_lane) {
+    StatusOr<std::vector<UniqueFd>> rounds = ConnectSet(resolved, generation + "/rounds", deadline);
+    if (!rounds.ok()) return rounds.status().WithContext("fast-path round connections");
+    round_peers_ = std::move(rounds).value();
+  }
   peers_ = std::move(peers).value();
   listener_.Reset();
   config_.logger->info("data mesh connected to {} peers in {} ms", config_.size - 1,
@@ -104,6 +103,68 @@ Status TcpMesh::Connect(const std::vector<std::string>& addresses,
                            std::chrono::steady_clock::now() - start)
                            .count());
   return Status::Ok();
+}
+
+Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
+                          std::chrono::steady_clock::time_point deadline) {
+  std::vector<pollfd> waiting = {{interrupt_fd_.get(), POLLIN, 0}};
+  for (int j = 0; j < config_.size; ++j) {
+    if (j == config_.rank) continue;
+    const char ready = config_.round_lane ? 'R' : 'N';
+    IoResult io = SendSome(peers[j].get(), &ready, 1);  // an empty new socket takes one byte
+    if (io.bytes != 1) {
+      return Unavailable("rank " + std::to_string(j) + " closed its data connection at start (" +
+                         (io.error != 0 ? ErrnoText(io.error) : std::string("no room")) + ")");
+    }
+    waiting.push_back({peers[j].get(), POLLIN, 0});
+  }
+  size_t done = 1;
+  while (done < waiting.size()) {
+    const SteadyTime now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return DeadlineExceeded("not every peer finished connecting the data mesh by the deadline");
+    }
+    if (poll(waiting.data(), waiting.size(), PollTimeoutMs(now, deadline)) < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus(errno, "poll() while connecting the data mesh");
+    }
+    if (waiting[0].revents != 0) return InterruptStatus();
+    for (size_t i = 1; i < waiting.size(); ++i) {
+      if (waiting[i].fd < 0 || waiting[i].revents == 0) continue;
+      char byte = 0;
+      IoResult io = RecvSome(waiting[i].fd, &byte, 1);
+      if (io.would_block()) continue;
+      if (io.bytes != 1) return Unavailable("a peer closed its data connection at start");
+      if (byte != (config_.round_lane ? 'R' : 'N')) {
+        const int peer =
+            static_cast<int>(i) - 1 < config_.rank ? static_cast<int>(i) - 1 : static_cast<int>(i);
+        return FailedPrecondition(
+            "rank " + std::to_string(peer) +
+            " runs with KOLO_FAST_PATH=" + (config_.round_lane ? "0" : "1") +
+            ", this rank with KOLO_FAST_PATH=" + (config_.round_lane ? "1" : "0") +
+            "; every rank must use the same setting");
+      }
+      waiting[i].fd = -1;  // poll() skips it from now on
+      ++done;
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<UniqueFd>> TcpMesh::ConnectSet(
+    const std::vector<SocketAddress>& resolved, const std::string& generation,
+    std::chrono::steady_clock::time_point deadline) {
+  MeshConnector::Params params;
+  params.rank = config_.rank;
+  params.size = config_.size;
+  params.auth = config_.auth;
+  params.auth.generation = generation;
+  params.listen_fd = listener_.get();
+  params.interrupt_fd = interrupt_fd_.get();
+  params.interrupt_status = [this] { return InterruptStatus(); };
+  params.handshake_timeout_seconds = config_.timeout_seconds;
+  params.logger = config_.logger;
+  return MeshConnector(std::move(params), resolved).Run(deadline);
 }
 
 void TcpMesh::SetLocalRanks(int local_ranks) {

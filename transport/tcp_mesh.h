@@ -18,6 +18,7 @@
 #include "core/logging.h"
 #include "kolo/status.h"
 #include "transport/mesh_handshake.h"
+#include "transport/tcp_socket.h"
 #include "transport/unique_fd.h"
 
 namespace kolo::transport {
@@ -39,6 +40,10 @@ class TcpMesh final : public DataPlane {
     // one connection may take to handshake.
     double timeout_seconds = 30;
     Logger logger;  // null: a "transport" logger at warning level
+    // Also connect a second set of connections, one per rank pair, for the fast path's rounds
+    // (TakeRoundConnections). Their handshakes bind the generation with "/rounds" appended, so
+    // a data connection can never pass for one of them. Every rank must agree.
+    bool round_lane = false;
   };
 
   // Binds bind_host on a free port and starts listening. Does not block on the network.
@@ -62,9 +67,14 @@ class TcpMesh final : public DataPlane {
   // dials the lower ranks and accepts the higher ones, handshaking each. Blocks until all are
   // up (OK), `deadline` passes (DeadlineExceeded naming the missing ranks), or Interrupt.
   // Foreign or malformed connections are refused, logged and closed without failing. Closes
-  // the listener on success. Call once.
+  // the listener on success. Call once. With config.round_lane, then connects the round
+  // connections the same way on the same listener (no second port to open).
   Status Connect(const std::vector<std::string>& addresses,
                  std::chrono::steady_clock::time_point deadline);
+
+  // The round connections by rank (invalid at our own index), once: empty before a successful
+  // Connect, without config.round_lane, and on a second call.
+  std::vector<UniqueFd> TakeRoundConnections() { return std::move(round_peers_); }
 
   int rank() const override { return config_.rank; }
   int size() const override { return config_.size; }
@@ -81,6 +91,13 @@ class TcpMesh final : public DataPlane {
   TcpMesh(const Config& config, UniqueFd listener, UniqueFd interrupt_fd, std::string address);
   Status InterruptStatus() const;
   Status CheckPeer(int peer, size_t total, const char* role, const std::string& what) const;
+  // Sends every peer one byte on its data connection and waits for one from each.
+  Status SyncPeers(const std::vector<UniqueFd>& peers,
+                   std::chrono::steady_clock::time_point deadline);
+  // One MeshConnector run on the listener for the connections of `generation`.
+  StatusOr<std::vector<UniqueFd>> ConnectSet(const std::vector<SocketAddress>& resolved,
+                                             const std::string& generation,
+                                             std::chrono::steady_clock::time_point deadline);
 
   // Constant after construction.
   const Config config_;
@@ -92,7 +109,8 @@ class TcpMesh final : public DataPlane {
   // Owner thread only.
   std::string generation_;  // overrides config_.auth.generation once set
   UniqueFd listener_;
-  std::vector<UniqueFd> peers_;  // by rank; empty until Connect succeeds
+  std::vector<UniqueFd> peers_;        // by rank; empty until Connect succeeds
+  std::vector<UniqueFd> round_peers_;  // by rank; see TakeRoundConnections
   bool connect_called_ = false;
   bool busy_poll_ = false;  // see SetLocalRanks
 

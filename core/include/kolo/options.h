@@ -76,6 +76,11 @@ struct Options {
   // are several, else tcp). Must be the same on every rank.
   std::string transport = "auto";
 
+  // Fast path for repeated allreduces (docs/FAST-PATH.md): ranks agree among themselves on
+  // which cached allreduces run next, without a round trip to the controller. Must be the same
+  // on every rank (init() fails naming the rank that differs).
+  bool fast_path = true;
+
   // Reads the variables of the config table from the process environment.
   // Fails with a message naming the variable on a bad value. KOLO_SECRET is removed from the
   // environment once read (so that processes the program starts do not inherit it) and

@@ -1,0 +1,44 @@
+// RoundLane: the connections over which ranks agree, without the controller, on which cached
+// tensors run next (the fast path, docs/FAST-PATH.md). One small message per rank per round,
+// sent to every peer. transport/ implements it over a second set of authenticated TCP
+// connections of the data mesh (transport/tcp_round_lane.h).
+//
+// Threading: background thread only. Nothing here blocks beyond the kernel's socket buffers
+// (a round message is a few hundred bytes and at most two rounds are ever unread).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kolo/status.h"
+
+namespace kolo {
+
+// One rank's part of one round.
+struct RoundMessage {
+  uint64_t round = 0;           // 1, 2, 3, ... on every rank
+  uint64_t received_seq = 0;    // the highest controller response sequence number received
+  bool joined = false;          // a join of this rank is in flight: ready for every allreduce
+  bool stopping = false;        // this rank called shutdown(): it sends every op to the controller
+  std::vector<uint32_t> ready;  // cache ids of this rank's waiting cached allreduces, sorted
+  std::vector<uint32_t> diverted;  // cache ids this rank sent to the controller instead, sorted
+};
+bool operator==(const RoundMessage& a, const RoundMessage& b);
+
+class RoundLane {
+ public:
+  virtual ~RoundLane() = default;
+
+  // Sends `message` to every other rank.
+  virtual Status SendToAll(const RoundMessage& message) = 0;
+
+  // Reads whatever arrived without blocking and appends every complete message to `out` as
+  // (sender rank, message), in arrival order per sender. A peer that closed its connection is
+  // reported in `closed` (once); a malformed message is an error naming the sender.
+  virtual Status Poll(std::vector<std::pair<int, RoundMessage>>* out, std::vector<int>* closed) = 0;
+
+  // File descriptors that become readable when Poll has something to do.
+  virtual std::vector<int> fds() const = 0;
+};
+
+}  // namespace kolo

@@ -1,0 +1,44 @@
+// RoundTrace: the fast path's negotiations on the timeline (docs/TIMELINE.md). Cached
+// allreduces agreed on in rounds never reach the controller, so rank 0's background loop
+// draws them where the controller draws its own: on the controller process (pid
+// kControllerTracePid), one track per tensor, a NEGOTIATE_ALLREDUCE span from the first rank
+// seen ready to the round that runs it, with an instant per rank as its readiness arrives and
+// {"last_rank":R} naming the rank that was ready last (-1 when it went to the controller
+// instead, whose own span then follows).
+//
+// Threading: background thread only; `sink` is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/trace_sink.h"
+
+namespace kolo {
+
+class RoundTrace {
+ public:
+  // `sink` may be null: nothing is recorded.
+  RoundTrace(TraceSink* sink, int size) : sink_(sink), size_(size) {}
+
+  // Rank `rank` reported cache id `id` (tensor `name`) ready.
+  void Ready(int rank, uint32_t id, const std::string& name, Clock::TimePoint now);
+  // A round decided: `id` runs, or goes to the controller (`ran` false).
+  void Closed(uint32_t id, const std::string& name, bool ran, Clock::TimePoint now);
+
+ private:
+  bool on() const { return sink_ != nullptr && sink_->enabled(); }
+
+  TraceSink* const sink_;
+  const int size_;
+  struct Open {
+    std::vector<bool> seen;  // by rank
+    int last_rank = -1;
+  };
+  std::unordered_map<uint32_t, Open> open_;
+};
+
+}  // namespace kolo

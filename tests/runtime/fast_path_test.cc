@@ -1,0 +1,238 @@
+// The fast path (docs/FAST-PATH.md) through the public API with real ranks: repeated
+// allreduces agreed on among the ranks without the controller, mixed with everything that
+// still goes through it, and the cases where a cached tensor must leave the fast path.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <iterator>
+#include <numeric>
+#include <thread>
+
+#include "tests/support/local_job.h"
+#include "tests/support/watchdog.h"
+
+using namespace kolo;
+using kolo::testing::LocalJob;
+using kolo::testing::Watchdog;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string MakeTempDir() {
+  char tmpl[] = "/tmp/kolo_fast_path_XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  REQUIRE(dir != nullptr);
+  return dir;
+}
+
+// Ops in rank r's timeline that completed without a controller sequence number.
+int FastOps(const std::string& path, int rank) {
+  std::ifstream in(path + ".rank" + std::to_string(rank));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int count = 0;
+  for (size_t at = text.find("\"seq\":0,"); at != std::string::npos;
+       at = text.find("\"seq\":0,", at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+// Every rank runs `steps` steps of four cached allreduces, enqueued in an order that differs
+// per rank and step, plus (every third step) a tensor never seen before; checks every value.
+std::string TrainSteps(Runtime& rt, int steps) {
+  const int n = rt.size();
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::vector<float>> grads(4);
+    std::vector<int32_t> counts(16, rt.rank() + step);
+    std::vector<Status> done(5, Internal("not completed"));
+    std::vector<std::atomic<bool>> finished(5);
+    int enqueued = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int t = (k + rt.rank() + step) % 4;  // a different order on every rank
+      grads[t].assign(static_cast<size_t>(100 * (t + 1)), static_cast<float>(rt.rank() + t));
+      TensorView v{grads[t].data(),
+                   DataType::kFloat32,
+                   {static_cast<int64_t>(grads[t].size())},
+                   Device::Cpu()};
+      Status s = rt.AllreduceAsync("grad/" + std::to_string(t), v, v, {}, [&, t](const Status& st) {
+        done[t] = st;
+        finished[t] = true;
+      });
+      if (!s.ok()) return "enqueue: " + s.ToString();
+      ++enqueued;
+    }
+    if (step % 3 == 2) {  // uncached: goes to the controller, in the same order as the rest
+      TensorView c{counts.data(), DataType::kInt32, {16}, Device::Cpu()};
+      Status s = rt.AllreduceAsync("new/" + std::to_string(step), c, c, {}, [&](const Status& st) {
+        done[4] = st;
+        finished[4] = true;
+      });
+      if (!s.ok()) return "enqueue new: " + s.ToString();
+      ++enqueued;
+    } else {
+      finished[4] = true;
+      done[4] = Status::Ok();
+    }
+    while (!std::all_of(finished.begin(), finished.end(),
+                        [](const std::atomic<bool>& f) { return f.load(); })) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    for (const Status& s : done) {
+      if (!s.ok()) return "step " + std::to_string(step) + ": " + s.ToString();
+    }
+    for (int t = 0; t < 4; ++t) {
+      const float want = static_cast<float>(n * (n - 1) / 2 + n * t);
+      for (float x : grads[t]) {
+        if (x != want) {
+          return "step " + std::to_string(step) + " grad/" + std::to_string(t) + ": got " +
+                 std::to_string(x) + ", want " + std::to_string(want);
+        }
+      }
+    }
+    if (step % 3 == 2 && counts[7] != n * (n - 1) / 2 + n * step) {
+      return "step " + std::to_string(step) + " new: got " + std::to_string(counts[7]);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Repeated allreduces skip the controller and stay exact, mixed with new ones",
+          "[runtime][fastpath]") {
+  Watchdog watchdog("fast path, 3 ranks", std::chrono::seconds(60));
+  for (const bool fast : {true, false}) {
+    const std::string dir = MakeTempDir();
+    const std::string path = dir + "/trace";
+    {
+      LocalJob job(3, [&](Options& o) {
+        o.fast_path = fast;
+        o.timeline_path = path;
+      });
+      CHECK(job.RunOnAllRanks([](Runtime& rt) { return TrainSteps(rt, 12); }) ==
+            std::vector<std::string>{});
+      for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+    }
+    for (int r = 0; r < 3; ++r) {
+      INFO("rank " << r << ", fast path " << fast);
+      // Step 0 announces full metadata; from step 1 on the four gradients are cached.
+      if (fast) {
+        CHECK(FastOps(path, r) >= 4 * 10);
+      } else {
+        CHECK(FastOps(path, r) == 0);
+      }
+    }
+    std::system(("rm -rf " + dir).c_str());
+  }
+}
+
+TEST_CASE("A late rank, over shared memory and TCP, still meets the others",
+          "[runtime][fastpath]") {
+  Watchdog watchdog("fast path with a late rank", std::chrono::seconds(60));
+  for (const char* transport : {"tcp", "shm"}) {
+    INFO(transport);
+    LocalJob job(2, [&](Options& o) { o.transport = transport; });
+    auto failures = job.RunOnAllRanks([](Runtime& rt) -> std::string {
+      for (int step = 0; step < 30; ++step) {
+        // Each rank in turn arrives late, sometimes beyond the wait after which the op goes
+        // to the controller instead (divert_after_seconds is 1 s by default).
+        if (step % 2 == rt.rank()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(step == 10 ? 1200 : 3));
+        }
+        float x[5] = {1, 2, 3, 4, static_cast<float>(rt.rank())};
+        TensorView v{x, DataType::kFloat32, {5}, Device::Cpu()};
+        Status s = rt.Allreduce("w", v, v);
+        if (!s.ok() || x[0] != 2 || x[4] != 1) {
+          return "step " + std::to_string(step) + ": " + s.ToString() +
+                 " x[0]=" + std::to_string(x[0]);
+        }
+      }
+      return "";
+    });
+    CHECK(failures == std::vector<std::string>{});
+  }
+}
+
+TEST_CASE("A cached tensor whose shape changes on one rank fails on every rank at once",
+          "[runtime][fastpath][errors]") {
+  Watchdog watchdog("fast path shape change", std::chrono::seconds(60));
+  LocalJob job(3);
+  std::vector<double> seconds(3, -1);
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    std::vector<float> w(6, 1.0f);
+    for (int step = 0; step < 3; ++step) {
+      TensorView v{w.data(), DataType::kFloat32, {6}, Device::Cpu()};
+      Status s = rt.Allreduce("w", v, v);
+      if (!s.ok()) return "warm-up: " + s.ToString();
+    }
+    // Rank 1 changes the shape; the others' cached copies must not wait for a round.
+    const auto start = Clock::now();
+    TensorView changed{w.data(), DataType::kFloat32,
+                       rt.rank() == 1 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{6},
+                       Device::Cpu()};
+    Status s = rt.Allreduce("w", changed, changed);
+    seconds[rt.rank()] = std::chrono::duration<double>(Clock::now() - start).count();
+    if (s.code() != StatusCode::kMismatch ||
+        s.message().find("Mismatched allreduce shapes for 'w'") == std::string::npos) {
+      return "expected a shape mismatch, got " + s.ToString();
+    }
+    // The job goes on, on the fast path again.
+    for (int step = 0; step < 3; ++step) {
+      std::fill(w.begin(), w.end(), 1.0f);
+      TensorView v{w.data(), DataType::kFloat32, {6}, Device::Cpu()};
+      s = rt.Allreduce("w", v, v);
+      if (!s.ok() || w[5] != 3) return "after: " + s.ToString();
+    }
+    return "";
+  });
+  CHECK(failures == std::vector<std::string>{});
+  // Well under the 1 s after which a waiting cached op would go to the controller anyway.
+  for (double s : seconds) CHECK(s < 0.9);
+}
+
+TEST_CASE(
+    "shutdown() right after a cached allreduce completes it; a tensor one rank skipped "
+    "fails naming that rank",
+    "[runtime][fastpath][shutdown]") {
+  Watchdog watchdog("fast path shutdown", std::chrono::seconds(60));
+  LocalJob job(3);
+  std::vector<Status> async(3, Internal("callback never ran"));
+  std::vector<float> results(3, -1);
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    std::vector<float> w(4, 1.0f);
+    std::vector<float> skipped(4, 1.0f);
+    for (int step = 0; step < 3; ++step) {
+      TensorView v{w.data(), DataType::kFloat32, {4}, Device::Cpu()};
+      TensorView u{skipped.data(), DataType::kFloat32, {4}, Device::Cpu()};
+      if (!rt.Allreduce("w", v, v).ok() || !rt.Allreduce("u", u, u).ok()) return "warm-up";
+    }
+    std::fill(w.begin(), w.end(), 2.0f);
+    TensorView v{w.data(), DataType::kFloat32, {4}, Device::Cpu()};
+    Status s = rt.AllreduceAsync("w", v, v, {}, [&, r = rt.rank()](const Status& st) {
+      async[r] = st;
+      results[r] = w[0];
+    });
+    if (!s.ok()) return "enqueue: " + s.ToString();
+    if (rt.rank() != 2) {  // rank 2 never submits 'u' this time
+      TensorView u{skipped.data(), DataType::kFloat32, {4}, Device::Cpu()};
+      const auto start = Clock::now();
+      s = rt.Allreduce("u", u, u);
+      const double took = std::chrono::duration<double>(Clock::now() - start).count();
+      if (s.code() != StatusCode::kShutdown ||
+          s.message().find("rank 2 called shutdown() before submitting 'u'") == std::string::npos) {
+        return "expected 'u' to fail naming rank 2, got " + s.ToString();
+      }
+      if (took > 5) return "'u' failed only after " + std::to_string(took) + " s";
+    }
+    s = rt.Shutdown();
+    return s.ok() ? "" : "shutdown: " + s.ToString();
+  });
+  CHECK(failures == std::vector<std::string>{});
+  for (int r = 0; r < 3; ++r) {
+    CHECK(async[r].ok());
+    CHECK(results[r] == 6.0f);
+  }
+}

@@ -1,0 +1,136 @@
+// TcpRoundLane: the round message codec (split anywhere, bounded), and messages crossing real
+// loopback connections of a TcpMesh's round lane.
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "tests/transport/mesh_test_support.h"
+#include "transport/tcp_mesh.h"
+#include "transport/tcp_round_lane.h"
+
+using namespace kolo;
+using namespace kolo::transport;
+
+namespace {
+
+RoundMessage Sample() {
+  RoundMessage m;
+  m.round = (uint64_t{1} << 40) + 3;
+  m.received_seq = 77;
+  m.joined = true;
+  m.stopping = false;
+  m.ready = {1, 2, 900000};
+  m.diverted = {5};
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("Round messages survive being split at every byte", "[transport][fastpath]") {
+  RoundMessage second = Sample();
+  second.ready.clear();
+  second.stopping = true;
+  const std::string bytes = EncodeRoundMessage(Sample()) + EncodeRoundMessage(second);
+  for (size_t cut = 0; cut <= bytes.size(); ++cut) {
+    RoundStreamParser parser;
+    REQUIRE(parser.Feed(bytes.data(), cut).ok());
+    REQUIRE(parser.Feed(bytes.data() + cut, bytes.size() - cut).ok());
+    std::vector<RoundMessage> out;
+    parser.Take(&out);
+    REQUIRE(out.size() == 2);
+    CHECK(out[0] == Sample());
+    CHECK(out[1] == second);
+  }
+}
+
+TEST_CASE("Malformed round messages are refused before anything is allocated",
+          "[transport][fastpath]") {
+  std::string bytes = EncodeRoundMessage(Sample());
+  SECTION("wrong magic") {
+    bytes[0] = 'X';
+    RoundStreamParser parser;
+    CHECK_THAT(parser.Feed(bytes.data(), bytes.size()).message(), Catch::Contains("wrong magic"));
+  }
+  SECTION("a count beyond the cache's bound, refused with only the header in") {
+    bytes[24] = '\x7f';  // ready count 0x7f000003
+    RoundStreamParser parser;
+    Status s = parser.Feed(bytes.data(), kRoundHeaderBytes);
+    CHECK_THAT(s.message(), Catch::Contains("more than 1000000"));
+    CHECK_FALSE(parser.Feed("x", 1).ok());  // stays failed
+  }
+  SECTION("unknown flags") {
+    bytes[23] = '\x08';
+    RoundStreamParser parser;
+    CHECK_THAT(parser.Feed(bytes.data(), bytes.size()).message(),
+               Catch::Contains("unknown flags 8"));
+  }
+}
+
+TEST_CASE("Three ranks exchange round messages over the mesh's round connections",
+          "[transport][fastpath]") {
+  constexpr int kSize = 3;
+  std::vector<std::unique_ptr<TcpMesh>> meshes;
+  std::vector<std::string> addresses;
+  for (int r = 0; r < kSize; ++r) {
+    TcpMesh::Config config = testing::MeshConfig(r, kSize);
+    config.round_lane = true;
+    auto mesh = TcpMesh::Listen(config);
+    REQUIRE(mesh.ok());
+    addresses.push_back((*mesh)->listen_address());
+    meshes.push_back(std::move(mesh).value());
+  }
+  for (const Status& s : testing::ConnectAll(meshes, addresses)) REQUIRE(s.ok());
+  std::vector<std::unique_ptr<TcpRoundLane>> lanes;
+  for (int r = 0; r < kSize; ++r) {
+    lanes.push_back(std::make_unique<TcpRoundLane>(r, meshes[r]->TakeRoundConnections(), 10,
+                                                   MakeLogger(r, "test", spdlog::level::warn)));
+    CHECK(lanes[r]->fds().size() == kSize - 1);
+  }
+  for (int r = 0; r < kSize; ++r) {
+    RoundMessage m = Sample();
+    m.received_seq = static_cast<uint64_t>(r);
+    REQUIRE(lanes[r]->SendToAll(m).ok());
+  }
+  for (int r = 0; r < kSize; ++r) {
+    std::vector<std::pair<int, RoundMessage>> got;
+    std::vector<int> closed;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (got.size() < kSize - 1 && std::chrono::steady_clock::now() < until) {
+      REQUIRE(lanes[r]->Poll(&got, &closed).ok());
+    }
+    REQUIRE(got.size() == kSize - 1);
+    for (const auto& [from, m] : got) {
+      CHECK(from != r);
+      CHECK(m.received_seq == static_cast<uint64_t>(from));  // the message came from `from`
+    }
+  }
+  // A rank that leaves is reported once as closed.
+  lanes[2].reset();
+  std::vector<std::pair<int, RoundMessage>> got;
+  std::vector<int> closed;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (closed.empty() && std::chrono::steady_clock::now() < until) {
+    REQUIRE(lanes[0]->Poll(&got, &closed).ok());
+  }
+  CHECK(closed == std::vector<int>{2});
+  CHECK(lanes[0]->fds().size() == 1);
+}
+
+TEST_CASE("Ranks that disagree on KOLO_FAST_PATH fail to connect, naming the rank",
+          "[transport][fastpath]") {
+  std::vector<std::unique_ptr<TcpMesh>> meshes;
+  std::vector<std::string> addresses;
+  for (int r = 0; r < 2; ++r) {
+    TcpMesh::Config config = testing::MeshConfig(r, 2);
+    config.round_lane = r == 0;
+    auto mesh = TcpMesh::Listen(config);
+    REQUIRE(mesh.ok());
+    addresses.push_back((*mesh)->listen_address());
+    meshes.push_back(std::move(mesh).value());
+  }
+  std::vector<Status> results = testing::ConnectAll(meshes, addresses);
+  CHECK(results[0].code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(results[0].message(),
+             Catch::Contains("rank 1 runs with KOLO_FAST_PATH=0, this rank with KOLO_FAST_PATH=1"));
+  CHECK_THAT(results[1].message(),
+             Catch::Contains("rank 0 runs with KOLO_FAST_PATH=1, this rank with KOLO_FAST_PATH=0"));
+}

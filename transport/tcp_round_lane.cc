@@ -1,0 +1,167 @@
+#include "transport/tcp_round_lane.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "core/clock.h"
+#include "core/errno_status.h"
+#include "transport/deadline.h"
+#include "transport/tcp_socket.h"
+
+namespace kolo::transport {
+namespace {
+
+constexpr uint32_t kJoinedFlag = 1;
+constexpr uint32_t kStoppingFlag = 2;
+
+void PutWord(std::string* out, uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(value >> shift));
+}
+void PutLong(std::string* out, uint64_t value) {
+  PutWord(out, static_cast<uint32_t>(value >> 32));
+  PutWord(out, static_cast<uint32_t>(value));
+}
+uint32_t GetWord(const char* p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  return (uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | u[3];
+}
+uint64_t GetLong(const char* p) {
+  return (uint64_t{GetWord(p)} << 32) | GetWord(p + 4);
+}
+
+}  // namespace
+
+std::string EncodeRoundMessage(const RoundMessage& message) {
+  std::string out;
+  out.reserve(kRoundHeaderBytes + 4 * (message.ready.size() + message.diverted.size()));
+  PutWord(&out, kRoundMagic);
+  PutLong(&out, message.round);
+  PutLong(&out, message.received_seq);
+  PutWord(&out, (message.joined ? kJoinedFlag : 0) | (message.stopping ? kStoppingFlag : 0));
+  PutWord(&out, static_cast<uint32_t>(message.ready.size()));
+  PutWord(&out, static_cast<uint32_t>(message.diverted.size()));
+  for (uint32_t id : message.ready) PutWord(&out, id);
+  for (uint32_t id : message.diverted) PutWord(&out, id);
+  return out;
+}
+
+Status RoundStreamParser::Feed(const char* data, size_t n) {
+  if (!failed_.ok()) return failed_;
+  buffer_.append(data, n);
+  failed_ = ParseAvailable();
+  return failed_;
+}
+
+Status RoundStreamParser::ParseAvailable() {
+  size_t at = 0;
+  while (buffer_.size() - at >= kRoundHeaderBytes) {
+    const char* p = buffer_.data() + at;
+    if (GetWord(p) != kRoundMagic) return Unavailable("not a kolo round message (wrong magic)");
+    const uint32_t flags = GetWord(p + 20);
+    const uint32_t ready = GetWord(p + 24);
+    const uint32_t diverted = GetWord(p + 28);
+    if ((flags & ~(kJoinedFlag | kStoppingFlag)) != 0) {
+      return Unavailable("round message with unknown flags " + std::to_string(flags));
+    }
+    if (ready > kMaxRoundIds || diverted > kMaxRoundIds) {
+      return Unavailable("round message announces " + std::to_string(ready) + " + " +
+                         std::to_string(diverted) + " cache ids, more than " +
+                         std::to_string(kMaxRoundIds));
+    }
+    const size_t total = kRoundHeaderBytes + 4 * (size_t{ready} + diverted);
+    if (buffer_.size() - at < total) break;
+    RoundMessage message;
+    message.round = GetLong(p + 4);
+    message.received_seq = GetLong(p + 12);
+    message.joined = (flags & kJoinedFlag) != 0;
+    message.stopping = (flags & kStoppingFlag) != 0;
+    const char* ids = p + kRoundHeaderBytes;
+    message.ready.reserve(ready);
+    for (uint32_t i = 0; i < ready; ++i) message.ready.push_back(GetWord(ids + 4 * i));
+    ids += 4 * size_t{ready};
+    message.diverted.reserve(diverted);
+    for (uint32_t i = 0; i < diverted; ++i) message.diverted.push_back(GetWord(ids + 4 * i));
+    complete_.push_back(std::move(message));
+    at += total;
+  }
+  buffer_.erase(0, at);
+  return Status::Ok();
+}
+
+void RoundStreamParser::Take(std::vector<RoundMessage>* out) {
+  for (RoundMessage& m : complete_) out->push_back(std::move(m));
+  complete_.clear();
+}
+
+TcpRoundLane::TcpRoundLane(int rank, std::vector<UniqueFd> connections, double timeout_seconds,
+                           Logger logger)
+    : rank_(rank),
+      connections_(std::move(connections)),
+      timeout_seconds_(timeout_seconds),
+      logger_(std::move(logger)),
+      parsers_(connections_.size()),
+      closed_(connections_.size(), false) {
+  for (const UniqueFd& fd : connections_) {
+    if (fd.valid()) open_fds_.push_back(fd.get());
+  }
+}
+
+Status TcpRoundLane::SendToAll(const RoundMessage& message) {
+  const std::string bytes = EncodeRoundMessage(message);
+  for (size_t r = 0; r < connections_.size(); ++r) {
+    if (static_cast<int>(r) == rank_) continue;
+    const std::string who = "rank " + std::to_string(r);
+    const int fd = connections_[r].get();
+    size_t sent = 0;
+    const SteadyTime deadline = AddSeconds(std::chrono::steady_clock::now(), timeout_seconds_);
+    while (sent < bytes.size()) {
+      IoResult io = SendSome(fd, bytes.data() + sent, bytes.size() - sent);
+      if (io.error != 0) {
+        return Unavailable("fast path: sending round " + std::to_string(message.round) + " to " +
+                           who + " failed: " + ErrnoText(io.error));
+      }
+      sent += io.bytes;
+      if (!io.would_block()) continue;
+      const SteadyTime now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        return DeadlineExceeded("fast path: " + who + " read no round message for " +
+                                SecondsText(timeout_seconds_) + " (KOLO_TIMEOUT_SECONDS)");
+      }
+      pollfd writable{fd, POLLOUT, 0};
+      poll(&writable, 1, PollTimeoutMs(now, deadline));
+    }
+  }
+  return Status::Ok();
+}
+
+Status TcpRoundLane::Poll(std::vector<std::pair<int, RoundMessage>>* out,
+                          std::vector<int>* closed) {
+  char buffer[4096];
+  for (size_t r = 0; r < connections_.size(); ++r) {
+    if (static_cast<int>(r) == rank_ || closed_[r]) continue;
+    for (;;) {
+      IoResult io = RecvSome(connections_[r].get(), buffer, sizeof(buffer));
+      if (io.would_block()) break;
+      if (io.eof || io.error != 0) {
+        logger_->debug("fast path: rank {} closed its round connection{}", r,
+                       io.error != 0 ? " (" + ErrnoText(io.error) + ")" : std::string());
+        closed_[r] = true;
+        closed->push_back(static_cast<int>(r));
+        open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), connections_[r].get()),
+                        open_fds_.end());
+        break;
+      }
+      Status fed = parsers_[r].Feed(buffer, io.bytes);
+      if (!fed.ok()) return fed.WithContext("fast path: from rank " + std::to_string(r));
+      std::vector<RoundMessage> messages;
+      parsers_[r].Take(&messages);
+      for (RoundMessage& m : messages) out->emplace_back(static_cast<int>(r), std::move(m));
+      if (io.bytes < sizeof(buffer)) break;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace kolo::transport
