@@ -189,9 +189,13 @@ bool BackgroundLoop::RunDecided() {
 // (consecutive ones with the same dtype, reduce op and scales, up to the threshold).
 void BackgroundLoop::RunHits(const RoundDecision& decision, bool joined) {
   size_t i = 0;
-  while (i < decision.runnable.size() && state_ == State::kRunning) {
+  for (uint64_t index = 0; i < decision.runnable.size() && state_ == State::kRunning; ++index) {
     Response response;
     response.seq = 0;  // the fast path: no controller sequence number
+    response.fast_round = decision.round;
+    // Apart from controller sequence numbers and from each other (a round runs at most
+    // KOLO_CACHE_CAPACITY <= 10^6 < 2^20 tensors).
+    response.fast_group = (uint64_t{1} << 62) + (decision.round << 20) + index;
     std::vector<TensorEntry*> entries;
     int64_t bytes = 0;
     for (; i < decision.runnable.size(); ++i) {

@@ -80,6 +80,10 @@ struct Response {
   StatusCode error_code = StatusCode::kMismatch;  // the code their callbacks receive
   std::vector<int64_t> first_dims;                // allgather: each rank's dim 0, by rank
   std::vector<int64_t> splits;  // alltoall: rows rank s sends to rank d at [s * size + d]
+  // Local only, never on the wire: set (seq 0) on responses a fast-path round decided
+  // (docs/FAST-PATH.md), the same on every rank, unique in the job; the timeline's fused group.
+  uint64_t fast_round = 0;
+  uint64_t fast_group = 0;
 
   bool is_error() const { return !error.empty(); }
 };

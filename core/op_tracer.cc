@@ -59,9 +59,13 @@ void OpTracer::Completed(const TensorEntry& entry, const Status& status, const R
     RecordComplete(entry, "CALLBACK", callback_start, callback_end);
     std::string args = "{";
     if (response != nullptr) {
+      const uint64_t group = response->fast_group != 0 ? response->fast_group : response->seq;
       args += "\"seq\":" + std::to_string(response->seq) +
-              ",\"fused_group\":" + std::to_string(response->seq) +
+              ",\"fused_group\":" + std::to_string(group) +
               ",\"group_size\":" + std::to_string(response->names.size()) + ",";
+      if (response->fast_round != 0) {
+        args += "\"fast_path_round\":" + std::to_string(response->fast_round) + ",";
+      }
     }
     args += "\"status\":\"" + JsonEscape(status.ok() ? "OK" : status.ToString()) + "\"}";
     RecordEnd(entry, callback_end, std::move(args));
