@@ -39,7 +39,8 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup*
       lane_(lane),
       rounds_(config.rank, config.size),
       round_trace_(config.negotiation_sink, config.size),
-      lane_closed_(config.size, false) {}
+      lane_closed_(config.size, false),
+      peer_stopping_(config.size, false) {}
 
 BackgroundLoop::~BackgroundLoop() {
   Stop().IgnoreError(); /* reported by an explicit Stop */
@@ -172,7 +173,10 @@ void BackgroundLoop::RunLoop() {
           SteadyTime::now() + std::chrono::duration_cast<SteadyTime::duration>(
                                   std::chrono::duration<double>(config_.timeout_seconds));
     }
-    if (notice_sent_ && state_ == State::kRunning && SteadyTime::now() >= stop_deadline_) {
+    // Once the job-wide Shutdown came every rank did call shutdown(); what is left to run is
+    // bounded by the fast path's own deadlines.
+    if (notice_sent_ && state_ == State::kRunning && !shutdown_received_ &&
+        SteadyTime::now() >= stop_deadline_) {
       final_status_ = DeadlineExceeded("shutdown: not every rank called shutdown() within " +
                                        SecondsText(config_.timeout_seconds) +
                                        " (KOLO_TIMEOUT_SECONDS); leaving without them");
@@ -317,10 +321,16 @@ void BackgroundLoop::RunResponse(const Response& response, std::vector<TensorEnt
     if (tracer_ != nullptr) phases.emplace(*tracer_, entries);
     status = executor_->Execute(response, entries, phases ? &*phases : nullptr);
     if (!status.ok()) {
+      stand_ins_.clear();
+      stand_in_data_.clear();
       Abort(RootCause(status), true);  // also fails these entries with the root cause
       return;
     }
   }
+  // A name this rank ran with zeros is not its own: an entry of that name in the queue (the
+  // next one, enqueued since) must stay there.
+  std::vector<std::string> zero_names;
+  for (const auto& stand_in : stand_ins_) zero_names.push_back(stand_in->meta.name);
   stand_ins_.clear();
   stand_in_data_.clear();
   if (controller && response.op == OpType::kJoin && !response.is_error()) {
@@ -332,6 +342,7 @@ void BackgroundLoop::RunResponse(const Response& response, std::vector<TensorEnt
   // Removing only now keeps each name in flight until its result is in place; Complete
   // skips names this rank never submitted.
   for (const std::string& name : response.names) {
+    if (std::find(zero_names.begin(), zero_names.end(), name) != zero_names.end()) continue;
     std::unique_ptr<TensorEntry> entry = queue_->Remove(name);
     if (entry != nullptr && !entry->local_error.ok()) {
       const Status local = entry->local_error;
@@ -419,7 +430,15 @@ void BackgroundLoop::SendNewRequests() {
   batch.requests.reserve(fresh.size());
   const SteadyTime::time_point now = SteadyTime::now();
   for (TensorEntry* entry : fresh) {
-    if (entry->meta.op == OpType::kJoin) joined_ = true;
+    if (entry->meta.op == OpType::kJoin) {
+      joined_ = true;
+      if (gating() && !hits_.empty()) {
+        // The cached allreduces this rank submitted before it must run first, as they would
+        // on the controller's stream: the join goes out once they have (StepRounds).
+        held_join_ = entry;
+        continue;
+      }
+    }
     Request request = MakeRequest(*entry);
     if (TakesFastPath(*entry, request)) {
       hits_[request.cache_id] = Hit{entry, now, false};
@@ -484,6 +503,7 @@ void BackgroundLoop::Abort(const Status& why, bool tell_controller) {
 
 void BackgroundLoop::FailAll(const Status& why) {
   hits_.clear();  // they point into the queue's table
+  held_join_ = nullptr;
   for (auto& entry : queue_->RemoveAll()) Complete(std::move(entry), why);
 }
 

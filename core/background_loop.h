@@ -100,6 +100,7 @@ class BackgroundLoop {
   void RememberCacheIds(const Response& response, const std::vector<TensorEntry*>& entries);
 
   // Fast path (core/background_loop_rounds.cc). Loop thread only.
+  struct Decided;
   bool gating() const { return lane_ != nullptr; }
   // Whether `entry`, announced as `request`, waits for a round instead of the controller.
   bool TakesFastPath(const TensorEntry& entry, const Request& request) const;
@@ -112,7 +113,8 @@ class BackgroundLoop {
   void Divert(uint32_t id, WorkerMessage* batch);
   void ApplyDecision(const RoundDecision& decision);
   bool RunDecided();
-  void RunHits(const RoundDecision& decision, bool joined);
+  void RunHits(const Decided& decided);
+  void SendHeldJoin();
   void CheckRoundDeadlines();
   bool FastPathDone() const;
   void SendNewRequests();
@@ -211,7 +213,10 @@ class BackgroundLoop {
   uint64_t decided_seq_ = 0;  // the highest run_through_seq decided so far
   struct Decided {
     RoundDecision decision;
-    bool joined;  // what this rank's message for that round said
+    // Parallel to decision.runnable: this rank's entry, or null where its message said
+    // `joined` without the id (it runs with zeros). Taken out of hits_ when decided, so that
+    // nothing decided can be diverted or announced again while it waits to run.
+    std::vector<TensorEntry*> entries;
   };
   std::deque<Decided> decided_;
   std::chrono::steady_clock::time_point blocked_since_;  // first decision waits for responses
@@ -219,6 +224,8 @@ class BackgroundLoop {
   RoundMessage last_sent_;
   std::vector<bool> lane_closed_;  // by rank
   bool shutdown_received_ = false;
+  std::vector<bool> peer_stopping_;   // by rank: its last round message said `stopping`
+  TensorEntry* held_join_ = nullptr;  // a join waiting for this rank's cached allreduces
 
   std::thread thread_;    // started by Start(), joined by Stop()
   bool stopped_ = false;  // owner thread only

@@ -30,17 +30,26 @@ void BackgroundLoop::PollLane() {
   std::vector<std::pair<int, RoundMessage>> messages;
   std::vector<int> closed;
   Status polled = lane_->Poll(&messages, &closed);
-  for (int r : closed) lane_closed_[r] = true;
   const SteadyTime::time_point now = SteadyTime::now();
   for (auto& [from, message] : messages) {
     if (!polled.ok()) break;
+    peer_stopping_[from] = message.stopping;
     for (uint32_t id : message.ready) {
       auto spec = specs_.find(id);
       if (spec != specs_.end()) round_trace_.Ready(from, id, spec->second.name, now);
     }
     polled = rounds_.Receive(from, std::move(message));
   }
-  if (!polled.ok()) Abort(RootCause(polled), true);
+  if (!polled.ok()) {
+    Abort(RootCause(polled), true);
+    return;
+  }
+  // Its messages came before its end of stream: a peer that said `stopping` and then closed
+  // left after shutdown() (e.g. it stopped waiting for the others); rounds go on without it.
+  for (int r : closed) {
+    lane_closed_[r] = true;
+    if (peer_stopping_[r]) rounds_.Depart(r);
+  }
 }
 
 void BackgroundLoop::StepRounds() {
@@ -65,6 +74,7 @@ void BackgroundLoop::StepRounds() {
       progress = true;
     }
     if (RunDecided()) progress = true;
+    SendHeldJoin();
     if (!progress) break;
   }
   CheckRoundDeadlines();
@@ -82,6 +92,8 @@ void BackgroundLoop::SendRound() {
   message.received_seq = received_seq_;
   message.joined = joined_;
   message.stopping = stopping_;
+  message.fusion_threshold =
+      static_cast<uint64_t>(std::max<int64_t>(config_.fusion_threshold_bytes, 0));
   message.ready.reserve(hits_.size());
   for (auto& [id, hit] : hits_) {
     message.ready.push_back(id);
@@ -153,7 +165,40 @@ void BackgroundLoop::ApplyDecision(const RoundDecision& decision) {
       return;
     }
   }
-  decided_.push_back(Decided{decision, last_sent_.joined});
+  // What this rank runs for the round, taken out of hits_ now: nothing decided may be diverted
+  // or reported ready again while it waits for earlier work (RunDecided).
+  Decided decided{decision, {}};
+  for (uint32_t id : decision.runnable) {
+    const bool mine = std::binary_search(last_sent_.ready.begin(), last_sent_.ready.end(), id);
+    auto hit = hits_.find(id);
+    if (mine && hit == hits_.end()) {
+      Abort(
+          Internal("fast path: round " + std::to_string(decision.round) + " decided on cache id " +
+                   std::to_string(id) + ", which this rank reported ready but no longer holds"),
+          true);
+      return;
+    }
+    if (!mine && (!last_sent_.joined || specs_.count(id) == 0)) {
+      Abort(Internal("fast path: round " + std::to_string(decision.round) +
+                     " decided on cache id " + std::to_string(id) +
+                     ", which this rank neither reported ready nor can stand in for"),
+            true);
+      return;
+    }
+    decided.entries.push_back(mine ? hit->second.entry : nullptr);  // null: joined, zeros
+    if (mine) hits_.erase(hit);
+  }
+  decided_.push_back(std::move(decided));
+}
+
+void BackgroundLoop::SendHeldJoin() {
+  if (held_join_ == nullptr || !hits_.empty() || state_ != State::kRunning) return;
+  WorkerMessage batch;
+  batch.kind = WorkerMessage::Kind::kRequests;
+  batch.requests.push_back(MakeRequest(*held_join_));
+  held_join_ = nullptr;
+  Status sent = channel_->Send(batch);
+  if (!sent.ok()) Abort(Status(sent).WithContext("controller lost"), false);
 }
 
 // Runs decided work in order until something is missing (a controller response not received
@@ -178,7 +223,7 @@ bool BackgroundLoop::RunDecided() {
     Decided done = std::move(decided_.front());
     decided_.pop_front();
     if (!done.decision.runnable.empty()) {
-      RunHits(done.decision, done.joined);
+      RunHits(done);
       ran = true;
     }
   }
@@ -186,8 +231,10 @@ bool BackgroundLoop::RunDecided() {
 }
 
 // Runs the round's cached allreduces in ascending id order, fused under the controller's rule
-// (consecutive ones with the same dtype, reduce op and scales, up to the threshold).
-void BackgroundLoop::RunHits(const RoundDecision& decision, bool joined) {
+// (consecutive ones with the same dtype, reduce op and scales, up to the round's threshold).
+void BackgroundLoop::RunHits(const Decided& decided) {
+  const RoundDecision& decision = decided.decision;
+  const uint64_t threshold = decision.fusion_threshold;
   size_t i = 0;
   for (uint64_t index = 0; i < decision.runnable.size() && state_ == State::kRunning; ++index) {
     Response response;
@@ -197,24 +244,15 @@ void BackgroundLoop::RunHits(const RoundDecision& decision, bool joined) {
     // KOLO_CACHE_CAPACITY <= 10^6 < 2^20 tensors).
     response.fast_group = (uint64_t{1} << 62) + (decision.round << 20) + index;
     std::vector<TensorEntry*> entries;
-    int64_t bytes = 0;
+    uint64_t bytes = 0;
     for (; i < decision.runnable.size(); ++i) {
-      const uint32_t id = decision.runnable[i];
-      auto spec = specs_.find(id);
-      auto hit = hits_.find(id);
-      if (spec == specs_.end() || (hit == hits_.end() && !joined)) {
-        Abort(Internal("fast path: round " + std::to_string(decision.round) +
-                       " decided on cache id " + std::to_string(id) +
-                       ", which this rank does not hold"),
-              true);
-        return;
-      }
-      const FastSpec& s = spec->second;
-      const int64_t tensor_bytes = s.num_elements * static_cast<int64_t>(DataTypeSize(s.dtype));
+      const FastSpec& s = specs_.at(decision.runnable[i]);  // checked by ApplyDecision
+      const uint64_t tensor_bytes =
+          static_cast<uint64_t>(s.num_elements) * static_cast<uint64_t>(DataTypeSize(s.dtype));
       if (!entries.empty() &&
           (s.dtype != response.dtype || s.reduce_op != response.reduce_op ||
            s.prescale != response.prescale || s.postscale != response.postscale ||
-           bytes + tensor_bytes > config_.fusion_threshold_bytes)) {
+           bytes + tensor_bytes > threshold)) {
         break;
       }
       if (entries.empty()) {
@@ -224,15 +262,12 @@ void BackgroundLoop::RunHits(const RoundDecision& decision, bool joined) {
         response.postscale = s.postscale;
       }
       response.names.push_back(s.name);
-      response.cache_ids.push_back(id);
+      response.cache_ids.push_back(decision.runnable[i]);
       response.num_elements.push_back(s.num_elements);
       bytes += tensor_bytes;
-      if (hit != hits_.end()) {
-        entries.push_back(hit->second.entry);
-        hits_.erase(hit);
-      } else {
-        entries.push_back(StandIn(response, entries.size()));  // joined: it contributes zeros
-      }
+      TensorEntry* entry = decided.entries[i];
+      // Joined without it: this rank contributes zeros.
+      entries.push_back(entry != nullptr ? entry : StandIn(response, entries.size()));
     }
     RunResponse(response, std::move(entries), false);
   }

@@ -35,10 +35,12 @@ std::vector<uint32_t> Difference(const std::vector<uint32_t>& a, const std::vect
 
 bool operator==(const RoundMessage& a, const RoundMessage& b) {
   return a.round == b.round && a.received_seq == b.received_seq && a.joined == b.joined &&
-         a.stopping == b.stopping && a.ready == b.ready && a.diverted == b.diverted;
+         a.stopping == b.stopping && a.fusion_threshold == b.fusion_threshold &&
+         a.ready == b.ready && a.diverted == b.diverted;
 }
 
-RoundAgreement::RoundAgreement(int rank, int size) : rank_(rank), size_(size) {
+RoundAgreement::RoundAgreement(int rank, int size)
+    : rank_(rank), size_(size), departed_(size, false) {
   slots_[0].resize(size);
   slots_[1].resize(size);
 }
@@ -52,9 +54,13 @@ bool RoundAgreement::must_answer() const {
 std::vector<int> RoundAgreement::missing() const {
   std::vector<int> out;
   for (int r = 0; r < size_; ++r) {
-    if (r != rank_ && !slots_[0][r].has_value()) out.push_back(r);
+    if (r != rank_ && !slots_[0][r].has_value() && !departed_[r]) out.push_back(r);
   }
   return out;
+}
+
+void RoundAgreement::Depart(int rank) {
+  if (rank >= 0 && rank < size_ && rank != rank_) departed_[rank] = true;
 }
 
 Status RoundAgreement::Receive(int from, RoundMessage message) {
@@ -63,7 +69,9 @@ Status RoundAgreement::Receive(int from, RoundMessage message) {
     return Internal("fast path: a round message from " + who + ", not a peer of rank " +
                     std::to_string(rank_));
   }
-  if (message.round != round_ && message.round != round_ + 1) {
+  // A peer completes round k, and so may start k + 1, only with this rank's message for k.
+  const bool next_too_early = message.round == round_ + 1 && !mine_sent_;
+  if ((message.round != round_ && message.round != round_ + 1) || next_too_early) {
     return Internal("fast path: " + who + " sent a message for round " +
                     std::to_string(message.round) + " while rank " + std::to_string(rank_) +
                     " is in round " + std::to_string(round_));
@@ -90,17 +98,25 @@ void RoundAgreement::RecordSent(RoundMessage* message, std::chrono::steady_clock
 
 std::optional<RoundDecision> RoundAgreement::TakeDecision() {
   if (!mine_sent_) return std::nullopt;
-  for (const auto& slot : slots_[0]) {
-    if (!slot.has_value()) return std::nullopt;
+  for (int r = 0; r < size_; ++r) {
+    if (slots_[0][r].has_value()) continue;
+    if (!departed_[r]) return std::nullopt;
+    RoundMessage gone;  // a departed rank: stopping, nothing ready, nothing to add
+    gone.round = round_;
+    gone.stopping = true;
+    gone.fusion_threshold = UINT64_MAX;
+    slots_[0][r] = gone;
   }
   RoundDecision decision;
   decision.round = round_;
+  decision.fusion_threshold = UINT64_MAX;
   // Candidates: ids some rank reported; kept while every rank that has not joined has them.
   std::vector<uint32_t> candidates;
   for (const auto& slot : slots_[0]) {
     decision.run_through_seq = std::max(decision.run_through_seq, slot->received_seq);
     decision.diverted = Union(decision.diverted, slot->diverted);
     decision.stopping = decision.stopping || slot->stopping;
+    decision.fusion_threshold = std::min(decision.fusion_threshold, slot->fusion_threshold);
     candidates = Union(candidates, slot->ready);
   }
   for (const auto& slot : slots_[0]) {

@@ -31,6 +31,7 @@ struct RoundDecision {
   std::vector<uint32_t> runnable;  // ascending
   std::vector<uint32_t> diverted;  // ascending
   bool stopping = false;
+  uint64_t fusion_threshold = 0;  // the smallest any rank sent: runnable ids fuse under it
 };
 
 class RoundAgreement {
@@ -49,7 +50,8 @@ class RoundAgreement {
   std::vector<int> missing() const;
 
   // A peer's message. Protocol errors (a sender out of range or this rank itself, a second
-  // message for one round, a round other than the current or the next, unsorted ids) fail,
+  // message for one round, a round other than the current or the next, the next before this
+  // rank sent its message for the current one, unsorted ids) fail,
   // naming the sender, and change nothing.
   Status Receive(int from, RoundMessage message);
 
@@ -59,6 +61,11 @@ class RoundAgreement {
 
   // If all messages of the current round are in: its decision, and the next round begins.
   std::optional<RoundDecision> TakeDecision();
+
+  // `rank` said `stopping` and then closed its connection (it left after shutdown()): from
+  // now on rounds count it as stopping with nothing ready, instead of waiting for it. Every
+  // rank has then stopped using the fast path, so what it would have sent cannot matter.
+  void Depart(int rank);
 
  private:
   // Constant after construction.
@@ -70,6 +77,7 @@ class RoundAgreement {
   std::chrono::steady_clock::time_point sent_at_;
   // Messages of the current round [0] and the next one [1], by rank.
   std::vector<std::optional<RoundMessage>> slots_[2];
+  std::vector<bool> departed_;  // by rank
 };
 
 }  // namespace kolo

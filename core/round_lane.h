@@ -3,8 +3,8 @@
 // sent to every peer. transport/ implements it over a second set of authenticated TCP
 // connections of the data mesh (transport/tcp_round_lane.h).
 //
-// Threading: background thread only. Nothing here blocks beyond the kernel's socket buffers
-// (a round message is a few hundred bytes and at most two rounds are ever unread).
+// Threading: background thread only. Nothing here blocks: what a peer's socket cannot take yet
+// is kept and sent by later calls (a round message is 48 bytes plus 4 per cache id).
 #pragma once
 
 #include <cstdint>
@@ -16,11 +16,14 @@ namespace kolo {
 
 // One rank's part of one round.
 struct RoundMessage {
-  uint64_t round = 0;           // 1, 2, 3, ... on every rank
-  uint64_t received_seq = 0;    // the highest controller response sequence number received
-  bool joined = false;          // a join of this rank is in flight: ready for every allreduce
-  bool stopping = false;        // this rank called shutdown(): it sends every op to the controller
-  std::vector<uint32_t> ready;  // cache ids of this rank's waiting cached allreduces, sorted
+  uint64_t round = 0;         // 1, 2, 3, ... on every rank
+  uint64_t received_seq = 0;  // the highest controller response sequence number received
+  bool joined = false;        // a join of this rank is in flight: ready for every allreduce
+  bool stopping = false;      // this rank called shutdown(): it sends every op to the controller
+  // This rank's KOLO_FUSION_THRESHOLD: a round fuses under the smallest, so that ranks that
+  // were configured differently still cut the same responses.
+  uint64_t fusion_threshold = 0;
+  std::vector<uint32_t> ready;     // cache ids of this rank's waiting cached allreduces, sorted
   std::vector<uint32_t> diverted;  // cache ids this rank sent to the controller instead, sorted
 };
 bool operator==(const RoundMessage& a, const RoundMessage& b);
@@ -29,7 +32,8 @@ class RoundLane {
  public:
   virtual ~RoundLane() = default;
 
-  // Sends `message` to every other rank.
+  // Sends `message` to every other rank that has not closed its connection (a failed send
+  // reports the peer as closed from the next Poll).
   virtual Status SendToAll(const RoundMessage& message) = 0;
 
   // Reads whatever arrived without blocking and appends every complete message to `out` as

@@ -51,13 +51,19 @@ void Wakeup::WaitUntil(std::chrono::steady_clock::time_point deadline,
     if (ready < 0 && errno == EINTR) continue;
     break;  // ready, timed out, or an error no retry would fix
   }
-  // Resets the counter when this wait consumed a Notify, or when a Notify's write came after
-  // an earlier wait had already consumed it (the eventfd then stays readable until read here).
-  if (pending_.exchange(false) || (polled[0].revents & POLLIN) != 0) {
+  // Drain first, then clear: a Notify after the read writes again (pending_ is still set
+  // until the store, so it may skip the write, but its entry was queued before it notified
+  // and the caller looks at the queue after this returns), and a Notify after the store
+  // writes, so the next wait returns at once. Clearing first could lose a later wake-up: a
+  // Notify between the clear and the read would have its write drained while pending_
+  // stays set, and every Notify after it would skip the write.
+  if (pending_.load() || (polled[0].revents & POLLIN) != 0) {
     uint64_t count = 0;
-    // EAGAIN when the Notify that set pending_ has not written yet: harmless, see above.
+    // EAGAIN when a Notify has set pending_ but not written yet: its write then leaves the
+    // eventfd readable and the next wait returns at once, harmlessly.
     [[maybe_unused]] ssize_t got = read(event_fd_, &count, sizeof(count));
   }
+  pending_.store(false);
 }
 
 }  // namespace kolo

@@ -129,7 +129,7 @@ Status RuntimeImpl::Start() {
       options_.stall_check_seconds > 0 ? std::min(1.0, options_.stall_check_seconds / 2) : 1.0;
   if (options_.fast_path) {
     round_lane_ = std::make_unique<transport::TcpRoundLane>(
-        options_.rank, mesh_->TakeRoundConnections(), options_.timeout_seconds,
+        options_.rank, mesh_->TakeRoundConnections(),
         MakeLogger(options_.rank, "fast-path", logger_->level()));
   }
   loop_ =

@@ -134,10 +134,14 @@ Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
       char byte = 0;
       IoResult io = RecvSome(waiting[i].fd, &byte, 1);
       if (io.would_block()) continue;
-      if (io.bytes != 1) return Unavailable("a peer closed its data connection at start");
+      // waiting[i] is rank i - 1 below our own rank, rank i above it.
+      const int peer =
+          static_cast<int>(i) - 1 < config_.rank ? static_cast<int>(i) - 1 : static_cast<int>(i);
+      if (io.bytes != 1) {
+        return Unavailable("rank " + std::to_string(peer) +
+                           " closed its data connection while the mesh was connecting");
+      }
       if (byte != (config_.round_lane ? 'R' : 'N')) {
-        const int peer =
-            static_cast<int>(i) - 1 < config_.rank ? static_cast<int>(i) - 1 : static_cast<int>(i);
         return FailedPrecondition(
             "rank " + std::to_string(peer) +
             " runs with KOLO_FAST_PATH=" + (config_.round_lane ? "0" : "1") +

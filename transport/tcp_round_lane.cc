@@ -1,13 +1,9 @@
 #include "transport/tcp_round_lane.h"
 
-#include <poll.h>
-
 #include <algorithm>
 #include <cerrno>
 
-#include "core/clock.h"
 #include "core/errno_status.h"
-#include "transport/deadline.h"
 #include "transport/tcp_socket.h"
 
 namespace kolo::transport {
@@ -39,6 +35,7 @@ std::string EncodeRoundMessage(const RoundMessage& message) {
   PutWord(&out, kRoundMagic);
   PutLong(&out, message.round);
   PutLong(&out, message.received_seq);
+  PutLong(&out, message.fusion_threshold);
   PutWord(&out, (message.joined ? kJoinedFlag : 0) | (message.stopping ? kStoppingFlag : 0));
   PutWord(&out, static_cast<uint32_t>(message.ready.size()));
   PutWord(&out, static_cast<uint32_t>(message.diverted.size()));
@@ -59,9 +56,9 @@ Status RoundStreamParser::ParseAvailable() {
   while (buffer_.size() - at >= kRoundHeaderBytes) {
     const char* p = buffer_.data() + at;
     if (GetWord(p) != kRoundMagic) return Unavailable("not a kolo round message (wrong magic)");
-    const uint32_t flags = GetWord(p + 20);
-    const uint32_t ready = GetWord(p + 24);
-    const uint32_t diverted = GetWord(p + 28);
+    const uint32_t flags = GetWord(p + 28);
+    const uint32_t ready = GetWord(p + 32);
+    const uint32_t diverted = GetWord(p + 36);
     if ((flags & ~(kJoinedFlag | kStoppingFlag)) != 0) {
       return Unavailable("round message with unknown flags " + std::to_string(flags));
     }
@@ -75,6 +72,7 @@ Status RoundStreamParser::ParseAvailable() {
     RoundMessage message;
     message.round = GetLong(p + 4);
     message.received_seq = GetLong(p + 12);
+    message.fusion_threshold = GetLong(p + 20);
     message.joined = (flags & kJoinedFlag) != 0;
     message.stopping = (flags & kStoppingFlag) != 0;
     const char* ids = p + kRoundHeaderBytes;
@@ -95,13 +93,12 @@ void RoundStreamParser::Take(std::vector<RoundMessage>* out) {
   complete_.clear();
 }
 
-TcpRoundLane::TcpRoundLane(int rank, std::vector<UniqueFd> connections, double timeout_seconds,
-                           Logger logger)
+TcpRoundLane::TcpRoundLane(int rank, std::vector<UniqueFd> connections, Logger logger)
     : rank_(rank),
       connections_(std::move(connections)),
-      timeout_seconds_(timeout_seconds),
       logger_(std::move(logger)),
       parsers_(connections_.size()),
+      out_(connections_.size()),
       closed_(connections_.size(), false) {
   for (const UniqueFd& fd : connections_) {
     if (fd.valid()) open_fds_.push_back(fd.get());
@@ -111,29 +108,36 @@ TcpRoundLane::TcpRoundLane(int rank, std::vector<UniqueFd> connections, double t
 Status TcpRoundLane::SendToAll(const RoundMessage& message) {
   const std::string bytes = EncodeRoundMessage(message);
   for (size_t r = 0; r < connections_.size(); ++r) {
-    if (static_cast<int>(r) == rank_) continue;
-    const std::string who = "rank " + std::to_string(r);
-    const int fd = connections_[r].get();
-    size_t sent = 0;
-    const SteadyTime deadline = AddSeconds(std::chrono::steady_clock::now(), timeout_seconds_);
-    while (sent < bytes.size()) {
-      IoResult io = SendSome(fd, bytes.data() + sent, bytes.size() - sent);
-      if (io.error != 0) {
-        return Unavailable("fast path: sending round " + std::to_string(message.round) + " to " +
-                           who + " failed: " + ErrnoText(io.error));
-      }
-      sent += io.bytes;
-      if (!io.would_block()) continue;
-      const SteadyTime now = std::chrono::steady_clock::now();
-      if (now >= deadline) {
-        return DeadlineExceeded("fast path: " + who + " read no round message for " +
-                                SecondsText(timeout_seconds_) + " (KOLO_TIMEOUT_SECONDS)");
-      }
-      pollfd writable{fd, POLLOUT, 0};
-      poll(&writable, 1, PollTimeoutMs(now, deadline));
-    }
+    if (static_cast<int>(r) == rank_ || closed_[r]) continue;
+    out_[r] += bytes;
+    Flush(r);
   }
   return Status::Ok();
+}
+
+void TcpRoundLane::Flush(size_t peer) {
+  size_t sent = 0;
+  while (sent < out_[peer].size()) {
+    IoResult io =
+        SendSome(connections_[peer].get(), out_[peer].data() + sent, out_[peer].size() - sent);
+    if (io.error != 0) {
+      Close(peer, ErrnoText(io.error));
+      return;
+    }
+    if (io.would_block()) break;  // the rest goes with a later Poll or SendToAll
+    sent += io.bytes;
+  }
+  out_[peer].erase(0, sent);
+}
+
+void TcpRoundLane::Close(size_t peer, const std::string& why) {
+  logger_->debug("fast path: rank {} closed its round connection{}", peer,
+                 why.empty() ? std::string() : " (" + why + ")");
+  closed_[peer] = true;
+  out_[peer].clear();
+  newly_closed_.push_back(static_cast<int>(peer));
+  open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), connections_[peer].get()),
+                  open_fds_.end());
 }
 
 Status TcpRoundLane::Poll(std::vector<std::pair<int, RoundMessage>>* out,
@@ -141,16 +145,12 @@ Status TcpRoundLane::Poll(std::vector<std::pair<int, RoundMessage>>* out,
   char buffer[4096];
   for (size_t r = 0; r < connections_.size(); ++r) {
     if (static_cast<int>(r) == rank_ || closed_[r]) continue;
-    for (;;) {
+    if (!out_[r].empty()) Flush(r);
+    while (!closed_[r]) {
       IoResult io = RecvSome(connections_[r].get(), buffer, sizeof(buffer));
       if (io.would_block()) break;
       if (io.eof || io.error != 0) {
-        logger_->debug("fast path: rank {} closed its round connection{}", r,
-                       io.error != 0 ? " (" + ErrnoText(io.error) + ")" : std::string());
-        closed_[r] = true;
-        closed->push_back(static_cast<int>(r));
-        open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), connections_[r].get()),
-                        open_fds_.end());
+        Close(r, io.error != 0 ? ErrnoText(io.error) : std::string());
         break;
       }
       Status fed = parsers_[r].Feed(buffer, io.bytes);
@@ -161,6 +161,8 @@ Status TcpRoundLane::Poll(std::vector<std::pair<int, RoundMessage>>* out,
       if (io.bytes < sizeof(buffer)) break;
     }
   }
+  closed->insert(closed->end(), newly_closed_.begin(), newly_closed_.end());
+  newly_closed_.clear();
   return Status::Ok();
 }
 

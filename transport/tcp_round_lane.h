@@ -2,8 +2,9 @@
 // connections (TcpMesh::TakeRoundConnections), one authenticated TCP connection per peer.
 //
 // Wire format of one message, all integers big-endian:
-//   magic "KLOR" (u32), round (u64), received_seq (u64), flags (u32: 1 joined, 2 stopping),
-//   ready count (u32), diverted count (u32), then the ready ids and the diverted ids (u32 each).
+//   magic "KLOR" (u32), round (u64), received_seq (u64), fusion_threshold (u64), flags (u32:
+//   1 joined, 2 stopping), ready count (u32), diverted count (u32), then the ready ids and the
+//   diverted ids (u32 each).
 // Counts above kMaxRoundIds are refused as soon as the header is in, before any allocation.
 //
 // Threading: background thread only (see RoundLane).
@@ -19,7 +20,7 @@
 namespace kolo::transport {
 
 constexpr uint32_t kRoundMagic = 0x4B4C4F52;  // "KLOR"
-constexpr size_t kRoundHeaderBytes = 32;
+constexpr size_t kRoundHeaderBytes = 40;
 // The most ids one list may carry: KOLO_CACHE_CAPACITY's upper bound.
 constexpr uint32_t kMaxRoundIds = 1000000;
 
@@ -45,8 +46,7 @@ class RoundStreamParser {
 class TcpRoundLane final : public RoundLane {
  public:
   // `connections` by rank, invalid at `rank`'s own index (TcpMesh::TakeRoundConnections).
-  // `timeout_seconds`: how long a send may wait for room in a peer's socket buffer.
-  TcpRoundLane(int rank, std::vector<UniqueFd> connections, double timeout_seconds, Logger logger);
+  TcpRoundLane(int rank, std::vector<UniqueFd> connections, Logger logger);
 
   Status SendToAll(const RoundMessage& message) override;
   Status Poll(std::vector<std::pair<int, RoundMessage>>* out, std::vector<int>* closed) override;
@@ -56,11 +56,16 @@ class TcpRoundLane final : public RoundLane {
   // Constant after construction.
   const int rank_;
   const std::vector<UniqueFd> connections_;
-  const double timeout_seconds_;
   const Logger logger_;
 
+  // Sends what the peer's socket takes of out_[peer] now; a failure closes the peer.
+  void Flush(size_t peer);
+  void Close(size_t peer, const std::string& why);
+
   std::vector<RoundStreamParser> parsers_;  // by rank
+  std::vector<std::string> out_;            // by rank: bytes not sent yet
   std::vector<bool> closed_;                // by rank: EOF or an error was seen
+  std::vector<int> newly_closed_;           // not reported by Poll yet
   std::vector<int> open_fds_;               // the connections not closed yet
 };
 

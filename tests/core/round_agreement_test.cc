@@ -93,6 +93,43 @@ TEST_CASE("A peer's next round waits until the current one is complete", "[core]
   CHECK(d->run_through_seq == 4);
 }
 
+TEST_CASE("A round fuses under the smallest threshold any rank sent", "[core][fastpath]") {
+  RoundAgreement rounds(0, 3);
+  RoundMessage mine = Msg(0, 0, {1});
+  mine.fusion_threshold = 64 << 20;
+  rounds.RecordSent(&mine, kNow);
+  RoundMessage a = Msg(1, 0, {1});
+  a.fusion_threshold = 4096;
+  RoundMessage b = Msg(1, 0, {1});
+  b.fusion_threshold = 1 << 20;
+  REQUIRE(rounds.Receive(1, a).ok());
+  REQUIRE(rounds.Receive(2, b).ok());
+  std::optional<RoundDecision> d = rounds.TakeDecision();
+  REQUIRE(d.has_value());
+  CHECK(d->fusion_threshold == 4096);
+}
+
+TEST_CASE("A rank that left after stopping no longer holds rounds up", "[core][fastpath]") {
+  RoundAgreement rounds(0, 3);
+  RoundMessage mine = Msg(0, 9, {});
+  rounds.RecordSent(&mine, kNow);
+  REQUIRE(rounds.Receive(1, Msg(1, 9, {})).ok());
+  CHECK(rounds.missing() == std::vector<int>{2});
+  CHECK_FALSE(rounds.TakeDecision().has_value());
+  rounds.Depart(2);
+  CHECK(rounds.missing().empty());
+  std::optional<RoundDecision> d = rounds.TakeDecision();
+  REQUIRE(d.has_value());
+  CHECK(d->stopping);
+  CHECK(d->runnable.empty());
+  CHECK(d->run_through_seq == 9);
+  // And the next rounds too.
+  RoundMessage next = Msg(0, 10, {});
+  rounds.RecordSent(&next, kNow);
+  REQUIRE(rounds.Receive(1, Msg(2, 10, {})).ok());
+  REQUIRE(rounds.TakeDecision().has_value());
+}
+
 TEST_CASE("A single rank decides its own rounds", "[core][fastpath]") {
   RoundAgreement rounds(0, 1);
   RoundMessage mine = Msg(0, 2, {1, 2});
@@ -113,6 +150,8 @@ TEST_CASE("Round protocol errors name the sender and change nothing", "[core][fa
   CHECK_THAT(s.message(), Catch::Contains("not a peer of rank 0"));
   s = rounds.Receive(5, Msg(1, 0, {}));
   CHECK_THAT(s.message(), Catch::Contains("rank 5"));
+  s = rounds.Receive(1, Msg(2, 0, {}));  // round 2 cannot start before this rank's round 1
+  CHECK_THAT(s.message(), Catch::Contains("rank 1 sent a message for round 2"));
   s = rounds.Receive(2, Msg(1, 0, {4, 4}));
   CHECK_THAT(s.message(), Catch::Contains("rank 2 sent cache ids out of order"));
   REQUIRE(rounds.Receive(2, Msg(1, 0, {4})).ok());

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <numeric>
 #include <thread>
@@ -234,5 +235,68 @@ TEST_CASE(
   for (int r = 0; r < 3; ++r) {
     CHECK(async[r].ok());
     CHECK(results[r] == 6.0f);
+  }
+}
+
+TEST_CASE("A rank that stopped waiting for the others and left does not break their rounds",
+          "[runtime][fastpath][shutdown]") {
+  Watchdog watchdog("fast path, a rank leaves early", std::chrono::seconds(60));
+  LocalJob job(3, [](Options& o) { o.timeout_seconds = 1; });
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    std::vector<float> w(4, 1.0f);
+    TensorView v{w.data(), DataType::kFloat32, {4}, Device::Cpu()};
+    for (int step = 0; step < 3; ++step) {
+      if (!rt.Allreduce("w", v, v).ok()) return "warm-up";
+    }
+    if (rt.rank() == 2) {  // leaves alone: it waits 1 s for the others, then goes
+      Status s = rt.Shutdown();
+      return s.code() == StatusCode::kDeadlineExceeded ? "" : "rank 2 shutdown: " + s.ToString();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // rank 2 has left by now
+    Status s = rt.Allreduce("w", v, v);
+    if (s.code() != StatusCode::kShutdown || s.message().find("rank 2") == std::string::npos ||
+        s.message().find("fast path") != std::string::npos) {
+      return "expected 'w' to fail naming rank 2's departure, got " + s.ToString();
+    }
+    s = rt.Shutdown();
+    return s.ok() ? "" : "shutdown: " + s.ToString();
+  });
+  CHECK(failures == std::vector<std::string>{});
+}
+
+TEST_CASE(
+    "A cached allreduce submitted right before join still runs first, with zeros from "
+    "the ranks that joined",
+    "[runtime][fastpath][join]") {
+  Watchdog watchdog("fast path and join", std::chrono::seconds(60));
+  for (int round = 0; round < 5; ++round) {
+    LocalJob job(3);
+    auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+      std::vector<float> w(8, 1.0f);
+      TensorView v{w.data(), DataType::kFloat32, {8}, Device::Cpu()};
+      for (int step = 0; step < 3; ++step) {
+        if (!rt.Allreduce("w", v, v).ok()) return "warm-up";
+      }
+      if (rt.rank() != 0) {  // out of data: join at once
+        StatusOr<int> last = rt.Join();
+        return last.ok() && *last == 0 ? "" : "join: " + last.status().ToString();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 * round));
+      std::fill(w.begin(), w.end(), 5.0f);
+      std::promise<Status> done;
+      Status s = rt.AllreduceAsync("w", v, v, {}, [&](const Status& st) { done.set_value(st); });
+      if (!s.ok()) return "enqueue: " + s.ToString();
+      int last = -1;
+      std::promise<Status> joined;
+      s = rt.JoinAsync(&last, [&](const Status& st) { joined.set_value(st); });
+      if (!s.ok()) return "join enqueue: " + s.ToString();
+      s = done.get_future().get();
+      if (!s.ok() || w[3] != 5.0f) {
+        return "w: " + s.ToString() + " value " + std::to_string(w[3]);
+      }
+      s = joined.get_future().get();
+      return s.ok() && last == 0 ? "" : "join: " + s.ToString();
+    });
+    CHECK(failures == std::vector<std::string>{});
   }
 }

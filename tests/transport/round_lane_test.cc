@@ -16,6 +16,7 @@ RoundMessage Sample() {
   RoundMessage m;
   m.round = (uint64_t{1} << 40) + 3;
   m.received_seq = 77;
+  m.fusion_threshold = (uint64_t{5} << 33) + 1;
   m.joined = true;
   m.stopping = false;
   m.ready = {1, 2, 900000};
@@ -51,14 +52,14 @@ TEST_CASE("Malformed round messages are refused before anything is allocated",
     CHECK_THAT(parser.Feed(bytes.data(), bytes.size()).message(), Catch::Contains("wrong magic"));
   }
   SECTION("a count beyond the cache's bound, refused with only the header in") {
-    bytes[24] = '\x7f';  // ready count 0x7f000003
+    bytes[32] = '\x7f';  // ready count 0x7f000003
     RoundStreamParser parser;
     Status s = parser.Feed(bytes.data(), kRoundHeaderBytes);
     CHECK_THAT(s.message(), Catch::Contains("more than 1000000"));
     CHECK_FALSE(parser.Feed("x", 1).ok());  // stays failed
   }
   SECTION("unknown flags") {
-    bytes[23] = '\x08';
+    bytes[31] = '\x08';
     RoundStreamParser parser;
     CHECK_THAT(parser.Feed(bytes.data(), bytes.size()).message(),
                Catch::Contains("unknown flags 8"));
@@ -81,7 +82,7 @@ TEST_CASE("Three ranks exchange round messages over the mesh's round connections
   for (const Status& s : testing::ConnectAll(meshes, addresses)) REQUIRE(s.ok());
   std::vector<std::unique_ptr<TcpRoundLane>> lanes;
   for (int r = 0; r < kSize; ++r) {
-    lanes.push_back(std::make_unique<TcpRoundLane>(r, meshes[r]->TakeRoundConnections(), 10,
+    lanes.push_back(std::make_unique<TcpRoundLane>(r, meshes[r]->TakeRoundConnections(),
                                                    MakeLogger(r, "test", spdlog::level::warn)));
     CHECK(lanes[r]->fds().size() == kSize - 1);
   }
