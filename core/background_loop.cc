@@ -158,8 +158,8 @@ void BackgroundLoop::RunLoop() {
     SendKeepalive();
     // With the fast path, the notice waits until this rank's stopping round went out and
     // nothing waits for a round any more: the job-wide Shutdown it leads to lets peers leave.
-    const bool rounds_settled =
-        !gating() || (!rounds_.waiting() && last_sent_.stopping && hits_.empty());
+    const bool rounds_settled = !gating() || (!rounds_.waiting() && last_sent_.stopping &&
+                                              hits_.empty() && held_join_ == nullptr);
     if (stopping && !notice_sent_ && state_ == State::kRunning && rounds_settled) {
       WorkerMessage notice;
       notice.kind = WorkerMessage::Kind::kShutdown;
@@ -245,114 +245,6 @@ void BackgroundLoop::HandleMessage(const ControllerMessage& message) {
   }
 }
 
-void BackgroundLoop::HandleResponse(const Response& response) {
-  if (response.seq != last_seq_ + 1) {
-    Abort(Internal("protocol error: response " + std::to_string(response.seq) + " arrived after " +
-                   std::to_string(last_seq_)),
-          true);
-    return;
-  }
-  last_seq_ = response.seq;
-  std::vector<TensorEntry*> entries;
-  entries.reserve(response.names.size());
-  for (const std::string& name : response.names) {
-    TensorEntry* entry = queue_->Find(name);
-    if (entry == nullptr && response.is_error()) {
-      continue;  // an op that failed before this rank submitted it (e.g. a peer shut down)
-    }
-    if (entry == nullptr && joined_ && response.op == OpType::kAllreduce) {
-      entry = StandIn(response, entries.size());  // this rank joined: it contributes zeros
-    }
-    if (entry == nullptr) {
-      Abort(Internal("protocol error: the controller decided on '" + name +
-                     "', which this rank never submitted"),
-            true);
-      return;
-    }
-    entries.push_back(entry);
-  }
-  if (response.is_error()) {
-    for (const std::string& name : response.names) {
-      auto slot = cache_.find(name);
-      if (slot != cache_.end()) diverted_.erase(slot->second.id);  // this instance is over
-    }
-  } else {
-    RememberCacheIds(response, entries);
-  }
-  RunResponse(response, std::move(entries), true);
-}
-
-void BackgroundLoop::RememberCacheIds(const Response& response,
-                                      const std::vector<TensorEntry*>& entries) {
-  // The controller's cache id for each name, as of this response; 0 retires the old one.
-  for (size_t i = 0; i < response.names.size() && i < entries.size(); ++i) {
-    const std::string& name = response.names[i];
-    auto old = cache_.find(name);
-    if (old != cache_.end()) {
-      diverted_.erase(old->second.id);  // this instance ran: the next may take the fast path
-    }
-    uint32_t id = i < response.cache_ids.size() ? response.cache_ids[i] : 0;
-    if (old != cache_.end() && old->second.id != id) specs_.erase(old->second.id);
-    if (id == 0) {
-      cache_.erase(name);
-      continue;
-    }
-    cache_[name] = CacheSlot{id, entries[i]->meta};
-    if (response.op == OpType::kAllreduce && entries[i]->meta.group.empty()) {
-      specs_[id] = FastSpec{name,
-                            response.dtype,
-                            response.reduce_op,
-                            response.prescale,
-                            response.postscale,
-                            i < response.num_elements.size() ? response.num_elements[i] : 0};
-    }
-  }
-}
-
-void BackgroundLoop::RunResponse(const Response& response, std::vector<TensorEntry*> entries,
-                                 bool controller) {
-  if (tracer_ != nullptr) tracer_->Taken(entries, SteadyTime::now());
-  // An error response must never reach a callback as OK, whatever code it carries.
-  const StatusCode code =
-      response.error_code == StatusCode::kOk ? StatusCode::kMismatch : response.error_code;
-  Status status = response.is_error() ? Status(code, response.error) : Status::Ok();
-  if (!response.is_error() && !entries.empty()) {
-    std::optional<OpTracer::Phases> phases;
-    if (tracer_ != nullptr) phases.emplace(*tracer_, entries);
-    status = executor_->Execute(response, entries, phases ? &*phases : nullptr);
-    if (!status.ok()) {
-      stand_ins_.clear();
-      stand_in_data_.clear();
-      Abort(RootCause(status), true);  // also fails these entries with the root cause
-      return;
-    }
-  }
-  // A name this rank ran with zeros is not its own: an entry of that name in the queue (the
-  // next one, enqueued since) must stay there.
-  std::vector<std::string> zero_names;
-  for (const auto& stand_in : stand_ins_) zero_names.push_back(stand_in->meta.name);
-  stand_ins_.clear();
-  stand_in_data_.clear();
-  if (controller && response.op == OpType::kJoin && !response.is_error()) {
-    joined_ = false;
-    for (TensorEntry* e : entries) {
-      if (e->last_joined != nullptr) *e->last_joined = response.root;
-    }
-  }
-  // Removing only now keeps each name in flight until its result is in place; Complete
-  // skips names this rank never submitted.
-  for (const std::string& name : response.names) {
-    if (std::find(zero_names.begin(), zero_names.end(), name) != zero_names.end()) continue;
-    std::unique_ptr<TensorEntry> entry = queue_->Remove(name);
-    if (entry != nullptr && !entry->local_error.ok()) {
-      const Status local = entry->local_error;
-      Complete(std::move(entry), local, &response);
-    } else {
-      Complete(std::move(entry), status, &response);
-    }
-  }
-}
-
 namespace {
 constexpr int kClockSamples = 5;
 
@@ -396,19 +288,6 @@ void BackgroundLoop::HandlePong(const ControllerMessage& pong) {
     config_.on_clock_offset(static_cast<double>(pong.controller_unix_us) - midpoint, rtt);
   }
   if (++clock_samples_ < kClockSamples) SendClockPing();
-}
-
-TensorEntry* BackgroundLoop::StandIn(const Response& response, size_t index) {
-  const int64_t count = index < response.num_elements.size() ? response.num_elements[index] : 0;
-  stand_in_data_.emplace_back(static_cast<size_t>(count) * DataTypeSize(response.dtype), 0);
-  auto entry = std::make_unique<TensorEntry>();
-  entry->meta.name = response.names[index];
-  entry->meta.dtype = response.dtype;
-  entry->meta.shape = {count};
-  entry->input = {stand_in_data_.back().data(), response.dtype, {count}, Device::Cpu()};
-  entry->output = entry->input;
-  stand_ins_.push_back(std::move(entry));
-  return stand_ins_.back().get();
 }
 
 Request BackgroundLoop::MakeRequest(const TensorEntry& entry) {
