@@ -241,8 +241,9 @@ void BackgroundLoop::RunHits(const Decided& decided) {
     response.seq = 0;  // the fast path: no controller sequence number
     response.fast_round = decision.round;
     // Apart from controller sequence numbers and from each other (a round runs at most
-    // KOLO_CACHE_CAPACITY <= 10^6 < 2^20 tensors).
-    response.fast_group = (uint64_t{1} << 62) + (decision.round << 20) + index;
+    // KOLO_CACHE_CAPACITY <= 10^6 < 2^20 tensors), and below 2^53 so that JSON readers, whose
+    // numbers are doubles, read it exactly (for the first 2^32 rounds).
+    response.fast_group = (uint64_t{1} << 52) + (decision.round << 20) + index;
     std::vector<TensorEntry*> entries;
     uint64_t bytes = 0;
     for (; i < decision.runnable.size(); ++i) {

@@ -194,3 +194,33 @@ TEST_CASE("A name enqueued again before its span ended keeps every track nested"
   CHECK(ops.size() == 2);  // "chain #2" tracks still count as the tensor "chain"
   std::system(("rm -rf " + dir).c_str());
 }
+
+TEST_CASE("Ops the fast path ran count as one response each in the fusion summary",
+          "[runtime][timeline][fastpath]") {
+  Watchdog watchdog("fast-path fusion summary", std::chrono::seconds(60));
+  const std::string dir = MakeTempDir();
+  const std::string path = dir + "/trace.json";
+  {
+    LocalJob job(2, [&](Options& o) { o.timeline_path = path; });
+    CHECK(job.RunOnAllRanks([](Runtime& rt) -> std::string {
+      float v[4] = {1, 2, 3, 4};
+      TensorView view{v, DataType::kFloat32, {4}, Device::Cpu()};
+      for (int i = 0; i < 4; ++i) {  // the first through the controller, then the fast path
+        Status s = rt.Allreduce("v", view, view);
+        if (!s.ok()) return s.ToString();
+      }
+      return "";
+    }) == std::vector<std::string>{});
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+  }
+  auto set = timeline::LoadTraceSet({dir + "/trace.rank0.json", dir + "/trace.rank1.json"});
+  REQUIRE(set.ok());
+  timeline::TraceModel model = timeline::BuildTraceModel(*set);
+  timeline::Summary summary = timeline::Summarize(model);
+  CHECK(summary.fusion.groups == 4);
+  CHECK(summary.fusion.tensors == 4);
+  std::map<std::string, int> negotiations;
+  for (const auto& n : model.negotiations) ++negotiations[n.tensor];
+  CHECK(negotiations["v"] == 4);  // rank 0 draws the fast path's negotiations too
+  std::system(("rm -rf " + dir).c_str());
+}
