@@ -4,19 +4,6 @@
 #include <utility>
 
 namespace kolo::controller {
-namespace {
-
-TraceEvent ControllerEvent(char phase, std::string track, std::string name, Clock::TimePoint now) {
-  TraceEvent event;
-  event.phase = phase;
-  event.pid = kControllerTracePid;
-  event.track = std::move(track);
-  event.name = std::move(name);
-  event.start = now;
-  return event;
-}
-
-}  // namespace
 
 std::string NegotiateSpanName(OpType op) {
   std::string name = "NEGOTIATE_" + OpTypeName(op);
@@ -29,13 +16,13 @@ void RecordNegotiation(TraceSink* sink, const std::vector<NegotiationEvent>& eve
   for (const NegotiationEvent& step : events) {
     switch (step.kind) {
       case NegotiationEvent::Kind::kBegin:
-        sink->Record(ControllerEvent('B', step.name, NegotiateSpanName(step.op), now));
+        sink->Record(ControllerTraceEvent('B', step.name, NegotiateSpanName(step.op), now));
         break;
       case NegotiationEvent::Kind::kAnnounce:
-        sink->Record(ControllerEvent('i', step.name, std::to_string(step.rank), now));
+        sink->Record(ControllerTraceEvent('i', step.name, std::to_string(step.rank), now));
         break;
       case NegotiationEvent::Kind::kEnd: {
-        TraceEvent end = ControllerEvent('E', step.name, NegotiateSpanName(step.op), now);
+        TraceEvent end = ControllerTraceEvent('E', step.name, NegotiateSpanName(step.op), now);
         end.args_json = "{\"last_rank\":" + std::to_string(step.rank) + "}";
         sink->Record(std::move(end));
         break;
@@ -47,7 +34,7 @@ void RecordNegotiation(TraceSink* sink, const std::vector<NegotiationEvent>& eve
 void RecordCycle(TraceSink* sink, const std::vector<Response>& responses, Clock::TimePoint now) {
   size_t tensors = 0;
   for (const Response& response : responses) tensors += response.names.size();
-  TraceEvent cycle = ControllerEvent('i', "", "CYCLE", now);
+  TraceEvent cycle = ControllerTraceEvent('i', "", "CYCLE", now);
   cycle.scope = 'g';
   cycle.args_json = "{\"responses\":" + std::to_string(responses.size()) +
                     ",\"tensors\":" + std::to_string(tensors) + "}";

@@ -7,16 +7,6 @@ namespace {
 
 constexpr const char* kSpan = "NEGOTIATE_ALLREDUCE";
 
-TraceEvent Event(char phase, const std::string& track, std::string name, Clock::TimePoint now) {
-  TraceEvent event;
-  event.phase = phase;
-  event.pid = kControllerTracePid;
-  event.track = track;
-  event.name = std::move(name);
-  event.start = now;
-  return event;
-}
-
 }  // namespace
 
 void RoundTrace::Ready(int rank, uint32_t id, const std::string& name, Clock::TimePoint now) {
@@ -25,12 +15,12 @@ void RoundTrace::Ready(int rank, uint32_t id, const std::string& name, Clock::Ti
   Open& span = it->second;
   if (fresh) {
     span.seen.assign(size_, false);
-    sink_->Record(Event('B', name, kSpan, now));
+    sink_->Record(ControllerTraceEvent('B', name, kSpan, now));
   }
   if (span.seen[rank]) return;  // peers repeat what is still waiting in every round
   span.seen[rank] = true;
   span.last_rank = rank;
-  sink_->Record(Event('i', name, std::to_string(rank), now));
+  sink_->Record(ControllerTraceEvent('i', name, std::to_string(rank), now));
 }
 
 void RoundTrace::Closed(uint32_t id, const std::string& name, bool ran, Clock::TimePoint now) {
@@ -39,7 +29,7 @@ void RoundTrace::Closed(uint32_t id, const std::string& name, bool ran, Clock::T
   const int last = ran ? it->second.last_rank : -1;
   open_.erase(it);
   if (!on()) return;
-  TraceEvent end = Event('E', name, kSpan, now);
+  TraceEvent end = ControllerTraceEvent('E', name, kSpan, now);
   end.args_json = "{\"last_rank\":" + std::to_string(last) + "}";
   sink_->Record(std::move(end));
 }

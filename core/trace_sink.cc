@@ -1,5 +1,7 @@
 #include "core/trace_sink.h"
 
+#include <utility>
+
 namespace kolo {
 
 namespace {
@@ -59,6 +61,17 @@ std::string JsonEscape(const std::string& text) {
     }
   }
   return out;
+}
+
+TraceEvent ControllerTraceEvent(char phase, std::string track, std::string name,
+                                Clock::TimePoint at) {
+  TraceEvent event;
+  event.phase = phase;
+  event.pid = kControllerTracePid;
+  event.track = std::move(track);
+  event.name = std::move(name);
+  event.start = at;
+  return event;
 }
 
 }  // namespace kolo

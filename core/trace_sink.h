@@ -23,6 +23,10 @@ struct TraceEvent {
   char scope = 't';       // 'i' only: 't' this track, 'g' global
 };
 
+// An event of the controller's pseudo-process (its negotiation tracks) at `at`.
+TraceEvent ControllerTraceEvent(char phase, std::string track, std::string name,
+                                Clock::TimePoint at);
+
 class TraceSink {
  public:
   virtual ~TraceSink() = default;

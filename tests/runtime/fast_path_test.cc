@@ -22,13 +22,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string MakeTempDir() {
-  char tmpl[] = "/tmp/kolo_fast_path_XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  REQUIRE(dir != nullptr);
-  return dir;
-}
-
 // Ops in rank r's timeline that completed without a controller sequence number.
 int FastOps(const std::string& path, int rank) {
   std::ifstream in(path + ".rank" + std::to_string(rank));
@@ -106,7 +99,7 @@ TEST_CASE("Repeated allreduces skip the controller and stay exact, mixed with ne
           "[runtime][fastpath]") {
   Watchdog watchdog("fast path, 3 ranks", std::chrono::seconds(60));
   for (const bool fast : {true, false}) {
-    const std::string dir = MakeTempDir();
+    const std::string dir = kolo::testing::MakeTempDir("kolo_fast_path_");
     const std::string path = dir + "/trace";
     {
       LocalJob job(3, [&](Options& o) {

@@ -23,13 +23,6 @@ using kolo::testing::Watchdog;
 
 namespace {
 
-std::string MakeTempDir() {
-  char pattern[] = "/tmp/kolo-timeline-test-XXXXXX";
-  const char* dir = mkdtemp(pattern);
-  REQUIRE(dir != nullptr);
-  return dir;
-}
-
 // Two allreduces of "w" (the second announced by cache id), three async tensors enqueued
 // together, and a shape mismatch.
 std::string RunSteps(Runtime& rt) {
@@ -63,7 +56,7 @@ std::string RunSteps(Runtime& rt) {
 TEST_CASE("Every rank writes a valid timeline that kolo-timeline reads back",
           "[runtime][timeline]") {
   Watchdog watchdog("timeline of a 3-rank job", std::chrono::seconds(60));
-  const std::string dir = MakeTempDir();
+  const std::string dir = kolo::testing::MakeTempDir("kolo-timeline-test-");
   const std::string path = dir + "/trace.json";
   {
     LocalJob job(3, [&](Options& o) {
@@ -120,7 +113,7 @@ TEST_CASE("Every rank writes a valid timeline that kolo-timeline reads back",
 TEST_CASE("A timeline started and stopped at run time covers only what ran in between",
           "[runtime][timeline]") {
   Watchdog watchdog("run-time timeline", std::chrono::seconds(60));
-  const std::string dir = MakeTempDir();
+  const std::string dir = kolo::testing::MakeTempDir("kolo-timeline-test-");
   {
     LocalJob job(2);
     auto step = [](const std::string& name) {
@@ -152,7 +145,7 @@ TEST_CASE("A timeline started and stopped at run time covers only what ran in be
 TEST_CASE("A name enqueued again before its span ended keeps every track nested",
           "[runtime][timeline]") {
   Watchdog watchdog("re-enqueued names in the timeline", std::chrono::seconds(60));
-  const std::string dir = MakeTempDir();
+  const std::string dir = kolo::testing::MakeTempDir("kolo-timeline-test-");
   constexpr int kSteps = 20;
   {
     LocalJob job(2, [&](Options& o) { o.timeline_path = dir + "/re.json"; });
@@ -198,7 +191,7 @@ TEST_CASE("A name enqueued again before its span ended keeps every track nested"
 TEST_CASE("Ops the fast path ran count as one response each in the fusion summary",
           "[runtime][timeline][fastpath]") {
   Watchdog watchdog("fast-path fusion summary", std::chrono::seconds(60));
-  const std::string dir = MakeTempDir();
+  const std::string dir = kolo::testing::MakeTempDir("kolo-timeline-test-");
   const std::string path = dir + "/trace.json";
   {
     LocalJob job(2, [&](Options& o) { o.timeline_path = path; });

@@ -1,5 +1,7 @@
 #include "tests/support/local_job.h"
 
+#include <stdlib.h>
+
 #include <catch2/catch.hpp>
 #include <optional>
 #include <thread>
@@ -69,6 +71,13 @@ std::vector<Status> LocalJob::ShutdownAll() {
   for (auto& t : threads) t.join();
   ranks_.clear();
   return statuses;
+}
+
+std::string MakeTempDir(const std::string& prefix) {
+  std::string pattern = "/tmp/" + prefix + "XXXXXX";
+  const char* dir = mkdtemp(pattern.data());
+  REQUIRE(dir != nullptr);
+  return dir;
 }
 
 }  // namespace kolo::testing
