@@ -140,7 +140,9 @@ class Runtime {
   // allreduce the other ranks still submit (the identity of sum and average; min, max and
   // product see a 0), until every rank has joined. Allgather, alltoall, broadcast,
   // reducescatter and barrier fail while any rank has joined. `last_rank` (may be null;
-  // must outlive the callback) is set to the last rank to join before the callback runs.
+  // must outlive the callback) is set to the last rank to join before the callback runs:
+  // the last whose join reached the controller, so of joins made less than about a
+  // millisecond apart any may be reported.
   Status JoinAsync(int* last_rank, Callback callback);
   // Blocking form: returns the last rank to join.
   StatusOr<int> Join();
