@@ -56,6 +56,9 @@ class BackgroundLoop {
     double divert_after_seconds = 1.0;
     // Where the fast path's negotiations are drawn (rank 0: the timeline; core/round_trace.h).
     TraceSink* negotiation_sink = nullptr;
+    // Every rank of this host has a core: an open round is polled, yielding the core to any
+    // thread that wants it, for up to kRoundSpin before the thread sleeps.
+    bool busy_poll = false;
   };
 
   // `tracer` may be null (no timeline); `lane` may be null (no fast path: every op goes
@@ -108,6 +111,7 @@ class BackgroundLoop {
   // Sends, answers and completes rounds and runs what they decided, as far as possible now.
   void StepRounds();
   bool NeedRound() const;
+  bool SpinForAnswer() const;
   void SendRound();
   void DivertWaiting();
   void Divert(uint32_t id, WorkerMessage* batch);

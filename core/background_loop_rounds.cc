@@ -1,6 +1,8 @@
 // The background loop's fast path (docs/FAST-PATH.md): cached allreduces agreed on in rounds
 // over the RoundLane instead of through the controller, and the controller's responses run at
 // the points the rounds decide. Loop thread only.
+#include <sched.h>
+
 #include <algorithm>
 
 #include "core/background_loop.h"
@@ -10,6 +12,9 @@ namespace kolo {
 namespace {
 
 using SteadyTime = std::chrono::steady_clock;
+
+// See Config::busy_poll: a peer that has its tensor ready answers within one loopback transit.
+constexpr std::chrono::microseconds kRoundSpin{60};
 
 std::string RankList(const std::vector<int>& ranks) {
   std::string out;
@@ -75,9 +80,18 @@ void BackgroundLoop::StepRounds() {
     }
     if (RunDecided()) progress = true;
     SendHeldJoin();
-    if (!progress) break;
+    if (!progress && !SpinForAnswer()) break;
   }
   CheckRoundDeadlines();
+}
+
+bool BackgroundLoop::SpinForAnswer() const {
+  if (!config_.busy_poll || !rounds_.waiting() ||
+      SteadyTime::now() - rounds_.waiting_since() >= kRoundSpin) {
+    return false;
+  }
+  sched_yield();
+  return true;
 }
 
 bool BackgroundLoop::NeedRound() const {

@@ -121,6 +121,7 @@ Status RuntimeImpl::Start() {
     timeline_.SetClockOffset(offset_us, rtt_us);
   };
   loop_config.size = options_.size;
+  loop_config.busy_poll = mesh_->busy_poll();
   if (options_.rank == 0) loop_config.negotiation_sink = &timeline_;
   loop_config.fusion_threshold_bytes = options_.fusion_threshold_bytes;
   // A cached allreduce that waits longer than this for the other ranks goes to the controller,

@@ -60,6 +60,9 @@ class TcpMesh final : public DataPlane {
   // called the mesh does not busy-poll. Owner thread, not during an Exchange.
   void SetLocalRanks(int local_ranks);
 
+  // Whether SetLocalRanks found a core for every local rank. Owner thread.
+  bool busy_poll() const { return busy_poll_; }
+
   // "ip:port" (or "host:port") that peers connect to.
   std::string listen_address() const { return listen_address_; }
 
