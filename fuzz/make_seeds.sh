@@ -5,7 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 corpus=$root/fuzz/corpus
-mkdir -p "$corpus"/{control_message,data_plane_stream,mesh_hello,config_text}
+mkdir -p "$corpus"/{control_message,data_plane_stream,mesh_hello,config_text,round_message}
 
 encode() {  # encode <message type> <text>: serialized bytes on stdout
   printf '%s' "$2" | protoc --proto_path="$root" --encode="kolo.wire.$1" "$root/proto/kolo.proto"
@@ -72,6 +72,28 @@ frame() {  # frame <kind> <rank> <size> <payload bytes>: header, then that many 
 { printf '\x00KLOM\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x02\x80\x00\x00\x00\x00\x00\x00\x00'; } >"$corpus/mesh_hello/length_2_pow_63"
 { printf '\x00KLOM\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x02\x00\x00\x00\x10'; } >"$corpus/mesh_hello/old_protocol"
 { printf '\x00GET / HTTP/1.1\r\n\r\n'; } >"$corpus/mesh_hello/http"
+
+# Round messages: piece-plan byte(s), then "KLOR", round, received_seq, fusion threshold
+# (64-bit), flags, ready count, diverted count (32-bit), then the ids; all big-endian.
+round() {  # round <round> <seq> <flags> <ready ids...> -- <diverted ids...>
+  printf 'KLOR'
+  printf "\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x$(printf %02x "$1")"
+  printf "\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x$(printf %02x "$2")"
+  printf '\x00\x00\x00\x00\x04\x00\x00\x00'
+  printf "\\x00\\x00\\x00\\x$(printf %02x "$3")"
+  shift 3
+  local ready=() diverted=() into=ready
+  for id in "$@"; do
+    if [ "$id" = -- ]; then into=diverted; continue; fi
+    if [ $into = ready ]; then ready+=("$id"); else diverted+=("$id"); fi
+  done
+  printf "\\x00\\x00\\x00\\x$(printf %02x ${#ready[@]})\\x00\\x00\\x00\\x$(printf %02x ${#diverted[@]})"
+  for id in "${ready[@]}" "${diverted[@]}"; do printf "\\x00\\x00\\x00\\x$(printf %02x "$id")"; done
+}
+{ printf '\x00'; round 1 3 0 1 2 5 --; round 1 3 0 1 5 -- 2; round 2 4 1 7 --; } >"$corpus/round_message/three_rounds"
+{ printf '\x03\x05\x01\x09'; round 1 0 2 --; round 1 9 0 4 --; } >"$corpus/round_message/stopping_in_pieces"
+{ printf '\x00KLOR\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x7f\xff\xff\xff\x00\x00\x00\x00'; } >"$corpus/round_message/huge_count"
+{ printf '\x00'; round 3 1 0 2 2 --; } >"$corpus/round_message/duplicate_ids"
 
 # Config text: mode byte (0 options, 1 byte size, 2 SLURM node list), then the text.
 printf '\x00KOLO_RANK=1\nKOLO_SIZE=4\nKOLO_CONTROLLER=127.0.0.1:29500\nKOLO_FUSION_THRESHOLD=64M\nKOLO_CYCLE_TIME_MS=3.5\nKOLO_TIMEOUT_SECONDS=30\n' >"$corpus/config_text/kolo_vars"
