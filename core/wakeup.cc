@@ -51,12 +51,11 @@ void Wakeup::WaitUntil(std::chrono::steady_clock::time_point deadline,
     if (ready < 0 && errno == EINTR) continue;
     break;  // ready, timed out, or an error no retry would fix
   }
-  // Drain first, then clear: a Notify after the read writes again (pending_ is still set
-  // until the store, so it may skip the write, but its entry was queued before it notified
-  // and the caller looks at the queue after this returns), and a Notify after the store
-  // writes, so the next wait returns at once. Clearing first could lose a later wake-up: a
-  // Notify between the clear and the read would have its write drained while pending_
-  // stays set, and every Notify after it would skip the write.
+  // Drain, then clear. A Notify between the two finds pending_ set and skips its write, which
+  // is fine: it queued its work before notifying, and the caller looks after this returns. A
+  // Notify after the clear writes, so the next wait returns at once. (Clearing first would
+  // let a Notify in between write, have that write drained here and leave pending_ set over
+  // an empty eventfd: every later Notify would skip its write and the next wait would sleep.)
   if (pending_.load() || (polled[0].revents & POLLIN) != 0) {
     uint64_t count = 0;
     // EAGAIN when a Notify has set pending_ but not written yet: its write then leaves the
