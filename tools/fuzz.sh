@@ -5,7 +5,7 @@
 # build-fuzz/fuzz/work/<target>/; a crash, leak or timeout stops the run and leaves the input
 # in build-fuzz/fuzz/artifacts/. Prints each target's executions and final coverage.
 # Usage: tools/fuzz.sh [SECONDS] [TARGET...]   (targets: control_message data_plane_stream
-#        mesh_hello config_text; default all). Env: BUILD_DIR, JOBS, CC, CXX.
+#        mesh_hello config_text round_message; default all). Env: BUILD_DIR, JOBS, CC, CXX.
 # Needs clang-14 and libFuzzer (Debian: clang-14, libclang-rt-14-dev).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +13,7 @@ seconds=${1:-60}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(control_message data_plane_stream mesh_hello config_text)
+  targets=(control_message data_plane_stream mesh_hello config_text round_message)
 fi
 build=${BUILD_DIR:-$root/build-fuzz}
 jobs=${JOBS:-2}
