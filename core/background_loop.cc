@@ -337,6 +337,11 @@ void BackgroundLoop::SendNewRequests() {
   }
   if (batch.requests.empty()) return;
   logger_->trace("sending {} requests", batch.requests.size());
+  SendRequests(batch);
+}
+
+void BackgroundLoop::SendRequests(const WorkerMessage& batch) {
+  if (batch.requests.empty()) return;
   Status sent = channel_->Send(batch);
   if (!sent.ok()) Abort(ControllerLost(sent), false);
 }

@@ -122,6 +122,8 @@ class BackgroundLoop {
   void CheckRoundDeadlines();
   bool FastPathDone() const;
   void SendNewRequests();
+  // Sends a batch of requests (nothing if it is empty); a broken stream aborts the job.
+  void SendRequests(const WorkerMessage& batch);
   // Clock sync: a few Ping/Pong round trips with the controller at start; the one with the
   // shortest round trip gives the offset.
   void SendClockPing();

@@ -138,13 +138,11 @@ void BackgroundLoop::DivertWaiting() {
     if (stopping_ || closed_ || now - hit.since >= patience) ids.push_back(id);
   }
   for (uint32_t id : ids) {
-    logger_->debug("fast path: '{}' goes to the controller", specs_[id].name);
+    logger_->debug("fast path: '{}' goes to the controller", specs_.at(id).name);
     Divert(id, &batch);
     newly_diverted_.push_back(id);
   }
-  if (batch.requests.empty()) return;
-  Status sent = channel_->Send(batch);
-  if (!sent.ok()) Abort(Status(sent).WithContext("controller lost"), false);
+  SendRequests(batch);
 }
 
 void BackgroundLoop::Divert(uint32_t id, WorkerMessage* batch) {
@@ -172,13 +170,8 @@ void BackgroundLoop::ApplyDecision(const RoundDecision& decision) {
   WorkerMessage batch;
   batch.kind = WorkerMessage::Kind::kRequests;
   for (uint32_t id : decision.diverted) Divert(id, &batch);
-  if (!batch.requests.empty()) {
-    Status sent = channel_->Send(batch);
-    if (!sent.ok()) {
-      Abort(Status(sent).WithContext("controller lost"), false);
-      return;
-    }
-  }
+  SendRequests(batch);
+  if (state_ != State::kRunning) return;
   // What this rank runs for the round, taken out of hits_ now: nothing decided may be diverted
   // or reported ready again while it waits for earlier work (RunDecided).
   Decided decided{decision, {}};
@@ -211,8 +204,7 @@ void BackgroundLoop::SendHeldJoin() {
   batch.kind = WorkerMessage::Kind::kRequests;
   batch.requests.push_back(MakeRequest(*held_join_));
   held_join_ = nullptr;
-  Status sent = channel_->Send(batch);
-  if (!sent.ok()) Abort(Status(sent).WithContext("controller lost"), false);
+  SendRequests(batch);
 }
 
 // Runs decided work in order until something is missing (a controller response not received
