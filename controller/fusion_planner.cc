@@ -1,22 +1,13 @@
 #include "controller/fusion_planner.h"
 
+#include "core/fusion_rule.h"
+
 namespace kolo::controller {
 namespace {
 
-// Ops whose tensors may share a fusion buffer: their per-tensor results do not depend on
-// where in the buffer a tensor sits. Broadcast (one root per tensor), alltoall (a split
-// matrix per tensor), barrier and join never fuse.
+// A tensor that may share a response (an error response always stands alone).
 bool Fusible(const ReadyTensor& t) {
-  if (t.is_error()) return false;
-  return t.meta.op == OpType::kAllreduce || t.meta.op == OpType::kAllgather ||
-         t.meta.op == OpType::kReducescatter;
-}
-
-// Whether `b` may share a response with `a` (both fusible).
-bool SameFusionKey(const TensorMeta& a, const TensorMeta& b) {
-  if (a.op != b.op || a.dtype != b.dtype || a.device != b.device) return false;
-  if (a.op == OpType::kAllgather) return true;  // no reduction: nothing else to agree on
-  return a.reduce_op == b.reduce_op && a.prescale == b.prescale && a.postscale == b.postscale;
+  return !t.is_error() && IsFusibleOp(t.meta.op);
 }
 
 // Bytes `t` occupies in the fusion buffer: an allgather's whole gathered output.
@@ -75,11 +66,11 @@ std::vector<Response> PlanResponses(const std::vector<ReadyTensor>& ready,
         ++i;
       }
     } else if (Fusible(head)) {
-      int64_t bytes = FusionBytes(head);
+      FusionBatch batch(fusion_threshold_bytes);
+      batch.Add(FusionKey::Of(head.meta), FusionBytes(head));
       while (i < ready.size() && Fusible(ready[i]) && ready[i].meta.group.empty() &&
-             SameFusionKey(head.meta, ready[i].meta) &&
-             bytes + FusionBytes(ready[i]) <= fusion_threshold_bytes) {
-        bytes += FusionBytes(ready[i]);
+             batch.Admits(FusionKey::Of(ready[i].meta), FusionBytes(ready[i]))) {
+        batch.Add(FusionKey::Of(ready[i].meta), FusionBytes(ready[i]));
         AddTensor(ready[i], &response);
         ++i;
       }

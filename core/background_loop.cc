@@ -9,21 +9,17 @@
 namespace kolo {
 namespace {
 
-using SteadyTime = std::chrono::steady_clock;
-
 // True on every runtime's background thread (callbacks run there).
 thread_local bool tls_is_background_thread = false;
 
 // Bounds the background thread's sleep so deadlines are checked even when nothing arrives.
 constexpr std::chrono::milliseconds kMaxIdleWait{200};
 
-// The control stream broke while the job ran: the controller (rank 0's process) is gone or
-// unreachable. Said first, so that it is not mistaken for one more lost peer.
-Status ControllerLost(const Status& stream_error) {
-  return stream_error.WithContext("controller lost");
-}
-
 }  // namespace
+
+Status BackgroundLoop::ShutDownBeforeCompletion() {
+  return ShutdownError("kolo was shut down before this op completed");
+}
 
 BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup,
                                ControlChannel* channel, Executor* executor, DataPlane* data_plane,
@@ -36,11 +32,14 @@ BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup*
       data_plane_(data_plane),
       tracer_(tracer),
       logger_(std::move(logger)),
+      clock_(config.clock != nullptr ? config.clock : SteadyClock::Get()),
       lane_(lane),
-      rounds_(config.rank, config.size),
-      round_trace_(config.negotiation_sink, config.size),
-      lane_closed_(config.size, false),
-      peer_stopping_(config.size, false) {}
+      fast_(lane == nullptr
+                ? nullptr
+                : std::make_unique<FastPath>(
+                      FastPath::Config{config.rank, config.size, config.fusion_threshold_bytes,
+                                       config.divert_after_seconds, config.timeout_seconds},
+                      config.negotiation_sink)) {}
 
 BackgroundLoop::~BackgroundLoop() {
   Stop().IgnoreError(); /* reported by an explicit Stop */
@@ -106,8 +105,8 @@ Status BackgroundLoop::Stop() {
     return FailedPrecondition(
         "shutdown() was called from a kolo callback; call it from your own thread");
   }
-  if (stopped_) return Status::Ok();
-  stopped_ = true;
+  if (stop_called_) return Status::Ok();
+  stop_called_ = true;
   queue_->Close(ShutdownError("kolo is shut down; no new ops are accepted"));
   stop_requested_ = true;
   wakeup_->Notify();
@@ -121,9 +120,9 @@ void BackgroundLoop::Run() {
   try {
     RunLoop();
   } catch (const std::exception& e) {
-    Abort(Internal(std::string("background thread failed: ") + e.what()), true);
+    Abort(Internal(std::string("background thread failed: ") + e.what()), TellController::kYes);
   } catch (...) {
-    Abort(Internal("background thread failed with an unknown exception"), true);
+    Abort(Internal("background thread failed with an unknown exception"), TellController::kYes);
   }
   // Tasks handed over from now on run on their caller's thread; the ones already handed over
   // still run here.
@@ -136,246 +135,81 @@ void BackgroundLoop::Run() {
 
 void BackgroundLoop::RunLoop() {
   SendClockPing();
-  while (state_ != State::kDone) {
-    SteadyTime::time_point wake_by = SteadyTime::now() + kMaxIdleWait;
-    if (notice_sent_ && stop_deadline_ < wake_by) wake_by = stop_deadline_;
-    wakeup_->WaitUntil(wake_by,
-                       gating() && state_ == State::kRunning ? lane_->fds() : std::vector<int>{});
+  while (state_ != LoopState::kDone) {
+    Clock::TimePoint wake_by = clock_->Now() + kMaxIdleWait;
+    if (state_ == LoopState::kDraining) wake_by = std::min(wake_by, stop_deadline_);
+    Sleep(wake_by, fast_path_on() && serving() ? lane_->fds() : std::vector<int>{});
     DrainControl();
     RunTasks();
-    if (state_ == State::kDone) break;
-    if (state_ == State::kAborted) {
-      if (stop_requested_) state_ = State::kDone;
-      continue;
-    }
+    if (state_ == LoopState::kAborted && stop_requested_) MoveTo(LoopState::kDone);
+    if (!serving()) continue;
     // Read the flag before draining the queue: Stop() closes the queue before it sets the
     // flag, so every op enqueued before a stop we see here is sent ahead of the notice (the
     // controller refuses announcements after a rank's notice).
-    const bool stopping = stop_requested_;
-    if (stopping) stopping_ = true;
-    SendNewRequests();
-    if (gating()) StepRounds();
-    SendKeepalive();
-    // With the fast path, the notice waits until this rank's stopping round went out and
-    // nothing waits for a round any more: the job-wide Shutdown it leads to lets peers leave.
-    const bool rounds_settled = !gating() || (!rounds_.waiting() && last_sent_.stopping &&
-                                              hits_.empty() && held_join_ == nullptr);
-    if (stopping && !notice_sent_ && state_ == State::kRunning && rounds_settled) {
-      WorkerMessage notice;
-      notice.kind = WorkerMessage::Kind::kShutdown;
-      Status sent = channel_->Send(notice);
-      if (!sent.ok()) {
-        Abort(ControllerLost(sent), false);
-        continue;
-      }
-      notice_sent_ = true;
-      stop_deadline_ =
-          SteadyTime::now() + std::chrono::duration_cast<SteadyTime::duration>(
-                                  std::chrono::duration<double>(config_.timeout_seconds));
+    if (state_ == LoopState::kRunning && stop_requested_) {
+      MoveTo(LoopState::kStopRequested);
+      if (fast_path_on()) fast_->SetStopping();
     }
-    // Once the job-wide Shutdown came every rank did call shutdown(); what is left to run is
-    // bounded by the fast path's own deadlines.
-    if (notice_sent_ && state_ == State::kRunning && !shutdown_received_ &&
-        SteadyTime::now() >= stop_deadline_) {
+    SendNewRequests();
+    if (fast_path_on()) StepRounds();
+    SendKeepalive();
+    AdvanceLife();
+  }
+}
+
+void BackgroundLoop::AdvanceLife() {
+  switch (state_) {
+    case LoopState::kStopRequested:
+      // With the fast path, the notice waits until this rank's stopping round went out and
+      // nothing waits for a round any more: the job-wide Shutdown it leads to lets peers leave.
+      if (!fast_path_on() || fast_->Settled()) SendStopNotice();
+      return;
+    case LoopState::kDraining:
+      if (clock_->Now() < stop_deadline_) return;
       final_status_ = DeadlineExceeded("shutdown: not every rank called shutdown() within " +
                                        SecondsText(config_.timeout_seconds) +
                                        " (KOLO_TIMEOUT_SECONDS); leaving without them");
       logger_->warn("{}", final_status_.message());
-      FailAll(ShutdownError("kolo was shut down before this op completed"));
-      state_ = State::kDone;
-    }
-    if (shutdown_received_ && state_ == State::kRunning && FastPathDone()) {
-      FailAll(ShutdownError("kolo was shut down before this op completed"));
-      state_ = State::kDone;
-    }
-  }
-}
-
-void BackgroundLoop::DrainControl() {
-  while (state_ != State::kDone) {
-    StatusOr<std::optional<ControllerMessage>> next = channel_->TryReceive();
-    if (!next.ok()) {
-      if (state_ == State::kRunning) Abort(ControllerLost(next.status()), false);
-      if (stop_requested_) state_ = State::kDone;
+      FailAll(ShutDownBeforeCompletion());
+      MoveTo(LoopState::kDone);
       return;
-    }
-    if (!next->has_value()) return;
-    HandleMessage(**next);
-  }
-}
-
-void BackgroundLoop::HandleMessage(const ControllerMessage& message) {
-  switch (message.kind) {
-    case ControllerMessage::Kind::kResponses:
-      for (const Response& response : message.responses) {
-        if (state_ != State::kRunning) return;
-        if (!gating()) {
-          HandleResponse(response);
-          continue;
-        }
-        // Runs once a round has decided where it goes in the order (RunDecided).
-        if (response.seq != received_seq_ + 1) {
-          Abort(Internal("protocol error: response " + std::to_string(response.seq) +
-                         " arrived after " + std::to_string(received_seq_)),
-                true);
-          return;
-        }
-        received_seq_ = response.seq;
-        received_.push_back(response);
+    case LoopState::kFinishing:
+      // Every rank did call shutdown(); what is left to run is bounded by the fast path's own
+      // deadlines.
+      if (fast_->Done()) {
+        FailAll(ShutDownBeforeCompletion());
+        MoveTo(LoopState::kDone);
       }
       return;
-    case ControllerMessage::Kind::kAbort:
-      Abort(Aborted(message.reason), false);
-      return;
-    case ControllerMessage::Kind::kShutdown:
-      logger_->debug("job-wide shutdown received");
-      if (gating()) {
-        shutdown_received_ = true;  // once every response received has run (RunLoop)
-        return;
-      }
-      FailAll(ShutdownError("kolo was shut down before this op completed"));
-      state_ = State::kDone;
-      return;
-    case ControllerMessage::Kind::kPong:
-      HandlePong(message);
-      return;
-    case ControllerMessage::Kind::kWelcome:
-      Abort(Internal("protocol error: a second Welcome from the controller"), true);
+    default:
       return;
   }
 }
 
-namespace {
-constexpr int kClockSamples = 5;
-
-int64_t UnixMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
-
-void BackgroundLoop::SendClockPing() {
-  if (!config_.on_clock_offset || state_ != State::kRunning) return;
-  WorkerMessage ping;
-  ping.kind = WorkerMessage::Kind::kPing;
-  ping.ping_unix_us = UnixMicros();
-  // Best effort: a failed send shows up as a broken stream on the next receive.
-  channel_->Send(ping).IgnoreError();
-}
-
-void BackgroundLoop::SendKeepalive() {
-  const SteadyTime::time_point now = SteadyTime::now();
-  if (state_ != State::kRunning ||
-      now - last_keepalive_ < std::chrono::duration<double>(config_.timeout_seconds / 4)) {
-    return;
+void BackgroundLoop::MoveTo(LoopState next) {
+  if (!LoopTransitionAllowed(state_, next)) {
+    logger_->critical("background loop: no transition from {} to {}", LoopStateName(state_),
+                      LoopStateName(next));
+    std::abort();  // a broken invariant of this file, not a runtime condition
   }
-  last_keepalive_ = now;
-  WorkerMessage ping;
-  ping.kind = WorkerMessage::Kind::kPing;
-  ping.ping_unix_us = 0;  // a keepalive: the controller does not answer
-  // Best effort: a failed send shows up as a broken stream on the next receive.
-  channel_->Send(ping).IgnoreError();
+  logger_->debug("background loop: {} -> {}", LoopStateName(state_), LoopStateName(next));
+  state_ = next;
 }
 
-void BackgroundLoop::HandlePong(const ControllerMessage& pong) {
-  if (!config_.on_clock_offset) return;
-  const int64_t now = UnixMicros();
-  const double rtt = static_cast<double>(now - pong.ping_unix_us);
-  if (rtt >= 0 && (clock_samples_ == 0 || rtt < best_clock_rtt_us_)) {
-    best_clock_rtt_us_ = rtt;
-    const double midpoint = (static_cast<double>(pong.ping_unix_us) + static_cast<double>(now)) / 2;
-    config_.on_clock_offset(static_cast<double>(pong.controller_unix_us) - midpoint, rtt);
-  }
-  if (++clock_samples_ < kClockSamples) SendClockPing();
+void BackgroundLoop::Sleep(Clock::TimePoint deadline, const std::vector<int>& fds) {
+  const Clock::TimePoint::duration left =
+      std::clamp<Clock::TimePoint::duration>(deadline - clock_->Now(), {}, kMaxIdleWait);
+  wakeup_->WaitUntil(std::chrono::steady_clock::now() + left, fds);
 }
 
-Request BackgroundLoop::MakeRequest(const TensorEntry& entry) {
-  Request request;
-  auto it = cache_.find(entry.meta.name);
-  if (it != cache_.end() && it->second.meta == entry.meta) {
-    request.cache_id = it->second.id;
-  } else {
-    request.meta = entry.meta;
-  }
-  return request;
-}
-
-void BackgroundLoop::SendNewRequests() {
-  std::vector<TensorEntry*> fresh = queue_->TakeNew();
-  if (fresh.empty()) return;
-  WorkerMessage batch;
-  batch.kind = WorkerMessage::Kind::kRequests;
-  batch.requests.reserve(fresh.size());
-  const SteadyTime::time_point now = SteadyTime::now();
-  for (TensorEntry* entry : fresh) {
-    if (entry->meta.op == OpType::kJoin) {
-      joined_ = true;
-      if (gating() && !hits_.empty()) {
-        // The cached allreduces this rank submitted before it must run first, as they would
-        // on the controller's stream: the join goes out once they have (StepRounds).
-        held_join_ = entry;
-        continue;
-      }
-    }
-    Request request = MakeRequest(*entry);
-    if (TakesFastPath(*entry, request)) {
-      hits_[request.cache_id] = Hit{entry, now, false};
-      round_trace_.Ready(config_.rank, request.cache_id, entry->meta.name, now);
-      continue;
-    }
-    if (request.cache_id == 0 && gating()) {
-      // Its metadata changed: the peers' cached copies must meet it at the controller (which
-      // names the mismatch) instead of waiting for a round.
-      auto slot = cache_.find(entry->meta.name);
-      if (slot != cache_.end() && specs_.count(slot->second.id) != 0) {
-        diverted_.insert(slot->second.id);
-        newly_diverted_.push_back(slot->second.id);
-      }
-    }
-    batch.requests.push_back(std::move(request));
-  }
-  if (batch.requests.empty()) return;
-  logger_->trace("sending {} requests", batch.requests.size());
-  SendRequests(batch);
-}
-
-void BackgroundLoop::SendRequests(const WorkerMessage& batch) {
-  if (batch.requests.empty()) return;
-  Status sent = channel_->Send(batch);
-  if (!sent.ok()) Abort(ControllerLost(sent), false);
-}
-
-Status BackgroundLoop::RootCause(const Status& local) {
-  // A peer that closed its connection: the controller hears of it at once. A timeout: the
-  // peer named may itself be waiting for a stopped rank further up the ring; the controller's
-  // keepalive names the stopped one within a quarter timeout of ours (grpc_keepalive.h).
-  const double grace = local.code() == StatusCode::kDeadlineExceeded
-                           ? config_.timeout_seconds / 2
-                           : std::min(config_.timeout_seconds / 4, 1.0);
-  const SteadyTime::time_point until =
-      SteadyTime::now() +
-      std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(grace));
-  for (;;) {
-    StatusOr<std::optional<ControllerMessage>> next = channel_->TryReceive();
-    if (!next.ok()) return ControllerLost(next.status());
-    if (next->has_value()) {
-      if ((*next)->kind == ControllerMessage::Kind::kAbort) return Aborted((*next)->reason);
-      continue;  // responses after a failed one never run: the job aborts
-    }
-    if (SteadyTime::now() >= until) return local;
-    wakeup_->WaitUntil(until);
-  }
-}
-
-void BackgroundLoop::Abort(const Status& why, bool tell_controller) {
-  if (state_ != State::kRunning) return;
-  state_ = State::kAborted;
+void BackgroundLoop::Abort(const Status& why, TellController tell) {
+  if (!serving()) return;
+  MoveTo(LoopState::kAborted);
   final_status_ = why;
   logger_->error("job aborted: {}", why.message());
   queue_->Close(why);
   data_plane_->Interrupt(why);
-  if (tell_controller) {
+  if (tell == TellController::kYes) {
     WorkerMessage notice;
     notice.kind = WorkerMessage::Kind::kAbort;
     notice.reason = why.message();
@@ -386,15 +220,14 @@ void BackgroundLoop::Abort(const Status& why, bool tell_controller) {
 }
 
 void BackgroundLoop::FailAll(const Status& why) {
-  hits_.clear();  // they point into the queue's table
-  held_join_ = nullptr;
+  if (fast_path_on()) fast_->DropEntries();  // they point into the queue's table
   for (auto& entry : queue_->RemoveAll()) Complete(std::move(entry), why);
 }
 
 void BackgroundLoop::Complete(std::unique_ptr<TensorEntry> entry, const Status& status,
                               const Response* response) {
   if (entry == nullptr) return;
-  const SteadyTime::time_point callback_start = SteadyTime::now();
+  const Clock::TimePoint callback_start = clock_->Now();
   if (entry->callback) {
     try {
       entry->callback(status);
@@ -405,7 +238,7 @@ void BackgroundLoop::Complete(std::unique_ptr<TensorEntry> entry, const Status& 
     }
   }
   if (tracer_ != nullptr) {
-    tracer_->Completed(*entry, status, response, callback_start, SteadyTime::now());
+    tracer_->Completed(*entry, status, response, callback_start, clock_->Now());
   }
 }
 

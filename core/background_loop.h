@@ -1,40 +1,40 @@
 // BackgroundLoop: the one background thread of a rank (DESIGN.md §1, §4). It sends new
 // requests to the controller, receives responses in sequence order, runs them through the
 // Executor, and invokes callbacks. It also turns every job-fatal error into an abort that
-// fails all pending and later ops with one root-cause message (DESIGN.md §5).
+// fails all pending and later ops with one root-cause message (DESIGN.md §5). Its life is one
+// LoopState (core/loop_state.h names the states and the allowed transitions).
 //
 // With a RoundLane (the fast path, docs/FAST-PATH.md), allreduces whose metadata the
-// controller has cached do not go to the controller: the ranks agree in rounds over the lane
-// on which of them run, and every controller response also runs at a point a round decided,
-// so that all ranks run everything in one order (core/background_loop_rounds.cc).
+// controller has cached do not go to the controller: FastPath (core/fast_path.h) decides, from
+// the peers' round messages, which of them run and where every controller response runs, and
+// this loop does the I/O and runs what it decided (core/background_loop_rounds.cc).
 //
 // Threading: Start and Stop are called by the owning Runtime (any one thread). Everything
 // else runs on the loop's own thread, which owns the response cache and the entries it took
-// from the queue. The queue, channel, executor and data plane must outlive the loop.
+// from the queue. The queue, channel, executor, data plane and clock must outlive the loop.
+// Every deadline the loop computes comes from Config::clock.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/control_channel.h"
 #include "core/data_plane.h"
 #include "core/executor.h"
+#include "core/fast_path.h"
 #include "core/logging.h"
+#include "core/loop_state.h"
 #include "core/op_tracer.h"
-#include "core/round_agreement.h"
 #include "core/round_lane.h"
-#include "core/round_trace.h"
 #include "core/tensor_queue.h"
 #include "core/wakeup.h"
 
@@ -52,13 +52,17 @@ class BackgroundLoop {
     // Fast path: the fusion threshold its responses are planned with (KOLO_FUSION_THRESHOLD),
     // and how long a cached allreduce waits for the other ranks before it is sent to the
     // controller instead (whose stall inspector then sees it).
-    int64_t fusion_threshold_bytes = 64 << 20;
+    int64_t fusion_threshold_bytes = 0;
     double divert_after_seconds = 1.0;
     // Where the fast path's negotiations are drawn (rank 0: the timeline; core/round_trace.h).
     TraceSink* negotiation_sink = nullptr;
     // Every rank of this host has a core: an open round is polled, yielding the core to any
     // thread that wants it, for up to kRoundSpin before the thread sleeps.
     bool busy_poll = false;
+    // Where time comes from (deadlines, keepalives, the fast path, trace timestamps); tests
+    // pass a ManualClock. Sleeps are real time, at most kMaxIdleWait each, so a manual clock
+    // that moves is seen within that.
+    const Clock* clock = SteadyClock::Get();
   };
 
   // `tracer` may be null (no timeline); `lane` may be null (no fast path: every op goes
@@ -90,40 +94,41 @@ class BackgroundLoop {
   Status Stop();
 
  private:
-  enum class State { kRunning, kAborted, kDone };
+  static Status ShutDownBeforeCompletion();
 
   void Run();
   void RunLoop();
+  // The step of the loop's life that may come next (the stop notice, the stop deadline, the
+  // end after the job-wide Shutdown), checked once per wake-up.
+  void AdvanceLife();
+  void MoveTo(LoopState next);
+  bool serving() const { return Serving(state_); }
+  // The control stream (core/background_loop_control.cc).
   void DrainControl();
   void HandleMessage(const ControllerMessage& message);
-  void HandleResponse(const Response& response);
-  // Executes a decided `response` over `entries` (this rank's, or stand-ins) and completes
-  // them; `controller` says whether it came from the controller (it then updates the cache).
-  void RunResponse(const Response& response, std::vector<TensorEntry*> entries, bool controller);
+  void HandleShutdown();
+  // Checks `response` is the next in sequence, finds this rank's entries (or zero stand-ins
+  // when it joined), learns the cache ids it assigns, and runs it.
+  void RunControllerResponse(const Response& response);
+  // Executes a decided `response` (the controller's or a round's) over `entries` (this
+  // rank's, or stand-ins) and completes them.
+  void Execute(const Response& response, std::vector<TensorEntry*> entries);
   void RememberCacheIds(const Response& response, const std::vector<TensorEntry*>& entries);
 
-  // Fast path (core/background_loop_rounds.cc). Loop thread only.
-  struct Decided;
-  bool gating() const { return lane_ != nullptr; }
-  // Whether `entry`, announced as `request`, waits for a round instead of the controller.
-  bool TakesFastPath(const TensorEntry& entry, const Request& request) const;
+  // Fast path I/O (core/background_loop_rounds.cc). Loop thread only.
+  bool fast_path_on() const { return fast_ != nullptr; }
   void PollLane();
   // Sends, answers and completes rounds and runs what they decided, as far as possible now.
   void StepRounds();
-  bool NeedRound() const;
   bool SpinForAnswer() const;
-  void SendRound();
-  void DivertWaiting();
-  void Divert(uint32_t id, WorkerMessage* batch);
-  void ApplyDecision(const RoundDecision& decision);
+  // Runs what the rounds decided, in order, as far as received. True if anything ran.
   bool RunDecided();
-  void RunHits(const Decided& decided);
-  void SendHeldJoin();
-  void CheckRoundDeadlines();
-  bool FastPathDone() const;
+  void RunFastWork(FastPath::Work work);
+  void SendCachedRequests(const std::vector<uint32_t>& ids);
   void SendNewRequests();
   // Sends a batch of requests (nothing if it is empty); a broken stream aborts the job.
   void SendRequests(const WorkerMessage& batch);
+  void SendStopNotice();
   // Clock sync: a few Ping/Pong round trips with the controller at start; the one with the
   // shortest round trip gives the offset.
   void SendClockPing();
@@ -134,6 +139,8 @@ class BackgroundLoop {
   Request MakeRequest(const TensorEntry& entry);
   // A zero tensor for name `index` of an allreduce this joined rank never submitted.
   TensorEntry* StandIn(const Response& response, size_t index);
+  // Sleeps until woken, `deadline` (this loop's clock) or kMaxIdleWait, whichever is first.
+  void Sleep(Clock::TimePoint deadline, const std::vector<int>& fds = {});
   // The root cause of a collective that failed with `local`: waits for the controller's
   // verdict (an Abort naming the lost rank, or the stream breaking: the controller lost) up to
   // min(timeout / 4, 1 s) when a peer closed its connection (a dead peer's control stream
@@ -141,7 +148,10 @@ class BackgroundLoop {
   // nothing may itself be waiting for a stopped rank; keepalive names the stopped one), and
   // returns it; else `local`. Every rank then fails with the same, right message.
   Status RootCause(const Status& local);
-  void Abort(const Status& why, bool tell_controller);
+  // Job-fatal: fails every pending and later op with `why`. The controller is told unless it
+  // is what failed or what reported the error (it then knows already).
+  enum class TellController { kYes, kNo };
+  void Abort(const Status& why, TellController tell);
   void FailAll(const Status& why);
   // Runs the callback; `response` is the decision it completed with, if any (for the trace).
   void Complete(std::unique_ptr<TensorEntry> entry, const Status& status,
@@ -156,6 +166,8 @@ class BackgroundLoop {
   DataPlane* const data_plane_;
   OpTracer* const tracer_;
   const Logger logger_;
+
+  const Clock* const clock_;
 
   // Set by Stop() (any thread), read by the loop.
   std::atomic<bool> stop_requested_{false};
@@ -172,17 +184,16 @@ class BackgroundLoop {
   bool accepting_tasks_ = false;              // guarded by tasks_mu_: the loop runs
 
   // Loop thread only.
-  State state_ = State::kRunning;
+  LoopState state_ = LoopState::kRunning;
   Status final_status_;
-  bool notice_sent_ = false;
-  std::chrono::steady_clock::time_point stop_deadline_;
-  uint64_t last_seq_ = 0;
+  Clock::TimePoint stop_deadline_;  // kDraining: leave without the others from then on
+  uint64_t last_seq_ = 0;           // the last controller response run
   bool joined_ = false;  // this rank's join is in flight: it contributes zeros to allreduces
   // Zero tensors standing in for allreduces a joined rank never submitted; live while the
   // response that needs them executes.
   std::vector<std::unique_ptr<TensorEntry>> stand_ins_;
   std::vector<std::vector<uint8_t>> stand_in_data_;
-  std::chrono::steady_clock::time_point last_keepalive_;
+  Clock::TimePoint last_keepalive_;
   int clock_samples_ = 0;
   double best_clock_rtt_us_ = 0;
   struct CacheSlot {
@@ -191,50 +202,12 @@ class BackgroundLoop {
   };
   std::unordered_map<std::string, CacheSlot> cache_;
 
-  // Fast path; loop thread only.
+  // Fast path; loop thread only. Both null without a lane.
   RoundLane* const lane_;
-  RoundAgreement rounds_;
-  RoundTrace round_trace_;
-  struct FastSpec {  // what a cached allreduce's id stands for, identical on every rank
-    std::string name;
-    DataType dtype = DataType::kFloat32;
-    ReduceOp reduce_op = ReduceOp::kSum;
-    double prescale = 1.0;
-    double postscale = 1.0;
-    int64_t num_elements = 0;
-  };
-  std::unordered_map<uint32_t, FastSpec> specs_;
-  struct Hit {
-    TensorEntry* entry;
-    std::chrono::steady_clock::time_point since;
-    bool announced = false;  // in a round message of this rank already
-  };
-  std::map<uint32_t, Hit> hits_;          // waiting cached allreduces, by cache id
-  std::set<uint32_t> diverted_;           // ids that go to the controller until their name runs
-  std::vector<uint32_t> newly_diverted_;  // diverted by this rank since its last message
-  bool stopping_ = false;                 // shutdown() was called: nothing new takes the path
-  bool closed_ = false;                   // some rank is stopping: every op goes to the controller
-  std::deque<Response> received_;         // controller responses not run yet, in seq order
-  uint64_t received_seq_ = 0;
-  uint64_t decided_seq_ = 0;  // the highest run_through_seq decided so far
-  struct Decided {
-    RoundDecision decision;
-    // Parallel to decision.runnable: this rank's entry, or null where its message said
-    // `joined` without the id (it runs with zeros). Taken out of hits_ when decided, so that
-    // nothing decided can be diverted or announced again while it waits to run.
-    std::vector<TensorEntry*> entries;
-  };
-  std::deque<Decided> decided_;
-  std::chrono::steady_clock::time_point blocked_since_;  // first decision waits for responses
-  bool blocked_ = false;
-  RoundMessage last_sent_;
-  std::vector<bool> lane_closed_;  // by rank
-  bool shutdown_received_ = false;
-  std::vector<bool> peer_stopping_;   // by rank: its last round message said `stopping`
-  TensorEntry* held_join_ = nullptr;  // a join waiting for this rank's cached allreduces
+  const std::unique_ptr<FastPath> fast_;
 
-  std::thread thread_;    // started by Start(), joined by Stop()
-  bool stopped_ = false;  // owner thread only
+  std::thread thread_;        // started by Start(), joined by Stop()
+  bool stop_called_ = false;  // owner thread only
 };
 
 }  // namespace kolo

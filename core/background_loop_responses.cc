@@ -7,15 +7,12 @@
 #include "core/background_loop.h"
 
 namespace kolo {
-namespace {
-using SteadyTime = std::chrono::steady_clock;
-}  // namespace
 
-void BackgroundLoop::HandleResponse(const Response& response) {
+void BackgroundLoop::RunControllerResponse(const Response& response) {
   if (response.seq != last_seq_ + 1) {
     Abort(Internal("protocol error: response " + std::to_string(response.seq) + " arrived after " +
                    std::to_string(last_seq_)),
-          true);
+          TellController::kYes);
     return;
   }
   last_seq_ = response.seq;
@@ -32,7 +29,7 @@ void BackgroundLoop::HandleResponse(const Response& response) {
     if (entry == nullptr) {
       Abort(Internal("protocol error: the controller decided on '" + name +
                      "', which this rank never submitted"),
-            true);
+            TellController::kYes);
       return;
     }
     entries.push_back(entry);
@@ -40,12 +37,13 @@ void BackgroundLoop::HandleResponse(const Response& response) {
   if (response.is_error()) {
     for (const std::string& name : response.names) {
       auto slot = cache_.find(name);
-      if (slot != cache_.end()) diverted_.erase(slot->second.id);  // this instance is over
+      // This instance is over: the next may take the fast path.
+      if (slot != cache_.end() && fast_path_on()) fast_->InstanceOver(slot->second.id);
     }
   } else {
     RememberCacheIds(response, entries);
   }
-  RunResponse(response, std::move(entries), true);
+  Execute(response, std::move(entries));
 }
 
 void BackgroundLoop::RememberCacheIds(const Response& response,
@@ -54,30 +52,26 @@ void BackgroundLoop::RememberCacheIds(const Response& response,
   for (size_t i = 0; i < response.names.size() && i < entries.size(); ++i) {
     const std::string& name = response.names[i];
     auto old = cache_.find(name);
-    if (old != cache_.end()) {
-      diverted_.erase(old->second.id);  // this instance ran: the next may take the fast path
+    const uint32_t id = i < response.cache_ids.size() ? response.cache_ids[i] : 0;
+    if (fast_path_on() && old != cache_.end()) {
+      fast_->InstanceOver(old->second.id);  // this instance ran: the next may take the fast path
+      if (old->second.id != id) fast_->Forget(old->second.id);
     }
-    uint32_t id = i < response.cache_ids.size() ? response.cache_ids[i] : 0;
-    if (old != cache_.end() && old->second.id != id) specs_.erase(old->second.id);
     if (id == 0) {
       cache_.erase(name);
       continue;
     }
     cache_[name] = CacheSlot{id, entries[i]->meta};
-    if (response.op == OpType::kAllreduce && entries[i]->meta.group.empty()) {
-      specs_[id] = FastSpec{name,
-                            response.dtype,
-                            response.reduce_op,
-                            response.prescale,
-                            response.postscale,
-                            i < response.num_elements.size() ? response.num_elements[i] : 0};
+    if (fast_path_on() && response.op == OpType::kAllreduce && entries[i]->meta.group.empty()) {
+      fast_->Learn(id, FastSpec{name, response.dtype, response.reduce_op, response.prescale,
+                                response.postscale,
+                                i < response.num_elements.size() ? response.num_elements[i] : 0});
     }
   }
 }
 
-void BackgroundLoop::RunResponse(const Response& response, std::vector<TensorEntry*> entries,
-                                 bool controller) {
-  if (tracer_ != nullptr) tracer_->Taken(entries, SteadyTime::now());
+void BackgroundLoop::Execute(const Response& response, std::vector<TensorEntry*> entries) {
+  if (tracer_ != nullptr) tracer_->Taken(entries, clock_->Now());
   // An error response must never reach a callback as OK, whatever code it carries.
   const StatusCode code =
       response.error_code == StatusCode::kOk ? StatusCode::kMismatch : response.error_code;
@@ -89,7 +83,7 @@ void BackgroundLoop::RunResponse(const Response& response, std::vector<TensorEnt
     if (!status.ok()) {
       stand_ins_.clear();
       stand_in_data_.clear();
-      Abort(RootCause(status), true);  // also fails these entries with the root cause
+      Abort(RootCause(status), TellController::kYes);  // also fails these entries with it
       return;
     }
   }
@@ -99,8 +93,9 @@ void BackgroundLoop::RunResponse(const Response& response, std::vector<TensorEnt
   for (const auto& stand_in : stand_ins_) zero_names.push_back(stand_in->meta.name);
   stand_ins_.clear();
   stand_in_data_.clear();
-  if (controller && response.op == OpType::kJoin && !response.is_error()) {
+  if (response.op == OpType::kJoin && !response.is_error()) {  // only the controller's
     joined_ = false;
+    if (fast_path_on()) fast_->SetJoined(false);
     for (TensorEntry* e : entries) {
       if (e->last_joined != nullptr) *e->last_joined = response.root;
     }

@@ -35,6 +35,12 @@ class ManualClock final : public Clock {
   std::atomic<int64_t> now_ns_{1'000'000'000};
 };
 
+// `seconds` (a configured time, e.g. KOLO_TIMEOUT_SECONDS) as a clock duration.
+inline Clock::TimePoint::duration DurationOf(double seconds) {
+  return std::chrono::duration_cast<Clock::TimePoint::duration>(
+      std::chrono::duration<double>(seconds));
+}
+
 // "30 s", "0.5 s", "1.25 s": a deadline as error messages print it.
 inline std::string SecondsText(double seconds) {
   char buffer[64];

@@ -1,0 +1,37 @@
+#include "core/fusion_rule.h"
+
+namespace kolo {
+
+FusionKey FusionKey::Of(const TensorMeta& meta) {
+  FusionKey key;
+  key.op = meta.op;
+  key.dtype = meta.dtype;
+  key.device = meta.device;
+  key.reduce_op = meta.reduce_op;
+  key.prescale = meta.prescale;
+  key.postscale = meta.postscale;
+  return key;
+}
+
+bool SameFusionKey(const FusionKey& a, const FusionKey& b) {
+  if (a.op != b.op || a.dtype != b.dtype || a.device != b.device) return false;
+  if (a.op == OpType::kAllgather) return true;  // no reduction: nothing else to agree on
+  return a.reduce_op == b.reduce_op && a.prescale == b.prescale && a.postscale == b.postscale;
+}
+
+bool IsFusibleOp(OpType op) {
+  return op == OpType::kAllreduce || op == OpType::kAllgather || op == OpType::kReducescatter;
+}
+
+bool FusionBatch::Admits(const FusionKey& key, int64_t bytes) const {
+  if (count_ == 0) return true;
+  return IsFusibleOp(key.op) && SameFusionKey(key_, key) && bytes <= threshold_ - bytes_;
+}
+
+void FusionBatch::Add(const FusionKey& key, int64_t bytes) {
+  if (count_ == 0) key_ = key;
+  bytes_ += bytes;
+  ++count_;
+}
+
+}  // namespace kolo

@@ -1,0 +1,387 @@
+// BackgroundLoop on its own: a real in-process controller reached through LocalControlChannel
+// (a second rank, where a test needs one, is driven by hand through the controller's handler),
+// a recording executor instead of the data plane, and a manual clock, so that the stop
+// deadline and the other deadlines are tested by moving time instead of racing sleeps.
+#include "core/background_loop.h"
+
+#include <catch2/catch.hpp>
+
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "controller/controller.h"
+#include "core/local_control_channel.h"
+#include "core/loop_state.h"
+#include "tests/support/watchdog.h"
+
+using namespace kolo;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Runs responses by copying each input to its output (a one-rank allreduce), records what it
+// ran, and fails the tensors named in `fail`.
+class RecordingExecutor final : public Executor {
+ public:
+  Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
+                 PhaseObserver*) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ran_.push_back(response);
+    for (TensorEntry* e : entries) {
+      if (e->meta.name == fail_) return Unavailable("allreduce '" + fail_ + "': rank 1 closed");
+      if (e->output.data != e->input.data) {
+        std::memcpy(e->output.data, e->input.data, e->input.num_bytes());
+      }
+    }
+    return Status::Ok();
+  }
+  std::vector<Response> ran() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ran_;
+  }
+  void FailOn(std::string name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_ = std::move(name);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Response> ran_;
+  std::string fail_;
+};
+
+// The loop only interrupts the data plane on an abort; it records that.
+class RecordingDataPlane final : public DataPlane {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Status Exchange(int, int, StreamExchange&, const std::string&) override {
+    return Internal("the loop test moves no data");
+  }
+  void Interrupt(const Status& why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    interrupted_ = why;
+  }
+  Status interrupted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return interrupted_;
+  }
+
+ private:
+  std::mutex mu_;
+  Status interrupted_;
+};
+
+// Where the controller's messages for ranks other than 0 go: nowhere but a count.
+class OtherRanks final : public ControllerOutbox {
+ public:
+  void Send(int rank, const ControllerMessage& message) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    received_.emplace_back(rank, message.kind);
+  }
+  int count(ControllerMessage::Kind kind) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const auto& [rank, k] : received_) n += k == kind ? 1 : 0;
+    return n;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<int, ControllerMessage::Kind>> received_;
+};
+
+// One callback's outcome, waited for with a deadline.
+class Outcome {
+ public:
+  Callback callback() {
+    return [this](const Status& s) {
+      std::lock_guard<std::mutex> lock(mu_);
+      status_ = s;
+      ++calls_;
+      cv_.notify_all();
+    };
+  }
+  // The status, once the callback ran; fails the test if it does not within 10 s.
+  Status Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    REQUIRE(cv_.wait_for(lock, 10s, [&] { return calls_ > 0; }));
+    return status_;
+  }
+  int calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Status status_;
+  int calls_ = 0;
+};
+
+// Rank 0 of a `size`-rank job: its loop, the controller, and ranks 1.. as far as the test
+// drives them by hand.
+class LoopJob {
+ public:
+  explicit LoopJob(int size) : size_(size), queue_(&wakeup_) {
+    controller::Controller::Config config;
+    config.size = size;
+    config.fusion_threshold_bytes = 1 << 20;
+    config.timeout_seconds = 30;
+    controller_ = std::make_unique<controller::Controller>(
+        config, SteadyClock::Get(), MakeLogger(0, "controller", spdlog::level::warn));
+    channel_ = std::make_unique<LocalControlChannel>(0, controller_.get(), &others_, "gen-1");
+    controller_->Attach(channel_.get());
+    controller_->Start();
+    for (int r = 1; r < size; ++r) {
+      Hello hello;
+      hello.rank = r;
+      hello.size = size;
+      hello.host = "localhost";
+      hello.data_address = "127.0.0.1:" + std::to_string(1000 + r);
+      REQUIRE(controller_->OnHello(hello).ok());
+    }
+    Hello hello;
+    hello.rank = 0;
+    hello.size = size;
+    hello.host = "localhost";
+    hello.data_address = "127.0.0.1:1000";
+    REQUIRE(channel_->Connect(hello, std::chrono::steady_clock::now() + 10s, [this] {
+                      wakeup_.Notify();
+                    }).ok());
+    BackgroundLoop::Config loop_config;
+    loop_config.rank = 0;
+    loop_config.size = size;
+    loop_config.timeout_seconds = 30;
+    loop_config.fusion_threshold_bytes = 1 << 20;
+    loop_config.clock = &clock_;
+    loop_ = std::make_unique<BackgroundLoop>(loop_config, &queue_, &wakeup_, channel_.get(),
+                                             &executor_, &data_plane_, nullptr,
+                                             MakeLogger(0, "loop", spdlog::level::warn));
+    loop_->Start();
+  }
+
+  ~LoopJob() {
+    loop_->Stop().IgnoreError();
+    controller_->Stop();
+  }
+
+  // An allreduce of `count` floats named `name` from rank 0.
+  Status Allreduce(const std::string& name, std::vector<float>* data, Callback done) {
+    auto entry = std::make_unique<TensorEntry>();
+    entry->meta.name = name;
+    entry->meta.op = OpType::kAllreduce;
+    entry->meta.shape = {static_cast<int64_t>(data->size())};
+    entry->input = {data->data(), DataType::kFloat32, entry->meta.shape, Device::Cpu()};
+    entry->output = entry->input;
+    entry->callback = std::move(done);
+    return queue_.Enqueue(std::move(entry));
+  }
+
+  // Rank r announces `name` as rank 0 does in Allreduce.
+  void AnnounceFrom(int r, const std::string& name, int64_t count) {
+    WorkerMessage batch;
+    batch.kind = WorkerMessage::Kind::kRequests;
+    Request request;
+    request.meta.name = name;
+    request.meta.op = OpType::kAllreduce;
+    request.meta.shape = {count};
+    batch.requests.push_back(request);
+    controller_->OnMessage(r, batch);
+  }
+
+  void ShutdownNoticeFrom(int r) {
+    WorkerMessage notice;
+    notice.kind = WorkerMessage::Kind::kShutdown;
+    controller_->OnMessage(r, notice);
+  }
+
+  // A message from the controller to rank 0, as if the controller sent it.
+  void Deliver(const ControllerMessage& message) { channel_->Send(0, message); }
+
+  // Moves the loop's clock and wakes it, so it sees the new time now.
+  void Advance(std::chrono::nanoseconds d) {
+    clock_.Advance(d);
+    wakeup_.Notify();
+  }
+
+  BackgroundLoop& loop() { return *loop_; }
+  TensorQueue& queue() { return queue_; }
+  RecordingExecutor& executor() { return executor_; }
+  RecordingDataPlane& data_plane() { return data_plane_; }
+  OtherRanks& others() { return others_; }
+
+ private:
+  const int size_;
+  ManualClock clock_;
+  Wakeup wakeup_;
+  TensorQueue queue_;
+  RecordingExecutor executor_;
+  RecordingDataPlane data_plane_;
+  OtherRanks others_;
+  std::unique_ptr<controller::Controller> controller_;
+  std::unique_ptr<LocalControlChannel> channel_;
+  std::unique_ptr<BackgroundLoop> loop_;
+};
+
+}  // namespace
+
+TEST_CASE("The loop runs each op once in the controller's order and stops cleanly",
+          "[core][loop]") {
+  testing::Watchdog watchdog("background loop: clean run", 30s);
+  LoopJob job(1);
+  std::vector<float> a(4, 1.0f), b(8, 2.0f), c(3, 3.0f);
+  Outcome oa, ob, oc;
+  REQUIRE(job.Allreduce("a", &a, oa.callback()).ok());
+  REQUIRE(job.Allreduce("b", &b, ob.callback()).ok());
+  CHECK(oa.Wait().ok());
+  CHECK(ob.Wait().ok());
+  REQUIRE(job.Allreduce("c", &c, oc.callback()).ok());
+  CHECK(oc.Wait().ok());
+  std::vector<Response> ran = job.executor().ran();
+  REQUIRE_FALSE(ran.empty());
+  uint64_t seq = 0;
+  std::vector<std::string> names;
+  for (const Response& r : ran) {
+    CHECK(r.seq == ++seq);  // in sequence, none skipped or repeated
+    names.insert(names.end(), r.names.begin(), r.names.end());
+  }
+  CHECK(names == std::vector<std::string>{"a", "b", "c"});
+  CHECK(job.loop().Stop().ok());
+  CHECK(job.loop().Stop().ok());  // idempotent
+  CHECK(oa.calls() == 1);
+  std::vector<float> late(1);
+  const Status refused = job.Allreduce("late", &late, [](const Status&) {});
+  CHECK(refused.code() == StatusCode::kShutdown);
+}
+
+TEST_CASE("A rank whose peers never call shutdown() leaves exactly at the stop deadline",
+          "[core][loop]") {
+  testing::Watchdog watchdog("background loop: stop deadline", 30s);
+  LoopJob job(2);
+  std::vector<float> x(4, 1.0f);
+  Outcome pending;
+  // Rank 1 never announces 'x' nor sends its shutdown notice.
+  REQUIRE(job.Allreduce("x", &x, pending.callback()).ok());
+  std::future<Status> stopped = std::async(std::launch::async, [&] { return job.loop().Stop(); });
+  // Real time passes, the loop's clock does not: it must not leave.
+  CHECK(stopped.wait_for(300ms) == std::future_status::timeout);
+  job.Advance(29s);
+  CHECK(stopped.wait_for(300ms) == std::future_status::timeout);
+  job.Advance(1s);
+  REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
+  const Status s = stopped.get();
+  CHECK(s.code() == StatusCode::kDeadlineExceeded);
+  CHECK(s.message() ==
+        "shutdown: not every rank called shutdown() within 30 s (KOLO_TIMEOUT_SECONDS); leaving "
+        "without them");
+  // The op rank 1 never submitted fails with shutdown, once.
+  const Status op = pending.Wait();
+  CHECK(op.code() == StatusCode::kShutdown);
+  CHECK(pending.calls() == 1);
+}
+
+TEST_CASE("A stopping rank keeps running what was submitted until the job-wide Shutdown",
+          "[core][loop]") {
+  testing::Watchdog watchdog("background loop: drain", 30s);
+  LoopJob job(2);
+  std::vector<float> x(4, 1.0f);
+  Outcome done;
+  REQUIRE(job.Allreduce("x", &x, done.callback()).ok());
+  std::future<Status> stopped = std::async(std::launch::async, [&] { return job.loop().Stop(); });
+  CHECK(stopped.wait_for(200ms) == std::future_status::timeout);
+  job.AnnounceFrom(1, "x", 4);  // rank 1 catches up: 'x' runs while rank 0 drains
+  CHECK(done.Wait().ok());
+  job.ShutdownNoticeFrom(1);  // the last notice: the controller sends Shutdown to all
+  REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
+  CHECK(stopped.get().ok());
+  CHECK(job.others().count(ControllerMessage::Kind::kShutdown) == 1);
+}
+
+TEST_CASE("A job-wide Shutdown before this rank's own notice is a protocol error",
+          "[core][loop]") {
+  testing::Watchdog watchdog("background loop: early Shutdown", 30s);
+  LoopJob job(2);
+  std::vector<float> x(4, 1.0f);
+  Outcome pending;
+  REQUIRE(job.Allreduce("x", &x, pending.callback()).ok());
+  ControllerMessage shutdown;
+  shutdown.kind = ControllerMessage::Kind::kShutdown;
+  job.Deliver(shutdown);
+  const Status failed = pending.Wait();
+  CHECK(failed.code() == StatusCode::kInternal);
+  CHECK(failed.message() ==
+        "protocol error: the job-wide Shutdown arrived while this rank was running, before its "
+        "own shutdown notice");
+  CHECK(job.data_plane().interrupted().message() == failed.message());
+  CHECK(job.loop().Stop().message() == failed.message());
+}
+
+TEST_CASE("The controller's Abort fails every pending and later op with its reason",
+          "[core][loop]") {
+  testing::Watchdog watchdog("background loop: abort", 30s);
+  LoopJob job(2);
+  std::vector<float> x(4, 1.0f), y(2, 1.0f);
+  Outcome ox, oy;
+  REQUIRE(job.Allreduce("x", &x, ox.callback()).ok());
+  REQUIRE(job.Allreduce("y", &y, oy.callback()).ok());
+  ControllerMessage abort;
+  abort.kind = ControllerMessage::Kind::kAbort;
+  abort.reason = "rank 1 lost: control stream of rank 1 closed without shutdown";
+  job.Deliver(abort);
+  for (Outcome* o : {&ox, &oy}) {
+    const Status s = o->Wait();
+    CHECK(s.code() == StatusCode::kAborted);
+    CHECK(s.message() == abort.reason);
+  }
+  std::vector<float> z(1);
+  const Status later = job.Allreduce("z", &z, [](const Status&) {});
+  CHECK(later.message() == abort.reason);
+  CHECK(job.loop().Stop().message() == abort.reason);
+}
+
+TEST_CASE("A failed collective waits a bounded time of the loop's clock for the controller's "
+          "verdict, then fails with its own error",
+          "[core][loop]") {
+  testing::Watchdog watchdog("background loop: root cause", 30s);
+  LoopJob job(1);
+  job.executor().FailOn("w");
+  std::vector<float> w(4, 1.0f);
+  Outcome failed;
+  REQUIRE(job.Allreduce("w", &w, failed.callback()).ok());
+  // The loop waits up to min(T/4, 1 s) of its clock for an Abort that names the real culprit.
+  std::this_thread::sleep_for(200ms);
+  CHECK(failed.calls() == 0);
+  job.Advance(1s);
+  const Status s = failed.Wait();
+  CHECK(s.code() == StatusCode::kUnavailable);
+  CHECK(s.message() == "allreduce 'w': rank 1 closed");
+  CHECK(job.loop().Stop().message() == s.message());
+}
+
+TEST_CASE("The loop's states allow exactly the documented transitions", "[core][loop]") {
+  using S = LoopState;
+  const std::vector<S> all = {S::kRunning,   S::kStopRequested, S::kDraining,
+                              S::kFinishing, S::kAborted,       S::kDone};
+  const std::set<std::pair<S, S>> allowed = {
+      {S::kRunning, S::kStopRequested},  {S::kStopRequested, S::kDraining},
+      {S::kDraining, S::kFinishing},     {S::kDraining, S::kDone},
+      {S::kFinishing, S::kDone},         {S::kAborted, S::kDone},
+      {S::kRunning, S::kAborted},        {S::kStopRequested, S::kAborted},
+      {S::kDraining, S::kAborted},       {S::kFinishing, S::kAborted},
+  };
+  for (S from : all) {
+    for (S to : all) {
+      INFO(LoopStateName(from) << " -> " << LoopStateName(to));
+      CHECK(LoopTransitionAllowed(from, to) == (allowed.count({from, to}) == 1));
+    }
+  }
+  CHECK(Serving(S::kFinishing));
+  CHECK_FALSE(Serving(S::kAborted));
+  CHECK_FALSE(Serving(S::kDone));
+}

@@ -1,0 +1,350 @@
+// FastPath as plain data: several ranks' FastPaths exchange round messages in memory under a
+// manual clock; the tests check what they decide, in which order and fused how, and the
+// deadlines and protocol errors, with no thread, socket or sleep.
+#include "core/fast_path.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <memory>
+
+using namespace kolo;
+using namespace std::chrono_literals;
+
+namespace {
+
+FastSpec Spec(const std::string& name, int64_t elements, DataType dtype = DataType::kFloat32,
+              ReduceOp op = ReduceOp::kSum) {
+  FastSpec s;
+  s.name = name;
+  s.num_elements = elements;
+  s.dtype = dtype;
+  s.reduce_op = op;
+  return s;
+}
+
+// N ranks' fast paths, their entries and a manual clock; round messages travel at once.
+class Job {
+ public:
+  explicit Job(int size, int64_t threshold = 1 << 20, std::vector<int64_t> thresholds = {}) {
+    for (int r = 0; r < size; ++r) {
+      FastPath::Config config;
+      config.rank = r;
+      config.size = size;
+      config.fusion_threshold_bytes = thresholds.empty() ? threshold : thresholds[r];
+      config.divert_after_seconds = 1.0;
+      config.timeout_seconds = 30.0;
+      ranks_.push_back(std::make_unique<FastPath>(config, nullptr));
+      to_controller_.emplace_back();
+    }
+  }
+
+  FastPath& at(int r) { return *ranks_[r]; }
+  ManualClock& clock() { return clock_; }
+  const std::vector<uint32_t>& to_controller(int r) const { return to_controller_[r]; }
+
+  // Every rank learns `id` for `spec`, as from the controller's response that assigned it.
+  void LearnEverywhere(uint32_t id, const FastSpec& spec) {
+    for (auto& fast : ranks_) fast->Learn(id, spec);
+  }
+
+  // A cached allreduce of `spec` on `rank`, offered to its fast path.
+  TensorEntry* Submit(int rank, uint32_t id, const FastSpec& spec) {
+    auto entry = std::make_unique<TensorEntry>();
+    entry->meta.name = spec.name;
+    entry->meta.op = OpType::kAllreduce;
+    entry->meta.dtype = spec.dtype;
+    entry->meta.shape = {spec.num_elements};
+    entry->meta.reduce_op = spec.reduce_op;
+    TensorEntry* raw = entry.get();
+    entries_.push_back(std::move(entry));
+    REQUIRE(at(rank).Offer(raw, id, clock_.Now()));
+    return raw;
+  }
+
+  // Advances every rank and delivers every round message, until nothing moves. Ranks in
+  // `silent` neither advance nor receive.
+  void Settle(const std::vector<int>& silent = {}) {
+    auto is_silent = [&](int r) {
+      return std::find(silent.begin(), silent.end(), r) != silent.end();
+    };
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
+        if (is_silent(r)) continue;
+        FastPath::Outbox out;
+        REQUIRE(at(r).Advance(clock_.Now(), &out).ok());
+        to_controller_[r].insert(to_controller_[r].end(), out.to_controller.begin(),
+                                 out.to_controller.end());
+        if (out.round) {
+          moved = true;
+          for (int p = 0; p < static_cast<int>(ranks_.size()); ++p) {
+            if (p == r || is_silent(p)) continue;
+            REQUIRE(at(p).ReceiveRound(r, *out.round, clock_.Now()).ok());
+          }
+        }
+        if (out.progress) moved = true;
+      }
+    }
+  }
+
+  // Everything rank `r` may run now, in order.
+  std::vector<FastPath::Work> Drain(int r) {
+    std::vector<FastPath::Work> works;
+    while (std::optional<FastPath::Work> w = at(r).NextWork(clock_.Now())) {
+      works.push_back(std::move(*w));
+    }
+    return works;
+  }
+
+ private:
+  ManualClock clock_;
+  std::vector<std::unique_ptr<FastPath>> ranks_;
+  std::vector<std::unique_ptr<TensorEntry>> entries_;
+  std::vector<std::vector<uint32_t>> to_controller_;
+};
+
+Response ControllerResponse(uint64_t seq, const std::string& name) {
+  Response r;
+  r.seq = seq;
+  r.names = {name};
+  r.num_elements = {4};
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("A cached allreduce every rank has ready runs on every rank, with its own entry",
+          "[core][fastpath]") {
+  const int size = GENERATE(1, 2, 3, 4);
+  Job job(size);
+  const FastSpec w = Spec("grad/w", 100);
+  job.LearnEverywhere(7, w);
+  std::vector<TensorEntry*> mine;
+  for (int r = 0; r < size; ++r) mine.push_back(job.Submit(r, 7, w));
+  job.Settle();
+  for (int r = 0; r < size; ++r) {
+    std::vector<FastPath::Work> works = job.Drain(r);
+    REQUIRE(works.size() == 1);
+    CHECK_FALSE(works[0].from_controller);
+    CHECK(works[0].response.names == std::vector<std::string>{"grad/w"});
+    CHECK(works[0].response.cache_ids == std::vector<uint32_t>{7});
+    CHECK(works[0].response.num_elements == std::vector<int64_t>{100});
+    CHECK(works[0].response.seq == 0);
+    CHECK(works[0].response.fast_round == 1);
+    CHECK(works[0].entries == std::vector<TensorEntry*>{mine[r]});
+    CHECK(job.at(r).Done());
+  }
+}
+
+TEST_CASE(
+    "Decided tensors run in ascending id order, fused by the controller's rule under the "
+    "smallest threshold any rank has",
+    "[core][fastpath]") {
+  // Rank 1's threshold is 1 KiB: 3 x 400-byte float tensors cut 2 + 1 on every rank.
+  Job job(2, 0, {1 << 20, 1024});
+  job.LearnEverywhere(4, Spec("c", 100));
+  job.LearnEverywhere(2, Spec("b", 100));
+  job.LearnEverywhere(1, Spec("a", 100));
+  job.LearnEverywhere(9, Spec("d", 10, DataType::kFloat64));  // another dtype: its own batch
+  job.LearnEverywhere(12, Spec("e", 10, DataType::kFloat32, ReduceOp::kMax));  // another op
+  for (int r = 0; r < 2; ++r) {
+    // Submitted in different orders per rank.
+    for (uint32_t id :
+         r == 0 ? std::vector<uint32_t>{4, 2, 1, 9, 12} : std::vector<uint32_t>{12, 9, 1, 2, 4}) {
+      const std::map<uint32_t, FastSpec> specs = {
+          {1, Spec("a", 100)},
+          {2, Spec("b", 100)},
+          {4, Spec("c", 100)},
+          {9, Spec("d", 10, DataType::kFloat64)},
+          {12, Spec("e", 10, DataType::kFloat32, ReduceOp::kMax)}};
+      job.Submit(r, id, specs.at(id));
+    }
+  }
+  job.Settle();
+  for (int r = 0; r < 2; ++r) {
+    std::vector<FastPath::Work> works = job.Drain(r);
+    REQUIRE(works.size() == 4);
+    CHECK(works[0].response.names == std::vector<std::string>{"a", "b"});
+    CHECK(works[1].response.names == std::vector<std::string>{"c"});
+    CHECK(works[2].response.names == std::vector<std::string>{"d"});
+    CHECK(works[2].response.dtype == DataType::kFloat64);
+    CHECK(works[3].response.names == std::vector<std::string>{"e"});
+    CHECK(works[3].response.reduce_op == ReduceOp::kMax);
+    // One timeline group per batch, the same on every rank.
+    CHECK(works[0].response.fast_group != works[1].response.fast_group);
+    CHECK(works[0].response.fast_group == (uint64_t{1} << 52) + (1u << 20));
+  }
+}
+
+TEST_CASE("A tensor only some ranks have waits, then goes to the controller after the patience",
+          "[core][fastpath]") {
+  Job job(3);
+  const FastSpec w = Spec("grad/w", 8);
+  job.LearnEverywhere(3, w);
+  job.Submit(0, 3, w);
+  job.Submit(1, 3, w);
+  job.Settle();
+  CHECK(job.Drain(0).empty());
+  CHECK(job.to_controller(0).empty());
+  job.clock().Advance(999ms);
+  job.Settle();
+  CHECK(job.to_controller(0).empty());
+  job.clock().Advance(2ms);
+  job.Settle();
+  // Both waiting ranks send it to the controller, and the round tells rank 2 to do the same.
+  CHECK(job.to_controller(0) == std::vector<uint32_t>{3});
+  CHECK(job.to_controller(1) == std::vector<uint32_t>{3});
+  // Rank 2 now submits it: it is diverted and must go to the controller too.
+  TensorEntry late;
+  late.meta.name = "grad/w";
+  late.meta.shape = {8};
+  CHECK_FALSE(job.at(2).Offer(&late, 3, job.clock().Now()));
+  // Once the controller ran that instance, the next takes the fast path again.
+  job.at(2).InstanceOver(3);
+  CHECK(job.at(2).Offer(&late, 3, job.clock().Now()));
+}
+
+TEST_CASE("Controller responses run where a round puts them, after those any rank received",
+          "[core][fastpath]") {
+  Job job(2);
+  const FastSpec w = Spec("grad/w", 4);
+  job.LearnEverywhere(5, w);
+  // Rank 0 has controller response 1 already; rank 1 has not.
+  REQUIRE(job.at(0).ReceiveResponse(ControllerResponse(1, "loss")).ok());
+  job.Submit(0, 5, w);
+  job.Submit(1, 5, w);
+  job.Settle();
+  std::vector<FastPath::Work> on0 = job.Drain(0);
+  REQUIRE(on0.size() == 2);
+  CHECK(on0[0].from_controller);
+  CHECK(on0[0].response.seq == 1);
+  CHECK(on0[1].response.names == std::vector<std::string>{"grad/w"});
+  // Rank 1 must run response 1 first and waits for it.
+  CHECK(job.Drain(1).empty());
+  CHECK(job.at(1).CheckDeadlines(job.clock().Now()).ok());
+  job.clock().Advance(30s);
+  const Status late = job.at(1).CheckDeadlines(job.clock().Now());
+  CHECK(late.code() == StatusCode::kDeadlineExceeded);
+  CHECK(late.message() ==
+        "waited 30 s (KOLO_TIMEOUT_SECONDS) for controller response 1, which another rank has "
+        "received");
+  // It arrives: both run, in the same order as on rank 0.
+  REQUIRE(job.at(1).ReceiveResponse(ControllerResponse(1, "loss")).ok());
+  std::vector<FastPath::Work> on1 = job.Drain(1);
+  REQUIRE(on1.size() == 2);
+  CHECK(on1[0].from_controller);
+  CHECK(on1[1].response.names == std::vector<std::string>{"grad/w"});
+  CHECK(job.at(1).CheckDeadlines(job.clock().Now()).ok());
+}
+
+TEST_CASE("A controller response out of sequence is a protocol error naming both numbers",
+          "[core][fastpath]") {
+  Job job(2);
+  REQUIRE(job.at(0).ReceiveResponse(ControllerResponse(1, "a")).ok());
+  const Status gap = job.at(0).ReceiveResponse(ControllerResponse(3, "c"));
+  CHECK(gap.code() == StatusCode::kInternal);
+  CHECK(gap.message() == "protocol error: response 3 arrived after 1");
+}
+
+TEST_CASE("A round a peer does not answer fails at the deadline naming it; a closed peer at once",
+          "[core][fastpath]") {
+  Job job(3);
+  const FastSpec w = Spec("grad/w", 4);
+  job.LearnEverywhere(1, w);
+  job.Submit(0, 1, w);
+  job.Settle(/*silent=*/{2});
+  REQUIRE(job.at(0).waiting());
+  CHECK(job.at(0).CheckDeadlines(job.clock().Now()).ok());
+  SECTION("silent") {
+    job.clock().Advance(29s);
+    CHECK(job.at(0).CheckDeadlines(job.clock().Now()).ok());
+    job.clock().Advance(1s);
+    const Status late = job.at(0).CheckDeadlines(job.clock().Now());
+    CHECK(late.code() == StatusCode::kDeadlineExceeded);
+    CHECK(late.message() ==
+          "fast path: no answer to round 1 from rank(s) 2 within 30 s (KOLO_TIMEOUT_SECONDS)");
+  }
+  SECTION("closed") {
+    job.at(0).PeerClosed(2);
+    const Status gone = job.at(0).CheckDeadlines(job.clock().Now());
+    CHECK(gone.code() == StatusCode::kUnavailable);
+    CHECK(gone.message() == "fast path: rank(s) 2 closed the connection before answering round 1");
+  }
+}
+
+TEST_CASE("A joined rank runs the others' cached allreduces with zeros (a null entry)",
+          "[core][fastpath]") {
+  Job job(3);
+  const FastSpec w = Spec("grad/w", 4);
+  job.LearnEverywhere(6, w);
+  job.at(2).SetJoined(true);
+  TensorEntry* on0 = job.Submit(0, 6, w);
+  job.Submit(1, 6, w);
+  job.Settle();
+  std::vector<FastPath::Work> works0 = job.Drain(0);
+  std::vector<FastPath::Work> works2 = job.Drain(2);
+  REQUIRE(works0.size() == 1);
+  REQUIRE(works2.size() == 1);
+  CHECK(works0[0].entries == std::vector<TensorEntry*>{on0});
+  CHECK(works2[0].entries == std::vector<TensorEntry*>{nullptr});
+  CHECK(works2[0].response.names == std::vector<std::string>{"grad/w"});
+}
+
+TEST_CASE("A join waits for the rank's own cached allreduces to be decided", "[core][fastpath]") {
+  Job job(2);
+  const FastSpec w = Spec("grad/w", 4);
+  job.LearnEverywhere(2, w);
+  job.Submit(0, 2, w);
+  TensorEntry join;
+  join.meta.op = OpType::kJoin;
+  REQUIRE(job.at(0).HoldJoin(&join));
+  job.at(0).SetJoined(true);
+  CHECK(job.at(0).TakeReleasedJoin() == nullptr);
+  job.Submit(1, 2, w);
+  job.Settle();
+  CHECK(job.at(0).TakeReleasedJoin() == &join);
+  CHECK(job.at(0).TakeReleasedJoin() == nullptr);
+  CHECK_FALSE(job.at(1).HoldJoin(&join));  // nothing of rank 1's waits
+}
+
+TEST_CASE(
+    "After shutdown() nothing takes the path, waiting tensors leave it, and the rank "
+    "settles once its stopping round was answered",
+    "[core][fastpath]") {
+  Job job(2);
+  const FastSpec w = Spec("grad/w", 4);
+  job.LearnEverywhere(1, w);
+  job.LearnEverywhere(2, Spec("grad/b", 4));
+  job.Submit(0, 1, w);
+  job.at(0).SetStopping();
+  CHECK_FALSE(job.at(0).Settled());
+  TensorEntry other;
+  other.meta.name = "grad/b";
+  other.meta.shape = {4};
+  CHECK_FALSE(job.at(0).Offer(&other, 2, job.clock().Now()));
+  job.Settle();
+  CHECK(job.to_controller(0) == std::vector<uint32_t>{1});
+  CHECK(job.at(0).Settled());
+  // The peer learnt that a rank stops: it too sends everything to the controller now.
+  CHECK_FALSE(job.at(1).Offer(&other, 2, job.clock().Now()));
+}
+
+TEST_CASE("A decision for an id this rank neither has nor can stand in for is refused",
+          "[core][fastpath]") {
+  Job job(2);
+  const FastSpec w = Spec("grad/w", 4);
+  job.at(0).Learn(1, w);      // rank 1 never learnt what id 1 stands for,
+  job.at(1).SetJoined(true);  // yet it joined: it would have to run it with zeros
+  job.Submit(0, 1, w);
+  FastPath::Outbox out0;
+  REQUIRE(job.at(0).Advance(job.clock().Now(), &out0).ok());
+  REQUIRE(out0.round);
+  REQUIRE(job.at(1).ReceiveRound(0, *out0.round, job.clock().Now()).ok());
+  FastPath::Outbox out1;
+  const Status refused = job.at(1).Advance(job.clock().Now(), &out1);
+  CHECK(refused.code() == StatusCode::kInternal);
+  CHECK(refused.message() ==
+        "fast path: round 1 decided on cache id 1, which this rank neither reported ready nor "
+        "can stand in for");
+}
