@@ -100,6 +100,10 @@ bool BackgroundLoop::IsBackgroundThread() {
   return tls_is_background_thread;
 }
 
+void BackgroundLoop::SetBackgroundThread(bool on) {
+  tls_is_background_thread = on;
+}
+
 Status BackgroundLoop::Stop() {
   if (IsBackgroundThread()) {
     return FailedPrecondition(
@@ -115,7 +119,7 @@ Status BackgroundLoop::Stop() {
 }
 
 void BackgroundLoop::Run() {
-  tls_is_background_thread = true;
+  SetBackgroundThread(true);
   // Third-party code (gRPC, protobuf, user callbacks) may throw; nothing may escape the thread.
   try {
     RunLoop();
@@ -140,8 +144,9 @@ void BackgroundLoop::RunLoop() {
     if (state_ == LoopState::kDraining) wake_by = std::min(wake_by, stop_deadline_);
     Sleep(wake_by, fast_path_on() && serving() ? lane_->fds() : std::vector<int>{});
     DrainControl();
+    DrainAsyncFailures();
     RunTasks();
-    if (state_ == LoopState::kAborted && stop_requested_) MoveTo(LoopState::kDone);
+    if (state_ == LoopState::kAborted && stop_requested_) Finish();
     if (!serving()) continue;
     // Read the flag before draining the queue: Stop() closes the queue before it sets the
     // flag, so every op enqueued before a stop we see here is sent ahead of the notice (the
@@ -171,14 +176,14 @@ void BackgroundLoop::AdvanceLife() {
                                        " (KOLO_TIMEOUT_SECONDS); leaving without them");
       logger_->warn("{}", final_status_.message());
       FailAll(ShutDownBeforeCompletion());
-      MoveTo(LoopState::kDone);
+      Finish();
       return;
     case LoopState::kFinishing:
       // Every rank did call shutdown(); what is left to run is bounded by the fast path's own
       // deadlines.
       if (fast_->Done()) {
         FailAll(ShutDownBeforeCompletion());
-        MoveTo(LoopState::kDone);
+        Finish();
       }
       return;
     default:
@@ -209,6 +214,7 @@ void BackgroundLoop::Abort(const Status& why, TellController tell) {
   logger_->error("job aborted: {}", why.message());
   queue_->Close(why);
   data_plane_->Interrupt(why);
+  executor_->Interrupt(why);
   if (tell == TellController::kYes) {
     WorkerMessage notice;
     notice.kind = WorkerMessage::Kind::kAbort;

@@ -95,6 +95,8 @@ class BackgroundLoop {
 
  private:
   static Status ShutDownBeforeCompletion();
+  // Marks the calling thread as one where callbacks run (IsBackgroundThread).
+  static void SetBackgroundThread(bool on);
 
   void Run();
   void RunLoop();
@@ -113,6 +115,23 @@ class BackgroundLoop {
   // Executes a decided `response` (the controller's or a round's) over `entries` (this
   // rank's, or stand-ins) and completes them.
   void Execute(const Response& response, std::vector<TensorEntry*> entries);
+  // Removes the response's entries from the queue and completes them with `status` (their own
+  // local error where they have one). `skip`: names this rank ran with zeros (not its own).
+  void CompleteResponse(const Response& response, const Status& status,
+                        const std::vector<std::string>& skip);
+
+  // Asynchronous execution (Executor::Launch), core/background_loop_async.cc.
+  struct AsyncOp;
+  void Launch(const Response& response, std::vector<TensorEntry*> entries);
+  // Runs on the executor's completion thread.
+  void OnAsyncDone(const std::shared_ptr<AsyncOp>& op, const Status& status);
+  // Loop thread: fails the ops whose device work failed (the first failure aborts the job).
+  void DrainAsyncFailures();
+  // Waits, up to KOLO_TIMEOUT_SECONDS of the loop's clock (then interrupts the executor and
+  // waits as long again), until no launched op is in flight; then the loop may end.
+  void AwaitInFlight();
+  // The end of the loop's life: AwaitInFlight, then kDone.
+  void Finish();
   void RememberCacheIds(const Response& response, const std::vector<TensorEntry*>& entries);
 
   // Fast path I/O (core/background_loop_rounds.cc). Loop thread only.
@@ -205,6 +224,16 @@ class BackgroundLoop {
   // Fast path; loop thread only. Both null without a lane.
   RoundLane* const lane_;
   const std::unique_ptr<FastPath> fast_;
+
+  // Ops launched asynchronously and not completed yet; decremented by the completion thread.
+  std::atomic<int> in_flight_{0};
+  std::mutex async_mu_;
+  struct AsyncFailure {
+    std::shared_ptr<AsyncOp> op;
+    Status status;
+  };
+  std::vector<AsyncFailure> async_failures_;  // guarded by async_mu_
+  Status shutdown_interrupt_;  // loop thread only: why AwaitInFlight interrupted the executor
 
   std::thread thread_;        // started by Start(), joined by Stop()
   bool stop_called_ = false;  // owner thread only

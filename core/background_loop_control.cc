@@ -34,7 +34,7 @@ void BackgroundLoop::DrainControl() {
     StatusOr<std::optional<ControllerMessage>> next = channel_->TryReceive();
     if (!next.ok()) {
       Abort(ControllerLost(next.status()), TellController::kNo);
-      if (stop_requested_) MoveTo(LoopState::kDone);
+      if (stop_requested_) Finish();
       return;
     }
     if (!next->has_value()) return;
@@ -89,7 +89,7 @@ void BackgroundLoop::HandleShutdown() {
     return;
   }
   FailAll(ShutDownBeforeCompletion());
-  MoveTo(LoopState::kDone);
+  Finish();
 }
 
 namespace {

@@ -77,6 +77,10 @@ void BackgroundLoop::Execute(const Response& response, std::vector<TensorEntry*>
       response.error_code == StatusCode::kOk ? StatusCode::kMismatch : response.error_code;
   Status status = response.is_error() ? Status(code, response.error) : Status::Ok();
   if (!response.is_error() && !entries.empty()) {
+    if (executor_->RunsAsync(response)) {
+      Launch(response, std::move(entries));
+      return;
+    }
     std::optional<OpTracer::Phases> phases;
     if (tracer_ != nullptr) phases.emplace(*tracer_, entries);
     status = executor_->Execute(response, entries, phases ? &*phases : nullptr);
@@ -100,10 +104,15 @@ void BackgroundLoop::Execute(const Response& response, std::vector<TensorEntry*>
       if (e->last_joined != nullptr) *e->last_joined = response.root;
     }
   }
+  CompleteResponse(response, status, zero_names);
+}
+
+void BackgroundLoop::CompleteResponse(const Response& response, const Status& status,
+                                      const std::vector<std::string>& skip) {
   // Removing only now keeps each name in flight until its result is in place; Complete
   // skips names this rank never submitted.
   for (const std::string& name : response.names) {
-    if (std::find(zero_names.begin(), zero_names.end(), name) != zero_names.end()) continue;
+    if (std::find(skip.begin(), skip.end(), name) != skip.end()) continue;
     std::unique_ptr<TensorEntry> entry = queue_->Remove(name);
     if (entry != nullptr && !entry->local_error.ok()) {
       const Status local = entry->local_error;

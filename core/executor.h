@@ -1,9 +1,12 @@
 // Executor: runs the data-plane part of one decided Response (DESIGN.md §3). ops/ implements it
 // (CPU ring collectives); the background loop calls it in response sequence order.
 //
-// Threading: background thread only. Execute blocks until the data movement has finished.
+// Threading: background thread only, except where a method says otherwise. Execute blocks until
+// the data movement has finished; Launch (device work) returns at once and completes later on
+// the executor's completion thread.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/clock.h"
@@ -30,6 +33,23 @@ class Executor {
   // tensors and the peer rank involved. `observer` (may be null) hears each finished phase.
   virtual Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                          PhaseObserver* observer) = 0;
+
+  // --- Asynchronous execution (device collectives complete long after they are enqueued). ---
+  using Done = std::function<void(const Status&)>;
+  // True if `response` runs through Launch instead of Execute.
+  virtual bool RunsAsync(const Response& /*response*/) const { return false; }
+  // Enqueues `response` over `entries` (as for Execute) and returns without waiting. A non-OK
+  // return is job-fatal and `done` never runs. After OK, `done` runs exactly once, on the
+  // executor's own completion thread, under no lock: with OK once every output holds its
+  // result, or with the error that made the op fail (job-fatal). `entries`, `observer` and the
+  // memory they point to stay valid until then; `observer` may be called on that thread.
+  virtual Status Launch(const Response& /*response*/, const std::vector<TensorEntry*>& /*entries*/,
+                        PhaseObserver* /*observer*/, Done /*done*/) {
+    return Internal("this executor runs nothing asynchronously");
+  }
+  // The job aborted with `why`: every launched op that has not completed fails with it soon
+  // (its `done` runs with `why`), without waiting for peers. Any thread; idempotent.
+  virtual void Interrupt(const Status& /*why*/) {}
 };
 
 }  // namespace kolo

@@ -9,7 +9,8 @@
 //
 // The controller sends the job-wide Shutdown only after every rank's notice, so it cannot
 // reach a rank that has not sent its own (kRunning, kStopRequested); such a message is a
-// protocol error. kDone is final: the thread exits.
+// protocol error. kDone is final: the thread exits, once no op launched asynchronously (device
+// work) is in flight.
 //
 // Threading: a value type; the loop's copy is background thread only.
 #pragma once

@@ -22,6 +22,10 @@ struct TensorEntry {
   // Set by the executor when the op failed on this rank only (the allocator returned no
   // memory) while the data plane went on: the entry completes with it, the job does not abort.
   Status local_error;
+  // Set by the background thread when its response was launched asynchronously
+  // (Executor::Launch): until the executor completes it, TensorQueue::RemoveAll leaves it and
+  // the name stays in flight.
+  bool in_flight = false;
   std::chrono::steady_clock::time_point enqueued_at;
   // Timeline (core/op_tracer.h), set before the entry is queued: the hub generation its span
   // was opened under (0: not traced), and the track and slot it is drawn on.

@@ -80,8 +80,14 @@ std::vector<std::unique_ptr<TensorEntry>> TensorQueue::RemoveAll() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::unique_ptr<TensorEntry>> all;
   all.reserve(table_.size());
-  for (auto& [name, entry] : table_) all.push_back(std::move(entry));
-  table_.clear();
+  for (auto it = table_.begin(); it != table_.end();) {
+    if (it->second->in_flight) {
+      ++it;  // its executor completes it
+      continue;
+    }
+    all.push_back(std::move(it->second));
+    it = table_.erase(it);
+  }
   new_entries_.clear();
   // Callers fail these in enqueue order so users see a stable order.
   std::sort(all.begin(), all.end(),

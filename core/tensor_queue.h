@@ -3,8 +3,10 @@
 // fails at enqueue.
 //
 // Threading: Enqueue and Close may be called from any thread; TakeNew, Find, Remove and
-// RemoveAll from the background thread only. Entries handed out by TakeNew stay owned by the table
-// but are touched only by the background thread until Remove returns them.
+// RemoveAll from the background thread only, except that an executor's completion thread
+// Removes the entries of an op launched asynchronously once it completed. Entries handed out by
+// TakeNew stay owned by the table but are touched only by the background thread until Remove
+// returns them.
 #pragma once
 
 #include <memory>
@@ -44,7 +46,8 @@ class TensorQueue {
   // From now on Enqueue fails with `why` (the first Close wins).
   void Close(const Status& why);
 
-  // Removes every in-flight entry (for failing them all at shutdown or abort).
+  // Removes every in-flight entry (for failing them all at shutdown or abort), except those
+  // launched asynchronously (TensorEntry::in_flight), which their executor completes.
   std::vector<std::unique_ptr<TensorEntry>> RemoveAll();
 
  private:

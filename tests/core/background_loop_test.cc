@@ -5,9 +5,9 @@
 #include "core/background_loop.h"
 
 #include <catch2/catch.hpp>
-
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <mutex>
 #include <set>
@@ -52,6 +52,98 @@ class RecordingExecutor final : public Executor {
   std::mutex mu_;
   std::vector<Response> ran_;
   std::string fail_;
+};
+
+// Completes launched ops on its own thread, one at a time when the test says so (or fails
+// them all once interrupted), copying each input to its output as a one-rank allreduce does.
+class AsyncExecutor final : public Executor {
+ public:
+  AsyncExecutor() : thread_([this] { Run(); }) {}
+  ~AsyncExecutor() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  Status Execute(const Response&, const std::vector<TensorEntry*>&, PhaseObserver*) override {
+    return Internal("every response of this test runs asynchronously");
+  }
+  bool RunsAsync(const Response&) const override { return true; }
+  Status Launch(const Response& response, const std::vector<TensorEntry*>& entries, PhaseObserver*,
+                Done done) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    launched_.push_back(Op{response.names, entries, std::move(done)});
+    cv_.notify_all();
+    return Status::Ok();
+  }
+  void Interrupt(const Status& why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++interrupts_;
+    interrupted_ = why;
+    cv_.notify_all();
+  }
+
+  // Waits (10 s at most) until `n` ops were launched and not completed.
+  bool WaitLaunched(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, 10s, [&] { return launched_.size() >= n; });
+  }
+  // Completes the oldest launched op with `status` on the executor's thread.
+  void CompleteOldest(Status status = Status::Ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    to_complete_.push_back(std::move(status));
+    cv_.notify_all();
+  }
+  int interrupts() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return interrupts_;
+  }
+  std::thread::id thread_id() const { return thread_.get_id(); }
+
+ private:
+  struct Op {
+    std::vector<std::string> names;
+    std::vector<TensorEntry*> entries;
+    Done done;
+  };
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] {
+        return stopping_ || (!launched_.empty() && (!to_complete_.empty() || !interrupted_.ok()));
+      });
+      if (stopping_) return;
+      Op op = std::move(launched_.front());
+      launched_.pop_front();
+      Status status = interrupted_;
+      if (status.ok()) {
+        status = to_complete_.front();
+        to_complete_.pop_front();
+      }
+      lock.unlock();
+      if (status.ok()) {
+        for (TensorEntry* e : op.entries) {
+          if (e->output.data != e->input.data) {
+            std::memcpy(e->output.data, e->input.data, e->input.num_bytes());
+          }
+        }
+      }
+      op.done(status);
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Op> launched_;         // guarded by mu_
+  std::deque<Status> to_complete_;  // guarded by mu_
+  Status interrupted_;              // guarded by mu_
+  int interrupts_ = 0;              // guarded by mu_
+  bool stopping_ = false;           // guarded by mu_
+  std::thread thread_;              // last
 };
 
 // The loop only interrupts the data plane on an abort; it records that.
@@ -128,7 +220,8 @@ class Outcome {
 // drives them by hand.
 class LoopJob {
  public:
-  explicit LoopJob(int size) : size_(size), queue_(&wakeup_) {
+  // `executor`: runs the responses (the recording one when null); must outlive the job.
+  explicit LoopJob(int size, Executor* executor = nullptr) : size_(size), queue_(&wakeup_) {
     controller::Controller::Config config;
     config.size = size;
     config.fusion_threshold_bytes = 1 << 20;
@@ -151,18 +244,19 @@ class LoopJob {
     hello.size = size;
     hello.host = "localhost";
     hello.data_address = "127.0.0.1:1000";
-    REQUIRE(channel_->Connect(hello, std::chrono::steady_clock::now() + 10s, [this] {
-                      wakeup_.Notify();
-                    }).ok());
+    REQUIRE(
+        channel_
+            ->Connect(hello, std::chrono::steady_clock::now() + 10s, [this] { wakeup_.Notify(); })
+            .ok());
     BackgroundLoop::Config loop_config;
     loop_config.rank = 0;
     loop_config.size = size;
     loop_config.timeout_seconds = 30;
     loop_config.fusion_threshold_bytes = 1 << 20;
     loop_config.clock = &clock_;
-    loop_ = std::make_unique<BackgroundLoop>(loop_config, &queue_, &wakeup_, channel_.get(),
-                                             &executor_, &data_plane_, nullptr,
-                                             MakeLogger(0, "loop", spdlog::level::warn));
+    loop_ = std::make_unique<BackgroundLoop>(
+        loop_config, &queue_, &wakeup_, channel_.get(), executor != nullptr ? executor : &executor_,
+        &data_plane_, nullptr, MakeLogger(0, "loop", spdlog::level::warn));
     loop_->Start();
   }
 
@@ -303,8 +397,7 @@ TEST_CASE("A stopping rank keeps running what was submitted until the job-wide S
   CHECK(job.others().count(ControllerMessage::Kind::kShutdown) == 1);
 }
 
-TEST_CASE("A job-wide Shutdown before this rank's own notice is a protocol error",
-          "[core][loop]") {
+TEST_CASE("A job-wide Shutdown before this rank's own notice is a protocol error", "[core][loop]") {
   testing::Watchdog watchdog("background loop: early Shutdown", 30s);
   LoopJob job(2);
   std::vector<float> x(4, 1.0f);
@@ -345,9 +438,10 @@ TEST_CASE("The controller's Abort fails every pending and later op with its reas
   CHECK(job.loop().Stop().message() == abort.reason);
 }
 
-TEST_CASE("A failed collective waits a bounded time of the loop's clock for the controller's "
-          "verdict, then fails with its own error",
-          "[core][loop]") {
+TEST_CASE(
+    "A failed collective waits a bounded time of the loop's clock for the controller's "
+    "verdict, then fails with its own error",
+    "[core][loop]") {
   testing::Watchdog watchdog("background loop: root cause", 30s);
   LoopJob job(1);
   job.executor().FailOn("w");
@@ -369,11 +463,11 @@ TEST_CASE("The loop's states allow exactly the documented transitions", "[core][
   const std::vector<S> all = {S::kRunning,   S::kStopRequested, S::kDraining,
                               S::kFinishing, S::kAborted,       S::kDone};
   const std::set<std::pair<S, S>> allowed = {
-      {S::kRunning, S::kStopRequested},  {S::kStopRequested, S::kDraining},
-      {S::kDraining, S::kFinishing},     {S::kDraining, S::kDone},
-      {S::kFinishing, S::kDone},         {S::kAborted, S::kDone},
-      {S::kRunning, S::kAborted},        {S::kStopRequested, S::kAborted},
-      {S::kDraining, S::kAborted},       {S::kFinishing, S::kAborted},
+      {S::kRunning, S::kStopRequested}, {S::kStopRequested, S::kDraining},
+      {S::kDraining, S::kFinishing},    {S::kDraining, S::kDone},
+      {S::kFinishing, S::kDone},        {S::kAborted, S::kDone},
+      {S::kRunning, S::kAborted},       {S::kStopRequested, S::kAborted},
+      {S::kDraining, S::kAborted},      {S::kFinishing, S::kAborted},
   };
   for (S from : all) {
     for (S to : all) {
@@ -384,4 +478,120 @@ TEST_CASE("The loop's states allow exactly the documented transitions", "[core][
   CHECK(Serving(S::kFinishing));
   CHECK_FALSE(Serving(S::kAborted));
   CHECK_FALSE(Serving(S::kDone));
+}
+
+TEST_CASE(
+    "An op launched asynchronously keeps its name until its executor completes it, and "
+    "its callback runs on the completion thread, which counts as kolo's",
+    "[core][loop][async]") {
+  testing::Watchdog watchdog("background loop: async completion", 30s);
+  AsyncExecutor executor;
+  LoopJob job(1, &executor);
+  std::vector<float> x(4, 1.0f);
+  std::mutex mu;
+  std::thread::id ran_on;
+  bool was_background = false;
+  Status blocking;
+  Outcome done;
+  Callback inner = done.callback();
+  REQUIRE(job.Allreduce("x", &x,
+                        [&](const Status& s) {
+                          {
+                            std::lock_guard<std::mutex> lock(mu);
+                            ran_on = std::this_thread::get_id();
+                            was_background = BackgroundLoop::IsBackgroundThread();
+                            blocking = job.loop().Stop();  // must refuse: it would wait on itself
+                          }
+                          inner(s);
+                        })
+              .ok());
+  REQUIRE(executor.WaitLaunched(1));
+  std::vector<float> again(4, 2.0f);
+  const Status duplicate = job.Allreduce("x", &again, [](const Status&) {});
+  CHECK_FALSE(duplicate.ok());
+  CHECK_THAT(duplicate.message(), Catch::Contains("'x'"));
+  CHECK(done.calls() == 0);
+  executor.CompleteOldest();
+  CHECK(done.Wait().ok());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    CHECK(ran_on == executor.thread_id());
+    CHECK(was_background);
+    CHECK(blocking.code() == StatusCode::kFailedPrecondition);
+  }
+  // The name is free again once the callback ran.
+  Outcome second;
+  REQUIRE(job.Allreduce("x", &again, second.callback()).ok());
+  REQUIRE(executor.WaitLaunched(1));
+  executor.CompleteOldest();
+  CHECK(second.Wait().ok());
+  CHECK(job.loop().Stop().ok());
+}
+
+TEST_CASE("shutdown() waits for ops in flight on the device", "[core][loop][async]") {
+  testing::Watchdog watchdog("background loop: async shutdown", 30s);
+  AsyncExecutor executor;
+  LoopJob job(1, &executor);
+  std::vector<float> x(4, 1.0f);
+  Outcome done;
+  REQUIRE(job.Allreduce("x", &x, done.callback()).ok());
+  REQUIRE(executor.WaitLaunched(1));
+  std::future<Status> stopped = std::async(std::launch::async, [&] { return job.loop().Stop(); });
+  CHECK(stopped.wait_for(300ms) == std::future_status::timeout);
+  executor.CompleteOldest();
+  REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
+  CHECK(stopped.get().ok());
+  CHECK(done.Wait().ok());
+  CHECK(executor.interrupts() == 0);
+}
+
+TEST_CASE(
+    "A failed device op aborts the job; the op still in flight fails once with the same "
+    "root cause",
+    "[core][loop][async]") {
+  testing::Watchdog watchdog("background loop: async failure", 30s);
+  AsyncExecutor executor;
+  LoopJob job(1, &executor);
+  std::vector<float> x(4, 1.0f), y(4, 2.0f);
+  Outcome ox, oy;
+  REQUIRE(job.Allreduce("x", &x, ox.callback()).ok());
+  REQUIRE(executor.WaitLaunched(1));
+  REQUIRE(job.Allreduce("y", &y, oy.callback()).ok());
+  REQUIRE(executor.WaitLaunched(2));
+  executor.CompleteOldest(Unavailable("allreduce 'x': ncclRemoteError: rank 1 is gone"));
+  // The loop waits up to min(T/4, 1 s) of its clock for the controller's verdict.
+  std::this_thread::sleep_for(100ms);
+  job.Advance(1s);
+  const Status sx = ox.Wait();
+  const Status sy = oy.Wait();
+  CHECK(sx.message() == "allreduce 'x': ncclRemoteError: rank 1 is gone");
+  CHECK(sy == sx);
+  CHECK(ox.calls() == 1);
+  CHECK(oy.calls() == 1);
+  CHECK(executor.interrupts() >= 1);
+  CHECK(job.loop().Stop() == sx);
+}
+
+TEST_CASE("An op the device never completes is interrupted after the timeout at shutdown",
+          "[core][loop][async]") {
+  testing::Watchdog watchdog("background loop: async hang", 30s);
+  AsyncExecutor executor;
+  LoopJob job(1, &executor);
+  std::vector<float> x(4, 1.0f);
+  Outcome done;
+  REQUIRE(job.Allreduce("x", &x, done.callback()).ok());
+  REQUIRE(executor.WaitLaunched(1));
+  std::future<Status> stopped = std::async(std::launch::async, [&] { return job.loop().Stop(); });
+  CHECK(stopped.wait_for(300ms) == std::future_status::timeout);
+  job.Advance(29s);
+  CHECK(stopped.wait_for(300ms) == std::future_status::timeout);
+  job.Advance(1s);
+  REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
+  const Status s = stopped.get();
+  CHECK(s.code() == StatusCode::kDeadlineExceeded);
+  CHECK(s.message() ==
+        "shutdown: 1 device op(s) still in flight 30 s (KOLO_TIMEOUT_SECONDS) after the job "
+        "ended");
+  CHECK(done.Wait() == s);
+  CHECK(done.calls() == 1);
 }
