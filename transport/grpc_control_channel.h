@@ -33,9 +33,13 @@ class GrpcControlChannel final : public ControlChannel {
   ~GrpcControlChannel() override;
 
   // See ControlChannel. Waits for the controller to accept connections (it may start after
-  // this worker), opens the stream, sends `hello` and waits for the Welcome; an Abort instead
-  // of the Welcome fails with the controller's reason; so does a controller that cannot prove
-  // it holds the job secret. On failure the stream is torn down.
+  // this worker), opens the stream, sends `hello` and waits for the Welcome. A stream that
+  // ends before the Welcome with UNAVAILABLE or CANCELLED (a controller that is stopping, or
+  // whose job is over: the previous job's, when init() follows shutdown()) is retried on a
+  // new stream until `deadline`, like a refused connection; the error at the deadline names
+  // the last such refusal. An Abort instead of the Welcome fails at once with the
+  // controller's reason; so does a controller that cannot prove it holds the job secret
+  // (docs/PROTOCOL.md, "Joining"). On failure the stream is torn down.
   StatusOr<std::vector<PeerInfo>> Connect(const Hello& hello,
                                           std::chrono::steady_clock::time_point deadline,
                                           std::function<void()> wake) override;
