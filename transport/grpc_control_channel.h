@@ -1,7 +1,8 @@
 // GrpcControlChannel: a worker's end of its control stream to the controller (DESIGN.md §2),
 // over gRPC. Created and driven by the runtime's background thread.
 // Threading: Connect, Send, TryReceive and Close are called by the background thread only. One
-// reader thread, started by Connect and joined by Close (or the destructor), queues incoming
+// reader thread per stream, started by Connect and joined by Close (or the destructor; or by
+// Connect itself when that attempt failed and it tries a new stream), queues incoming
 // messages and calls `wake` after each one and after the stream ends. The reader also answers
 // the controller's Challenge (control_auth.h), after checking the controller's own proof.
 #pragma once
