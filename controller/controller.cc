@@ -147,6 +147,13 @@ void Controller::Stop() {
 Status Controller::OnHello(const Hello& hello) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (rendezvous_.complete() && (shutdown_sent_ || aborted_)) {
+      // Every rank of this job was admitted and the job is over: the Hello is for the next
+      // job, whose controller will take this one's port. Unavailable: the worker retries.
+      return Unavailable(std::string("this controller's job is over (") +
+                         (shutdown_sent_ ? "shut down" : "aborted") +
+                         "); the next job's controller is not up yet");
+    }
     if (aborted_) return Aborted("the job was aborted: " + abort_reason_);
     Status status = rendezvous_.Admit(hello);
     if (!status.ok()) {

@@ -28,8 +28,9 @@ class ControllerOutbox {
 class ControllerHandler {
  public:
   virtual ~ControllerHandler() = default;
-  // A worker sent Hello. A non-OK status refuses the stream with that message (the
-  // transport sends it as an Abort and closes the stream).
+  // A worker sent Hello. A non-OK status refuses the stream with that message: Unavailable
+  // for now (the worker tries again until its start timeout), any other code for good (the
+  // transport sends it as an Abort and closes the stream). docs/PROTOCOL.md, "Joining".
   virtual Status OnHello(const Hello& hello) = 0;
   // Any later message from `rank`.
   virtual void OnMessage(int rank, const WorkerMessage& message) = 0;

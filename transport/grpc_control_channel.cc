@@ -36,6 +36,25 @@ const char* ChannelStateName(grpc_connectivity_state state) {
   return "unknown";
 }
 
+// The pauses between attempts to join a controller that could not take this Hello yet.
+constexpr std::chrono::milliseconds kFirstRetryPause{10};
+constexpr std::chrono::milliseconds kMaxRetryPause{250};
+// How long WaitForController lets the channel try before it looks at the channel's state.
+constexpr std::chrono::milliseconds kConnectSlice{500};
+
+double SecondsSince(SteadyTime start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Whether a stream that ended with `status` before the controller sent anything but its
+// Challenge may be tried again: the controller was stopping (it refuses with UNAVAILABLE,
+// its gRPC server answers GOAWAY) or cancelled the stream while shutting down. Every real
+// refusal arrives as an Abort message, or ends the stream with another code.
+bool MayRetry(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         status.error_code() == grpc::StatusCode::CANCELLED;
+}
+
 }  // namespace
 
 class GrpcControlChannel::Impl {
@@ -44,13 +63,13 @@ class GrpcControlChannel::Impl {
        const ControlSecurity& security,
        StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials)
       : address_(address),
+        timeout_seconds_(timeout_seconds),
         logger_(std::move(logger)),
         security_(security),
         credentials_error_(credentials.status()),
-        channel_(grpc::CreateCustomChannel(
-            address, credentials.ok() ? *credentials : grpc::InsecureChannelCredentials(),
-            WorkerChannelArguments(timeout_seconds))),
-        stub_(wire::Controller::NewStub(channel_)) {}
+        credentials_(credentials.ok() ? *credentials : grpc::InsecureChannelCredentials()) {
+    NewGrpcChannel();
+  }
   std::string generation() {
     std::lock_guard<std::mutex> lock(mu_);
     return generation_;
@@ -69,22 +88,44 @@ class GrpcControlChannel::Impl {
   void ReaderLoop();
   // Checks the controller's proof and writes ours. Reader thread.
   Status AnswerChallenge(const wire::Challenge& challenge);
-  void EndStream(const Status& error);
+  // `retryable`: the stream ended before the Welcome in a way that MayRetry.
+  void EndStream(const Status& error, bool retryable);
+  // One attempt to join: opens a stream, says Hello, awaits the Welcome. On failure
+  // `retryable` says whether the stream ended in a way that another attempt may cure.
+  StatusOr<std::vector<PeerInfo>> Attempt(SteadyTime deadline, bool* retryable);
+  // Cancels a failed attempt's stream, joins its reader and resets the per-stream state.
+  void EndAttempt();
+  // Connect's failure when the controller cannot be reached by the deadline.
+  Status Unreachable(int rank, SteadyTime start, const Status& last_refusal);
   StatusOr<std::vector<PeerInfo>> AwaitWelcome(int rank, SteadyTime deadline);
   std::string Lost(const std::string& detail) const {
     return "lost the control stream to the controller (rank 0) at " + address_ + ": " + detail;
   }
 
+  // Replaces channel_ and stub_ by new ones. Background thread, between attempts.
+  void NewGrpcChannel() {
+    channel_ =
+        grpc::CreateCustomChannel(address_, credentials_, WorkerChannelArguments(timeout_seconds_));
+    stub_ = wire::Controller::NewStub(channel_);
+  }
+  // Waits until channel_ is connected; false at `deadline`.
+  bool WaitForController(SteadyTime deadline);
+
   // Constant after construction.
   const std::string address_;
+  const double timeout_seconds_;
   const Logger logger_;
   const ControlSecurity security_;
   const Status credentials_error_;  // a TLS file that could not be read fails Connect
-  const std::shared_ptr<grpc::Channel> channel_;
-  const std::unique_ptr<wire::Controller::Stub> stub_;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
 
-  // Background thread only (the reader uses them only between Connect and its join).
-  grpc::ClientContext context_;  // TryCancel is thread-safe
+  // Background thread only; replaced only while no stream is open.
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<wire::Controller::Stub> stub_;
+
+  // Background thread only (the reader uses them only between an attempt's start and its
+  // join). One attempt (one stream) at a time; EndAttempt resets them for the next.
+  std::unique_ptr<grpc::ClientContext> context_;  // TryCancel is thread-safe
   std::unique_ptr<SessionStream> stream_;
   std::function<void()> wake_;
   Hello hello_;               // what Connect sent; read by the reader thread after its start
@@ -94,6 +135,9 @@ class GrpcControlChannel::Impl {
   std::thread reader_;
   bool closed_ = false;
   bool saw_shutdown_ = false;  // reader thread only
+  // Reader thread only: the Welcome arrived. Before it a failure is Connect's to report (and
+  // perhaps to retry), not the job's: on_fatal_ is not called.
+  bool welcomed_ = false;
 
   // Orders Write/WritesDone (background thread) against Finish (reader thread).
   std::mutex write_mu_;
@@ -104,6 +148,7 @@ class GrpcControlChannel::Impl {
   std::deque<ControllerMessage> inbox_;  // GUARDED_BY(mu_)
   bool reader_done_ = false;             // GUARDED_BY(mu_)
   Status stream_error_;                  // GUARDED_BY(mu_), set with reader_done_
+  bool retryable_end_ = false;           // GUARDED_BY(mu_), set with reader_done_ (MayRetry)
   std::string generation_;               // GUARDED_BY(mu_), from the Welcome
 };
 
@@ -114,27 +159,85 @@ StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::Connect(const Hello& h
     return FailedPrecondition("the control channel to " + address_ + " was already used");
   }
   if (!credentials_error_.ok()) return credentials_error_;
+  hello_ = hello;
+  wake_ = std::move(wake);
+  const SteadyTime start = std::chrono::steady_clock::now();
+  // A controller that cannot serve this Hello yet (the previous job's controller, still
+  // stopping on this port; docs/PROTOCOL.md "Joining") is retried like a refused
+  // connection, with a short pause that doubles up to kMaxRetryPause, until the deadline.
+  Status last_refusal;
+  std::chrono::milliseconds pause = kFirstRetryPause;
+  for (int attempt = 1;; ++attempt) {
+    if (!WaitForController(deadline)) {
+      return Unreachable(hello.rank, start, last_refusal);
+    }
+    bool retryable = false;
+    StatusOr<std::vector<PeerInfo>> peers = Attempt(deadline, &retryable);
+    if (peers.ok()) return peers;
+    EndAttempt();
+    if (!retryable) {
+      closed_ = true;
+      if (peers.status().code() != StatusCode::kDeadlineExceeded || last_refusal.ok()) {
+        return peers.status();
+      }
+      return Status(peers.status().code(),
+                    peers.status().message() + "; before that: " + last_refusal.message());
+    }
+    last_refusal = peers.status();
+    logger_->info("rank {}: attempt {} to join the controller at {} did not take ({}); retrying",
+                  hello.rank, attempt, address_, last_refusal.message());
+    const SteadyTime retry_at = std::chrono::steady_clock::now() + pause;
+    if (retry_at >= deadline) {
+      closed_ = true;
+      return DeadlineExceeded("rank " + std::to_string(hello.rank) + " could not join the " +
+                              "controller (rank 0) at " + address_ + " in " +
+                              SecondsText(SecondsSince(start)) + " (" + std::to_string(attempt) +
+                              " attempts); the last: " + last_refusal.message());
+    }
+    std::this_thread::sleep_until(retry_at);  // a backoff, not a synchronisation
+    pause = std::min(pause * 2, kMaxRetryPause);
+  }
+}
+
+bool GrpcControlChannel::Impl::WaitForController(SteadyTime deadline) {
+  for (;;) {
+    const SteadyTime slice_end =
+        std::min(deadline, std::chrono::steady_clock::now() + kConnectSlice);
+    if (channel_->WaitForConnected(ToSystemClock(slice_end))) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    // A channel whose connection got GOAWAY (the previous job's controller stopping) while it
+    // was connecting can stay idle for good under gRPC 1.51, asked to connect or not: start
+    // afresh. A controller not listening yet leaves it failing to connect, not idle.
+    if (channel_->GetState(false) == GRPC_CHANNEL_IDLE) {
+      logger_->info("the channel to the controller at {} went idle; opening a new one", address_);
+      NewGrpcChannel();
+    }
+  }
+}
+
+Status GrpcControlChannel::Impl::Unreachable(int rank, SteadyTime start,
+                                             const Status& last_refusal) {
+  closed_ = true;
+  return DeadlineExceeded(
+      "rank " + std::to_string(rank) + " could not reach the controller (rank 0) at " + address_ +
+      " in " + SecondsText(SecondsSince(start)) + " (channel " +
+      ChannelStateName(channel_->GetState(false)) + ")" +
+      (last_refusal.ok() ? std::string() : "; before that: " + last_refusal.message()) +
+      (security_.tls_ca.empty() ? std::string()
+                                : "; with TLS on, a controller certificate that KOLO_TLS_CA='" +
+                                      security_.tls_ca + "' does not verify fails the same way"));
+}
+
+StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::Attempt(SteadyTime deadline,
+                                                                  bool* retryable) {
   StatusOr<std::string> nonce = RandomBytes(kNonceBytes);
   if (!nonce.ok()) return nonce.status();
-  worker_nonce_ = std::move(nonce).value();
-  hello_ = hello;
-  const SteadyTime start = std::chrono::steady_clock::now();
-  if (!channel_->WaitForConnected(ToSystemClock(deadline))) {
-    const double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return DeadlineExceeded(
-        "rank " + std::to_string(hello.rank) + " could not reach the controller (rank 0) at " +
-        address_ + " in " + SecondsText(waited) + " (channel " +
-        ChannelStateName(channel_->GetState(false)) + ")" +
-        (security_.tls_ca.empty() ? std::string()
-                                  : "; with TLS on, a controller certificate that KOLO_TLS_CA='" +
-                                        security_.tls_ca + "' does not verify fails the same way"));
-  }
-  wake_ = std::move(wake);
-  stream_ = stub_->Session(&context_);
+  worker_nonce_ = std::move(nonce).value();  // fresh per attempt: each stream is its own proof
+  context_ = std::make_unique<grpc::ClientContext>();
+  stream_ = stub_->Session(context_.get());
   WorkerMessage message;
   message.kind = WorkerMessage::Kind::kHello;
-  message.hello = hello;
+  message.hello = hello_;
   {
     std::lock_guard<std::mutex> lock(write_mu_);
     // A failed write shows up as the end of the stream, which the reader reports.
@@ -143,9 +246,33 @@ StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::Connect(const Hello& h
     stream_->Write(out);
   }
   reader_ = std::thread([this] { ReaderLoop(); });
-  StatusOr<std::vector<PeerInfo>> peers = AwaitWelcome(hello.rank, deadline);
-  if (!peers.ok()) Close(std::chrono::steady_clock::now());
+  StatusOr<std::vector<PeerInfo>> peers = AwaitWelcome(hello_.rank, deadline);
+  if (!peers.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *retryable = reader_done_ && retryable_end_;
+  }
   return peers;
+}
+
+void GrpcControlChannel::Impl::EndAttempt() {
+  if (context_ != nullptr) context_->TryCancel();  // the reader's Read returns at once
+  if (reader_.joinable()) reader_.join();
+  // Back to the state before Attempt; the reader has exited, so nothing else touches these.
+  stream_.reset();
+  context_.reset();
+  challenged_ = false;
+  welcomed_ = false;
+  saw_shutdown_ = false;
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    finished_ = false;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  inbox_.clear();
+  reader_done_ = false;
+  retryable_end_ = false;
+  stream_error_ = Status::Ok();
+  generation_.clear();
 }
 
 StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::AwaitWelcome(int rank,
@@ -163,13 +290,15 @@ StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::AwaitWelcome(int rank,
 
 void GrpcControlChannel::Impl::ReaderLoop() {
   Status error;
+  bool retryable = false;
+  bool heard = false;  // a message other than the Challenge arrived
   try {
     wire::ControllerMessage in;
     while (stream_->Read(&in)) {
       if (in.kind_case() == wire::ControllerMessage::kChallenge) {
         error = AnswerChallenge(in.challenge());
         if (!error.ok()) {
-          context_.TryCancel();
+          context_->TryCancel();
           break;
         }
         continue;
@@ -177,13 +306,15 @@ void GrpcControlChannel::Impl::ReaderLoop() {
       if (in.kind_case() == wire::ControllerMessage::kWelcome) {
         std::lock_guard<std::mutex> lock(mu_);
         generation_ = in.welcome().generation();
+        welcomed_ = true;
       }
       StatusOr<ControllerMessage> message = FromWire(in);
       if (!message.ok()) {
         error = Internal(Lost("malformed message: " + message.status().message()));
-        context_.TryCancel();
+        context_->TryCancel();
         break;
       }
+      heard = true;
       const ControllerMessage::Kind kind = message->kind;
       const std::string reason = message->reason;
       {
@@ -193,7 +324,9 @@ void GrpcControlChannel::Impl::ReaderLoop() {
       changed_.notify_all();
       if (wake_) wake_();
       if (kind == ControllerMessage::Kind::kShutdown) saw_shutdown_ = true;
-      if (kind == ControllerMessage::Kind::kAbort && on_fatal_) on_fatal_(Aborted(reason));
+      if (kind == ControllerMessage::Kind::kAbort && welcomed_ && on_fatal_) {
+        on_fatal_(Aborted(reason));
+      }
     }
     std::lock_guard<std::mutex> lock(write_mu_);
     const grpc::Status final_status = stream_->Finish();
@@ -201,11 +334,12 @@ void GrpcControlChannel::Impl::ReaderLoop() {
     if (error.ok()) {
       error = Unavailable(Lost(final_status.ok() ? "the controller ended the stream"
                                                  : GrpcStatusText(final_status)));
+      retryable = !heard && MayRetry(final_status);
     }
   } catch (const std::exception& e) {  // third-party code (gRPC, protobuf) at a thread boundary
     error = Internal(Lost(std::string("exception in the reader thread: ") + e.what()));
   }
-  EndStream(error);
+  EndStream(error, retryable);
 }
 
 Status GrpcControlChannel::Impl::AnswerChallenge(const wire::Challenge& challenge) {
@@ -229,15 +363,16 @@ Status GrpcControlChannel::Impl::AnswerChallenge(const wire::Challenge& challeng
   return Status::Ok();
 }
 
-void GrpcControlChannel::Impl::EndStream(const Status& error) {
+void GrpcControlChannel::Impl::EndStream(const Status& error, bool retryable) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     reader_done_ = true;
     stream_error_ = error;
+    retryable_end_ = retryable;
   }
   changed_.notify_all();
   if (wake_) wake_();
-  if (!saw_shutdown_ && on_fatal_) on_fatal_(error);
+  if (welcomed_ && !saw_shutdown_ && on_fatal_) on_fatal_(error);
 }
 
 Status GrpcControlChannel::Impl::Send(const WorkerMessage& message) {
@@ -284,7 +419,7 @@ void GrpcControlChannel::Impl::Close(SteadyTime deadline) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (!changed_.wait_until(lock, deadline, [&] { return reader_done_; })) {
-      context_.TryCancel();  // the reader's Read returns at once
+      context_->TryCancel();  // the reader's Read returns at once
     }
   }
   reader_.join();

@@ -1,7 +1,8 @@
 // GrpcControlChannel: a worker's end of its control stream to the controller (DESIGN.md §2),
 // over gRPC. Created and driven by the runtime's background thread.
 // Threading: Connect, Send, TryReceive and Close are called by the background thread only. One
-// reader thread, started by Connect and joined by Close (or the destructor), queues incoming
+// reader thread per stream, started by Connect and joined by Close (or the destructor; or by
+// Connect itself when that attempt failed and it tries a new stream), queues incoming
 // messages and calls `wake` after each one and after the stream ends. The reader also answers
 // the controller's Challenge (control_auth.h), after checking the controller's own proof.
 #pragma once
@@ -33,9 +34,13 @@ class GrpcControlChannel final : public ControlChannel {
   ~GrpcControlChannel() override;
 
   // See ControlChannel. Waits for the controller to accept connections (it may start after
-  // this worker), opens the stream, sends `hello` and waits for the Welcome; an Abort instead
-  // of the Welcome fails with the controller's reason; so does a controller that cannot prove
-  // it holds the job secret. On failure the stream is torn down.
+  // this worker), opens the stream, sends `hello` and waits for the Welcome. A stream that
+  // ends before the Welcome with UNAVAILABLE or CANCELLED (a controller that is stopping, or
+  // whose job is over: the previous job's, when init() follows shutdown()) is retried on a
+  // new stream until `deadline`, like a refused connection; the error at the deadline names
+  // the last such refusal. An Abort instead of the Welcome fails at once with the
+  // controller's reason; so does a controller that cannot prove it holds the job secret
+  // (docs/PROTOCOL.md, "Joining"). On failure the stream is torn down.
   StatusOr<std::vector<PeerInfo>> Connect(const Hello& hello,
                                           std::chrono::steady_clock::time_point deadline,
                                           std::function<void()> wake) override;

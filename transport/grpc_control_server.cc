@@ -66,7 +66,9 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
   Status ReadLoop(int rank, SessionStream* stream);
   void WriteLoop(StreamState& state, SessionStream* stream);
   void FinishWriter(StreamState& state, std::thread& writer);
-  grpc::Status Refuse(SessionStream* stream, const std::string& reason);
+  // Refuses an authenticated stream: an Unavailable `why` for now (UNAVAILABLE, retried by
+  // the worker), any other for good (an Abort with the reason).
+  grpc::Status Refuse(SessionStream* stream, int rank, const Status& why);
   grpc::Status RefuseUnauthenticated(grpc::ServerContext* context, SessionStream* stream,
                                      const char* key, const std::string& reason);
 
@@ -146,11 +148,11 @@ grpc::Status GrpcControlServer::Impl::RunSession(grpc::ServerContext* context,
   // Registered before OnHello, so that what the handler sends from inside OnHello (the
   // Welcome, when this is the last rank to say hello) is queued rather than dropped.
   StatusOr<std::shared_ptr<StreamState>> state = Register(rank, context);
-  if (!state.ok()) return Refuse(stream, state.status().message());
+  if (!state.ok()) return Refuse(stream, rank, state.status());
   Status admitted = handler_->OnHello(*hello);
   if (!admitted.ok()) {
     Unregister(*state);
-    return Refuse(stream, admitted.message());
+    return Refuse(stream, rank, admitted);
   }
   logger_->debug("control stream of rank {} admitted ({})", rank, context->peer());
   std::thread writer([this, s = *state, stream] { WriteLoop(*s, stream); });
@@ -248,13 +250,21 @@ void GrpcControlServer::Impl::ReaperLoop() {
   }
 }
 
-grpc::Status GrpcControlServer::Impl::Refuse(SessionStream* stream, const std::string& reason) {
-  logger_->warn("refused a control stream: {}", reason);
+grpc::Status GrpcControlServer::Impl::Refuse(SessionStream* stream, int rank, const Status& why) {
+  if (why.code() == StatusCode::kUnavailable) {
+    // Not now rather than not ever (docs/PROTOCOL.md, "Joining"): no Abort, and a status that
+    // the worker retries on until its start timeout.
+    logger_->info("turned away rank {} for now: {}", rank, why.message());
+    return grpc::Status(
+        grpc::StatusCode::UNAVAILABLE,
+        "the controller turned rank " + std::to_string(rank) + " away for now: " + why.message());
+  }
+  logger_->warn("refused a control stream: {}", why.message());
   ControllerMessage abort;
   abort.kind = ControllerMessage::Kind::kAbort;
-  abort.reason = reason;
+  abort.reason = why.message();
   stream->Write(ToWire(abort));  // best effort: the status carries the reason as well
-  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, reason);
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, why.message());
 }
 
 StatusOr<std::shared_ptr<StreamState>> GrpcControlServer::Impl::Register(

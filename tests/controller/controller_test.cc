@@ -54,6 +54,27 @@ TEST_CASE("Duplicate and out-of-range ranks are refused without harming the job"
   CHECK(job.outbox.Log(2).size() == 1);  // the Welcome
 }
 
+TEST_CASE("A Hello after the job is over is turned away for now, for the next job",
+          "[controller]") {
+  const bool aborted = GENERATE(false, true);
+  Job job(3);
+  job.JoinAll();
+  if (aborted) {
+    job.controller.OnMessage(1, Notice(WorkerMessage::Kind::kAbort));
+  } else {
+    for (int rank = 0; rank < 3; ++rank) {
+      job.controller.OnMessage(rank, Notice(WorkerMessage::Kind::kShutdown));
+    }
+  }
+  // A rank that called init() again reached the old controller: not a duplicate of this job,
+  // but too early for the next; Unavailable, so the worker tries again.
+  Status again = job.controller.OnHello(MakeHello(2, 3));
+  CHECK(again.code() == StatusCode::kUnavailable);
+  CHECK(again.message() == std::string("this controller's job is over (") +
+                               (aborted ? "aborted" : "shut down") +
+                               "); the next job's controller is not up yet");
+}
+
 TEST_CASE("Ready tensors wait up to one cycle while more are half-announced, then go fused",
           "[controller]") {
   const int size = GENERATE(2, 3, 8);
@@ -145,7 +166,9 @@ TEST_CASE("A lost stream aborts the job once, naming the rank", "[controller][ab
   job.controller.OnMessage(2, Requests({Full(Meta("x"))}));
   job.Cycle();
   CHECK(job.Same() == Lines{"abort: rank 2 lost: connection reset by peer"});
-  CHECK(job.controller.OnHello(MakeHello(2, 3)).code() == StatusCode::kAborted);
+  // A Hello now is for the next job (init() again after the failure): turned away for now, so
+  // that the worker keeps trying until the next controller takes the port.
+  CHECK(job.controller.OnHello(MakeHello(2, 3)).code() == StatusCode::kUnavailable);
 }
 
 TEST_CASE("A stream that ends without a shutdown notice is a lost rank", "[controller][abort]") {

@@ -25,6 +25,8 @@ struct Recorded {
 
 class RecordingHandler final : public ControllerHandler {
  public:
+  // Hellos from kBusyHost are turned away for now (Unavailable), every time.
+  static constexpr const char* kBusyHost = "busy-host";
   // Refuses hellos whose host is `refused_host` (a handler-level refusal, after authentication).
   explicit RecordingHandler(size_t ranks_to_welcome, std::string refused_host = "refused-host")
       : ranks_to_welcome_(ranks_to_welcome), refused_host_(std::move(refused_host)) {}
@@ -34,6 +36,9 @@ class RecordingHandler final : public ControllerHandler {
     std::lock_guard<std::mutex> lock(mu_);
     if (hello.host == refused_host_) {
       return FailedPrecondition("rank " + std::to_string(hello.rank) + " is on a refused host");
+    }
+    if (hello.host == kBusyHost) {
+      return Unavailable("rank " + std::to_string(hello.rank) + " is on a busy host");
     }
     recorded_.hellos[hello.rank] = hello;
     if (recorded_.hellos.size() == ranks_to_welcome_) {

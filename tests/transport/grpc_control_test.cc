@@ -135,6 +135,52 @@ TEST_CASE("A refused hello fails Connect with the handler's reason", "[transport
   CHECK(controller.handler.WaitUntil([](const Recorded&) { return false; }, 0ms).closed.empty());
 }
 
+TEST_CASE("A hello turned away for now is retried until the deadline, which names why",
+          "[transport][grpc]") {
+  Watchdog watchdog("hello turned away for now", 20s);
+  Controller controller(2);
+  auto channel = NewChannel(controller.address());
+  const auto start = std::chrono::steady_clock::now();
+  auto peers = channel->Connect(MakeHello(1, 2, RecordingHandler::kBusyHost), In(700ms), {});
+  const double seconds = SecondsSince(start);
+  CHECK(peers.status().code() == StatusCode::kDeadlineExceeded);
+  CHECK_THAT(peers.status().message(),
+             Catch::StartsWith("rank 1 could not join the controller (rank 0) at " +
+                               controller.address()) &&
+                 Catch::Contains("attempts); the last: ") &&
+                 Catch::EndsWith("UNAVAILABLE: the controller turned rank 1 away for now: rank 1 "
+                                 "is on a busy host"));
+  CHECK(seconds >= 0.45);  // 0.7 s, less the last pause (at most 250 ms) that would overrun it
+  CHECK(seconds < 1.4);
+}
+
+TEST_CASE("A worker turned away by a stopping controller joins the next one on its port",
+          "[transport][grpc]") {
+  Watchdog watchdog("stopping controller, then a new one", 30s);
+  auto old_controller = std::make_unique<Controller>(1);
+  const std::string address = old_controller->address();
+  auto staying = NewChannel(address);
+  REQUIRE(staying->Connect(MakeHello(0, 1), In(10s), {}).ok());
+  // The old controller stops, waiting up to 1 s for rank 0's stream, which stays open; a
+  // worker of the next job says hello meanwhile: it is turned away (the controller is
+  // stopping) or, if it came first, cancelled with the old streams. Either way it keeps
+  // trying, and joins the next controller once that listens on the same port.
+  std::thread stopper([&] { old_controller->server->Stop(In(1s)); });
+  auto next_worker = NewChannel(address);
+  StatusOr<std::vector<PeerInfo>> peers = Status(Internal("not run"));
+  std::thread worker([&] { peers = next_worker->Connect(MakeHello(1, 2), In(10s), {}); });
+  stopper.join();
+  old_controller.reset();
+  Controller next_controller(2, address);
+  auto rank0 = NewChannel(address);
+  REQUIRE(rank0->Connect(MakeHello(0, 2), In(10s), {}).ok());
+  worker.join();
+  REQUIRE(peers.status().ToString() == "OK");
+  CHECK(peers->size() == 2);
+  ShutDownCleanly(*next_worker);
+  ShutDownCleanly(*rank0);
+}
+
 TEST_CASE("A second stream for the same rank is refused", "[transport][grpc]") {
   Watchdog watchdog("duplicate rank", 20s);
   Controller controller(2);
