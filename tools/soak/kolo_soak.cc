@@ -81,13 +81,13 @@ class StepLatch {
  public:
   explicit StepLatch(int pending) : pending_(pending) {}
   void Done(const Status& status) {
-    MutexLock lock(&mutex_);
+    kolo::MutexLock lock(&mutex_);
     if (!status.ok() && first_error_.ok()) first_error_ = status;
     if (--pending_ == 0) done_.NotifyAll();
   }
   // Waits at most `seconds` for every callback.
   Status Wait(double seconds) {
-    MutexLock lock(&mutex_);
+    kolo::MutexLock lock(&mutex_);
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(seconds));
@@ -101,8 +101,8 @@ class StepLatch {
   }
 
  private:
-  Mutex mutex_;
-  CondVar done_;  // with mutex_: pending_ reached 0
+  kolo::Mutex mutex_;
+  kolo::CondVar done_;  // with mutex_: pending_ reached 0
   int pending_ KOLO_GUARDED_BY(mutex_);
   Status first_error_ KOLO_GUARDED_BY(mutex_);
 };
