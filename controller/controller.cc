@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <utility>
 
 #include "controller/fusion_planner.h"
 #include "controller/negotiation_trace.h"
+#include "core/check.h"
 
 namespace kolo::controller {
 namespace {
@@ -41,11 +41,9 @@ Clock::TimePoint::duration CycleDuration(double ms) {
 }
 
 const Controller::Config& CheckedConfig(const Controller::Config& config) {
-  Status status = config.Validate();
-  if (!status.ok()) {
-    std::fprintf(stderr, "kolo: invalid controller config: %s\n", status.message().c_str());
-    std::abort();  // programmer error: the runtime validates Options before building this
-  }
+  // The runtime validates Options before building a controller from them.
+  const Status status = config.Validate();
+  KOLO_CHECK(status.ok()) << "invalid controller config: " << status.message();
   return config;
 }
 
@@ -125,7 +123,7 @@ Controller::~Controller() {
 
 void Controller::Attach(ControllerOutbox* outbox) {
   {
-    std::lock_guard<std::mutex> send_lock(send_mu_);
+    MutexLock send_lock(&send_mu_);
     outbox_ = outbox;
   }
   Flush();
@@ -137,16 +135,16 @@ void Controller::Start() {
 
 void Controller::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   if (sequencer_.joinable()) sequencer_.join();
 }
 
 Status Controller::OnHello(const Hello& hello) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (rendezvous_.complete() && (shutdown_sent_ || aborted_)) {
       // Every rank of this job was admitted and the job is over: the Hello is for the next
       // job, whose controller will take this one's port. Unavailable: the worker retries.
@@ -169,7 +167,7 @@ Status Controller::OnHello(const Hello& hello) {
       welcome.peers = rendezvous_.peers();
       QueueLocked(-1, std::move(welcome));
       logger_->info("all {} ranks joined; sent Welcome", config_.size);
-      wake_.notify_all();  // the sequencer's start-timeout timer is moot; stall polling begins
+      wake_.NotifyAll();  // the sequencer's start-timeout timer is moot; stall polling begins
     }
   }
   Flush();
@@ -178,7 +176,7 @@ Status Controller::OnHello(const Hello& hello) {
 
 void Controller::OnMessage(int rank, const WorkerMessage& message) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!rendezvous_.admitted(rank)) {
       logger_->warn("ignored a message from rank {}, which has not been admitted", rank);
       return;
@@ -217,7 +215,7 @@ void Controller::OnMessage(int rank, const WorkerMessage& message) {
 
 void Controller::OnStreamClosed(int rank, const Status& why) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // Refused streams never had an admitted rank; their closing must not touch the job.
     if (!rendezvous_.admitted(rank)) return;
     if (shutdown_sent_) {
@@ -272,7 +270,7 @@ void Controller::HandleRequestsLocked(int rank, const std::vector<Request>& requ
   Clock::TimePoint unused;
   PlanIfDueLocked(now, /*force=*/false, &unused);
   const bool still_open = negotiator_.ready_count() > 0;
-  if (window_opened && still_open) wake_.notify_all();
+  if (window_opened && still_open) wake_.NotifyAll();
 }
 
 void Controller::HandleShutdownLocked(int rank) {
@@ -320,7 +318,7 @@ void Controller::AbortLocked(const std::string& reason) {
 void Controller::NoteReadyLocked(int ready_before) {
   if (ready_before == 0 && negotiator_.ready_count() > 0) {
     window_start_ = clock_->Now();
-    wake_.notify_all();
+    wake_.NotifyAll();
   }
 }
 
@@ -347,11 +345,11 @@ void Controller::QueueLocked(int rank, ControllerMessage message) {
 }
 
 void Controller::Flush() {
-  std::lock_guard<std::mutex> send_lock(send_mu_);
+  MutexLock send_lock(&send_mu_);
   if (outbox_ == nullptr) return;  // kept queued until Attach
   std::vector<Outgoing> batch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     batch.swap(outgoing_);
   }
   for (const Outgoing& out : batch) {
@@ -364,17 +362,17 @@ void Controller::Flush() {
 }
 
 bool Controller::aborted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return aborted_;
 }
 
 std::string Controller::abort_reason() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return abort_reason_;
 }
 
 bool Controller::shutdown_sent() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return shutdown_sent_;
 }
 

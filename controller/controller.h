@@ -11,9 +11,7 @@
 // never blocks).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -26,6 +24,7 @@
 #include "core/controller_link.h"
 #include "core/logging.h"
 #include "core/messages.h"
+#include "core/mutex.h"
 #include "core/trace_sink.h"
 #include "kolo/status.h"
 
@@ -112,29 +111,29 @@ class Controller final : public ControllerHandler {
     ControllerMessage message;
   };
 
-  void HandleRequestsLocked(int rank, const std::vector<Request>& requests);
-  void HandleShutdownLocked(int rank);
+  void HandleRequestsLocked(int rank, const std::vector<Request>& requests) KOLO_REQUIRES(mu_);
+  void HandleShutdownLocked(int rank) KOLO_REQUIRES(mu_);
   // Broadcasts Abort with `reason` unless the job already aborted or shut down.
-  void AbortLocked(const std::string& reason);
+  void AbortLocked(const std::string& reason) KOLO_REQUIRES(mu_);
   // Why admitted `rank` is lost, its stream having closed with `why`: timed out if it had been
   // silent for half the timeout (a stopped process is closed by keepalive only after the
   // timeout), else the stream's own reason (a dead process closes its socket at once).
-  std::string LostReasonLocked(int rank, const Status& why) const;
+  std::string LostReasonLocked(int rank, const Status& why) const KOLO_REQUIRES(mu_);
   // Opens a fusion window if tensors became ready while none were waiting.
-  void NoteReadyLocked(int ready_before);
+  void NoteReadyLocked(int ready_before) KOLO_REQUIRES(mu_);
   // Warns or aborts if a stall check is due at `now`; returns the next check's time.
-  std::optional<Clock::TimePoint> CheckStallsLocked(Clock::TimePoint now);
+  std::optional<Clock::TimePoint> CheckStallsLocked(Clock::TimePoint now) KOLO_REQUIRES(mu_);
   // Aborts the job if the start deadline passed before every rank said hello; returns the
   // deadline while it is still ahead, nullopt when there is nothing to wait for.
-  std::optional<Clock::TimePoint> CheckStartLocked(Clock::TimePoint now);
+  std::optional<Clock::TimePoint> CheckStartLocked(Clock::TimePoint now) KOLO_REQUIRES(mu_);
   // Whether negotiation events should be built now (config_.trace set and enabled).
   bool tracing() const { return config_.trace != nullptr && config_.trace->enabled(); }
   // Plans ready tensors into a response batch for every rank if the window closed at `now`
   // (or `force`). Returns false and sets *due to the window's end when it is still open.
-  bool PlanIfDueLocked(Clock::TimePoint now, bool force, Clock::TimePoint* due);
-  void QueueLocked(int rank, ControllerMessage message);
+  bool PlanIfDueLocked(Clock::TimePoint now, bool force, Clock::TimePoint* due) KOLO_REQUIRES(mu_);
+  void QueueLocked(int rank, ControllerMessage message) KOLO_REQUIRES(mu_);
   // Sends queued messages in the order they were decided.
-  void Flush();
+  void Flush() KOLO_EXCLUDES(send_mu_, mu_);
   void SequencerLoop();
 
   // Constant after construction.
@@ -148,21 +147,21 @@ class Controller final : public ControllerHandler {
   const Clock::TimePoint start_deadline_;  // meaningful when config_.start_timeout_seconds > 0
 
   // Serialises Flush so that messages leave in decision order. Taken before mu_, never after.
-  std::mutex send_mu_;
-  ControllerOutbox* outbox_ = nullptr;  // GUARDED_BY(send_mu_)
+  Mutex send_mu_;
+  ControllerOutbox* outbox_ KOLO_GUARDED_BY(send_mu_) = nullptr;
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_;              // a fusion window opened, or stop_
-  Negotiator negotiator_;                     // GUARDED_BY(mu_)
-  StallInspector stall_inspector_;            // GUARDED_BY(mu_)
-  Rendezvous rendezvous_;                     // GUARDED_BY(mu_)
-  Clock::TimePoint window_start_;             // GUARDED_BY(mu_): oldest unplanned readiness
-  std::vector<Outgoing> outgoing_;            // GUARDED_BY(mu_): decided, not yet sent
-  bool aborted_ = false;                      // GUARDED_BY(mu_)
-  std::string abort_reason_;                  // GUARDED_BY(mu_)
-  bool shutdown_sent_ = false;                // GUARDED_BY(mu_)
-  std::vector<Clock::TimePoint> last_heard_;  // GUARDED_BY(mu_): per rank, its last message
-  bool stop_ = false;                         // GUARDED_BY(mu_)
+  mutable Mutex mu_ KOLO_ACQUIRED_AFTER(send_mu_);
+  CondVar wake_;  // with mu_: a fusion window opened, or stop_
+  Negotiator negotiator_ KOLO_GUARDED_BY(mu_);
+  StallInspector stall_inspector_ KOLO_GUARDED_BY(mu_);
+  Rendezvous rendezvous_ KOLO_GUARDED_BY(mu_);
+  Clock::TimePoint window_start_ KOLO_GUARDED_BY(mu_);   // oldest unplanned readiness
+  std::vector<Outgoing> outgoing_ KOLO_GUARDED_BY(mu_);  // decided, not yet sent
+  bool aborted_ KOLO_GUARDED_BY(mu_) = false;
+  std::string abort_reason_ KOLO_GUARDED_BY(mu_);
+  bool shutdown_sent_ KOLO_GUARDED_BY(mu_) = false;
+  std::vector<Clock::TimePoint> last_heard_ KOLO_GUARDED_BY(mu_);  // per rank, its last message
+  bool stop_ KOLO_GUARDED_BY(mu_) = false;
 
   // Started by Start(), joined by Stop(); touched only by the thread that owns the controller.
   std::thread sequencer_;

@@ -6,13 +6,14 @@
 #include <vector>
 
 #include "controller/controller.h"
+#include "core/mutex.h"
 
 namespace kolo::controller {
 
 std::optional<Clock::TimePoint> Controller::RunCycle() {
   Clock::TimePoint due;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!PlanIfDueLocked(clock_->Now(), /*force=*/false, &due)) return due;
   }
   Flush();
@@ -22,7 +23,7 @@ std::optional<Clock::TimePoint> Controller::RunCycle() {
 std::optional<Clock::TimePoint> Controller::CheckStalls() {
   std::optional<Clock::TimePoint> next;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     next = CheckStallsLocked(clock_->Now());
   }
   Flush();
@@ -41,7 +42,7 @@ std::optional<Clock::TimePoint> Controller::CheckStallsLocked(Clock::TimePoint n
 }
 
 void Controller::SequencerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stop_) {
     const Clock::TimePoint now = clock_->Now();
     const size_t queued = outgoing_.size();
@@ -52,9 +53,9 @@ void Controller::SequencerLoop() {
       due = due.has_value() ? std::min(*due, *start) : *start;
     }
     if (outgoing_.size() > queued) {  // planned a batch or aborted: send, then look again
-      lock.unlock();
+      lock.Unlock();
       Flush();
-      lock.lock();
+      lock.Lock();
       continue;
     }
     if (window_open) due = due.has_value() ? std::min(*due, window_end) : window_end;
@@ -63,22 +64,22 @@ void Controller::SequencerLoop() {
         // Nothing is due yet, but names may become pending without waking this thread (that
         // would cost a thread switch per op): look again within a fraction of the stall
         // time, which leaves a stall timer set before the first one can be due.
-        wake_.wait_for(lock, stall_poll_);
+        wake_.WaitFor(&mu_, stall_poll_);
       } else {
-        wake_.wait(lock);  // idle: no timer, no traffic
+        wake_.Wait(&mu_);  // idle: no timer, no traffic; Stop() sets stop_ and wakes it
       }
       continue;
     }
     // The fusion window (at most one cycle) or the next stall check, whichever is first. Both
     // lie after `now`, so this never spins; an early wake-up just recomputes.
-    wake_.wait_for(lock, *due - now);
+    wake_.WaitFor(&mu_, *due - now);
   }
 }
 
 std::optional<Clock::TimePoint> Controller::CheckStart() {
   std::optional<Clock::TimePoint> next;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     next = CheckStartLocked(clock_->Now());
   }
   Flush();

@@ -47,7 +47,7 @@ BackgroundLoop::~BackgroundLoop() {
 
 void BackgroundLoop::Start() {
   {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(&tasks_mu_);
     accepting_tasks_ = true;
   }
   thread_ = std::thread([this] { Run(); });
@@ -59,21 +59,26 @@ Status BackgroundLoop::RunOnLoop(std::function<void()> task) {
   }
   auto item = std::make_shared<Task>();
   item->fn = std::move(task);
-  std::unique_lock<std::mutex> lock(tasks_mu_);
+  MutexLock lock(&tasks_mu_);
   if (!accepting_tasks_) {
-    lock.unlock();
+    lock.Unlock();
     item->fn();
     return Status::Ok();
   }
   tasks_.push_back(item);
   wakeup_->Notify();
+  // Real time: the caller's thread waits, whatever clock the loop keeps its deadlines by.
   const auto limit = std::chrono::duration<double>(config_.timeout_seconds);
-  if (task_done_.wait_for(lock, limit, [&] { return item->done; })) return Status::Ok();
+  if (task_done_.WaitFor(&tasks_mu_, limit,
+                         [&]() KOLO_REQUIRES(tasks_mu_) { return item->done; })) {
+    return Status::Ok();
+  }
   // Withdraw the task if the loop has not taken it, so it never runs after we returned (it
-  // may refer to the caller's stack); if the loop has taken it, it is running and short.
+  // may refer to the caller's stack); if the loop has taken it, it is running and short, so
+  // this wait is bounded by the task itself.
   auto it = std::find(tasks_.begin(), tasks_.end(), item);
   if (it == tasks_.end()) {
-    task_done_.wait(lock, [&] { return item->done; });
+    task_done_.Wait(&tasks_mu_, [&]() KOLO_REQUIRES(tasks_mu_) { return item->done; });
     return Status::Ok();
   }
   tasks_.erase(it);
@@ -84,16 +89,16 @@ Status BackgroundLoop::RunOnLoop(std::function<void()> task) {
 void BackgroundLoop::RunTasks() {
   std::vector<std::shared_ptr<Task>> tasks;
   {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(&tasks_mu_);
     tasks.swap(tasks_);
   }
   if (tasks.empty()) return;
   for (const auto& task : tasks) task->fn();
   {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(&tasks_mu_);
     for (const auto& task : tasks) task->done = true;
   }
-  task_done_.notify_all();
+  task_done_.NotifyAll();
 }
 
 bool BackgroundLoop::IsBackgroundThread() {
@@ -131,7 +136,7 @@ void BackgroundLoop::Run() {
   // Tasks handed over from now on run on their caller's thread; the ones already handed over
   // still run here.
   {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(&tasks_mu_);
     accepting_tasks_ = false;
   }
   RunTasks();

@@ -17,7 +17,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -33,6 +32,7 @@
 #include "core/fast_path.h"
 #include "core/logging.h"
 #include "core/loop_state.h"
+#include "core/mutex.h"
 #include "core/op_tracer.h"
 #include "core/round_lane.h"
 #include "core/tensor_queue.h"
@@ -197,10 +197,10 @@ class BackgroundLoop {
     bool done = false;  // guarded by tasks_mu_
   };
   void RunTasks();
-  std::mutex tasks_mu_;
-  std::condition_variable task_done_;         // with tasks_mu_
-  std::vector<std::shared_ptr<Task>> tasks_;  // guarded by tasks_mu_
-  bool accepting_tasks_ = false;              // guarded by tasks_mu_: the loop runs
+  Mutex tasks_mu_;
+  CondVar task_done_;  // with tasks_mu_
+  std::vector<std::shared_ptr<Task>> tasks_ KOLO_GUARDED_BY(tasks_mu_);
+  bool accepting_tasks_ KOLO_GUARDED_BY(tasks_mu_) = false;  // the loop runs
 
   // Loop thread only.
   LoopState state_ = LoopState::kRunning;
@@ -227,12 +227,12 @@ class BackgroundLoop {
 
   // Ops launched asynchronously and not completed yet; decremented by the completion thread.
   std::atomic<int> in_flight_{0};
-  std::mutex async_mu_;
+  Mutex async_mu_;
   struct AsyncFailure {
     std::shared_ptr<AsyncOp> op;
     Status status;
   };
-  std::vector<AsyncFailure> async_failures_;  // guarded by async_mu_
+  std::vector<AsyncFailure> async_failures_ KOLO_GUARDED_BY(async_mu_);
   Status shutdown_interrupt_;  // loop thread only: why AwaitInFlight interrupted the executor
 
   std::thread thread_;        // started by Start(), joined by Stop()

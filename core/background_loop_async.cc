@@ -42,7 +42,7 @@ void BackgroundLoop::Launch(const Response& response, std::vector<TensorEntry*> 
 void BackgroundLoop::OnAsyncDone(const std::shared_ptr<AsyncOp>& op, const Status& status) {
   if (!status.ok()) {
     {
-      std::lock_guard<std::mutex> lock(async_mu_);
+      MutexLock lock(&async_mu_);
       async_failures_.push_back(AsyncFailure{op, status});
     }
     wakeup_->Notify();
@@ -61,7 +61,7 @@ void BackgroundLoop::OnAsyncDone(const std::shared_ptr<AsyncOp>& op, const Statu
 void BackgroundLoop::DrainAsyncFailures() {
   std::vector<AsyncFailure> failures;
   {
-    std::lock_guard<std::mutex> lock(async_mu_);
+    MutexLock lock(&async_mu_);
     failures.swap(async_failures_);
   }
   for (const AsyncFailure& failure : failures) {

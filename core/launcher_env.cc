@@ -268,9 +268,7 @@ bool IsIdentityVariable(const std::string& kolo_name) {
 }
 
 StatusOr<LauncherIdentity> DetectLauncher(const Env& env, const ProcessFacts& facts) {
-  StatusOr<const Source*> chosen = ChooseSource(env);
-  if (!chosen.ok()) return chosen.status();
-  const Source* source = *chosen;
+  KOLO_ASSIGN_OR_RETURN(const Source* source, ChooseSource(env));
   LauncherIdentity identity;
   if (source != nullptr) {
     identity.launcher = source->launcher;
@@ -290,11 +288,10 @@ StatusOr<LauncherIdentity> DetectLauncher(const Env& env, const ProcessFacts& fa
     const char* name = Find(env, kolo_name) ? kolo_name : launcher_name;
     if (const std::string* v = Find(env, name)) identity.settings.push_back({kolo_name, name, *v});
   }
-  StatusOr<Controller> controller = ChooseController(env, source, facts);
-  if (!controller.ok()) return controller.status();
-  if (!controller->address.empty()) {
-    identity.settings.push_back({"KOLO_CONTROLLER", controller->source_var, controller->address});
-    identity.controller_source = controller->how;
+  KOLO_ASSIGN_OR_RETURN(Controller controller, ChooseController(env, source, facts));
+  if (!controller.address.empty()) {
+    identity.settings.push_back({"KOLO_CONTROLLER", controller.source_var, controller.address});
+    identity.controller_source = controller.how;
   }
   return identity;
 }

@@ -21,7 +21,7 @@ StatusOr<std::vector<PeerInfo>> LocalControlChannel::Connect(
   }
   connected_ = true;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     wake_ = std::move(wake);
   }
   Status admitted = handler_->OnHello(hello);
@@ -29,8 +29,8 @@ StatusOr<std::vector<PeerInfo>> LocalControlChannel::Connect(
     return Aborted("the controller in this process refused rank " + std::to_string(rank_) + ": " +
                    admitted.message());
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!arrived_.wait_until(lock, deadline, [&] { return !inbox_.empty(); })) {
+  MutexLock lock(&mu_);
+  if (!arrived_.WaitUntil(&mu_, deadline, [&]() KOLO_REQUIRES(mu_) { return !inbox_.empty(); })) {
     return DeadlineExceeded("rank " + std::to_string(rank_) +
                             ": no Welcome from the controller in this process by the deadline " +
                             "(have all ranks started?)");
@@ -41,7 +41,7 @@ StatusOr<std::vector<PeerInfo>> LocalControlChannel::Connect(
 }
 
 void LocalControlChannel::SetFatalHandler(std::function<void(const Status&)> on_fatal) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   on_fatal_ = std::move(on_fatal);
 }
 
@@ -56,7 +56,7 @@ Status LocalControlChannel::Send(const WorkerMessage& message) {
 }
 
 StatusOr<std::optional<ControllerMessage>> LocalControlChannel::TryReceive() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (inbox_.empty()) return std::optional<ControllerMessage>();
   ControllerMessage message = std::move(inbox_.front());
   inbox_.pop_front();
@@ -93,13 +93,13 @@ void LocalControlChannel::Deliver(const ControllerMessage& message) {
   std::function<void()> wake;
   std::function<void(const Status&)> on_fatal;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     inbox_.push_back(message);
     if (message.kind == ControllerMessage::Kind::kShutdown) saw_shutdown_ = true;
     wake = wake_;
     if (message.kind == ControllerMessage::Kind::kAbort && !saw_shutdown_) on_fatal = on_fatal_;
   }
-  arrived_.notify_all();
+  arrived_.NotifyAll();
   if (wake) wake();
   if (on_fatal) on_fatal(Aborted(message.reason));
 }

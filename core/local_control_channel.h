@@ -12,14 +12,13 @@
 // the fatal handler under no lock.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 
 #include "core/control_channel.h"
 #include "core/controller_link.h"
+#include "core/mutex.h"
 
 namespace kolo {
 
@@ -63,12 +62,12 @@ class LocalControlChannel final : public ControlChannel, public ControllerOutbox
   bool closed_ = false;
   bool sent_shutdown_ = false;
 
-  std::mutex mu_;
-  std::condition_variable arrived_;              // with mu_: a message was queued
-  std::deque<ControllerMessage> inbox_;          // GUARDED_BY(mu_)
-  bool saw_shutdown_ = false;                    // GUARDED_BY(mu_): no fatal handler after it
-  std::function<void()> wake_;                   // GUARDED_BY(mu_), set by Connect
-  std::function<void(const Status&)> on_fatal_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar arrived_;  // with mu_: a message was queued
+  std::deque<ControllerMessage> inbox_ KOLO_GUARDED_BY(mu_);
+  bool saw_shutdown_ KOLO_GUARDED_BY(mu_) = false;   // no fatal handler after it
+  std::function<void()> wake_ KOLO_GUARDED_BY(mu_);  // set by Connect
+  std::function<void(const Status&)> on_fatal_ KOLO_GUARDED_BY(mu_);
 };
 
 }  // namespace kolo

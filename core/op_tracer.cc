@@ -13,7 +13,7 @@ std::string OpSpanName(OpType op) {
 void OpTracer::Begin(TensorEntry& entry) {
   if (hub_ == nullptr || !hub_->enabled()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     std::vector<bool>& used = slots_[entry.meta.name];
     size_t slot = 0;
     while (slot < used.size() && used[slot]) ++slot;
@@ -109,7 +109,7 @@ void OpTracer::RecordEnd(const TensorEntry& entry, Clock::TimePoint at,
 }
 
 void OpTracer::ReleaseSlot(const TensorEntry& entry) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = slots_.find(entry.meta.name);
   if (it == slots_.end() || entry.trace_slot >= static_cast<int>(it->second.size())) return;
   it->second[entry.trace_slot] = false;

@@ -4,13 +4,13 @@
 // Thread-safe: the slot table has its own mutex, and the hub is thread-safe.
 #pragma once
 
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/executor.h"
+#include "core/mutex.h"
 #include "core/tensor_entry.h"
 #include "core/timeline_hub.h"
 
@@ -60,8 +60,8 @@ class OpTracer {
   TimelineHub* const hub_;
   const int rank_;
 
-  std::mutex mu_;
-  std::unordered_map<std::string, std::vector<bool>> slots_;  // guarded by mu_: name -> in use
+  Mutex mu_;
+  std::unordered_map<std::string, std::vector<bool>> slots_ KOLO_GUARDED_BY(mu_);  // name -> in use
 };
 
 // "ALLREDUCE" for OpType::kAllreduce, and so on.

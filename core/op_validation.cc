@@ -154,9 +154,8 @@ StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const Tensor
   // The same local checks as allreduce, then the output must be this rank's part.
   TensorView whole = output;
   whole.shape = input.shape;
-  StatusOr<TensorMeta> meta =
-      ValidateReduction(OpType::kReducescatter, name, input, whole, options);
-  if (!meta.ok()) return meta.status();
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta,
+                        ValidateReduction(OpType::kReducescatter, name, input, whole, options));
   const std::vector<int64_t> part = ReducescatterShape(input.shape, rank, size);
   int64_t part_elements = 1;
   for (int64_t d : part) part_elements *= d;
@@ -172,8 +171,7 @@ StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const Tensor
 StatusOr<TensorMeta> ValidateAlltoall(const std::string& name, const TensorView& input,
                                       const std::vector<int64_t>& splits, const Allocator& allocate,
                                       int size) {
-  StatusOr<TensorMeta> meta = ValidateRows(OpType::kAlltoall, name, input, allocate);
-  if (!meta.ok()) return meta.status();
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta, ValidateRows(OpType::kAlltoall, name, input, allocate));
   const std::string what = "alltoall '" + name + "'";
   const int64_t rows = input.shape[0];
   std::vector<int64_t> resolved = splits;
@@ -198,7 +196,7 @@ StatusOr<TensorMeta> ValidateAlltoall(const std::string& name, const TensorView&
     return InvalidArgument(what + ": the splits add up to " + std::to_string(sum) +
                            " rows but the input has " + std::to_string(rows));
   }
-  meta->splits = std::move(resolved);
+  meta.splits = std::move(resolved);
   return meta;
 }
 

@@ -104,10 +104,9 @@ StatusOr<std::vector<std::string>> SplitHosts(const std::string& list) {
 
 StatusOr<std::vector<std::string>> ExpandSlurmNodeList(const std::string& list) {
   if (list.empty()) return Bad(list, "it is empty");
-  StatusOr<std::vector<std::string>> hosts = SplitHosts(list);
-  if (!hosts.ok()) return hosts.status();
+  KOLO_ASSIGN_OR_RETURN(std::vector<std::string> hosts, SplitHosts(list));
   std::vector<std::string> names;
-  for (const std::string& host : *hosts) {
+  for (const std::string& host : hosts) {
     KOLO_RETURN_IF_ERROR(ExpandHost(list, host, &names));
     if (names.size() >= kMaxNames) return Bad(list, "it names more than 1000000 hosts");
   }
@@ -116,10 +115,9 @@ StatusOr<std::vector<std::string>> ExpandSlurmNodeList(const std::string& list) 
 
 StatusOr<std::string> FirstSlurmNode(const std::string& list) {
   if (list.empty()) return Bad(list, "it is empty");
-  StatusOr<std::vector<std::string>> hosts = SplitHosts(list);
-  if (!hosts.ok()) return hosts.status();
+  KOLO_ASSIGN_OR_RETURN(std::vector<std::string> hosts, SplitHosts(list));
   std::vector<std::string> names;
-  KOLO_RETURN_IF_ERROR(ExpandHost(list, hosts->front(), &names));
+  KOLO_RETURN_IF_ERROR(ExpandHost(list, hosts.front(), &names));
   return names.front();
 }
 

@@ -1,5 +1,8 @@
 #include "kolo/status.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace kolo {
 
 const char* StatusCodeName(StatusCode code) {
@@ -35,5 +38,15 @@ Status Status::WithContext(const std::string& context) const {
   if (ok()) return *this;
   return Status(code_, context + ": " + message_);
 }
+
+namespace internal {
+
+void DieOnValueOfFailedStatusOr(const Status& status) {
+  std::fprintf(stderr, "kolo: value() of a failed StatusOr: %s\n", status.ToString().c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace internal
 
 }  // namespace kolo

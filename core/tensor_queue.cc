@@ -6,7 +6,7 @@ namespace kolo {
 
 Status TensorQueue::Enqueue(std::unique_ptr<TensorEntry>&& entry) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (is_closed_) return closed_;
     const std::string& name = entry->meta.name;
     if (table_.count(name) != 0) {
@@ -23,7 +23,7 @@ Status TensorQueue::Enqueue(std::unique_ptr<TensorEntry>&& entry) {
 
 Status TensorQueue::EnqueueGroup(std::vector<std::unique_ptr<TensorEntry>>& entries) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (is_closed_) return closed_;
     std::unordered_map<std::string, int> seen;
     for (const auto& entry : entries) {
@@ -46,20 +46,20 @@ Status TensorQueue::EnqueueGroup(std::vector<std::unique_ptr<TensorEntry>>& entr
 }
 
 std::vector<TensorEntry*> TensorQueue::TakeNew() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<TensorEntry*> taken;
   taken.swap(new_entries_);
   return taken;
 }
 
 TensorEntry* TensorQueue::Find(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = table_.find(name);
   return it == table_.end() ? nullptr : it->second.get();
 }
 
 std::unique_ptr<TensorEntry> TensorQueue::Remove(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = table_.find(name);
   if (it == table_.end()) return nullptr;
   std::unique_ptr<TensorEntry> entry = std::move(it->second);
@@ -70,14 +70,14 @@ std::unique_ptr<TensorEntry> TensorQueue::Remove(const std::string& name) {
 }
 
 void TensorQueue::Close(const Status& why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (is_closed_) return;
   is_closed_ = true;
   closed_ = why;
 }
 
 std::vector<std::unique_ptr<TensorEntry>> TensorQueue::RemoveAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::unique_ptr<TensorEntry>> all;
   all.reserve(table_.size());
   for (auto it = table_.begin(); it != table_.end();) {

@@ -10,11 +10,11 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/tensor_entry.h"
 #include "core/wakeup.h"
 #include "kolo/status.h"
@@ -53,11 +53,11 @@ class TensorQueue {
  private:
   Wakeup* const wakeup_;
 
-  std::mutex mu_;
-  std::unordered_map<std::string, std::unique_ptr<TensorEntry>> table_;  // guarded by mu_
-  std::vector<TensorEntry*> new_entries_;                                // guarded by mu_
-  Status closed_;           // guarded by mu_; OK while open
-  bool is_closed_ = false;  // guarded by mu_
+  Mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<TensorEntry>> table_ KOLO_GUARDED_BY(mu_);
+  std::vector<TensorEntry*> new_entries_ KOLO_GUARDED_BY(mu_);
+  Status closed_ KOLO_GUARDED_BY(mu_);  // OK while open
+  bool is_closed_ KOLO_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace kolo

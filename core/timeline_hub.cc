@@ -14,9 +14,9 @@ TimelineHub::~TimelineHub() {
 }
 
 Status TimelineHub::Start(const std::string& path) {
-  std::lock_guard<std::mutex> control_lock(control_mu_);
+  MutexLock control_lock(&control_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (writer_ != nullptr) {
       return FailedPrecondition("start_timeline('" + path + "'): the timeline is already on");
     }
@@ -30,7 +30,7 @@ Status TimelineHub::Start(const std::string& path) {
   auto writer = TimelineWriter::Open(config);
   if (!writer.ok()) return writer.status().WithContext("start_timeline");
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     writer_ = std::move(writer).value();
   }
   generation_.fetch_add(1, std::memory_order_acq_rel);
@@ -41,14 +41,14 @@ Status TimelineHub::Start(const std::string& path) {
 
 std::shared_ptr<TimelineWriter> TimelineHub::Detach() {
   enabled_.store(false);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::shared_ptr<TimelineWriter> writer = std::move(writer_);
   writer_ = nullptr;
   return writer;
 }
 
 Status TimelineHub::Stop() {
-  std::lock_guard<std::mutex> control_lock(control_mu_);
+  MutexLock control_lock(&control_mu_);
   std::shared_ptr<TimelineWriter> writer = Detach();
   if (writer == nullptr) return Status::Ok();
   // A Record holding its own copy of `writer` past this point finds it closed and drops.
@@ -60,7 +60,7 @@ void TimelineHub::Record(TraceEvent event) {
   if (!enabled()) return;
   std::shared_ptr<TimelineWriter> writer;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     writer = writer_;
   }
   if (writer != nullptr) writer->Record(std::move(event));
@@ -68,7 +68,7 @@ void TimelineHub::Record(TraceEvent event) {
 
 void TimelineHub::SetClockOffset(double offset_us, double rtt_us) {
   {
-    std::lock_guard<std::mutex> lock(clock_mu_);
+    MutexLock lock(&clock_mu_);
     has_clock_ = true;
     clock_offset_us_ = offset_us;
     clock_rtt_us_ = rtt_us;
@@ -80,7 +80,7 @@ void TimelineHub::RecordClock() {
   if (!enabled()) return;
   TraceEvent event;
   {
-    std::lock_guard<std::mutex> lock(clock_mu_);
+    MutexLock lock(&clock_mu_);
     if (!has_clock_) return;
     char args[96];
     std::snprintf(args, sizeof(args), "{\"offset_us\":%.1f,\"rtt_us\":%.1f}", clock_offset_us_,

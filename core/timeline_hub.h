@@ -7,10 +7,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "core/clock.h"
+#include "core/mutex.h"
 #include "core/timeline_writer.h"
 #include "core/trace_sink.h"
 #include "kolo/status.h"
@@ -60,18 +60,18 @@ class TimelineHub final : public TraceSink {
 
   std::atomic<bool> enabled_{false};
   std::atomic<uint64_t> generation_{0};
-  std::mutex clock_mu_;
-  bool has_clock_ = false;      // guarded by clock_mu_
-  double clock_offset_us_ = 0;  // guarded by clock_mu_
-  double clock_rtt_us_ = 0;     // guarded by clock_mu_
-  void RecordClock();           // a kolo_clock event with the current estimate, if any
+  Mutex clock_mu_;
+  bool has_clock_ KOLO_GUARDED_BY(clock_mu_) = false;
+  double clock_offset_us_ KOLO_GUARDED_BY(clock_mu_) = 0;
+  double clock_rtt_us_ KOLO_GUARDED_BY(clock_mu_) = 0;
+  void RecordClock();  // a kolo_clock event with the current estimate, if any
   std::atomic<int64_t> max_bytes_{1024LL << 20};
 
   // Held across the whole of Start and Stop (file I/O included), never by Record.
-  std::mutex control_mu_;
+  Mutex control_mu_;
   // Held only to copy or swap writer_, so Record waits at most for that.
-  std::mutex mu_;
-  std::shared_ptr<TimelineWriter> writer_;  // guarded by mu_; null while stopped
+  Mutex mu_;
+  std::shared_ptr<TimelineWriter> writer_ KOLO_GUARDED_BY(mu_);  // null while stopped
 };
 
 }  // namespace kolo

@@ -113,7 +113,7 @@ void TimelineWriter::Record(TraceEvent event) {
   }
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closing_ || queue_.size() >= config_.queue_capacity) {
       ++dropped_;
       return;
@@ -123,24 +123,25 @@ void TimelineWriter::Record(TraceEvent event) {
     queue_.push_back(std::move(event));
     ++accepted_;
   }
-  if (wake) work_cv_.notify_one();
+  if (wake) work_cv_.NotifyOne();
 }
 
 void TimelineWriter::Flush() {
-  std::unique_lock<std::mutex> lock(mu_);
-  int64_t target = accepted_;
-  done_cv_.wait(lock, [&] { return done_ >= target; });
+  MutexLock lock(&mu_);
+  const int64_t target = accepted_;
+  // Bounded by the writer thread, which hands back every event it took (written or dropped).
+  done_cv_.Wait(&mu_, [&]() KOLO_REQUIRES(mu_) { return done_ >= target; });
 }
 
 void TimelineWriter::Close() {
-  std::lock_guard<std::mutex> close_lock(close_mu_);
+  MutexLock close_lock(&close_mu_);
   if (closed_) return;
   closed_ = true;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closing_ = true;
   }
-  work_cv_.notify_one();
+  work_cv_.NotifyOne();
   thread_.join();  // the writer drains the queue before it exits
   if (status().ok()) {
     std::string unfinished = CloseOpenSpans();
@@ -155,7 +156,7 @@ void TimelineWriter::Close() {
 }
 
 Status TimelineWriter::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return error_;
 }
 
@@ -163,21 +164,22 @@ void TimelineWriter::WriterLoop() {
   std::vector<TraceEvent> batch;
   for (;;) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [this] { return !queue_.empty() || closing_; });
+      MutexLock lock(&mu_);
+      // The writer thread idles here until an event or Close comes: no deadline by design.
+      work_cv_.Wait(&mu_, [this]() KOLO_REQUIRES(mu_) { return !queue_.empty() || closing_; });
       if (queue_.empty()) return;  // closing, and everything is written
     }
     if (config_.before_batch_for_test) config_.before_batch_for_test();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       batch.swap(queue_);
     }
     WriteBatch(batch);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       done_ += static_cast<int64_t>(batch.size());
     }
-    done_cv_.notify_all();
+    done_cv_.NotifyAll();
     batch.clear();
   }
 }
@@ -275,7 +277,7 @@ bool TimelineWriter::WriteOrFail(const std::string& text) {
     return true;
   }
   stopped_ = true;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (error_.ok()) {
     error_ = Internal("cannot write timeline file '" + config_.path + "': " + ErrnoText(err));
   }

@@ -7,12 +7,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -20,6 +18,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/mutex.h"
 #include "core/trace_sink.h"
 #include "kolo/status.h"
 
@@ -106,18 +105,18 @@ class TimelineWriter {
   // Set by the writer thread at the size limit or on a write error: Record drops from then on.
   std::atomic<bool> stopped_{false};
 
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;  // the writer waits for events or closing_
-  std::condition_variable done_cv_;  // Flush waits for done_
-  std::vector<TraceEvent> queue_;    // guarded by mu_
-  bool closing_ = false;             // guarded by mu_
-  int64_t accepted_ = 0;             // guarded by mu_: events ever queued
-  int64_t done_ = 0;                 // guarded by mu_: events taken off the queue and handled
-  Status error_;                     // guarded by mu_: the first write error
+  mutable Mutex mu_;
+  CondVar work_cv_;  // with mu_: the writer waits for events or closing_
+  CondVar done_cv_;  // with mu_: Flush waits for done_
+  std::vector<TraceEvent> queue_ KOLO_GUARDED_BY(mu_);
+  bool closing_ KOLO_GUARDED_BY(mu_) = false;
+  int64_t accepted_ KOLO_GUARDED_BY(mu_) = 0;  // events ever queued
+  int64_t done_ KOLO_GUARDED_BY(mu_) = 0;      // events taken off the queue and handled
+  Status error_ KOLO_GUARDED_BY(mu_);          // the first write error
 
-  std::mutex close_mu_;  // serializes Close
-  bool closed_ = false;  // guarded by close_mu_
-  std::thread thread_;   // started by Open, joined by Close
+  Mutex close_mu_;  // serializes Close
+  bool closed_ KOLO_GUARDED_BY(close_mu_) = false;
+  std::thread thread_;  // started by Open, joined by Close
 };
 
 // The file rank `rank` writes for KOLO_TIMELINE=`path`: `.rank<r>` inserted before the last

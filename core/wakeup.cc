@@ -5,19 +5,16 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
+
+#include "core/check.h"
 
 namespace kolo {
 namespace {
 
 int MakeEventFd() {
   const int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (fd < 0) {
-    std::fprintf(stderr, "kolo: eventfd() failed: %s\n", std::strerror(errno));
-    std::abort();
-  }
+  KOLO_CHECK(fd >= 0) << "eventfd() failed: " << std::strerror(errno);
   return fd;
 }
 

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "core/check.h"
+
 namespace kolo::ops {
 
 class AlignedBuffer {
@@ -26,7 +28,7 @@ class AlignedBuffer {
     capacity = (capacity + kAlignment - 1) / kAlignment * kAlignment;
     data_.reset();
     data_.reset(static_cast<uint8_t*>(std::aligned_alloc(kAlignment, capacity)));
-    if (data_ == nullptr) std::abort();
+    KOLO_CHECK(data_ != nullptr) << "AlignedBuffer: cannot allocate " << capacity << " bytes";
     capacity_ = capacity;
   }
 

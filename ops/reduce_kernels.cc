@@ -1,18 +1,16 @@
 #include "ops/reduce_kernels.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
+#include "core/check.h"
 #include "ops/half.h"
 
 namespace kolo::ops {
 namespace {
 
 [[noreturn]] void Die(const char* what, DataType dtype) {
-  std::fprintf(stderr, "kolo: %s: unsupported dtype %s\n", what, DataTypeName(dtype).c_str());
-  std::abort();
+  KOLO_CHECK(false) << what << ": unsupported dtype " << DataTypeName(dtype);
 }
 
 // Elements per inner loop. GCC's default -O2 vectorizer cost model ("very cheap") only
@@ -95,8 +93,7 @@ void ReduceTyped(T* dst, const T* src, size_t count, ReduceOp op) {
     case ReduceOp::kProduct:
       return ApplyBinary(dst, src, count, Multiply<T>);
   }
-  std::fprintf(stderr, "kolo: Reduce: unsupported op %s\n", ReduceOpName(op).c_str());
-  std::abort();
+  KOLO_CHECK(false) << "Reduce: unsupported op " << ReduceOpName(op);
 }
 
 // 16-bit floats: widen a block to float, run the float kernel, round back.
@@ -200,11 +197,7 @@ void ScaleCopy(void* dst, const void* src, size_t count, DataType dtype, double 
 }
 
 void DivideInPlace(void* buf, size_t count, DataType dtype, int64_t divisor) {
-  if (divisor <= 0) {
-    std::fprintf(stderr, "kolo: DivideInPlace: divisor %lld <= 0\n",
-                 static_cast<long long>(divisor));
-    std::abort();
-  }
+  KOLO_CHECK(divisor > 0) << "DivideInPlace: divisor " << divisor;
   switch (dtype) {
     case DataType::kUInt8:
       return DivideTyped(static_cast<uint8_t*>(buf), count, divisor);

@@ -1,24 +1,12 @@
 #include "ops/ring_exchange.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
+#include "core/check.h"
 #include "ops/reduce_kernels.h"
 
 namespace kolo::ops {
-namespace {
-
-// The data plane broke the StreamExchange contract: a programmer error.
-[[noreturn]] void ContractViolation(const char* what, size_t n, size_t limit) {
-  std::fprintf(stderr, "kolo: RingExchange::%s(%zu) beyond the %zu bytes offered\n", what, n,
-               limit);
-  std::abort();
-}
-
-}  // namespace
-
 namespace {
 
 // Bytes from the start of the buffer to the end of the last chunk.
@@ -103,7 +91,9 @@ ConstBytes RingExchange::NextSend() {
 
 void RingExchange::OnSent(size_t n) {
   const size_t ready = SendReady();
-  if (n > ready - sent_) ContractViolation("OnSent", n, ready - sent_);
+  // More than offered would be the data plane breaking the StreamExchange contract.
+  KOLO_CHECK(n <= ready - sent_) << "RingExchange::OnSent(" << n << ") beyond the " << ready - sent_
+                                 << " bytes offered";
   sent_ += n;
   SkipFinishedSends();
 }
@@ -124,7 +114,8 @@ MutableBytes RingExchange::NextRecv() {
 }
 
 void RingExchange::OnReceived(size_t n) {
-  if (n > recv_window_) ContractViolation("OnReceived", n, recv_window_);
+  KOLO_CHECK(n <= recv_window_) << "RingExchange::OnReceived(" << n << ") beyond the "
+                                << recv_window_ << " bytes offered";
   recv_window_ = 0;
   const Segment& segment = segments_[recv_segment_];
   received_ += n;

@@ -6,10 +6,10 @@
 // none, never a destroyed one.
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <utility>
 
 #include "core/background_loop.h"
+#include "core/mutex.h"
 #include "kolo/kolo.h"
 #include "runtime/raw_data_plane.h"
 #include "runtime/runtime_impl.h"
@@ -18,24 +18,21 @@
 namespace kolo {
 namespace {
 
-std::mutex& LifecycleMutex() {  // held through init() and shutdown()
-  static std::mutex mu;
-  return mu;
-}
+struct DefaultRuntime {
+  Mutex lifecycle_mu;                                  // held through init() and shutdown()
+  Mutex pointer_mu KOLO_ACQUIRED_AFTER(lifecycle_mu);  // held only to read or swap `runtime`
+  std::shared_ptr<Runtime> runtime KOLO_GUARDED_BY(pointer_mu);
+};
 
-std::mutex& PointerMutex() {  // held only to read or swap the pointer
-  static std::mutex mu;
-  return mu;
-}
-
-std::shared_ptr<Runtime>& DefaultRuntimeSlot() {  // guarded by PointerMutex()
-  static std::shared_ptr<Runtime> runtime;
-  return runtime;
+DefaultRuntime& Default() {  // a function-local static: built on first use, in any order
+  static DefaultRuntime state;
+  return state;
 }
 
 std::shared_ptr<Runtime> Current() {
-  std::lock_guard<std::mutex> lock(PointerMutex());
-  return DefaultRuntimeSlot();
+  DefaultRuntime& state = Default();
+  MutexLock lock(&state.pointer_mu);
+  return state.runtime;
 }
 
 // Set by shutdown(), cleared by init(): an op after shutdown() is told so, not that init()
@@ -77,23 +74,24 @@ Status init_for_version(int header_version) {
 Status init_for_version(int header_version, const Options& options) {
   KOLO_RETURN_IF_ERROR(CheckHeaderVersion(header_version));
   if (BackgroundLoop::IsBackgroundThread()) return RefuseInCallback("init()");
-  std::lock_guard<std::mutex> lifecycle(LifecycleMutex());
+  DefaultRuntime& state = Default();
+  MutexLock lifecycle(&state.lifecycle_mu);
   if (Current()) return FailedPrecondition("kolo is already initialized");
-  StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(options);
-  if (!runtime.ok()) return runtime.status();
-  std::lock_guard<std::mutex> lock(PointerMutex());
-  DefaultRuntimeSlot() = std::move(runtime).value();
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(options));
+  MutexLock lock(&state.pointer_mu);
+  state.runtime = std::move(runtime);
   WasShutDown() = false;
   return Status::Ok();
 }
 
 Status shutdown() {
   if (BackgroundLoop::IsBackgroundThread()) return RefuseInCallback("shutdown()");
-  std::lock_guard<std::mutex> lifecycle(LifecycleMutex());
+  DefaultRuntime& state = Default();
+  MutexLock lifecycle(&state.lifecycle_mu);
   std::shared_ptr<Runtime> runtime;
   {
-    std::lock_guard<std::mutex> lock(PointerMutex());
-    runtime.swap(DefaultRuntimeSlot());
+    MutexLock lock(&state.pointer_mu);
+    runtime.swap(state.runtime);
   }
   if (!runtime) return Status::Ok();
   WasShutDown() = true;

@@ -2,11 +2,10 @@
 // gradients over kolo's public API; see kolo/gradient_sync.h.
 #include "kolo/gradient_sync.h"
 
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 
+#include "core/mutex.h"
 #include "ops/half.h"
 #include "ops/reduce_kernels.h"
 
@@ -52,11 +51,11 @@ struct GradientSync::Gradient {
 };
 
 struct GradientSync::Completions {
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;  // with mu: an entry of `done` was set
   // Indexed like gradients_; entries for an allreduce started in this step.
-  std::vector<char> done;       // guarded by mu
-  std::vector<Status> results;  // guarded by mu
+  std::vector<char> done KOLO_GUARDED_BY(mu);
+  std::vector<Status> results KOLO_GUARDED_BY(mu);
 };
 
 GradientSync::GradientSync(Runtime* runtime, const GradientSyncOptions& options)
@@ -119,7 +118,7 @@ Status GradientSync::Register(const std::string& name, const TensorView& gradien
   if (k > 1) g->accumulator = std::make_shared<std::vector<unsigned char>>(gradient.num_bytes());
   if (g->compress) g->wire = std::make_shared<std::vector<uint16_t>>(n);
   {
-    std::lock_guard<std::mutex> lock(completions_->mu);
+    MutexLock lock(&completions_->mu);
     completions_->done.push_back(0);
     completions_->results.emplace_back();
   }
@@ -182,10 +181,10 @@ Status GradientSync::StartAllreduce(size_t index) {
   options.op = options_.op;
   std::shared_ptr<Completions> completions = completions_;
   Callback done = [completions, index, keep_alive](const Status& status) {
-    std::lock_guard<std::mutex> lock(completions->mu);
+    MutexLock lock(&completions->mu);
     completions->done[index] = 1;
     completions->results[index] = status;
-    completions->cv.notify_all();
+    completions->cv.NotifyAll();
   };
   g.started = true;
   Status status = runtime_ != nullptr
@@ -195,7 +194,7 @@ Status GradientSync::StartAllreduce(size_t index) {
     // No callback will run; record the failure so that Synchronize reports it too.
     status =
         status.WithContext("GradientSync: allreduce of " + Describe(g) + " ('" + g.op_name + "')");
-    std::lock_guard<std::mutex> lock(completions_->mu);
+    MutexLock lock(&completions_->mu);
     completions_->done[index] = 1;
     completions_->results[index] = status;
   }
@@ -211,14 +210,14 @@ StatusOr<bool> GradientSync::Synchronize() {
   }
   Completions& c = *completions_;
   {
-    std::unique_lock<std::mutex> lock(c.mu);
-    auto all_done = [&] {
+    MutexLock lock(&c.mu);
+    auto all_done = [&]() KOLO_REQUIRES(c.mu) {
       for (size_t i = 0; i < gradients_.size(); ++i) {
         if (gradients_[i]->started && !c.done[i]) return false;
       }
       return true;
     };
-    if (!c.cv.wait_for(lock, options_.timeout, all_done)) {
+    if (!c.cv.WaitFor(&c.mu, options_.timeout, all_done)) {
       std::vector<std::string> pending;
       for (size_t i = 0; i < gradients_.size(); ++i) {
         if (gradients_[i]->started && !c.done[i]) pending.push_back(gradients_[i]->name);
@@ -234,7 +233,7 @@ StatusOr<bool> GradientSync::Synchronize() {
   for (size_t i = 0; i < gradients_.size(); ++i) {
     const Gradient& g = *gradients_[i];
     if (!g.ready) missing.push_back(g.name);
-    std::lock_guard<std::mutex> lock(c.mu);
+    MutexLock lock(&c.mu);
     if (g.started && !c.results[i].ok() && first_error.ok()) {
       first_error = c.results[i];
       if (first_error.message().find("GradientSync:") != 0) {
@@ -274,7 +273,7 @@ void GradientSync::WriteBack() {
 
 void GradientSync::ResetStep() {
   passes_in_step_ = 0;
-  std::lock_guard<std::mutex> lock(completions_->mu);
+  MutexLock lock(&completions_->mu);
   for (size_t i = 0; i < gradients_.size(); ++i) {
     Gradient& g = *gradients_[i];
     g.ready = g.accumulated = g.started = false;
@@ -286,7 +285,7 @@ void GradientSync::ResetStep() {
 bool GradientSync::IsReduced(const std::string& name) const {
   auto it = index_.find(name);
   if (it == index_.end() || !gradients_[it->second]->started) return false;
-  std::lock_guard<std::mutex> lock(completions_->mu);
+  MutexLock lock(&completions_->mu);
   return completions_->done[it->second] != 0;
 }
 
@@ -300,8 +299,10 @@ Status GradientSync::WaitReduced(const std::string& name, std::chrono::milliseco
     return FailedPrecondition("GradientSync::WaitReduced: the allreduce of " +
                               Describe(*gradients_[index]) + " was not started in this step");
   }
-  std::unique_lock<std::mutex> lock(completions_->mu);
-  if (!completions_->cv.wait_for(lock, timeout, [&] { return completions_->done[index] != 0; })) {
+  MutexLock lock(&completions_->mu);
+  if (!completions_->cv.WaitFor(&completions_->mu, timeout, [&]() KOLO_REQUIRES(completions_->mu) {
+        return completions_->done[index] != 0;
+      })) {
     return DeadlineExceeded("GradientSync::WaitReduced: allreduce of " +
                             Describe(*gradients_[index]) + " still pending after " +
                             std::to_string(timeout.count()) + " ms");

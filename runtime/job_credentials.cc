@@ -66,22 +66,20 @@ StatusOr<transport::JobCredentials> LoadJobCredentials(const Options& options) {
     if (!options.secret.empty()) {
       return InvalidArgument("KOLO_SECRET and KOLO_SECRET_FILE are both set; set one");
     }
-    StatusOr<std::string> text = ReadSecretFile(options.secret_file);
-    if (!text.ok()) return text.status();
-    hex = std::move(text).value();
+    KOLO_ASSIGN_OR_RETURN(std::string text, ReadSecretFile(options.secret_file));
+    hex = std::move(text);
     variable = "the secret in KOLO_SECRET_FILE";
   }
   if (hex.empty()) {
     if (!options.secret_file.empty()) return InvalidArgument(variable + " is empty");
     return creds;
   }
-  StatusOr<std::string> key = transport::DecodeHex(hex, variable);
-  if (!key.ok()) return key.status();
-  if (key->size() < kMinKeyBytes) {
-    return InvalidArgument(variable + " has " + std::to_string(key->size()) + " bytes; at least " +
+  KOLO_ASSIGN_OR_RETURN(std::string key, transport::DecodeHex(hex, variable));
+  if (key.size() < kMinKeyBytes) {
+    return InvalidArgument(variable + " has " + std::to_string(key.size()) + " bytes; at least " +
                            std::to_string(kMinKeyBytes) + " are needed (kolorun makes 32)");
   }
-  creds.key = std::move(key).value();
+  creds.key = std::move(key);
   return creds;
 }
 

@@ -1,5 +1,5 @@
-// The data plane without the runtime around it, for kolo-bench's raw mode (issue 6: the
-// runtime's overhead is measured against it). Not part of kolo's API: no negotiation, no
+// The data plane without the runtime around it, for kolo-bench's raw mode (the runtime's
+// overhead is measured against it; docs/PERFORMANCE.md). Not part of kolo's API: no negotiation, no
 // agreement checks, no queue. Every rank must call it at the same point of its program with
 // the same count and dtype while no other op is in flight, or the ranks deadlock until the
 // data-plane deadline.

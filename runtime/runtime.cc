@@ -1,8 +1,7 @@
 // kolo::Runtime: the public face of one rank's RuntimeImpl.
-#include <condition_variable>
-#include <mutex>
 
 #include "core/background_loop.h"
+#include "core/mutex.h"
 #include "core/op_validation.h"
 #include "kolo/kolo.h"
 #include "runtime/runtime_impl.h"
@@ -13,9 +12,8 @@ Runtime::Runtime(std::unique_ptr<RuntimeImpl> impl) : impl_(std::move(impl)) {}
 Runtime::~Runtime() = default;
 
 StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Options& options) {
-  StatusOr<std::unique_ptr<RuntimeImpl>> impl = RuntimeImpl::Create(options);
-  if (!impl.ok()) return impl.status();
-  return std::unique_ptr<Runtime>(new Runtime(std::move(impl).value()));
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<RuntimeImpl> impl, RuntimeImpl::Create(options));
+  return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
 
 Status Runtime::Shutdown() {
@@ -52,9 +50,8 @@ int Runtime::cross_size() const {
 Status Runtime::AllreduceAsync(const std::string& name, const TensorView& input,
                                const TensorView& output, const AllreduceOptions& options,
                                Callback callback) {
-  StatusOr<TensorMeta> meta = ValidateAllreduce(name, input, output, options);
-  if (!meta.ok()) return meta.status();
-  return impl_->Enqueue(std::move(meta).value(), input, output, std::move(callback));
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta, ValidateAllreduce(name, input, output, options));
+  return impl_->Enqueue(std::move(meta), input, output, std::move(callback));
 }
 
 Status Runtime::Allreduce(const std::string& name, const TensorView& input,
@@ -66,12 +63,10 @@ Status Runtime::Allreduce(const std::string& name, const TensorView& input,
 
 Status Runtime::AllgatherAsync(const std::string& name, const TensorView& input, Allocator allocate,
                                Callback callback) {
-  StatusOr<TensorMeta> meta = ValidateAllgather(name, input, allocate);
-  if (!meta.ok()) return meta.status();
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta, ValidateAllgather(name, input, allocate));
   TensorView output = input;  // data and shape are filled in once negotiation decided them
   output.data = nullptr;
-  return impl_->Enqueue(std::move(meta).value(), input, output, std::move(callback),
-                        std::move(allocate));
+  return impl_->Enqueue(std::move(meta), input, output, std::move(callback), std::move(allocate));
 }
 
 Status Runtime::Allgather(const std::string& name, const TensorView& input, Allocator allocate) {
@@ -84,10 +79,9 @@ Status Runtime::GroupedAllreduceAsync(const std::vector<std::string>& names,
                                       const std::vector<TensorView>& inputs,
                                       const std::vector<TensorView>& outputs,
                                       const AllreduceOptions& options, Callback callback) {
-  StatusOr<std::vector<TensorMeta>> metas =
-      ValidateGroupedAllreduce(names, inputs, outputs, options);
-  if (!metas.ok()) return metas.status();
-  return impl_->EnqueueGroup(std::move(metas).value(), inputs, outputs, std::move(callback));
+  KOLO_ASSIGN_OR_RETURN(std::vector<TensorMeta> metas,
+                        ValidateGroupedAllreduce(names, inputs, outputs, options));
+  return impl_->EnqueueGroup(std::move(metas), inputs, outputs, std::move(callback));
 }
 
 Status Runtime::GroupedAllreduce(const std::vector<std::string>& names,
@@ -102,12 +96,11 @@ Status Runtime::GroupedAllreduce(const std::vector<std::string>& names,
 Status Runtime::AlltoallAsync(const std::string& name, const TensorView& input,
                               const std::vector<int64_t>& splits, Allocator allocate,
                               std::vector<int64_t>* received_splits, Callback callback) {
-  StatusOr<TensorMeta> meta = ValidateAlltoall(name, input, splits, allocate, size());
-  if (!meta.ok()) return meta.status();
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta, ValidateAlltoall(name, input, splits, allocate, size()));
   TensorView output = input;  // data and shape are filled in once negotiation decided them
   output.data = nullptr;
-  return impl_->Enqueue(std::move(meta).value(), input, output, std::move(callback),
-                        std::move(allocate), received_splits);
+  return impl_->Enqueue(std::move(meta), input, output, std::move(callback), std::move(allocate),
+                        received_splits);
 }
 
 Status Runtime::Alltoall(const std::string& name, const TensorView& input,
@@ -121,9 +114,9 @@ Status Runtime::Alltoall(const std::string& name, const TensorView& input,
 Status Runtime::ReducescatterAsync(const std::string& name, const TensorView& input,
                                    const TensorView& output, const AllreduceOptions& options,
                                    Callback callback) {
-  StatusOr<TensorMeta> meta = ValidateReducescatter(name, input, output, options, rank(), size());
-  if (!meta.ok()) return meta.status();
-  return impl_->Enqueue(std::move(meta).value(), input, output, std::move(callback));
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta,
+                        ValidateReducescatter(name, input, output, options, rank(), size()));
+  return impl_->Enqueue(std::move(meta), input, output, std::move(callback));
 }
 
 Status Runtime::Reducescatter(const std::string& name, const TensorView& input,
@@ -135,9 +128,8 @@ Status Runtime::Reducescatter(const std::string& name, const TensorView& input,
 
 Status Runtime::BroadcastAsync(const std::string& name, const TensorView& tensor, int root,
                                Callback callback) {
-  StatusOr<TensorMeta> meta = ValidateBroadcast(name, tensor, root, size());
-  if (!meta.ok()) return meta.status();
-  return impl_->Enqueue(std::move(meta).value(), tensor, tensor, std::move(callback));
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta, ValidateBroadcast(name, tensor, root, size()));
+  return impl_->Enqueue(std::move(meta), tensor, tensor, std::move(callback));
 }
 
 Status Runtime::Broadcast(const std::string& name, const TensorView& tensor, int root) {
@@ -156,8 +148,8 @@ Status Runtime::JoinAsync(int* last_rank, Callback callback) {
 
 StatusOr<int> Runtime::Join() {
   int last = -1;  // set before the callback runs, which Blocking waits for
-  Status s = Blocking("join", [&](Callback done) { return JoinAsync(&last, std::move(done)); });
-  if (!s.ok()) return s;
+  KOLO_RETURN_IF_ERROR(
+      Blocking("join", [&](Callback done) { return JoinAsync(&last, std::move(done)); }));
   return last;
 }
 
@@ -181,21 +173,20 @@ Status Runtime::Blocking(const std::string& what, const std::function<Status(Cal
                               "would wait on itself; use the _async form");
   }
   struct Waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    Status status;
+    Mutex mu;
+    CondVar cv;  // with mu: done was set
+    bool done KOLO_GUARDED_BY(mu) = false;
+    Status status KOLO_GUARDED_BY(mu);
   };
   auto waiter = std::make_shared<Waiter>();
-  Status enqueued = enqueue([waiter](const Status& s) {
-    std::lock_guard<std::mutex> lock(waiter->mu);
+  KOLO_RETURN_IF_ERROR(enqueue([waiter](const Status& s) {
+    MutexLock lock(&waiter->mu);
     waiter->status = s;
     waiter->done = true;
-    waiter->cv.notify_all();
-  });
-  if (!enqueued.ok()) return enqueued;
-  std::unique_lock<std::mutex> lock(waiter->mu);
-  waiter->cv.wait(lock, [&] { return waiter->done; });
+    waiter->cv.NotifyAll();
+  }));
+  MutexLock lock(&waiter->mu);
+  waiter->cv.Wait(&waiter->mu, [&]() KOLO_REQUIRES(waiter->mu) { return waiter->done; });
   return waiter->status;
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long fuzz campaign of issue 7 (README "Fuzzing and soak"): configures build-fuzz with
+# The long fuzz campaign (README "Fuzzing and soak"): configures build-fuzz with
 # clang and -DKOLO_FUZZ=ON (libFuzzer + ASan + UBSan), builds the fuzz targets, and runs each
 # for SECONDS (default 60) from its seed corpus, one after the other. New inputs collect in
 # build-fuzz/fuzz/work/<target>/; a crash, leak or timeout stops the run and leaves the input

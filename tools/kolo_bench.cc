@@ -153,10 +153,9 @@ Status Sweep::Run() {
   for (DataType dtype : options_.dtypes) {
     for (const BenchOp& op : options_.ops) {
       for (int64_t bytes : kolo::bench::SweepSizes(options_)) {
-        StatusOr<Row> row = RunSize(dtype, op, bytes);
-        if (!row.ok()) return row.status();
-        total_wrong_ += row->wrong;
-        Print(dtype, op, row.value());
+        KOLO_ASSIGN_OR_RETURN(Row row, RunSize(dtype, op, bytes));
+        total_wrong_ += row.wrong;
+        Print(dtype, op, row);
       }
     }
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sanitizer soak of issue 7 (README "Fuzzing and soak"):
+# The sanitizer soak (README "Fuzzing and soak"):
 #  1. builds kolorun and kolo-soak with -DKOLO_SANITIZE=address,undefined in build-asan and runs
 #     `kolorun -np RANKS kolo-soak --steps STEPS` (a 100-tensor model), printing RSS as it goes;
 #  2. builds the multi-rank tests with -DKOLO_SANITIZE=thread in build-tsan and runs

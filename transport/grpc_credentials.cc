@@ -41,22 +41,19 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   if (security.tls_cert.empty() || security.tls_key.empty()) {
     return InvalidArgument("the controller needs both KOLO_TLS_CERT and KOLO_TLS_KEY for TLS");
   }
-  StatusOr<std::string> cert = ReadPem(security.tls_cert, "KOLO_TLS_CERT");
-  if (!cert.ok()) return cert.status();
-  StatusOr<std::string> key = ReadPem(security.tls_key, "KOLO_TLS_KEY");
-  if (!key.ok()) return key.status();
+  KOLO_ASSIGN_OR_RETURN(std::string cert, ReadPem(security.tls_cert, "KOLO_TLS_CERT"));
+  KOLO_ASSIGN_OR_RETURN(std::string key, ReadPem(security.tls_key, "KOLO_TLS_KEY"));
   grpc::SslServerCredentialsOptions options;
-  options.pem_key_cert_pairs.push_back({*key, *cert});
+  options.pem_key_cert_pairs.push_back({key, cert});
   return grpc::SslServerCredentials(options);
 }
 
 StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const ControlSecurity& security) {
   if (security.tls_ca.empty()) return grpc::InsecureChannelCredentials();
-  StatusOr<std::string> ca = ReadPem(security.tls_ca, "KOLO_TLS_CA");
-  if (!ca.ok()) return ca.status();
+  KOLO_ASSIGN_OR_RETURN(std::string ca, ReadPem(security.tls_ca, "KOLO_TLS_CA"));
   grpc::SslCredentialsOptions options;
-  options.pem_root_certs = *ca;
+  options.pem_root_certs = ca;
   return grpc::SslCredentials(options);
 }
 

@@ -5,7 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-#include <cassert>
+#include "core/check.h"
 
 namespace kolo::transport {
 namespace {
@@ -47,8 +47,7 @@ std::string Mac(const std::string& key, std::string_view label,
   const unsigned char* result =
       HMAC(EVP_sha256(), key_data, static_cast<int>(key.size()),
            reinterpret_cast<const unsigned char*>(input.data()), input.size(), out, &out_len);
-  assert(result != nullptr && out_len == kMacBytes);
-  (void)result;
+  KOLO_CHECK(result != nullptr && out_len == kMacBytes) << "HMAC-SHA256 failed in OpenSSL";
   return std::string(reinterpret_cast<const char*>(out), out_len);
 }
 

@@ -1,6 +1,6 @@
 #include "transport/mesh_handshake.h"
 
-#include <cassert>
+#include "core/check.h"
 
 namespace kolo::transport {
 namespace {
@@ -41,8 +41,8 @@ const char* KindName(MeshFrameKind kind) {
 }  // namespace
 
 std::string EncodeMeshFrame(const MeshFrame& frame) {
-  assert(frame.nonce.size() == NonceBytesOf(frame.kind));
-  assert(frame.proof.size() == ProofBytesOf(frame.kind));
+  KOLO_CHECK(frame.nonce.size() == NonceBytesOf(frame.kind)) << frame.nonce.size() << " bytes";
+  KOLO_CHECK(frame.proof.size() == ProofBytesOf(frame.kind)) << frame.proof.size() << " bytes";
   const uint64_t payload = frame.nonce.size() + frame.proof.size();
   std::string out;
   out.reserve(kMeshFrameHeaderBytes + payload);
@@ -65,7 +65,8 @@ size_t MeshFrameReader::BytesWanted() const {
 }
 
 Status MeshFrameReader::Advance(size_t n) {
-  assert(n <= BytesWanted());
+  KOLO_CHECK(n <= BytesWanted()) << "Advance(" << n << ") past the " << BytesWanted()
+                                 << " bytes wanted";
   const size_t before = filled_;
   filled_ += n;
   auto arrived = [&](size_t end) { return before < end && filled_ >= end; };

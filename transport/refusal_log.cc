@@ -7,7 +7,7 @@ void RefusalLog::Refused(const std::string& reason_key, const std::string& remot
   const auto now = std::chrono::steady_clock::now();
   long suppressed = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Entry& entry = entries_[reason_key];
     if (entry.logged_once && now - entry.last_logged < std::chrono::seconds(1)) {
       ++entry.suppressed;

@@ -6,10 +6,10 @@
 
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "core/logging.h"
+#include "core/mutex.h"
 
 namespace kolo::transport {
 
@@ -32,8 +32,8 @@ class RefusalLog {
   };
   const Logger logger_;     // constant after construction
   const std::string what_;  // constant after construction
-  std::mutex mu_;
-  std::map<std::string, Entry> entries_;  // GUARDED_BY(mu_), by reason key
+  Mutex mu_;
+  std::map<std::string, Entry> entries_ KOLO_GUARDED_BY(mu_);  // by reason key
 };
 
 }  // namespace kolo::transport

@@ -191,11 +191,10 @@ StatusOr<std::unique_ptr<ShmMesh>> ShmMesh::Create(const Config& config, DataPla
   fixed.slot_bytes = RoundUp(config.slot_bytes == 0 ? kDefaultSlotBytes : config.slot_bytes, 64);
   if (!fixed.logger) fixed.logger = MakeLogger(config.rank, "shm", spdlog::level::warn);
   const std::string what = "shared-memory data plane of " + std::to_string(config.size) + " ranks";
-  StatusOr<std::unique_ptr<ShmSegment>> segment = config.rank == 0
-                                                      ? CreateAndShare(fixed, bootstrap, what)
-                                                      : OpenShared(fixed, bootstrap, what);
-  if (!segment.ok()) return segment.status();
-  return std::unique_ptr<ShmMesh>(new ShmMesh(fixed, std::move(segment).value()));
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<ShmSegment> segment,
+                        config.rank == 0 ? CreateAndShare(fixed, bootstrap, what)
+                                         : OpenShared(fixed, bootstrap, what));
+  return std::unique_ptr<ShmMesh>(new ShmMesh(fixed, std::move(segment)));
 }
 
 ShmMesh::ShmMesh(const Config& config, std::unique_ptr<ShmSegment> segment)
@@ -269,7 +268,7 @@ Status ShmMesh::NotArrived(uint64_t step, const std::string& what) const {
 
 void ShmMesh::Interrupt(const Status& why) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (interrupted_.load()) return;
     interrupt_status_ = why.ok() ? Aborted("interrupted") : why;
     interrupted_.store(true, std::memory_order_release);
@@ -281,7 +280,7 @@ void ShmMesh::Interrupt(const Status& why) {
 }
 
 Status ShmMesh::InterruptStatus() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return interrupt_status_;
 }
 

@@ -18,11 +18,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "core/data_plane.h"
 #include "core/logging.h"
+#include "core/mutex.h"
 #include "core/shared_memory_plane.h"
 #include "transport/shm_segment.h"
 
@@ -75,9 +75,9 @@ class ShmMesh final : public SharedMemoryPlane {
   uint64_t step_ = 0;    // sync points passed by this rank
   uint64_t chunks_ = 0;  // NextSlotSet calls
 
-  mutable std::mutex mu_;
-  Status interrupt_status_;               // GUARDED_BY(mu_); set once by Interrupt
-  std::atomic<bool> interrupted_{false};  // fast check; true once interrupt_status_ is set
+  mutable Mutex mu_;
+  Status interrupt_status_ KOLO_GUARDED_BY(mu_);  // set once by Interrupt
+  std::atomic<bool> interrupted_{false};          // fast check; true once interrupt_status_ is set
 };
 
 // Bytes of the segment for `size` ranks and `slot_bytes` per slot.

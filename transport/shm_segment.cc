@@ -51,9 +51,8 @@ StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& name, 
     return Internal("shared memory " + name + " has " + std::to_string(st.st_size) +
                     " bytes, expected " + std::to_string(bytes));
   }
-  StatusOr<uint8_t*> data = Map(fd.get(), bytes, name);
-  if (!data.ok()) return data.status();
-  return std::unique_ptr<ShmSegment>(new ShmSegment(name, *data, bytes, /*owns_name=*/false));
+  KOLO_ASSIGN_OR_RETURN(uint8_t * data, Map(fd.get(), bytes, name));
+  return std::unique_ptr<ShmSegment>(new ShmSegment(name, data, bytes, /*owns_name=*/false));
 }
 
 ShmSegment::ShmSegment(std::string name, uint8_t* data, size_t size, bool owns_name)

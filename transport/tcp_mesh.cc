@@ -86,17 +86,16 @@ Status TcpMesh::Connect(const std::vector<std::string>& addresses,
   }
   const SteadyTime start = std::chrono::steady_clock::now();
   const std::string generation = generation_.empty() ? config_.auth.generation : generation_;
-  StatusOr<std::vector<UniqueFd>> peers = ConnectSet(resolved, generation, deadline);
-  if (!peers.ok()) return peers.status();
+  KOLO_ASSIGN_OR_RETURN(std::vector<UniqueFd> peers, ConnectSet(resolved, generation, deadline));
   // Every peer must be done accepting data connections before round connections dial it, or
   // it would refuse them (and log it) as duplicates; and all must agree on having them.
-  KOLO_RETURN_IF_ERROR(SyncPeers(*peers, deadline).WithContext(context));
+  KOLO_RETURN_IF_ERROR(SyncPeers(peers, deadline).WithContext(context));
   if (config_.round_lane) {
     StatusOr<std::vector<UniqueFd>> rounds = ConnectSet(resolved, generation + "/rounds", deadline);
     if (!rounds.ok()) return rounds.status().WithContext("fast-path round connections");
     round_peers_ = std::move(rounds).value();
   }
-  peers_ = std::move(peers).value();
+  peers_ = std::move(peers);
   listener_.Reset();
   config_.logger->info("data mesh connected to {} peers in {} ms", config_.size - 1,
                        std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -221,7 +220,7 @@ Status TcpMesh::Exchange(int send_to, int recv_from, StreamExchange& exchange,
 
 void TcpMesh::Interrupt(const Status& why) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (interrupted_.load()) return;
     // An OK status would let an unfinished Exchange report success.
     interrupt_status_ = why.ok() ? Aborted("the data plane was interrupted") : why;
@@ -233,7 +232,7 @@ void TcpMesh::Interrupt(const Status& why) {
 }
 
 Status TcpMesh::InterruptStatus() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return interrupt_status_;
 }
 

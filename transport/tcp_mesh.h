@@ -10,12 +10,12 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/data_plane.h"
 #include "core/logging.h"
+#include "core/mutex.h"
 #include "kolo/status.h"
 #include "transport/mesh_handshake.h"
 #include "transport/tcp_socket.h"
@@ -117,9 +117,9 @@ class TcpMesh final : public DataPlane {
   bool connect_called_ = false;
   bool busy_poll_ = false;  // see SetLocalRanks
 
-  mutable std::mutex mu_;
-  Status interrupt_status_;               // GUARDED_BY(mu_); set once by Interrupt
-  std::atomic<bool> interrupted_{false};  // fast check; true once interrupt_status_ is set
+  mutable Mutex mu_;
+  Status interrupt_status_ KOLO_GUARDED_BY(mu_);  // set once by Interrupt
+  std::atomic<bool> interrupted_{false};          // fast check; true once interrupt_status_ is set
 };
 
 }  // namespace kolo::transport

@@ -92,14 +92,13 @@ StatusOr<SocketAddress> ResolveAddress(const std::string& host, int port) {
 
 StatusOr<UniqueFd> ListenOn(const std::string& host, int port, int* bound_port) {
   const std::string bind_host = host.empty() ? "0.0.0.0" : host;
-  StatusOr<SocketAddress> address = ResolveAddress(bind_host, port);
-  if (!address.ok()) return address.status();
+  KOLO_ASSIGN_OR_RETURN(SocketAddress address, ResolveAddress(bind_host, port));
   const std::string where = JoinHostPort(bind_host, port);
-  UniqueFd fd(socket(address->storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  UniqueFd fd(socket(address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return ErrnoToStatus(errno, "socket() for listening on " + where);
   KOLO_RETURN_IF_ERROR(SetIntOption(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR"));
   KOLO_RETURN_IF_ERROR(SetBufferSizes(fd.get()));
-  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&address->storage), address->length) != 0) {
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) != 0) {
     return ErrnoToStatus(errno, "cannot bind to " + where);
   }
   if (listen(fd.get(), kListenBacklog) != 0) {

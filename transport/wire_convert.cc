@@ -144,9 +144,8 @@ StatusOr<WorkerMessage> FromWire(const wire::WorkerMessage& in) {
     case wire::WorkerMessage::kRequests:
       message.kind = WorkerMessage::Kind::kRequests;
       for (const wire::Request& r : in.requests().requests()) {
-        StatusOr<Request> request = FromWire(r);
-        if (!request.ok()) return request.status();
-        message.requests.push_back(std::move(request).value());
+        KOLO_ASSIGN_OR_RETURN(Request request, FromWire(r));
+        message.requests.push_back(std::move(request));
       }
       return message;
     case wire::WorkerMessage::kShutdown:

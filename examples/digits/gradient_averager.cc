@@ -12,16 +12,14 @@ StatusOr<std::unique_ptr<GradientAverager>> GradientAverager::Create(
   GradientSyncOptions options;
   options.op = ReduceOp::kAverage;
   options.name_prefix = "";  // the model already names its gradients "grad/w1", ...
-  StatusOr<std::unique_ptr<GradientSync>> sync = GradientSync::Create(options);
-  if (!sync.ok()) return sync.status();
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, GradientSync::Create(options));
   std::vector<std::string> names;
   for (NamedTensor& tensor : *gradients) {
     TensorView view{tensor.values.data(), DataType::kFloat32, tensor.shape, Device::Cpu()};
-    KOLO_RETURN_IF_ERROR((*sync)->Register(tensor.name, view));
+    KOLO_RETURN_IF_ERROR(sync->Register(tensor.name, view));
     names.push_back(tensor.name);
   }
-  return std::unique_ptr<GradientAverager>(
-      new GradientAverager(std::move(sync).value(), std::move(names)));
+  return std::unique_ptr<GradientAverager>(new GradientAverager(std::move(sync), std::move(names)));
 }
 
 StatusOr<float> GradientAverager::Average(float loss) {
@@ -43,8 +41,7 @@ StatusOr<float> GradientAverager::Average(float loss) {
   average.op = ReduceOp::kAverage;
   Status loss_status = allreduce("loss", loss_view, loss_view, average);
   // Synchronize even after a failed loss allreduce, so no gradient op is left in flight.
-  StatusOr<bool> stepped = sync_->Synchronize();
-  if (!stepped.ok()) return stepped.status();
+  KOLO_RETURN_IF_ERROR(sync_->Synchronize().status());
   if (!loss_status.ok()) return loss_status.WithContext("allreduce 'loss'");
   return loss;
 }

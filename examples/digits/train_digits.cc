@@ -26,14 +26,13 @@ StatusOr<float> TrainStep(const TrainOptions& options, const Dataset& train, con
                           std::vector<NamedTensor>* gradients) {
   const float local_loss = model->LossAndGradients(train, local_batch, local_size, gradients);
   if (*averager == nullptr) {
-    StatusOr<std::unique_ptr<GradientAverager>> created = GradientAverager::Create(gradients);
-    if (!created.ok()) return created.status();
-    *averager = std::move(created).value();
+    KOLO_ASSIGN_OR_RETURN(std::unique_ptr<GradientAverager> created,
+                          GradientAverager::Create(gradients));
+    *averager = std::move(created);
   }
-  StatusOr<float> loss = (*averager)->Average(local_loss);
-  if (!loss.ok()) return loss.status();
+  KOLO_ASSIGN_OR_RETURN(float loss, (*averager)->Average(local_loss));
   model->SgdStep(*gradients, static_cast<float>(options.learning_rate));
-  return loss.value();
+  return loss;
 }
 
 Status Train(const TrainOptions& options, const TrainTestSplit& data, Mlp* model) {

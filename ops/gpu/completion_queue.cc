@@ -14,66 +14,69 @@ CompletionQueue::CompletionQueue(DeviceApi* device, const Config& config,
 
 CompletionQueue::~CompletionQueue() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     if (interrupted_.ok()) {
       interrupted_ = ShutdownError("kolo was shut down before this device op completed");
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
 void CompletionQueue::Push(Item item) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     items_.push_back(std::move(item));
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void CompletionQueue::Interrupt(const Status& why) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (interrupted_.ok()) interrupted_ = why;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 size_t CompletionQueue::pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return items_.size();
 }
 
 void CompletionQueue::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return !items_.empty() || stopping_; });
+    // Bounded by the owner: the destructor sets stopping_.
+    cv_.Wait(&mu_, [&]() KOLO_REQUIRES(mu_) { return !items_.empty() || stopping_; });
     if (items_.empty()) return;  // stopping, nothing left
-    Status status = Await(items_.front(), lock);
+    Status status = Await(items_.front());
     Item item = std::move(items_.front());
     items_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     Finish(item, status);
-    lock.lock();
+    lock.Lock();
   }
 }
 
-Status CompletionQueue::Await(const Item& item, std::unique_lock<std::mutex>& lock) {
+Status CompletionQueue::Await(const Item& item) {
   const Clock::TimePoint deadline = config_.clock->Now() + DurationOf(config_.timeout_seconds);
   for (;;) {
     if (!interrupted_.ok()) return interrupted_;
-    if (failed_) {  // behind a failure: wait for the loop's verdict (Interrupt)
-      cv_.wait(lock, [&] { return !interrupted_.ok(); });
+    if (failed_) {
+      // Behind a failure: wait for the loop's verdict. Bounded by the loop, which interrupts
+      // the executor when it aborts, and by the destructor.
+      cv_.Wait(&mu_, [&]() KOLO_REQUIRES(mu_) { return !interrupted_.ok(); });
       continue;
     }
-    lock.unlock();
+    mu_.Unlock();
     Status failure;
     StatusOr<bool> done = device_->QueryEvent(item.finished);
     if (!done.ok()) {
       failure = done.status().WithContext(item.what);
     } else if (*done) {
-      lock.lock();
+      mu_.Lock();
       return Status::Ok();
     } else if (health_) {
       failure = health_();
@@ -86,12 +89,13 @@ Status CompletionQueue::Await(const Item& item, std::unique_lock<std::mutex>& lo
     if (!failure.ok()) {
       logger_->error("{}", failure.message());
       if (on_fatal_) on_fatal_(failure);
-      lock.lock();
+      mu_.Lock();
       failed_ = true;
       return failure;
     }
-    lock.lock();
-    cv_.wait_for(lock, config_.poll_interval, [&] { return !interrupted_.ok(); });
+    mu_.Lock();
+    cv_.WaitFor(&mu_, config_.poll_interval,
+                [&]() KOLO_REQUIRES(mu_) { return !interrupted_.ok(); });
   }
 }
 

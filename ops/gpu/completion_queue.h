@@ -15,10 +15,8 @@
 // failing what is left with a shutdown status.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +24,7 @@
 #include "core/clock.h"
 #include "core/executor.h"
 #include "core/logging.h"
+#include "core/mutex.h"
 #include "ops/gpu/device_api.h"
 
 namespace kolo::gpu {
@@ -73,8 +72,9 @@ class CompletionQueue {
 
  private:
   void Run();
-  // Polls `item` until it completed, failed or was interrupted; returns its status.
-  Status Await(const Item& item, std::unique_lock<std::mutex>& lock);
+  // Polls `item` until it completed, failed or was interrupted; returns its status. Holds mu_
+  // on entry and return, not while it queries the device.
+  Status Await(const Item& item) KOLO_REQUIRES(mu_);
   void Finish(Item& item, const Status& status);
   void ReportPhases(const Item& item);
 
@@ -84,13 +84,13 @@ class CompletionQueue {
   const std::function<void(const Status&)> on_fatal_;
   const Logger logger_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Item> items_;  // guarded by mu_; the front is polled
-  Status interrupted_;      // guarded by mu_
-  bool failed_ = false;     // guarded by mu_: on_fatal ran; items wait for Interrupt
-  bool stopping_ = false;   // guarded by mu_
-  std::thread thread_;      // last: starts once the members above exist
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<Item> items_ KOLO_GUARDED_BY(mu_);  // the front is polled
+  Status interrupted_ KOLO_GUARDED_BY(mu_);
+  bool failed_ KOLO_GUARDED_BY(mu_) = false;  // on_fatal ran; items wait for Interrupt
+  bool stopping_ KOLO_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: starts once the members above exist
 };
 
 }  // namespace kolo::gpu

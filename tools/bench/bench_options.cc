@@ -84,9 +84,8 @@ using FlagSetter = std::function<Status(const std::string&, BenchOptions*)>;
 template <typename Field>
 FlagSetter IntFlag(const std::string& flag, Field BenchOptions::*field, int64_t lo, int64_t hi) {
   return [=](const std::string& value, BenchOptions* options) -> Status {
-    StatusOr<int64_t> parsed = ParseInt(flag, value, lo, hi);
-    if (!parsed.ok()) return parsed.status();
-    options->*field = static_cast<Field>(parsed.value());
+    KOLO_ASSIGN_OR_RETURN(int64_t parsed, ParseInt(flag, value, lo, hi));
+    options->*field = static_cast<Field>(parsed);
     return Status::Ok();
   };
 }
@@ -116,13 +115,11 @@ const std::map<std::string, FlagSetter>& Flags() {
     add("-w", "--warmup_iters", IntFlag("--warmup_iters", &BenchOptions::warmup_iters, 0, 1 << 24));
     add("-c", "--check", IntFlag("--check", &BenchOptions::check, 0, 1));
     add("-d", "--datatype", [](const std::string& v, BenchOptions* o) -> Status {
-      auto parsed = ParseChoice<DataType>("--datatype", v, TypeNames(),
-                                          {{"float32", DataType::kFloat32},
-                                           {"float16", DataType::kFloat16},
-                                           {"float64", DataType::kFloat64},
-                                           {"bf16", DataType::kBFloat16}});
-      if (!parsed.ok()) return parsed.status();
-      o->dtypes = parsed.value();
+      KOLO_ASSIGN_OR_RETURN(o->dtypes, ParseChoice<DataType>("--datatype", v, TypeNames(),
+                                                             {{"float32", DataType::kFloat32},
+                                                              {"float16", DataType::kFloat16},
+                                                              {"float64", DataType::kFloat64},
+                                                              {"bf16", DataType::kBFloat16}}));
       return Status::Ok();
     });
     add("-r", "--root", IntFlag("--root", &BenchOptions::root, 0, 1 << 20));

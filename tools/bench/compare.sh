@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs kolo-bench and the peers (Open MPI, MPICH and Gloo allreduce from ../shared/bench/run.sh)
-# back to back on this machine and prints issue 6's ratios from that one run: busbw of kolo
-# over TCP against the best TCP peer and over shared memory against the best shared-memory
-# peer, per size; the 4 KiB latency against Open MPI's; and the ResNet-50 step against one raw
+# back to back on this machine and prints, from that one run, the ratios that the targets in
+# docs/PERFORMANCE.md are stated in: busbw of kolo over TCP against the best TCP peer and over
+# shared memory against the best shared-memory peer, per size; the 4 KiB latency against Open MPI's; and the ResNet-50 step against one raw
 # allreduce of the same bytes. Absolute numbers on shared machines move by +-30% between runs,
 # so only ratios from one run mean anything.
 #

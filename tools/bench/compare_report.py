@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Turns the raw outputs of tools/bench/compare.sh into issue 6's tables (markdown on stdout).
+"""Turns the raw outputs of tools/bench/compare.sh into the tables of docs/PERFORMANCE.md
+(markdown on stdout).
 
 usage: compare_report.py OUT_DIR
 """

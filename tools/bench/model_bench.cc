@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <vector>
 
+#include "core/mutex.h"
 #include "kolo/kolo.h"
 #include "runtime/raw_data_plane.h"
 #include "tools/bench/model_gradients.h"
@@ -23,13 +22,13 @@ class Countdown {
  public:
   explicit Countdown(int count) : remaining_(count) {}
   void Done(const Status& status) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!status.ok() && first_error_.ok()) first_error_ = status;
-    if (--remaining_ == 0) all_done_.notify_all();
+    if (--remaining_ == 0) all_done_.NotifyAll();
   }
   Status Wait(std::chrono::seconds limit) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!all_done_.wait_for(lock, limit, [&] { return remaining_ == 0; })) {
+    MutexLock lock(&mu_);
+    if (!all_done_.WaitFor(&mu_, limit, [&]() KOLO_REQUIRES(mu_) { return remaining_ == 0; })) {
       return DeadlineExceeded(std::to_string(remaining_) + " gradients still pending after " +
                               std::to_string(limit.count()) + " s");
     }
@@ -37,10 +36,10 @@ class Countdown {
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable all_done_;
-  int remaining_;
-  Status first_error_;
+  Mutex mu_;
+  CondVar all_done_;  // with mu_: remaining_ reached 0
+  int remaining_ KOLO_GUARDED_BY(mu_);
+  Status first_error_ KOLO_GUARDED_BY(mu_);
 };
 
 // Elements not equal to `want` (every rank contributes 1.0, so a sum is exact).

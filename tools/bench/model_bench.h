@@ -1,5 +1,5 @@
 // kolo-bench --model: one training step's gradients through the runtime against one raw
-// allreduce of the same bytes through the data plane alone (issue 6, target 3). Runs between
+// allreduce of the same bytes through the data plane alone (docs/PERFORMANCE.md, target 3). Runs between
 // kolo::init() and kolo::shutdown() on every rank; rank 0 prints.
 #pragma once
 

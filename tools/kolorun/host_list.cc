@@ -87,9 +87,8 @@ StatusOr<std::vector<Host>> ParseHostList(const std::string& text) {
     if (comma == std::string::npos) comma = text.size();
     std::string entry = text.substr(start, comma - start);
     if (entry.empty()) return InvalidArgument("-H '" + text + "' has an empty host entry");
-    StatusOr<Host> host = ParseHostListEntry(entry);
-    if (!host.ok()) return host.status();
-    KOLO_RETURN_IF_ERROR(AddHost(std::move(host).value(), &hosts));
+    KOLO_ASSIGN_OR_RETURN(Host host, ParseHostListEntry(entry));
+    KOLO_RETURN_IF_ERROR(AddHost(std::move(host), &hosts));
     start = comma + 1;
   }
   return hosts;

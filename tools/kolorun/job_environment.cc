@@ -56,15 +56,12 @@ StatusOr<int> FindFreePort() {
 StatusOr<JobLayout> PrepareJob(int size) {
   JobLayout job;
   job.size = size;
-  StatusOr<int> port = FindFreePort();
-  if (!port.ok()) return port.status();
-  job.controller_port = port.value();
-  StatusOr<std::string> secret = MakeJobSecret();
-  if (!secret.ok()) return secret.status();
-  job.secret = std::move(secret).value();
-  StatusOr<std::string> id = MakeJobSecret();
-  if (!id.ok()) return id.status();
-  job.job_id = "kolorun-" + id->substr(0, 16);
+  KOLO_ASSIGN_OR_RETURN(int port, FindFreePort());
+  job.controller_port = port;
+  KOLO_ASSIGN_OR_RETURN(std::string secret, MakeJobSecret());
+  job.secret = std::move(secret);
+  KOLO_ASSIGN_OR_RETURN(std::string id, MakeJobSecret());
+  job.job_id = "kolorun-" + id.substr(0, 16);
   return job;
 }
 

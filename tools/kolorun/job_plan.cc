@@ -91,11 +91,11 @@ StatusOr<std::vector<RankLaunch>> PlanJob(const LaunchOptions& options, const Jo
   const bool host_list = !options.hosts.empty();
   std::vector<Host> hosts = options.hosts;
   if (!host_list) hosts.push_back(Host{"localhost", "", options.num_ranks});
-  StatusOr<std::vector<RankPlacement>> placements = PlaceRanks(hosts, options.num_ranks);
-  if (!placements.ok()) return placements.status();
+  KOLO_ASSIGN_OR_RETURN(std::vector<RankPlacement> placements,
+                        PlaceRanks(hosts, options.num_ranks));
 
   std::vector<RankLaunch> plan;
-  for (const RankPlacement& place : *placements) {
+  for (const RankPlacement& place : placements) {
     const Host& host = hosts[static_cast<size_t>(place.host_index)];
     RankIdentity who{place.rank, place.local_rank, place.local_size, host_list ? host.name : ""};
     RankLaunch launch;
@@ -116,10 +116,9 @@ StatusOr<std::vector<RankLaunch>> PlanJob(const LaunchOptions& options, const Jo
       launch.env = MergeEnvironment(context.base_env, with_secret);
     } else {
       launch.path = LaunchPath::kSsh;
-      StatusOr<std::vector<EnvVar>> forwarded =
-          ForwardedVariables(options, context.base_env, launch.rank_vars);
-      if (!forwarded.ok()) return forwarded.status();
-      launch.rank_vars.insert(launch.rank_vars.end(), forwarded->begin(), forwarded->end());
+      KOLO_ASSIGN_OR_RETURN(std::vector<EnvVar> forwarded,
+                            ForwardedVariables(options, context.base_env, launch.rank_vars));
+      launch.rank_vars.insert(launch.rank_vars.end(), forwarded.begin(), forwarded.end());
       launch.argv = SshArgv(options.ssh, host,
                             RemoteScript(context.working_dir, launch.rank_vars, options.command));
       std::vector<std::string> remote = {"env"};

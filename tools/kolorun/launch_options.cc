@@ -52,15 +52,13 @@ StatusOr<int> ParsePort(const std::string& flag, const std::string& text) {
 Status ApplyValueOption(const std::string& flag, const std::string& value, LaunchOptions* options,
                         bool* have_hosts) {
   if (IsRankCountFlag(flag)) {
-    StatusOr<int> count = ParseRankCount(flag, value);
-    if (!count.ok()) return count.status();
-    options->num_ranks = count.value();
+    KOLO_ASSIGN_OR_RETURN(int count, ParseRankCount(flag, value));
+    options->num_ranks = count;
   } else if (flag == "-H" || flag == "--host" || flag == "--hostfile") {
     if (*have_hosts) return InvalidArgument(flag + ": give one host list (-H or --hostfile)");
-    StatusOr<std::vector<Host>> hosts =
-        flag == "--hostfile" ? ReadHostfile(value) : ParseHostList(value);
-    if (!hosts.ok()) return hosts.status();
-    options->hosts = std::move(hosts).value();
+    KOLO_ASSIGN_OR_RETURN(std::vector<Host> hosts,
+                          flag == "--hostfile" ? ReadHostfile(value) : ParseHostList(value));
+    options->hosts = std::move(hosts);
     *have_hosts = true;
   } else if (flag == "--launch-cmd") {
     if (value.empty()) return InvalidArgument("--launch-cmd needs a command template");
@@ -69,9 +67,8 @@ Status ApplyValueOption(const std::string& flag, const std::string& value, Launc
     if (value.empty()) return InvalidArgument("--rsh needs a program");
     options->ssh.program = value;
   } else if (flag == "-p" || flag == "--ssh-port") {
-    StatusOr<int> port = ParsePort(flag, value);
-    if (!port.ok()) return port.status();
-    options->ssh.port = port.value();
+    KOLO_ASSIGN_OR_RETURN(int port, ParsePort(flag, value));
+    options->ssh.port = port;
   } else if (flag == "-i" || flag == "--ssh-identity") {
     if (value.empty()) return InvalidArgument(flag + " needs a key file");
     options->ssh.identity = value;

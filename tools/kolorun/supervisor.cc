@@ -163,12 +163,10 @@ Status Supervisor::Start(const std::vector<RankLaunch>& plan) {
 Status Supervisor::OpenOutputFiles(int r, Rank* rank) const {
   if (config_.output_dir.empty()) return Status::Ok();
   const std::string base = config_.output_dir + "/rank." + std::to_string(r);
-  StatusOr<int> out = OpenOutputFile(base + ".out");
-  if (!out.ok()) return out.status();
-  rank->out->copy_fd = out.value();
-  StatusOr<int> err = OpenOutputFile(base + ".err");
-  if (!err.ok()) return err.status();
-  rank->err->copy_fd = err.value();
+  KOLO_ASSIGN_OR_RETURN(int out, OpenOutputFile(base + ".out"));
+  rank->out->copy_fd = out;
+  KOLO_ASSIGN_OR_RETURN(int err, OpenOutputFile(base + ".err"));
+  rank->err->copy_fd = err;
   return Status::Ok();
 }
 

@@ -1,6 +1,6 @@
-// kolo-soak: the reliability soak of issue 7. Trains a synthetic model of 100 tensors (mixed
-// sizes and dtypes; soak_model.h) for thousands of steps: each step allreduces every tensor
-// asynchronously, then allgathers a tensor whose first dimension differs per rank and
+// kolo-soak: the reliability soak (docs/RELIABILITY-SOAK.md). Trains a synthetic model of 100
+// tensors (mixed sizes and dtypes; soak_model.h) for thousands of steps: each step allreduces every
+// tensor asynchronously, then allgathers a tensor whose first dimension differs per rank and
 // broadcasts one from a rotating root, and checks every element of every result. Rank 0 prints
 // its RSS every --report-every steps; every rank prints its RSS after --warmup steps and at
 // the end, and fails if it grew by more than --max-rss-growth-mb (0: report only).
@@ -9,14 +9,13 @@
 // Exits 0 when every result was right and memory stayed within bounds, 1 otherwise.
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/mutex.h"
 #include "kolo/kolo.h"
 #include "tools/soak/soak_model.h"
 
@@ -82,17 +81,18 @@ class StepLatch {
  public:
   explicit StepLatch(int pending) : pending_(pending) {}
   void Done(const Status& status) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    kolo::MutexLock lock(&mutex_);
     if (!status.ok() && first_error_.ok()) first_error_ = status;
-    if (--pending_ == 0) done_.notify_all();
+    if (--pending_ == 0) done_.NotifyAll();
   }
   // Waits at most `seconds` for every callback.
   Status Wait(double seconds) {
-    std::unique_lock<std::mutex> lock(mutex_);
+    kolo::MutexLock lock(&mutex_);
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(seconds));
-    if (!done_.wait_until(lock, deadline, [this] { return pending_ == 0; })) {
+    if (!done_.WaitUntil(&mutex_, deadline,
+                         [this]() KOLO_REQUIRES(mutex_) { return pending_ == 0; })) {
       return kolo::DeadlineExceeded(std::to_string(pending_) +
                                     " allreduces did not complete within " +
                                     std::to_string(seconds) + " s (--step-timeout-seconds)");
@@ -101,10 +101,10 @@ class StepLatch {
   }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable done_;
-  int pending_;         // guarded by mutex_
-  Status first_error_;  // guarded by mutex_
+  kolo::Mutex mutex_;
+  kolo::CondVar done_;  // with mutex_: pending_ reached 0
+  int pending_ KOLO_GUARDED_BY(mutex_);
+  Status first_error_ KOLO_GUARDED_BY(mutex_);
 };
 
 class Soak {

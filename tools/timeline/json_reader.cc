@@ -145,19 +145,17 @@ StatusOr<JsonValue> Parser::ParseObject(int depth) {
     if (AtEnd() || text_[pos_] != '"') {
       return ErrorAt(pos_, "expected a string key in an object, found " + Describe(pos_));
     }
-    StatusOr<JsonValue> key = ParseString();
-    if (!key.ok()) return key.status();
-    if (object.Find(key->as_string()) != nullptr) {
-      return ErrorAt(key_pos, "duplicate key \"" + key->as_string() + "\" in an object");
+    KOLO_ASSIGN_OR_RETURN(JsonValue key, ParseString());
+    if (object.Find(key.as_string()) != nullptr) {
+      return ErrorAt(key_pos, "duplicate key \"" + key.as_string() + "\" in an object");
     }
     SkipSpace();
     if (AtEnd() || text_[pos_] != ':') {
       return ErrorAt(pos_, "expected ':' after an object key, found " + Describe(pos_));
     }
     ++pos_;
-    StatusOr<JsonValue> value = ParseValue(depth);
-    if (!value.ok()) return value.status();
-    object.as_object().emplace_back(key->as_string(), std::move(value).value());
+    KOLO_ASSIGN_OR_RETURN(JsonValue value, ParseValue(depth));
+    object.as_object().emplace_back(key.as_string(), std::move(value));
     SkipSpace();
     if (!AtEnd() && text_[pos_] == ',') {
       ++pos_;
@@ -183,9 +181,8 @@ StatusOr<JsonValue> Parser::ParseArray(int depth) {
     return array;
   }
   while (true) {
-    StatusOr<JsonValue> element = ParseValue(depth);
-    if (!element.ok()) return element.status();
-    array.Append(std::move(element).value());
+    KOLO_ASSIGN_OR_RETURN(JsonValue element, ParseValue(depth));
+    array.Append(std::move(element));
     SkipSpace();
     if (!AtEnd() && text_[pos_] == ',') {
       ++pos_;

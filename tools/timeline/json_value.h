@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/check.h"
+
 namespace kolo::timeline {
 
 class JsonValue {
@@ -62,11 +64,11 @@ class JsonValue {
 
  private:
   const JsonValue& Check(Type type) const {
-    if (type_ != type) std::abort();
+    KOLO_CHECK(type_ == type) << "a JSON value read as another type";
     return *this;
   }
   JsonValue& Check(Type type) {
-    if (type_ != type) std::abort();
+    KOLO_CHECK(type_ == type) << "a JSON value read as another type";
     return *this;
   }
 

@@ -73,13 +73,11 @@ Status ApplyOption(const std::vector<std::string>& args, size_t* i, TimelineOpti
     if (value.empty()) return InvalidArgument(flag + " needs a file name");
     options->output = value;
   } else if (flag == "--last-ms") {
-    StatusOr<double> last_ms = ParsePositiveNumber(flag, value);
-    if (!last_ms.ok()) return last_ms.status();
-    options->last_ms = *last_ms;
+    KOLO_ASSIGN_OR_RETURN(double last_ms, ParsePositiveNumber(flag, value));
+    options->last_ms = last_ms;
   } else {
-    StatusOr<int> steps = ParseStepCount(flag, value);
-    if (!steps.ok()) return steps.status();
-    options->steps = *steps;
+    KOLO_ASSIGN_OR_RETURN(int steps, ParseStepCount(flag, value));
+    options->steps = steps;
   }
   return Status::Ok();
 }
@@ -184,15 +182,13 @@ StatusOr<TimelineOptions> ParseTimelineOptions(const std::vector<std::string>& a
   if (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     options.show_help = true;
     if (args.size() > 1 && args[0] == "help") {
-      StatusOr<Command> command = ParseCommandName(args[1]);
-      if (!command.ok()) return command.status();
-      options.command = *command;
+      KOLO_ASSIGN_OR_RETURN(Command command, ParseCommandName(args[1]));
+      options.command = command;
     }
     return options;
   }
-  StatusOr<Command> command = ParseCommandName(args[0]);
-  if (!command.ok()) return command.status();
-  options.command = *command;
+  KOLO_ASSIGN_OR_RETURN(Command command, ParseCommandName(args[0]));
+  options.command = command;
   bool seen_last_ms = false;
   bool seen_steps = false;
   bool options_ended = false;

@@ -10,15 +10,13 @@ namespace {
 
 // Pass 1: checks one file completely and collects its kolo_trace headers.
 StatusOr<FileHeader> ScanFile(const std::string& path, std::vector<std::string>* warnings) {
-  StatusOr<std::string> text = ReadFileText(path);
-  if (!text.ok()) return text.status();
+  KOLO_ASSIGN_OR_RETURN(std::string text, ReadFileText(path));
   FileHeader header(path);
   KOLO_RETURN_IF_ERROR(ReadTraceArray(
-      *text, path,
+      text, path,
       [&](JsonValue object, int line) -> Status {
-        StatusOr<Event> event = ParseEvent(object, path, line);
-        if (!event.ok()) return event.status();
-        return header.Observe(*event);
+        KOLO_ASSIGN_OR_RETURN(Event event, ParseEvent(object, path, line));
+        return header.Observe(event);
       },
       warnings));
   KOLO_RETURN_IF_ERROR(header.Finish());
@@ -44,19 +42,17 @@ void RewriteEvent(const Event& event, size_t file_index, double shift_us,
 // Pass 2: writes the events of one (already checked) file.
 Status WriteFile(const std::string& path, size_t file_index, const FileAlignment& alignment,
                  TidMapper* tids, bool* first_event, std::ostream& out) {
-  StatusOr<std::string> text = ReadFileText(path);
-  if (!text.ok()) return text.status();
+  KOLO_ASSIGN_OR_RETURN(std::string text, ReadFileText(path));
   const double shift_us = alignment.shift_us[file_index];
   std::vector<std::string> repeated_warnings;  // already reported by pass 1
   std::string line;
   return ReadTraceArray(
-      *text, path,
+      text, path,
       [&](JsonValue object, int line_number) -> Status {
-        StatusOr<Event> event = ParseEvent(object, path, line_number);
-        if (!event.ok()) return event.status();
+        KOLO_ASSIGN_OR_RETURN(Event event, ParseEvent(object, path, line_number));
         // Applied through the shift; kept, it would shift a re-merge a second time.
-        if (event->phase == 'M' && event->name == "kolo_clock") return Status::Ok();
-        RewriteEvent(*event, file_index, shift_us, alignment, tids, &object);
+        if (event.phase == 'M' && event.name == "kolo_clock") return Status::Ok();
+        RewriteEvent(event, file_index, shift_us, alignment, tids, &object);
         line.assign(*first_event ? "" : ",\n");
         *first_event = false;
         AppendJson(object, &line);
@@ -72,19 +68,17 @@ Status MergeTraceFiles(const std::vector<std::string>& paths, std::ostream& out,
                        std::vector<std::string>* warnings) {
   std::vector<FileHeader> headers;
   for (const std::string& path : paths) {
-    StatusOr<FileHeader> header = ScanFile(path, warnings);
-    if (!header.ok()) return header.status();
-    headers.push_back(std::move(header).value());
+    KOLO_ASSIGN_OR_RETURN(FileHeader header, ScanFile(path, warnings));
+    headers.push_back(std::move(header));
   }
-  StatusOr<FileAlignment> alignment = AlignFiles(headers);
-  if (!alignment.ok()) return alignment.status();
-  warnings->insert(warnings->end(), alignment->warnings.begin(), alignment->warnings.end());
+  KOLO_ASSIGN_OR_RETURN(FileAlignment alignment, AlignFiles(headers));
+  warnings->insert(warnings->end(), alignment.warnings.begin(), alignment.warnings.end());
 
   out << "[\n";
   TidMapper tids;
   bool first_event = true;
   for (size_t i = 0; i < paths.size(); ++i) {
-    Status status = WriteFile(paths[i], i, *alignment, &tids, &first_event, out);
+    Status status = WriteFile(paths[i], i, alignment, &tids, &first_event, out);
     if (!status.ok()) return status.WithContext("the file changed while merging");
   }
   out << "\n]\n";

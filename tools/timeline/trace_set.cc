@@ -25,10 +25,9 @@ StatusOr<LoadedFile> ParseTraceText(const std::string& name, const std::string& 
   Status status = ReadTraceArray(
       text, name,
       [&](JsonValue object, int line) -> Status {
-        StatusOr<Event> event = ParseEvent(object, name, line);
-        if (!event.ok()) return event.status();
-        KOLO_RETURN_IF_ERROR(file.header.Observe(*event));
-        file.events.push_back(std::move(event).value());
+        KOLO_ASSIGN_OR_RETURN(Event event, ParseEvent(object, name, line));
+        KOLO_RETURN_IF_ERROR(file.header.Observe(event));
+        file.events.push_back(std::move(event));
         return Status::Ok();
       },
       warnings);
@@ -41,16 +40,15 @@ StatusOr<TraceSet> AlignLoadedFiles(std::vector<LoadedFile> files,
                                     std::vector<std::string> warnings) {
   std::vector<FileHeader> headers;
   for (const LoadedFile& file : files) headers.push_back(file.header);
-  StatusOr<FileAlignment> alignment = AlignFiles(headers);
-  if (!alignment.ok()) return alignment.status();
+  KOLO_ASSIGN_OR_RETURN(FileAlignment alignment, AlignFiles(headers));
   TraceSet set;
-  set.ranks = alignment->ranks;
+  set.ranks = alignment.ranks;
   set.warnings = std::move(warnings);
-  set.warnings.insert(set.warnings.end(), alignment->warnings.begin(), alignment->warnings.end());
+  set.warnings.insert(set.warnings.end(), alignment.warnings.begin(), alignment.warnings.end());
   TidMapper tids;
   for (size_t i = 0; i < files.size(); ++i) {
     for (Event& event : files[i].events) {
-      if (event.phase != 'M') event.ts_us = ShiftTimestamp(event.ts_us, alignment->shift_us[i]);
+      if (event.phase != 'M') event.ts_us = ShiftTimestamp(event.ts_us, alignment.shift_us[i]);
       if (event.has_tid) event.tid = tids.Map(i, event.pid, event.tid);
       set.events.push_back(std::move(event));
     }
@@ -171,11 +169,9 @@ StatusOr<TraceSet> LoadTraceSet(const std::vector<std::string>& paths) {
   std::vector<LoadedFile> files;
   std::vector<std::string> warnings;
   for (const std::string& path : paths) {
-    StatusOr<std::string> text = ReadFileText(path);
-    if (!text.ok()) return text.status();
-    StatusOr<LoadedFile> file = ParseTraceText(path, *text, &warnings);
-    if (!file.ok()) return file.status();
-    files.push_back(std::move(file).value());
+    KOLO_ASSIGN_OR_RETURN(std::string text, ReadFileText(path));
+    KOLO_ASSIGN_OR_RETURN(LoadedFile file, ParseTraceText(path, text, &warnings));
+    files.push_back(std::move(file));
   }
   return AlignLoadedFiles(std::move(files), std::move(warnings));
 }
@@ -185,9 +181,8 @@ StatusOr<TraceSet> LoadTraceSetFromTexts(
   std::vector<LoadedFile> files;
   std::vector<std::string> warnings;
   for (const auto& [name, text] : named_texts) {
-    StatusOr<LoadedFile> file = ParseTraceText(name, text, &warnings);
-    if (!file.ok()) return file.status();
-    files.push_back(std::move(file).value());
+    KOLO_ASSIGN_OR_RETURN(LoadedFile file, ParseTraceText(name, text, &warnings));
+    files.push_back(std::move(file));
   }
   return AlignLoadedFiles(std::move(files), std::move(warnings));
 }

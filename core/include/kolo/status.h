@@ -78,6 +78,11 @@ inline Status ShutdownError(std::string m) {
   return {StatusCode::kShutdown, std::move(m)};
 }
 
+namespace internal {
+// Prints "kolo: value() of a failed StatusOr: <status>" to stderr and aborts.
+[[noreturn]] void DieOnValueOfFailedStatusOr(const Status& status);
+}  // namespace internal
+
 // Either a value or a non-OK Status.
 template <typename T>
 class [[nodiscard]] StatusOr {
@@ -113,8 +118,9 @@ class [[nodiscard]] StatusOr {
   T&& operator*() && { return std::move(*this).value(); }
 
  private:
+  // A programmer error: value() of a failed StatusOr. Aborts, printing the status.
   void CheckOk() const {
-    if (!status_.ok()) std::abort();  // programmer error: value() of a failed StatusOr
+    if (!status_.ok()) internal::DieOnValueOfFailedStatusOr(status_);
   }
   Status status_;
   std::optional<T> value_;
@@ -122,9 +128,30 @@ class [[nodiscard]] StatusOr {
 
 }  // namespace kolo
 
-// Returns early with the status of `expr` when it is not OK.
-#define KOLO_RETURN_IF_ERROR(expr)               \
-  do {                                           \
-    ::kolo::Status kolo_status_ = (expr);        \
-    if (!kolo_status_.ok()) return kolo_status_; \
+// Early returns for code that returns Status or StatusOr<U>. Both are statements; they may be
+// used by applications as well as by kolo itself.
+//
+// KOLO_RETURN_IF_ERROR(expr): evaluates `expr` (a Status) once and returns it when not OK.
+// `expr` may contain commas (a lambda argument, say).
+#define KOLO_RETURN_IF_ERROR(...)                                      \
+  do {                                                                 \
+    const ::kolo::Status kolo_return_if_error_status_ = (__VA_ARGS__); \
+    if (!kolo_return_if_error_status_.ok()) {                          \
+      return kolo_return_if_error_status_;                             \
+    }                                                                  \
   } while (0)
+
+// KOLO_ASSIGN_OR_RETURN(lhs, expr): evaluates `expr` (a StatusOr<T>) once; returns its status
+// when not OK, else moves the value into `lhs`, which may declare a variable
+// (`KOLO_ASSIGN_OR_RETURN(auto port, FindFreePort());`) or name an existing one. It expands to
+// several statements, so it cannot be the body of an unbraced if or loop. `lhs` may not
+// contain a top-level comma (write `auto`); `expr` may.
+#define KOLO_ASSIGN_OR_RETURN(lhs, ...) \
+  KOLO_ASSIGN_OR_RETURN_IMPL_(KOLO_STATUS_CONCAT_(kolo_status_or_, __COUNTER__), lhs, __VA_ARGS__)
+
+#define KOLO_ASSIGN_OR_RETURN_IMPL_(temporary, lhs, ...) \
+  auto temporary = (__VA_ARGS__);                        \
+  if (!temporary.ok()) return temporary.status();        \
+  lhs = std::move(temporary).value()
+#define KOLO_STATUS_CONCAT_(a, b) KOLO_STATUS_CONCAT_INNER_(a, b)
+#define KOLO_STATUS_CONCAT_INNER_(a, b) a##b
