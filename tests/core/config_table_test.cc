@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -184,6 +185,7 @@ TEST_CASE("The table prints as markdown rows of four cells", "[core][config]") {
   for (const std::string& row : rows) {
     INFO(row);
     CHECK(CellSeparators(row) == 5);
+    CHECK_FALSE(std::regex_search(row, std::regex("<[A-Za-z/]")));  // markdown would hide a tag
   }
   CHECK(rows[2].rfind("| `KOLO_RANK` | from the launcher, else 0 | [0, 1048575] |", 0) == 0);
   const std::string text = kolo::FormatConfigTable();
