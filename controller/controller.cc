@@ -28,7 +28,9 @@ bool InRange(const char* name, double value) {
 }
 
 // "in [0.1, 86400] s" for the config table's row `name`.
-std::string RangeText(const char* name) { return "in " + FindConfigVar(name).range; }
+std::string RangeText(const char* name) {
+  return "in " + FindConfigVar(name).range;
+}
 
 std::chrono::steady_clock::duration StallPoll(const Controller::Config& c) {
   double shortest = 60;
@@ -93,8 +95,7 @@ Status Controller::Config::Validate() const {
     return InvalidArgument("timeout must be 0 (unknown) or " + RangeText("KOLO_TIMEOUT_SECONDS") +
                            ", got " + SecondsText(timeout_seconds));
   }
-  if (start_timeout_seconds != 0 &&
-      !InRange("KOLO_START_TIMEOUT_SECONDS", start_timeout_seconds)) {
+  if (start_timeout_seconds != 0 && !InRange("KOLO_START_TIMEOUT_SECONDS", start_timeout_seconds)) {
     return InvalidArgument("start timeout must be 0 (none) or " +
                            RangeText("KOLO_START_TIMEOUT_SECONDS") + ", got " +
                            SecondsText(start_timeout_seconds));

@@ -37,7 +37,7 @@ class Controller final : public ControllerHandler {
   // The runtime fills it from Options; the KOLO_ fields default to Options' defaults (the
   // config table's) and must lie in the table's ranges.
   struct Config {
-    int size = 1;  // ranks in the job
+    int size = 1;                                                              // ranks in the job
     int64_t fusion_threshold_bytes = DefaultOptions().fusion_threshold_bytes;  // KOLO_FUSION_…
     double cycle_time_ms = DefaultOptions().cycle_time_ms;  // KOLO_CYCLE_TIME_MS: fusion window
     int cache_capacity = DefaultOptions().cache_capacity;   // KOLO_CACHE_CAPACITY; 0: no cache

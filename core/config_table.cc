@@ -135,8 +135,8 @@ class Row {
   }
 
   Row& ByteSize(int64_t Options::*field, int64_t lo, int64_t hi, int64_t def) {
-    Numeric(ConfigKind::kByteSize, static_cast<double>(lo), static_cast<double>(hi),
-            ByteText(def), ByteText(lo), ByteText(hi), "bytes", "a byte size in ");
+    Numeric(ConfigKind::kByteSize, static_cast<double>(lo), static_cast<double>(hi), ByteText(def),
+            ByteText(lo), ByteText(hi), "bytes", "a byte size in ");
     var_.expected += " such as 1048576, 64K, 64M or 1G";
     const std::string want = var_.expected;
     var_.apply = [field, lo, hi, want](const std::string& source, const std::string& value,
@@ -160,8 +160,8 @@ class Row {
     var_.default_text = def ? "1" : "0";
     var_.range = "0|1";
     var_.expected = "0 or 1";
-    var_.apply = [field, want = var_.expected](const std::string& source,
-                                               const std::string& value, Options* options) {
+    var_.apply = [field, want = var_.expected](const std::string& source, const std::string& value,
+                                               Options* options) {
       if (value == "1" || value == "true") {
         options->*field = true;
       } else if (value == "0" || value == "false" || value.empty()) {
@@ -180,8 +180,7 @@ class Row {
     SetChoices(std::move(choices), def);
     const std::vector<const char*> names = var_.choices;
     var_.apply = [field, names, want = var_.expected](const std::string& source,
-                                                      const std::string& value,
-                                                      Options* options) {
+                                                      const std::string& value, Options* options) {
       for (const char* name : names) {
         if (value == name) {
           options->*field = value;
@@ -205,8 +204,7 @@ class Row {
   Row& Enum(E Options::*field, const char* const (&names)[N], E def) {
     SetChoices(std::vector<const char*>(names, names + N), names[static_cast<size_t>(def)]);
     var_.apply = [field, &names, want = var_.expected](const std::string& source,
-                                                       const std::string& value,
-                                                       Options* options) {
+                                                       const std::string& value, Options* options) {
       for (size_t i = 0; i < N; ++i) {
         if (value == names[i]) {
           options->*field = static_cast<E>(i);
@@ -234,9 +232,8 @@ class Row {
       var_.range += ", <= " + std::to_string(max_bytes) + " bytes";
       var_.expected += " of at most " + std::to_string(max_bytes) + " bytes";
     }
-    var_.apply = [field, max_bytes, want = var_.expected](const std::string& source,
-                                                          const std::string& value,
-                                                          Options* options) {
+    var_.apply = [field, max_bytes, want = var_.expected](
+                     const std::string& source, const std::string& value, Options* options) {
       if (max_bytes > 0 && value.size() > max_bytes) {
         return BadValue(source, value.substr(0, 32) + "...", want);
       }
@@ -258,8 +255,8 @@ class Row {
     var_.hi = 65535;
     var_.range = "host:port";
     var_.expected = "host:port with a port in [1, 65535]";
-    var_.apply = [field, want = var_.expected](const std::string& source,
-                                               const std::string& value, Options* options) {
+    var_.apply = [field, want = var_.expected](const std::string& source, const std::string& value,
+                                               Options* options) {
       const size_t colon = value.rfind(':');
       int64_t port = 0;
       if (colon == std::string::npos || colon == 0 ||
@@ -291,9 +288,8 @@ class Row {
     var_.lo = static_cast<double>(min_digits);
     var_.range = "hex, >= " + std::to_string(min_digits) + " digits";
     var_.expected = "at least " + std::to_string(min_digits) + " hex digits in pairs";
-    var_.apply = [field, min_digits, want = var_.expected](const std::string& source,
-                                                           const std::string& value,
-                                                           Options* options) {
+    var_.apply = [field, min_digits, want = var_.expected](
+                     const std::string& source, const std::string& value, Options* options) {
       const size_t bad = value.find_first_not_of("0123456789abcdefABCDEF");
       if (bad != std::string::npos || value.size() % 2 != 0 || value.size() < min_digits) {
         const std::string why = bad != std::string::npos
@@ -511,8 +507,8 @@ std::vector<std::string> ConfigTableMarkdownRows() {
       }
       names += ")";
     }
-    rows.push_back("| " + names + " | " + Cell(var.default_text) + " | " + Cell(var.range) +
-                   " | " + Cell(var.help) + " |");
+    rows.push_back("| " + names + " | " + Cell(var.default_text) + " | " + Cell(var.range) + " | " +
+                   Cell(var.help) + " |");
   }
   return rows;
 }

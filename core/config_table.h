@@ -32,13 +32,13 @@ struct ConfigVar {
   const char* name;                  // KOLO_… name; wins over the aliases
   std::vector<const char*> aliases;  // Horovod / torchrun names accepted too, in order
   ConfigKind kind;
-  double lo = 0;                      // numeric range (integer, number, byte size, port), or
-  double hi = 0;                      //   the length bounds of text and secrets (see kind)
-  std::vector<const char*> choices;   // kChoice: the accepted values, in the order printed
-  std::string default_text;           // the default as `--help-env` prints it
-  std::string range;                  // the range as `--help-env` prints it ("[0, 86400] s")
-  std::string expected;               // what a bad value is told ("a number in [0, 86400]")
-  const char* help;                   // one or two sentences; no '|' (a markdown cell)
+  double lo = 0;                     // numeric range (integer, number, byte size, port), or
+  double hi = 0;                     //   the length bounds of text and secrets (see kind)
+  std::vector<const char*> choices;  // kChoice: the accepted values, in the order printed
+  std::string default_text;          // the default as `--help-env` prints it
+  std::string range;                 // the range as `--help-env` prints it ("[0, 86400] s")
+  std::string expected;              // what a bad value is told ("a number in [0, 86400]")
+  const char* help;                  // one or two sentences; no '|' (a markdown cell)
   // Parses `value` (read from variable `source`, the name or an alias) into `options`. The
   // error names `source` and says what was expected.
   std::function<Status(const std::string& source, const std::string& value, Options* options)>

@@ -262,7 +262,10 @@ Status RuntimeImpl::StartSharedMemory() {
   config.timeout_seconds = options_.timeout_seconds;
   config.logger = MakeLogger(options_.rank, "shm", logger_->level());
   StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(config, *mesh_);
-  if (!shm.ok()) return shm.status().WithContext(std::string("KOLO_TRANSPORT=") + TransportName(options_.transport));
+  if (!shm.ok()) {
+    return shm.status().WithContext(std::string("KOLO_TRANSPORT=") +
+                                    TransportName(options_.transport));
+  }
   shm_ = std::move(shm).value();
   shm_plane_.store(shm_.get());
   return Status::Ok();

@@ -149,8 +149,7 @@ TEST_CASE("Printed defaults and ranges come from the typed rows", "[core][config
   CHECK(FindConfigVar("KOLO_TIMEOUT_SECONDS").range == "[0.1, 86400] s");
   CHECK(defaults.timeout_seconds == 30.0);
   CHECK(FindConfigVar("KOLO_RANK").default_text == "from the launcher, else 0");
-  CHECK(FindConfigVar("KOLO_LOCAL_RANK").default_text ==
-        "from the launcher, else from host names");
+  CHECK(FindConfigVar("KOLO_LOCAL_RANK").default_text == "from the launcher, else from host names");
   CHECK(defaults.local_rank == -1);
   CHECK(FindConfigVar("KOLO_LOG_LEVEL").range == "trace|debug|info|warning|error|fatal|off");
   CHECK(defaults.log_level == FindConfigVar("KOLO_LOG_LEVEL").default_text);

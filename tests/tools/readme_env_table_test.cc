@@ -58,12 +58,11 @@ TEST_CASE("README.md's environment table is what kolorun --help-env prints", "[t
     const std::string want = i < printed.size() ? printed[i].text : "(no such row)";
     const std::string got = i < copied.size() ? copied[i].text : "(no such row)";
     if (want == got) continue;
-    FAIL_CHECK("row " << i + 1 << " of the table differs"
-                      << (i < copied.size() ? " (README.md line " + std::to_string(copied[i].line) +
-                                                  ")"
-                                            : "")
-                      << ":\n  README.md:           " << got
-                      << "\n  kolorun --help-env:  " << want);
+    FAIL_CHECK(
+        "row " << i + 1 << " of the table differs"
+               << (i < copied.size() ? " (README.md line " + std::to_string(copied[i].line) + ")"
+                                     : "")
+               << ":\n  README.md:           " << got << "\n  kolorun --help-env:  " << want);
   }
 }
 

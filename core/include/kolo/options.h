@@ -73,7 +73,7 @@ struct Options {
   double start_timeout_seconds{};  // KOLO_START_TIMEOUT_SECONDS: init() waiting for every rank
 
   // Timeline (docs/TIMELINE.md). Empty path: off until start_timeline().
-  std::string timeline_path;   // KOLO_TIMELINE
+  std::string timeline_path;    // KOLO_TIMELINE
   bool timeline_mark_cycles{};  // KOLO_TIMELINE_MARK_CYCLES
   int64_t timeline_max_mb{};    // KOLO_TIMELINE_MAX_MB
 
