@@ -85,7 +85,7 @@ TEST_CASE("Allreduce over shared memory gives every rank the same bits", "[runti
   const int n = GENERATE(2, 3, 4);
   Watchdog watchdog("shm allreduce bits, " + std::to_string(n) + " ranks",
                     std::chrono::seconds(60));
-  LocalJob job(n, Transport("shm"));
+  LocalJob job(n, WithTransport("shm"));
   // Values whose float sums depend on the order of addition, over several chunks; more than
   // 8 MiB, so the results are streamed out (ops/shm_allreduce.cc), to an unaligned output.
   const int64_t count = 9 * (1 << 18) + 3;
@@ -162,7 +162,7 @@ TEST_CASE("Broadcast over shared memory and over TCP delivers the root's bytes, 
 
 TEST_CASE("KOLO_TRANSPORT=tcp keeps allreduce off shared memory", "[runtime][shm]") {
   Watchdog watchdog("tcp transport", std::chrono::seconds(60));
-  LocalJob job(2, Transport("tcp"));
+  LocalJob job(2, WithTransport("tcp"));
   CHECK(KoloShmMappings() == 0);
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     std::vector<uint8_t> data =
