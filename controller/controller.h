@@ -21,6 +21,7 @@
 #include "controller/rendezvous.h"
 #include "controller/stall_inspector.h"
 #include "core/clock.h"
+#include "core/config_table.h"
 #include "core/controller_link.h"
 #include "core/logging.h"
 #include "core/messages.h"
@@ -32,17 +33,19 @@ namespace kolo::controller {
 
 class Controller final : public ControllerHandler {
  public:
+  // The runtime fills it from Options; the KOLO_ fields default to Options' defaults (the
+  // config table's) and must lie in the table's ranges.
   struct Config {
-    int size = 1;                               // ranks in the job
-    int64_t fusion_threshold_bytes = 64 << 20;  // KOLO_FUSION_THRESHOLD
-    double cycle_time_ms = 1.0;                 // KOLO_CYCLE_TIME_MS: the fusion window
-    int cache_capacity = 1024;                  // KOLO_CACHE_CAPACITY; 0 disables the cache
+    int size = 1;                                                              // ranks in the job
+    int64_t fusion_threshold_bytes = DefaultOptions().fusion_threshold_bytes;  // KOLO_FUSION_…
+    double cycle_time_ms = DefaultOptions().cycle_time_ms;  // KOLO_CYCLE_TIME_MS: fusion window
+    int cache_capacity = DefaultOptions().cache_capacity;   // KOLO_CACHE_CAPACITY; 0: no cache
     // KOLO_STALL_CHECK_SECONDS: warn (rate-limited to once per this period) while a tensor
-    // some ranks announced has waited this long for the others. 0 disables. In [0, 1e8].
-    double stall_check_seconds = 60;
+    // some ranks announced has waited this long for the others. 0 disables.
+    double stall_check_seconds = DefaultOptions().stall_check_seconds;
     // KOLO_STALL_SHUTDOWN_SECONDS: abort the job once a tensor has waited this long for the
-    // other ranks. 0 disables. In [0, 1e8]; independent of stall_check_seconds.
-    double stall_shutdown_seconds = 0;
+    // other ranks. 0 disables; independent of stall_check_seconds.
+    double stall_shutdown_seconds = DefaultOptions().stall_shutdown_seconds;
     // Where negotiation events go (docs/TIMELINE.md, controller process); null: nowhere.
     // Must outlive the controller. Events are built only while trace->enabled().
     TraceSink* trace = nullptr;

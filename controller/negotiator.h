@@ -10,6 +10,7 @@
 #include "controller/readiness_table.h"
 #include "controller/response_cache.h"
 #include "core/clock.h"
+#include "core/config_table.h"
 #include "core/messages.h"
 #include "kolo/status.h"
 
@@ -17,10 +18,10 @@ namespace kolo::controller {
 
 class Negotiator {
  public:
-  struct Config {
+  struct Config {  // from Controller::Config
     int size = 1;
-    int64_t fusion_threshold_bytes = 64 << 20;
-    int cache_capacity = 1024;
+    int64_t fusion_threshold_bytes = DefaultOptions().fusion_threshold_bytes;
+    int cache_capacity = DefaultOptions().cache_capacity;
   };
 
   explicit Negotiator(const Config& config);

@@ -18,17 +18,17 @@
 
 #include "controller/readiness_table.h"
 #include "core/clock.h"
+#include "core/config_table.h"
 
 namespace kolo::controller {
-
-// The largest accepted stall setting (about three years): keeps time arithmetic in range.
-constexpr double kMaxStallSeconds = 1e8;
 
 class StallInspector {
  public:
   struct Config {
-    double check_seconds = 60;    // KOLO_STALL_CHECK_SECONDS; 0: no warnings
-    double shutdown_seconds = 0;  // KOLO_STALL_SHUTDOWN_SECONDS; 0: never abort
+    // KOLO_STALL_CHECK_SECONDS; 0: no warnings.
+    double check_seconds = DefaultOptions().stall_check_seconds;
+    // KOLO_STALL_SHUTDOWN_SECONDS; 0: never abort.
+    double shutdown_seconds = DefaultOptions().stall_shutdown_seconds;
   };
 
   // What an inspection found; both empty when there is nothing to do.
@@ -37,7 +37,8 @@ class StallInspector {
     std::string abort_reason;  // the job must abort with this reason
   };
 
-  // Seconds must be finite and in [0, kMaxStallSeconds] (Controller::Config::Validate checks).
+  // Seconds must lie in the ranges of KOLO_STALL_CHECK_SECONDS and KOLO_STALL_SHUTDOWN_SECONDS
+  // (core/config_table.cc; Controller::Config::Validate checks).
   explicit StallInspector(const Config& config);
 
   bool enabled() const { return check_.count() > 0 || shutdown_.count() > 0; }

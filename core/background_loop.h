@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/config_table.h"
 #include "core/control_channel.h"
 #include "core/data_plane.h"
 #include "core/executor.h"
@@ -44,7 +45,8 @@ class BackgroundLoop {
  public:
   struct Config {
     int rank = 0;
-    double timeout_seconds = 30.0;  // bound on waiting for the job-wide shutdown
+    double timeout_seconds =
+        DefaultOptions().timeout_seconds;  // bound on waiting for the job-wide shutdown
     // Told the best estimate so far of (controller wall clock - this rank's wall clock) and
     // the round trip it was measured with, in µs (timeline alignment across hosts).
     std::function<void(double offset_us, double rtt_us)> on_clock_offset;
@@ -52,7 +54,7 @@ class BackgroundLoop {
     // Fast path: the fusion threshold its responses are planned with (KOLO_FUSION_THRESHOLD),
     // and how long a cached allreduce waits for the other ranks before it is sent to the
     // controller instead (whose stall inspector then sees it).
-    int64_t fusion_threshold_bytes = 0;
+    int64_t fusion_threshold_bytes = DefaultOptions().fusion_threshold_bytes;
     double divert_after_seconds = 1.0;
     // Where the fast path's negotiations are drawn (rank 0: the timeline; core/round_trace.h).
     TraceSink* negotiation_sink = nullptr;

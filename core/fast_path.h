@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/config_table.h"
 #include "core/messages.h"
 #include "core/round_agreement.h"
 #include "core/round_lane.h"
@@ -49,13 +50,13 @@ class FastPath {
     int rank = 0;
     int size = 1;
     // This rank's KOLO_FUSION_THRESHOLD; a round fuses under the smallest any rank sent.
-    int64_t fusion_threshold_bytes = 0;
+    int64_t fusion_threshold_bytes = DefaultOptions().fusion_threshold_bytes;
     // How long a cached allreduce waits for the other ranks before it goes to the controller
     // instead (whose stall inspector then sees it).
     double divert_after_seconds = 1.0;
     // KOLO_TIMEOUT_SECONDS: the longest wait for a peer's round message, and for a controller
     // response that another rank has received.
-    double timeout_seconds = 30.0;
+    double timeout_seconds = DefaultOptions().timeout_seconds;
   };
 
   // The next thing to run, in the order every rank runs it: a controller response

@@ -31,20 +31,13 @@ Status CheckUnknownKoloVariables(const std::map<std::string, std::string>& env) 
   return Status::Ok();
 }
 
-const ConfigVar& Row(const std::string& name) {
-  for (const ConfigVar& var : ConfigTable()) {
-    if (name == var.name) return var;
-  }
-  std::abort();  // programmer error: launcher_env names a variable the table lacks
-}
-
 // Rank, size, local rank/size and the controller, from whichever launcher started us
 // (core/launcher_env.h), parsed through the table's rows so that errors name the variable.
 Status ApplyLauncherIdentity(const std::map<std::string, std::string>& env, Options* options) {
   StatusOr<LauncherIdentity> identity = DetectLauncher(env, CurrentProcessFacts());
   if (!identity.ok()) return identity.status();
   for (const IdentitySetting& setting : identity->settings) {
-    Status applied = Row(setting.kolo_name).apply(setting.source, setting.value, options);
+    Status applied = FindConfigVar(setting.kolo_name).apply(setting.source, setting.value, options);
     if (!applied.ok() && !identity->controller_source.empty() &&
         setting.kolo_name == "KOLO_CONTROLLER") {
       return applied.WithContext("controller address (" + identity->controller_source + ")");
@@ -57,6 +50,10 @@ Status ApplyLauncherIdentity(const std::map<std::string, std::string>& env, Opti
 }
 
 }  // namespace
+
+Options::Options() {
+  for (const ConfigVar& var : ConfigTable()) var.set_default(this);
+}
 
 StatusOr<Options> Options::FromMap(const std::map<std::string, std::string>& env) {
   KOLO_RETURN_IF_ERROR(CheckUnknownKoloVariables(env));
@@ -101,12 +98,13 @@ StatusOr<Options> Options::FromEnvironment() {
 }
 
 Status Options::Validate() const {
-  if (size < 1) return InvalidArgument("size must be at least 1, got " + std::to_string(size));
-  if (rank < 0 || rank >= size) {
+  KOLO_RETURN_IF_ERROR(CheckConfigRanges(*this));
+  // What one row cannot say: relations between variables.
+  if (rank >= size) {
     return InvalidArgument("rank " + std::to_string(rank) + " is out of range for size " +
                            std::to_string(size) + " (KOLO_RANK must be in [0, KOLO_SIZE))");
   }
-  if (local_size != -1 && (local_size < 1 || local_size > size)) {
+  if (local_size > size) {
     return InvalidArgument("local size " + std::to_string(local_size) + " is out of range [1, " +
                            std::to_string(size) + "] (KOLO_LOCAL_SIZE)");
   }
@@ -123,26 +121,6 @@ Status Options::Validate() const {
   }
   if (!secret.empty() && !secret_file.empty()) {
     return InvalidArgument("KOLO_SECRET and KOLO_SECRET_FILE are both set; set one");
-  }
-  if (fusion_threshold_bytes < 0) return InvalidArgument("fusion threshold must be >= 0");
-  if (cycle_time_ms < 0) return InvalidArgument("cycle time must be >= 0");
-  if (cache_capacity < 0) return InvalidArgument("cache capacity must be >= 0");
-  if (!(timeout_seconds > 0)) return InvalidArgument("timeout must be > 0 seconds");
-  if (!(start_timeout_seconds > 0)) return InvalidArgument("start timeout must be > 0 seconds");
-  if (transport != "auto" && transport != "tcp" && transport != "shm") {
-    return InvalidArgument("transport '" + transport +
-                           "' is not auto, tcp or shm (KOLO_TRANSPORT)");
-  }
-  if (!(stall_check_seconds >= 0 && stall_check_seconds <= 86400)) {
-    return InvalidArgument("stall check time must be in [0, 86400] s (KOLO_STALL_CHECK_SECONDS)");
-  }
-  if (!(stall_shutdown_seconds >= 0 && stall_shutdown_seconds <= 86400)) {
-    return InvalidArgument(
-        "stall shutdown time must be in [0, 86400] s (KOLO_STALL_SHUTDOWN_SECONDS)");
-  }
-  if (timeline_max_mb < 1 || timeline_max_mb > (1 << 20)) {
-    return InvalidArgument(
-        "timeline size limit must be in [1, 1048576] MiB (KOLO_TIMELINE_MAX_MB)");
   }
   return Status::Ok();
 }

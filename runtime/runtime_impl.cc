@@ -7,6 +7,7 @@
 
 #include "controller/controller.h"
 #include "core/clock.h"
+#include "core/config_table.h"
 #include "ops/cpu_executor.h"
 #include "runtime/job_credentials.h"
 #include "runtime/local_address.h"
@@ -246,14 +247,14 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
 
 Status RuntimeImpl::StartSharedMemory() {
   const bool one_host = topology_.local_size == options_.size;
-  if (options_.transport == "shm" && !one_host) {
+  if (options_.transport == Transport::kShm && !one_host) {
     return FailedPrecondition(
         "KOLO_TRANSPORT=shm needs every rank on one host, but this host has " +
         std::to_string(topology_.local_size) + " of the " + std::to_string(options_.size) +
         " ranks; multi-host jobs use tcp (KOLO_TRANSPORT=auto or tcp)");
   }
-  const bool use_shm = options_.transport == "shm" ||
-                       (options_.transport == "auto" && one_host && options_.size > 1);
+  const bool use_shm = options_.transport == Transport::kShm ||
+                       (options_.transport == Transport::kAuto && one_host && options_.size > 1);
   if (!use_shm) return Status::Ok();
   transport::ShmMesh::Config config;
   config.rank = options_.rank;
@@ -261,7 +262,10 @@ Status RuntimeImpl::StartSharedMemory() {
   config.timeout_seconds = options_.timeout_seconds;
   config.logger = MakeLogger(options_.rank, "shm", logger_->level());
   StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(config, *mesh_);
-  if (!shm.ok()) return shm.status().WithContext("KOLO_TRANSPORT=" + options_.transport);
+  if (!shm.ok()) {
+    return shm.status().WithContext(std::string("KOLO_TRANSPORT=") +
+                                    TransportName(options_.transport));
+  }
   shm_ = std::move(shm).value();
   shm_plane_.store(shm_.get());
   return Status::Ok();

@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "core/config_table.h"
 #include "core/data_plane.h"
 #include "core/logging.h"
 #include "core/mutex.h"
@@ -39,7 +40,7 @@ class ShmMesh final : public SharedMemoryPlane {
     int size = 1;
     size_t slot_bytes = kDefaultSlotBytes;  // rounded up to a multiple of 64
     // KOLO_TIMEOUT_SECONDS: the longest Sync waits for the last rank.
-    double timeout_seconds = 30;
+    double timeout_seconds = DefaultOptions().timeout_seconds;
     Logger logger;  // null: a "shm" logger at warning level
   };
 

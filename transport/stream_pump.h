@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "core/config_table.h"
 #include "core/data_plane.h"
 #include "kolo/status.h"
 
@@ -22,8 +23,9 @@ struct PumpEnds {
   int recv_peer = -1;
   int interrupt_fd = -1;                     // readable once the mesh is interrupted
   std::function<Status()> interrupt_status;  // what to return then
-  double timeout_seconds = 30;               // KOLO_TIMEOUT_SECONDS: longest time with no progress
-  bool busy_poll = true;                     // false: block in poll() at once (no spinning)
+  double timeout_seconds =
+      DefaultOptions().timeout_seconds;  // KOLO_TIMEOUT_SECONDS: longest time with no progress
+  bool busy_poll = true;                 // false: block in poll() at once (no spinning)
 };
 
 // Blocks until both streams of `exchange` are complete. Errors name the peer and start with

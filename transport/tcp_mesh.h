@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config_table.h"
 #include "core/data_plane.h"
 #include "core/logging.h"
 #include "core/mutex.h"
@@ -38,7 +39,7 @@ class TcpMesh final : public DataPlane {
     MeshAuth auth;
     // KOLO_TIMEOUT_SECONDS: the longest an Exchange waits with no byte moving, and the longest
     // one connection may take to handshake.
-    double timeout_seconds = 30;
+    double timeout_seconds = DefaultOptions().timeout_seconds;
     Logger logger;  // null: a "transport" logger at warning level
     // Also connect a second set of connections, one per rank pair, for the fast path's rounds
     // (TakeRoundConnections). Their handshakes bind the generation with "/rounds" appended, so

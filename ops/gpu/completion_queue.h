@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/config_table.h"
 #include "core/executor.h"
 #include "core/logging.h"
 #include "core/mutex.h"
@@ -32,7 +33,9 @@ namespace kolo::gpu {
 class CompletionQueue {
  public:
   struct Config {
-    double timeout_seconds = 30.0;  // KOLO_TIMEOUT_SECONDS: one op's longest time on the device
+    double timeout_seconds =
+        DefaultOptions()
+            .timeout_seconds;  // KOLO_TIMEOUT_SECONDS: one op's longest time on the device
     const Clock* clock = SteadyClock::Get();
     // Between two polls of a pending event the thread sleeps this long (the GPU needs no CPU
     // to make progress; a short sleep keeps the thread off the training's cores).

@@ -152,13 +152,13 @@ TEST_CASE("Stall settings are validated with the field named", "[controller][sta
   CHECK(config.Validate().ok());
   config.stall_check_seconds = -1;
   CHECK(config.Validate().message() ==
-        "stall check time must be in [0, 1e+08] s (0: off), got -1 s");
+        "stall check time must be in [0, 86400] s (0: off), got -1 s");
   config.stall_check_seconds = std::nan("");
   CHECK(config.Validate().code() == StatusCode::kInvalidArgument);
   config.stall_check_seconds = 60;
   config.stall_shutdown_seconds = std::numeric_limits<double>::infinity();
   CHECK(config.Validate().message() ==
-        "stall shutdown time must be in [0, 1e+08] s (0: off), got inf s");
+        "stall shutdown time must be in [0, 86400] s (0: off), got inf s");
   config.stall_shutdown_seconds = 1e9;
   CHECK(config.Validate().code() == StatusCode::kInvalidArgument);
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <future>
 
+#include "core/config_table.h"
 #include "tests/support/local_job.h"
 #include "tests/support/tensor_values.h"
 #include "tests/support/watchdog.h"
@@ -41,7 +42,7 @@ TEST_CASE("Allreduce matches a direct computation for every dtype, op and size",
   const std::string transport = GENERATE("tcp", "auto");
   Watchdog watchdog("allreduce sweep with " + std::to_string(n) + " ranks over " + transport,
                     std::chrono::seconds(90));
-  LocalJob job(n, [&](Options& o) { o.transport = transport; });
+  LocalJob job(n, [&](Options& o) { o.transport = *TransportFromName(transport); });
   const std::vector<int64_t> counts = {0, 1, 13, 1000 * n + 1};
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     for (DataType dtype : kAllDataTypes) {
@@ -63,7 +64,7 @@ TEST_CASE("Allreduce of several MiB is exact, in place and out of place", "[runt
   const int n = GENERATE(2, 3, 4);
   const std::string transport = GENERATE("tcp", "auto");
   Watchdog watchdog("large allreduce over " + transport, std::chrono::seconds(90));
-  LocalJob job(n, [&](Options& o) { o.transport = transport; });
+  LocalJob job(n, [&](Options& o) { o.transport = *TransportFromName(transport); });
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     for (int round = 0; round < 2; ++round) {  // second round uses cache ids
       std::string e = CheckOne(rt, "big/f32", DataType::kFloat32, ReduceOp::kSum, (3 << 20) / 4 + 3,
@@ -97,7 +98,7 @@ TEST_CASE("Many tensors in flight at once are fused and each gets its own result
   const std::string transport = GENERATE("tcp", "auto");
   Watchdog watchdog("many tensors in flight over " + transport, std::chrono::seconds(90));
   LocalJob job(3, [&](Options& o) {
-    o.transport = transport;
+    o.transport = *TransportFromName(transport);
     o.fusion_threshold_bytes = threshold;
     o.cycle_time_ms = 5;
   });

@@ -12,6 +12,7 @@
 #include <numeric>
 #include <thread>
 
+#include "core/config_table.h"
 #include "tests/support/local_job.h"
 #include "tests/support/watchdog.h"
 
@@ -128,7 +129,7 @@ TEST_CASE("A late rank, over shared memory and TCP, still meets the others",
   Watchdog watchdog("fast path with a late rank", std::chrono::seconds(60));
   for (const char* transport : {"tcp", "shm"}) {
     INFO(transport);
-    LocalJob job(2, [&](Options& o) { o.transport = transport; });
+    LocalJob job(2, [&](Options& o) { o.transport = *TransportFromName(transport); });
     auto failures = job.RunOnAllRanks([](Runtime& rt) -> std::string {
       for (int step = 0; step < 30; ++step) {
         // Each rank in turn arrives late, sometimes beyond the wait after which the op goes

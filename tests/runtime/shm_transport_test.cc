@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/config_table.h"
 #include "tests/support/local_job.h"
 #include "tests/support/tensor_values.h"
 #include "tests/support/watchdog.h"
@@ -37,8 +38,8 @@ int KoloShmMappings() {
   return count;
 }
 
-std::function<void(Options&)> Transport(const std::string& transport) {
-  return [transport](Options& options) { options.transport = transport; };
+std::function<void(Options&)> WithTransport(const std::string& transport) {
+  return [transport](Options& options) { options.transport = *TransportFromName(transport); };
 }
 
 }  // namespace
@@ -49,7 +50,7 @@ TEST_CASE("Allreduce over shared memory matches a direct computation for every d
   const std::string transport = GENERATE(as<std::string>(), "shm", "auto");
   Watchdog watchdog("shm allreduce sweep, " + transport + ", " + std::to_string(n) + " ranks",
                     std::chrono::seconds(120));
-  LocalJob job(n, Transport(transport));
+  LocalJob job(n, WithTransport(transport));
   // One segment mapped by every rank; none for a one-rank job left on auto.
   CHECK(KoloShmMappings() == (transport == "auto" && n == 1 ? 0 : n));
   // 1 MiB slots: the largest count takes several chunks in every dtype but uint8/int8.
@@ -84,7 +85,7 @@ TEST_CASE("Allreduce over shared memory gives every rank the same bits", "[runti
   const int n = GENERATE(2, 3, 4);
   Watchdog watchdog("shm allreduce bits, " + std::to_string(n) + " ranks",
                     std::chrono::seconds(60));
-  LocalJob job(n, Transport("shm"));
+  LocalJob job(n, WithTransport("shm"));
   // Values whose float sums depend on the order of addition, over several chunks; more than
   // 8 MiB, so the results are streamed out (ops/shm_allreduce.cc), to an unaligned output.
   const int64_t count = 9 * (1 << 18) + 3;
@@ -135,7 +136,7 @@ TEST_CASE("Broadcast over shared memory and over TCP delivers the root's bytes, 
   const std::string transport = GENERATE(as<std::string>(), "shm", "tcp");
   Watchdog watchdog("broadcast over " + transport + ", " + std::to_string(n) + " ranks",
                     std::chrono::seconds(60));
-  LocalJob job(n, Transport(transport));
+  LocalJob job(n, WithTransport(transport));
   // Up to several 1 MiB slots, and a size that ends mid-slot.
   const std::vector<int64_t> counts = {0, 1, 1031, 3 * (1 << 18) + 5};
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
@@ -161,7 +162,7 @@ TEST_CASE("Broadcast over shared memory and over TCP delivers the root's bytes, 
 
 TEST_CASE("KOLO_TRANSPORT=tcp keeps allreduce off shared memory", "[runtime][shm]") {
   Watchdog watchdog("tcp transport", std::chrono::seconds(60));
-  LocalJob job(2, Transport("tcp"));
+  LocalJob job(2, WithTransport("tcp"));
   CHECK(KoloShmMappings() == 0);
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     std::vector<uint8_t> data =
@@ -189,7 +190,7 @@ TEST_CASE("KOLO_TRANSPORT=shm fails init for a job that spans hosts", "[runtime]
       options.timeout_seconds = 10;
       options.start_timeout_seconds = 20;
       options.host = r == 0 ? "host-a" : "host-b";
-      options.transport = "shm";
+      options.transport = Transport::kShm;
       created[r] = Runtime::Create(options);
     });
   }

@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "core/config_table.h"
+
 namespace kolo::launcher {
 namespace {
 
@@ -27,13 +29,13 @@ bool IsRankCountFlag(const std::string& arg) {
   return arg == "-np" || arg == "-n" || arg == "--np";
 }
 
-// A positive number of seconds, as KOLO_START_TIMEOUT_SECONDS accepts it ([0.1, 86400]).
-Status CheckSeconds(const std::string& flag, const std::string& text) {
-  char* end = nullptr;
-  double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(value >= 0.1 && value <= 86400)) {
-    return InvalidArgument(flag + " must be a number of seconds in [0.1, 86400], got '" + text +
-                           "'");
+// --start-timeout becomes KOLO_START_TIMEOUT_SECONDS: accepted as that row of the config table
+// accepts it.
+Status CheckStartTimeout(const std::string& flag, const std::string& text) {
+  const ConfigVar& row = FindConfigVar("KOLO_START_TIMEOUT_SECONDS");
+  Options scratch;
+  if (!row.apply(row.name, text, &scratch).ok()) {
+    return InvalidArgument(flag + " must be " + row.expected + " seconds, got '" + text + "'");
   }
   return Status::Ok();
 }
@@ -76,7 +78,7 @@ Status ApplyValueOption(const std::string& flag, const std::string& value, Launc
     if (value.empty() || value[0] == '=') return InvalidArgument("-x needs NAME or NAME=VALUE");
     options->forward_env.push_back(value);
   } else if (flag == "--start-timeout") {
-    KOLO_RETURN_IF_ERROR(CheckSeconds(flag, value));
+    KOLO_RETURN_IF_ERROR(CheckStartTimeout(flag, value));
     options->start_timeout = value;
   } else if (flag == "--output-dir") {
     if (value.empty()) return InvalidArgument("--output-dir needs a directory");

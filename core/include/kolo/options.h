@@ -1,6 +1,10 @@
 // Options: everything a kolo runtime is configured with. Filled from the environment by
-// Options::FromEnvironment() (the table in core/config_table.cc lists every variable) or built
-// by hand for init(Options). Plain value type.
+// Options::FromEnvironment() or built by hand for init(Options). Plain value type.
+//
+// Defaults and ranges are written in one place, the config table (core/config_table.cc;
+// `kolorun --help-env` prints it, and README.md's "Environment variables" table is a copy): a
+// default-constructed Options holds every variable's default. The `{}` below only
+// zero-initialises a field before the constructor sets it.
 #pragma once
 
 #include <cstdint>
@@ -11,15 +15,25 @@
 
 namespace kolo {
 
+// KOLO_TRANSPORT: the CPU allreduce and broadcast data path.
+enum class Transport {
+  kAuto,  // shm when every rank shares this host and there are several, else tcp
+  kTcp,   // the TCP ring and chain
+  kShm,   // shared memory; needs every rank on this host
+};
+
 struct Options {
-  // Identity of this process in the job.
-  int rank = 0;
-  int size = 1;
-  int local_rank = -1;  // -1: computed from the host names all ranks report
-  int local_size = -1;
+  // Every field of the config table at its default.
+  Options();
+
+  // Identity of this process in the job (KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK/SIZE).
+  int rank{};
+  int size{};
+  int local_rank{};  // -1: computed from the host names all ranks report
+  int local_size{};  // -1: likewise
 
   // "host:port" of the controller that rank 0 hosts. Rank 0 listens on its port.
-  std::string controller_address;
+  std::string controller_address;  // KOLO_CONTROLLER
   // Where FromMap found the identity: "kolo", "torchrun", "Open MPI", "MPICH", "SLURM", or
   // empty (none: a one-rank job, or options built by hand). Logged at init.
   std::string identity_source;
@@ -28,58 +42,56 @@ struct Options {
   std::string controller_source;
   // Address other ranks use to reach this rank's data-plane listener. Empty: the address of
   // the interface that routes to the controller.
-  std::string data_address;
+  std::string data_address;  // KOLO_DATA_ADDR
   // Host name reported to peers (groups ranks into local/cross sets). Empty: gethostname().
-  std::string host;
+  std::string host;  // KOLO_HOSTNAME
   // Job secret (hex, at least 32 digits); kolorun makes a fresh 32-byte one per job. Every
   // control stream and data connection proves knowledge of it by HMAC (docs/SECURITY.md).
   // Never logged or quoted in errors. At most one of secret and secret_file.
-  std::string secret;
+  std::string secret;  // KOLO_SECRET
   // A file (mode 0600, owner only) holding the secret as hex; read at init().
-  std::string secret_file;
+  std::string secret_file;  // KOLO_SECRET_FILE
   // Names the job in every handshake, so that ranks of two jobs that share a secret still
   // refuse each other. Not secret. kolorun sets a fresh one; "" is allowed.
-  std::string job_id;
+  std::string job_id;  // KOLO_JOB_ID
   // Without a secret, only single-host jobs run (with a warning); true runs multi-host jobs
   // without authentication too.
-  bool insecure = false;
+  bool insecure{};  // KOLO_INSECURE
   // TLS for the control plane (PEM paths): rank 0 serves with cert and key; workers verify it
   // against ca. All empty: plaintext gRPC.
-  std::string tls_cert;
-  std::string tls_key;
-  std::string tls_ca;
+  std::string tls_cert;  // KOLO_TLS_CERT
+  std::string tls_key;   // KOLO_TLS_KEY
+  std::string tls_ca;    // KOLO_TLS_CA
 
   // Tuning.
-  int64_t fusion_threshold_bytes = 64 << 20;
-  double cycle_time_ms = 1.0;
-  int cache_capacity = 1024;
+  int64_t fusion_threshold_bytes{};  // KOLO_FUSION_THRESHOLD
+  double cycle_time_ms{};            // KOLO_CYCLE_TIME_MS
+  int cache_capacity{};              // KOLO_CACHE_CAPACITY
 
   // Deadlines, in seconds.
-  double timeout_seconds = 30.0;        // data-plane progress, liveness, shutdown
-  double start_timeout_seconds = 60.0;  // init(): waiting for every rank to connect
+  double timeout_seconds{};        // KOLO_TIMEOUT_SECONDS: data-plane progress, liveness, shutdown
+  double start_timeout_seconds{};  // KOLO_START_TIMEOUT_SECONDS: init() waiting for every rank
 
   // Timeline (docs/TIMELINE.md). Empty path: off until start_timeline().
-  std::string timeline_path;
-  bool timeline_mark_cycles = false;
-  int64_t timeline_max_mb = 1024;
+  std::string timeline_path;    // KOLO_TIMELINE
+  bool timeline_mark_cycles{};  // KOLO_TIMELINE_MARK_CYCLES
+  int64_t timeline_max_mb{};    // KOLO_TIMELINE_MAX_MB
 
   // Stall inspector: warn when a tensor waits this long for some ranks (0: never); abort the
   // job when one has waited stall_shutdown_seconds (0: never).
-  double stall_check_seconds = 60.0;
-  double stall_shutdown_seconds = 0.0;
+  double stall_check_seconds{};     // KOLO_STALL_CHECK_SECONDS
+  double stall_shutdown_seconds{};  // KOLO_STALL_SHUTDOWN_SECONDS
 
-  // "trace", "debug", "info", "warning", "error", "off".
-  std::string log_level = "warning";
+  // KOLO_LOG_LEVEL: one of the names the table lists (trace … off).
+  std::string log_level;
 
-  // CPU allreduce and broadcast data path: "shm" (shared memory; needs every rank on this
-  // host), "tcp" (the TCP ring and chain) or "auto" (shm when every rank shares this host and there
-  // are several, else tcp). Must be the same on every rank.
-  std::string transport = "auto";
+  // KOLO_TRANSPORT. Must be the same on every rank.
+  Transport transport{};
 
-  // Fast path for repeated allreduces (docs/FAST-PATH.md): ranks agree among themselves on
+  // KOLO_FAST_PATH: repeated allreduces (docs/FAST-PATH.md): ranks agree among themselves on
   // which cached allreduces run next, without a round trip to the controller. Must be the same
   // on every rank (init() fails naming the rank that differs).
-  bool fast_path = true;
+  bool fast_path{};
 
   // Reads the variables of the config table from the process environment.
   // Fails with a message naming the variable on a bad value. KOLO_SECRET is removed from the
@@ -90,7 +102,8 @@ struct Options {
   // Same, from an explicit map (for tests and for tools that build an environment).
   static StatusOr<Options> FromMap(const std::map<std::string, std::string>& env);
 
-  // Checks ranges and consistency (rank < size, ...). init(Options) calls it.
+  // Checks every field against its range in the config table, then consistency (rank < size,
+  // ...). init(Options) calls it. The error names the variable.
   Status Validate() const;
 };
 
