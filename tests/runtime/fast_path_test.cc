@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "tests/support/local_job.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
@@ -99,7 +100,8 @@ TEST_CASE("Repeated allreduces skip the controller and stay exact, mixed with ne
           "[runtime][fastpath]") {
   Watchdog watchdog("fast path, 3 ranks", std::chrono::seconds(60));
   for (const bool fast : {true, false}) {
-    const std::string dir = kolo::testing::MakeTempDir("kolo_fast_path_");
+    const kolo::testing::TempDir temp("kolo_fast_path_");
+    const std::string& dir = temp.path();
     const std::string path = dir + "/trace";
     {
       LocalJob job(3, [&](Options& o) {
@@ -119,7 +121,6 @@ TEST_CASE("Repeated allreduces skip the controller and stay exact, mixed with ne
         CHECK(FastOps(path, r) == 0);
       }
     }
-    std::system(("rm -rf " + dir).c_str());
   }
 }
 
@@ -234,18 +235,28 @@ TEST_CASE(
 TEST_CASE("A rank that stopped waiting for the others and left does not break their rounds",
           "[runtime][fastpath][shutdown]") {
   Watchdog watchdog("fast path, a rank leaves early", std::chrono::seconds(60));
-  LocalJob job(3, [](Options& o) { o.timeout_seconds = 1; });
+  // Rank 2 waits KOLO_TIMEOUT_SECONDS for the others' shutdown() and leaves; the others submit
+  // only once it has (an event, not a sleep racing the timeout: that lost on a busy machine).
+  LocalJob job(3, [](Options& o) { o.timeout_seconds = 2; });
+  std::promise<void> rank2_left;
+  std::shared_future<void> left = rank2_left.get_future().share();
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     std::vector<float> w(4, 1.0f);
     TensorView v{w.data(), DataType::kFloat32, {4}, Device::Cpu()};
     for (int step = 0; step < 3; ++step) {
-      if (!rt.Allreduce("w", v, v).ok()) return "warm-up";
+      if (!rt.Allreduce("w", v, v).ok()) {
+        if (rt.rank() == 2) rank2_left.set_value();
+        return "warm-up";
+      }
     }
-    if (rt.rank() == 2) {  // leaves alone: it waits 1 s for the others, then goes
+    if (rt.rank() == 2) {  // leaves alone: it waits for the others until the timeout, then goes
       Status s = rt.Shutdown();
+      rank2_left.set_value();
       return s.code() == StatusCode::kDeadlineExceeded ? "" : "rank 2 shutdown: " + s.ToString();
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // rank 2 has left by now
+    if (left.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      return "rank 2 did not leave within 30 s";
+    }
     Status s = rt.Allreduce("w", v, v);
     if (s.code() != StatusCode::kShutdown || s.message().find("rank 2") == std::string::npos ||
         s.message().find("fast path") != std::string::npos) {
