@@ -20,6 +20,7 @@
 
 #include "tests/runtime/rank_process.h"
 #include "tests/support/local_job.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
 #include "tools/timeline/trace_set.h"
 
@@ -310,9 +311,8 @@ TEST_CASE("A wrong controller address fails init after the start timeout, naming
 TEST_CASE("A rank killed with the timeline on leaves traces that still load",
           "[runtime][fault][timeline]") {
   Watchdog watchdog("crash with the timeline on", 60s);
-  char pattern[] = "/tmp/kolo-fault-timeline-XXXXXX";
-  REQUIRE(mkdtemp(pattern) != nullptr);
-  const std::string dir = pattern;
+  const kolo::testing::TempDir temp("kolo-fault-timeline-");
+  const std::string& dir = temp.path();
   Job job = StartJob(3, -1, {{"KOLO_TIMELINE", dir + "/trace.json"}});
   AwaitReady(job);
   const Clock::time_point killed = job.ranks[1]->Signal(SIGKILL);
