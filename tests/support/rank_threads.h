@@ -5,6 +5,7 @@
 // test's thread, under the test's Watchdog.
 #pragma once
 
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
