@@ -235,12 +235,17 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   KOLO_RETURN_IF_ERROR(CheckUnauthenticatedJob(
       options_, security_.credentials, topology_.cross_size > 1,
       "its ranks report " + std::to_string(topology_.cross_size) + " host names"));
+  if (options_.local_rank >= 0) topology_.local_rank = options_.local_rank;
+  if (options_.local_size >= 0) topology_.local_size = options_.local_size;
+  // Before connecting: a rank that fails here leaves, and a peer still connecting would
+  // report that as a lost rank instead of this reason (every rank sees the same peer table).
+  if (options_.transport == Transport::kShm && topology_.local_size != options_.size) {
+    return StartSharedMemory();
+  }
   mesh_->SetGeneration(channel_->generation());
   std::vector<std::string> addresses;
   for (const PeerInfo& peer : *peers) addresses.push_back(peer.data_address);
   KOLO_RETURN_IF_ERROR(mesh_->Connect(addresses, deadline));
-  if (options_.local_rank >= 0) topology_.local_rank = options_.local_rank;
-  if (options_.local_size >= 0) topology_.local_size = options_.local_size;
   mesh_->SetLocalRanks(topology_.local_size);
   return StartSharedMemory();
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages kolo needs to build and test, skipping those already present.
-# Uses sudo when not run as root. Touches nothing else.
+# With --ci, also what .ci/run's extra checks need: clang-14 with its sanitizer runtimes (the
+# ASan+UBSan build, -Wthread-safety) and clang-format-14. Uses sudo when not run as root.
+# Touches nothing else.
 set -euo pipefail
 
 packages=(
@@ -11,6 +13,12 @@ packages=(
   openmpi-bin mpich  # the launcher tests run kolo under mpirun and mpiexec
   libssl-dev openssl
 )
+if [ "${1:-}" = "--ci" ]; then
+  packages+=(clang-14 libclang-rt-14-dev clang-format-14)
+elif [ $# -ne 0 ]; then
+  echo "usage: tools/install-deps.sh [--ci]" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -16,26 +16,14 @@
 
 #include "core/timeline_hub.h"
 #include "core/timeline_writer.h"
+#include "tests/support/temp_dir.h"
 
 using namespace kolo;
 using std::chrono::nanoseconds;
 
 namespace {
 
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "kolo_timeline_XXXXXX");
-    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-    path_ = pattern;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using kolo::testing::TempDir;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -164,7 +152,7 @@ std::unique_ptr<TimelineWriter> OpenOrDie(const TimelineWriter::Config& config) 
 }  // namespace
 
 TEST_CASE("A scripted sequence produces exactly the documented file", "[core][timeline]") {
-  TempDir dir;
+  TempDir dir("kolo_timeline_");
   ManualClock clock;
   auto writer = OpenOrDie(TestConfig(dir.File("t.json"), 0, &clock));
   const int ctl = kControllerTracePid;
@@ -215,7 +203,7 @@ TEST_CASE("A scripted sequence produces exactly the documented file", "[core][ti
 }
 
 TEST_CASE("Each (pid, track) gets a stable tid and one thread_name line", "[core][timeline]") {
-  TempDir dir;
+  TempDir dir("kolo_timeline_");
   ManualClock clock;
   auto writer = OpenOrDie(TestConfig(dir.File("t.json"), 1, &clock));
   for (const char* track : {"a", "grad/\"b\"", "a", "grad/\"b\"", "a"}) {
@@ -236,7 +224,7 @@ TEST_CASE("Each (pid, track) gets a stable tid and one thread_name line", "[core
 }
 
 TEST_CASE("Spans cut by starting or stopping mid-op stay balanced", "[core][timeline]") {
-  TempDir dir;
+  TempDir dir("kolo_timeline_");
   ManualClock clock;
   auto writer = OpenOrDie(TestConfig(dir.File("t.json"), 0, &clock));
   // An end whose begin went to an earlier file, then a span still open at Close.
@@ -295,7 +283,7 @@ TEST_CASE("A file that cannot be created fails with its path and the OS error",
 
 TEST_CASE("A full queue drops events, counts them and reports them at the end",
           "[core][timeline]") {
-  TempDir dir;
+  TempDir dir("kolo_timeline_");
   ManualClock clock;
   TimelineWriter::Config config = TestConfig(dir.File("t.json"), 0, &clock);
   config.queue_capacity = 4;
@@ -317,7 +305,7 @@ TEST_CASE("A full queue drops events, counts them and reports them at the end",
 }
 
 TEST_CASE("At the size limit the writer stops, and the file stays valid", "[core][timeline]") {
-  TempDir dir;
+  TempDir dir("kolo_timeline_");
   ManualClock clock;
   TimelineWriter::Config config = TestConfig(dir.File("t.json"), 0, &clock);
   config.max_bytes = 1000;
@@ -341,7 +329,7 @@ TEST_CASE("At the size limit the writer stops, and the file stays valid", "[core
 
 TEST_CASE("A writer killed mid-trace leaves whole lines and every flushed event",
           "[core][timeline]") {
-  TempDir dir;
+  TempDir dir("kolo_timeline_");
   const std::string path = dir.File("killed.json");
   const int kFlushed = 200;
   int pipe_fds[2];
@@ -408,7 +396,7 @@ TEST_CASE("A writer killed mid-trace leaves whole lines and every flushed event"
 
 TEST_CASE("The hub writes one file per Start, and records nothing while stopped",
           "[core][timeline]") {
-  TempDir dir;
+  TempDir dir("kolo_timeline_");
   ManualClock clock;
   TimelineHub hub(1, 2, &clock);
   CHECK_FALSE(hub.enabled());
@@ -444,7 +432,7 @@ TEST_CASE("The hub writes one file per Start, and records nothing while stopped"
 }
 
 TEST_CASE("Records racing with Start and Stop leave every file valid", "[core][timeline]") {
-  TempDir dir;
+  TempDir dir("kolo_timeline_");
   TimelineHub hub(0, 1, SteadyClock::Get());
   std::atomic<bool> done{false};
   std::vector<std::thread> recorders;

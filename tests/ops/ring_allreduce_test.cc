@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/ops/loopback_ring.h"
 #include "tests/ops/ring_reference.h"
+#include "tests/support/loopback_mesh.h"
 #include "tests/support/watchdog.h"
 
 namespace kolo::ops {

@@ -14,6 +14,7 @@
 
 #include "core/config_table.h"
 #include "tests/support/local_job.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
@@ -100,7 +101,8 @@ TEST_CASE("Repeated allreduces skip the controller and stay exact, mixed with ne
           "[runtime][fastpath]") {
   Watchdog watchdog("fast path, 3 ranks", std::chrono::seconds(60));
   for (const bool fast : {true, false}) {
-    const std::string dir = kolo::testing::MakeTempDir("kolo_fast_path_");
+    const kolo::testing::TempDir temp("kolo_fast_path_");
+    const std::string& dir = temp.path();
     const std::string path = dir + "/trace";
     {
       LocalJob job(3, [&](Options& o) {
@@ -120,7 +122,6 @@ TEST_CASE("Repeated allreduces skip the controller and stay exact, mixed with ne
         CHECK(FastOps(path, r) == 0);
       }
     }
-    std::system(("rm -rf " + dir).c_str());
   }
 }
 
@@ -235,22 +236,42 @@ TEST_CASE(
 TEST_CASE("A rank that stopped waiting for the others and left does not break their rounds",
           "[runtime][fastpath][shutdown]") {
   Watchdog watchdog("fast path, a rank leaves early", std::chrono::seconds(60));
-  LocalJob job(3, [](Options& o) { o.timeout_seconds = 1; });
+  // Rank 2 waits KOLO_TIMEOUT_SECONDS for the others' shutdown() and leaves; the others submit
+  // only once it has (an event, not a sleep racing the timeout: that lost on a busy machine).
+  LocalJob job(3, [](Options& o) { o.timeout_seconds = 4; });
+  std::promise<void> rank2_left;
+  std::shared_future<void> left = rank2_left.get_future().share();
+  // Ranks 0 and 1 shut down only once both have their 'w' result: otherwise the slower one's
+  // 'w' fails for the other's shutdown() instead of rank 2's departure.
+  std::promise<void> w_done[2];
+  std::shared_future<void> w_seen[2] = {w_done[0].get_future().share(),
+                                        w_done[1].get_future().share()};
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     std::vector<float> w(4, 1.0f);
     TensorView v{w.data(), DataType::kFloat32, {4}, Device::Cpu()};
     for (int step = 0; step < 3; ++step) {
-      if (!rt.Allreduce("w", v, v).ok()) return "warm-up";
+      if (!rt.Allreduce("w", v, v).ok()) {
+        if (rt.rank() == 2) rank2_left.set_value();
+        return "warm-up";
+      }
     }
-    if (rt.rank() == 2) {  // leaves alone: it waits 1 s for the others, then goes
+    if (rt.rank() == 2) {  // leaves alone: it waits for the others until the timeout, then goes
       Status s = rt.Shutdown();
+      rank2_left.set_value();
       return s.code() == StatusCode::kDeadlineExceeded ? "" : "rank 2 shutdown: " + s.ToString();
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // rank 2 has left by now
+    if (left.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      return "rank 2 did not leave within 30 s";
+    }
     Status s = rt.Allreduce("w", v, v);
     if (s.code() != StatusCode::kShutdown || s.message().find("rank 2") == std::string::npos ||
         s.message().find("fast path") != std::string::npos) {
+      w_done[rt.rank()].set_value();
       return "expected 'w' to fail naming rank 2's departure, got " + s.ToString();
+    }
+    w_done[rt.rank()].set_value();
+    if (w_seen[1 - rt.rank()].wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      return "the other rank's 'w' did not end within 30 s";
     }
     s = rt.Shutdown();
     return s.ok() ? "" : "shutdown: " + s.ToString();
@@ -265,6 +286,9 @@ TEST_CASE(
   Watchdog watchdog("fast path and join", std::chrono::seconds(60));
   for (int round = 0; round < 5; ++round) {
     LocalJob job(3);
+    // Which rank joins last is the scheduler's choice (rank 0's join can reach the controller
+    // before the others' on a busy machine); every rank must be told the same one.
+    std::vector<int> lasts(3, -2);
     auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
       std::vector<float> w(8, 1.0f);
       TensorView v{w.data(), DataType::kFloat32, {8}, Device::Cpu()};
@@ -273,7 +297,8 @@ TEST_CASE(
       }
       if (rt.rank() != 0) {  // out of data: join at once
         StatusOr<int> last = rt.Join();
-        return last.ok() && *last == 0 ? "" : "join: " + last.status().ToString();
+        if (last.ok()) lasts[rt.rank()] = *last;
+        return last.ok() ? "" : "join: " + last.status().ToString();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20 * round));
       std::fill(w.begin(), w.end(), 5.0f);
@@ -289,8 +314,11 @@ TEST_CASE(
         return "w: " + s.ToString() + " value " + std::to_string(w[3]);
       }
       s = joined.get_future().get();
-      return s.ok() && last == 0 ? "" : "join: " + s.ToString();
+      lasts[0] = last;
+      return s.ok() ? "" : "join: " + s.ToString();
     });
     CHECK(failures == std::vector<std::string>{});
+    CHECK((lasts[0] >= 0 && lasts[0] < 3));
+    CHECK(lasts == std::vector<int>(3, lasts[0]));
   }
 }

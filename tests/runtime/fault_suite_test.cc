@@ -7,19 +7,24 @@
 #include <dirent.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "tests/runtime/rank_process.h"
 #include "tests/support/local_job.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
 #include "tools/timeline/trace_set.h"
 
@@ -174,13 +179,33 @@ void CheckSurvivors(Job& job, int victim, Clock::time_point signalled,
                what.c_str(), latest.seconds, later_ms, shutdown_ms, latest.message.c_str());
 }
 
-// Names in /dev/shm that start with `prefix` (kolo's segments are "kolo-<pid>-..."), sorted.
-std::vector<std::string> ShmEntries(const std::string& prefix) {
+// Whether `pid` is gone, or a child of this test process (a rank of its jobs, reaped or not).
+bool OursOrGone(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return true;
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses; parse after the last ')'.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return true;  // it ended while we read
+  std::istringstream rest(text.substr(close + 1));
+  std::string state;
+  int ppid = -1;
+  rest >> state >> ppid;
+  return ppid == getpid();
+}
+
+// kolo's segments in /dev/shm ("kolo-<creator pid>-..."), sorted, less those whose creator is
+// alive and not one of this test's ranks: other tests running at the same time (ctest -j) make
+// and remove theirs on their own schedule. A segment a killed rank left behind stays in.
+std::vector<std::string> ShmSegmentsOfUsOrTheDead() {
   std::vector<std::string> found;
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return found;
   while (dirent* entry = readdir(dir)) {
-    if (std::string(entry->d_name).rfind(prefix, 0) == 0) found.push_back(entry->d_name);
+    const std::string name = entry->d_name;
+    if (name.rfind("kolo-", 0) == 0 && OursOrGone(std::atoi(name.c_str() + 5))) {
+      found.push_back(name);
+    }
   }
   closedir(dir);
   std::sort(found.begin(), found.end());
@@ -198,14 +223,14 @@ TEST_CASE("A rank SIGKILLed mid-allreduce fails every survivor's pending ops, na
   const std::string what = "SIGKILL of rank " + std::to_string(victim) + " of " +
                            std::to_string(size) + " over " + transport;
   Watchdog watchdog(what, 60s);
-  const std::vector<std::string> shm_before = ShmEntries("kolo-");
+  const std::vector<std::string> shm_before = ShmSegmentsOfUsOrTheDead();
   Job job = StartJob(size, -1, {{"KOLO_TRANSPORT", transport}});
   AwaitReady(job);
   const Clock::time_point killed = job.ranks[victim]->Signal(SIGKILL);
   AwaitSurvivors(job, victim);
   CheckSurvivors(job, victim, killed, {"rank " + std::to_string(victim)}, {0, 2 * kTimeout}, what);
   // Segments are unlinked once every rank mapped them: a crash leaves nothing in /dev/shm.
-  CHECK(ShmEntries("kolo-") == shm_before);
+  CHECK(ShmSegmentsOfUsOrTheDead() == shm_before);
 }
 
 TEST_CASE("A rank SIGSTOPped mid-allreduce times out every survivor's pending ops",
@@ -310,9 +335,8 @@ TEST_CASE("A wrong controller address fails init after the start timeout, naming
 TEST_CASE("A rank killed with the timeline on leaves traces that still load",
           "[runtime][fault][timeline]") {
   Watchdog watchdog("crash with the timeline on", 60s);
-  char pattern[] = "/tmp/kolo-fault-timeline-XXXXXX";
-  REQUIRE(mkdtemp(pattern) != nullptr);
-  const std::string dir = pattern;
+  const kolo::testing::TempDir temp("kolo-fault-timeline-");
+  const std::string& dir = temp.path();
   Job job = StartJob(3, -1, {{"KOLO_TIMELINE", dir + "/trace.json"}});
   AwaitReady(job);
   const Clock::time_point killed = job.ranks[1]->Signal(SIGKILL);

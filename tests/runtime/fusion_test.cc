@@ -12,6 +12,7 @@
 
 #include "core/op_validation.h"
 #include "tests/support/local_job.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/tensor_values.h"
 #include "tests/support/watchdog.h"
 #include "tools/timeline/trace_model.h"
@@ -170,9 +171,8 @@ TEST_CASE("Allgathers and reducescatters in flight at once fuse; each gets its o
   const int n = GENERATE(1, 2, 3, 4);
   Watchdog watchdog("allgather/reducescatter fusion with " + std::to_string(n) + " ranks",
                     std::chrono::seconds(120));
-  char dir_pattern[] = "/tmp/kolo-fusion-XXXXXX";
-  REQUIRE(mkdtemp(dir_pattern) != nullptr);
-  const std::string dir = dir_pattern;
+  const kolo::testing::TempDir temp("kolo-fusion-");
+  const std::string& dir = temp.path();
   {
     LocalJob job(n, [&](Options& o) {
       // A wide cycle window so that a burst of enqueues is planned together.
@@ -196,7 +196,6 @@ TEST_CASE("Allgathers and reducescatters in flight at once fuse; each gets its o
   }
   CHECK(LargestFusion(dir, n, "ALLGATHER") > 1);
   CHECK(LargestFusion(dir, n, "REDUCESCATTER") > 1);
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE("Fused allgathers: an allocator that fails on one rank fails only that tensor there",

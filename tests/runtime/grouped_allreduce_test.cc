@@ -7,6 +7,7 @@
 #include <future>
 
 #include "tests/support/local_job.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/tensor_values.h"
 #include "tests/support/watchdog.h"
 #include "tools/timeline/trace_model.h"
@@ -19,9 +20,8 @@ using kolo::testing::Watchdog;
 TEST_CASE("A grouped allreduce travels as one transfer above the fusion threshold",
           "[runtime][grouped]") {
   Watchdog watchdog("grouped allreduce", std::chrono::seconds(60));
-  char dir_pattern[] = "/tmp/kolo-grouped-XXXXXX";
-  REQUIRE(mkdtemp(dir_pattern) != nullptr);
-  const std::string dir = dir_pattern;
+  const kolo::testing::TempDir temp("kolo-grouped-");
+  const std::string& dir = temp.path();
   constexpr int kTensors = 5;
   {
     LocalJob job(3, [&](Options& o) {
@@ -69,7 +69,6 @@ TEST_CASE("A grouped allreduce travels as one transfer above the fusion threshol
   timeline::TraceModel model = timeline::BuildTraceModel(*set);
   REQUIRE(model.ops.size() == 3 * 3 * kTensors);
   for (const auto& op : model.ops) CHECK(op.group_size == kTensors);
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE(

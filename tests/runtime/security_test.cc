@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "tests/support/local_job.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
 #include "transport/grpc_control_channel.h"
 
@@ -78,15 +79,7 @@ std::string AllreduceRounds(Runtime& rt, int rounds) {
   return "";
 }
 
-// A fresh temporary directory, removed with its files at scope exit.
-struct TempDir {
-  TempDir() {
-    char pattern[] = "/tmp/kolo-security-XXXXXX";
-    path = mkdtemp(pattern);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-  std::string path;
-};
+using kolo::testing::TempDir;
 
 }  // namespace
 
@@ -188,8 +181,8 @@ TEST_CASE("A single-host job without a secret still runs", "[runtime][security]"
 TEST_CASE("The secret can come from a private file, and a readable one is refused",
           "[runtime][security]") {
   Watchdog watchdog("secret file", 60s);
-  TempDir dir;
-  const std::string path = dir.path + "/secret";
+  TempDir dir("kolo-security-");
+  const std::string path = dir.path() + "/secret";
   std::ofstream(path) << kSecret << "\n";
   REQUIRE(chmod(path.c_str(), 0644) == 0);
   Options options = RankOptions(0, 1, 0);
@@ -246,11 +239,11 @@ TEST_CASE("TLS on the control plane: the job runs, and a worker with the wrong C
     WARN("SKIPPED: the openssl command-line tool is missing; TLS is not tested");
     return;
   }
-  TempDir dir;
-  REQUIRE(MakeCertificate(dir.path, "server"));
-  REQUIRE(MakeCertificate(dir.path, "other"));
-  const std::string cert = dir.path + "/server.crt";
-  const std::string key = dir.path + "/server.key";
+  TempDir dir("kolo-security-");
+  REQUIRE(MakeCertificate(dir.path(), "server"));
+  REQUIRE(MakeCertificate(dir.path(), "other"));
+  const std::string cert = dir.path() + "/server.crt";
+  const std::string key = dir.path() + "/server.key";
   {
     LocalJob job(2, [&](Options& o) {
       o.tls_cert = cert;
@@ -268,7 +261,7 @@ TEST_CASE("TLS on the control plane: the job runs, and a worker with the wrong C
     o.tls_ca = cert;
     o.start_timeout_seconds = 3;
   }
-  options[1].tls_ca = dir.path + "/other.crt";
+  options[1].tls_ca = dir.path() + "/other.crt";
   std::vector<Status> statuses = CreateAll(options);
   CHECK(statuses[1].code() == StatusCode::kDeadlineExceeded);
   CHECK_THAT(statuses[1].message(), Catch::Contains("could not reach the controller"));

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "tests/support/local_job.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
 #include "tools/timeline/summary.h"
 #include "tools/timeline/trace_model.h"
@@ -56,7 +57,8 @@ std::string RunSteps(Runtime& rt) {
 TEST_CASE("Every rank writes a valid timeline that kolo-timeline reads back",
           "[runtime][timeline]") {
   Watchdog watchdog("timeline of a 3-rank job", std::chrono::seconds(60));
-  const std::string dir = kolo::testing::MakeTempDir("kolo-timeline-test-");
+  const kolo::testing::TempDir temp("kolo-timeline-test-");
+  const std::string& dir = temp.path();
   const std::string path = dir + "/trace.json";
   {
     LocalJob job(3, [&](Options& o) {
@@ -107,13 +109,13 @@ TEST_CASE("Every rank writes a valid timeline that kolo-timeline reads back",
   }
   // Responses are counted once across ranks: w, w, g/0..2 (fused or not) and bad.
   CHECK(summary.fusion.tensors == 6);
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE("A timeline started and stopped at run time covers only what ran in between",
           "[runtime][timeline]") {
   Watchdog watchdog("run-time timeline", std::chrono::seconds(60));
-  const std::string dir = kolo::testing::MakeTempDir("kolo-timeline-test-");
+  const kolo::testing::TempDir temp("kolo-timeline-test-");
+  const std::string& dir = temp.path();
   {
     LocalJob job(2);
     auto step = [](const std::string& name) {
@@ -139,13 +141,13 @@ TEST_CASE("A timeline started and stopped at run time covers only what ran in be
   for (const auto& op : model.ops) CHECK(op.tensor == "during");
   REQUIRE(model.negotiations.size() == 1);
   CHECK(model.negotiations[0].tensor == "during");
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE("A name enqueued again before its span ended keeps every track nested",
           "[runtime][timeline]") {
   Watchdog watchdog("re-enqueued names in the timeline", std::chrono::seconds(60));
-  const std::string dir = kolo::testing::MakeTempDir("kolo-timeline-test-");
+  const kolo::testing::TempDir temp("kolo-timeline-test-");
+  const std::string& dir = temp.path();
   constexpr int kSteps = 20;
   {
     LocalJob job(2, [&](Options& o) { o.timeline_path = dir + "/re.json"; });
@@ -185,13 +187,13 @@ TEST_CASE("A name enqueued again before its span ended keeps every track nested"
   CHECK(ops["w"] == 2 * kSteps);
   CHECK(ops["chain"] == 2 * kSteps);
   CHECK(ops.size() == 2);  // "chain #2" tracks still count as the tensor "chain"
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE("Ops the fast path ran count as one response each in the fusion summary",
           "[runtime][timeline][fastpath]") {
   Watchdog watchdog("fast-path fusion summary", std::chrono::seconds(60));
-  const std::string dir = kolo::testing::MakeTempDir("kolo-timeline-test-");
+  const kolo::testing::TempDir temp("kolo-timeline-test-");
+  const std::string& dir = temp.path();
   const std::string path = dir + "/trace.json";
   {
     LocalJob job(2, [&](Options& o) { o.timeline_path = path; });
@@ -215,5 +217,4 @@ TEST_CASE("Ops the fast path ran count as one response each in the fusion summar
   std::map<std::string, int> negotiations;
   for (const auto& n : model.negotiations) ++negotiations[n.tensor];
   CHECK(negotiations["v"] == 4);  // rank 0 draws the fast path's negotiations too
-  std::system(("rm -rf " + dir).c_str());
 }

@@ -37,7 +37,4 @@ class LocalJob {
   std::vector<std::unique_ptr<Runtime>> ranks_;
 };
 
-// A fresh directory "/tmp/<prefix>XXXXXX"; REQUIREs success. The caller removes it.
-std::string MakeTempDir(const std::string& prefix);
-
 }  // namespace kolo::testing

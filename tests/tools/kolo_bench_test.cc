@@ -6,8 +6,8 @@
 #include <map>
 #include <regex>
 
+#include "tests/support/child_process.h"
 #include "tests/support/watchdog.h"
-#include "tests/tools/subprocess.h"
 
 namespace kolo::testing {
 namespace {

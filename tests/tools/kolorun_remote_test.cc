@@ -19,29 +19,16 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/child_process.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
-#include "tests/tools/subprocess.h"
+#include "tests/tools/kolorun_output.h"
 
 namespace kolo::testing {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-// A fresh directory, removed with its contents at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/kolorun-remote-XXXXXX";
-    REQUIRE(mkdtemp(name) != nullptr);
-    path_ = name;
-  }
-  ~TempDir() { RunProcess({"rm", "-rf", path_}); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -92,7 +79,7 @@ std::vector<pid_t> AwaitGone(const std::vector<pid_t>& pids, milliseconds limit)
 TEST_CASE("kolorun --dry-run prints each rank's host, command and environment, starts nothing",
           "[tools][kolorun]") {
   Watchdog watchdog("kolorun --dry-run", seconds(30));
-  TempDir dir;
+  TempDir dir("kolorun-remote-");
   const std::string marker = dir.path() + "/started";
   ProcessResult run =
       RunProcess({KOLORUN_PATH, "--dry-run", "-H", "localhost:1,far1:2", "-p", "2200",
@@ -118,7 +105,7 @@ TEST_CASE("kolorun --dry-run prints each rank's host, command and environment, s
 TEST_CASE("kolorun --output-dir writes each rank's raw output to its own files",
           "[tools][kolorun]") {
   Watchdog watchdog("kolorun --output-dir", seconds(30));
-  TempDir dir;
+  TempDir dir("kolorun-remote-");
   const std::string out_dir = dir.path() + "/logs/job1";
   ProcessResult run = RunProcess({KOLORUN_PATH, "-np", "2", "--output-dir", out_dir, "/bin/sh",
                                   "-c", "echo out$KOLO_RANK; printf 'err%s' $KOLO_RANK >&2"});
@@ -135,7 +122,7 @@ TEST_CASE("kolorun --output-dir writes each rank's raw output to its own files",
 TEST_CASE("kolorun starts remote ranks over ssh with the secret on stdin, not on a command line",
           "[tools][kolorun]") {
   Watchdog watchdog("kolorun over ssh", seconds(60));
-  TempDir dir;
+  TempDir dir("kolorun-remote-");
   const std::string ssh = WriteFakeSsh(dir);
   ProcessResult run = RunProcess(
       {KOLORUN_PATH, "-H", "fakeA:2,fakeB:1", "--rsh", ssh, "-x", "EXTRA_FOR_RANKS", "/bin/sh",
@@ -180,7 +167,7 @@ TEST_CASE("kolorun starts remote ranks over ssh with the secret on stdin, not on
 
 // Starts a 2-rank job on two fake remote hosts whose ranks record their pids and sleep; returns
 // the pids once both are running.
-std::vector<pid_t> RankPids(const Subprocess& job, const TempDir& dir) {
+std::vector<pid_t> RankPids(const ChildProcess& job, const TempDir& dir) {
   REQUIRE(job.WaitForOutput("running", 2, milliseconds(30000)));
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r) {
@@ -191,15 +178,15 @@ std::vector<pid_t> RankPids(const Subprocess& job, const TempDir& dir) {
 
 TEST_CASE("kolorun stops remote ranks when another rank fails", "[tools][kolorun]") {
   Watchdog watchdog("kolorun stops remote ranks", seconds(60));
-  TempDir dir;
+  TempDir dir("kolorun-remote-");
   const std::string ssh = WriteFakeSsh(dir);
   // Rank 1 waits until rank 0 has said it runs, so that rank 0 is surely started.
   const std::string script =
       "echo $$ > \"$FAKE_SSH_LOG/pid.$KOLO_RANK\"; echo running; "
       "if [ \"$KOLO_RANK\" = 1 ]; then i=0; while [ ! -s \"$FAKE_SSH_LOG/pid.0\" ] && "
       "[ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; exit 3; fi; exec sleep 60";
-  Subprocess job({KOLORUN_PATH, "-H", "fakeA:1,fakeB:1", "--rsh", ssh, "/bin/sh", "-c", script},
-                 {"FAKE_SSH_LOG=" + dir.path()});
+  ChildProcess job({KOLORUN_PATH, "-H", "fakeA:1,fakeB:1", "--rsh", ssh, "/bin/sh", "-c", script},
+                   {"FAKE_SSH_LOG=" + dir.path()});
   ProcessResult run = job.Wait();
   INFO(run.out << run.err);
   CHECK(run.exit_code == 3);
@@ -211,11 +198,11 @@ TEST_CASE("kolorun stops remote ranks when another rank fails", "[tools][kolorun
 
 TEST_CASE("remote ranks stop when kolorun itself is killed", "[tools][kolorun]") {
   Watchdog watchdog("remote ranks outlive kolorun", seconds(60));
-  TempDir dir;
+  TempDir dir("kolorun-remote-");
   const std::string ssh = WriteFakeSsh(dir);
-  Subprocess job({KOLORUN_PATH, "-H", "fakeA:1,fakeB:1", "--rsh", ssh, "/bin/sh", "-c",
-                  "echo $$ > \"$FAKE_SSH_LOG/pid.$KOLO_RANK\"; echo running; exec sleep 60"},
-                 {"FAKE_SSH_LOG=" + dir.path()});
+  ChildProcess job({KOLORUN_PATH, "-H", "fakeA:1,fakeB:1", "--rsh", ssh, "/bin/sh", "-c",
+                    "echo $$ > \"$FAKE_SSH_LOG/pid.$KOLO_RANK\"; echo running; exec sleep 60"},
+                   {"FAKE_SSH_LOG=" + dir.path()});
   std::vector<pid_t> pids = RankPids(job, dir);
   REQUIRE(kill(job.pid(), SIGKILL) == 0);
   job.Wait();

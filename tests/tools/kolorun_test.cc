@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/child_process.h"
 #include "tests/support/watchdog.h"
-#include "tests/tools/subprocess.h"
+#include "tests/tools/kolorun_output.h"
 
 namespace kolo::testing {
 namespace {
@@ -116,9 +117,9 @@ TEST_CASE("kolorun SIGKILLs a rank that ignores SIGTERM after the grace period",
 
 TEST_CASE("kolorun forwards SIGTERM to every rank", "[tools][kolorun]") {
   Watchdog watchdog("kolorun signal forwarding", seconds(30));
-  Subprocess job({KOLORUN_PATH, "-np", "3", "/bin/sh", "-c",
-                  "trap 'echo got TERM; exit 7' TERM; echo ready; "
-                  "while :; do sleep 0.1; done"});
+  ChildProcess job({KOLORUN_PATH, "-np", "3", "/bin/sh", "-c",
+                    "trap 'echo got TERM; exit 7' TERM; echo ready; "
+                    "while :; do sleep 0.1; done"});
   REQUIRE(job.WaitForOutput("ready", 3, seconds(10)));
   kill(job.pid(), SIGTERM);
   ProcessResult run = job.Wait();
@@ -132,8 +133,8 @@ TEST_CASE("kolorun forwards SIGTERM to every rank", "[tools][kolorun]") {
 
 TEST_CASE("kolorun exits 128 + signal when interrupted ranks all exit 0", "[tools][kolorun]") {
   Watchdog watchdog("kolorun interrupted", seconds(30));
-  Subprocess job({KOLORUN_PATH, "-np", "2", "/bin/sh", "-c",
-                  "trap 'exit 0' INT; echo ready; while :; do sleep 0.1; done"});
+  ChildProcess job({KOLORUN_PATH, "-np", "2", "/bin/sh", "-c",
+                    "trap 'exit 0' INT; echo ready; while :; do sleep 0.1; done"});
   REQUIRE(job.WaitForOutput("ready", 2, seconds(10)));
   kill(job.pid(), SIGINT);
   ProcessResult run = job.Wait();

@@ -73,8 +73,8 @@ TEST_CASE("Two mpirun jobs at once get different controller ports", "[tools][lau
     return;
   }
   Watchdog watchdog("two concurrent mpirun jobs", seconds(150));
-  Subprocess a(Concat(kOpenMpi, {QUICKSTART_PATH}), {"KOLO_LOG_LEVEL=info"});
-  Subprocess b(Concat(kOpenMpi, {QUICKSTART_PATH}), {"KOLO_LOG_LEVEL=info"});
+  ChildProcess a(Concat(kOpenMpi, {QUICKSTART_PATH}), {"KOLO_LOG_LEVEL=info"});
+  ChildProcess b(Concat(kOpenMpi, {QUICKSTART_PATH}), {"KOLO_LOG_LEVEL=info"});
   ProcessResult ra = a.Wait();
   ProcessResult rb = b.Wait();
   INFO(ra.err << rb.err);

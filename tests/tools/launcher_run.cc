@@ -61,9 +61,9 @@ PortHolder::~PortHolder() {
 
 std::vector<ProcessResult> RunRanks(const std::vector<std::string>& argv,
                                     const std::vector<std::vector<std::string>>& rank_envs) {
-  std::vector<std::unique_ptr<Subprocess>> ranks;
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
   for (const std::vector<std::string>& env : rank_envs) {
-    ranks.push_back(std::make_unique<Subprocess>(argv, env));
+    ranks.push_back(std::make_unique<ChildProcess>(argv, env));
   }
   std::vector<ProcessResult> results;
   for (auto& rank : ranks) results.push_back(rank->Wait());

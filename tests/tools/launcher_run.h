@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/tools/subprocess.h"
+#include "tests/support/child_process.h"
 
 namespace kolo::testing {
 

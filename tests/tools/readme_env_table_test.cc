@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/child_process.h"
 #include "tests/support/watchdog.h"
-#include "tests/tools/subprocess.h"
 
 namespace kolo::testing {
 namespace {

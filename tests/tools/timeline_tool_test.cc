@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
 #include "tools/timeline/json_reader.h"
 #include "tools/timeline/summary.h"
 #include "tools/timeline/summary_format.h"
@@ -44,24 +45,7 @@ std::vector<JsonValue> ReadEvents(const std::string& path) {
   return events;
 }
 
-// A fresh directory under the system's temporary directory, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    std::string path =
-        (std::filesystem::temp_directory_path() / "kolo-timeline-test-XXXXXX").string();
-    REQUIRE(mkdtemp(path.data()) != nullptr);
-    path_ = path;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using kolo::testing::TempDir;
 
 double Number(const JsonValue& object, const char* key) {
   double value = -1;
@@ -110,7 +94,7 @@ TEST_CASE("merge corrects each host's clock by its measured offset, then drops i
     for (char& c : text) c = c == 'R' ? rank : c;
     return text;
   };
-  TempDir dir;
+  TempDir dir("kolo-timeline-test-");
   std::ofstream(dir.File("r0.json"))
       << "[\n"
       << with_rank(header, '0') << "\n"
@@ -168,7 +152,7 @@ TEST_CASE("merge gives every track its own tid, named by one thread_name", "[too
 }
 
 TEST_CASE("merge of a merged file changes nothing", "[tools][timeline]") {
-  TempDir dir;
+  TempDir dir("kolo-timeline-test-");
   std::vector<std::string> warnings;
   const std::string once = MergedText({kRank0, kRank1}, &warnings);
   std::ofstream(dir.File("merged.json")) << once;
@@ -263,7 +247,7 @@ TEST_CASE("summary: phase wall times count fused phases once; bandwidth", "[tool
 }
 
 TEST_CASE("summary: merged file and per-rank files give the same numbers", "[tools][timeline]") {
-  TempDir dir;
+  TempDir dir("kolo-timeline-test-");
   std::vector<std::string> warnings;
   std::ofstream(dir.File("merged.json")) << MergedText({kRank0, kRank1}, &warnings);
   auto set = LoadTraceSet({dir.File("merged.json")});
@@ -344,7 +328,7 @@ TEST_CASE("the command line: bad input exits 1 naming the file", "[tools][timeli
 
 TEST_CASE("the command line: merge writes its file whole, via a renamed temporary",
           "[tools][timeline]") {
-  TempDir dir;
+  TempDir dir("kolo-timeline-test-");
   const std::string output = dir.File("trace.json");
   std::string out, err;
   REQUIRE(Run({"merge", "-o", output, kRank0, kRank1}, &out, &err) == kExitOk);

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <regex>
 
+#include "tests/support/child_process.h"
 #include "tests/support/watchdog.h"
-#include "tests/tools/subprocess.h"
 
 namespace kolo::testing {
 namespace {

@@ -7,8 +7,8 @@
 #include <future>
 #include <thread>
 
+#include "tests/support/child_process.h"
 #include "tests/support/watchdog.h"
-#include "tests/transport/child_process.h"
 #include "tests/transport/control_test_handler.h"
 #include "transport/grpc_control_channel.h"
 #include "transport/grpc_control_server.h"
@@ -18,8 +18,8 @@ namespace kolo::transport {
 namespace {
 
 using namespace std::chrono_literals;
+using kolo::testing::ChildProcess;
 using kolo::testing::Watchdog;
-using testing::ChildProcess;
 using testing::Recorded;
 using testing::RecordingHandler;
 using testing::Waker;
@@ -60,8 +60,7 @@ TEST_CASE("A peer process that dies or stops mid-exchange is named", "[transport
   Watchdog watchdog("mesh peer fault", 20s);
   // 1 s rather than less: the SIGSTOP case must fail within twice this on a loaded 2-core host.
   const double timeout_seconds = 1.0;
-  ChildProcess child(kPeer, {"mesh", "30"});
-  REQUIRE(child.running());
+  ChildProcess child({kPeer, "mesh", "30"}, {}, ChildProcess::Stdin::kPipe);
   const std::string line = child.ReadLine(10s);
   REQUIRE_THAT(line, Catch::StartsWith("ADDR "));
   TcpMesh::Config config;
@@ -105,8 +104,8 @@ TEST_CASE("The controller notices a worker process that dies, stops or idles",
   auto server = GrpcControlServer::Start("127.0.0.1:0", &handler, kControlTimeoutSeconds, nullptr);
   REQUIRE(server.ok());
   handler.set_outbox(server->get());
-  ChildProcess child(kPeer, {"control", "127.0.0.1:" + std::to_string((*server)->port()), "1"});
-  REQUIRE(child.running());
+  ChildProcess child({kPeer, "control", "127.0.0.1:" + std::to_string((*server)->port()), "1"}, {},
+                     ChildProcess::Stdin::kPipe);
   REQUIRE(child.ReadLine(10s) == "WELCOMED");
   auto closed = [](const Recorded& r) { return r.closed.count(1) == 1; };
   if (sig == 0) {
@@ -131,8 +130,7 @@ TEST_CASE("The controller notices a worker process that dies, stops or idles",
 
 TEST_CASE("A worker notices a controller process that stops", "[transport][fault]") {
   Watchdog watchdog("controller fault", 20s);
-  ChildProcess child(kPeer, {"controller"});
-  REQUIRE(child.running());
+  ChildProcess child({kPeer, "controller"}, {}, ChildProcess::Stdin::kPipe);
   const std::string line = child.ReadLine(10s);
   REQUIRE_THAT(line, Catch::StartsWith("PORT "));
   const std::string address = "127.0.0.1:" + line.substr(5);

@@ -14,8 +14,9 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/loopback_mesh.h"
 #include "tests/support/watchdog.h"
-#include "tests/transport/mesh_test_support.h"
+#include "tests/transport/pattern_exchange.h"
 #include "transport/mesh_handshake.h"
 #include "transport/tcp_mesh.h"
 #include "transport/tcp_socket.h"
@@ -25,11 +26,11 @@ namespace kolo::transport {
 namespace {
 
 using namespace std::chrono_literals;
+using kolo::testing::ConnectAll;
+using kolo::testing::ListenAll;
+using kolo::testing::RunOnRanks;
 using kolo::testing::Watchdog;
-using testing::ConnectAll;
-using testing::ListenAll;
 using testing::PatternExchange;
-using testing::RunRanks;
 
 // A blocking client socket connected to `address` ("ip:port").
 UniqueFd Dial(const std::string& address) {
@@ -112,7 +113,7 @@ TEST_CASE(
   // Rank 0's log, to check that each refusal says why.
   std::ostringstream log;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
-  TcpMesh::Config config = testing::MeshConfig(0, 3);
+  TcpMesh::Config config = kolo::testing::MeshConfig(0, 3);
   config.logger = std::make_shared<spdlog::logger>("capture", sink);
   auto rank0 = TcpMesh::Listen(config);
   REQUIRE(rank0.ok());
@@ -122,7 +123,7 @@ TEST_CASE(
   // A recording of rank 2's real handshake with another rank 0 of the same job.
   std::string recorded;
   {
-    auto decoy = TcpMesh::Listen(testing::MeshConfig(0, 3));
+    auto decoy = TcpMesh::Listen(kolo::testing::MeshConfig(0, 3));
     REQUIRE(decoy.ok());
     std::thread accepting([&] {
       (*decoy)
@@ -171,11 +172,11 @@ TEST_CASE(
     CHECK(n == 0);  // closed, not timed out
   }
 
-  RunRanks(2, [&](int i) { results[i + 1] = meshes[i + 1]->Connect(addresses, deadline); });
+  RunOnRanks(2, [&](int i) { results[i + 1] = meshes[i + 1]->Connect(addresses, deadline); });
   rank0_connecting.join();
   for (const Status& status : results) CHECK(status.ToString() == "OK");
   std::vector<std::string> failures(3);
-  RunRanks(3, [&](int r) {
+  RunOnRanks(3, [&](int r) {
     PatternExchange exchange(r, (r + 1) % 3, 1000, 1000);
     Status status = meshes[r]->Exchange((r + 1) % 3, (r + 2) % 3, exchange, "ring");
     failures[r] = status.ok() ? exchange.Check((r + 2) % 3, r) : status.ToString();
@@ -225,7 +226,7 @@ TEST_CASE("A rank of another job, or of another generation, cannot join, and say
   auto meshes = ListenAll(2, /*timeout_seconds=*/10, &addresses);
   REQUIRE(meshes.size() == 2);
   meshes[0]->SetGeneration("generation-1");
-  TcpMesh::Config config = testing::MeshConfig(1, 2);
+  TcpMesh::Config config = kolo::testing::MeshConfig(1, 2);
   if (differs == 0) config.auth.credentials.key = "another-jobs-key";
   if (differs == 1) config.auth.credentials.job_id = "another-job";
   auto intruder = TcpMesh::Listen(config);
@@ -245,7 +246,7 @@ TEST_CASE("A rank of another job, or of another generation, cannot join, and say
 }
 
 TEST_CASE("Listening on all interfaces requires an advertised host", "[transport][tcp_mesh]") {
-  TcpMesh::Config config = testing::MeshConfig(0, 2);
+  TcpMesh::Config config = kolo::testing::MeshConfig(0, 2);
   config.bind_host = "0.0.0.0";
   auto refused = TcpMesh::Listen(config);
   REQUIRE_FALSE(refused.ok());

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "tests/transport/mesh_test_support.h"
+#include "tests/support/loopback_mesh.h"
 #include "transport/tcp_mesh.h"
 #include "transport/tcp_round_lane.h"
 
@@ -72,14 +72,14 @@ TEST_CASE("Three ranks exchange round messages over the mesh's round connections
   std::vector<std::unique_ptr<TcpMesh>> meshes;
   std::vector<std::string> addresses;
   for (int r = 0; r < kSize; ++r) {
-    TcpMesh::Config config = testing::MeshConfig(r, kSize);
+    TcpMesh::Config config = kolo::testing::MeshConfig(r, kSize);
     config.round_lane = true;
     auto mesh = TcpMesh::Listen(config);
     REQUIRE(mesh.ok());
     addresses.push_back((*mesh)->listen_address());
     meshes.push_back(std::move(mesh).value());
   }
-  for (const Status& s : testing::ConnectAll(meshes, addresses)) REQUIRE(s.ok());
+  for (const Status& s : kolo::testing::ConnectAll(meshes, addresses)) REQUIRE(s.ok());
   std::vector<std::unique_ptr<TcpRoundLane>> lanes;
   for (int r = 0; r < kSize; ++r) {
     lanes.push_back(std::make_unique<TcpRoundLane>(r, meshes[r]->TakeRoundConnections(),
@@ -121,14 +121,14 @@ TEST_CASE("Ranks that disagree on KOLO_FAST_PATH fail to connect, naming the ran
   std::vector<std::unique_ptr<TcpMesh>> meshes;
   std::vector<std::string> addresses;
   for (int r = 0; r < 2; ++r) {
-    TcpMesh::Config config = testing::MeshConfig(r, 2);
+    TcpMesh::Config config = kolo::testing::MeshConfig(r, 2);
     config.round_lane = r == 0;
     auto mesh = TcpMesh::Listen(config);
     REQUIRE(mesh.ok());
     addresses.push_back((*mesh)->listen_address());
     meshes.push_back(std::move(mesh).value());
   }
-  std::vector<Status> results = testing::ConnectAll(meshes, addresses);
+  std::vector<Status> results = kolo::testing::ConnectAll(meshes, addresses);
   CHECK(results[0].code() == StatusCode::kFailedPrecondition);
   CHECK_THAT(results[0].message(),
              Catch::Contains("rank 1 runs with KOLO_FAST_PATH=0, this rank with KOLO_FAST_PATH=1"));

@@ -12,16 +12,16 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/loopback_mesh.h"
 #include "tests/support/watchdog.h"
-#include "tests/transport/mesh_test_support.h"
 
 namespace kolo::transport {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::ConnectAll;
-using testing::ListenAll;
-using testing::RunRanks;
+using kolo::testing::ConnectAll;
+using kolo::testing::ListenAll;
+using kolo::testing::RunOnRanks;
 
 struct Planes {
   std::vector<std::unique_ptr<TcpMesh>> meshes;
@@ -36,7 +36,7 @@ Planes MakePlanes(int n, double timeout_seconds, size_t slot_bytes = 4096) {
   for (const Status& s : ConnectAll(p.meshes, addresses)) REQUIRE(s.ToString() == "OK");
   p.planes.resize(n);
   p.errors.resize(n);
-  RunRanks(n, [&](int r) {
+  RunOnRanks(n, [&](int r) {
     ShmMesh::Config config;
     config.rank = r;
     config.size = n;
@@ -70,7 +70,7 @@ TEST_CASE("ranks share slots through a segment whose name is already gone", "[tr
   }
 
   std::vector<std::string> failures(n);
-  RunRanks(n, [&](int r) {
+  RunOnRanks(n, [&](int r) {
     ShmMesh& plane = *p.planes[r];
     for (int round = 0; round < 50 && failures[r].empty(); ++round) {
       const int set = round % SharedMemoryPlane::kSlotSets;
@@ -104,7 +104,7 @@ TEST_CASE("a rank that never reaches a sync fails the others within the deadline
   for (const std::string& e : p.errors) REQUIRE(e == "");
   std::vector<Status> results(2);
   std::vector<double> seconds(2);
-  RunRanks(2, [&](int r) {  // rank 2 stays away
+  RunOnRanks(2, [&](int r) {  // rank 2 stays away
     const auto start = std::chrono::steady_clock::now();
     results[r] = p.planes[r]->Sync("allreduce 'grad'");
     seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -6,18 +6,19 @@
 #include <catch2/catch.hpp>
 #include <future>
 
+#include "tests/support/loopback_mesh.h"
 #include "tests/support/watchdog.h"
-#include "tests/transport/mesh_test_support.h"
+#include "tests/transport/pattern_exchange.h"
 
 namespace kolo::transport {
 namespace {
 
 using namespace std::chrono_literals;
+using kolo::testing::ConnectAll;
+using kolo::testing::ListenAll;
+using kolo::testing::RunOnRanks;
 using kolo::testing::Watchdog;
-using testing::ConnectAll;
-using testing::ListenAll;
 using testing::PatternExchange;
-using testing::RunRanks;
 using Meshes = std::vector<std::unique_ptr<TcpMesh>>;
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -37,7 +38,7 @@ std::vector<std::string> ShiftExchange(const Meshes& meshes, int step, size_t by
                                        size_t lead = PatternExchange::kNoLimit) {
   const int n = static_cast<int>(meshes.size());
   std::vector<std::string> failures(n);
-  RunRanks(n, [&](int r) {
+  RunOnRanks(n, [&](int r) {
     const int to = (r + step) % n;
     const int from = (r - step % n + n) % n;
     PatternExchange exchange(r, to, bytes, bytes, 64 << 10, lead);
@@ -79,7 +80,7 @@ TEST_CASE("Two ranks exchange in both directions over one connection", "[transpo
   Watchdog watchdog("full duplex", 30s);
   Meshes meshes = ConnectedMeshes(4);
   std::vector<std::string> failures(4);
-  RunRanks(4, [&](int r) {
+  RunOnRanks(4, [&](int r) {
     const int peer = r ^ 1;
     PatternExchange exchange(r, peer, bytes, bytes);
     Status status = meshes[r]->Exchange(peer, peer, exchange, "duplex");
@@ -92,7 +93,7 @@ TEST_CASE("One-way exchanges use -1 for the idle direction", "[transport][tcp_me
   Watchdog watchdog("one-way exchange", 30s);
   Meshes meshes = ConnectedMeshes(2);
   std::vector<std::string> failures(2);
-  RunRanks(2, [&](int r) {
+  RunOnRanks(2, [&](int r) {
     PatternExchange exchange(r, 1, r == 0 ? 1000 : 0, r == 1 ? 1000 : 0);
     Status status = r == 0 ? meshes[0]->Exchange(1, -1, exchange, "send only")
                            : meshes[1]->Exchange(-1, 0, exchange, "receive only");
@@ -125,7 +126,7 @@ TEST_CASE("A peer destroyed mid-exchange fails the other side naming it", "[tran
   Meshes meshes = ConnectedMeshes(2, /*timeout_seconds=*/10);
   Status status;
   double elapsed = 0;
-  RunRanks(2, [&](int r) {
+  RunOnRanks(2, [&](int r) {
     if (r == 0) {
       PatternExchange big(0, 1, 16 << 20, 16 << 20);
       const auto start = std::chrono::steady_clock::now();

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ops/cpu_executor.h"
-#include "tests/ops/loopback_ring.h"
+#include "tests/support/loopback_mesh.h"
 #include "tests/support/sim_gpu/sim_device.h"
 #include "tests/support/watchdog.h"
 
@@ -160,9 +160,9 @@ TEST_CASE("GPU tensors staged through the host give the CPU path's results on ev
   testing::Watchdog watchdog("staged executor, " + std::to_string(n) + " ranks", 60s);
   StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
   REQUIRE(meshes.ok());
-  const std::vector<std::string> failures =
+  const std::vector<std::string> results =
       testing::RunOnRanks(n, [&](int rank) { return RunRank(*(*meshes)[rank], rank, n); });
-  for (const std::string& f : failures) CHECK(f.empty());
+  CHECK(testing::Failures(results).empty());
 }
 
 TEST_CASE("A rank's tensors must all be on its one GPU", "[gpu-sim][staged]") {

@@ -1,5 +1,5 @@
-// Process runner for the tools' tests; see subprocess.h.
-#include "tests/tools/subprocess.h"
+// The test suite's process runner; see child_process.h.
+#include "tests/support/child_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -20,7 +20,7 @@ namespace kolo::testing {
 namespace {
 
 std::string MakeTempFile(const char* tag) {
-  std::string path = std::string("/tmp/kolo_tools_test_") + tag + "_XXXXXX";
+  std::string path = std::string("/tmp/kolo_test_child_") + tag + "_XXXXXX";
   int fd = mkstemp(path.data());
   if (fd < 0) {
     std::perror("mkstemp");
@@ -44,10 +44,14 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
   return pointers;
 }
 
+// How often output files are polled: they are files, not pipes, so that a child that writes
+// more than a pipe holds never blocks on a test that is busy elsewhere.
+constexpr std::chrono::milliseconds kPollInterval(5);
+
 }  // namespace
 
-Subprocess::Subprocess(const std::vector<std::string>& argv,
-                       const std::vector<std::string>& extra_env)
+ChildProcess::ChildProcess(const std::vector<std::string>& argv,
+                           const std::vector<std::string>& extra_env, Stdin stdin_mode)
     : out_path_(MakeTempFile("out")),
       err_path_(MakeTempFile("err")),
       start_(std::chrono::steady_clock::now()) {
@@ -58,21 +62,36 @@ Subprocess::Subprocess(const std::vector<std::string>& argv,
   std::vector<char*> c_args = CStrings(args);
   std::vector<char*> c_env = CStrings(env);
 
+  int to_child[2] = {-1, -1};
+  if (stdin_mode == Stdin::kPipe && pipe2(to_child, O_CLOEXEC) != 0) {
+    std::perror("pipe2");
+    std::abort();
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  if (stdin_mode == Stdin::kPipe) {
+    posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  }
   posix_spawn_file_actions_addopen(&actions, 1, out_path_.c_str(), O_WRONLY | O_TRUNC, 0);
   posix_spawn_file_actions_addopen(&actions, 2, err_path_.c_str(), O_WRONLY | O_TRUNC, 0);
-  int rc = posix_spawnp(&pid_, c_args[0], &actions, nullptr, c_args.data(), c_env.data());
+  const int rc = posix_spawnp(&pid_, c_args[0], &actions, nullptr, c_args.data(), c_env.data());
   posix_spawn_file_actions_destroy(&actions);
+  if (stdin_mode == Stdin::kPipe) {
+    close(to_child[0]);
+    stdin_fd_ = to_child[1];
+  }
   if (rc != 0) {
     std::fprintf(stderr, "cannot start %s: error %d\n", c_args[0], rc);
     std::abort();
   }
 }
 
-Subprocess::~Subprocess() {
+ChildProcess::~ChildProcess() {
+  if (stdin_fd_ >= 0) close(stdin_fd_);
   if (pid_ > 0) {
+    kill(pid_, SIGCONT);  // a stopped child would not die until resumed
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
   }
@@ -80,21 +99,50 @@ Subprocess::~Subprocess() {
   unlink(err_path_.c_str());
 }
 
-std::string Subprocess::StdoutSoFar() const {
+void ChildProcess::Signal(int sig) {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
+void ChildProcess::WriteLine(const std::string& line) {
+  const std::string text = line + "\n";
+  [[maybe_unused]] ssize_t n = write(stdin_fd_, text.data(), text.size());
+}
+
+void ChildProcess::CloseStdin() {
+  if (stdin_fd_ >= 0) close(stdin_fd_);
+  stdin_fd_ = -1;
+}
+
+std::string ChildProcess::StdoutSoFar() const {
   return ReadFile(out_path_);
 }
 
-bool Subprocess::WaitForOutput(const std::string& text, int times,
-                               std::chrono::milliseconds limit) const {
-  auto deadline = std::chrono::steady_clock::now() + limit;
+bool ChildProcess::WaitForOutput(const std::string& text, int times,
+                                 std::chrono::milliseconds limit) const {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
   while (CountOccurrences(StdoutSoFar(), text) < times) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a file, not syncing
+    std::this_thread::sleep_for(kPollInterval);  // polling a file, not syncing
   }
   return true;
 }
 
-ProcessResult Subprocess::Wait() {
+std::string ChildProcess::ReadLine(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const std::string out = StdoutSoFar();
+    const size_t newline = out.find('\n', lines_read_to_);
+    if (newline != std::string::npos) {
+      std::string line = out.substr(lines_read_to_, newline - lines_read_to_);
+      lines_read_to_ = newline + 1;
+      return line;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return "";
+    std::this_thread::sleep_for(kPollInterval);  // polling a file, not syncing
+  }
+}
+
+ProcessResult ChildProcess::Wait() {
   ProcessResult result;
   int status = 0;
   while (waitpid(pid_, &status, 0) < 0) {
@@ -110,7 +158,7 @@ ProcessResult Subprocess::Wait() {
 
 ProcessResult RunProcess(const std::vector<std::string>& argv,
                          const std::vector<std::string>& extra_env) {
-  Subprocess process(argv, extra_env);
+  ChildProcess process(argv, extra_env);
   return process.Wait();
 }
 
@@ -128,18 +176,6 @@ std::vector<std::string> SplitLines(const std::string& text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
-}
-
-std::map<std::string, std::string> VariablesOfRank(const std::string& out, int rank) {
-  std::map<std::string, std::string> vars;
-  const std::string prefix = "[" + std::to_string(rank) + "] ";
-  for (const std::string& line : SplitLines(out)) {
-    if (line.rfind(prefix, 0) != 0) continue;
-    const std::string rest = line.substr(prefix.size());
-    const size_t eq = rest.find('=');
-    if (eq != std::string::npos) vars[rest.substr(0, eq)] = rest.substr(eq + 1);
-  }
-  return vars;
 }
 
 }  // namespace kolo::testing

@@ -1,21 +1,16 @@
-// Helpers for the data-mesh tests: N thread-ranks that listen and connect a TcpMesh each, and
-// PatternExchange, a StreamExchange that sends and checks a per-(sender, receiver) byte pattern.
-// Used by tests/transport/tcp_mesh_test.cc only; test threads use their own objects.
+// PatternExchange: a StreamExchange that sends and checks a per-(sender, receiver) byte
+// pattern, for the data-mesh tests (the meshes themselves: tests/support/loopback_mesh.h).
+// One object per rank thread.
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/data_plane.h"
-#include "core/logging.h"
-#include "transport/tcp_mesh.h"
 
 namespace kolo::transport::testing {
 
@@ -72,46 +67,5 @@ class PatternExchange final : public StreamExchange {
   size_t received_ = 0;
   std::function<void(size_t)> on_received_;
 };
-
-// Runs fn(rank) on one thread per rank and joins them all.
-inline void RunRanks(int n, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back(fn, r);
-  for (auto& t : threads) t.join();
-}
-
-inline TcpMesh::Config MeshConfig(int rank, int size, double timeout_seconds = 10) {
-  TcpMesh::Config config;
-  config.rank = rank;
-  config.size = size;
-  config.auth.credentials = {"test-key", "test-job"};
-  config.timeout_seconds = timeout_seconds;
-  config.logger = MakeLogger(rank, "transport", spdlog::level::warn);
-  return config;
-}
-
-// Listens on n meshes; returns them with their addresses (nullptr and empty on failure).
-inline std::vector<std::unique_ptr<TcpMesh>> ListenAll(int n, double timeout_seconds,
-                                                       std::vector<std::string>* addresses) {
-  std::vector<std::unique_ptr<TcpMesh>> meshes;
-  for (int r = 0; r < n; ++r) {
-    StatusOr<std::unique_ptr<TcpMesh>> mesh = TcpMesh::Listen(MeshConfig(r, n, timeout_seconds));
-    if (!mesh.ok()) return {};
-    addresses->push_back((*mesh)->listen_address());
-    meshes.push_back(std::move(mesh).value());
-  }
-  return meshes;
-}
-
-// Connects all meshes concurrently; returns each rank's Connect status.
-inline std::vector<Status> ConnectAll(const std::vector<std::unique_ptr<TcpMesh>>& meshes,
-                                      const std::vector<std::string>& addresses,
-                                      std::chrono::seconds limit = std::chrono::seconds(10)) {
-  std::vector<Status> results(meshes.size());
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  RunRanks(static_cast<int>(meshes.size()),
-           [&](int r) { results[r] = meshes[r]->Connect(addresses, deadline); });
-  return results;
-}
 
 }  // namespace kolo::transport::testing
