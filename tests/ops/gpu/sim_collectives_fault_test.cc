@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/gpu/collective_error.h"
 #include "tests/ops/gpu/sim_rank.h"
 #include "tests/support/tensor_values.h"
 #include "tests/support/watchdog.h"
@@ -62,6 +63,25 @@ int WaitChild(pid_t child, std::chrono::milliseconds limit) {
 }
 
 }  // namespace
+
+TEST_CASE("NCCL errors read as NCCL prints them, with a code saying what the caller can do",
+          "[gpu-sim][collectives]") {
+  const Status no_driver = CollectiveError(
+      "ncclCommInitRank", kNcclUnhandledCudaError,
+      "unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+      "Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'");
+  CHECK(no_driver.code() == StatusCode::kInternal);
+  CHECK(no_driver.message() ==
+        "ncclCommInitRank: ncclUnhandledCudaError (1): unhandled cuda error (run with "
+        "NCCL_DEBUG=INFO for details); last error: Cuda failure 'CUDA driver version is "
+        "insufficient for CUDA runtime version'");
+  CHECK(CollectiveError("ncclSend", kNcclRemoteError, "x", "").message() ==
+        "ncclSend: ncclRemoteError (6): x");
+  CHECK(CollectiveError("ncclSend", kNcclRemoteError, "x", "").code() == StatusCode::kAborted);
+  CHECK(CollectiveError("c", kNcclInvalidUsage, "x", "").code() == StatusCode::kInvalidArgument);
+  CHECK(CollectiveError("c", kNcclSystemError, "x", "").code() == StatusCode::kUnavailable);
+  CHECK(NcclResultName(42) == "ncclResult(42)");
+}
 
 TEST_CASE("InitComm returns at once and PollComm says in progress until every rank joined",
           "[gpu-sim][collectives]") {

@@ -31,9 +31,12 @@ class SimRank {
   }
   ~SimRank() {
     if (comm_ != nullptr) coll_.Destroy(comm_).IgnoreError();  // tests check what they need
-    for (void* p : buffers_) dev_.Free(p).IgnoreError();
-    dev_.DestroyEvent(event_).IgnoreError();
+    // The stream first: it runs what is queued, event markers included. (SimDevice's
+    // DestroyEvent returns early on a stream error and would free an event a marker still
+    // names.)
     dev_.DestroyStream(stream_).IgnoreError();
+    dev_.DestroyEvent(event_).IgnoreError();
+    for (void* p : buffers_) dev_.Free(p).IgnoreError();
   }
   SimRank(const SimRank&) = delete;
   SimRank& operator=(const SimRank&) = delete;
