@@ -136,3 +136,28 @@ TEST_CASE("Re-recording an event replaces what it captured", "[gpu-sim]") {
   REQUIRE(dev.SynchronizeEvent(*e).ok());
   CHECK(dev.Free(*a).ok());
 }
+
+TEST_CASE("An event destroyed while its markers are queued on a failed stream stays valid for them",
+          "[gpu-sim]") {
+  // CUDA's cudaEventDestroy returns at once and frees the event once its work is done; the
+  // simulator's queued markers must not touch a freed event (ASan checks this run).
+  sim::SimDevice::Options options;
+  options.op_delay = 20ms;
+  sim::SimDevice dev(options);
+  std::vector<float> in(16, 1.0f);
+  StatusOr<void*> a = dev.Malloc(64);
+  StatusOr<StreamHandle> s = dev.CreateStream(false);
+  StatusOr<EventHandle> e = dev.CreateEvent(false);
+  REQUIRE((a.ok() && s.ok() && e.ok()));
+  REQUIRE(dev.MemcpyAsync(*a, in.data(), 64, CopyKind::kHostToDevice, *s).ok());
+  REQUIRE(dev.RecordEvent(*e, *s).ok());
+  REQUIRE(dev.Free(*a).ok());
+  CHECK_FALSE(dev.SynchronizeEvent(*e).ok());  // the stream failed
+  // A marker and a wait queue on the failed stream; the event goes before they run.
+  REQUIRE(dev.RecordEvent(*e, *s).ok());
+  REQUIRE(dev.StreamWaitEvent(*s, *e).ok());
+  REQUIRE(dev.DestroyEvent(*e).ok());
+  CHECK(dev.QueryEvent(*e).status().message() ==
+        "cudaEventQuery: cudaErrorInvalidResourceHandle (400): invalid resource handle");
+  CHECK(dev.DestroyStream(*s).ok());  // runs the queued markers first
+}

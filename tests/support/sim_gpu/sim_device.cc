@@ -116,7 +116,7 @@ SimDevice::SimDevice(const Options& options)
 
 SimDevice::~SimDevice() {
   std::set<Stream*> streams;
-  std::set<Event*> events;
+  std::map<Event*, std::shared_ptr<Event>> events;
   std::map<uintptr_t, Allocation> allocations;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -125,7 +125,7 @@ SimDevice::~SimDevice() {
     allocations.swap(allocations_);
   }
   for (Stream* s : streams) delete s;  // runs what was enqueued first
-  for (Event* e : events) delete e;
+  events.clear();                      // markers the streams ran held the last other references
   for (auto& [base, a] : allocations) {
     munmap(reinterpret_cast<void*>(base), a.mapped);
     munmap(a.shadow, a.mapped);
@@ -277,10 +277,10 @@ SimDevice::Stream* SimDevice::StreamOf(StreamHandle handle) const {
   return streams_.count(s) != 0 ? s : nullptr;
 }
 
-SimDevice::Event* SimDevice::EventOf(EventHandle handle) const {
-  Event* e = reinterpret_cast<Event*>(handle);
+std::shared_ptr<SimDevice::Event> SimDevice::EventOf(EventHandle handle) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return events_.count(e) != 0 ? e : nullptr;
+  auto it = events_.find(reinterpret_cast<Event*>(handle));
+  return it != events_.end() ? it->second : nullptr;
 }
 
 StatusOr<StreamHandle> SimDevice::CreateStream(bool /*high_priority*/) {
@@ -304,28 +304,25 @@ Status SimDevice::DestroyStream(StreamHandle handle) {
 
 StatusOr<EventHandle> SimDevice::CreateEvent(bool timing) {
   KOLO_RETURN_IF_ERROR(CheckDriver("cudaEventCreateWithFlags"));
-  auto* e = new Event();
+  auto e = std::make_shared<Event>();
   e->timing = timing;
   std::lock_guard<std::mutex> lock(mu_);
-  events_.insert(e);
-  return reinterpret_cast<EventHandle>(e);
+  events_.emplace(e.get(), e);
+  return reinterpret_cast<EventHandle>(e.get());
 }
 
 Status SimDevice::DestroyEvent(EventHandle handle) {
-  Event* e = EventOf(handle);
-  if (e == nullptr) return CudaError("cudaEventDestroy", kCudaErrorInvalidResourceHandle);
-  // A marker still queued refers to it: keep the event until its stream ran it.
-  SynchronizeEvent(handle).IgnoreError();  // its error belongs to whoever queried it
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    events_.erase(e);
+  // As in CUDA, it returns at once; a marker or wait still queued holds the event until its
+  // stream ran it, whether or not that stream failed meanwhile.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (events_.erase(reinterpret_cast<Event*>(handle)) == 0) {
+    return CudaError("cudaEventDestroy", kCudaErrorInvalidResourceHandle);
   }
-  delete e;
   return Status::Ok();
 }
 
 Status SimDevice::RecordEvent(EventHandle event, StreamHandle stream) {
-  Event* e = EventOf(event);
+  std::shared_ptr<Event> e = EventOf(event);
   Stream* s = StreamOf(stream);
   if (e == nullptr || s == nullptr) {
     return CudaError("cudaEventRecord", kCudaErrorInvalidResourceHandle);
@@ -348,7 +345,7 @@ Status SimDevice::RecordEvent(EventHandle event, StreamHandle stream) {
 }
 
 Status SimDevice::StreamWaitEvent(StreamHandle stream, EventHandle event) {
-  Event* e = EventOf(event);
+  std::shared_ptr<Event> e = EventOf(event);
   Stream* s = StreamOf(stream);
   if (e == nullptr || s == nullptr) {
     return CudaError("cudaStreamWaitEvent", kCudaErrorInvalidResourceHandle);
@@ -368,7 +365,7 @@ Status SimDevice::StreamWaitEvent(StreamHandle stream, EventHandle event) {
 }
 
 StatusOr<bool> SimDevice::QueryEvent(EventHandle event) {
-  Event* e = EventOf(event);
+  std::shared_ptr<Event> e = EventOf(event);
   if (e == nullptr) return CudaError("cudaEventQuery", kCudaErrorInvalidResourceHandle);
   std::lock_guard<std::mutex> lock(e->mu);
   if (!e->error.ok()) return e->error;
@@ -376,7 +373,7 @@ StatusOr<bool> SimDevice::QueryEvent(EventHandle event) {
 }
 
 Status SimDevice::SynchronizeEvent(EventHandle event) {
-  Event* e = EventOf(event);
+  std::shared_ptr<Event> e = EventOf(event);
   if (e == nullptr) return CudaError("cudaEventSynchronize", kCudaErrorInvalidResourceHandle);
   std::unique_lock<std::mutex> lock(e->mu);
   e->cv.wait(lock, [&] { return e->completed >= e->recorded || !e->error.ok(); });
@@ -384,8 +381,8 @@ Status SimDevice::SynchronizeEvent(EventHandle event) {
 }
 
 StatusOr<float> SimDevice::ElapsedMs(EventHandle start, EventHandle end) {
-  Event* a = EventOf(start);
-  Event* b = EventOf(end);
+  std::shared_ptr<Event> a = EventOf(start);
+  std::shared_ptr<Event> b = EventOf(end);
   if (a == nullptr || b == nullptr || !a->timing || !b->timing) {
     return CudaError("cudaEventElapsedTime", kCudaErrorInvalidResourceHandle);
   }

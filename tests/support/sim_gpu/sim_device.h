@@ -97,15 +97,15 @@ class SimDevice final : public DeviceApi {
   const Allocation* Find(const void* ptr, size_t bytes, uintptr_t* base) const;
   Status CheckCopy(const char* call, void* dst, const void* src, size_t bytes, CopyKind kind) const;
   Stream* StreamOf(StreamHandle handle) const;
-  Event* EventOf(EventHandle handle) const;
+  std::shared_ptr<Event> EventOf(EventHandle handle) const;  // null: not a live event
 
   const Options options_;
 
   mutable std::mutex mu_;
-  std::map<uintptr_t, Allocation> allocations_;  // guarded by mu_; by base address
-  std::vector<size_t> used_;                     // guarded by mu_; bytes by device
-  std::set<Stream*> streams_;                    // guarded by mu_
-  std::set<Event*> events_;                      // guarded by mu_
+  std::map<uintptr_t, Allocation> allocations_;      // guarded by mu_; by base address
+  std::vector<size_t> used_;                         // guarded by mu_; bytes by device
+  std::set<Stream*> streams_;                        // guarded by mu_
+  std::map<Event*, std::shared_ptr<Event>> events_;  // guarded by mu_; queued markers share them
 };
 
 }  // namespace kolo::gpu::sim
