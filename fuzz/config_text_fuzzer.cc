@@ -9,8 +9,8 @@
 #include <map>
 #include <string>
 
-#include "core/config_table.h"
-#include "core/slurm_nodelist.h"
+#include "core/config/config_table.h"
+#include "core/config/slurm_nodelist.h"
 #include "fuzz/fuzz_input.h"
 #include "kolo/options.h"
 

@@ -14,7 +14,7 @@
 
 #include "controller/negotiator.h"
 #include "fuzz/fuzz_input.h"
-#include "transport/wire_convert.h"
+#include "transport/grpc/wire_convert.h"
 
 namespace kolo::transport {
 namespace {

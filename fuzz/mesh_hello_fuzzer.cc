@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_input.h"
-#include "transport/mesh_handshake.h"
+#include "transport/tcp/mesh_handshake.h"
 
 namespace kolo::transport {
 namespace {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/round_agreement.h"
+#include "core/loop/round_agreement.h"
 #include "fuzz/fuzz_input.h"
-#include "transport/tcp_round_lane.h"
+#include "transport/tcp/tcp_round_lane.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kolo;

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <utility>
 
-#include "core/background_loop.h"
+#include "core/loop/background_loop.h"
 #include "kolo/kolo.h"
 #include "runtime/raw_data_plane.h"
 #include "runtime/runtime_impl.h"

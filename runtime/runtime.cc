@@ -2,7 +2,7 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "core/background_loop.h"
+#include "core/loop/background_loop.h"
 #include "core/op_validation.h"
 #include "kolo/kolo.h"
 #include "runtime/runtime_impl.h"

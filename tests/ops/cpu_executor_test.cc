@@ -14,7 +14,7 @@
 #include "tests/ops/loopback_ring.h"
 #include "tests/ops/ring_reference.h"
 #include "tests/support/watchdog.h"
-#include "transport/shm_mesh.h"
+#include "transport/shm/shm_mesh.h"
 
 namespace kolo::ops {
 namespace {

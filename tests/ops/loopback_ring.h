@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kolo/status.h"
-#include "transport/tcp_mesh.h"
+#include "transport/tcp/tcp_mesh.h"
 
 namespace kolo::testing {
 

@@ -16,9 +16,9 @@
 
 #include "tests/support/watchdog.h"
 #include "tests/transport/mesh_test_support.h"
-#include "transport/mesh_handshake.h"
-#include "transport/tcp_mesh.h"
-#include "transport/tcp_socket.h"
+#include "transport/tcp/mesh_handshake.h"
+#include "transport/tcp/tcp_mesh.h"
+#include "transport/tcp/tcp_socket.h"
 #include "transport/unique_fd.h"
 
 namespace kolo::transport {

@@ -15,7 +15,7 @@
 
 #include "core/data_plane.h"
 #include "core/logging.h"
-#include "transport/tcp_mesh.h"
+#include "transport/tcp/tcp_mesh.h"
 
 namespace kolo::transport::testing {
 
