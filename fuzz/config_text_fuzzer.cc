@@ -17,7 +17,7 @@
 namespace kolo {
 namespace {
 
-// Table names and aliases, and the launcher variables core/launcher_env.cc reads.
+// Table names and aliases, and the launcher variables core/config/launcher_env.cc reads.
 std::vector<std::string> KnownNames() {
   std::vector<std::string> names;
   for (const ConfigVar& var : ConfigTable()) {

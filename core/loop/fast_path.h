@@ -76,7 +76,8 @@ class FastPath {
     bool progress = false;  // something was sent or decided
   };
 
-  // `negotiation_sink` may be null (rank 0 draws the rounds' negotiations; core/round_trace.h).
+  // `negotiation_sink` may be null (rank 0 draws the rounds' negotiations;
+  // core/timeline/round_trace.h).
   FastPath(const Config& config, TraceSink* negotiation_sink);
 
   // --- What the controller's responses taught about cache ids. ---

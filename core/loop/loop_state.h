@@ -1,4 +1,4 @@
-// LoopState: the life of a rank's background loop (core/background_loop.h), one value where
+// LoopState: the life of a rank's background loop (core/loop/background_loop.h), one value where
 // there were six flags. The allowed transitions, and what makes each happen:
 //
 //   kRunning ──Stop() seen──▶ kStopRequested ──notice sent──▶ kDraining

@@ -59,7 +59,7 @@ TEST_CASE("halving-doubling matches a direct computation for every dtype and op"
   testing::Watchdog watchdog("halving-doubling, n=" + std::to_string(n), 60s);
   StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
   REQUIRE(meshes.status().ToString() == "OK");
-  // Busy polling (transport/stream_pump.h) on and off: the pump's two ways of waiting.
+  // Busy polling (transport/tcp/stream_pump.h) on and off: the pump's two ways of waiting.
   const bool busy_poll = GENERATE(false, true);
   for (auto& mesh : *meshes) mesh->SetLocalRanks(busy_poll ? 1 : 1 << 20);
   const std::vector<size_t> counts = {0, 1, 3, 13, 1031};

@@ -1,4 +1,4 @@
-// Test helper for the multi-rank ops tests: n TcpMeshes (transport/tcp_mesh.h) connected over
+// Test helper for the multi-rank ops tests: n TcpMeshes (transport/tcp/tcp_mesh.h) connected over
 // loopback in one process, and RunOnRanks, which runs one body per rank on its own thread.
 // Catch2 assertions are not thread-safe, so rank bodies return a failure text (empty: passed)
 // and the test thread asserts on those.

@@ -1,4 +1,4 @@
-// Tests of how TcpMesh::Connect builds the mesh (transport/mesh_connector.cc): foreign,
+// Tests of how TcpMesh::Connect builds the mesh (transport/tcp/mesh_connector.cc): foreign,
 // malformed, unauthenticated, replayed and silent connections are refused without harming the
 // real peers, and a missing
 // peer fails Connect by its deadline with a message naming it. Real loopback sockets.

@@ -1,5 +1,5 @@
 // Unit tests of the data-mesh handshake encoding, its bounded parser, its checks and proofs,
-// and of the address helpers of transport/tcp_socket.h. No network.
+// and of the address helpers of transport/tcp/tcp_socket.h. No network.
 #include "transport/tcp/mesh_handshake.h"
 
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Unit tests of transport/wire_convert: every field of every core/messages.h struct survives a
+// Unit tests of transport/grpc/wire_convert: every field of every core/messages.h struct survives a
 // round trip through the generated protobuf types (and through bytes), and malformed wire
 // messages are refused. No network.
 #include "transport/grpc/wire_convert.h"

@@ -1,5 +1,5 @@
 // gRPC credentials for the control plane: plaintext, or TLS from the PEM files of
-// KOLO_TLS_CERT / KOLO_TLS_KEY / KOLO_TLS_CA (docs/SECURITY.md). Internal to transport/.
+// KOLO_TLS_CERT / KOLO_TLS_KEY / KOLO_TLS_CA (docs/SECURITY.md). Internal to transport/grpc/.
 // Pure functions over the file system; thread-safe.
 #pragma once
 

@@ -1,7 +1,7 @@
 // gRPC channel arguments shared by the controller's server and the workers' channels:
 // keepalive pings derived from KOLO_TIMEOUT_SECONDS so that a vanished host is noticed within
 // that time, ping permissions that match on both sides, fast reconnects, message size limits.
-// Internal to transport/ (included only by its .cc files). Pure functions; thread-safe.
+// Internal to transport/grpc/ (included only by its .cc files). Pure functions; thread-safe.
 #pragma once
 
 #include <grpcpp/server_builder.h>

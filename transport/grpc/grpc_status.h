@@ -1,6 +1,6 @@
 // The one converter from gRPC statuses to kolo::Status, for the control plane
-// (transport/grpc_control_server.cc, transport/grpc_control_channel.cc). Internal to transport/:
-// included only by its .cc files. Pure functions; thread-safe.
+// (transport/grpc/grpc_control_server.cc, transport/grpc/grpc_control_channel.cc). Internal to
+// transport/grpc/: included only by its .cc files. Pure functions; thread-safe.
 #pragma once
 
 #include <grpcpp/support/status.h>

@@ -1,6 +1,6 @@
 // Conversions between the plain structs of core/messages.h and the generated kolo::wire types:
-// the one place where protobuf meets kolo. Internal to transport/: included only by its .cc
-// files and tests. Pure functions; thread-safe.
+// the one place where protobuf meets kolo. Internal to transport/grpc/: included only by its
+// .cc files and tests. Pure functions; thread-safe.
 #pragma once
 
 #include "core/messages.h"

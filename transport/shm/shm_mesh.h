@@ -1,5 +1,5 @@
 // ShmMesh: the SharedMemoryPlane (core/shared_memory_plane.h) of a job whose ranks all share
-// one host. One POSIX shared-memory segment (transport/shm_segment.h) holds a header, one
+// one host. One POSIX shared-memory segment (transport/shm/shm_segment.h) holds a header, one
 // 64-bit arrival counter per rank and kSlotSets x size staging slots. Rank 0 creates the
 // segment under a fresh random name, sends the name to the others over the already connected
 // TCP mesh, and unlinks it once every rank has mapped it.

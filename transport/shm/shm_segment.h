@@ -1,5 +1,5 @@
 // ShmSegment: one POSIX shared-memory object (shm_open + mmap) mapped into this process, for
-// the intra-host data plane (transport/shm_mesh.h). Rank 0 creates it under a fresh name, the
+// the intra-host data plane (transport/shm/shm_mesh.h). Rank 0 creates it under a fresh name, the
 // other ranks open it by that name, and the creator unlinks the name as soon as everyone has
 // mapped it, so nothing is left in /dev/shm once the processes are gone, crashed or not.
 //

@@ -1,9 +1,9 @@
 // MeshConnector: builds the data mesh's connections for TcpMesh::Connect. Each rank dials every
 // lower rank (retrying until the deadline) and accepts every higher rank on its listener; each
-// connection runs the mutual HMAC handshake of transport/mesh_handshake.h. An inbound connection
-// claims its rank only once its proof checks out. Everything happens in one poll()
-// loop on the calling thread, so a silent or hostile connection delays nobody.
-// Threading: single-threaded; Run() is called once by the thread that owns the listener.
+// connection runs the mutual HMAC handshake of transport/tcp/mesh_handshake.h. An inbound
+// connection claims its rank only once its proof checks out. Everything happens in one poll() loop
+// on the calling thread, so a silent or hostile connection delays nobody. Threading:
+// single-threaded; Run() is called once by the thread that owns the listener.
 #pragma once
 
 #include <chrono>

@@ -6,7 +6,7 @@
 // Each proof is an HMAC with the job key over the job id, the generation, both ranks, the size
 // and both nonces, under a label of its own (so one side's proof is never valid as the other's).
 // A fresh nonce per connection makes a recorded proof useless on another connection.
-// Encoding, a bounded incremental parser, and the checks; used by transport/mesh_connector.cc.
+// Encoding, a bounded incremental parser, and the checks; used by transport/tcp/mesh_connector.cc.
 // Value types and pure functions; no threading concerns.
 #pragma once
 

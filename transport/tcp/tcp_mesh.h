@@ -1,6 +1,6 @@
 // TcpMesh: the CPU data plane (DESIGN.md §3). A full mesh of TCP connections, one per rank
 // pair, used full-duplex; each connection is authenticated by a mutual HMAC handshake bound to
-// the job secret, the job id, the mesh generation and both ranks (transport/mesh_handshake.h).
+// the job secret, the job id, the mesh generation and both ranks (transport/tcp/mesh_handshake.h).
 // Created and driven by the runtime's background thread; ops/ runs collectives on it through the
 // DataPlane interface. Threading: Listen, Connect and Exchange run on one thread (the owner's);
 // Interrupt and the accessors may be called from any thread. Destroy only when no Exchange is
@@ -55,7 +55,7 @@ class TcpMesh final : public DataPlane {
   void SetGeneration(std::string generation) { generation_ = std::move(generation); }
 
   // How many ranks of the job run on this host. The pump polls without sleeping before it
-  // blocks (transport/stream_pump.h) only while they do not outnumber the cores this process
+  // blocks (transport/tcp/stream_pump.h) only while they do not outnumber the cores this process
   // may run on: beyond that a spinning rank takes the core from one that has work. Until it is
   // called the mesh does not busy-poll. Owner thread, not during an Exchange.
   void SetLocalRanks(int local_ranks);

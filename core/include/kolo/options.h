@@ -1,6 +1,6 @@
 // Options: everything a kolo runtime is configured with. Filled from the environment by
-// Options::FromEnvironment() (the table in core/config_table.cc lists every variable) or built
-// by hand for init(Options). Plain value type.
+// Options::FromEnvironment() (the table in core/config/config_table.cc lists every variable) or
+// built by hand for init(Options). Plain value type.
 #pragma once
 
 #include <cstdint>
