@@ -33,12 +33,6 @@ std::vector<uint32_t> Difference(const std::vector<uint32_t>& a, const std::vect
 
 }  // namespace
 
-bool operator==(const RoundMessage& a, const RoundMessage& b) {
-  return a.round == b.round && a.received_seq == b.received_seq && a.joined == b.joined &&
-         a.stopping == b.stopping && a.fusion_threshold == b.fusion_threshold &&
-         a.ready == b.ready && a.diverted == b.diverted;
-}
-
 RoundAgreement::RoundAgreement(int rank, int size)
     : rank_(rank), size_(size), departed_(size, false) {
   slots_[0].resize(size);
