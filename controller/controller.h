@@ -21,7 +21,7 @@
 #include "controller/rendezvous.h"
 #include "controller/stall_inspector.h"
 #include "core/clock.h"
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 #include "core/controller_link.h"
 #include "core/logging.h"
 #include "core/messages.h"

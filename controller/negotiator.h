@@ -10,7 +10,7 @@
 #include "controller/readiness_table.h"
 #include "controller/response_cache.h"
 #include "core/clock.h"
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 #include "core/messages.h"
 #include "kolo/status.h"
 

@@ -18,7 +18,7 @@
 
 #include "controller/readiness_table.h"
 #include "core/clock.h"
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 
 namespace kolo::controller {
 
@@ -38,7 +38,7 @@ class StallInspector {
   };
 
   // Seconds must lie in the ranges of KOLO_STALL_CHECK_SECONDS and KOLO_STALL_SHUTDOWN_SECONDS
-  // (core/config_table.cc; Controller::Config::Validate checks).
+  // (core/config/config_table.cc; Controller::Config::Validate checks).
   explicit StallInspector(const Config& config);
 
   bool enabled() const { return check_.count() > 0 || shutdown_.count() > 0; }

@@ -1,5 +1,5 @@
 // DataPlane: the byte-moving interface that collective algorithms (ops/) run on. transport/
-// implements it over TCP (transport/tcp_mesh.h). An algorithm describes one step as a
+// implements it over TCP (transport/tcp/tcp_mesh.h). An algorithm describes one step as a
 // StreamExchange: a byte stream to one peer and a byte stream from another, whose contents
 // the algorithm produces and consumes progressively, so that sending, receiving and reducing
 // overlap (DESIGN.md §3).

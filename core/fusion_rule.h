@@ -1,6 +1,6 @@
 // FusionRule: which tensors may share one fused transfer, and up to how many bytes (DESIGN.md
 // §2, "Fusion"). The one rule for both places that cut responses: the controller's planner
-// (controller/fusion_planner.cc) and the fast path's rounds (core/fast_path.cc), so a tensor
+// (controller/fusion_planner.cc) and the fast path's rounds (core/loop/fast_path.cc), so a tensor
 // fuses the same way whichever path it takes.
 //
 // Pure functions and a value type; no threads, no I/O.

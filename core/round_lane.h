@@ -1,7 +1,7 @@
 // RoundLane: the connections over which ranks agree, without the controller, on which cached
 // tensors run next (the fast path, docs/FAST-PATH.md). One small message per rank per round,
 // sent to every peer. transport/ implements it over a second set of authenticated TCP
-// connections of the data mesh (transport/tcp_round_lane.h).
+// connections of the data mesh (transport/tcp/tcp_round_lane.h).
 //
 // Threading: background thread only. Nothing here blocks: what a peer's socket cannot take yet
 // is kept and sent by later calls (a round message is 48 bytes plus 4 per cache id).

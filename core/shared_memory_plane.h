@@ -1,6 +1,6 @@
 // SharedMemoryPlane: the intra-host data plane that collective algorithms (ops/shm_*) run on
 // when every rank of the job shares one host. transport/ implements it over one POSIX shared
-// memory segment (transport/shm_mesh.h). It offers staging slots that every rank can read and
+// memory segment (transport/shm/shm_mesh.h). It offers staging slots that every rank can read and
 // write, and a sync point: a rank publishes that it reached the next step and waits until every
 // rank has. The algorithm decides who writes which bytes between two syncs.
 //

@@ -27,8 +27,8 @@ struct TensorEntry {
   // the name stays in flight.
   bool in_flight = false;
   std::chrono::steady_clock::time_point enqueued_at;
-  // Timeline (core/op_tracer.h), set before the entry is queued: the hub generation its span
-  // was opened under (0: not traced), and the track and slot it is drawn on.
+  // Timeline (core/timeline/op_tracer.h), set before the entry is queued: the hub generation its
+  // span was opened under (0: not traced), and the track and slot it is drawn on.
   uint64_t trace_generation = 0;
   int trace_slot = 0;
   std::string trace_track;

@@ -9,15 +9,15 @@
 #include <map>
 #include <string>
 
-#include "core/config_table.h"
-#include "core/slurm_nodelist.h"
+#include "core/config/config_table.h"
+#include "core/config/slurm_nodelist.h"
 #include "fuzz/fuzz_input.h"
 #include "kolo/options.h"
 
 namespace kolo {
 namespace {
 
-// Table names and aliases, and the launcher variables core/launcher_env.cc reads.
+// Table names and aliases, and the launcher variables core/config/launcher_env.cc reads.
 std::vector<std::string> KnownNames() {
   std::vector<std::string> names;
   for (const ConfigVar& var : ConfigTable()) {

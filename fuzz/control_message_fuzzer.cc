@@ -1,6 +1,6 @@
 // Fuzz target: control messages as the controller and the workers receive them over gRPC: the
 // protobuf decoding of kolo::wire messages, their conversion to core structs
-// (transport/wire_convert.h), and, for worker messages, what the controller does with them
+// (transport/grpc/wire_convert.h), and, for worker messages, what the controller does with them
 // (controller/negotiator.h: cache ids, metadata validation, readiness, fusion planning).
 //
 // Input: byte 0 picks the receiver (even: the controller, odd: a worker), byte 1 the job size
@@ -14,7 +14,7 @@
 
 #include "controller/negotiator.h"
 #include "fuzz/fuzz_input.h"
-#include "transport/wire_convert.h"
+#include "transport/grpc/wire_convert.h"
 
 namespace kolo::transport {
 namespace {

@@ -4,7 +4,7 @@
 // the ring allgather and chain broadcast (which write and forward them) and the pairwise
 // alltoall. The input picks the collective, dtype, op, ring position and sizes, then the piece
 // sizes in which bytes move and the received bytes themselves. StreamDriver plays the
-// DataPlane the way transport/stream_pump.cc does and checks the StreamExchange contract
+// DataPlane the way transport/tcp/stream_pump.cc does and checks the StreamExchange contract
 // (core/data_plane.h): a receive region while receiving is incomplete, no stall, no byte past
 // the totals; ASan checks that nothing is read or written outside the buffers. Broadcast and
 // allgather results are compared with the bytes received.

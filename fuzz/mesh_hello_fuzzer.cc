@@ -1,4 +1,4 @@
-// Fuzz target: the data-mesh handshake reader (transport/mesh_handshake.h), which parses the
+// Fuzz target: the data-mesh handshake reader (transport/tcp/mesh_handshake.h), which parses the
 // first bytes any process that connects to a rank's data port sends, before it has proven
 // anything. The input is a piece plan (one byte k, then k piece sizes) and the byte stream, fed
 // to MeshFrameReader in those pieces. Checks: the reader never asks for a byte past the frame
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_input.h"
-#include "transport/mesh_handshake.h"
+#include "transport/tcp/mesh_handshake.h"
 
 namespace kolo::transport {
 namespace {

@@ -1,5 +1,5 @@
-// Fuzz target: the fast path's round messages (transport/tcp_round_lane.h), read from a peer's
-// round connection, and the round bookkeeping they feed (core/round_agreement.h). The input is
+// Fuzz target: the fast path's round messages (transport/tcp/tcp_round_lane.h), read from a peer's
+// round connection, and the round bookkeeping they feed (core/loop/round_agreement.h). The input is
 // a piece plan (one byte k, then k piece sizes) and the byte stream, fed to RoundStreamParser in
 // those pieces. Checks: the messages it returns re-encode to exactly a prefix of the stream;
 // after an error it stays failed; and RoundAgreement takes any message sequence (as from ranks
@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/round_agreement.h"
+#include "core/loop/round_agreement.h"
 #include "fuzz/fuzz_input.h"
-#include "transport/tcp_round_lane.h"
+#include "transport/tcp/tcp_round_lane.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kolo;

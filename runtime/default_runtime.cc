@@ -8,7 +8,7 @@
 #include <memory>
 #include <utility>
 
-#include "core/background_loop.h"
+#include "core/loop/background_loop.h"
 #include "core/mutex.h"
 #include "kolo/kolo.h"
 #include "runtime/raw_data_plane.h"

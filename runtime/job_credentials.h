@@ -8,7 +8,7 @@
 
 #include "kolo/options.h"
 #include "kolo/status.h"
-#include "transport/hmac_auth.h"
+#include "transport/auth/hmac_auth.h"
 
 namespace kolo {
 

@@ -1,6 +1,6 @@
 // kolo::Runtime: the public face of one rank's RuntimeImpl.
 
-#include "core/background_loop.h"
+#include "core/loop/background_loop.h"
 #include "core/mutex.h"
 #include "core/op_validation.h"
 #include "kolo/kolo.h"

@@ -7,15 +7,15 @@
 
 #include "controller/controller.h"
 #include "core/clock.h"
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 #include "ops/cpu_executor.h"
 #include "runtime/job_credentials.h"
 #include "runtime/local_address.h"
-#include "transport/grpc_control_channel.h"
-#include "transport/grpc_control_server.h"
-#include "transport/shm_mesh.h"
-#include "transport/tcp_mesh.h"
-#include "transport/tcp_round_lane.h"
+#include "transport/grpc/grpc_control_channel.h"
+#include "transport/grpc/grpc_control_server.h"
+#include "transport/shm/shm_mesh.h"
+#include "transport/tcp/tcp_mesh.h"
+#include "transport/tcp/tcp_round_lane.h"
 
 namespace kolo {
 namespace {

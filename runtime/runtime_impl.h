@@ -11,16 +11,16 @@
 #include <mutex>
 #include <string>
 
-#include "core/background_loop.h"
-#include "core/local_control_channel.h"
 #include "core/logging.h"
-#include "core/op_tracer.h"
+#include "core/loop/background_loop.h"
+#include "core/loop/local_control_channel.h"
 #include "core/shared_memory_plane.h"
 #include "core/tensor_queue.h"
-#include "core/timeline_hub.h"
+#include "core/timeline/op_tracer.h"
+#include "core/timeline/timeline_hub.h"
 #include "core/wakeup.h"
 #include "kolo/kolo.h"
-#include "transport/control_auth.h"
+#include "transport/grpc/control_auth.h"
 
 namespace kolo {
 

@@ -1,5 +1,5 @@
-// Deadline arithmetic for the data mesh's poll() loops (transport/mesh_connector.cc,
-// transport/stream_pump.cc): converting configured seconds to time points and time points to
+// Deadline arithmetic for the data mesh's poll() loops (transport/tcp/mesh_connector.cc,
+// transport/tcp/stream_pump.cc): converting configured seconds to time points and time points to
 // poll() timeouts, and printing durations in error messages. Pure functions; thread-safe.
 #pragma once
 

@@ -1,5 +1,5 @@
 // UniqueFd: owns one POSIX file descriptor and closes it when destroyed or reset. Used by the
-// data mesh (transport/tcp_mesh.h and its helpers) for sockets and the interrupt eventfd.
+// data mesh (transport/tcp/tcp_mesh.h and its helpers) for sockets and the interrupt eventfd.
 // Not thread-safe: a UniqueFd has one owner; only get() of a const one may be shared.
 #pragma once
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 #include "core/executor.h"
 #include "core/logging.h"
 #include "core/mutex.h"

@@ -2,7 +2,7 @@
 // (a second rank, where a test needs one, is driven by hand through the controller's handler),
 // a recording executor instead of the data plane, and a manual clock, so that the stop
 // deadline and the other deadlines are tested by moving time instead of racing sleeps.
-#include "core/background_loop.h"
+#include "core/loop/background_loop.h"
 
 #include <catch2/catch.hpp>
 #include <condition_variable>
@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "controller/controller.h"
-#include "core/local_control_channel.h"
-#include "core/loop_state.h"
+#include "core/loop/local_control_channel.h"
+#include "core/loop/loop_state.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;

@@ -1,8 +1,8 @@
-// The config table itself (core/config_table.h): its rows are consistent (names and aliases
+// The config table itself (core/config/config_table.h): its rows are consistent (names and aliases
 // unique, defaults inside their ranges, printable as markdown), values outside a range are
 // refused naming the variable and the range, and Options' defaults and KOLO_TRANSPORT come
 // from it.
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

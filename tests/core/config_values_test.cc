@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 #include "kolo/options.h"
 
 namespace {

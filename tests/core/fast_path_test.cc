@@ -1,7 +1,7 @@
 // FastPath as plain data: several ranks' FastPaths exchange round messages in memory under a
 // manual clock; the tests check what they decide, in which order and fused how, and the
 // deadlines and protocol errors, with no thread, socket or sleep.
-#include "core/fast_path.h"
+#include "core/loop/fast_path.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

@@ -1,7 +1,7 @@
-// Where rank, size and the controller come from under each launcher (core/launcher_env.h),
+// Where rank, size and the controller come from under each launcher (core/config/launcher_env.h),
 // through Options::FromMap as init() sees them, and through DetectLauncher where the process
 // facts (Hydra's parent pid) matter.
-#include "core/launcher_env.h"
+#include "core/config/launcher_env.h"
 
 #include <unistd.h>
 

@@ -2,7 +2,7 @@
 // ControllerHandler on the caller's thread and is that handler's outbox, keeping rank 0's
 // messages and passing the other ranks' on. The handler here welcomes once `size` ranks said
 // hello and records every call; the remote outbox records what it was given, in order.
-#include "core/local_control_channel.h"
+#include "core/loop/local_control_channel.h"
 
 #include <catch2/catch.hpp>
 #include <thread>

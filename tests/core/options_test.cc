@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 
 using kolo::Options;
 

@@ -1,5 +1,5 @@
 // RoundAgreement: what a complete round decides, and the protocol errors it refuses.
-#include "core/round_agreement.h"
+#include "core/loop/round_agreement.h"
 
 #include <catch2/catch.hpp>
 

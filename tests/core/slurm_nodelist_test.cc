@@ -1,4 +1,4 @@
-#include "core/slurm_nodelist.h"
+#include "core/config/slurm_nodelist.h"
 
 #include <catch2/catch.hpp>
 

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/timeline_hub.h"
-#include "core/timeline_writer.h"
+#include "core/timeline/timeline_hub.h"
+#include "core/timeline/timeline_writer.h"
 #include "tests/support/temp_dir.h"
 
 using namespace kolo;

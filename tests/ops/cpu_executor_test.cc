@@ -15,7 +15,7 @@
 #include "tests/ops/ring_reference.h"
 #include "tests/support/loopback_mesh.h"
 #include "tests/support/watchdog.h"
-#include "transport/shm_mesh.h"
+#include "transport/shm/shm_mesh.h"
 
 namespace kolo::ops {
 namespace {

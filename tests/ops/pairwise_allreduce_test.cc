@@ -173,7 +173,7 @@ TEST_CASE("a pairwise allreduce matches a direct computation for every dtype and
   Watchdog watchdog(std::string(c.name) + ", n=" + std::to_string(n), 60s);
   StatusOr<Meshes> meshes = ConnectLoopbackMeshes(n);
   REQUIRE(meshes.status().ToString() == "OK");
-  // Busy polling (transport/stream_pump.h) on and off: the pump's two ways of waiting.
+  // Busy polling (transport/tcp/stream_pump.h) on and off: the pump's two ways of waiting.
   const bool busy_poll = GENERATE(false, true);
   for (auto& mesh : *meshes) mesh->SetLocalRanks(busy_poll ? 1 : 1 << 20);
   INFO(c.name << ", " << n << " ranks, " << pieces << " pieces, busy poll " << busy_poll);

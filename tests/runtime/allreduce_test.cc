@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <future>
 
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 #include "tests/support/local_job.h"
 #include "tests/support/tensor_values.h"
 #include "tests/support/watchdog.h"

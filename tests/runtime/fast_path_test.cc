@@ -12,7 +12,7 @@
 #include <numeric>
 #include <thread>
 
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"

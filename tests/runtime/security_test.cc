@@ -20,7 +20,7 @@
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
-#include "transport/grpc_control_channel.h"
+#include "transport/grpc/grpc_control_channel.h"
 
 using namespace kolo;
 using kolo::testing::LocalJob;

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 #include "tests/support/local_job.h"
 #include "tests/support/tensor_values.h"
 #include "tests/support/watchdog.h"

@@ -1,5 +1,5 @@
 // Loopback meshes for the multi-rank tests of transport/ and ops/: n TcpMeshes
-// (transport/tcp_mesh.h) in one process on 127.0.0.1, listened and then connected each from its
+// (transport/tcp/tcp_mesh.h) in one process on 127.0.0.1, listened and then connected each from its
 // own thread (tests/support/rank_threads.h), and InterruptAll for a rank body that gives up.
 // Call from the test's thread.
 #pragma once
@@ -12,7 +12,7 @@
 #include "core/logging.h"
 #include "kolo/status.h"
 #include "tests/support/rank_threads.h"
-#include "transport/tcp_mesh.h"
+#include "transport/tcp/tcp_mesh.h"
 
 namespace kolo::testing {
 

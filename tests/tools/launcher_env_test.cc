@@ -1,7 +1,7 @@
 // An unchanged kolo program started by hand with the variables torchrun and srun set (neither
 // tool runs here): 2 processes on this host read their identity from them, find the controller,
 // and compute the right result; a controller port that is taken fails fast with a message.
-#include "core/launcher_env.h"
+#include "core/config/launcher_env.h"
 
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
 // README.md's "Environment variables" table is a copy of `kolorun --help-env`'s markdown rows
-// (core/config_table.cc prints them). This test fails, naming the row, when the two differ: a
-// variable, default, range or help text changed in the table but not in the README, or the
-// other way round. Fix it by pasting the rows that `kolorun --help-env` prints into README.md.
+// (core/config/config_table.cc prints them). This test fails, naming the row, when the two differ:
+// a variable, default, range or help text changed in the table but not in the README, or the other
+// way round. Fix it by pasting the rows that `kolorun --help-env` prints into README.md.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>

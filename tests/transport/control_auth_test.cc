@@ -3,7 +3,7 @@
 // they take a rank slot, with a rate-limited log line, while a real three-rank job connects and
 // works; a worker facing a controller with another secret fails with a clear reason. Raw gRPC
 // stubs play the attackers. Every test arms a Watchdog.
-#include "transport/control_auth.h"
+#include "transport/grpc/control_auth.h"
 
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
@@ -19,8 +19,8 @@
 #include "proto/kolo.grpc.pb.h"
 #include "tests/support/watchdog.h"
 #include "tests/transport/control_test_handler.h"
-#include "transport/grpc_control_channel.h"
-#include "transport/grpc_control_server.h"
+#include "transport/grpc/grpc_control_channel.h"
+#include "transport/grpc/grpc_control_server.h"
 
 namespace kolo::transport {
 namespace {

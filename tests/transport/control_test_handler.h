@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/controller_link.h"
-#include "transport/grpc_control_channel.h"
+#include "transport/grpc/grpc_control_channel.h"
 
 namespace kolo::transport::testing {
 

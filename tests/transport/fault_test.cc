@@ -10,9 +10,9 @@
 #include "tests/support/child_process.h"
 #include "tests/support/watchdog.h"
 #include "tests/transport/control_test_handler.h"
-#include "transport/grpc_control_channel.h"
-#include "transport/grpc_control_server.h"
-#include "transport/tcp_mesh.h"
+#include "transport/grpc/grpc_control_channel.h"
+#include "transport/grpc/grpc_control_server.h"
+#include "transport/tcp/tcp_mesh.h"
 
 namespace kolo::transport {
 namespace {

@@ -10,8 +10,8 @@
 #include "tests/support/watchdog.h"
 #include "tests/transport/control_test_handler.h"
 #include "tests/transport/control_test_support.h"
-#include "transport/grpc_control_channel.h"
-#include "transport/grpc_control_server.h"
+#include "transport/grpc/grpc_control_channel.h"
+#include "transport/grpc/grpc_control_server.h"
 
 namespace kolo::transport {
 namespace {

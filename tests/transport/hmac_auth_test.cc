@@ -1,10 +1,10 @@
-// Unit tests of the HMAC primitives (transport/hmac_auth.h) and of the control stream's proofs
-// (transport/control_auth.h). No network.
-#include "transport/hmac_auth.h"
+// Unit tests of the HMAC primitives (transport/auth/hmac_auth.h) and of the control stream's proofs
+// (transport/grpc/control_auth.h). No network.
+#include "transport/auth/hmac_auth.h"
 
 #include <catch2/catch.hpp>
 
-#include "transport/control_auth.h"
+#include "transport/grpc/control_auth.h"
 
 namespace kolo::transport {
 namespace {

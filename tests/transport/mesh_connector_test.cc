@@ -1,4 +1,4 @@
-// Tests of how TcpMesh::Connect builds the mesh (transport/mesh_connector.cc): foreign,
+// Tests of how TcpMesh::Connect builds the mesh (transport/tcp/mesh_connector.cc): foreign,
 // malformed, unauthenticated, replayed and silent connections are refused without harming the
 // real peers, and a missing
 // peer fails Connect by its deadline with a message naming it. Real loopback sockets.
@@ -17,9 +17,9 @@
 #include "tests/support/loopback_mesh.h"
 #include "tests/support/watchdog.h"
 #include "tests/transport/pattern_exchange.h"
-#include "transport/mesh_handshake.h"
-#include "transport/tcp_mesh.h"
-#include "transport/tcp_socket.h"
+#include "transport/tcp/mesh_handshake.h"
+#include "transport/tcp/tcp_mesh.h"
+#include "transport/tcp/tcp_socket.h"
 #include "transport/unique_fd.h"
 
 namespace kolo::transport {

@@ -1,12 +1,12 @@
 // Unit tests of the data-mesh handshake encoding, its bounded parser, its checks and proofs,
-// and of the address helpers of transport/tcp_socket.h. No network.
-#include "transport/mesh_handshake.h"
+// and of the address helpers of transport/tcp/tcp_socket.h. No network.
+#include "transport/tcp/mesh_handshake.h"
 
 #include <catch2/catch.hpp>
 
 #include "core/clock.h"
 #include "transport/deadline.h"
-#include "transport/tcp_socket.h"
+#include "transport/tcp/tcp_socket.h"
 
 namespace kolo::transport {
 namespace {

@@ -4,8 +4,8 @@
 #include <thread>
 
 #include "tests/support/loopback_mesh.h"
-#include "transport/tcp_mesh.h"
-#include "transport/tcp_round_lane.h"
+#include "transport/tcp/tcp_mesh.h"
+#include "transport/tcp/tcp_round_lane.h"
 
 using namespace kolo;
 using namespace kolo::transport;

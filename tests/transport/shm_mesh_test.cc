@@ -1,8 +1,8 @@
-// Tests of transport/shm_mesh.h and shm_segment.h with 1..4 thread-ranks bootstrapped over
+// Tests of transport/shm/shm_mesh.h and shm_segment.h with 1..4 thread-ranks bootstrapped over
 // real loopback TCP meshes: the segment's name is gone from /dev/shm once every rank has it
 // mapped, slots written before a Sync are seen by every rank after it, a rank that never
 // arrives fails the others within the deadline naming it, and Interrupt ends a waiting Sync.
-#include "transport/shm_mesh.h"
+#include "transport/shm/shm_mesh.h"
 
 #include <unistd.h>
 

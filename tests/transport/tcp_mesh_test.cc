@@ -1,7 +1,7 @@
 // Multi-rank tests of TcpMesh over real loopback sockets: N thread-ranks per test, each with
 // its own mesh; failures injected by destroying a mesh, by silence, by Interrupt, and by
 // foreign connections. Every multi-rank test arms a Watchdog.
-#include "transport/tcp_mesh.h"
+#include "transport/tcp/tcp_mesh.h"
 
 #include <catch2/catch.hpp>
 #include <future>

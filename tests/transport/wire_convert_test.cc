@@ -1,7 +1,7 @@
-// Unit tests of transport/wire_convert: every field of every core/messages.h struct survives a
+// Unit tests of transport/grpc/wire_convert: every field of every core/messages.h struct survives a
 // round trip through the generated protobuf types (and through bytes), and malformed wire
 // messages are refused. No network.
-#include "transport/wire_convert.h"
+#include "transport/grpc/wire_convert.h"
 
 #include <catch2/catch.hpp>
 

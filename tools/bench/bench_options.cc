@@ -8,7 +8,7 @@
 #include <limits>
 #include <map>
 
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 
 namespace kolo::bench {
 namespace {

@@ -4,7 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 
 namespace kolo::launcher {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config_table.h"
+#include "core/config/config_table.h"
 #include "tools/kolorun/job_environment.h"
 #include "tools/kolorun/job_plan.h"
 #include "tools/kolorun/launch_options.h"

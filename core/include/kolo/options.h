@@ -1,7 +1,7 @@
 // Options: everything a kolo runtime is configured with. Filled from the environment by
 // Options::FromEnvironment() or built by hand for init(Options). Plain value type.
 //
-// Defaults and ranges are written in one place, the config table (core/config_table.cc;
+// Defaults and ranges are written in one place, the config table (core/config/config_table.cc;
 // `kolorun --help-env` prints it, and README.md's "Environment variables" table is a copy): a
 // default-constructed Options holds every variable's default. The `{}` below only
 // zero-initialises a field before the constructor sets it.

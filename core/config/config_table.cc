@@ -1,0 +1,566 @@
+#include "core/config/config_table.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <limits>
+#include <sstream>
+
+namespace kolo {
+namespace {
+
+// KOLO_TRANSPORT's values, indexed by Transport.
+constexpr const char* kTransportNames[] = {"auto", "tcp", "shm"};
+constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warning", "error", "fatal", "off"};
+constexpr int64_t kMaxRanks = int64_t{1} << 20;
+
+// Whole numbers print without a fraction or an exponent ("86400", not "86400.000000").
+std::string NumberText(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) {
+    return std::to_string(static_cast<int64_t>(v));
+  }
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+// In the largest binary unit that divides it: "64M", "4G", "4097".
+std::string ByteText(int64_t bytes) {
+  const char* units[] = {"", "K", "M", "G"};
+  int unit = 3;
+  while (unit > 0 && (bytes == 0 || bytes % (int64_t{1} << (10 * unit)) != 0)) --unit;
+  return std::to_string(bytes >> (10 * unit)) + units[unit];
+}
+
+std::string Joined(const std::vector<const char*>& words, const char* separator) {
+  std::string text;
+  for (const char* word : words) text += (text.empty() ? "" : separator) + std::string(word);
+  return text;
+}
+
+Status BadValue(const std::string& source, const std::string& value, const std::string& want) {
+  return InvalidArgument(source + "='" + value + "' is invalid: expected " + want);
+}
+
+// A field of Options built by hand, outside its row's range.
+Status BadField(const char* name, const std::string& value, const std::string& want) {
+  return InvalidArgument(std::string(name) + "=" + value + " is invalid: expected " + want);
+}
+
+bool ParseInteger(const std::string& value, int64_t lo, int64_t hi, int64_t* out) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || errno != 0 || *end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+bool ParseNumber(const std::string& value, double lo, double hi, double* out) {
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || errno != 0 || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+std::string Interval(const std::string& lo, const std::string& hi) {
+  return "[" + lo + ", " + hi + "]";
+}
+
+// Builds one typed row: a kind method (Integer, Number, …) says where the value goes, its
+// range and its default, and derives the printed texts and the parse and check functions from
+// them; the rest name and explain the variable.
+class Row {
+ public:
+  explicit Row(const char* name, std::vector<const char*> aliases = {}) {
+    var_.name = name;
+    var_.aliases = std::move(aliases);
+    var_.set_default = [](Options*) {};
+    var_.check = [](const Options&) { return Status::Ok(); };
+  }
+
+  template <typename T>  // int or int64_t
+  Row& Integer(T Options::*field, int64_t lo, int64_t hi, T def, const char* unit = nullptr) {
+    Numeric(ConfigKind::kInteger, lo, hi, std::to_string(def), std::to_string(lo),
+            std::to_string(hi), unit, "an integer in ");
+    const std::string want = var_.expected;
+    var_.apply = [field, lo, hi, want](const std::string& source, const std::string& value,
+                                       Options* options) {
+      int64_t v = 0;
+      if (!ParseInteger(value, lo, hi, &v)) return BadValue(source, value, want);
+      options->*field = static_cast<T>(v);
+      return Status::Ok();
+    };
+    var_.set_default = [field, def](Options* options) { options->*field = def; };
+    var_.check = [name = var_.name, field, lo, hi, want](const Options& options) {
+      const T v = options.*field;
+      return v >= lo && v <= hi ? Status::Ok() : BadField(name, std::to_string(v), want);
+    };
+    return *this;
+  }
+
+  // An integer that may be left unset (-1 in the field; Unset says what then happens).
+  Row& OptionalInteger(int Options::*field, int64_t lo, int64_t hi) {
+    Integer<int>(field, lo, hi, -1);
+    var_.default_text.clear();
+    auto check = var_.check;
+    var_.check = [field, check](const Options& options) {
+      return options.*field == -1 ? Status::Ok() : check(options);
+    };
+    return *this;
+  }
+
+  Row& Number(double Options::*field, double lo, double hi, double def, const char* unit) {
+    Numeric(ConfigKind::kNumber, lo, hi, NumberText(def), NumberText(lo), NumberText(hi), unit,
+            "a number in ");
+    const std::string want = var_.expected;
+    var_.apply = [field, lo, hi, want](const std::string& source, const std::string& value,
+                                       Options* options) {
+      return ParseNumber(value, lo, hi, &(options->*field)) ? Status::Ok()
+                                                            : BadValue(source, value, want);
+    };
+    var_.set_default = [field, def](Options* options) { options->*field = def; };
+    var_.check = [name = var_.name, field, lo, hi, want](const Options& options) {
+      const double v = options.*field;  // NaN fails both comparisons
+      return v >= lo && v <= hi ? Status::Ok() : BadField(name, NumberText(v), want);
+    };
+    return *this;
+  }
+
+  Row& ByteSize(int64_t Options::*field, int64_t lo, int64_t hi, int64_t def) {
+    Numeric(ConfigKind::kByteSize, static_cast<double>(lo), static_cast<double>(hi), ByteText(def),
+            ByteText(lo), ByteText(hi), "bytes", "a byte size in ");
+    var_.expected += " such as 1048576, 64K, 64M or 1G";
+    const std::string want = var_.expected;
+    var_.apply = [field, lo, hi, want](const std::string& source, const std::string& value,
+                                       Options* options) {
+      StatusOr<int64_t> bytes = ParseByteSize(value);
+      if (!bytes.ok() || *bytes < lo || *bytes > hi) return BadValue(source, value, want);
+      options->*field = *bytes;
+      return Status::Ok();
+    };
+    var_.set_default = [field, def](Options* options) { options->*field = def; };
+    var_.check = [name = var_.name, field, lo, hi, want](const Options& options) {
+      const int64_t v = options.*field;
+      return v >= lo && v <= hi ? Status::Ok() : BadField(name, std::to_string(v), want);
+    };
+    return *this;
+  }
+
+  // "1" or "true", "0", "false" or empty.
+  Row& Bool(bool Options::*field, bool def) {
+    var_.kind = ConfigKind::kBool;
+    var_.default_text = def ? "1" : "0";
+    var_.range = "0|1";
+    var_.expected = "0 or 1";
+    var_.apply = [field, want = var_.expected](const std::string& source, const std::string& value,
+                                               Options* options) {
+      if (value == "1" || value == "true") {
+        options->*field = true;
+      } else if (value == "0" || value == "false" || value.empty()) {
+        options->*field = false;
+      } else {
+        return BadValue(source, value, want);
+      }
+      return Status::Ok();
+    };
+    var_.set_default = [field, def](Options* options) { options->*field = def; };
+    return *this;
+  }
+
+  // One of `choices`, kept as text.
+  Row& Choice(std::string Options::*field, std::vector<const char*> choices, const char* def) {
+    SetChoices(std::move(choices), def);
+    const std::vector<const char*> names = var_.choices;
+    var_.apply = [field, names, want = var_.expected](const std::string& source,
+                                                      const std::string& value, Options* options) {
+      for (const char* name : names) {
+        if (value == name) {
+          options->*field = value;
+          return Status::Ok();
+        }
+      }
+      return BadValue(source, value, want);
+    };
+    var_.set_default = [field, def](Options* options) { options->*field = def; };
+    var_.check = [name = var_.name, field, names, want = var_.expected](const Options& options) {
+      for (const char* choice : names) {
+        if (options.*field == choice) return Status::Ok();
+      }
+      return BadField(name, "'" + options.*field + "'", want);
+    };
+    return *this;
+  }
+
+  // One of `names`, stored as the enum value at its index.
+  template <typename E, size_t N>
+  Row& Enum(E Options::*field, const char* const (&names)[N], E def) {
+    SetChoices(std::vector<const char*>(names, names + N), names[static_cast<size_t>(def)]);
+    var_.apply = [field, &names, want = var_.expected](const std::string& source,
+                                                       const std::string& value, Options* options) {
+      for (size_t i = 0; i < N; ++i) {
+        if (value == names[i]) {
+          options->*field = static_cast<E>(i);
+          return Status::Ok();
+        }
+      }
+      return BadValue(source, value, want);
+    };
+    var_.set_default = [field, def](Options* options) { options->*field = def; };
+    var_.check = [name = var_.name, field, want = var_.expected](const Options& options) {
+      const auto v = static_cast<size_t>(options.*field);
+      return v < N ? Status::Ok() : BadField(name, std::to_string(v), want);
+    };
+    return *this;
+  }
+
+  // Free text (`what`: "file path", …), at most `max_bytes` bytes when that is not 0; the
+  // default is empty, printed as Unset's text.
+  Row& Text(std::string Options::*field, const char* what, size_t max_bytes = 0) {
+    var_.kind = ConfigKind::kText;
+    var_.hi = static_cast<double>(max_bytes);
+    var_.range = what;
+    var_.expected = "text";
+    if (max_bytes > 0) {
+      var_.range += ", <= " + std::to_string(max_bytes) + " bytes";
+      var_.expected += " of at most " + std::to_string(max_bytes) + " bytes";
+    }
+    var_.apply = [field, max_bytes, want = var_.expected](
+                     const std::string& source, const std::string& value, Options* options) {
+      if (max_bytes > 0 && value.size() > max_bytes) {
+        return BadValue(source, value.substr(0, 32) + "...", want);
+      }
+      options->*field = value;
+      return Status::Ok();
+    };
+    var_.set_default = [field](Options* options) { (options->*field).clear(); };
+    var_.check = [name = var_.name, field, max_bytes, want = var_.expected](const Options& o) {
+      return max_bytes == 0 || (o.*field).size() <= max_bytes
+                 ? Status::Ok()
+                 : BadField(name, std::to_string((o.*field).size()) + " bytes", want);
+    };
+    return *this;
+  }
+
+  Row& HostPort(std::string Options::*field) {
+    var_.kind = ConfigKind::kHostPort;
+    var_.lo = 1;
+    var_.hi = 65535;
+    var_.range = "host:port";
+    var_.expected = "host:port with a port in [1, 65535]";
+    var_.apply = [field, want = var_.expected](const std::string& source, const std::string& value,
+                                               Options* options) {
+      const size_t colon = value.rfind(':');
+      int64_t port = 0;
+      if (colon == std::string::npos || colon == 0 ||
+          !ParseInteger(value.substr(colon + 1), 1, 65535, &port)) {
+        return BadValue(source, value, want);
+      }
+      options->*field = value;
+      return Status::Ok();
+    };
+    var_.set_default = [field](Options* options) { (options->*field).clear(); };
+    return *this;
+  }
+
+  // Checked only: core/config/launcher_env composes the port into the controller address.
+  Row& Port() {
+    Numeric(ConfigKind::kPort, 1, 65535, "", "1", "65535", nullptr, "an integer in ");
+    var_.apply = [want = var_.expected](const std::string& source, const std::string& value,
+                                        Options*) {
+      int64_t port = 0;
+      return ParseInteger(value, 1, 65535, &port) ? Status::Ok() : BadValue(source, value, want);
+    };
+    return *this;
+  }
+
+  // Hex digits in pairs, at least `min_digits`. The value never appears in a message, not
+  // even when it is malformed.
+  Row& Secret(std::string Options::*field, size_t min_digits) {
+    var_.kind = ConfigKind::kSecret;
+    var_.lo = static_cast<double>(min_digits);
+    var_.range = "hex, >= " + std::to_string(min_digits) + " digits";
+    var_.expected = "at least " + std::to_string(min_digits) + " hex digits in pairs";
+    var_.apply = [field, min_digits, want = var_.expected](
+                     const std::string& source, const std::string& value, Options* options) {
+      const size_t bad = value.find_first_not_of("0123456789abcdefABCDEF");
+      if (bad != std::string::npos || value.size() % 2 != 0 || value.size() < min_digits) {
+        const std::string why = bad != std::string::npos
+                                    ? "character " + std::to_string(bad + 1) + " is not a hex digit"
+                                    : "got " + std::to_string(value.size()) + " digits";
+        return InvalidArgument(source + " is invalid (value not shown): expected " + want + "; " +
+                               why);
+      }
+      options->*field = value;
+      return Status::Ok();
+    };
+    var_.set_default = [field](Options* options) { (options->*field).clear(); };
+    return *this;
+  }
+
+  // Where the value comes from while the variable is unset; printed as the default, followed
+  // by ", else <default>" when the row has one.
+  Row& Unset(const char* text) {
+    var_.default_text =
+        var_.default_text.empty() ? text : std::string(text) + ", else " + var_.default_text;
+    return *this;
+  }
+
+  Row& Help(const char* text) {
+    var_.help = text;
+    return *this;
+  }
+
+  operator ConfigVar() const { return var_; }  // NOLINT: rows convert where the table lists them
+
+ private:
+  void Numeric(ConfigKind kind, double lo, double hi, std::string def, const std::string& lo_text,
+               const std::string& hi_text, const char* unit, const char* want) {
+    var_.kind = kind;
+    var_.lo = lo;
+    var_.hi = hi;
+    var_.default_text = std::move(def);
+    var_.range = Interval(lo_text, hi_text) + (unit != nullptr ? std::string(" ") + unit : "");
+    var_.expected = want + Interval(lo_text, hi_text);
+  }
+
+  void SetChoices(std::vector<const char*> choices, const char* def) {
+    var_.kind = ConfigKind::kChoice;
+    var_.choices = std::move(choices);
+    var_.default_text = def;
+    var_.range = Joined(var_.choices, "|");
+    var_.expected = "one of " + Joined(var_.choices, ", ");
+  }
+
+  ConfigVar var_;
+};
+
+std::vector<ConfigVar> BuildTable() {
+  return {
+      // The identity rows are filled by core/config/launcher_env.cc, which also reads the
+      // launchers'
+      // own variables (torchrun, Open MPI, MPICH, SLURM); see the note FormatConfigTable prints.
+      Row("KOLO_RANK")
+          .Integer(&Options::rank, 0, kMaxRanks - 1, 0)
+          .Unset("from the launcher")
+          .Help("Rank of this process, below KOLO_SIZE (kolorun sets it)."),
+      Row("KOLO_SIZE")
+          .Integer(&Options::size, 1, kMaxRanks, 1)
+          .Unset("from the launcher")
+          .Help("Number of ranks in the job."),
+      Row("KOLO_LOCAL_RANK")
+          .OptionalInteger(&Options::local_rank, 0, kMaxRanks - 1)
+          .Unset("from the launcher, else from host names")
+          .Help("Index of this rank among the ranks on its host, below KOLO_LOCAL_SIZE."),
+      Row("KOLO_LOCAL_SIZE")
+          .OptionalInteger(&Options::local_size, 1, kMaxRanks)
+          .Unset("from the launcher, else from host names")
+          .Help("Number of ranks on this host, at most KOLO_SIZE."),
+      Row("KOLO_CONTROLLER")
+          .HostPort(&Options::controller_address)
+          .Unset("MASTER_ADDR:MASTER_PORT, else the launcher's rule")
+          .Help("Address of the controller; rank 0 listens on its port."),
+      Row("KOLO_CONTROLLER_PORT")
+          .Port()
+          .Unset("MASTER_PORT, else derived from the launcher's job id")
+          .Help("Controller port when the host comes from MASTER_ADDR or the launcher's rule."),
+      Row("KOLO_DATA_ADDR")
+          .Text(&Options::data_address, "IP address")
+          .Unset("interface routing to the controller")
+          .Help("Address peers use to reach this rank's data-plane port."),
+      Row("KOLO_HOSTNAME")
+          .Text(&Options::host, "text")
+          .Unset("gethostname()")
+          .Help("Host name reported to peers; groups ranks into local sets."),
+      Row("KOLO_SECRET")
+          .Secret(&Options::secret, 32)
+          .Unset("none")
+          .Help("Job secret; kolorun makes a fresh 32-byte one per job. Every connection proves "
+                "it by HMAC. Removed from the environment once read; never logged."),
+      Row("KOLO_SECRET_FILE")
+          .Text(&Options::secret_file, "file path")
+          .Unset("none")
+          .Help("File (mode 0600) holding the job secret as hex; instead of KOLO_SECRET."),
+      Row("KOLO_JOB_ID")
+          .Text(&Options::job_id, "text", 256)
+          .Unset("empty")
+          .Help("Job name bound into every handshake; kolorun sets a fresh one per job. Not "
+                "secret."),
+      Row("KOLO_INSECURE")
+          .Bool(&Options::insecure, false)
+          .Help("1: let a multi-host job run without a secret (single-host jobs run with a "
+                "warning)."),
+      Row("KOLO_TLS_CERT")
+          .Text(&Options::tls_cert, "PEM file path")
+          .Unset("off")
+          .Help("TLS certificate rank 0's controller serves (with KOLO_TLS_KEY)."),
+      Row("KOLO_TLS_KEY")
+          .Text(&Options::tls_key, "PEM file path")
+          .Unset("off")
+          .Help("Private key of KOLO_TLS_CERT."),
+      Row("KOLO_TLS_CA")
+          .Text(&Options::tls_ca, "PEM file path")
+          .Unset("off")
+          .Help("CA that workers verify the controller's certificate against; set: the control "
+                "plane uses TLS."),
+      Row("KOLO_FUSION_THRESHOLD", {"HOROVOD_FUSION_THRESHOLD"})
+          .ByteSize(&Options::fusion_threshold_bytes, 0, int64_t{4} << 30, int64_t{64} << 20)
+          .Help("Ready tensors are fused into one transfer up to this many bytes (K/M/G "
+                "suffixes); 0 disables fusion."),
+      Row("KOLO_CYCLE_TIME_MS", {"HOROVOD_CYCLE_TIME"})
+          .Number(&Options::cycle_time_ms, 0, 1000, 1, "ms")
+          .Help("Once a tensor is ready, the controller waits at most this long for more to "
+                "fuse, while some are announced by some ranks only (else it plans at once)."),
+      Row("KOLO_CACHE_CAPACITY", {"HOROVOD_CACHE_CAPACITY"})
+          .Integer(&Options::cache_capacity, 0, 1000000, 1024)
+          .Help("Tensors whose metadata is cached and announced by a short id; 0 disables the "
+                "cache."),
+      Row("KOLO_TIMEOUT_SECONDS")
+          .Number(&Options::timeout_seconds, 0.1, 86400, 30, "s")
+          .Help("Deadline for data-plane progress, liveness of peers and shutdown."),
+      Row("KOLO_START_TIMEOUT_SECONDS", {"HOROVOD_START_TIMEOUT"})
+          .Number(&Options::start_timeout_seconds, 0.1, 86400, 60, "s")
+          .Help("How long init() waits for every rank to connect."),
+      Row("KOLO_TIMELINE", {"HOROVOD_TIMELINE"})
+          .Text(&Options::timeline_path, "file path")
+          .Unset("off")
+          .Help("Write a Chrome-trace timeline to this path, each rank's with .rank and its "
+                "number before the extension (t.json: t.rank0.json, t.rank1.json, ...)."),
+      Row("KOLO_TIMELINE_MARK_CYCLES", {"HOROVOD_TIMELINE_MARK_CYCLES"})
+          .Bool(&Options::timeline_mark_cycles, false)
+          .Help("Mark each controller planning cycle in the timeline."),
+      Row("KOLO_TIMELINE_MAX_MB")
+          .Integer<int64_t>(&Options::timeline_max_mb, 1, 1 << 20, 1024, "MiB")
+          .Help("Stop writing a rank's timeline once its file reaches this size."),
+      Row("KOLO_STALL_CHECK_SECONDS", {"HOROVOD_STALL_CHECK_TIME_SECONDS"})
+          .Number(&Options::stall_check_seconds, 0, 86400, 60, "s")
+          .Help("Warn when a tensor has waited this long for some ranks to submit it; 0 "
+                "disables."),
+      Row("KOLO_STALL_SHUTDOWN_SECONDS", {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"})
+          .Number(&Options::stall_shutdown_seconds, 0, 86400, 0, "s")
+          .Help("Abort the job when a tensor has waited this long for some ranks; 0 never "
+                "aborts."),
+      Row("KOLO_LOG_LEVEL", {"HOROVOD_LOG_LEVEL"})
+          .Choice(&Options::log_level, {std::begin(kLogLevels), std::end(kLogLevels)}, "warning")
+          .Help("Level of kolo's messages on stderr."),
+      Row("KOLO_TRANSPORT")
+          .Enum(&Options::transport, kTransportNames, Transport::kAuto)
+          .Help("CPU allreduce and broadcast data path: shm (shared memory; every rank on this "
+                "host, else init() fails), tcp (the TCP ring and chain), or auto (shm when "
+                "several ranks share one host and no other, tcp otherwise). Same on every "
+                "rank."),
+      Row("KOLO_FAST_PATH")
+          .Bool(&Options::fast_path, true)
+          .Help("1: allreduces seen before (cached) are agreed on among the ranks, without a "
+                "round trip to the controller; 0: every op goes through the controller. Same on "
+                "every rank."),
+  };
+}
+
+// A markdown table cell: '|' would end it.
+std::string Cell(const std::string& text) {
+  std::string cell;
+  for (char c : text) cell += c == '|' ? std::string("\\|") : std::string(1, c);
+  return cell;
+}
+
+}  // namespace
+
+const std::vector<ConfigVar>& ConfigTable() {
+  static const std::vector<ConfigVar> table = BuildTable();
+  return table;
+}
+
+const ConfigVar& FindConfigVar(const std::string& name) {
+  for (const ConfigVar& var : ConfigTable()) {
+    if (name == var.name) return var;
+  }
+  std::fprintf(stderr, "kolo: no config table row named %s\n", name.c_str());
+  std::abort();  // programmer error: a caller names a variable the table lacks
+}
+
+const Options& DefaultOptions() {
+  static const Options defaults;
+  return defaults;
+}
+
+Status CheckConfigRanges(const Options& options) {
+  for (const ConfigVar& var : ConfigTable()) KOLO_RETURN_IF_ERROR(var.check(options));
+  return Status::Ok();
+}
+
+std::vector<std::string> ConfigTableMarkdownRows() {
+  std::vector<std::string> rows = {"| variable (aliases) | default | range | meaning |",
+                                   "|---|---|---|---|"};
+  for (const ConfigVar& var : ConfigTable()) {
+    std::string names = "`" + std::string(var.name) + "`";
+    if (!var.aliases.empty()) {
+      names += " (";
+      for (size_t i = 0; i < var.aliases.size(); ++i) {
+        names += (i ? ", `" : "`") + std::string(var.aliases[i]) + "`";
+      }
+      names += ")";
+    }
+    rows.push_back("| " + names + " | " + Cell(var.default_text) + " | " + Cell(var.range) + " | " +
+                   Cell(var.help) + " |");
+  }
+  return rows;
+}
+
+std::string FormatConfigTable() {
+  std::ostringstream out;
+  out << "kolo reads these environment variables (aliases in parentheses; the KOLO_ name "
+         "wins):\n\n";
+  for (const std::string& row : ConfigTableMarkdownRows()) out << row << "\n";
+  out << "\nWithout KOLO_RANK and KOLO_SIZE, rank and size come from the first launcher that "
+         "sets\n"
+         "them: torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), Open MPI\n"
+         "(OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE), MPICH/Hydra (PMI_RANK,\n"
+         "PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS) or SLURM (SLURM_PROCID, SLURM_NTASKS,\n"
+         "SLURM_LOCALID). Without KOLO_CONTROLLER, MASTER_ADDR and MASTER_PORT are used, else\n"
+         "the first node of the SLURM node list, or loopback for a one-host MPI job, with a\n"
+         "port derived from the launcher's job id (README: Running under mpirun/SLURM).\n";
+  return out.str();
+}
+
+const char* TransportName(Transport transport) {
+  const auto index = static_cast<size_t>(transport);
+  return index < std::size(kTransportNames) ? kTransportNames[index] : "invalid";
+}
+
+StatusOr<Transport> TransportFromName(const std::string& name) {
+  Options options;
+  KOLO_RETURN_IF_ERROR(FindConfigVar("KOLO_TRANSPORT").apply("KOLO_TRANSPORT", name, &options));
+  return options.transport;
+}
+
+StatusOr<int64_t> ParseByteSize(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) {
+    ++digits;
+  }
+  std::string unit = text.substr(digits);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  int64_t scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  if (unit == "K" || unit == "KB" || unit == "KIB") scale = int64_t{1} << 10;
+  if (unit == "M" || unit == "MB" || unit == "MIB") scale = int64_t{1} << 20;
+  if (unit == "G" || unit == "GB" || unit == "GIB") scale = int64_t{1} << 30;
+  if (digits == 0 || digits > 15 || scale == 0) {
+    return InvalidArgument("'" + text + "' is not a byte size (such as 4096, 64K, 64M, 1G)");
+  }
+  const int64_t count = std::stoll(text.substr(0, digits));  // < 10^15: cannot overflow
+  if (count > std::numeric_limits<int64_t>::max() / scale) {
+    return InvalidArgument("'" + text + "' is too large a byte size");
+  }
+  return count * scale;
+}
+
+}  // namespace kolo

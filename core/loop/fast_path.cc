@@ -1,0 +1,309 @@
+#include "core/loop/fast_path.h"
+
+#include <algorithm>
+
+#include "core/fusion_rule.h"
+
+namespace kolo {
+namespace {
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+FusionKey KeyOf(const FastSpec& spec) {
+  FusionKey key;
+  key.op = OpType::kAllreduce;
+  key.dtype = spec.dtype;
+  key.device = Device::Cpu();
+  key.reduce_op = spec.reduce_op;
+  key.prescale = spec.prescale;
+  key.postscale = spec.postscale;
+  return key;
+}
+
+int64_t BytesOf(const FastSpec& spec) {
+  return spec.num_elements * static_cast<int64_t>(DataTypeSize(spec.dtype));
+}
+
+// A round runs at most KOLO_CACHE_CAPACITY <= 10^6 < 2^20 tensors, so its batches fit below
+// bit 20; the groups stay apart from controller sequence numbers and below 2^53, so JSON
+// readers (whose numbers are doubles) read them exactly for the first 2^32 rounds.
+uint64_t FastGroup(uint64_t round, uint64_t batch) {
+  return (uint64_t{1} << 52) + (round << 20) + batch;
+}
+
+}  // namespace
+
+FastPath::FastPath(const Config& config, TraceSink* negotiation_sink)
+    : config_(config),
+      rounds_(config.rank, config.size),
+      round_trace_(negotiation_sink, config.size),
+      lane_closed_(config.size, false),
+      peer_stopping_(config.size, false) {}
+
+void FastPath::Learn(uint32_t id, FastSpec spec) {
+  specs_[id] = std::move(spec);
+}
+
+void FastPath::Forget(uint32_t id) {
+  specs_.erase(id);
+}
+
+bool FastPath::Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now) {
+  const TensorMeta& meta = entry->meta;
+  if (stopping_ || closed_ || cache_id == 0 || meta.op != OpType::kAllreduce ||
+      !meta.group.empty() || !meta.device.is_cpu() || specs_.count(cache_id) == 0 ||
+      diverted_.count(cache_id) != 0) {
+    return false;
+  }
+  hits_[cache_id] = Hit{entry, now, false};
+  round_trace_.Ready(config_.rank, cache_id, meta.name, now);
+  return true;
+}
+
+void FastPath::DivertChanged(uint32_t old_id) {
+  if (specs_.count(old_id) == 0) return;
+  diverted_.insert(old_id);
+  newly_diverted_.push_back(old_id);
+}
+
+bool FastPath::HoldJoin(TensorEntry* join) {
+  if (hits_.empty()) return false;
+  held_join_ = join;
+  return true;
+}
+
+TensorEntry* FastPath::TakeReleasedJoin() {
+  if (held_join_ == nullptr || !hits_.empty()) return nullptr;
+  TensorEntry* join = held_join_;
+  held_join_ = nullptr;
+  return join;
+}
+
+Status FastPath::ReceiveResponse(Response response) {
+  if (response.seq != received_seq_ + 1) {
+    return Internal("protocol error: response " + std::to_string(response.seq) + " arrived after " +
+                    std::to_string(received_seq_));
+  }
+  received_seq_ = response.seq;
+  received_.push_back(std::move(response));
+  return Status::Ok();
+}
+
+Status FastPath::ReceiveRound(int from, RoundMessage message, TimePoint now) {
+  if (from >= 0 && from < config_.size) peer_stopping_[from] = message.stopping;
+  for (uint32_t id : message.ready) {
+    auto spec = specs_.find(id);
+    if (spec != specs_.end()) round_trace_.Ready(from, id, spec->second.name, now);
+  }
+  return rounds_.Receive(from, std::move(message));
+}
+
+void FastPath::PeerClosed(int rank) {
+  if (rank < 0 || rank >= config_.size) return;
+  lane_closed_[rank] = true;
+  // Its messages came before its end of stream: a peer that said `stopping` and then closed
+  // left after shutdown() (e.g. it stopped waiting for the others); rounds go on without it.
+  if (peer_stopping_[rank]) rounds_.Depart(rank);
+}
+
+Status FastPath::Advance(TimePoint now, Outbox* out) {
+  // Only between rounds: an id in this rank's open round message may still be decided runnable.
+  if (!rounds_.waiting()) DivertWaiting(now, out);
+  if (rounds_.must_answer() || (!rounds_.waiting() && NeedRound())) {
+    out->round = MakeRound(now);
+    out->progress = true;
+  }
+  while (std::optional<RoundDecision> decision = rounds_.TakeDecision()) {
+    KOLO_RETURN_IF_ERROR(ApplyDecision(*decision, now, out));
+    out->progress = true;
+  }
+  return Status::Ok();
+}
+
+bool FastPath::NeedRound() const {
+  if (received_seq_ > decided_seq_ || !newly_diverted_.empty()) return true;
+  if (joined_ != last_sent_.joined || stopping_ != last_sent_.stopping) return true;
+  return std::any_of(hits_.begin(), hits_.end(),
+                     [](const auto& item) { return !item.second.announced; });
+}
+
+RoundMessage FastPath::MakeRound(TimePoint now) {
+  RoundMessage message;
+  message.received_seq = received_seq_;
+  message.joined = joined_;
+  message.stopping = stopping_;
+  message.fusion_threshold =
+      static_cast<uint64_t>(std::max<int64_t>(config_.fusion_threshold_bytes, 0));
+  message.ready.reserve(hits_.size());
+  for (auto& [id, hit] : hits_) {
+    message.ready.push_back(id);
+    hit.announced = true;
+  }
+  std::sort(newly_diverted_.begin(), newly_diverted_.end());
+  newly_diverted_.erase(std::unique(newly_diverted_.begin(), newly_diverted_.end()),
+                        newly_diverted_.end());
+  message.diverted.swap(newly_diverted_);
+  rounds_.RecordSent(&message, now);
+  last_sent_ = message;
+  return message;
+}
+
+// What must not wait for a round any longer goes to the controller: everything once this rank
+// or a peer is stopping, else what waited longer than divert_after_seconds for the other ranks
+// (the controller's stall inspector then sees it and names who is late).
+void FastPath::DivertWaiting(TimePoint now, Outbox* out) {
+  const auto patience = DurationOf(config_.divert_after_seconds);
+  std::vector<uint32_t> ids;
+  for (const auto& [id, hit] : hits_) {
+    if (stopping_ || closed_ || now - hit.since >= patience) ids.push_back(id);
+  }
+  for (uint32_t id : ids) {
+    Divert(id, out);
+    newly_diverted_.push_back(id);
+  }
+}
+
+void FastPath::Divert(uint32_t id, Outbox* out) {
+  diverted_.insert(id);
+  auto hit = hits_.find(id);
+  if (hit == hits_.end()) return;
+  out->to_controller.push_back(id);
+  hits_.erase(hit);
+}
+
+Status FastPath::ApplyDecision(const RoundDecision& decision, TimePoint now, Outbox* out) {
+  decided_seq_ = std::max(decided_seq_, decision.run_through_seq);
+  if (decision.stopping) closed_ = true;
+  for (const std::vector<uint32_t>* ids : {&decision.runnable, &decision.diverted}) {
+    for (uint32_t id : *ids) {
+      auto spec = specs_.find(id);
+      if (spec != specs_.end()) {
+        round_trace_.Closed(id, spec->second.name, ids == &decision.runnable, now);
+      }
+    }
+  }
+  for (uint32_t id : decision.diverted) Divert(id, out);
+  Decided decided{decision, {}, {}, 0, 0};
+  const std::string round = "fast path: round " + std::to_string(decision.round);
+  for (uint32_t id : decision.runnable) {
+    const bool mine = std::binary_search(last_sent_.ready.begin(), last_sent_.ready.end(), id);
+    auto hit = hits_.find(id);
+    if (mine && (hit == hits_.end() || specs_.count(id) == 0)) {
+      return Internal(round + " decided on cache id " + std::to_string(id) +
+                      ", which this rank reported ready but no longer holds");
+    }
+    if (!mine && (!last_sent_.joined || specs_.count(id) == 0)) {
+      return Internal(round + " decided on cache id " + std::to_string(id) +
+                      ", which this rank neither reported ready nor can stand in for");
+    }
+    decided.entries.push_back(mine ? hit->second.entry : nullptr);  // null: joined, zeros
+    decided.specs.push_back(specs_.at(id));
+    if (mine) hits_.erase(hit);
+  }
+  decided_.push_back(std::move(decided));
+  return Status::Ok();
+}
+
+std::optional<FastPath::Work> FastPath::NextWork(TimePoint now) {
+  while (!decided_.empty()) {
+    Decided& front = decided_.front();
+    if (handed_seq_ < front.decision.run_through_seq) {
+      if (received_.empty()) {
+        if (!blocked_) blocked_since_ = now;
+        blocked_ = true;
+        return std::nullopt;
+      }
+      Work work;
+      work.from_controller = true;
+      work.response = std::move(received_.front());
+      received_.pop_front();
+      handed_seq_ = work.response.seq;
+      return work;
+    }
+    blocked_ = false;
+    if (front.next < front.decision.runnable.size()) return CutHits();
+    decided_.pop_front();
+  }
+  return std::nullopt;
+}
+
+// The front decision's next batch of cached allreduces, in ascending id order, fused under
+// the same rule as the controller's (core/fusion_rule.h) and the round's smallest threshold.
+FastPath::Work FastPath::CutHits() {
+  Decided& decided = decided_.front();
+  const RoundDecision& decision = decided.decision;
+  const uint64_t threshold = std::min<uint64_t>(decision.fusion_threshold, INT64_MAX);
+  FusionBatch batch(static_cast<int64_t>(threshold));
+  Work work;
+  Response& response = work.response;
+  response.seq = 0;  // the fast path: no controller sequence number
+  response.fast_round = decision.round;
+  for (; decided.next < decision.runnable.size(); ++decided.next) {
+    const uint32_t id = decision.runnable[decided.next];
+    const FastSpec& s = decided.specs[decided.next];
+    if (!batch.Admits(KeyOf(s), BytesOf(s))) break;
+    if (batch.empty()) {
+      response.dtype = s.dtype;
+      response.reduce_op = s.reduce_op;
+      response.prescale = s.prescale;
+      response.postscale = s.postscale;
+    }
+    batch.Add(KeyOf(s), BytesOf(s));
+    response.names.push_back(s.name);
+    response.cache_ids.push_back(id);
+    response.num_elements.push_back(s.num_elements);
+    work.entries.push_back(decided.entries[decided.next]);
+  }
+  response.fast_group = FastGroup(decision.round, decided.batches++);
+  return work;
+}
+
+Status FastPath::CheckDeadlines(TimePoint now) const {
+  const auto limit = DurationOf(config_.timeout_seconds);
+  if (rounds_.waiting()) {
+    const std::vector<int> missing = rounds_.missing();
+    std::vector<int> gone;
+    for (int r : missing) {
+      if (lane_closed_[r]) gone.push_back(r);
+    }
+    const std::string round = "round " + std::to_string(rounds_.current_round());
+    if (!gone.empty()) {
+      return Unavailable("fast path: rank(s) " + RankList(gone) +
+                         " closed the connection before answering " + round);
+    }
+    if (now - rounds_.waiting_since() >= limit) {
+      return DeadlineExceeded("fast path: no answer to " + round + " from rank(s) " +
+                              RankList(missing) + " within " +
+                              SecondsText(config_.timeout_seconds) + " (KOLO_TIMEOUT_SECONDS)");
+    }
+  }
+  if (blocked_ && now - blocked_since_ >= limit) {
+    return DeadlineExceeded("waited " + SecondsText(config_.timeout_seconds) +
+                            " (KOLO_TIMEOUT_SECONDS) for controller response " +
+                            std::to_string(handed_seq_ + 1) + ", which another rank has received");
+  }
+  return Status::Ok();
+}
+
+bool FastPath::Settled() const {
+  return !rounds_.waiting() && last_sent_.stopping && hits_.empty() && held_join_ == nullptr;
+}
+
+bool FastPath::Done() const {
+  return !rounds_.waiting() && decided_.empty() && handed_seq_ == received_seq_ &&
+         received_seq_ <= decided_seq_;
+}
+
+void FastPath::DropEntries() {
+  hits_.clear();
+  held_join_ = nullptr;
+  decided_.clear();
+  received_.clear();
+  handed_seq_ = received_seq_;
+}
+
+}  // namespace kolo

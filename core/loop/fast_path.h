@@ -1,0 +1,194 @@
+// FastPath: the decisions of the fast path (docs/FAST-PATH.md), without I/O. Cached allreduces
+// wait here for a round in which every rank reports them ready instead of going to the
+// controller, and every controller response also waits here until a round decides where it
+// runs, so that all ranks run everything in one order. Plain data in, decisions out, like the
+// controller's Negotiator: the background loop feeds it this rank's cached ops, the controller's
+// responses, the peers' round messages and the time, and carries out what it returns (sends a
+// round message or requests, runs the next Work). The rounds themselves are RoundAgreement's.
+//
+// Threading: not thread-safe; owned by the background thread. TensorEntry pointers it holds
+// belong to the tensor queue; DropEntries() forgets them when the queue fails them all.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/config/config_table.h"
+#include "core/loop/round_agreement.h"
+#include "core/messages.h"
+#include "core/round_lane.h"
+#include "core/tensor_entry.h"
+#include "core/timeline/round_trace.h"
+#include "core/trace_sink.h"
+#include "kolo/status.h"
+
+namespace kolo {
+
+// What a cached allreduce's id stands for; identical on every rank (from the controller's
+// response that assigned the id).
+struct FastSpec {
+  std::string name;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  int64_t num_elements = 0;
+};
+
+class FastPath {
+ public:
+  using TimePoint = Clock::TimePoint;
+
+  struct Config {
+    int rank = 0;
+    int size = 1;
+    // This rank's KOLO_FUSION_THRESHOLD; a round fuses under the smallest any rank sent.
+    int64_t fusion_threshold_bytes = DefaultOptions().fusion_threshold_bytes;
+    // How long a cached allreduce waits for the other ranks before it goes to the controller
+    // instead (whose stall inspector then sees it).
+    double divert_after_seconds = 1.0;
+    // KOLO_TIMEOUT_SECONDS: the longest wait for a peer's round message, and for a controller
+    // response that another rank has received.
+    double timeout_seconds = DefaultOptions().timeout_seconds;
+  };
+
+  // The next thing to run, in the order every rank runs it: a controller response
+  // (`entries` empty: the loop finds this rank's entries by name), or a fused batch of cached
+  // allreduces a round decided (`entries` parallel to response.names; null where this rank
+  // joined without the tensor and runs zeros).
+  struct Work {
+    bool from_controller = false;
+    Response response;
+    std::vector<TensorEntry*> entries;
+  };
+
+  // What the loop sends after Advance: requests to the controller for `to_controller` (cache
+  // ids of cached allreduces that leave the fast path), then `round` to every peer.
+  struct Outbox {
+    std::vector<uint32_t> to_controller;
+    std::optional<RoundMessage> round;
+    bool progress = false;  // something was sent or decided
+  };
+
+  // `negotiation_sink` may be null (rank 0 draws the rounds' negotiations;
+  // core/timeline/round_trace.h).
+  FastPath(const Config& config, TraceSink* negotiation_sink);
+
+  // --- What the controller's responses taught about cache ids. ---
+  // `id` now stands for `spec`; a cached allreduce of it may take the fast path.
+  void Learn(uint32_t id, FastSpec spec);
+  // `id` no longer stands for anything.
+  void Forget(uint32_t id);
+  // The controller ran (or failed) the instance of `id` it was sent: the next one may take
+  // the fast path again.
+  void InstanceOver(uint32_t id) { diverted_.erase(id); }
+
+  // --- This rank's ops. ---
+  // Takes `entry` (a cached request with `cache_id`) when it can wait for a round: a plain CPU
+  // allreduce whose id is known and not diverted, while no rank is stopping. False: the loop
+  // sends it to the controller.
+  bool Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now);
+  // This rank sends a tensor whose metadata changed to the controller: the peers' cached
+  // copies of `old_id` must meet it there (the controller names the mismatch).
+  void DivertChanged(uint32_t old_id);
+  // A join must follow this rank's waiting cached allreduces, as it would on the controller's
+  // stream: true if it is held (TakeReleasedJoin hands it back once they have been decided).
+  bool HoldJoin(TensorEntry* join);
+  TensorEntry* TakeReleasedJoin();
+  // This rank's join is in flight (it contributes zeros) or over.
+  void SetJoined(bool joined) { joined_ = joined; }
+  // shutdown() was called on this rank: nothing new takes the fast path; rounds say so.
+  void SetStopping() { stopping_ = true; }
+
+  // --- Input. ---
+  // The controller's next response (in sequence; a gap is a protocol error).
+  Status ReceiveResponse(Response response);
+  // A peer's round message (protocol errors name the sender).
+  Status ReceiveRound(int from, RoundMessage message, TimePoint now);
+  // A peer closed its round connection.
+  void PeerClosed(int rank);
+
+  // --- Decisions. ---
+  // Diverts what waited too long (between rounds), starts or answers a round, and applies
+  // every round now complete. An error is job-fatal (an inconsistent decision).
+  Status Advance(TimePoint now, Outbox* out);
+  // The next work in the agreed order; nullopt if none is decided, or if it waits for a
+  // controller response this rank has not received yet (the deadline runs from then). Hand
+  // the work out one at a time: a controller response run may teach new cache ids.
+  std::optional<Work> NextWork(TimePoint now);
+  // DeadlineExceeded / Unavailable naming the ranks when a round or a controller response
+  // waited too long, or a peer that has to answer closed its connection.
+  Status CheckDeadlines(TimePoint now) const;
+
+  // --- State for the loop. ---
+  // A round message of this rank's is out and not answered by every peer yet.
+  bool waiting() const { return rounds_.waiting(); }
+  TimePoint waiting_since() const { return rounds_.waiting_since(); }
+  // This rank's stopping round went out, was answered, and nothing of this rank waits for a
+  // round: its shutdown notice may go to the controller.
+  bool Settled() const;
+  // After the job-wide Shutdown: every response any rank received has run and no round of
+  // this rank's is open (a peer may still need its answer).
+  bool Done() const;
+  // The job ends (aborted or shut down) and the queue fails every entry: forget the entries
+  // and the work held here; nothing of it runs.
+  void DropEntries();
+
+ private:
+  bool NeedRound() const;
+  RoundMessage MakeRound(TimePoint now);
+  void DivertWaiting(TimePoint now, Outbox* out);
+  void Divert(uint32_t id, Outbox* out);
+  Status ApplyDecision(const RoundDecision& decision, TimePoint now, Outbox* out);
+  Work CutHits();
+
+  // Constant after construction.
+  const Config config_;
+
+  RoundAgreement rounds_;
+  RoundTrace round_trace_;
+  std::unordered_map<uint32_t, FastSpec> specs_;
+  struct Hit {
+    TensorEntry* entry;
+    TimePoint since;
+    bool announced = false;  // in a round message of this rank already
+  };
+  std::map<uint32_t, Hit> hits_;          // waiting cached allreduces, by cache id
+  std::set<uint32_t> diverted_;           // ids that go to the controller until their name runs
+  std::vector<uint32_t> newly_diverted_;  // diverted by this rank since its last message
+  bool joined_ = false;
+  bool stopping_ = false;  // this rank called shutdown()
+  bool closed_ = false;    // some rank is stopping: every op goes to the controller
+  TensorEntry* held_join_ = nullptr;
+
+  std::deque<Response> received_;  // controller responses not handed out yet, in seq order
+  uint64_t received_seq_ = 0;
+  uint64_t handed_seq_ = 0;   // the last controller response NextWork handed out
+  uint64_t decided_seq_ = 0;  // the highest run_through_seq decided so far
+  struct Decided {
+    RoundDecision decision;
+    // Parallel to decision.runnable: this rank's entry, or null where its message said
+    // `joined` without the id. Taken out of hits_ when decided, so that nothing decided can be
+    // diverted or announced again while it waits to run.
+    std::vector<TensorEntry*> entries;
+    // Parallel to decision.runnable: what each id stood for when it was decided.
+    std::vector<FastSpec> specs;
+    size_t next = 0;       // runnable[next..] not cut into Work yet
+    uint64_t batches = 0;  // Work cut from it so far
+  };
+  std::deque<Decided> decided_;
+  bool blocked_ = false;  // the front decision waits for a controller response
+  TimePoint blocked_since_;
+  RoundMessage last_sent_;
+  std::vector<bool> lane_closed_;    // by rank
+  std::vector<bool> peer_stopping_;  // by rank: its last round message said `stopping`
+};
+
+}  // namespace kolo

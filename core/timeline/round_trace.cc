@@ -1,0 +1,37 @@
+#include "core/timeline/round_trace.h"
+
+#include <utility>
+
+namespace kolo {
+namespace {
+
+constexpr const char* kSpan = "NEGOTIATE_ALLREDUCE";
+
+}  // namespace
+
+void RoundTrace::Ready(int rank, uint32_t id, const std::string& name, Clock::TimePoint now) {
+  if (!on() || rank < 0 || rank >= size_) return;
+  auto [it, fresh] = open_.try_emplace(id);
+  Open& span = it->second;
+  if (fresh) {
+    span.seen.assign(size_, false);
+    sink_->Record(ControllerTraceEvent('B', name, kSpan, now));
+  }
+  if (span.seen[rank]) return;  // peers repeat what is still waiting in every round
+  span.seen[rank] = true;
+  span.last_rank = rank;
+  sink_->Record(ControllerTraceEvent('i', name, std::to_string(rank), now));
+}
+
+void RoundTrace::Closed(uint32_t id, const std::string& name, bool ran, Clock::TimePoint now) {
+  auto it = open_.find(id);
+  if (it == open_.end()) return;
+  const int last = ran ? it->second.last_rank : -1;
+  open_.erase(it);
+  if (!on()) return;
+  TraceEvent end = ControllerTraceEvent('E', name, kSpan, now);
+  end.args_json = "{\"last_rank\":" + std::to_string(last) + "}";
+  sink_->Record(std::move(end));
+}
+
+}  // namespace kolo

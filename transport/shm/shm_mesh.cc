@@ -1,0 +1,287 @@
+#include "transport/shm/shm_mesh.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <utility>
+
+namespace kolo::transport {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the futex word is the low half of a 64-bit counter");
+
+constexpr uint64_t kMagic = 0x6b6f6c6f73686d31;  // "koloshm1"
+constexpr size_t kPage = 4096;
+constexpr size_t kNameBytes = 64;
+// A waiter re-checks its deadline and Interrupt at least this often while asleep.
+constexpr long kSleepSliceNs = 5'000'000;
+constexpr int kSpins = 1000;  // pause instructions before yielding (when not oversubscribed)
+constexpr int kYields = 8;    // sched_yield calls before sleeping on the futex
+
+struct Header {
+  uint64_t magic;
+  uint64_t ranks;
+  uint64_t slot_bytes;
+};
+
+// One per rank, each on its own pair of cache lines (no false sharing between ranks).
+struct alignas(128) RankWord {
+  uint64_t arrived;  // sync points passed; written by its rank only
+  uint32_t waiters;  // ranks asleep on `arrived`
+};
+
+size_t RoundUp(size_t n, size_t to) {
+  return (n + to - 1) / to * to;
+}
+size_t WordsOffset() {
+  return RoundUp(sizeof(Header), 128);
+}
+size_t SlotsOffset(int size) {
+  return RoundUp(WordsOffset() + size * sizeof(RankWord), kPage);
+}
+
+RankWord* Words(uint8_t* base) {
+  return reinterpret_cast<RankWord*>(base + WordsOffset());
+}
+
+uint32_t* FutexWord(RankWord* word) {
+  return reinterpret_cast<uint32_t*>(&word->arrived);
+}
+
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+void FutexWake(uint32_t* word) {
+  syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// Sleeps while *word == expected, at most kSleepSliceNs (spurious returns are fine).
+void FutexWait(uint32_t* word, uint32_t expected) {
+  timespec slice{0, kSleepSliceNs};
+  syscall(SYS_futex, word, FUTEX_WAIT, expected, &slice, nullptr, 0);
+}
+
+// A fixed byte stream in one direction, for the bootstrap messages.
+class BytesExchange final : public StreamExchange {
+ public:
+  BytesExchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes)
+      : send_(static_cast<const uint8_t*>(send)),
+        send_total_(send_bytes),
+        recv_(static_cast<uint8_t*>(recv)),
+        recv_total_(recv_bytes) {}
+  size_t send_total() const override { return send_total_; }
+  size_t recv_total() const override { return recv_total_; }
+  ConstBytes NextSend() override { return {send_ + sent_, send_total_ - sent_}; }
+  void OnSent(size_t n) override { sent_ += n; }
+  MutableBytes NextRecv() override { return {recv_ + received_, recv_total_ - received_}; }
+  void OnReceived(size_t n) override { received_ += n; }
+
+ private:
+  const uint8_t* const send_;
+  const size_t send_total_;
+  uint8_t* const recv_;
+  const size_t recv_total_;
+  size_t sent_ = 0;
+  size_t received_ = 0;
+};
+
+Status SendTo(DataPlane& plane, int peer, const void* data, size_t bytes, const std::string& what) {
+  BytesExchange exchange(data, bytes, nullptr, 0);
+  return plane.Exchange(peer, -1, exchange, what);
+}
+
+Status RecvFrom(DataPlane& plane, int peer, void* data, size_t bytes, const std::string& what) {
+  BytesExchange exchange(nullptr, 0, data, bytes);
+  return plane.Exchange(-1, peer, exchange, what);
+}
+
+// Rank 0: creates the segment, hands its name to every rank, waits until all mapped it,
+// unlinks it and tells everyone the outcome.
+StatusOr<std::unique_ptr<ShmSegment>> CreateAndShare(const ShmMesh::Config& config,
+                                                     DataPlane& plane, const std::string& what) {
+  const size_t bytes = ShmMeshBytes(config.size, config.slot_bytes);
+  StatusOr<std::unique_ptr<ShmSegment>> created = ShmSegment::Create(FreshShmName(), bytes);
+  if (!created.ok()) return created.status().WithContext(what);
+  std::unique_ptr<ShmSegment> segment = std::move(created).value();
+  Header header{kMagic, static_cast<uint64_t>(config.size), config.slot_bytes};
+  std::memcpy(segment->data(), &header, sizeof(header));
+  char name[kNameBytes] = {};
+  std::strncpy(name, segment->name().c_str(), kNameBytes - 1);
+  for (int r = 1; r < config.size; ++r) {
+    KOLO_RETURN_IF_ERROR(SendTo(plane, r, name, kNameBytes, what));
+  }
+  Status outcome;
+  for (int r = 1; r < config.size; ++r) {
+    uint8_t mapped = 0;
+    KOLO_RETURN_IF_ERROR(RecvFrom(plane, r, &mapped, 1, what));
+    if (mapped != 1 && outcome.ok()) {
+      outcome =
+          Unavailable(what + ": rank " + std::to_string(r) + " could not map " + segment->name() +
+                      " (its log says why); set KOLO_TRANSPORT=tcp " + "to use TCP instead");
+    }
+  }
+  segment->Unlink();  // everyone has it mapped: the name is no longer needed
+  const uint8_t verdict = outcome.ok() ? 1 : 0;
+  for (int r = 1; r < config.size; ++r) {
+    KOLO_RETURN_IF_ERROR(SendTo(plane, r, &verdict, 1, what));
+  }
+  if (!outcome.ok()) return outcome;
+  return segment;
+}
+
+// Other ranks: map the segment rank 0 names, say whether that worked, hear the outcome.
+StatusOr<std::unique_ptr<ShmSegment>> OpenShared(const ShmMesh::Config& config, DataPlane& plane,
+                                                 const std::string& what) {
+  char name[kNameBytes] = {};
+  KOLO_RETURN_IF_ERROR(RecvFrom(plane, 0, name, kNameBytes, what));
+  name[kNameBytes - 1] = '\0';
+  StatusOr<std::unique_ptr<ShmSegment>> opened =
+      ShmSegment::Open(name, ShmMeshBytes(config.size, config.slot_bytes));
+  Status mapped = opened.status();
+  if (mapped.ok()) {
+    Header header{};
+    std::memcpy(&header, (*opened)->data(), sizeof(header));
+    if (header.magic != kMagic || header.ranks != static_cast<uint64_t>(config.size) ||
+        header.slot_bytes != config.slot_bytes) {
+      mapped = Internal(std::string("shared memory ") + name + " has another layout");
+    }
+  }
+  if (!mapped.ok() && config.logger) config.logger->error("{}: {}", what, mapped.message());
+  const uint8_t ack = mapped.ok() ? 1 : 0;
+  KOLO_RETURN_IF_ERROR(SendTo(plane, 0, &ack, 1, what));
+  uint8_t verdict = 0;
+  KOLO_RETURN_IF_ERROR(RecvFrom(plane, 0, &verdict, 1, what));
+  if (!mapped.ok()) return mapped.WithContext(what);
+  if (verdict != 1) {
+    return Unavailable(what + ": another rank could not map the segment (rank 0's log names it)");
+  }
+  return std::move(opened).value();
+}
+
+// More ranks than CPUs this process may run on (all ranks are on this host): a spinning
+// waiter would only hold a CPU the rank it waits for needs, so waiters yield at once.
+bool Oversubscribed(int ranks) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return false;
+  return ranks > CPU_COUNT(&cpus);
+}
+
+}  // namespace
+
+size_t ShmMeshBytes(int size, size_t slot_bytes) {
+  return SlotsOffset(size) + size_t{SharedMemoryPlane::kSlotSets} * size * slot_bytes;
+}
+
+StatusOr<std::unique_ptr<ShmMesh>> ShmMesh::Create(const Config& config, DataPlane& bootstrap) {
+  Config fixed = config;
+  fixed.slot_bytes = RoundUp(config.slot_bytes == 0 ? kDefaultSlotBytes : config.slot_bytes, 64);
+  if (!fixed.logger) fixed.logger = MakeLogger(config.rank, "shm", spdlog::level::warn);
+  const std::string what = "shared-memory data plane of " + std::to_string(config.size) + " ranks";
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<ShmSegment> segment,
+                        config.rank == 0 ? CreateAndShare(fixed, bootstrap, what)
+                                         : OpenShared(fixed, bootstrap, what));
+  return std::unique_ptr<ShmMesh>(new ShmMesh(fixed, std::move(segment)));
+}
+
+ShmMesh::ShmMesh(const Config& config, std::unique_ptr<ShmSegment> segment)
+    : config_(config),
+      segment_(std::move(segment)),
+      spins_(Oversubscribed(config.size) ? 0 : kSpins) {}
+
+ShmMesh::~ShmMesh() = default;
+
+uint8_t* ShmMesh::slot(int set, int owner) {
+  const size_t index = static_cast<size_t>(set) * config_.size + owner;
+  return segment_->data() + SlotsOffset(config_.size) + index * config_.slot_bytes;
+}
+
+Status ShmMesh::Sync(const std::string& what) {
+  if (interrupted_.load(std::memory_order_acquire)) return InterruptStatus();
+  RankWord* words = Words(segment_->data());
+  RankWord& mine = words[config_.rank];
+  ++step_;
+  // Sequentially consistent store, then load of `waiters` (and the reverse order on the
+  // waiter's side): either the waiter sees the new count or we see the waiter and wake it.
+  __atomic_store_n(&mine.arrived, step_, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&mine.waiters, __ATOMIC_SEQ_CST) != 0) FutexWake(FutexWord(&mine));
+  for (int peer = 0; peer < config_.size; ++peer) {
+    if (peer != config_.rank) KOLO_RETURN_IF_ERROR(WaitFor(peer, step_, what));
+  }
+  return Status::Ok();
+}
+
+Status ShmMesh::WaitFor(int peer, uint64_t step, const std::string& what) {
+  RankWord& word = Words(segment_->data())[peer];
+  auto arrived = [&] { return __atomic_load_n(&word.arrived, __ATOMIC_ACQUIRE) >= step; };
+  if (arrived()) return Status::Ok();
+  for (int i = 0; i < spins_; ++i) {
+    CpuRelax();
+    if (arrived()) return Status::Ok();
+  }
+  // More ranks than cores: let the one we wait for run.
+  for (int i = 0; i < kYields; ++i) {
+    sched_yield();
+    if (arrived()) return Status::Ok();
+  }
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::duration<double>(config_.timeout_seconds));
+  while (true) {
+    if (interrupted_.load(std::memory_order_acquire)) return InterruptStatus();
+    __atomic_add_fetch(&word.waiters, 1, __ATOMIC_SEQ_CST);
+    const uint64_t seen = __atomic_load_n(&word.arrived, __ATOMIC_SEQ_CST);
+    if (seen < step) FutexWait(FutexWord(&word), static_cast<uint32_t>(seen));
+    __atomic_sub_fetch(&word.waiters, 1, __ATOMIC_SEQ_CST);
+    if (arrived()) return Status::Ok();
+    if (std::chrono::steady_clock::now() >= deadline) return NotArrived(step, what);
+  }
+}
+
+Status ShmMesh::NotArrived(uint64_t step, const std::string& what) const {
+  RankWord* words = Words(segment_->data());
+  std::string missing;
+  int count = 0;
+  for (int r = 0; r < config_.size; ++r) {
+    if (__atomic_load_n(&words[r].arrived, __ATOMIC_ACQUIRE) >= step) continue;
+    missing += (count++ == 0 ? "" : ", ") + std::to_string(r);
+  }
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%g", config_.timeout_seconds);
+  return DeadlineExceeded(what + ": rank" + (count == 1 ? " " : "s ") + missing +
+                          " did not reach the shared-memory sync point within " + seconds +
+                          " s (KOLO_TIMEOUT_SECONDS)");
+}
+
+void ShmMesh::Interrupt(const Status& why) {
+  {
+    MutexLock lock(&mu_);
+    if (interrupted_.load()) return;
+    interrupt_status_ = why.ok() ? Aborted("interrupted") : why;
+    interrupted_.store(true, std::memory_order_release);
+  }
+  // Wake our own waiter now rather than at the end of its sleep slice (peers may wake
+  // spuriously too; they re-check and sleep again).
+  RankWord* words = Words(segment_->data());
+  for (int r = 0; r < config_.size; ++r) FutexWake(FutexWord(&words[r]));
+}
+
+Status ShmMesh::InterruptStatus() const {
+  MutexLock lock(&mu_);
+  return interrupt_status_;
+}
+
+}  // namespace kolo::transport

@@ -1,0 +1,239 @@
+#include "transport/tcp/tcp_mesh.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "core/errno_status.h"
+#include "transport/deadline.h"
+#include "transport/tcp/mesh_connector.h"
+#include "transport/tcp/mesh_handshake.h"
+#include "transport/tcp/stream_pump.h"
+#include "transport/tcp/tcp_socket.h"
+
+namespace kolo::transport {
+namespace {
+
+Status ValidateConfig(const TcpMesh::Config& config) {
+  if (config.size < 1 || config.rank < 0 || config.rank >= config.size) {
+    return InvalidArgument("rank " + std::to_string(config.rank) + " is not valid in a job of " +
+                           "size " + std::to_string(config.size));
+  }
+  if (!(config.timeout_seconds > 0)) {
+    return InvalidArgument("KOLO_TIMEOUT_SECONDS must be positive, got " +
+                           std::to_string(config.timeout_seconds));
+  }
+  if (IsWildcardHost(config.bind_host) && IsWildcardHost(config.advertise_host)) {
+    return InvalidArgument("the data mesh listens on all interfaces ('" + config.bind_host +
+                           "'), so it needs an advertise host that peers can connect to");
+  }
+  return Status::Ok();
+}
+
+TcpMesh::Config WithDefaultLogger(TcpMesh::Config config) {
+  if (!config.logger) config.logger = MakeLogger(config.rank, "transport", spdlog::level::warn);
+  return config;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Listen(const Config& config) {
+  KOLO_RETURN_IF_ERROR(ValidateConfig(config).WithContext("data mesh"));
+  int port = 0;
+  StatusOr<UniqueFd> listener = ListenOn(config.bind_host, 0, &port);
+  if (!listener.ok()) return listener.status().WithContext("data mesh");
+  UniqueFd interrupt_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!interrupt_fd.valid()) return ErrnoToStatus(errno, "data mesh: eventfd()");
+  const std::string host = config.advertise_host.empty() ? config.bind_host : config.advertise_host;
+  return std::unique_ptr<TcpMesh>(new TcpMesh(config, std::move(listener).value(),
+                                              std::move(interrupt_fd), JoinHostPort(host, port)));
+}
+
+TcpMesh::TcpMesh(const Config& config, UniqueFd listener, UniqueFd interrupt_fd,
+                 std::string address)
+    : config_(WithDefaultLogger(config)),
+      listen_address_(std::move(address)),
+      interrupt_fd_(std::move(interrupt_fd)),
+      listener_(std::move(listener)) {
+  config_.logger->debug("data mesh listening on {}", listen_address_);
+}
+
+TcpMesh::~TcpMesh() = default;
+
+Status TcpMesh::Connect(const std::vector<std::string>& addresses,
+                        std::chrono::steady_clock::time_point deadline) {
+  if (interrupted_.load()) return InterruptStatus();
+  const std::string context = "data mesh of rank " + std::to_string(config_.rank);
+  if (connect_called_) return FailedPrecondition(context + ": Connect called twice");
+  connect_called_ = true;
+  if (addresses.size() != static_cast<size_t>(config_.size)) {
+    return InvalidArgument(context + ": " + std::to_string(addresses.size()) +
+                           " addresses for a job of size " + std::to_string(config_.size));
+  }
+  std::vector<SocketAddress> resolved(config_.size);
+  for (int j = 0; j < config_.rank; ++j) {
+    std::string host;
+    int port = 0;
+    Status parsed = ParseHostPort(addresses[j], &host, &port);
+    StatusOr<SocketAddress> address = parsed.ok() ? ResolveAddress(host, port) : parsed;
+    if (!address.ok()) {
+      return address.status().WithContext(context + ": address of rank " + std::to_string(j));
+    }
+    resolved[j] = *address;
+  }
+  const SteadyTime start = std::chrono::steady_clock::now();
+  const std::string generation = generation_.empty() ? config_.auth.generation : generation_;
+  KOLO_ASSIGN_OR_RETURN(std::vector<UniqueFd> peers, ConnectSet(resolved, generation, deadline));
+  // Every peer must be done accepting data connections before round connections dial it, or
+  // it would refuse them (and log it) as duplicates; and all must agree on having them.
+  KOLO_RETURN_IF_ERROR(SyncPeers(peers, deadline).WithContext(context));
+  if (config_.round_lane) {
+    StatusOr<std::vector<UniqueFd>> rounds = ConnectSet(resolved, generation + "/rounds", deadline);
+    if (!rounds.ok()) return rounds.status().WithContext("fast-path round connections");
+    round_peers_ = std::move(rounds).value();
+  }
+  peers_ = std::move(peers);
+  listener_.Reset();
+  config_.logger->info("data mesh connected to {} peers in {} ms", config_.size - 1,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count());
+  return Status::Ok();
+}
+
+Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
+                          std::chrono::steady_clock::time_point deadline) {
+  std::vector<pollfd> waiting = {{interrupt_fd_.get(), POLLIN, 0}};
+  for (int j = 0; j < config_.size; ++j) {
+    if (j == config_.rank) continue;
+    const char ready = config_.round_lane ? 'R' : 'N';
+    IoResult io = SendSome(peers[j].get(), &ready, 1);  // an empty new socket takes one byte
+    if (io.bytes != 1) {
+      return Unavailable("rank " + std::to_string(j) + " closed its data connection at start (" +
+                         (io.error != 0 ? ErrnoText(io.error) : std::string("no room")) + ")");
+    }
+    waiting.push_back({peers[j].get(), POLLIN, 0});
+  }
+  size_t done = 1;
+  while (done < waiting.size()) {
+    const SteadyTime now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return DeadlineExceeded("not every peer finished connecting the data mesh by the deadline");
+    }
+    if (poll(waiting.data(), waiting.size(), PollTimeoutMs(now, deadline)) < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus(errno, "poll() while connecting the data mesh");
+    }
+    if (waiting[0].revents != 0) return InterruptStatus();
+    for (size_t i = 1; i < waiting.size(); ++i) {
+      if (waiting[i].fd < 0 || waiting[i].revents == 0) continue;
+      char byte = 0;
+      IoResult io = RecvSome(waiting[i].fd, &byte, 1);
+      if (io.would_block()) continue;
+      // waiting[i] is rank i - 1 below our own rank, rank i above it.
+      const int peer =
+          static_cast<int>(i) - 1 < config_.rank ? static_cast<int>(i) - 1 : static_cast<int>(i);
+      if (io.bytes != 1) {
+        return Unavailable("rank " + std::to_string(peer) +
+                           " closed its data connection while the mesh was connecting");
+      }
+      if (byte != (config_.round_lane ? 'R' : 'N')) {
+        return FailedPrecondition(
+            "rank " + std::to_string(peer) +
+            " runs with KOLO_FAST_PATH=" + (config_.round_lane ? "0" : "1") +
+            ", this rank with KOLO_FAST_PATH=" + (config_.round_lane ? "1" : "0") +
+            "; every rank must use the same setting");
+      }
+      waiting[i].fd = -1;  // poll() skips it from now on
+      ++done;
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<UniqueFd>> TcpMesh::ConnectSet(
+    const std::vector<SocketAddress>& resolved, const std::string& generation,
+    std::chrono::steady_clock::time_point deadline) {
+  MeshConnector::Params params;
+  params.rank = config_.rank;
+  params.size = config_.size;
+  params.auth = config_.auth;
+  params.auth.generation = generation;
+  params.listen_fd = listener_.get();
+  params.interrupt_fd = interrupt_fd_.get();
+  params.interrupt_status = [this] { return InterruptStatus(); };
+  params.handshake_timeout_seconds = config_.timeout_seconds;
+  params.logger = config_.logger;
+  return MeshConnector(std::move(params), resolved).Run(deadline);
+}
+
+void TcpMesh::SetLocalRanks(int local_ranks) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  busy_poll_ = local_ranks <= cores;
+  config_.logger->debug("{} ranks on this host, {} cores: busy polling {}", local_ranks, cores,
+                        busy_poll_ ? "on" : "off");
+}
+
+Status TcpMesh::CheckPeer(int peer, size_t total, const char* role, const std::string& what) const {
+  if (peer == -1) {
+    if (total == 0) return Status::Ok();
+    return Internal(what + ": " + role + " is -1 (no peer) but the exchange has " +
+                    std::to_string(total) + " bytes for it");
+  }
+  if (peer < 0 || peer >= config_.size || peer == config_.rank) {
+    return Internal(what + ": " + role + " rank " + std::to_string(peer) +
+                    " is not a peer of rank " + std::to_string(config_.rank) +
+                    " in a job of size " + std::to_string(config_.size));
+  }
+  return Status::Ok();
+}
+
+Status TcpMesh::Exchange(int send_to, int recv_from, StreamExchange& exchange,
+                         const std::string& what) {
+  if (interrupted_.load()) return InterruptStatus();
+  const size_t send_total = exchange.send_total();
+  const size_t recv_total = exchange.recv_total();
+  KOLO_RETURN_IF_ERROR(CheckPeer(send_to, send_total, "send_to", what));
+  KOLO_RETURN_IF_ERROR(CheckPeer(recv_from, recv_total, "recv_from", what));
+  if (send_total == 0 && recv_total == 0) return Status::Ok();
+  if (peers_.empty()) return FailedPrecondition(what + ": the data mesh is not connected");
+  PumpEnds ends;
+  if (send_total > 0) {
+    ends.send_fd = peers_[send_to].get();
+    ends.send_peer = send_to;
+  }
+  if (recv_total > 0) {
+    ends.recv_fd = peers_[recv_from].get();
+    ends.recv_peer = recv_from;
+  }
+  ends.interrupt_fd = interrupt_fd_.get();
+  ends.interrupt_status = [this] { return InterruptStatus(); };
+  ends.timeout_seconds = config_.timeout_seconds;
+  ends.busy_poll = busy_poll_;
+  return PumpExchange(ends, exchange, what);
+}
+
+void TcpMesh::Interrupt(const Status& why) {
+  {
+    MutexLock lock(&mu_);
+    if (interrupted_.load()) return;
+    // An OK status would let an unfinished Exchange report success.
+    interrupt_status_ = why.ok() ? Aborted("the data plane was interrupted") : why;
+    interrupted_.store(true);
+  }
+  const uint64_t one = 1;
+  // Cannot fail: the counter is far from overflow and the fd is open for our lifetime.
+  [[maybe_unused]] ssize_t written = write(interrupt_fd_.get(), &one, sizeof(one));
+}
+
+Status TcpMesh::InterruptStatus() const {
+  MutexLock lock(&mu_);
+  return interrupt_status_;
+}
+
+}  // namespace kolo::transport

@@ -1,0 +1,126 @@
+// TcpMesh: the CPU data plane (DESIGN.md §3). A full mesh of TCP connections, one per rank
+// pair, used full-duplex; each connection is authenticated by a mutual HMAC handshake bound to
+// the job secret, the job id, the mesh generation and both ranks (transport/tcp/mesh_handshake.h).
+// Created and driven by the runtime's background thread; ops/ runs collectives on it through the
+// DataPlane interface. Threading: Listen, Connect and Exchange run on one thread (the owner's);
+// Interrupt and the accessors may be called from any thread. Destroy only when no Exchange is
+// running.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config/config_table.h"
+#include "core/data_plane.h"
+#include "core/logging.h"
+#include "core/mutex.h"
+#include "kolo/status.h"
+#include "transport/tcp/mesh_handshake.h"
+#include "transport/tcp/tcp_socket.h"
+#include "transport/unique_fd.h"
+
+namespace kolo::transport {
+
+class TcpMesh final : public DataPlane {
+ public:
+  struct Config {
+    int rank = 0;
+    int size = 1;
+    // Interface to listen on; "0.0.0.0" (or "::") listens on all of them, and then
+    // advertise_host must say which address peers connect to.
+    std::string bind_host = "127.0.0.1";
+    // Host peers use to reach this rank; empty: bind_host.
+    std::string advertise_host;
+    // The job's key and id, and the generation (the controller's Welcome says which);
+    // connections that cannot prove the same are refused.
+    MeshAuth auth;
+    // KOLO_TIMEOUT_SECONDS: the longest an Exchange waits with no byte moving, and the longest
+    // one connection may take to handshake.
+    double timeout_seconds = DefaultOptions().timeout_seconds;
+    Logger logger;  // null: a "transport" logger at warning level
+    // Also connect a second set of connections, one per rank pair, for the fast path's rounds
+    // (TakeRoundConnections). Their handshakes bind the generation with "/rounds" appended, so
+    // a data connection can never pass for one of them. Every rank must agree.
+    bool round_lane = false;
+  };
+
+  // Binds bind_host on a free port and starts listening. Does not block on the network.
+  static StatusOr<std::unique_ptr<TcpMesh>> Listen(const Config& config);
+  ~TcpMesh() override;
+
+  // Sets the generation the handshake binds (the controller's Welcome carries it). Call before
+  // Connect, on the owner's thread.
+  void SetGeneration(std::string generation) { generation_ = std::move(generation); }
+
+  // How many ranks of the job run on this host. The pump polls without sleeping before it
+  // blocks (transport/tcp/stream_pump.h) only while they do not outnumber the cores this process
+  // may run on: beyond that a spinning rank takes the core from one that has work. Until it is
+  // called the mesh does not busy-poll. Owner thread, not during an Exchange.
+  void SetLocalRanks(int local_ranks);
+
+  // Whether SetLocalRanks found a core for every local rank. Owner thread.
+  bool busy_poll() const { return busy_poll_; }
+
+  // "ip:port" (or "host:port") that peers connect to.
+  std::string listen_address() const { return listen_address_; }
+
+  // Connects to every other rank (`addresses` indexed by rank, each one's listen_address()):
+  // dials the lower ranks and accepts the higher ones, handshaking each. Blocks until all are
+  // up (OK), `deadline` passes (DeadlineExceeded naming the missing ranks), or Interrupt.
+  // Foreign or malformed connections are refused, logged and closed without failing. Closes
+  // the listener on success. Call once. With config.round_lane, then connects the round
+  // connections the same way on the same listener (no second port to open).
+  Status Connect(const std::vector<std::string>& addresses,
+                 std::chrono::steady_clock::time_point deadline);
+
+  // The round connections by rank (invalid at our own index), once: empty before a successful
+  // Connect, without config.round_lane, and on a second call.
+  std::vector<UniqueFd> TakeRoundConnections() { return std::move(round_peers_); }
+
+  int rank() const override { return config_.rank; }
+  int size() const override { return config_.size; }
+  // See DataPlane::Exchange. Additionally: `send_to`/`recv_from` equal to rank() or out of range,
+  // or -1 with a non-zero total, is Internal (a bug in the caller); calling before Connect is
+  // FailedPrecondition. Any failure leaves the mesh unusable (the streams are mid-message).
+  Status Exchange(int send_to, int recv_from, StreamExchange& exchange,
+                  const std::string& what) override;
+  // Makes the running and every later Exchange (and a running Connect) return `why`
+  // promptly. The first call wins. Any thread.
+  void Interrupt(const Status& why) override;
+
+ private:
+  TcpMesh(const Config& config, UniqueFd listener, UniqueFd interrupt_fd, std::string address);
+  Status InterruptStatus() const;
+  Status CheckPeer(int peer, size_t total, const char* role, const std::string& what) const;
+  // Sends every peer one byte on its data connection and waits for one from each.
+  Status SyncPeers(const std::vector<UniqueFd>& peers,
+                   std::chrono::steady_clock::time_point deadline);
+  // One MeshConnector run on the listener for the connections of `generation`.
+  StatusOr<std::vector<UniqueFd>> ConnectSet(const std::vector<SocketAddress>& resolved,
+                                             const std::string& generation,
+                                             std::chrono::steady_clock::time_point deadline);
+
+  // Constant after construction.
+  const Config config_;
+  const std::string listen_address_;
+  // eventfd that becomes (and stays) readable on Interrupt; written by any thread (a write to
+  // an eventfd is atomic), polled by the owner thread.
+  const UniqueFd interrupt_fd_;
+
+  // Owner thread only.
+  std::string generation_;  // overrides config_.auth.generation once set
+  UniqueFd listener_;
+  std::vector<UniqueFd> peers_;        // by rank; empty until Connect succeeds
+  std::vector<UniqueFd> round_peers_;  // by rank; see TakeRoundConnections
+  bool connect_called_ = false;
+  bool busy_poll_ = false;  // see SetLocalRanks
+
+  mutable Mutex mu_;
+  Status interrupt_status_ KOLO_GUARDED_BY(mu_);  // set once by Interrupt
+  std::atomic<bool> interrupted_{false};          // fast check; true once interrupt_status_ is set
+};
+
+}  // namespace kolo::transport
