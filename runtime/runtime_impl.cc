@@ -6,6 +6,7 @@
 #include <map>
 
 #include "controller/controller.h"
+#include "core/check.h"
 #include "core/clock.h"
 #include "core/config/config_table.h"
 #include "ops/cpu_executor.h"
@@ -60,11 +61,9 @@ RuntimeImpl::RuntimeImpl(const Options& options, spdlog::level::level_enum level
 }
 
 RuntimeImpl::~RuntimeImpl() {
-  if (BackgroundLoop::IsBackgroundThread() && !shut_down_) {
-    // Programmer error: the background thread cannot join itself.
-    std::fprintf(stderr, "kolo: a Runtime was destroyed from one of its callbacks; aborting\n");
-    std::abort();
-  }
+  // Programmer error: the background thread cannot join itself.
+  KOLO_CHECK(!BackgroundLoop::IsBackgroundThread() || shut_down_)
+      << "a Runtime was destroyed from one of its callbacks";
   Shutdown().IgnoreError(); /* destructor: nobody to tell */
 }
 
@@ -90,9 +89,7 @@ Status RuntimeImpl::Start() {
   if (!options_.timeline_path.empty()) {
     KOLO_RETURN_IF_ERROR(timeline_.Start(options_.timeline_path).WithContext("KOLO_TIMELINE"));
   }
-  StatusOr<transport::JobCredentials> credentials = LoadJobCredentials(options_);
-  if (!credentials.ok()) return credentials.status();
-  security_.credentials = std::move(credentials).value();
+  KOLO_ASSIGN_OR_RETURN(security_.credentials, LoadJobCredentials(options_));
   security_.tls_cert = options_.tls_cert;
   security_.tls_key = options_.tls_key;
   security_.tls_ca = options_.tls_ca;
@@ -193,9 +190,7 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
       SplitHostPort(controller_address, "KOLO_CONTROLLER", &controller_host, &controller_port));
   std::string data_host = options_.data_address;
   if (data_host.empty()) {
-    StatusOr<std::string> routed = LocalAddressRouting(controller_host);
-    if (!routed.ok()) return routed.status();
-    data_host = *routed;
+    KOLO_ASSIGN_OR_RETURN(data_host, LocalAddressRouting(controller_host));
   }
   transport::TcpMesh::Config mesh_config;
   mesh_config.rank = options_.rank;
@@ -310,14 +305,13 @@ Status RuntimeImpl::EnqueueGroup(std::vector<TensorMeta> metas,
   // One user callback for the group: it runs once the last member completed, with the first
   // failure if any member failed.
   struct Group {
-    std::mutex mu;
-    size_t left = 0;     // guarded by mu
-    Status first_error;  // guarded by mu
-    Callback callback;
+    Group(size_t members, Callback done) : left(members), callback(std::move(done)) {}
+    Mutex mu;
+    size_t left KOLO_GUARDED_BY(mu);
+    Status first_error KOLO_GUARDED_BY(mu);
+    const Callback callback;
   };
-  auto group = std::make_shared<Group>();
-  group->left = metas.size();
-  group->callback = std::move(callback);
+  auto group = std::make_shared<Group>(metas.size(), std::move(callback));
   std::vector<std::unique_ptr<TensorEntry>> entries;
   const SteadyTime::time_point now = SteadyTime::now();
   for (size_t i = 0; i < metas.size(); ++i) {
@@ -329,7 +323,7 @@ Status RuntimeImpl::EnqueueGroup(std::vector<TensorMeta> metas,
     entry->callback = [group](const Status& s) {
       Status result;
       {
-        std::lock_guard<std::mutex> lock(group->mu);
+        MutexLock lock(&group->mu);
         if (!s.ok() && group->first_error.ok()) group->first_error = s;
         if (--group->left != 0) return;
         result = group->first_error;
@@ -368,7 +362,7 @@ Status RuntimeImpl::StartTimeline(const std::string& path) {
 }
 
 Status RuntimeImpl::StopTimeline() {
-  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  MutexLock lock(&lifecycle_mu_);
   if (!loop_) return timeline_.Stop();
   // Detached on the background thread, between responses: an op whose blocking call just
   // returned has run its callback, but the end of its span may not be recorded yet. The file
@@ -386,7 +380,7 @@ Status RuntimeImpl::Shutdown() {
     return FailedPrecondition(
         "shutdown() was called from a kolo callback; call it from your own thread");
   }
-  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  MutexLock lock(&lifecycle_mu_);
   if (shut_down_) return Status::Ok();
   shut_down_ = true;
   Status status = loop_ ? loop_->Stop() : Status::Ok();

@@ -8,12 +8,12 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "core/logging.h"
 #include "core/loop/background_loop.h"
 #include "core/loop/local_control_channel.h"
+#include "core/mutex.h"
 #include "core/shared_memory_plane.h"
 #include "core/tensor_queue.h"
 #include "core/timeline/op_tracer.h"
@@ -109,8 +109,8 @@ class RuntimeImpl {
   TensorQueue queue_{&wakeup_};
   std::unique_ptr<BackgroundLoop> loop_;
   // Held by Shutdown and StopTimeline, so that the loop is not torn down under a caller.
-  std::mutex lifecycle_mu_;
-  bool shut_down_ = false;  // guarded by lifecycle_mu_
+  Mutex lifecycle_mu_;
+  bool shut_down_ KOLO_GUARDED_BY(lifecycle_mu_) = false;
 };
 
 // Ranks sharing a host name form a local set, ordered by rank; hosts are numbered by their

@@ -9,6 +9,8 @@
 #include <limits>
 #include <sstream>
 
+#include "core/check.h"
+
 namespace kolo {
 namespace {
 
@@ -482,8 +484,9 @@ const ConfigVar& FindConfigVar(const std::string& name) {
   for (const ConfigVar& var : ConfigTable()) {
     if (name == var.name) return var;
   }
-  std::fprintf(stderr, "kolo: no config table row named %s\n", name.c_str());
-  std::abort();  // programmer error: a caller names a variable the table lacks
+  // Programmer error: a caller names a variable the table lacks.
+  KOLO_CHECK(false) << "no config table row named " << name;
+  std::abort();  // not reached; tells the compiler no value is missing
 }
 
 const Options& DefaultOptions() {

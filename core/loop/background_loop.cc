@@ -4,6 +4,7 @@
 #include <exception>
 #include <optional>
 
+#include "core/check.h"
 #include "core/clock.h"
 
 namespace kolo {
@@ -197,11 +198,10 @@ void BackgroundLoop::AdvanceLife() {
 }
 
 void BackgroundLoop::MoveTo(LoopState next) {
-  if (!LoopTransitionAllowed(state_, next)) {
-    logger_->critical("background loop: no transition from {} to {}", LoopStateName(state_),
-                      LoopStateName(next));
-    std::abort();  // a broken invariant of this file, not a runtime condition
-  }
+  // A broken invariant of this file, not a runtime condition.
+  KOLO_CHECK(LoopTransitionAllowed(state_, next))
+      << "background loop: no transition from " << LoopStateName(state_) << " to "
+      << LoopStateName(next);
   logger_->debug("background loop: {} -> {}", LoopStateName(state_), LoopStateName(next));
   state_ = next;
 }

@@ -6,6 +6,7 @@
 // and the loop does not end while an op is in flight.
 #include <optional>
 
+#include "core/check.h"
 #include "core/loop/background_loop.h"
 
 namespace kolo {
@@ -85,14 +86,11 @@ void BackgroundLoop::AwaitInFlight() {
   bool interrupted = false;
   while (in_flight_ > 0) {
     if (clock_->Now() >= deadline) {
-      if (interrupted) {
-        // An executor that ignores Interrupt would call into a loop that no longer exists.
-        logger_->critical(
-            "{} launched op(s) still in flight {} after the executor was "
-            "interrupted; the process cannot end safely",
-            in_flight_.load(), SecondsText(config_.timeout_seconds));
-        std::abort();
-      }
+      // An executor that ignores Interrupt would call into a loop that no longer exists.
+      KOLO_CHECK(!interrupted) << in_flight_.load() << " launched op(s) still in flight "
+                               << SecondsText(config_.timeout_seconds)
+                               << " after the executor was interrupted; the process cannot end "
+                                  "safely";
       const Status why = DeadlineExceeded(
           "shutdown: " + std::to_string(in_flight_.load()) + " device op(s) still in flight " +
           SecondsText(config_.timeout_seconds) + " (KOLO_TIMEOUT_SECONDS) after the job ended");

@@ -21,10 +21,9 @@ StatusOr<void*> PinnedPool::Take(size_t bytes) {
     best->taken = true;
     return best->ptr;
   }
-  StatusOr<void*> fresh = device_->HostAlloc(bytes);
-  if (!fresh.ok()) return fresh.status();
-  buffers_.push_back(Buffer{*fresh, bytes, true});
-  return *fresh;
+  KOLO_ASSIGN_OR_RETURN(void* fresh, device_->HostAlloc(bytes));
+  buffers_.push_back(Buffer{fresh, bytes, true});
+  return fresh;
 }
 
 void PinnedPool::Reset() {

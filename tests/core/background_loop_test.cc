@@ -304,6 +304,23 @@ class LoopJob {
     wakeup_.Notify();
   }
 
+  // Stop() on another thread, as a training thread calls it while the loop keeps running.
+  std::future<Status> StopAsync() {
+    return std::async(std::launch::async, [this] { return loop().Stop(); });
+  }
+
+  // Stop() when something keeps the job from ending: it must not return while the manual clock
+  // stands still, nor before 30 s (KOLO_TIMEOUT_SECONDS) of it passed, and must at 30 s.
+  Status StopAtDeadline() {
+    std::future<Status> stopped = StopAsync();
+    CHECK(stopped.wait_for(300ms) == std::future_status::timeout);  // real time passes
+    Advance(29s);
+    CHECK(stopped.wait_for(300ms) == std::future_status::timeout);
+    Advance(1s);
+    REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
+    return stopped.get();
+  }
+
   BackgroundLoop& loop() { return *loop_; }
   TensorQueue& queue() { return queue_; }
   RecordingExecutor& executor() { return executor_; }
@@ -362,14 +379,7 @@ TEST_CASE("A rank whose peers never call shutdown() leaves exactly at the stop d
   Outcome pending;
   // Rank 1 never announces 'x' nor sends its shutdown notice.
   REQUIRE(job.Allreduce("x", &x, pending.callback()).ok());
-  std::future<Status> stopped = std::async(std::launch::async, [&] { return job.loop().Stop(); });
-  // Real time passes, the loop's clock does not: it must not leave.
-  CHECK(stopped.wait_for(300ms) == std::future_status::timeout);
-  job.Advance(29s);
-  CHECK(stopped.wait_for(300ms) == std::future_status::timeout);
-  job.Advance(1s);
-  REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
-  const Status s = stopped.get();
+  const Status s = job.StopAtDeadline();
   CHECK(s.code() == StatusCode::kDeadlineExceeded);
   CHECK(s.message() ==
         "shutdown: not every rank called shutdown() within 30 s (KOLO_TIMEOUT_SECONDS); leaving "
@@ -387,7 +397,7 @@ TEST_CASE("A stopping rank keeps running what was submitted until the job-wide S
   std::vector<float> x(4, 1.0f);
   Outcome done;
   REQUIRE(job.Allreduce("x", &x, done.callback()).ok());
-  std::future<Status> stopped = std::async(std::launch::async, [&] { return job.loop().Stop(); });
+  std::future<Status> stopped = job.StopAsync();
   CHECK(stopped.wait_for(200ms) == std::future_status::timeout);
   job.AnnounceFrom(1, "x", 4);  // rank 1 catches up: 'x' runs while rank 0 drains
   CHECK(done.Wait().ok());
@@ -536,7 +546,7 @@ TEST_CASE("shutdown() waits for ops in flight on the device", "[core][loop][asyn
   Outcome done;
   REQUIRE(job.Allreduce("x", &x, done.callback()).ok());
   REQUIRE(executor.WaitLaunched(1));
-  std::future<Status> stopped = std::async(std::launch::async, [&] { return job.loop().Stop(); });
+  std::future<Status> stopped = job.StopAsync();
   CHECK(stopped.wait_for(300ms) == std::future_status::timeout);
   executor.CompleteOldest();
   REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
@@ -581,13 +591,7 @@ TEST_CASE("An op the device never completes is interrupted after the timeout at 
   Outcome done;
   REQUIRE(job.Allreduce("x", &x, done.callback()).ok());
   REQUIRE(executor.WaitLaunched(1));
-  std::future<Status> stopped = std::async(std::launch::async, [&] { return job.loop().Stop(); });
-  CHECK(stopped.wait_for(300ms) == std::future_status::timeout);
-  job.Advance(29s);
-  CHECK(stopped.wait_for(300ms) == std::future_status::timeout);
-  job.Advance(1s);
-  REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
-  const Status s = stopped.get();
+  const Status s = job.StopAtDeadline();
   CHECK(s.code() == StatusCode::kDeadlineExceeded);
   CHECK(s.message() ==
         "shutdown: 1 device op(s) still in flight 30 s (KOLO_TIMEOUT_SECONDS) after the job "

@@ -230,9 +230,8 @@ Status GrpcControlChannel::Impl::Unreachable(int rank, SteadyTime start,
 
 StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::Attempt(SteadyTime deadline,
                                                                   bool* retryable) {
-  StatusOr<std::string> nonce = RandomBytes(kNonceBytes);
-  if (!nonce.ok()) return nonce.status();
-  worker_nonce_ = std::move(nonce).value();  // fresh per attempt: each stream is its own proof
+  // Fresh per attempt: each stream is its own proof.
+  KOLO_ASSIGN_OR_RETURN(worker_nonce_, RandomBytes(kNonceBytes));
   context_ = std::make_unique<grpc::ClientContext>();
   stream_ = stub_->Session(context_.get());
   WorkerMessage message;

@@ -2,12 +2,11 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <thread>
 
+#include "core/mutex.h"
 #include "proto/kolo.grpc.pb.h"
 #include "transport/auth/refusal_log.h"
 #include "transport/deadline.h"
@@ -27,13 +26,15 @@ struct StreamState {
   const int rank;
   // Valid while the stream is registered: its handler thread unregisters before returning.
   grpc::ServerContext* const context;
-  // Below: GUARDED_BY(Impl::mu_).
+  // Below: guarded by Impl::mu_, which clang's analysis cannot name from here (the streams_
+  // map that owns these is KOLO_GUARDED_BY(mu_) and every access goes through it or through
+  // the stream's own threads while they hold mu_).
   std::deque<ControllerMessage> queue;
   bool writing = false;      // the writer is inside Write()
   bool reader_done = false;  // the worker sends nothing more; flush and end
   bool writer_done = false;  // the writer thread has exited; later messages are dropped
-  std::condition_variable wake_writer;
-  std::condition_variable writer_exited;
+  CondVar wake_writer;       // with Impl::mu_
+  CondVar writer_exited;     // with Impl::mu_
 };
 
 }  // namespace
@@ -85,25 +86,23 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
 
   // Streams still in the admission handshake, with their deadlines; the reaper cancels late
   // ones. An entry is removed by its own stream thread before that thread returns.
-  std::mutex handshake_mu_;
-  std::map<grpc::ServerContext*, SteadyTime> handshaking_;  // GUARDED_BY(handshake_mu_)
-  bool reaper_stop_ = false;                                // GUARDED_BY(handshake_mu_)
-  std::condition_variable reaper_wake_;                     // with handshake_mu_
+  Mutex handshake_mu_;
+  std::map<grpc::ServerContext*, SteadyTime> handshaking_ KOLO_GUARDED_BY(handshake_mu_);
+  bool reaper_stop_ KOLO_GUARDED_BY(handshake_mu_) = false;
+  CondVar reaper_wake_;  // with handshake_mu_
 
-  std::mutex stop_mu_;    // serialises Stop calls
-  bool stopped_ = false;  // GUARDED_BY(stop_mu_)
+  Mutex stop_mu_;  // serialises Stop calls
+  bool stopped_ KOLO_GUARDED_BY(stop_mu_) = false;
 
-  mutable std::mutex mu_;
-  std::map<int, std::shared_ptr<StreamState>> streams_;  // GUARDED_BY(mu_), by rank
-  bool stopping_ = false;                                // GUARDED_BY(mu_)
-  SteadyTime stop_deadline_;                             // GUARDED_BY(mu_), set with stopping_
-  std::condition_variable drained_;  // with mu_: a queue emptied or a stream ended
+  mutable Mutex mu_;
+  std::map<int, std::shared_ptr<StreamState>> streams_ KOLO_GUARDED_BY(mu_);  // by rank
+  bool stopping_ KOLO_GUARDED_BY(mu_) = false;
+  SteadyTime stop_deadline_ KOLO_GUARDED_BY(mu_);  // set with stopping_
+  CondVar drained_;                                // with mu_: a queue emptied or a stream ended
 };
 
 Status GrpcControlServer::Impl::Start(const std::string& address) {
-  StatusOr<std::string> generation = RandomBytes(16);
-  if (!generation.ok()) return generation.status();
-  generation_ = std::move(generation).value();
+  KOLO_ASSIGN_OR_RETURN(generation_, RandomBytes(16));
   StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(security_);
   if (!credentials.ok()) return credentials.status();
   grpc::ServerBuilder builder;
@@ -134,13 +133,13 @@ grpc::Status GrpcControlServer::Impl::RunSession(grpc::ServerContext* context,
                                                  SessionStream* stream) {
   grpc::Status refusal;
   {
-    std::lock_guard<std::mutex> lock(handshake_mu_);
+    MutexLock lock(&handshake_mu_);
     handshaking_[context] = AddSeconds(std::chrono::steady_clock::now(), timeout_seconds_);
-    reaper_wake_.notify_all();
+    reaper_wake_.NotifyAll();
   }
   StatusOr<Hello> hello = Authenticate(context, stream, &refusal);
   {
-    std::lock_guard<std::mutex> lock(handshake_mu_);
+    MutexLock lock(&handshake_mu_);
     handshaking_.erase(context);
   }
   if (!hello.ok()) return refusal;
@@ -231,7 +230,7 @@ grpc::Status GrpcControlServer::Impl::RefuseUnauthenticated(grpc::ServerContext*
 }
 
 void GrpcControlServer::Impl::ReaperLoop() {
-  std::unique_lock<std::mutex> lock(handshake_mu_);
+  MutexLock lock(&handshake_mu_);
   while (!reaper_stop_) {
     SteadyTime next = SteadyTime::max();
     const SteadyTime now = std::chrono::steady_clock::now();
@@ -243,9 +242,9 @@ void GrpcControlServer::Impl::ReaperLoop() {
       next = std::min(next, deadline);
     }
     if (next == SteadyTime::max()) {
-      reaper_wake_.wait(lock);  // woken by a new handshake or by Stop
+      reaper_wake_.Wait(&handshake_mu_);  // woken by a new handshake or by Stop
     } else {
-      reaper_wake_.wait_until(lock, next);
+      reaper_wake_.WaitUntil(&handshake_mu_, next);
     }
   }
 }
@@ -269,7 +268,7 @@ grpc::Status GrpcControlServer::Impl::Refuse(SessionStream* stream, int rank, co
 
 StatusOr<std::shared_ptr<StreamState>> GrpcControlServer::Impl::Register(
     int rank, grpc::ServerContext* context) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return Unavailable("the controller is shutting down");
   if (streams_.count(rank) != 0) {
     return FailedPrecondition("rank " + std::to_string(rank) + " already has a control stream");
@@ -280,10 +279,10 @@ StatusOr<std::shared_ptr<StreamState>> GrpcControlServer::Impl::Register(
 }
 
 void GrpcControlServer::Impl::Unregister(const std::shared_ptr<StreamState>& state) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = streams_.find(state->rank);
   if (it != streams_.end() && it->second == state) streams_.erase(it);
-  drained_.notify_all();
+  drained_.NotifyAll();
 }
 
 Status GrpcControlServer::Impl::ReadLoop(int rank, SessionStream* stream) {
@@ -299,49 +298,50 @@ Status GrpcControlServer::Impl::ReadLoop(int rank, SessionStream* stream) {
     handler_->OnMessage(rank, *message);
   }
   if (saw_shutdown) return Status::Ok();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return Unavailable(who + " was cancelled: the controller is stopping");
   return Unavailable(who + " closed without shutdown (process died or network lost)");
 }
 
 void GrpcControlServer::Impl::WriteLoop(StreamState& state, SessionStream* stream) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
-    state.wake_writer.wait(lock,
-                           [&] { return !state.queue.empty() || state.reader_done || stopping_; });
+    state.wake_writer.Wait(&mu_, [&]() KOLO_REQUIRES(mu_) {
+      return !state.queue.empty() || state.reader_done || stopping_;
+    });
     if (state.queue.empty()) break;
     ControllerMessage next = std::move(state.queue.front());
     state.queue.pop_front();
     state.writing = true;
-    lock.unlock();
+    lock.Unlock();
     wire::ControllerMessage out = ToWire(next);
     if (next.kind == ControllerMessage::Kind::kWelcome) {
       out.mutable_welcome()->set_generation(generation_);
     }
     const bool written = stream->Write(out);
-    lock.lock();
+    lock.Lock();
     state.writing = false;
     if (!written) {
       logger_->warn("control stream of rank {} broke; dropped {} queued messages", state.rank,
                     state.queue.size() + 1);
       break;
     }
-    if (state.queue.empty()) drained_.notify_all();
+    if (state.queue.empty()) drained_.NotifyAll();
   }
   state.queue.clear();
   state.writer_done = true;
-  state.writer_exited.notify_all();
-  drained_.notify_all();
+  state.writer_exited.NotifyAll();
+  drained_.NotifyAll();
 }
 
 void GrpcControlServer::Impl::FinishWriter(StreamState& state, std::thread& writer) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     state.reader_done = true;
-    state.wake_writer.notify_all();
+    state.wake_writer.NotifyAll();
     SteadyTime flush_deadline = AddSeconds(std::chrono::steady_clock::now(), timeout_seconds_);
     if (stopping_) flush_deadline = std::min(flush_deadline, stop_deadline_);
-    if (!state.writer_exited.wait_until(lock, flush_deadline, [&] { return state.writer_done; })) {
+    if (!state.writer_exited.WaitUntil(&mu_, flush_deadline, [&] { return state.writer_done; })) {
       logger_->warn("control stream of rank {}: cancelled with {} messages not yet written",
                     state.rank, state.queue.size());
       state.context->TryCancel();  // unblocks the writer's Write
@@ -353,7 +353,7 @@ void GrpcControlServer::Impl::FinishWriter(StreamState& state, std::thread& writ
 void GrpcControlServer::Impl::Send(int rank, const ControllerMessage& message) {
   const char* dropped_because = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = streams_.find(rank);
     if (stopping_) {
       dropped_because = "the controller is stopping";
@@ -363,7 +363,7 @@ void GrpcControlServer::Impl::Send(int rank, const ControllerMessage& message) {
       dropped_because = "its control stream is closing";
     } else {
       it->second->queue.push_back(message);
-      it->second->wake_writer.notify_one();
+      it->second->wake_writer.NotifyOne();
       return;
     }
   }
@@ -372,24 +372,24 @@ void GrpcControlServer::Impl::Send(int rank, const ControllerMessage& message) {
 }
 
 void GrpcControlServer::Impl::Stop(SteadyTime deadline) {
-  std::lock_guard<std::mutex> stop_lock(stop_mu_);
+  MutexLock stop_lock(&stop_mu_);
   if (stopped_) return;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     stop_deadline_ = deadline;
-    for (const auto& [rank, state] : streams_) state->wake_writer.notify_all();
+    for (const auto& [rank, state] : streams_) state->wake_writer.NotifyAll();
     // A returned Write only means gRPC took the message, not that the worker read it: wait
     // for the workers to end their streams (they do once they have read Shutdown), and cancel
     // only what is left at the deadline.
-    drained_.wait_until(lock, deadline, [&] { return streams_.empty(); });
+    drained_.WaitUntil(&mu_, deadline, [&]() KOLO_REQUIRES(mu_) { return streams_.empty(); });
     for (const auto& [rank, state] : streams_) state->context->TryCancel();
   }
   {
-    std::lock_guard<std::mutex> lock(handshake_mu_);
+    MutexLock lock(&handshake_mu_);
     for (const auto& [context, unused] : handshaking_) context->TryCancel();
     reaper_stop_ = true;
-    reaper_wake_.notify_all();
+    reaper_wake_.NotifyAll();
   }
   server_->Shutdown(
       ToSystemClock(deadline));  // cancels streams that never said hello, at the deadline
