@@ -221,7 +221,7 @@ class Outcome {
 class LoopJob {
  public:
   // `executor`: runs the responses (the recording one when null); must outlive the job.
-  explicit LoopJob(int size, Executor* executor = nullptr) : size_(size), queue_(&wakeup_) {
+  explicit LoopJob(int size, Executor* executor = nullptr) : queue_(&wakeup_) {
     controller::Controller::Config config;
     config.size = size;
     config.fusion_threshold_bytes = 1 << 20;
@@ -328,7 +328,6 @@ class LoopJob {
   OtherRanks& others() { return others_; }
 
  private:
-  const int size_;
   ManualClock clock_;
   Wakeup wakeup_;
   TensorQueue queue_;
