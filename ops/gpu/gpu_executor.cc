@@ -132,11 +132,22 @@ Status GpuExecutor::Launch(const Response& response, const std::vector<TensorEnt
                            PhaseObserver* observer, Done done) {
   auto op = std::make_shared<Op>();
   op->what = Describe(response.op, entries);
-  Status status = Prepare(entries);
-  if (status.ok()) status = Begin(*op);
+  const bool moves_data = response.op != OpType::kJoin && response.op != OpType::kBarrier;
+  Status status;
+  if (!moves_data && stream_ == nullptr) {
+    // Nothing was launched before it: done at once (an event never recorded is complete), on
+    // the completion thread like every op, without choosing a device.
+    StatusOr<EventHandle> event = TakeEvent();
+    if (!event.ok()) return event.status().WithContext(op->what);
+    op->events.push_back(*event);
+    op->last = *event;
+  } else {
+    status = Prepare(entries);
+    if (status.ok()) status = Begin(*op);
+  }
   // Stand-ins: a joined rank contributes zeros, on the device, and drops the result.
   std::vector<TensorEntry*> work = entries;
-  for (size_t i = 0; status.ok() && i < work.size(); ++i) {
+  for (size_t i = 0; moves_data && status.ok() && i < work.size(); ++i) {
     if (OnDevice(*work[i])) continue;
     auto stand_in = std::make_unique<TensorEntry>();
     stand_in->meta = work[i]->meta;
@@ -160,7 +171,7 @@ Status GpuExecutor::Launch(const Response& response, const std::vector<TensorEnt
       status = device_->StreamWaitEvent(stream_, ready);
     }
   }
-  if (status.ok()) status = Enqueue(response, work, *op);
+  if (status.ok() && stream_ != nullptr) status = Enqueue(response, work, *op);
   if (!status.ok()) {
     // Part of the op may be queued on the stream: keep what it names until the end.
     MutexLock lock(&pool_mu_);

@@ -102,8 +102,8 @@ Status GpuExecutor::Allreduce(const Response& response, const std::vector<Tensor
   if (entries.size() == 1) {
     // In place on the tensor's own memory (or from its input into its output): no copy.
     const TensorEntry& e = *entries[0];
-    KOLO_RETURN_IF_ERROR(all_reduce(e.input.data, e.output.data,
-                                    e.output.num_bytes() == 0 ? 0 : e.output.num_elements()));
+    KOLO_RETURN_IF_ERROR(
+        all_reduce(e.input.data, e.output.data, static_cast<size_t>(e.output.num_elements())));
     return EndPhase(op, "NCCL_ALLREDUCE");
   }
   const size_t element_size = DataTypeSize(response.dtype);

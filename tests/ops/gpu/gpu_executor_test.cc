@@ -858,3 +858,43 @@ TEST_CASE("Interrupt fails the queued ops with the root cause and aborts the com
   CHECK(rank0.aborts() == 1);
   CHECK(rank1.aborts() == 0);
 }
+
+TEST_CASE("Join and barrier complete in order after the ops before them, or at once",
+          "[gpu-sim][gpu-executor]") {
+  kolo::testing::Watchdog watchdog("join", 60s);
+  RequireAllPassed(RunRanks(
+      2,
+      [](ExecRank& rank) -> std::string {
+        // Like the loop's join entry: no tensor, host memory.
+        auto join = std::make_unique<TensorEntry>();
+        join->meta.name = "join";
+        join->meta.op = OpType::kJoin;
+        Response response = MakeResponse(OpType::kJoin, DataType::kFloat32, {join.get()});
+        // First thing on a fresh executor: no device chosen yet, nothing to wait for.
+        if (Status s = Run(rank.exec(), response, {join.get()}); !s.ok()) return s.ToString();
+        void* in = rank.Upload(
+            kolo::testing::MakeInput(DataType::kFloat32, 64, rank.rank(), ReduceOp::kSum));
+        auto e = Entry("y", OpType::kAllreduce, DataType::kFloat32, {64}, in);
+        std::mutex mu;
+        std::vector<std::string> order;
+        auto record = [&](const std::string& name) {
+          return [&, name](const Status& s) {
+            std::lock_guard<std::mutex> lock(mu);
+            order.push_back(name + (s.ok() ? "" : ": " + s.ToString()));
+          };
+        };
+        Status launched =
+            rank.exec().Launch(MakeResponse(OpType::kAllreduce, DataType::kFloat32, {e.get()}),
+                               {e.get()}, nullptr, record("allreduce"));
+        if (!launched.ok()) return launched.ToString();
+        response.op = OpType::kBarrier;
+        if (Status s = Run(rank.exec(), response, {join.get()}); !s.ok()) return s.ToString();
+        std::lock_guard<std::mutex> lock(mu);
+        return order == std::vector<std::string>{"allreduce"} ? "" : "the barrier overtook";
+      },
+      [](int) {
+        RankOptions options;
+        options.device.op_delay = 20ms;
+        return options;
+      }));
+}
