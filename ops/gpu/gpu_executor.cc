@@ -192,8 +192,10 @@ Status GpuExecutor::Launch(const Response& response, const std::vector<TensorEnt
 
 void GpuExecutor::Interrupt(const Status& why) {
   // Kernels of the ops still queued may wait for peers that are gone: only the abort ends them.
-  if (queue_->pending() > 0) AbortComm(why);
+  // The queue hears the cause first, so that no op fails with the abort's own error instead.
+  const bool in_flight = queue_->pending() > 0;
   queue_->Interrupt(why);
+  if (in_flight) AbortComm(why);
 }
 
 Status GpuExecutor::Begin(Op& op) {
