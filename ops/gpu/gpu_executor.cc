@@ -166,7 +166,7 @@ Status GpuExecutor::Launch(const Response& response, const std::vector<TensorEnt
     op->stand_ins.push_back(std::move(stand_in));
   }
   // The inputs are ready where the caller says so.
-  for (size_t i = 0; status.ok() && config_.ready_event && i < entries.size(); ++i) {
+  for (size_t i = 0; moves_data && status.ok() && config_.ready_event && i < entries.size(); ++i) {
     if (EventHandle ready = config_.ready_event(*entries[i]); ready != nullptr) {
       status = device_->StreamWaitEvent(stream_, ready);
     }
