@@ -224,7 +224,6 @@ StatusOr<uint8_t*> GpuExecutor::Scratch(size_t bytes, Op& op) {
       StatusOr<void*> buffer = device_->Malloc(config_.fusion_threshold_bytes);
       if (!buffer.ok()) return buffer.status().WithContext("the fusion buffer");
       fusion_buffer_ = static_cast<uint8_t*>(*buffer);
-      fusion_bytes_ = config_.fusion_threshold_bytes;
     }
     return fusion_buffer_;
   }

@@ -159,7 +159,6 @@ class GpuExecutor final : public Executor {
   int device_index_ = -1;
   StreamHandle stream_ = nullptr;
   uint8_t* fusion_buffer_ = nullptr;
-  size_t fusion_bytes_ = 0;
 
   // Guards the communicator: Launch enqueues on it, the completion thread polls and aborts it.
   mutable Mutex comm_mu_;
