@@ -87,6 +87,10 @@ Status CompletionQueue::Await(const Item& item) {
                                  SecondsText(config_.timeout_seconds) + " (KOLO_TIMEOUT_SECONDS)");
     }
     if (!failure.ok()) {
+      mu_.Lock();
+      // Interrupted meanwhile: the failure is the interruption's own (its abort), not a cause.
+      if (!interrupted_.ok()) return interrupted_;
+      mu_.Unlock();
       logger_->error("{}", failure.message());
       if (on_fatal_) on_fatal_(failure);
       mu_.Lock();

@@ -1,0 +1,401 @@
+// GpuExecutor's collectives: what each op kind enqueues on kolo's stream, with the same meaning
+// as on the CPU path (ops/cpu_executor.cc, cpu_executor_rows.cc) and the same rank-major
+// fusion-buffer layouts. Launch (gpu_executor.cc) adds the op's name to every error here.
+#include <algorithm>
+
+#include "core/op_validation.h"
+#include "ops/gpu/gpu_executor.h"
+
+namespace kolo::gpu {
+namespace {
+
+// The one factor NCCL multiplies by before reducing (gpu_executor.h, "Scaling").
+StatusOr<double> FoldedScale(const Response& response) {
+  if (response.prescale == 1.0 && response.postscale == 1.0) return 1.0;
+  if (!IsFloatingPoint(response.dtype)) {
+    return InvalidArgument("scale factors other than 1 need a floating-point dtype, not " +
+                           DataTypeName(response.dtype));
+  }
+  if (response.reduce_op != ReduceOp::kSum && response.reduce_op != ReduceOp::kAverage) {
+    return InvalidArgument("scale factors other than 1 with " + ReduceOpName(response.reduce_op) +
+                           " are not supported on GPU tensors: NCCL scales only sums and " +
+                           "averages (ncclRedOpCreatePreMulSum)");
+  }
+  return response.prescale * response.postscale;
+}
+
+// What the loop hands over against the response; failing means a bug upstream.
+Status CheckEntries(const Response& response, const std::vector<TensorEntry*>& entries,
+                    bool same_count) {
+  if (entries.empty() || entries.size() != response.names.size()) {
+    return Internal(std::to_string(entries.size()) + " entries for a response of " +
+                    std::to_string(response.names.size()) + " tensors");
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const TensorEntry& e = *entries[i];
+    if (e.input.dtype != response.dtype) {
+      return Internal("tensor '" + e.meta.name + "' is not " + DataTypeName(response.dtype));
+    }
+    if (!same_count) continue;
+    const int64_t count = e.output.num_elements();
+    if (e.output.dtype != response.dtype || e.input.num_elements() != count ||
+        (i < response.num_elements.size() && response.num_elements[i] != count)) {
+      return Internal("tensor '" + e.meta.name +
+                      "' has a different element count or dtype than its input or the response");
+    }
+  }
+  return Status::Ok();
+}
+
+size_t RowBytes(const std::vector<int64_t>& shape, DataType dtype) {
+  size_t bytes = DataTypeSize(dtype);
+  for (size_t d = 1; d < shape.size(); ++d) bytes *= static_cast<size_t>(shape[d]);
+  return bytes;
+}
+
+}  // namespace
+
+Status GpuExecutor::OnComm(const std::function<Status(CommHandle)>& call) {
+  MutexLock lock(&comm_mu_);
+  return call(comm_);
+}
+
+Status GpuExecutor::Copy(const std::vector<CopySpan>& copies) {
+  if (copies.empty()) return Status::Ok();
+  return device_->MemcpyBatchAsync(copies, CopyKind::kDeviceToDevice, stream_);
+}
+
+Status GpuExecutor::Enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
+                            Op& op) {
+  switch (response.op) {
+    case OpType::kAllreduce:
+      return Allreduce(response, entries, op);
+    case OpType::kBroadcast:
+      return Broadcast(response, entries, op);
+    case OpType::kAllgather:
+      return Allgather(response, entries, op);
+    case OpType::kReducescatter:
+      return Reducescatter(response, entries, op);
+    case OpType::kAlltoall:
+      return Alltoall(response, entries, op);
+    case OpType::kBarrier:
+    case OpType::kJoin:
+      // The decision is the barrier; the op completes in stream order, after the ops before it.
+      return Status::Ok();
+    default:
+      return Internal(OpTypeName(response.op) + " is not implemented on GPU tensors");
+  }
+}
+
+Status GpuExecutor::Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
+                              Op& op) {
+  KOLO_RETURN_IF_ERROR(CheckEntries(response, entries, /*same_count=*/true));
+  StatusOr<double> scale = FoldedScale(response);
+  if (!scale.ok()) return scale.status();
+  const auto all_reduce = [&](const void* send, void* recv, size_t count) {
+    if (count == 0) return Status::Ok();  // every rank skips it: the counts are the response's
+    return OnComm([&](CommHandle comm) {
+      return coll_->AllReduce(send, recv, count, response.dtype, response.reduce_op, *scale, comm,
+                              stream_);
+    });
+  };
+  if (entries.size() == 1) {
+    // In place on the tensor's own memory (or from its input into its output): no copy.
+    const TensorEntry& e = *entries[0];
+    KOLO_RETURN_IF_ERROR(
+        all_reduce(e.input.data, e.output.data, static_cast<size_t>(e.output.num_elements())));
+    return EndPhase(op, "NCCL_ALLREDUCE");
+  }
+  const size_t element_size = DataTypeSize(response.dtype);
+  size_t total = 0;
+  for (const TensorEntry* e : entries) total += e->output.num_bytes();
+  StatusOr<uint8_t*> fused = Scratch(total, op);
+  if (!fused.ok()) return fused.status();
+  std::vector<CopySpan> in, out;
+  size_t offset = 0;
+  for (const TensorEntry* e : entries) {
+    const size_t bytes = e->output.num_bytes();
+    if (bytes > 0) {
+      in.push_back(CopySpan{*fused + offset, e->input.data, bytes});
+      out.push_back(CopySpan{e->output.data, *fused + offset, bytes});
+    }
+    offset += bytes;
+  }
+  KOLO_RETURN_IF_ERROR(Copy(in));
+  KOLO_RETURN_IF_ERROR(EndPhase(op, "MEMCPY_IN_FUSION_BUFFER"));
+  KOLO_RETURN_IF_ERROR(all_reduce(*fused, *fused, total / element_size));
+  KOLO_RETURN_IF_ERROR(EndPhase(op, "NCCL_ALLREDUCE"));
+  KOLO_RETURN_IF_ERROR(Copy(out));
+  return EndPhase(op, "MEMCPY_OUT_FUSION_BUFFER");
+}
+
+Status GpuExecutor::Broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
+                              Op& op) {
+  KOLO_RETURN_IF_ERROR(CheckEntries(response, entries, /*same_count=*/true));
+  if (entries.size() != 1) {
+    return Internal("a broadcast is never fused, got " + std::to_string(entries.size()) +
+                    " tensors");
+  }
+  if (response.root < 0 || response.root >= config_.size) {
+    return Internal("root rank " + std::to_string(response.root) + " is out of range");
+  }
+  const TensorEntry& e = *entries[0];
+  const auto count = static_cast<size_t>(e.output.num_elements());
+  if (e.output.num_bytes() > 0) {
+    KOLO_RETURN_IF_ERROR(OnComm([&](CommHandle comm) {
+      return coll_->Broadcast(e.input.data, e.output.data, count, response.dtype, response.root,
+                              comm, stream_);
+    }));
+  }
+  return EndPhase(op, "NCCL_BROADCAST");
+}
+
+Status GpuExecutor::GatherBlocks(const void* send, uint8_t* blocks,
+                                 const std::vector<size_t>& block_bytes, DataType dtype) {
+  const size_t element_size = DataTypeSize(dtype);
+  const bool even = std::all_of(block_bytes.begin(), block_bytes.end(),
+                                [&](size_t b) { return b == block_bytes[0]; });
+  return OnComm([&](CommHandle comm) -> Status {
+    if (even) {
+      if (block_bytes[0] == 0) return Status::Ok();
+      return coll_->AllGather(send, blocks, block_bytes[0] / element_size, dtype, comm, stream_);
+    }
+    // Blocks of different sizes: each rank broadcasts its own into place (as Horovod does).
+    size_t offset = 0;
+    for (int r = 0; r < config_.size; ++r) {
+      const size_t bytes = block_bytes[static_cast<size_t>(r)];
+      if (bytes > 0) {
+        const void* from = r == config_.rank ? send : blocks + offset;
+        KOLO_RETURN_IF_ERROR(
+            coll_->Broadcast(from, blocks + offset, bytes / element_size, dtype, r, comm, stream_));
+      }
+      offset += bytes;
+    }
+    return Status::Ok();
+  });
+}
+
+StatusOr<void*> GpuExecutor::AllocateOutput(TensorEntry& entry, const std::vector<int64_t>& shape,
+                                            Op& op) {
+  void* output = nullptr;
+  try {  // user code at a thread boundary
+    output = entry.allocate ? entry.allocate(shape) : nullptr;
+  } catch (...) {
+    output = nullptr;
+  }
+  const TensorView view{output, entry.input.dtype, shape, entry.input.device};
+  if (output == nullptr && view.num_elements() > 0) {
+    // This rank still takes part; only this tensor's op fails. Its rows land in scratch.
+    entry.local_error =
+        InvalidArgument(OpTypeName(entry.meta.op) + " '" + entry.meta.name +
+                        "': the output allocator returned no memory for " + ShapeToString(shape));
+    StatusOr<void*> scratch = device_->Malloc(view.num_bytes());
+    if (!scratch.ok()) return scratch.status();
+    op.buffers.push_back(*scratch);
+    return *scratch;
+  }
+  entry.output = view;
+  return output;
+}
+
+Status GpuExecutor::Allgather(const Response& response, const std::vector<TensorEntry*>& entries,
+                              Op& op) {
+  KOLO_RETURN_IF_ERROR(CheckEntries(response, entries, /*same_count=*/false));
+  const int n = config_.size;
+  const int me = config_.rank;
+  const size_t tensors = entries.size();
+  if (response.first_dims.size() != tensors * static_cast<size_t>(n)) {
+    return Internal("expected " + std::to_string(n) + " first dimensions for each of " +
+                    std::to_string(tensors) + " tensors, got " +
+                    std::to_string(response.first_dims.size()));
+  }
+  auto rows = [&](size_t t, int r) { return response.first_dims[t * n + r]; };
+  std::vector<size_t> rank_bytes(tensors * n);  // tensor t's rows from rank r
+  std::vector<size_t> block_bytes(n, 0);        // every tensor's rows from rank r
+  std::vector<uint8_t*> outputs(tensors);
+  for (size_t t = 0; t < tensors; ++t) {
+    TensorEntry& e = *entries[t];
+    const std::vector<int64_t>& in_shape = e.input.shape;
+    if (in_shape.empty() || in_shape[0] != rows(t, me)) {
+      return Internal("this rank's input '" + e.meta.name + "' does not match the decision");
+    }
+    const size_t row_bytes = RowBytes(in_shape, response.dtype);
+    std::vector<int64_t> out_shape = in_shape;
+    out_shape[0] = 0;
+    for (int r = 0; r < n; ++r) {
+      rank_bytes[t * n + r] = static_cast<size_t>(rows(t, r)) * row_bytes;
+      block_bytes[r] += rank_bytes[t * n + r];
+      out_shape[0] += rows(t, r);
+    }
+    StatusOr<void*> out = AllocateOutput(e, out_shape, op);
+    if (!out.ok()) return out.status();
+    outputs[t] = static_cast<uint8_t*>(*out);
+  }
+  size_t total = 0, own_offset = 0;
+  for (int r = 0; r < n; ++r) {
+    if (r == me) own_offset = total;
+    total += block_bytes[r];
+  }
+  if (tensors == 1) {
+    // Straight into the output: its layout is the gather's.
+    KOLO_RETURN_IF_ERROR(
+        GatherBlocks(entries[0]->input.data, outputs[0], block_bytes, response.dtype));
+    return EndPhase(op, "NCCL_ALLGATHER");
+  }
+  // Through the fusion buffer, rank-major: rank r's block holds every tensor's rows from r.
+  StatusOr<uint8_t*> fused = Scratch(total, op);
+  if (!fused.ok()) return fused.status();
+  std::vector<CopySpan> in, out;
+  size_t offset = own_offset;
+  for (size_t t = 0; t < tensors; ++t) {
+    const size_t bytes = rank_bytes[t * n + me];
+    if (bytes > 0) in.push_back(CopySpan{*fused + offset, entries[t]->input.data, bytes});
+    offset += bytes;
+  }
+  size_t block_start = 0;
+  std::vector<size_t> out_offset(tensors, 0);
+  for (int r = 0; r < n; ++r) {
+    offset = block_start;
+    for (size_t t = 0; t < tensors; ++t) {
+      const size_t bytes = rank_bytes[t * n + r];
+      if (bytes > 0) out.push_back(CopySpan{outputs[t] + out_offset[t], *fused + offset, bytes});
+      out_offset[t] += bytes;
+      offset += bytes;
+    }
+    block_start += block_bytes[r];
+  }
+  KOLO_RETURN_IF_ERROR(Copy(in));
+  KOLO_RETURN_IF_ERROR(EndPhase(op, "MEMCPY_IN_FUSION_BUFFER"));
+  KOLO_RETURN_IF_ERROR(GatherBlocks(*fused + own_offset, *fused, block_bytes, response.dtype));
+  KOLO_RETURN_IF_ERROR(EndPhase(op, "NCCL_ALLGATHER"));
+  KOLO_RETURN_IF_ERROR(Copy(out));
+  return EndPhase(op, "MEMCPY_OUT_FUSION_BUFFER");
+}
+
+Status GpuExecutor::Reducescatter(const Response& response,
+                                  const std::vector<TensorEntry*>& entries, Op& op) {
+  KOLO_RETURN_IF_ERROR(CheckEntries(response, entries, /*same_count=*/false));
+  StatusOr<double> scale = FoldedScale(response);
+  if (!scale.ok()) return scale.status();
+  const int n = config_.size;
+  const int me = config_.rank;
+  const size_t tensors = entries.size();
+  const size_t element_size = DataTypeSize(response.dtype);
+  // parts[t * n + r]: elements of tensor t that rank r receives (whole rows, SplitRows).
+  std::vector<size_t> parts(tensors * n);
+  std::vector<size_t> block_elements(n, 0);
+  for (size_t t = 0; t < tensors; ++t) {
+    const TensorEntry& e = *entries[t];
+    const std::vector<int64_t>& shape = e.input.shape;
+    const int64_t rows = shape.empty() ? 1 : shape[0];
+    const int64_t row_elements = rows == 0 ? 0 : e.input.num_elements() / rows;
+    const std::vector<int64_t> split = SplitRows(rows, n);
+    for (int r = 0; r < n; ++r) {
+      parts[t * n + r] = static_cast<size_t>(split[r] * row_elements);
+      block_elements[r] += parts[t * n + r];
+    }
+    if (e.output.num_elements() != static_cast<int64_t>(parts[t * n + me]) ||
+        e.output.dtype != response.dtype) {
+      return Internal("the output of '" + e.meta.name + "' does not match this rank's part");
+    }
+  }
+  const size_t block = *std::max_element(block_elements.begin(), block_elements.end());
+  const bool even = std::all_of(block_elements.begin(), block_elements.end(),
+                                [&](size_t b) { return b == block; });
+  const auto reduce_scatter = [&](const void* send, void* recv) {
+    if (block == 0) return Status::Ok();
+    return OnComm([&](CommHandle comm) {
+      return coll_->ReduceScatter(send, recv, block, response.dtype, response.reduce_op, *scale,
+                                  comm, stream_);
+    });
+  };
+  if (tensors == 1 && even) {
+    KOLO_RETURN_IF_ERROR(reduce_scatter(entries[0]->input.data, entries[0]->output.data));
+    return EndPhase(op, "NCCL_REDUCESCATTER");
+  }
+  // Rank-major, every rank's block padded to the largest (NCCL's blocks are all one size); the
+  // padding is zeros, reduced and dropped.
+  const size_t block_bytes = block * element_size;
+  StatusOr<uint8_t*> work = Scratch(block_bytes * n, op);
+  if (!work.ok()) return work.status();
+  if (!even) KOLO_RETURN_IF_ERROR(device_->MemsetAsync(*work, 0, block_bytes * n, stream_));
+  std::vector<CopySpan> in, out;
+  std::vector<size_t> in_offset(tensors, 0);  // bytes of tensor t already placed
+  for (int r = 0; r < n; ++r) {
+    size_t offset = block_bytes * r;
+    for (size_t t = 0; t < tensors; ++t) {
+      const size_t bytes = parts[t * n + r] * element_size;
+      const auto* input = static_cast<const uint8_t*>(entries[t]->input.data);
+      if (bytes > 0) in.push_back(CopySpan{*work + offset, input + in_offset[t], bytes});
+      if (bytes > 0 && r == me)
+        out.push_back(CopySpan{entries[t]->output.data, *work + offset, bytes});
+      in_offset[t] += bytes;
+      offset += bytes;
+    }
+  }
+  KOLO_RETURN_IF_ERROR(Copy(in));
+  KOLO_RETURN_IF_ERROR(EndPhase(op, "MEMCPY_IN_FUSION_BUFFER"));
+  KOLO_RETURN_IF_ERROR(reduce_scatter(*work, *work + block_bytes * me));  // in place
+  KOLO_RETURN_IF_ERROR(EndPhase(op, "NCCL_REDUCESCATTER"));
+  KOLO_RETURN_IF_ERROR(Copy(out));
+  return EndPhase(op, "MEMCPY_OUT_FUSION_BUFFER");
+}
+
+Status GpuExecutor::Alltoall(const Response& response, const std::vector<TensorEntry*>& entries,
+                             Op& op) {
+  KOLO_RETURN_IF_ERROR(CheckEntries(response, entries, /*same_count=*/false));
+  const int n = config_.size;
+  const int me = config_.rank;
+  if (entries.size() != 1 || response.splits.size() != static_cast<size_t>(n) * n) {
+    return Internal("expected one tensor and a " + std::to_string(n) + "x" + std::to_string(n) +
+                    " split matrix");
+  }
+  TensorEntry& e = *entries[0];
+  const size_t row_bytes = RowBytes(e.input.shape, response.dtype);
+  const size_t element_size = DataTypeSize(response.dtype);
+  auto rows = [&](int from, int to) { return static_cast<size_t>(response.splits[from * n + to]); };
+  std::vector<int64_t> out_shape = e.input.shape.empty() ? std::vector<int64_t>{0} : e.input.shape;
+  out_shape[0] = 0;
+  size_t sent = 0;
+  for (int peer = 0; peer < n; ++peer) {
+    sent += rows(me, peer) * row_bytes;
+    out_shape[0] += static_cast<int64_t>(rows(peer, me));
+  }
+  if (sent != e.input.num_bytes()) {
+    return Internal("the split matrix does not cover this rank's input");
+  }
+  const auto* input = static_cast<const uint8_t*>(e.input.data);
+  StatusOr<void*> allocated = AllocateOutput(e, out_shape, op);
+  if (!allocated.ok()) return allocated.status();
+  auto* output = static_cast<uint8_t*>(*allocated);
+  if (e.received_splits != nullptr) {
+    e.received_splits->clear();
+    for (int peer = 0; peer < n; ++peer) {
+      e.received_splits->push_back(static_cast<int64_t>(rows(peer, me)));
+    }
+  }
+  KOLO_RETURN_IF_ERROR(OnComm([&](CommHandle comm) -> Status {
+    KOLO_RETURN_IF_ERROR(coll_->GroupStart());
+    Status status;
+    size_t send_offset = 0, recv_offset = 0;
+    for (int peer = 0; peer < n && status.ok(); ++peer) {
+      const size_t send_bytes = rows(me, peer) * row_bytes;
+      const size_t recv_bytes = rows(peer, me) * row_bytes;
+      if (send_bytes > 0) {
+        status = coll_->Send(input + send_offset, send_bytes / element_size, response.dtype, peer,
+                             comm, stream_);
+      }
+      if (status.ok() && recv_bytes > 0) {
+        status = coll_->Recv(output + recv_offset, recv_bytes / element_size, response.dtype, peer,
+                             comm, stream_);
+      }
+      send_offset += send_bytes;
+      recv_offset += recv_bytes;
+    }
+    const Status ended = coll_->GroupEnd();  // closes the group even after a failure
+    return status.ok() ? ended : status;
+  }));
+  return EndPhase(op, "NCCL_ALLTOALL");
+}
+
+}  // namespace kolo::gpu
