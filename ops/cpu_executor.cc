@@ -1,7 +1,6 @@
 #include "ops/cpu_executor.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -281,34 +280,6 @@ void CpuExecutor::FinishIntegerAverage(const Response& response, void* data, siz
   if (response.reduce_op == ReduceOp::kAverage && !IsFloatingPoint(response.dtype)) {
     DivideInPlace(data, count, response.dtype, plane_.size());
   }
-}
-
-std::string DescribeOp(OpType op, const std::vector<TensorEntry*>& entries) {
-  std::string text = OpTypeName(op);
-  if (entries.empty()) return text;
-  constexpr size_t kNamed = 2;  // tensors named before "and N more"
-  size_t bytes = 0;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    bytes += entries[i]->output.num_bytes();
-    if (i < kNamed) text += std::string(i == 0 ? " '" : ", '") + entries[i]->meta.name + "'";
-  }
-  if (entries.size() == 1) return text;
-  if (entries.size() > kNamed) text += " and " + std::to_string(entries.size() - kNamed) + " more";
-  return text + " (" + std::to_string(entries.size()) + " tensors, " + FormatBytes(bytes) + ")";
-}
-
-std::string FormatBytes(size_t bytes) {
-  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double value = static_cast<double>(bytes) / 1024;
-  size_t unit = 0;
-  while (value >= 1024 && unit + 1 < sizeof(kUnits) / sizeof(kUnits[0])) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f %s", value, kUnits[unit]);
-  return text;
 }
 
 }  // namespace kolo::ops

@@ -17,6 +17,7 @@
 #include "core/data_plane.h"
 #include "core/executor.h"
 #include "core/logging.h"
+#include "core/op_text.h"
 #include "core/shared_memory_plane.h"
 #include "ops/aligned_buffer.h"
 #include "ops/ring_allreduce.h"
@@ -99,12 +100,5 @@ class CpuExecutor final : public Executor {
   std::unique_ptr<ShmAllreduce> shm_allreduce_;  // null without a SharedMemoryPlane
   std::vector<ReduceSpan> spans_;                // reused by every shared-memory allreduce
 };
-
-// "allreduce 'grad/w1'" for one tensor; "allreduce 'a', 'b' and 3 more (5 tensors, 12.0 MiB)"
-// for several. Prefixes the errors of an op.
-std::string DescribeOp(OpType op, const std::vector<TensorEntry*>& entries);
-
-// "512 B", "4.0 KiB", "12.0 MiB", "1.5 GiB".
-std::string FormatBytes(size_t bytes);
 
 }  // namespace kolo::ops

@@ -3,41 +3,12 @@
 // themselves are in gpu_executor_ops.cc.
 #include "ops/gpu/gpu_executor.h"
 
-#include <cstdio>
 #include <utility>
+
+#include "core/op_text.h"
 
 namespace kolo::gpu {
 namespace {
-
-// As ops::FormatBytes (ops/ is not a dependency of ops/gpu).
-std::string FormatBytes(size_t bytes) {
-  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double value = static_cast<double>(bytes) / 1024;
-  size_t unit = 0;
-  while (value >= 1024 && unit + 1 < sizeof(kUnits) / sizeof(kUnits[0])) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f %s", value, kUnits[unit]);
-  return text;
-}
-
-// As ops::DescribeOp: "allreduce 'a', 'b' and 1 more (3 tensors, 12.0 KiB)".
-std::string Describe(OpType op, const std::vector<TensorEntry*>& entries) {
-  std::string text = OpTypeName(op);
-  if (entries.empty()) return text;
-  constexpr size_t kNamed = 2;  // tensors named before "and N more"
-  size_t bytes = 0;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    bytes += entries[i]->output.num_bytes();
-    if (i < kNamed) text += std::string(i == 0 ? " '" : ", '") + entries[i]->meta.name + "'";
-  }
-  if (entries.size() == 1) return text;
-  if (entries.size() > kNamed) text += " and " + std::to_string(entries.size() - kNamed) + " more";
-  return text + " (" + std::to_string(entries.size()) + " tensors, " + FormatBytes(bytes) + ")";
-}
 
 bool OnDevice(const TensorEntry& e) {
   return !e.input.device.is_cpu();
@@ -75,7 +46,7 @@ GpuExecutor::~GpuExecutor() {
 
 Status GpuExecutor::Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                             PhaseObserver* /*observer*/) {
-  return Internal(Describe(response.op, entries) +
+  return Internal(DescribeOp(response.op, entries) +
                   ": the GPU executor only launches (RunsAsync), it does not execute");
 }
 
@@ -131,7 +102,7 @@ Status GpuExecutor::Prepare(const std::vector<TensorEntry*>& entries) {
 Status GpuExecutor::Launch(const Response& response, const std::vector<TensorEntry*>& entries,
                            PhaseObserver* observer, Done done) {
   auto op = std::make_shared<Op>();
-  op->what = Describe(response.op, entries);
+  op->what = DescribeOp(response.op, entries);
   const bool moves_data = response.op != OpType::kJoin && response.op != OpType::kBarrier;
   Status status;
   if (!moves_data && stream_ == nullptr) {
