@@ -107,25 +107,10 @@ Status CpuExecutor::Reducescatter(const Response& response,
   const size_t tensors = entries.size();
   if (tensors == 0) return Internal(what + ": no tensors");
   const size_t element_size = DataTypeSize(response.dtype);
-  // parts[t * n + r]: elements of tensor t that rank r receives (whole rows, SplitRows).
-  std::vector<size_t> parts(tensors * n);
-  std::vector<size_t> block_elements(n, 0);
-  for (size_t t = 0; t < tensors; ++t) {
-    TensorEntry& entry = *entries[t];
-    const std::vector<int64_t>& shape = entry.input.shape;
-    const int64_t rows = shape.empty() ? 1 : shape[0];
-    const int64_t row_elements = rows == 0 ? 0 : entry.input.num_elements() / rows;
-    const std::vector<int64_t> split = SplitRows(rows, n);
-    for (int r = 0; r < n; ++r) {
-      parts[t * n + r] = static_cast<size_t>(split[r] * row_elements);
-      block_elements[r] += parts[t * n + r];
-    }
-    if (entry.output.num_elements() != static_cast<int64_t>(parts[t * n + me]) ||
-        entry.input.dtype != response.dtype) {
-      return Internal(what + ": the output of '" + entry.meta.name +
-                      "' does not match this rank's part");
-    }
-  }
+  StatusOr<ReducescatterLayout> layout = LayOutReducescatter(entries, response.dtype, me, n);
+  if (!layout.ok()) return layout.status().WithContext(what);
+  const std::vector<size_t>& parts = layout->parts;
+  const std::vector<size_t>& block_elements = layout->block_elements;
   size_t total = 0, own_offset = 0;
   for (int r = 0; r < n; ++r) {
     if (r == me) own_offset = total;

@@ -281,24 +281,10 @@ Status GpuExecutor::Reducescatter(const Response& response,
   const int me = config_.rank;
   const size_t tensors = entries.size();
   const size_t element_size = DataTypeSize(response.dtype);
-  // parts[t * n + r]: elements of tensor t that rank r receives (whole rows, SplitRows).
-  std::vector<size_t> parts(tensors * n);
-  std::vector<size_t> block_elements(n, 0);
-  for (size_t t = 0; t < tensors; ++t) {
-    const TensorEntry& e = *entries[t];
-    const std::vector<int64_t>& shape = e.input.shape;
-    const int64_t rows = shape.empty() ? 1 : shape[0];
-    const int64_t row_elements = rows == 0 ? 0 : e.input.num_elements() / rows;
-    const std::vector<int64_t> split = SplitRows(rows, n);
-    for (int r = 0; r < n; ++r) {
-      parts[t * n + r] = static_cast<size_t>(split[r] * row_elements);
-      block_elements[r] += parts[t * n + r];
-    }
-    if (e.output.num_elements() != static_cast<int64_t>(parts[t * n + me]) ||
-        e.output.dtype != response.dtype) {
-      return Internal("the output of '" + e.meta.name + "' does not match this rank's part");
-    }
-  }
+  KOLO_ASSIGN_OR_RETURN(const ReducescatterLayout layout,
+                        LayOutReducescatter(entries, response.dtype, me, n));
+  const std::vector<size_t>& parts = layout.parts;
+  const std::vector<size_t>& block_elements = layout.block_elements;
   const size_t block = *std::max_element(block_elements.begin(), block_elements.end());
   const bool even = std::all_of(block_elements.begin(), block_elements.end(),
                                 [&](size_t b) { return b == block; });
