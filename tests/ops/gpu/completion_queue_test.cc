@@ -118,11 +118,12 @@ TEST_CASE(
     "Interrupt",
     "[gpu-sim][completion]") {
   testing::Watchdog watchdog("completion queue: deadline", 30s);
+  // Before the rig: the stream's work reads it until the device is gone.
+  std::atomic<bool> release{false};
   Rig rig;
   ManualClock clock;
   Log log;
   std::atomic<int> fatal{0};
-  std::atomic<bool> release{false};
   CompletionQueue::Config config;
   config.clock = &clock;
   config.timeout_seconds = 30;
@@ -166,10 +167,11 @@ TEST_CASE(
 TEST_CASE("An unhealthy communicator fails the op it was polled for, naming it",
           "[gpu-sim][completion]") {
   testing::Watchdog watchdog("completion queue: health", 30s);
+  // Before the rig: the stream's work reads it until the device is gone.
+  std::atomic<bool> release{false};
   Rig rig;
   Log log;
   std::atomic<int> fatal{0};
-  std::atomic<bool> release{false};
   CompletionQueue queue(
       &rig.device(), CompletionQueue::Config{},
       [&]() -> Status {
@@ -260,9 +262,10 @@ TEST_CASE("Timeline phases are measured by events and nest inside the op",
 TEST_CASE("Ops still pending when the queue is destroyed fail with shutdown",
           "[gpu-sim][completion]") {
   testing::Watchdog watchdog("completion queue: shutdown", 30s);
+  // Before the rig: the stream's work reads it until the device is gone.
+  std::atomic<bool> release{false};
   Rig rig;
   Log log;
-  std::atomic<bool> release{false};
   {
     CompletionQueue queue(&rig.device(), CompletionQueue::Config{}, {}, {},
                           MakeLogger(0, "gpu", spdlog::level::off));
