@@ -29,6 +29,7 @@ Response StartResponse(const ReadyTensor& t, uint64_t seq) {
   r.prescale = t.meta.prescale;
   r.postscale = t.meta.postscale;
   r.root = t.meta.root;
+  r.gpu = !t.meta.device.is_cpu();
   r.error = t.error;
   r.error_code = t.error_code;
   r.splits = t.splits;

@@ -23,8 +23,8 @@ constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
 Status CheckWellFormed(int rank, const TensorMeta& meta);
 
 // Compares what two ranks announced for the same name, field by field in this order: op,
-// dtype, shape, device, reduce op, root, prescale, postscale. Returns "" when they agree, else
-// the error text for the first field that differs, e.g.
+// dtype, shape, device (CPU or GPU; not the GPU index), reduce op, root, prescale, postscale.
+// Returns "" when they agree, else the error text for the first field that differs, e.g.
 //   Mismatched allreduce shapes for 'grad/w1': rank 0 sent [2, 3], rank 3 sent [3, 2]
 // The name of `a` is used in the text.
 std::string DescribeMismatch(int rank_a, const TensorMeta& a, int rank_b, const TensorMeta& b);

@@ -73,6 +73,10 @@ struct Response {
   double prescale = 1.0;
   double postscale = 1.0;
   int root = -1;
+  // The tensors are in GPU memory (each rank on its own device: ranks agree on CPU or GPU, not
+  // on the GPU's index), so the op runs on the GPU path, and a joined rank's stand-in zeros are
+  // made on its device.
+  bool gpu = false;
   std::vector<std::string> names;     // fused tensors, in execution order
   std::vector<uint32_t> cache_ids;    // parallel to names: id to use next time, 0 = none
   std::vector<int64_t> num_elements;  // parallel to names

@@ -75,6 +75,17 @@ TEST_CASE("Any difference in the fusion key breaks a run", "[controller][fusion]
   CHECK(Groups(PlanResponses(ready, 1 << 20, &seq)) == Groups_t{{"a"}, {"b"}, {"c"}});
 }
 
+TEST_CASE("GPU tensors fuse with GPU tensors and their responses say GPU", "[controller][fusion]") {
+  uint64_t seq = 1;
+  std::vector<ReadyTensor> ready = {Ok("a", 1), Ok("b", 1), Ok("c", 1)};
+  ready[0].meta.device = Device::Cuda(0);
+  ready[1].meta.device = Device::Cuda(3);  // ranks' indices differ; fusion sees CPU or GPU
+  std::vector<Response> responses = PlanResponses(ready, 1 << 20, &seq);
+  CHECK(Groups(responses) == Groups_t{{"a", "b"}, {"c"}});
+  CHECK(responses.at(0).gpu);
+  CHECK_FALSE(responses.at(1).gpu);
+}
+
 TEST_CASE("Broadcasts never fuse; error responses stand alone", "[controller][fusion]") {
   uint64_t seq = 1;
   ReadyTensor bcast1 = Ok("bcast1", 1);

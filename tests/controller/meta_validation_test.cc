@@ -55,6 +55,17 @@ TEST_CASE("Each field mismatch names the tensor, both ranks and both values",
   CHECK(DescribeMismatch(0, a, 3, b) == expected);
 }
 
+TEST_CASE("Ranks agree on CPU or GPU, not on the GPU's index", "[controller][validation]") {
+  TensorMeta a = Meta("grad/w1", {2, 3});
+  TensorMeta b = a;
+  a.device = Device::Cuda(0);
+  b.device = Device::Cuda(1);
+  CHECK(DescribeMismatch(0, a, 1, b) == "");
+  b.device = Device::Cpu();
+  CHECK(DescribeMismatch(0, a, 1, b) ==
+        "Mismatched devices for 'grad/w1': rank 0 sent cuda:0, rank 1 sent cpu");
+}
+
 TEST_CASE("The op is reported before the shape, the dtype before the shape",
           "[controller][validation]") {
   TensorMeta a = Meta("x", {2});

@@ -49,6 +49,7 @@ inline ControllerMessage SampleResponses() {
   fused.prescale = 2;
   fused.postscale = 0.125;
   fused.root = 3;
+  fused.gpu = true;
   fused.names = {"a", "b/c"};
   fused.cache_ids = {9, 0};
   fused.num_elements = {6, int64_t{1} << 35};
@@ -101,6 +102,7 @@ inline std::string Diff(const Response& a, const Response& b) {
   if (a.error_code != b.error_code) return "error_code";
   if (a.first_dims != b.first_dims) return "first_dims";
   if (a.splits != b.splits) return "splits";
+  if (a.gpu != b.gpu) return "gpu";
   return a.error == b.error ? "" : "error";
 }
 

@@ -81,6 +81,7 @@ void ToWire(const Response& response, wire::Response* out) {
   out->set_error_code(static_cast<int32_t>(response.error_code));
   for (int64_t d : response.first_dims) out->add_first_dims(d);
   for (int64_t s : response.splits) out->add_splits(s);
+  out->set_gpu(response.gpu);
 }
 
 Response FromWire(const wire::Response& in) {
@@ -92,6 +93,7 @@ Response FromWire(const wire::Response& in) {
   response.prescale = in.prescale();
   response.postscale = in.postscale();
   response.root = in.root();
+  response.gpu = in.gpu();
   response.names.assign(in.names().begin(), in.names().end());
   response.cache_ids.assign(in.cache_ids().begin(), in.cache_ids().end());
   response.num_elements.assign(in.num_elements().begin(), in.num_elements().end());
