@@ -1,0 +1,34 @@
+#include "ops/nccl/nccl_backend.h"
+
+#if KOLO_HAVE_NCCL
+#include "ops/nccl/nccl_collectives.h"
+#endif
+
+namespace kolo::gpu {
+
+bool NcclBuilt() {
+  return KOLO_HAVE_NCCL != 0;
+}
+
+int NcclBuiltVersion() {
+#if KOLO_HAVE_NCCL
+  return NcclCollectiveApi::BuiltVersion();
+#else
+  return 0;
+#endif
+}
+
+StatusOr<std::unique_ptr<CollectiveApi>> NewNcclCollectiveApi(const NcclOptions& options) {
+#if KOLO_HAVE_NCCL
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<NcclCollectiveApi> api, NcclCollectiveApi::Create(options));
+  return std::unique_ptr<CollectiveApi>(std::move(api));
+#else
+  (void)options;
+  return FailedPrecondition(
+      "kolo was built without NCCL (KOLO_WITH_NCCL=OFF, no CUDA, or no nccl.h and libnccl found "
+      "at configure time); install NCCL (or point NCCL_ROOT at it) and rebuild with CUDA for "
+      "GPU collectives");
+#endif
+}
+
+}  // namespace kolo::gpu
