@@ -14,10 +14,9 @@ Status CheckTensor(const std::string& what, const TensorView& t) {
       return InvalidArgument(what + " has a negative dimension in shape " + ShapeToString(t.shape));
     }
   }
-  if (!t.device.is_cpu()) {
-    return InvalidArgument(what + " is on " + DeviceName(t.device) +
-                           ", but this build of kolo has no GPU executor (NCCL); pass host "
-                           "memory");
+  if (t.device.index < Device::kCpu) {
+    return InvalidArgument(what + " is on an invalid device index " +
+                           std::to_string(t.device.index) + " (-1 is the CPU, 0.. a GPU)");
   }
   if (t.data == nullptr && t.num_elements() > 0) {
     return InvalidArgument(what + " has a null data pointer for " +

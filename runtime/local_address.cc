@@ -1,6 +1,7 @@
 #include "runtime/local_address.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -61,6 +62,30 @@ Status SplitHostPort(const std::string& address, const std::string& what, std::s
   *host = h;
   *port = static_cast<int>(p);
   return Status::Ok();
+}
+
+StatusOr<std::string> InterfaceOfAddress(const std::string& address) {
+  struct ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) {
+    return Unavailable("getifaddrs: " + std::string(std::strerror(errno)));
+  }
+  std::string found;
+  for (struct ifaddrs* i = list; i != nullptr && found.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    const int family = i->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw =
+        family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr);
+    if (inet_ntop(family, raw, text, sizeof(text)) != nullptr && address == text) {
+      found = i->ifa_name;
+    }
+  }
+  freeifaddrs(list);
+  if (found.empty()) return InvalidArgument("no network interface has address " + address);
+  return found;
 }
 
 }  // namespace kolo

@@ -13,6 +13,10 @@ namespace kolo {
 // Sends nothing: a UDP socket is connected and asked for its own address.
 StatusOr<std::string> LocalAddressRouting(const std::string& host);
 
+// The name of the network interface that holds IP address `address` ("lo" for 127.0.0.1),
+// from getifaddrs(); InvalidArgument when no interface has it.
+StatusOr<std::string> InterfaceOfAddress(const std::string& address);
+
 // gethostname(), or "localhost" if it fails.
 std::string LocalHostName();
 

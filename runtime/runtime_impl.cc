@@ -112,6 +112,21 @@ Status RuntimeImpl::Start() {
   executor_ =
       std::make_unique<ops::CpuExecutor>(*mesh_, MakeLogger(options_.rank, "ops", logger_->level()),
                                          ops::RingScratch::kDefaultBytes, shm_.get());
+  GpuPlane::Config gpu_config;
+  gpu_config.rank = options_.rank;
+  gpu_config.size = options_.size;
+  gpu_config.local_rank = topology_.local_rank;
+  gpu_config.operations = options_.gpu_operations;
+  gpu_config.timeout_seconds = options_.timeout_seconds;
+  gpu_config.fusion_threshold_bytes = options_.fusion_threshold_bytes;
+  std::string data_host;
+  int data_port = 0;
+  if (SplitHostPort(mesh_->listen_address(), "the data address", &data_host, &data_port).ok()) {
+    StatusOr<std::string> interface = InterfaceOfAddress(data_host);
+    if (interface.ok()) gpu_config.network_interface = *interface;  // else NCCL picks its own
+  }
+  KOLO_ASSIGN_OR_RETURN(gpu_, GpuPlane::Create(gpu_config, options_, executor_.get(), mesh_.get(),
+                                               MakeLogger(options_.rank, "gpu", logger_->level())));
   BackgroundLoop::Config loop_config;
   loop_config.rank = options_.rank;
   loop_config.timeout_seconds = options_.timeout_seconds;
@@ -131,18 +146,17 @@ Status RuntimeImpl::Start() {
         options_.rank, mesh_->TakeRoundConnections(),
         MakeLogger(options_.rank, "fast-path", logger_->level()));
   }
-  loop_ =
-      std::make_unique<BackgroundLoop>(loop_config, &queue_, &wakeup_, channel_, executor_.get(),
-                                       mesh_.get(), &tracer_, logger_, round_lane_.get());
+  loop_ = std::make_unique<BackgroundLoop>(loop_config, &queue_, &wakeup_, channel_, gpu_.get(),
+                                           mesh_.get(), &tracer_, logger_, round_lane_.get());
   loop_->Start();
   logger_->info(
       "rank {} of {} ready (local {}/{}, cross {}/{}), controller {}{}; identity from {}; "
-      "allreduce over {}",
+      "allreduce over {}; GPU tensors over {}",
       options_.rank, options_.size, topology_.local_rank, topology_.local_size,
       topology_.cross_rank, topology_.cross_size, controller_address,
       options_.controller_source.empty() ? "" : " (" + options_.controller_source + ")",
       options_.identity_source.empty() ? "no launcher variables" : options_.identity_source,
-      shm_ ? "shared memory" : "tcp");
+      shm_ ? "shared memory" : "tcp", gpu_->path_name());
   return Status::Ok();
 }
 
@@ -282,6 +296,7 @@ Status RuntimeImpl::StartFailure(const Status& connect_error) {
 Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,
                             Callback callback, Allocator allocate,
                             std::vector<int64_t>* received_splits, int* last_joined) {
+  if (!meta.device.is_cpu()) KOLO_RETURN_IF_ERROR(gpu_->CheckOp(meta, input, output));
   auto entry = std::make_unique<TensorEntry>();
   entry->meta = std::move(meta);
   entry->input = input;
@@ -311,6 +326,11 @@ Status RuntimeImpl::EnqueueGroup(std::vector<TensorMeta> metas,
     Status first_error KOLO_GUARDED_BY(mu);
     const Callback callback;
   };
+  for (size_t i = 0; i < metas.size(); ++i) {
+    if (!metas[i].device.is_cpu()) {
+      KOLO_RETURN_IF_ERROR(gpu_->CheckOp(metas[i], inputs[i], outputs[i]));
+    }
+  }
   auto group = std::make_shared<Group>(metas.size(), std::move(callback));
   std::vector<std::unique_ptr<TensorEntry>> entries;
   const SteadyTime::time_point now = SteadyTime::now();
@@ -405,6 +425,7 @@ void RuntimeImpl::Teardown() {
   // After the loop and the controller stopped recording: flush and close the file.
   Status closed = timeline_.Stop();
   if (!closed.ok()) logger_->warn("timeline: {}", closed.message());
+  if (gpu_) gpu_->Stop();  // waits for its device work; uses executor_ and mesh_
   executor_.reset();
   channel_ = nullptr;
   grpc_channel_.reset();

@@ -1,7 +1,7 @@
 // RuntimeImpl: the composition root (DESIGN.md §9). It wires the concrete backends — the gRPC
 // controller service (rank 0), the gRPC control channel, the TCP data mesh, the shared-memory
-// plane (one-host jobs) and the CPU executor — to core's tensor queue and background loop,
-// and owns all of them.
+// plane (one-host jobs), the CPU executor and the GPU path (runtime/gpu_plane.h) — to core's
+// tensor queue and background loop, and owns all of them.
 //
 // Threading: Create and Shutdown are called by the Runtime's owner; Enqueue from any thread.
 #pragma once
@@ -20,6 +20,7 @@
 #include "core/timeline/timeline_hub.h"
 #include "core/wakeup.h"
 #include "kolo/kolo.h"
+#include "runtime/gpu_plane.h"
 #include "transport/grpc/control_auth.h"
 
 namespace kolo {
@@ -104,6 +105,8 @@ class RuntimeImpl {
   ControlChannel* channel_ = nullptr;
   transport::ControlSecurity security_;  // set at the start of Start(); holds the key
   std::unique_ptr<ops::CpuExecutor> executor_;
+  // The loop's executor: GPU responses to the GPU path, the others to executor_.
+  std::unique_ptr<GpuPlane> gpu_;
   std::unique_ptr<transport::TcpRoundLane> round_lane_;  // KOLO_FAST_PATH=1
   Wakeup wakeup_;
   TensorQueue queue_{&wakeup_};

@@ -1,5 +1,7 @@
 #include "core/config/config_table.h"
 
+#include <strings.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -16,6 +18,8 @@ namespace {
 
 // KOLO_TRANSPORT's values, indexed by Transport.
 constexpr const char* kTransportNames[] = {"auto", "tcp", "shm"};
+// KOLO_GPU_OPERATIONS's values, indexed by GpuOperations.
+constexpr const char* kGpuOperationsNames[] = {"auto", "nccl", "ring"};
 constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warning", "error", "fatal", "off"};
 constexpr int64_t kMaxRanks = int64_t{1} << 20;
 
@@ -208,7 +212,7 @@ class Row {
     var_.apply = [field, &names, want = var_.expected](const std::string& source,
                                                        const std::string& value, Options* options) {
       for (size_t i = 0; i < N; ++i) {
-        if (value == names[i]) {
+        if (strcasecmp(value.c_str(), names[i]) == 0) {  // HOROVOD_GPU_OPERATIONS=NCCL
           options->*field = static_cast<E>(i);
           return Status::Ok();
         }
@@ -463,6 +467,12 @@ std::vector<ConfigVar> BuildTable() {
           .Help("1: allreduces seen before (cached) are agreed on among the ranks, without a "
                 "round trip to the controller; 0: every op goes through the controller. Same on "
                 "every rank."),
+      Row("KOLO_GPU_OPERATIONS", {"HOROVOD_GPU_OPERATIONS"})
+          .Enum(&Options::gpu_operations, kGpuOperationsNames, GpuOperations::kAuto)
+          .Help("Data path of GPU tensors: nccl (NCCL collectives), ring (staged through host "
+                "memory over KOLO_TRANSPORT's CPU path), or auto (nccl in a build with NCCL, "
+                "else ring). Set explicitly, init() fails unless a GPU is usable. Any case. Same "
+                "on every rank."),
   };
 }
 
@@ -536,6 +546,11 @@ std::string FormatConfigTable() {
 const char* TransportName(Transport transport) {
   const auto index = static_cast<size_t>(transport);
   return index < std::size(kTransportNames) ? kTransportNames[index] : "invalid";
+}
+
+const char* GpuOperationsName(GpuOperations operations) {
+  const auto index = static_cast<size_t>(operations);
+  return index < std::size(kGpuOperationsNames) ? kGpuOperationsNames[index] : "invalid";
 }
 
 StatusOr<Transport> TransportFromName(const std::string& name) {

@@ -70,6 +70,8 @@ std::vector<std::string> ConfigTableMarkdownRows();
 
 // KOLO_TRANSPORT's names: "auto", "tcp", "shm".
 const char* TransportName(Transport transport);
+// KOLO_GPU_OPERATIONS's names: "auto", "nccl", "ring".
+const char* GpuOperationsName(GpuOperations operations);
 // The Transport named `name`; InvalidArgument naming KOLO_TRANSPORT's choices otherwise.
 StatusOr<Transport> TransportFromName(const std::string& name);
 

@@ -18,6 +18,7 @@ using kolo::ConfigKind;
 using kolo::ConfigTable;
 using kolo::ConfigVar;
 using kolo::FindConfigVar;
+using kolo::GpuOperations;
 using kolo::Options;
 using kolo::Transport;
 
@@ -175,7 +176,25 @@ TEST_CASE("KOLO_TRANSPORT is an enum named by the table", "[core][config]") {
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message() ==
         "KOLO_TRANSPORT='rdma' is invalid: expected one of auto, tcp, shm");
-  CHECK_FALSE(kolo::TransportFromName("TCP").ok());
+  CHECK(kolo::TransportFromName("TCP").ok());  // any case, as HOROVOD_GPU_OPERATIONS=NCCL
+  CHECK_FALSE(kolo::TransportFromName("tcp ").ok());
+}
+
+TEST_CASE("KOLO_GPU_OPERATIONS takes Horovod's name and spelling; anything else names the variable",
+          "[core][config]") {
+  CHECK(Options().gpu_operations == GpuOperations::kAuto);
+  auto horovod = Options::FromMap({{"HOROVOD_GPU_OPERATIONS", "NCCL"}});
+  REQUIRE(horovod.ok());
+  CHECK(horovod->gpu_operations == GpuOperations::kNccl);
+  auto ring =
+      Options::FromMap({{"KOLO_GPU_OPERATIONS", "ring"}, {"HOROVOD_GPU_OPERATIONS", "NCCL"}});
+  REQUIRE(ring.ok());
+  CHECK(ring->gpu_operations == GpuOperations::kRing);  // kolo's name wins over the alias
+  auto mpi = Options::FromMap({{"HOROVOD_GPU_OPERATIONS", "MPI"}});
+  REQUIRE_FALSE(mpi.ok());
+  CHECK(mpi.status().message() ==
+        "HOROVOD_GPU_OPERATIONS='MPI' is invalid: expected one of auto, nccl, ring");
+  CHECK(std::string(kolo::GpuOperationsName(GpuOperations::kRing)) == "ring");
 }
 
 TEST_CASE("The table prints as markdown rows of four cells", "[core][config]") {

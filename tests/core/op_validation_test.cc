@@ -41,6 +41,8 @@ TEST_CASE("Local argument errors name the tensor and the problem", "[core][valid
   scaled.prescale = 2.0;
   TensorView gpu = View(f, DataType::kFloat32, {4});
   gpu.device = Device::Cuda(0);
+  TensorView bad_device = gpu;
+  bad_device.device.index = -2;
   struct Case {
     std::string name;
     TensorView in, out;
@@ -55,7 +57,8 @@ TEST_CASE("Local argument errors name the tensor and the problem", "[core][valid
       {"t", View(f, DataType::kFloat32, {-1}), View(f, DataType::kFloat32, {-1}), {}, "negative"},
       {"t", View(i, DataType::kInt32, {4}), View(i, DataType::kInt32, {4}), scaled,
        "floating-point"},
-      {"t", gpu, gpu, {}, "cuda:0"},
+      {"t", View(f, DataType::kFloat32, {4}), gpu, {}, "output is on cuda:0"},
+      {"t", bad_device, bad_device, {}, "invalid device index -2"},
       {"t",
        View(f, static_cast<DataType>(42), {4}),
        View(f, static_cast<DataType>(42), {4}),

@@ -22,6 +22,13 @@ enum class Transport {
   kShm,   // shared memory; needs every rank on this host
 };
 
+// KOLO_GPU_OPERATIONS: the data path of GPU tensors (README, "GPU tensors").
+enum class GpuOperations {
+  kAuto,  // nccl in a build with NCCL, else ring
+  kNccl,  // NCCL collectives on the GPUs
+  kRing,  // staged through page-locked host memory over the CPU data path (KOLO_TRANSPORT)
+};
+
 struct Options {
   // Every field of the config table at its default.
   Options();
@@ -92,6 +99,10 @@ struct Options {
   // which cached allreduces run next, without a round trip to the controller. Must be the same
   // on every rank (init() fails naming the rank that differs).
   bool fast_path{};
+
+  // KOLO_GPU_OPERATIONS. Must be the same on every rank. Set explicitly (not auto), init()
+  // also checks that a GPU is usable and fails naming the variable when it is not.
+  GpuOperations gpu_operations{};
 
   // Reads the variables of the config table from the process environment.
   // Fails with a message naming the variable on a bad value. KOLO_SECRET is removed from the

@@ -1,0 +1,251 @@
+#include "runtime/gpu_plane.h"
+
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "core/config/config_table.h"
+#include "core/op_text.h"
+#include "ops/gpu/gpu_executor.h"
+#include "ops/gpu/staged_executor.h"
+#include "ops/nccl/nccl_environment.h"
+#include "ops/ring_allgather.h"
+#include "runtime/comm_bootstrap.h"
+
+namespace kolo {
+namespace {
+
+// What a rank says about its GPU path at the first GPU response (allgathered, one byte).
+enum PathByte : uint8_t { kNoGpu = 0, kNccl = 1, kRing = 2 };
+
+const char* PathText(uint8_t path) {
+  return path == kNccl ? "nccl" : path == kRing ? "ring" : "no usable GPU";
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<GpuPlane>> GpuPlane::Create(const Config& config,
+                                                     const Options& options, Executor* host,
+                                                     DataPlane* mesh, Logger logger) {
+  GpuBackends backends = MakeGpuBackends(options);
+  const GpuOperations asked = config.operations;
+  const bool nccl = asked == GpuOperations::kNccl ||
+                    (asked == GpuOperations::kAuto && backends.collectives != nullptr);
+  if (asked != GpuOperations::kAuto) {
+    // Set explicitly: the job means to use GPUs, so this is the moment to say it cannot.
+    const std::string variable =
+        std::string("KOLO_GPU_OPERATIONS=") + GpuOperationsName(asked) + ": ";
+    if (backends.device == nullptr) {
+      return backends.device_error.WithContext(variable.substr(0, variable.size() - 2));
+    }
+    if (nccl && backends.collectives == nullptr) {
+      return FailedPrecondition(variable + backends.collectives_error.message() +
+                                "; KOLO_GPU_OPERATIONS=ring runs GPU tensors without NCCL");
+    }
+    StatusOr<int> count = backends.device->DeviceCount();
+    if (!count.ok()) return Status(count.status().code(), variable + count.status().message());
+    if (*count == 0) {
+      return FailedPrecondition(variable + "no GPU is visible to this process (" +
+                                backends.device->name() + " reports 0 devices)");
+    }
+  }
+  return std::unique_ptr<GpuPlane>(
+      new GpuPlane(config, std::move(backends), nccl, host, mesh, std::move(logger)));
+}
+
+GpuPlane::GpuPlane(const Config& config, GpuBackends backends, bool nccl, Executor* host,
+                   DataPlane* mesh, Logger logger)
+    : config_(config),
+      backends_(std::move(backends)),
+      nccl_(nccl),
+      host_(host),
+      mesh_(mesh),
+      logger_(std::move(logger)) {}
+
+GpuPlane::~GpuPlane() {
+  Stop();  // the libraries (backends_) go last, as a member
+}
+
+void GpuPlane::Stop() {
+  // The executors first (they wait for their device work), then the communicator.
+  std::unique_ptr<gpu::GpuExecutor> executor;
+  {
+    MutexLock lock(&mu_);
+    executor = std::move(gpu_executor_);
+  }
+  executor.reset();
+  staged_executor_.reset();
+  comms_.reset();
+}
+
+const char* GpuPlane::path_name() const {
+  return nccl_ ? "nccl" : "ring";
+}
+
+StatusOr<int> GpuPlane::UsableDevices() {
+  MutexLock lock(&mu_);
+  if (!counted_) {
+    device_count_ = backends_.device->DeviceCount();
+    counted_ = true;
+  }
+  return device_count_;
+}
+
+Status GpuPlane::CheckOp(const TensorMeta& meta, const TensorView& input,
+                         const TensorView& output) {
+  const std::string what = OpTypeName(meta.op) + " '" + meta.name + "'";
+  const std::string where = what + " is on " + DeviceName(input.device) + ", but ";
+  if (backends_.device == nullptr) {
+    return Status(backends_.device_error.code(), where + backends_.device_error.message());
+  }
+  StatusOr<int> count = UsableDevices();
+  if (!count.ok()) return Status(count.status().code(), where + count.status().message());
+  const int device = input.device.index;
+  if (device >= *count) {
+    return InvalidArgument(where + "this process sees " + std::to_string(*count) + " GPU(s)");
+  }
+  {
+    MutexLock lock(&mu_);
+    if (device_ < 0) device_ = device;
+    if (device != device_) {
+      return InvalidArgument(where + "this rank's earlier GPU ops ran on cuda:" +
+                             std::to_string(device_) + "; kolo uses one GPU per rank");
+    }
+  }
+  auto check = [&](const char* role, const TensorView& t) -> Status {
+    if (t.data == nullptr) return Status::Ok();  // empty, or allocated later
+    Status ok = backends_.device->CheckDevicePointer(t.data, t.num_bytes(), device);
+    if (ok.ok()) return ok;
+    return Status(ok.code(), what + ": the " + role + " is not device memory of " +
+                                 DeviceName(input.device) + " (" + ok.message() + ")");
+  };
+  KOLO_RETURN_IF_ERROR(check("input", input));
+  if (output.data != input.data) KOLO_RETURN_IF_ERROR(check("output", output));
+  const bool scaled = meta.prescale != 1.0 || meta.postscale != 1.0;
+  const bool sum_or_average =
+      meta.reduce_op == ReduceOp::kSum || meta.reduce_op == ReduceOp::kAverage;
+  if (nccl_ && scaled && (!IsFloatingPoint(meta.dtype) || !sum_or_average)) {
+    return InvalidArgument(what +
+                           ": NCCL scales only floating-point sums and averages "
+                           "(ncclRedOpCreatePreMulSum), and this is a " +
+                           ReduceOpName(meta.reduce_op) + " of " + DataTypeName(meta.dtype) +
+                           "; scale the tensor yourself, or run KOLO_GPU_OPERATIONS=ring");
+  }
+  return Status::Ok();
+}
+
+bool GpuPlane::RunsAsync(const Response& response) const {
+  return response.gpu && nccl_;
+}
+
+Status GpuPlane::Execute(const Response& response, const std::vector<TensorEntry*>& entries,
+                         PhaseObserver* observer) {
+  if (!response.gpu) return host_->Execute(response, entries, observer);
+  if (nccl_) return Internal("a GPU response of the nccl path was executed, not launched");
+  KOLO_RETURN_IF_ERROR(Start(response, entries));
+  return staged_executor_->Execute(response, entries, observer);
+}
+
+Status GpuPlane::Launch(const Response& response, const std::vector<TensorEntry*>& entries,
+                        PhaseObserver* observer, Done done) {
+  if (!RunsAsync(response)) return Internal("a response that runs synchronously was launched");
+  KOLO_RETURN_IF_ERROR(Start(response, entries));
+  gpu::GpuExecutor* executor = nullptr;
+  {
+    MutexLock lock(&mu_);
+    executor = gpu_executor_.get();
+  }
+  return executor->Launch(response, entries, observer, std::move(done));
+}
+
+void GpuPlane::Interrupt(const Status& why) {
+  host_->Interrupt(why);
+  MutexLock lock(&mu_);
+  if (gpu_executor_ != nullptr) gpu_executor_->Interrupt(why);
+}
+
+Status GpuPlane::Start(const Response& response, const std::vector<TensorEntry*>& entries) {
+  {
+    MutexLock lock(&mu_);
+    if (!start_failure_.ok()) return start_failure_;
+    if (gpu_executor_ != nullptr || staged_executor_ != nullptr) return Status::Ok();
+  }
+  // Every rank is at this response now: agree on the path (and on having a GPU at all).
+  Status local;
+  int device = -1;
+  if (backends_.device == nullptr) {
+    local = backends_.device_error;
+  } else if (StatusOr<int> count = UsableDevices(); !count.ok()) {
+    local = count.status();
+  } else if (*count == 0) {
+    local = FailedPrecondition("no GPU is visible to this process");
+  } else {
+    MutexLock lock(&mu_);
+    device = device_ >= 0 ? device_ : config_.local_rank % *count;
+  }
+  std::vector<uint8_t> paths(static_cast<size_t>(config_.size), kNoGpu);
+  paths[static_cast<size_t>(config_.rank)] = !local.ok() ? kNoGpu : nccl_ ? kNccl : kRing;
+  Status agreed;
+  if (config_.size > 1) {
+    agreed = ops::RingAllgather(*mesh_, paths.data(), std::vector<size_t>(paths.size(), 1),
+                                "agreeing on the GPU path at " + DescribeOp(response.op, entries));
+  }
+  std::string differ;
+  for (int r = 0; agreed.ok() && r < config_.size; ++r) {
+    const uint8_t path = paths[static_cast<size_t>(r)];
+    if (path == kNoGpu || path != paths[static_cast<size_t>(config_.rank)]) {
+      differ += (differ.empty() ? "" : ", ") + ("rank " + std::to_string(r) + ": ") +
+                PathText(path);
+    }
+  }
+  if (agreed.ok() && !differ.empty()) {
+    agreed = FailedPrecondition(
+        "the ranks cannot run GPU tensors the same way (KOLO_GPU_OPERATIONS must be the same "
+        "on every rank, and every rank needs a usable GPU): this rank runs " +
+        std::string(PathText(paths[static_cast<size_t>(config_.rank)])) + "; " + differ +
+        (local.ok() ? "" : "; here: " + local.message()));
+  }
+  if (agreed.ok()) {
+    if (nccl_) {
+      // NCCL reads its variables once, at its first bootstrap: set what the user left unset
+      // (setenv, on the background thread, before any NCCL call that reads them).
+      for (const gpu::NcclEnvDefault& var :
+           gpu::NcclEnvironmentDefaults(config_.network_interface)) {
+        if (std::getenv(var.name.c_str()) != nullptr) continue;
+        setenv(var.name.c_str(), var.value.c_str(), /*overwrite=*/0);
+        logger_->info("{}={} ({})", var.name, var.value, var.why);
+      }
+      CommBootstrap::Config bootstrap;
+      bootstrap.rank = config_.rank;
+      bootstrap.size = config_.size;
+      bootstrap.timeout_seconds = config_.timeout_seconds;
+      bootstrap.clock = config_.clock;
+      comms_ = std::make_unique<CommBootstrap>(backends_.collectives.get(), mesh_, bootstrap,
+                                               logger_);
+      gpu::GpuExecutor::Config executor;
+      executor.rank = config_.rank;
+      executor.size = config_.size;
+      executor.device = device;
+      executor.fusion_threshold_bytes = static_cast<size_t>(config_.fusion_threshold_bytes);
+      executor.completion.timeout_seconds = config_.timeout_seconds;
+      executor.completion.clock = config_.clock;
+      CommBootstrap* comms = comms_.get();
+      auto made = std::make_unique<gpu::GpuExecutor>(
+          backends_.device.get(), backends_.collectives.get(),
+          [comms](int d) { return comms->Get(d); }, executor, logger_);
+      MutexLock lock(&mu_);
+      gpu_executor_ = std::move(made);
+    } else {
+      staged_executor_ = std::make_unique<gpu::StagedExecutor>(
+          backends_.device.get(), host_, config_.timeout_seconds, config_.clock);
+    }
+    logger_->info("GPU tensors run over {} ({}) on cuda:{}", path_name(),
+                  nccl_ ? backends_.collectives->name() : backends_.device->name(), device);
+    return Status::Ok();
+  }
+  MutexLock lock(&mu_);
+  start_failure_ = agreed;
+  return agreed;
+}
+
+}  // namespace kolo
