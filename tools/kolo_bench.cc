@@ -5,6 +5,7 @@
 //   kolorun -np 4 kolo-bench -b 4K -e 64M -d all -o all
 //   kolorun -np 4 kolo-bench -b 4K -e 64M -o allgather
 //   kolorun -np 2 kolo-bench --model resnet50       (a training step against the raw data plane)
+//   kolorun -np 4 kolo-bench --device cuda-sim -o all   (GPU tensors, on simulated GPUs)
 // Rank 0 prints one line per message size; every rank checks every iteration's result
 // exactly, and all ranks exit 1 if any element anywhere was wrong.
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "kolo/kolo.h"
 #include "runtime/raw_data_plane.h"
 #include "tools/bench/bench_collective.h"
+#include "tools/bench/bench_device.h"
 #include "tools/bench/bench_options.h"
 #include "tools/bench/model_bench.h"
 
@@ -119,8 +121,11 @@ class Sweep {
   // input in `out`); its time in `time_us` if not null.
   Status RunOnce(const std::string& name, const BenchOp& op, const TensorView& in,
                  const TensorView& out, double* time_us);
+  // `out` holds the pattern in host memory; the ops write `run_out` (out itself, or its device
+  // copy, uploaded before and downloaded after each timed op).
   Status TimeIterations(const std::string& name, const TensorView& in, const TensorView& out,
-                        const BenchOp& op, const CollectivePattern& pattern, Row* row);
+                        const TensorView& run_out, const BenchOp& op,
+                        const CollectivePattern& pattern, Row* row);
   // Turns per-rank iteration times and wrong counts into job-wide ones (max, sum).
   Status ReduceResults(std::vector<double>* times, int64_t* wrong);
   void Print(DataType dtype, const BenchOp& op, const Row& row);
@@ -128,9 +133,13 @@ class Sweep {
   const BenchOptions options_;
   const int rank_ = kolo::rank();
   const int size_ = kolo::size();
-  // uint64_t: 8-byte alignment for every dtype. Allocated by Run(), without throwing.
+  // uint64_t: 8-byte alignment for every dtype. Allocated by Run(), without throwing. The
+  // patterns are written and checked here; with a GPU (device_) the ops run on device copies.
   std::unique_ptr<uint64_t[]> input_;
   std::unique_ptr<uint64_t[]> output_;
+  std::unique_ptr<kolo::bench::BenchDevice> device_;  // null: the tensors are input_/output_
+  void* device_input_ = nullptr;
+  void* device_output_ = nullptr;
   int64_t total_wrong_ = 0;
   double busbw_sum_ = 0;
   int rows_ = 0;
@@ -145,6 +154,12 @@ Status Sweep::Run() {
   if (!input_ || !output_) {
     return kolo::InvalidArgument("cannot allocate two buffers of --maxbytes " +
                                  std::to_string(options_.max_bytes) + " bytes");
+  }
+  if (options_.device != "cpu") {
+    KOLO_ASSIGN_OR_RETURN(device_,
+                          kolo::bench::OpenBenchDevice(options_.device, rank_, kolo::local_rank()));
+    KOLO_ASSIGN_OR_RETURN(device_input_, device_->Alloc(words * 8));
+    KOLO_ASSIGN_OR_RETURN(device_output_, device_->Alloc(words * 8));
   }
   if (options_.root >= size_) {
     return kolo::InvalidArgument("--root " + std::to_string(options_.root) + " is not a rank of " +
@@ -174,10 +189,18 @@ StatusOr<Row> Sweep::RunSize(DataType dtype, const BenchOp& op, int64_t bytes) {
   CollectivePattern pattern(op, dtype, rank_, size_, options_.root, row.shape);
   // Broadcast works in place: root's input is its output tensor.
   pattern.FillInput(op.collective == Collective::kBroadcast ? out.data : in.data);
-  for (int i = 0; i < options_.warmup_iters; ++i) {
-    KOLO_RETURN_IF_ERROR(RunOnce(name, op, in, out, nullptr));
+  TensorView run_out = out;  // what the ops write: `out`, or its copy on the device
+  if (device_ != nullptr) {
+    KOLO_RETURN_IF_ERROR(device_->Upload(device_input_, in.data, in.num_bytes()));
+    KOLO_RETURN_IF_ERROR(device_->Upload(device_output_, out.data, out.num_bytes()));
+    in.data = device_input_;
+    in.device = run_out.device = device_->device();
+    run_out.data = device_output_;
   }
-  KOLO_RETURN_IF_ERROR(TimeIterations(name, in, out, op, pattern, &row));
+  for (int i = 0; i < options_.warmup_iters; ++i) {
+    KOLO_RETURN_IF_ERROR(RunOnce(name, op, in, run_out, nullptr));
+  }
+  KOLO_RETURN_IF_ERROR(TimeIterations(name, in, out, run_out, op, pattern, &row));
   return row;
 }
 
@@ -196,12 +219,20 @@ Status Sweep::RunOnce(const std::string& name, const BenchOp& op, const TensorVi
 }
 
 Status Sweep::TimeIterations(const std::string& name, const TensorView& in, const TensorView& out,
-                             const BenchOp& op, const CollectivePattern& pattern, Row* row) {
+                             const TensorView& run_out, const BenchOp& op,
+                             const CollectivePattern& pattern, Row* row) {
   std::vector<double> times(static_cast<size_t>(options_.iters));
   int64_t wrong = 0;
   for (double& time : times) {
     if (options_.check) pattern.FillPoison(out.data);
-    KOLO_RETURN_IF_ERROR(RunOnce(name, op, in, out, &time));
+    // Untimed: the poison (and broadcast root's input) to the device, the result back.
+    if (device_ != nullptr) {
+      KOLO_RETURN_IF_ERROR(device_->Upload(run_out.data, out.data, out.num_bytes()));
+    }
+    KOLO_RETURN_IF_ERROR(RunOnce(name, op, in, run_out, &time));
+    if (device_ != nullptr) {
+      KOLO_RETURN_IF_ERROR(device_->Download(out.data, run_out.data, out.num_bytes()));
+    }
     if (options_.check) wrong += pattern.CountWrong(out.data);
   }
   KOLO_RETURN_IF_ERROR(ReduceResults(&times, &wrong));
@@ -250,7 +281,8 @@ void PrintHeader(const BenchOptions& options) {
       collectives += (collectives.empty() ? "" : ", ") + name;
     }
   }
-  std::printf("# kolo-bench: %s over %d ranks\n", collectives.c_str(), kolo::size());
+  std::printf("# kolo-bench: %s over %d ranks, tensors on %s\n", collectives.c_str(), kolo::size(),
+              options.device.c_str());
   std::printf("#  minBytes %" PRId64 " maxBytes %" PRId64 " step: %" PRId64
               "(factor) warmup iters: %d iters: %d validation: %d\n",
               options.min_bytes, options.max_bytes, options.step_factor, options.warmup_iters,
@@ -275,7 +307,8 @@ void PrintFooter(const Sweep& sweep, bool check) {
 
 // Runs the sweep between init and shutdown; returns the exit code.
 int RunBench(const BenchOptions& options) {
-  Status status = kolo::init();
+  Status status = kolo::bench::PrepareBenchDevice(options.device);
+  if (status.ok()) status = kolo::init();
   if (!status.ok()) {
     std::fprintf(stderr, "kolo-bench: kolo::init() failed: %s\n", status.ToString().c_str());
     return 1;
@@ -289,18 +322,23 @@ int RunBench(const BenchOptions& options) {
     return down.ok() ? code : 1;
   }
   if (kolo::rank() == 0) PrintHeader(options);
-  Sweep sweep(options);
-  status = sweep.Run();
-  if (!status.ok()) {
-    std::fprintf(stderr, "kolo-bench: rank %d: %s\n", kolo::rank(), status.ToString().c_str());
-  } else if (kolo::rank() == 0) {
-    PrintFooter(sweep, options.check);
+  int64_t wrong = 0;
+  {
+    // Gone before shutdown(): its device buffers belong to the runtime's device (cuda-sim).
+    Sweep sweep(options);
+    status = sweep.Run();
+    if (!status.ok()) {
+      std::fprintf(stderr, "kolo-bench: rank %d: %s\n", kolo::rank(), status.ToString().c_str());
+    } else if (kolo::rank() == 0) {
+      PrintFooter(sweep, options.check);
+    }
+    wrong = sweep.total_wrong();
   }
   Status down = kolo::shutdown();
   if (!down.ok()) {
     std::fprintf(stderr, "kolo-bench: kolo::shutdown() failed: %s\n", down.ToString().c_str());
   }
-  return status.ok() && down.ok() && sweep.total_wrong() == 0 ? 0 : 1;
+  return status.ok() && down.ok() && wrong == 0 ? 0 : 1;
 }
 
 }  // namespace

@@ -82,6 +82,13 @@ TEST_CASE("ParseBenchOptions takes --model and --stat", "[tools][bench]") {
   CHECK(options->raw);
 }
 
+TEST_CASE("ParseBenchOptions takes --device", "[tools][bench]") {
+  CHECK(ParseBenchOptions({}).value().device == "cpu");
+  for (const std::string device : {"cpu", "cuda", "cuda-sim"}) {
+    CHECK(ParseBenchOptions({"--device", device}).value().device == device);
+  }
+}
+
 TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
   using Case = std::pair<std::vector<std::string>, std::string>;
   auto [args, message] = GENERATE(
@@ -100,6 +107,9 @@ TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
       Case{{"--stat", "p99"}, "--stat: unknown value 'p99' (one of: mean median)"},
       Case{{"--raw", "1", "-o", "allgather"}, "--raw runs allreduce sums only (-o sum)"},
       Case{{"--raw", "1", "-o", "max"}, "--raw runs allreduce sums only (-o sum)"},
+      Case{{"--device", "gpu"}, "--device: unknown value 'gpu' (one of: cpu cuda cuda-sim)"},
+      Case{{"--device", "cuda", "--raw", "1"},
+           "--raw and --model run on host memory only (--device cpu)"},
       Case{{"-e"}, "-e needs a value"}, Case{{"--bogus"}, "unknown argument '--bogus'"});
   auto options = ParseBenchOptions(args);
   REQUIRE_FALSE(options.ok());

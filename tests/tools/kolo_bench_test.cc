@@ -37,10 +37,11 @@ std::vector<BenchRow> ParseRows(const std::string& out) {
   return rows;
 }
 
-ProcessResult RunBench(int ranks, const std::vector<std::string>& flags) {
+ProcessResult RunBench(int ranks, const std::vector<std::string>& flags,
+                       const std::vector<std::string>& env = {}) {
   std::vector<std::string> argv = {KOLORUN_PATH, "-np", std::to_string(ranks), KOLO_BENCH_PATH};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  return RunProcess(argv);
+  return RunProcess(argv, env);
 }
 
 TEST_CASE("kolo-bench gets every dtype and op exactly right over 3 ranks",
@@ -106,6 +107,28 @@ TEST_CASE("kolo-bench runs allgather, broadcast, reducescatter and alltoall exac
     const int64_t parts = c.op == "broadcast" ? 1 : 3;
     CHECK(row.bytes == row.count * parts * element_size.at(row.type));
     if (row.algbw > 0.1) CHECK(row.busbw == Approx(row.algbw * c.busbw_factor).margin(0.011));
+  }
+  CHECK(run.out.find("# Wrong elements     : 0 OK") != std::string::npos);
+}
+
+TEST_CASE("kolo-bench --device cuda-sim runs every collective exactly on simulated GPUs",
+          "[tools][bench][multirank][gpu-sim]") {
+  const std::string path = GENERATE("nccl", "ring");
+  const std::string op = GENERATE("all", "allgather", "broadcast", "reducescatter", "alltoall");
+  Watchdog watchdog("kolo-bench cuda-sim " + path + " " + op, seconds(120));
+  // Processes, not threads: the simulated NCCL's ranks meet through the unique id.
+  ProcessResult run = RunBench(3,
+                               {"--device", "cuda-sim", "-b", "8", "-e", "256K", "-f", "8", "-n",
+                                "2", "-w", "1", "-o", op, "-d", "float"},
+                               {"KOLO_GPU_OPERATIONS=" + path});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.out.find("ranks, tensors on cuda-sim") != std::string::npos);
+  std::vector<BenchRow> rows = ParseRows(run.out);
+  CHECK(rows.size() == (op == "all" ? 5u : 1u) * 6);  // 8, 64, ..., 256K bytes
+  for (const BenchRow& row : rows) {
+    INFO(row.op << " " << row.bytes);
+    CHECK(row.wrong == "0");
   }
   CHECK(run.out.find("# Wrong elements     : 0 OK") != std::string::npos);
 }

@@ -129,6 +129,13 @@ const std::map<std::string, FlagSetter>& Flags() {
       o->model = v;
       return Status::Ok();
     });
+    add("--device", "--device", [](const std::string& v, BenchOptions* o) -> Status {
+      if (v != "cpu" && v != "cuda" && v != "cuda-sim") {
+        return InvalidArgument("--device: unknown value '" + v + "' (one of: cpu cuda cuda-sim)");
+      }
+      o->device = v;
+      return Status::Ok();
+    });
     add("--raw", "--raw", IntFlag("--raw", &BenchOptions::raw, 0, 1));
     add("--stat", "--stat", [](const std::string& v, BenchOptions* o) -> Status {
       if (v != "mean" && v != "median") {
@@ -191,6 +198,9 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
         options.ops[0].reduce == ReduceOp::kSum)) {
     return InvalidArgument("--raw runs allreduce sums only (-o sum)");
   }
+  if (options.device != "cpu" && (options.raw || !options.model.empty())) {
+    return InvalidArgument("--raw and --model run on host memory only (--device cpu)");
+  }
   if (options.min_bytes > options.max_bytes) {
     return InvalidArgument("--minbytes (" + std::to_string(options.min_bytes) +
                            ") is larger than --maxbytes (" + std::to_string(options.max_bytes) +
@@ -244,6 +254,9 @@ Collective sweep through kolo's public API, printed by rank 0 in the style of nc
   -r, --root N             broadcast's root rank (default 0)
   -c, --check 0|1          check every iteration's result exactly (default 1)
       --stat mean|median   what the time column reports over the iterations (default mean)
+      --device D           where the tensors live: cpu (default), cuda (the local rank's GPU)
+                           or cuda-sim (a simulated GPU per rank: kolo's whole GPU path on a
+                           machine without one; times are the simulator's, not a GPU's)
       --raw 0|1            allreduce sums through the data plane alone, in place: no queue,
                            negotiation or fusion (default 0); only with -o sum
   -m, --model resnet50     instead of the sweep: a training step of the model's gradients (each

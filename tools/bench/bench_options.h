@@ -32,6 +32,9 @@ struct BenchOptions {
   // --model: instead of the sweep, a training step of this model's gradients against one raw
   // data-plane allreduce of the same bytes (tools/bench/model_bench.h).
   std::string model;
+  // --device: where the tensors live: cpu, cuda (this rank's GPU, local rank modulo the GPUs),
+  // or cuda-sim (a simulated GPU per rank: the whole GPU path without a GPU).
+  std::string device = "cpu";
   bool show_help = false;
 };
 
