@@ -37,6 +37,23 @@ TensorMeta MetaOf(const std::string& name, OpType op, const TensorView& tensor) 
   return meta;
 }
 
+// bool reduces by logical or / and: it has no average, and scaling a truth value means nothing.
+Status CheckBoolReduction(const std::string& what, DataType dtype,
+                          const AllreduceOptions& options) {
+  if (dtype != DataType::kBool) return Status::Ok();
+  if (options.op == ReduceOp::kAverage) {
+    return InvalidArgument(what +
+                           ": bool tensors have no average; use sum or max (logical or) or min or "
+                           "product (logical and)");
+  }
+  if (options.prescale != 1.0 || options.postscale != 1.0) {
+    return InvalidArgument(what + ": bool tensors cannot be scaled (prescale " +
+                           std::to_string(options.prescale) + ", postscale " +
+                           std::to_string(options.postscale) + ")");
+  }
+  return Status::Ok();
+}
+
 // The local checks of a reduction (allreduce, and reducescatter on the whole input); errors
 // name `op`.
 StatusOr<TensorMeta> ValidateReduction(OpType op, const std::string& name, const TensorView& input,
@@ -65,13 +82,15 @@ StatusOr<TensorMeta> ValidateReduction(OpType op, const std::string& name, const
     if (!std::isfinite(factor)) {
       return InvalidArgument(what + ": scale factors must be finite");
     }
-    if (factor != 1.0 && !IsFloatingPoint(input.dtype)) {
+    // Host tensors of every integer type scale (in double, truncated); NCCL cannot.
+    if (factor != 1.0 && !IsFloatingPoint(input.dtype) && !input.device.is_cpu()) {
       return InvalidArgument(what +
-                             ": prescale/postscale apply to floating-point tensors only, "
+                             ": prescale/postscale apply to floating-point GPU tensors only, "
                              "and this one is " +
-                             DataTypeName(input.dtype));
+                             DataTypeName(input.dtype) + " on " + DeviceName(input.device));
     }
   }
+  KOLO_RETURN_IF_ERROR(CheckBoolReduction(what, input.dtype, options));
   TensorMeta meta = MetaOf(name, op, input);
   meta.reduce_op = options.op;
   meta.prescale = options.prescale;

@@ -37,8 +37,11 @@ TEST_CASE("Zero-element tensors may have a null pointer", "[core][validation]") 
 TEST_CASE("Local argument errors name the tensor and the problem", "[core][validation]") {
   float f[4];
   int32_t i[4];
+  uint8_t b[4];
   AllreduceOptions scaled;
   scaled.prescale = 2.0;
+  AllreduceOptions average;
+  average.op = ReduceOp::kAverage;
   TensorView gpu = View(f, DataType::kFloat32, {4});
   gpu.device = Device::Cuda(0);
   struct Case {
@@ -53,14 +56,21 @@ TEST_CASE("Local argument errors name the tensor and the problem", "[core][valid
       {"t", View(f, DataType::kFloat32, {4}), View(f, DataType::kFloat32, {2}), {}, "[4]"},
       {"t", View(nullptr, DataType::kFloat32, {4}), View(f, DataType::kFloat32, {4}), {}, "null"},
       {"t", View(f, DataType::kFloat32, {-1}), View(f, DataType::kFloat32, {-1}), {}, "negative"},
-      {"t", View(i, DataType::kInt32, {4}), View(i, DataType::kInt32, {4}), scaled,
-       "floating-point"},
+      {"t", View(b, DataType::kBool, {4}), View(b, DataType::kBool, {4}), scaled,
+       "bool tensors cannot be scaled"},
+      {"t", View(b, DataType::kBool, {4}), View(b, DataType::kBool, {4}), average,
+       "bool tensors have no average"},
       {"t", gpu, gpu, {}, "cuda:0"},
       {"t",
        View(f, static_cast<DataType>(42), {4}),
        View(f, static_cast<DataType>(42), {4}),
        {},
        "dtype(42)"},
+      {"t",
+       View(f, static_cast<DataType>(kNumDataTypes), {4}),
+       View(f, static_cast<DataType>(kNumDataTypes), {4}),
+       {},
+       "dtype(11)"},
   };
   for (const Case& c : cases) {
     auto meta = ValidateAllreduce(c.name, c.in, c.out, c.options);
@@ -70,4 +80,36 @@ TEST_CASE("Local argument errors name the tensor and the problem", "[core][valid
     CHECK_THAT(meta.status().message(), Catch::Contains(c.expect));
     if (!c.name.empty()) CHECK_THAT(meta.status().message(), Catch::Contains("'t'"));
   }
+}
+
+TEST_CASE("Every dtype is valid, bool with or and and; integers scale on the CPU",
+          "[core][validation]") {
+  int64_t words[4];
+  for (int d = 0; d < kNumDataTypes; ++d) {
+    const auto dtype = static_cast<DataType>(d);
+    INFO(DataTypeName(dtype));
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      AllreduceOptions options;
+      options.op = op;
+      CHECK(ValidateAllreduce("t", View(words, dtype, {4}), View(words, dtype, {4}), options).ok());
+    }
+    AllreduceOptions scaled;
+    scaled.op = ReduceOp::kAverage;
+    scaled.prescale = 0.5;
+    scaled.postscale = 3.0;
+    // Integers scale like floats on host memory (truncated); bool has neither.
+    CHECK(ValidateAllreduce("t", View(words, dtype, {4}), View(words, dtype, {4}), scaled).ok() ==
+          (dtype != DataType::kBool));
+  }
+  CHECK(DataTypeName(DataType::kUInt16) == "uint16");
+  CHECK(DataTypeName(DataType::kInt16) == "int16");
+  CHECK(DataTypeName(DataType::kBool) == "bool");
+  CHECK(DataTypeSize(DataType::kUInt16) == 2);
+  CHECK(DataTypeSize(DataType::kInt16) == 2);
+  CHECK(DataTypeSize(DataType::kBool) == 1);
+  CHECK(IsValidDataType(10));
+  CHECK_FALSE(IsValidDataType(11));
+  // The first eight keep their numbers (the wire and the C API use them).
+  CHECK(static_cast<int>(DataType::kFloat64) == 7);
+  CHECK(static_cast<int>(DataType::kBool) == 10);
 }

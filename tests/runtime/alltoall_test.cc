@@ -22,9 +22,10 @@ int64_t Rows(int from, int to, int pattern) {
   return 97 + from * 5 + to;                     // larger blocks
 }
 
-// The value rank `from` puts in element i of the block it sends to `to`.
-double Value(int from, int to, int64_t i) {
-  return static_cast<double>((from * 7 + to * 3 + i) % 11);
+// The value rank `from` puts in element i of the block it sends to `to` (0 or 1 for bool).
+double Value(DataType dtype, int from, int to, int64_t i) {
+  const int64_t v = (from * 7 + to * 3 + i) % 11;
+  return static_cast<double>(dtype == DataType::kBool ? v % 2 : v);
 }
 
 std::string CheckAlltoall(Runtime& rt, DataType dtype, int pattern, int64_t cols) {
@@ -41,7 +42,8 @@ std::string CheckAlltoall(Runtime& rt, DataType dtype, int pattern, int64_t cols
   int64_t at = 0;
   for (int to = 0; to < n; ++to) {
     for (int64_t i = 0; i < splits[to] * cols; ++i) {
-      kolo::testing::StoreElement(dtype, input.data(), static_cast<size_t>(at++), Value(me, to, i));
+      kolo::testing::StoreElement(dtype, input.data(), static_cast<size_t>(at++),
+                                  Value(dtype, me, to, i));
     }
   }
   std::vector<uint8_t> output;
@@ -63,7 +65,7 @@ std::string CheckAlltoall(Runtime& rt, DataType dtype, int pattern, int64_t cols
              std::to_string(from);
     }
     for (int64_t i = 0; i < received[from] * cols; ++i) {
-      if (kolo::testing::ReadElement(output, dtype, at++) != Value(from, me, i)) {
+      if (kolo::testing::ReadElement(output, dtype, at++) != Value(dtype, from, me, i)) {
         return name + ": wrong element " + std::to_string(i) + " from rank " + std::to_string(from);
       }
     }

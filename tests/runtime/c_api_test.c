@@ -1,7 +1,7 @@
 /* The C API from a C program (built as C99 with -pedantic -Werror): the version check of init,
- * allreduce (blocking and async), broadcast, barrier, allgather, alltoall, reducescatter,
- * grouped allreduce, join, an argument error, shutdown. Run alone (one rank) and under kolorun
- * (several); exits non-zero with a message on the first thing that is wrong. */
+ * allreduce (blocking and async; int16 and bool too), broadcast, barrier, allgather, alltoall,
+ * reducescatter, grouped allreduce, join, argument errors, shutdown. Run alone (one rank) and
+ * under kolorun (several); exits non-zero with a message on the first thing that is wrong. */
 #include <kolo/c_api.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,6 +39,28 @@ static int check_versions(void) {
       strcmp(kolo_status_name(99), "UNKNOWN") != 0) {
     return fail("kolo_status_name");
   }
+  return 0;
+}
+
+/* int16 sums; bool: max is or, min is and, average is refused. */
+static int check_new_dtypes(int rank, int size) {
+  int16_t h[2];
+  uint8_t flags[2], any[2], all[2];
+  h[0] = (int16_t)(-rank - 1);
+  h[1] = 300;
+  if (kolo_allreduce("c/int16", h, h, 2, KOLO_INT16, KOLO_SUM) != KOLO_OK) return fail("int16");
+  if (h[0] != -size * (size + 1) / 2 || h[1] != 300 * size) return fail("int16 data");
+  flags[0] = (uint8_t)(rank == 0);
+  flags[1] = 1;
+  if (kolo_allreduce("c/any", flags, any, 2, KOLO_BOOL, KOLO_MAX) != KOLO_OK) return fail("or");
+  if (kolo_allreduce("c/all", flags, all, 2, KOLO_BOOL, KOLO_MIN) != KOLO_OK) return fail("and");
+  if (any[0] != 1 || any[1] != 1 || all[0] != (size == 1) || all[1] != 1) {
+    return fail("bool data");
+  }
+  if (kolo_allreduce("c/avg", flags, flags, 2, KOLO_BOOL, KOLO_AVERAGE) != KOLO_INVALID_ARGUMENT) {
+    return fail("a bool average was accepted");
+  }
+  if (strstr(kolo_last_error(), "no average") == NULL) return fail("the message");
   return 0;
 }
 
@@ -112,6 +134,8 @@ int main(void) {
     return fail("grouped allreduce");
   }
   if (g1[2] != size || g2[1] != 2 * size) return fail("grouped allreduce data");
+
+  if (check_new_dtypes(rank, size) != 0) return 1;
 
   if (kolo_broadcast("c/bad", b, 3, KOLO_FLOAT64, size) != KOLO_INVALID_ARGUMENT) {
     return fail("a root outside the job was accepted");

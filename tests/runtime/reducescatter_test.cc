@@ -67,6 +67,7 @@ TEST_CASE("Reducescatter leaves each rank its part of the reduction", "[runtime]
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     for (DataType dtype : kAllDataTypes) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
+        if (!kolo::testing::HasReduceOp(dtype, op)) continue;
         for (int64_t rows : {int64_t{0}, int64_t{1}, int64_t{13}, int64_t{5 * n + 3}}) {
           std::string e = CheckReducescatter(rt, dtype, op, rows, 3);
           if (!e.empty()) return e;

@@ -38,7 +38,10 @@ enum kolo_dtype {
   KOLO_FLOAT16 = 4,
   KOLO_BFLOAT16 = 5,
   KOLO_FLOAT32 = 6,
-  KOLO_FLOAT64 = 7
+  KOLO_FLOAT64 = 7,
+  KOLO_UINT16 = 8,
+  KOLO_INT16 = 9,
+  KOLO_BOOL = 10 /* one byte per element, 0 or 1; sum/max: or, min/product: and; no average */
 };
 enum kolo_reduce_op {
   KOLO_SUM = 0,

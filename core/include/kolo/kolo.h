@@ -37,8 +37,11 @@ using Allocator = std::function<void*(const std::vector<int64_t>& shape)>;
 
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::kSum;
-  // Multiplies each input before the reduction / the result after it. Floating-point dtypes
-  // only: integer tensors must keep 1.0.
+  // Multiplies each input before the reduction / the result after it. Integer tensors are
+  // scaled in double and truncated toward zero, as Horovod does (an out-of-range result
+  // saturates); an integer average divides together with the postscale:
+  // trunc(sum * postscale / ranks). bool tensors must keep 1.0, and so must integer tensors
+  // on a GPU.
   double prescale = 1.0;
   double postscale = 1.0;
 };
