@@ -198,6 +198,11 @@ StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const Tensor
   whole.shape = input.shape;
   KOLO_ASSIGN_OR_RETURN(TensorMeta meta,
                         ValidateReduction(OpType::kReducescatter, name, input, whole, options));
+  if (input.shape.empty()) {
+    return InvalidArgument("reducescatter '" + name +
+                           "': a scalar cannot be split along dimension 0; pass a tensor of "
+                           "shape [1]");
+  }
   const std::vector<int64_t> part = ReducescatterShape(input.shape, rank, size);
   int64_t part_elements = 1;
   for (int64_t d : part) part_elements *= d;

@@ -42,7 +42,8 @@ struct ReducescatterLayout {
 StatusOr<ReducescatterLayout> LayOutReducescatter(const std::vector<TensorEntry*>& entries,
                                                   DataType dtype, int rank, int n);
 
-// Checks a reducescatter: `output` must hold this rank's part (ReducescatterShape).
+// Checks a reducescatter of `input` (at least one dimension): `output` must hold this rank's
+// part (ReducescatterShape).
 StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const TensorView& input,
                                            const TensorView& output,
                                            const AllreduceOptions& options, int rank, int size);

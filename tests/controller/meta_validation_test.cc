@@ -138,6 +138,10 @@ TEST_CASE("Announcements whose sizes would overflow or that lack dimension 0 are
   scalar_gather.op = OpType::kAllgather;
   CHECK(CheckWellFormed(2, scalar_gather).message() ==
         "rank 2 announced 'g' with a scalar, which has no dimension 0 to allgather");
+  TensorMeta scalar_scatter = Meta("s", {});
+  scalar_scatter.op = OpType::kReducescatter;
+  CHECK(CheckWellFormed(2, scalar_scatter).message() ==
+        "rank 2 announced 's' with a scalar, which has no dimension 0 to reducescatter");
 
   TensorMeta a2a = Meta("a", {5, 2});
   a2a.op = OpType::kAlltoall;

@@ -113,3 +113,20 @@ TEST_CASE("Every dtype is valid, bool with or and and; integers scale on the CPU
   CHECK(static_cast<int>(DataType::kFloat64) == 7);
   CHECK(static_cast<int>(DataType::kBool) == 10);
 }
+
+TEST_CASE("Reducescatter refuses a scalar as allgather and alltoall do", "[core][validation]") {
+  float x = 1;
+  TensorView scalar = View(&x, DataType::kFloat32, {});
+  auto rs = ValidateReducescatter("s", scalar, scalar, {}, 0, 1);
+  REQUIRE_FALSE(rs.ok());
+  CHECK(rs.status().code() == StatusCode::kInvalidArgument);
+  CHECK(rs.status().message() ==
+        "reducescatter 's': a scalar cannot be split along dimension 0; pass a tensor of shape "
+        "[1]");
+  auto ag = ValidateAllgather("s", scalar, [](const std::vector<int64_t>&) { return nullptr; });
+  REQUIRE_FALSE(ag.ok());
+  CHECK_THAT(ag.status().message(), Catch::StartsWith("allgather 's': a scalar cannot be split"));
+  CHECK(ValidateReducescatter("s", View(&x, DataType::kFloat32, {1}),
+                              View(&x, DataType::kFloat32, {1}), {}, 0, 1)
+            .ok());
+}

@@ -125,7 +125,7 @@ class Runtime {
   // Reduces `input` across all ranks and leaves rank i only its part of dimension 0 in
   // `output`: rows / size rows each, the first rows % size ranks one more (see
   // ReducescatterShape). Every rank passes the same shape and options; the input is not
-  // modified. Any reduce op; average divides once.
+  // modified. Any reduce op; average divides once. A scalar input fails at enqueue.
   Status ReducescatterAsync(const std::string& name, const TensorView& input,
                             const TensorView& output, const AllreduceOptions& options,
                             Callback callback);
@@ -204,7 +204,7 @@ Status allreduce(const std::string& name, const TensorView& input, const TensorV
                  const AllreduceOptions& options = {});
 
 // The shape of rank `rank`'s part of a reducescatter of `input_shape` over `size` ranks
-// (a scalar counts as shape [1]).
+// (a scalar, which reducescatter refuses, counts as shape [1] here).
 std::vector<int64_t> ReducescatterShape(const std::vector<int64_t>& input_shape, int rank,
                                         int size);
 
