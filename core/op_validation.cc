@@ -54,8 +54,8 @@ Status CheckBoolReduction(const std::string& what, DataType dtype,
   return Status::Ok();
 }
 
-// The local checks of a reduction (allreduce, and reducescatter on the whole input); errors
-// name `op`.
+// The local checks of a reduction (allreduce, and reducescatter on the whole input; with
+// default options, the input and output of an out-of-place broadcast); errors name `op`.
 StatusOr<TensorMeta> ValidateReduction(OpType op, const std::string& name, const TensorView& input,
                                        const TensorView& output, const AllreduceOptions& options) {
   if (name.empty()) return InvalidArgument(OpTypeName(op) + " needs a non-empty tensor name");
@@ -257,6 +257,24 @@ StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView
                            " is not a rank of this job of " + std::to_string(size));
   }
   TensorMeta meta = MetaOf(name, OpType::kBroadcast, tensor);
+  meta.root = root;
+  return meta;
+}
+
+StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& input,
+                                       const TensorView& output, int root, int size) {
+  if (input.data == output.data && input.dtype == output.dtype && input.shape == output.shape &&
+      input.device == output.device) {
+    return ValidateBroadcast(name, output, root, size);  // in place
+  }
+  // A reduction's input/output checks; its default options (sum, no scaling) are a no-op here.
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta,
+                        ValidateReduction(OpType::kBroadcast, name, input, output, {}));
+  if (root < 0 || root >= size) {
+    return InvalidArgument("broadcast '" + name + "': root rank " + std::to_string(root) +
+                           " is not a rank of this job of " + std::to_string(size));
+  }
+  meta.shape = output.shape;
   meta.root = root;
   return meta;
 }

@@ -58,6 +58,11 @@ StatusOr<TensorMeta> ValidateAlltoall(const std::string& name, const TensorView&
 // Checks a broadcast of `tensor` (in place) from `root` in a job of `size` ranks.
 StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& tensor, int root,
                                        int size);
+// Checks an out-of-place broadcast: `input` (read on the root only) and `output` have the same
+// dtype, element count and device; the metadata has the output's shape. input.data ==
+// output.data is the in-place form.
+StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& input,
+                                       const TensorView& output, int root, int size);
 
 // The names every rank's barrier and join are negotiated under.
 inline constexpr char kBarrierName[] = "kolo.barrier";

@@ -138,6 +138,19 @@ Status Runtime::Broadcast(const std::string& name, const TensorView& tensor, int
   });
 }
 
+Status Runtime::BroadcastAsync(const std::string& name, const TensorView& input,
+                               const TensorView& output, int root, Callback callback) {
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta, ValidateBroadcast(name, input, output, root, size()));
+  return impl_->Enqueue(std::move(meta), input, output, std::move(callback));
+}
+
+Status Runtime::Broadcast(const std::string& name, const TensorView& input,
+                          const TensorView& output, int root) {
+  return Blocking("broadcast '" + name + "'", [&](Callback done) {
+    return BroadcastAsync(name, input, output, root, std::move(done));
+  });
+}
+
 Status Runtime::JoinAsync(int* last_rank, Callback callback) {
   TensorView none;
   none.dtype = DataType::kUInt8;

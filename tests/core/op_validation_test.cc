@@ -130,3 +130,37 @@ TEST_CASE("Reducescatter refuses a scalar as allgather and alltoall do", "[core]
                               View(&x, DataType::kFloat32, {1}), {}, 0, 1)
             .ok());
 }
+
+TEST_CASE("An out-of-place broadcast needs matching input and output", "[core][validation]") {
+  float in[6], out[6];
+  int32_t ints[6];
+  auto ok = ValidateBroadcast("b", View(in, DataType::kFloat32, {6}),
+                              View(out, DataType::kFloat32, {2, 3}), 1, 2);
+  REQUIRE(ok.ok());
+  CHECK(ok->shape == std::vector<int64_t>{2, 3});  // the output's
+  CHECK(ok->root == 1);
+  CHECK(ValidateBroadcast("b", View(in, DataType::kFloat32, {6}), View(in, DataType::kFloat32, {6}),
+                          0, 1)
+            .ok());
+  struct Case {
+    TensorView in, out;
+    int root;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {View(in, DataType::kFloat32, {6}), View(ints, DataType::kInt32, {6}), 0,
+       "broadcast 'b': input is float32 but output is int32"},
+      {View(in, DataType::kFloat32, {6}), View(out, DataType::kFloat32, {5}), 0,
+       "broadcast 'b': input shape [6] and output shape [5] hold different numbers of elements"},
+      {View(nullptr, DataType::kFloat32, {6}), View(out, DataType::kFloat32, {6}), 0,
+       "broadcast 'b': input has a null data pointer for 6 elements"},
+      {View(in, DataType::kFloat32, {6}), View(out, DataType::kFloat32, {6}), 2,
+       "broadcast 'b': root rank 2 is not a rank of this job of 2"},
+  };
+  for (const Case& c : cases) {
+    auto meta = ValidateBroadcast("b", c.in, c.out, c.root, 2);
+    REQUIRE_FALSE(meta.ok());
+    CHECK(meta.status().code() == StatusCode::kInvalidArgument);
+    CHECK(meta.status().message() == c.expect);
+  }
+}

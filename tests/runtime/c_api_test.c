@@ -1,7 +1,8 @@
 /* The C API from a C program (built as C99 with -pedantic -Werror): the version check of init,
- * allreduce (blocking and async; int16 and bool too), broadcast, barrier, allgather, alltoall,
- * reducescatter, grouped allreduce, join, argument errors, shutdown. Run alone (one rank) and
- * under kolorun (several); exits non-zero with a message on the first thing that is wrong. */
+ * allreduce (blocking and async; int16 and bool too), broadcast (in and out of place), barrier,
+ * allgather, alltoall, reducescatter, grouped allreduce, join, argument errors, shutdown. Run
+ * alone (one rank) and under kolorun (several); exits non-zero with a message on the first
+ * thing that is wrong. */
 #include <kolo/c_api.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,6 +62,26 @@ static int check_new_dtypes(int rank, int size) {
     return fail("a bool average was accepted");
   }
   if (strstr(kolo_last_error(), "no average") == NULL) return fail("the message");
+  return 0;
+}
+
+/* The last rank's bytes land in every rank's output; every input stays. */
+static int check_out_of_place_broadcast(int rank, int size) {
+  uint8_t in[2], out[2] = {99, 99};
+  int done = 0;
+  in[0] = (uint8_t)rank;
+  in[1] = (uint8_t)(rank + 1);
+  if (kolo_broadcast_out_of_place("c/oop", in, out, 2, KOLO_UINT8, size - 1) != KOLO_OK) {
+    return fail("out-of-place broadcast");
+  }
+  if (out[0] != size - 1 || out[1] != size || in[0] != rank) return fail("broadcast data");
+  out[0] = out[1] = 99;
+  if (kolo_broadcast_out_of_place_async("c/oop2", in, out, 2, KOLO_UINT8, 0, on_done, &done) !=
+      KOLO_OK) {
+    return fail("async out-of-place broadcast");
+  }
+  if (kolo_barrier() != KOLO_OK) return fail("barrier");
+  if (done != 100 || out[0] != 0 || out[1] != 1) return fail("async broadcast data");
   return 0;
 }
 
@@ -136,6 +157,7 @@ int main(void) {
   if (g1[2] != size || g2[1] != 2 * size) return fail("grouped allreduce data");
 
   if (check_new_dtypes(rank, size) != 0) return 1;
+  if (check_out_of_place_broadcast(rank, size) != 0) return 1;
 
   if (kolo_broadcast("c/bad", b, 3, KOLO_FLOAT64, size) != KOLO_INVALID_ARGUMENT) {
     return fail("a root outside the job was accepted");

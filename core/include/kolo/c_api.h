@@ -92,6 +92,13 @@ typedef void* (*kolo_alloc_fn)(const int64_t* shape, int ndim, void* user);
 int kolo_broadcast(const char* name, void* data, int64_t count, int dtype, int root);
 int kolo_broadcast_async(const char* name, void* data, int64_t count, int dtype, int root,
                          kolo_done_fn done, void* user);
+/* Out of place: the root's `input` lands in `output` on every rank (only the root's input is
+ * read; every rank passes both). input == output is kolo_broadcast. */
+int kolo_broadcast_out_of_place(const char* name, const void* input, void* output, int64_t count,
+                                int dtype, int root);
+int kolo_broadcast_out_of_place_async(const char* name, const void* input, void* output,
+                                      int64_t count, int dtype, int root, kolo_done_fn done,
+                                      void* user);
 int kolo_barrier(void);
 int kolo_barrier_async(kolo_done_fn done, void* user);
 

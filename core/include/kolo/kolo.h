@@ -138,6 +138,14 @@ class Runtime {
   Status BroadcastAsync(const std::string& name, const TensorView& tensor, int root,
                         Callback callback);
   Status Broadcast(const std::string& name, const TensorView& tensor, int root);
+  // Out of place: the root's `input` lands in `output` on every rank, the root's included.
+  // Every rank passes an input and an output of the same dtype, element count and device
+  // (only the root's input is read; no input is written). input.data == output.data is the
+  // in-place form above.
+  Status BroadcastAsync(const std::string& name, const TensorView& input, const TensorView& output,
+                        int root, Callback callback);
+  Status Broadcast(const std::string& name, const TensorView& input, const TensorView& output,
+                   int root);
 
   // For a rank that has run out of data: it keeps taking part, contributing zeros to every
   // allreduce the other ranks still submit (the identity of sum and average; min, max and
@@ -235,6 +243,10 @@ Status allgather(const std::string& name, const TensorView& input, Allocator all
 Status broadcast_async(const std::string& name, const TensorView& tensor, int root,
                        Callback callback);
 Status broadcast(const std::string& name, const TensorView& tensor, int root);
+Status broadcast_async(const std::string& name, const TensorView& input, const TensorView& output,
+                       int root, Callback callback);
+Status broadcast(const std::string& name, const TensorView& input, const TensorView& output,
+                 int root);
 Status join_async(int* last_rank, Callback callback);
 StatusOr<int> join();
 Status barrier_async(Callback callback);
