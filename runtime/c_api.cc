@@ -180,6 +180,17 @@ int kolo_broadcast_out_of_place_async(const char* name, const void* input, void*
   });
 }
 
+int kolo_start_timeline(const char* path, int mark_cycles) {
+  return Guarded("kolo_start_timeline", [&] {
+    if (path == nullptr) return Missing("kolo_start_timeline");
+    return Report(kolo::start_timeline(path, mark_cycles != 0));
+  });
+}
+
+int kolo_stop_timeline(void) {
+  return Guarded("kolo_stop_timeline", [&] { return Report(kolo::stop_timeline()); });
+}
+
 int kolo_barrier(void) {
   return Guarded("kolo_barrier", [&] { return Report(kolo::barrier()); });
 }

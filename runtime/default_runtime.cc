@@ -238,6 +238,10 @@ Status start_timeline(const std::string& path) {
   return OnDefault([&](Runtime& rt) { return rt.StartTimeline(path); });
 }
 
+Status start_timeline(const std::string& path, bool mark_cycles) {
+  return OnDefault([&](Runtime& rt) { return rt.StartTimeline(path, mark_cycles); });
+}
+
 Status stop_timeline() {
   return OnDefault([&](Runtime& rt) { return rt.StopTimeline(); });
 }

@@ -21,7 +21,11 @@ Status Runtime::Shutdown() {
 }
 
 Status Runtime::StartTimeline(const std::string& path) {
-  return impl_->StartTimeline(path);
+  return impl_->StartTimeline(path, impl_->options().timeline_mark_cycles);
+}
+
+Status Runtime::StartTimeline(const std::string& path, bool mark_cycles) {
+  return impl_->StartTimeline(path, mark_cycles);
 }
 
 Status Runtime::StopTimeline() {

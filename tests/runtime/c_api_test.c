@@ -1,11 +1,13 @@
 /* The C API from a C program (built as C99 with -pedantic -Werror): the version check of init,
  * allreduce (blocking and async; int16 and bool too), broadcast (in and out of place), barrier,
- * allgather, alltoall, reducescatter, grouped allreduce, join, argument errors, shutdown. Run
- * alone (one rank) and under kolorun (several); exits non-zero with a message on the first
- * thing that is wrong. */
+ * allgather, alltoall, reducescatter, grouped allreduce, the timeline, join, argument errors,
+ * shutdown. Run alone (one rank) and under kolorun (several); exits non-zero with a message on
+ * the first thing that is wrong. */
+#define _POSIX_C_SOURCE 200809L /* getpid */
 #include <kolo/c_api.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static void on_done(int status, const char* message, void* user) {
   (void)message;
@@ -85,6 +87,19 @@ static int check_out_of_place_broadcast(int rank, int size) {
   return 0;
 }
 
+/* Horovod's start_timeline(path, mark_cycles); the same path twice is fine. */
+static int check_timeline(void) {
+  char path[64], file[80];
+  snprintf(path, sizeof path, "/tmp/kolo_c_api_%ld.json", (long)getpid());
+  if (kolo_start_timeline(path, 1) != KOLO_OK) return fail("start_timeline");
+  if (kolo_start_timeline(path, 1) != KOLO_OK) return fail("start_timeline again");
+  if (kolo_barrier() != KOLO_OK) return fail("barrier");
+  if (kolo_stop_timeline() != KOLO_OK) return fail("stop_timeline");
+  snprintf(file, sizeof file, "/tmp/kolo_c_api_%ld.rank%d.json", (long)getpid(), kolo_rank());
+  if (remove(file) != 0) return fail("no timeline file");
+  return 0;
+}
+
 int main(void) {
   if (check_versions() != 0) return 1;
   if (kolo_init() != KOLO_OK) return fail("kolo_init");
@@ -158,6 +173,7 @@ int main(void) {
 
   if (check_new_dtypes(rank, size) != 0) return 1;
   if (check_out_of_place_broadcast(rank, size) != 0) return 1;
+  if (check_timeline() != 0) return 1;
 
   if (kolo_broadcast("c/bad", b, 3, KOLO_FLOAT64, size) != KOLO_INVALID_ARGUMENT) {
     return fail("a root outside the job was accepted");

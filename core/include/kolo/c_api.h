@@ -125,6 +125,12 @@ int kolo_grouped_allreduce(int count, const char* const* names, const void* cons
                            void* const* outputs, const int64_t* element_counts, int dtype,
                            int reduce_op);
 
+/* Horovod's start_timeline(path, mark_cycles): this rank writes `path` with ".rank<r>" before
+ * the extension; `mark_cycles` (0 or 1) adds a CYCLE instant per planned batch. Starting it
+ * again with the same path is OK; another path fails until kolo_stop_timeline(). */
+int kolo_start_timeline(const char* path, int mark_cycles);
+int kolo_stop_timeline(void);
+
 /* Keeps taking part (contributing zeros) until every rank has joined; `last_rank` (or NULL)
  * gets the last rank to join. */
 int kolo_join(int* last_rank);

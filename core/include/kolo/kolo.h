@@ -164,9 +164,13 @@ class Runtime {
 
   // Starts writing this rank's timeline to `path` with ".rank<r>" inserted before the
   // extension (docs/TIMELINE.md); KOLO_TIMELINE does the same at init. Ops already in flight
-  // are not traced. Fails if a timeline is already being written or the file cannot be
-  // created. Blocks only to create the file; a writer thread does the rest of the I/O.
+  // are not traced. `mark_cycles` (Horovod's argument; without it, KOLO_TIMELINE_MARK_CYCLES)
+  // records a CYCLE instant per batch the controller plans (rank 0's file). When the timeline
+  // is already on with the same `path`, it goes on in the same file and only `mark_cycles`
+  // applies; fails if it is on with another path or the file cannot be created. Blocks only to
+  // create the file; a writer thread does the rest of the I/O.
   Status StartTimeline(const std::string& path);
+  Status StartTimeline(const std::string& path, bool mark_cycles);
   // Flushes and closes the timeline file (valid JSON afterwards). OK if none is open. Waits
   // (at most options.timeout_seconds) for the background thread to finish the response in
   // hand, so every op that completed before the call is in the file. Not from a callback.
@@ -254,6 +258,7 @@ Status barrier();
 
 // Timeline of the default runtime (see Runtime::StartTimeline).
 Status start_timeline(const std::string& path);
+Status start_timeline(const std::string& path, bool mark_cycles);
 Status stop_timeline();
 
 inline Status init() {
