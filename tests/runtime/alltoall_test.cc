@@ -124,3 +124,40 @@ TEST_CASE("Alltoall argument errors fail at enqueue; inner dimensions everywhere
   CHECK(messages[0] == messages[1]);
   CHECK_THAT(messages[0], Catch::Contains("alltoall inner dimensions"));
 }
+
+TEST_CASE("Alltoall: an allocator that returns null for an empty output is not a failure",
+          "[runtime][alltoall]") {
+  const int n = GENERATE(1, 2, 3, 4);
+  Watchdog watchdog("alltoall into nothing with " + std::to_string(n) + " ranks",
+                    std::chrono::seconds(60));
+  LocalJob job(n);
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    // Every rank sends all its rows to rank 0: the others receive [0, 2] and allocate from an
+    // empty vector, whose data() may be null.
+    const int64_t rows = rt.rank() + 1;
+    std::vector<float> input(static_cast<size_t>(rows * 2), static_cast<float>(rt.rank()));
+    std::vector<int64_t> splits(static_cast<size_t>(n), 0);
+    splits[0] = rows;
+    std::vector<float> output;
+    std::vector<int64_t> received;
+    Status s = rt.Alltoall(
+        "to/0", {input.data(), DataType::kFloat32, {rows, 2}, Device::Cpu()}, splits,
+        [&](const std::vector<int64_t>& shape) -> void* {
+          output.resize(static_cast<size_t>(shape[0] * shape[1]));
+          return output.data();
+        },
+        &received);
+    if (!s.ok()) return s.ToString();
+    if (rt.rank() != 0)
+      return output.empty() ? "" : "rank " + std::to_string(rt.rank()) + " got rows";
+    size_t at = 0;
+    for (int from = 0; from < n; ++from) {
+      if (received[from] != from + 1) return "wrong received splits";
+      for (int64_t i = 0; i < 2 * (from + 1); ++i) {
+        if (output[at++] != from) return "wrong data from rank " + std::to_string(from);
+      }
+    }
+    return "";
+  });
+  CHECK(failures == std::vector<std::string>{});
+}

@@ -32,7 +32,8 @@ using Callback = std::function<void(const Status&)>;
 // Provides the output of an op whose size is known only after negotiation (allgather). Called
 // once, on kolo's background thread, with the output's shape (in elements of the op's dtype);
 // returns memory for that many elements that stays valid until the callback has run, or
-// nullptr, which fails that op (on this rank only) with kInvalidArgument.
+// nullptr, which fails that op (on this rank only) with kInvalidArgument, unless the shape
+// holds no elements (an empty vector's data() is fine).
 using Allocator = std::function<void*(const std::vector<int64_t>& shape)>;
 
 struct AllreduceOptions {
