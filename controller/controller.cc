@@ -115,6 +115,7 @@ Controller::Controller(const Config& config, Clock* clock, Logger logger)
       start_deadline_(clock->Now() + std::chrono::duration_cast<Clock::TimePoint::duration>(
                                          std::chrono::duration<double>(
                                              std::max(0.0, config.start_timeout_seconds)))),
+      mark_cycles_(config.mark_cycles),
       negotiator_(NegotiatorConfig(config)),
       stall_inspector_(StallConfig(config)),
       rendezvous_(config.size),
@@ -341,7 +342,9 @@ bool Controller::PlanIfDueLocked(Clock::TimePoint now, bool force, Clock::TimePo
   if (!force && more_coming && now < *due) return false;
   std::vector<Response> responses = negotiator_.Plan();
   LogBatch(logger_, responses);
-  if (config_.mark_cycles && tracing()) RecordCycle(config_.trace, responses, now);
+  if (mark_cycles_.load(std::memory_order_relaxed) && tracing()) {
+    RecordCycle(config_.trace, responses, now);
+  }
   ControllerMessage batch;
   batch.kind = ControllerMessage::Kind::kResponses;
   batch.responses = std::move(responses);

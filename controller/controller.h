@@ -11,6 +11,7 @@
 // never blocks).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,7 +50,8 @@ class Controller final : public ControllerHandler {
     // Where negotiation events go (docs/TIMELINE.md, controller process); null: nowhere.
     // Must outlive the controller. Events are built only while trace->enabled().
     TraceSink* trace = nullptr;
-    // KOLO_TIMELINE_MARK_CYCLES: also record a "CYCLE" instant per planned batch.
+    // KOLO_TIMELINE_MARK_CYCLES: also record a "CYCLE" instant per planned batch (until
+    // SetMarkCycles says otherwise).
     bool mark_cycles = false;
     // KOLO_START_TIMEOUT_SECONDS: once this long has passed since construction without every
     // rank's Hello, the sequencer aborts the job, telling the ranks already connected which
@@ -104,6 +106,10 @@ class Controller final : public ControllerHandler {
   // or there is no start timeout.
   std::optional<Clock::TimePoint> CheckStart();
 
+  // Whether to record a CYCLE instant per planned batch from now on (start_timeline's
+  // mark_cycles). Any thread.
+  void SetMarkCycles(bool on) { mark_cycles_.store(on, std::memory_order_relaxed); }
+
   bool aborted() const;
   std::string abort_reason() const;  // "" unless aborted
   bool shutdown_sent() const;        // every rank sent its notice and got Shutdown
@@ -148,6 +154,8 @@ class Controller final : public ControllerHandler {
   Clock* const clock_;
   const Logger logger_;
   const Clock::TimePoint start_deadline_;  // meaningful when config_.start_timeout_seconds > 0
+
+  std::atomic<bool> mark_cycles_;  // config_.mark_cycles, then SetMarkCycles
 
   // Serialises Flush so that messages leave in decision order. Taken before mu_, never after.
   Mutex send_mu_;

@@ -52,7 +52,13 @@ Status CheckWellFormed(int rank, const TensorMeta& meta) {
     }
     nonzero_product *= d;
   }
-  const bool rows = meta.op == OpType::kAllgather || meta.op == OpType::kAlltoall;
+  const bool reduces = meta.op == OpType::kAllreduce || meta.op == OpType::kReducescatter;
+  if (reduces && meta.dtype == DataType::kBool &&
+      (meta.reduce_op == ReduceOp::kAverage || meta.prescale != 1.0 || meta.postscale != 1.0)) {
+    return Internal(what + "an average or a scale factor of bool, which have no meaning");
+  }
+  const bool rows = meta.op == OpType::kAllgather || meta.op == OpType::kAlltoall ||
+                    meta.op == OpType::kReducescatter;
   if (rows && meta.shape.empty()) {
     return Internal(what + "a scalar, which has no dimension 0 to " + OpTypeName(meta.op));
   }

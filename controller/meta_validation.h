@@ -16,8 +16,9 @@ namespace kolo::controller {
 constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
 
 // Checks one announcement from `rank` on its own: a non-empty name, op/dtype/reduce op inside
-// their enums, no negative dimension, at most kMaxTensorBytes, a dimension 0 for allgather and
-// alltoall, and alltoall splits that are non-negative and add up to dimension 0. A failure is
+// their enums, no negative dimension, at most kMaxTensorBytes, a dimension 0 for allgather,
+// alltoall and reducescatter, no average or scale factor for a bool reduction, and alltoall
+// splits that are non-negative and add up to dimension 0. A failure is
 // a protocol error (the worker validates these locally), so the status names the rank and the
 // tensor.
 Status CheckWellFormed(int rank, const TensorMeta& meta);

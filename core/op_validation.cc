@@ -36,8 +36,25 @@ TensorMeta MetaOf(const std::string& name, OpType op, const TensorView& tensor) 
   return meta;
 }
 
-// The local checks of a reduction (allreduce, and reducescatter on the whole input); errors
-// name `op`.
+// bool reduces by logical or / and: it has no average, and scaling a truth value means nothing.
+Status CheckBoolReduction(const std::string& what, DataType dtype,
+                          const AllreduceOptions& options) {
+  if (dtype != DataType::kBool) return Status::Ok();
+  if (options.op == ReduceOp::kAverage) {
+    return InvalidArgument(what +
+                           ": bool tensors have no average; use sum or max (logical or) or min or "
+                           "product (logical and)");
+  }
+  if (options.prescale != 1.0 || options.postscale != 1.0) {
+    return InvalidArgument(what + ": bool tensors cannot be scaled (prescale " +
+                           std::to_string(options.prescale) + ", postscale " +
+                           std::to_string(options.postscale) + ")");
+  }
+  return Status::Ok();
+}
+
+// The local checks of a reduction (allreduce, and reducescatter on the whole input; with
+// default options, the input and output of an out-of-place broadcast); errors name `op`.
 StatusOr<TensorMeta> ValidateReduction(OpType op, const std::string& name, const TensorView& input,
                                        const TensorView& output, const AllreduceOptions& options) {
   if (name.empty()) return InvalidArgument(OpTypeName(op) + " needs a non-empty tensor name");
@@ -64,13 +81,10 @@ StatusOr<TensorMeta> ValidateReduction(OpType op, const std::string& name, const
     if (!std::isfinite(factor)) {
       return InvalidArgument(what + ": scale factors must be finite");
     }
-    if (factor != 1.0 && !IsFloatingPoint(input.dtype)) {
-      return InvalidArgument(what +
-                             ": prescale/postscale apply to floating-point tensors only, "
-                             "and this one is " +
-                             DataTypeName(input.dtype));
-    }
+    // Integer tensors scale in double, truncated. (NCCL cannot: the GPU path's nccl
+    // refuses that at enqueue, runtime/gpu_plane.cc.)
   }
+  KOLO_RETURN_IF_ERROR(CheckBoolReduction(what, input.dtype, options));
   TensorMeta meta = MetaOf(name, op, input);
   meta.reduce_op = options.op;
   meta.prescale = options.prescale;
@@ -178,6 +192,11 @@ StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const Tensor
   whole.shape = input.shape;
   KOLO_ASSIGN_OR_RETURN(TensorMeta meta,
                         ValidateReduction(OpType::kReducescatter, name, input, whole, options));
+  if (input.shape.empty()) {
+    return InvalidArgument("reducescatter '" + name +
+                           "': a scalar cannot be split along dimension 0; pass a tensor of "
+                           "shape [1]");
+  }
   const std::vector<int64_t> part = ReducescatterShape(input.shape, rank, size);
   int64_t part_elements = 1;
   for (int64_t d : part) part_elements *= d;
@@ -232,6 +251,24 @@ StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView
                            " is not a rank of this job of " + std::to_string(size));
   }
   TensorMeta meta = MetaOf(name, OpType::kBroadcast, tensor);
+  meta.root = root;
+  return meta;
+}
+
+StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& input,
+                                       const TensorView& output, int root, int size) {
+  if (input.data == output.data && input.dtype == output.dtype && input.shape == output.shape &&
+      input.device == output.device) {
+    return ValidateBroadcast(name, output, root, size);  // in place
+  }
+  // A reduction's input/output checks; its default options (sum, no scaling) are a no-op here.
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta,
+                        ValidateReduction(OpType::kBroadcast, name, input, output, {}));
+  if (root < 0 || root >= size) {
+    return InvalidArgument("broadcast '" + name + "': root rank " + std::to_string(root) +
+                           " is not a rank of this job of " + std::to_string(size));
+  }
+  meta.shape = output.shape;
   meta.root = root;
   return meta;
 }

@@ -42,7 +42,8 @@ struct ReducescatterLayout {
 StatusOr<ReducescatterLayout> LayOutReducescatter(const std::vector<TensorEntry*>& entries,
                                                   DataType dtype, int rank, int n);
 
-// Checks a reducescatter: `output` must hold this rank's part (ReducescatterShape).
+// Checks a reducescatter of `input` (at least one dimension): `output` must hold this rank's
+// part (ReducescatterShape).
 StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const TensorView& input,
                                            const TensorView& output,
                                            const AllreduceOptions& options, int rank, int size);
@@ -57,6 +58,11 @@ StatusOr<TensorMeta> ValidateAlltoall(const std::string& name, const TensorView&
 // Checks a broadcast of `tensor` (in place) from `root` in a job of `size` ranks.
 StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& tensor, int root,
                                        int size);
+// Checks an out-of-place broadcast: `input` (read on the root only) and `output` have the same
+// dtype, element count and device; the metadata has the output's shape. input.data ==
+// output.data is the in-place form.
+StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& input,
+                                       const TensorView& output, int root, int size);
 
 // The names every rank's barrier and join are negotiated under.
 inline constexpr char kBarrierName[] = "kolo.barrier";

@@ -8,7 +8,10 @@ size_t DataTypeSize(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8:
     case DataType::kInt8:
+    case DataType::kBool:
       return 1;
+    case DataType::kUInt16:
+    case DataType::kInt16:
     case DataType::kFloat16:
     case DataType::kBFloat16:
       return 2;
@@ -40,6 +43,12 @@ std::string DataTypeName(DataType dtype) {
       return "float32";
     case DataType::kFloat64:
       return "float64";
+    case DataType::kUInt16:
+      return "uint16";
+    case DataType::kInt16:
+      return "int16";
+    case DataType::kBool:
+      return "bool";
   }
   return "dtype(" + std::to_string(static_cast<int32_t>(dtype)) + ")";
 }

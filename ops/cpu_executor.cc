@@ -31,9 +31,9 @@ Status CheckEntries(const Response& response, const std::vector<TensorEntry*>& e
     return Internal(what + ": unsupported " + DataTypeName(response.dtype) + " " +
                     ReduceOpName(response.reduce_op));
   }
-  if (!IsFloatingPoint(response.dtype) && (response.prescale != 1.0 || response.postscale != 1.0)) {
-    return InvalidArgument(what + ": scale factors other than 1 need a floating-point dtype, not " +
-                           DataTypeName(response.dtype));
+  if (response.dtype == DataType::kBool && (response.prescale != 1.0 || response.postscale != 1.0 ||
+                                            response.reduce_op == ReduceOp::kAverage)) {
+    return InvalidArgument(what + ": bool tensors have no average and cannot be scaled");
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     const TensorEntry& entry = *entries[i];
@@ -168,6 +168,7 @@ Status CpuExecutor::AllreduceShm(const Response& response, const std::vector<Ten
   scaling.prescale = response.prescale;
   scaling.postscale = PostFactor(response);
   if (response.reduce_op == ReduceOp::kAverage && !IsFloatingPoint(response.dtype)) {
+    scaling.postscale = response.postscale;  // applied with the division, in one rounding
     scaling.divisor = plane_.size();
   }
   PhaseScope phase(observer, "SHM_ALLREDUCE");
@@ -270,15 +271,15 @@ Status CpuExecutor::AllreduceThroughFusionBuffer(const Response& response,
 }
 
 double CpuExecutor::PostFactor(const Response& response) const {
-  if (response.reduce_op == ReduceOp::kAverage && IsFloatingPoint(response.dtype)) {
-    return response.postscale / static_cast<double>(plane_.size());
-  }
-  return response.postscale;
+  if (response.reduce_op != ReduceOp::kAverage) return response.postscale;
+  // Integer averages take their postscale in FinishIntegerAverage, with the division.
+  if (!IsFloatingPoint(response.dtype)) return 1.0;
+  return response.postscale / static_cast<double>(plane_.size());
 }
 
 void CpuExecutor::FinishIntegerAverage(const Response& response, void* data, size_t count) const {
   if (response.reduce_op == ReduceOp::kAverage && !IsFloatingPoint(response.dtype)) {
-    DivideInPlace(data, count, response.dtype, plane_.size());
+    ScaleDivideInPlace(data, count, response.dtype, response.postscale, plane_.size());
   }
 }
 

@@ -37,8 +37,9 @@ class CpuExecutor final : public Executor {
   // alltoall (pairwise) and barrier; other ops fail with
   // kInternal "<op> is not implemented". Blocks until the
   // results are in every entry's output. Average divides once by the number of ranks: for
-  // floating dtypes folded into the postscale, for integer dtypes by truncating division
-  // (ops/reduce_kernels.h) after the sum. Integer dtypes must have scale factors of 1.
+  // floating dtypes folded into the postscale, for integer dtypes together with the postscale
+  // after the sum, truncating toward zero (ops/reduce_kernels.h, ScaleDivideInPlace). Integer
+  // prescale/postscale truncate as ScaleCopy does; bool must have no average and factors of 1.
   // Phases reported to `observer`: one tensor: COPY_INPUT (input -> output with prescale;
   // skipped in place without prescale), RING_ALLREDUCE, SCALE_OUTPUT (postscale or average;
   // skipped when there is none); fused tensors, reduced in place over their outputs: the same
@@ -85,9 +86,11 @@ class CpuExecutor final : public Executor {
                                       const std::string& what, PhaseObserver* observer);
   Status AllreduceShm(const Response& response, const std::vector<TensorEntry*>& entries,
                       const std::string& what, PhaseObserver* observer);
-  // The factor applied after the reduction (postscale, with 1/size for floating average).
+  // The factor applied after the reduction (postscale, with 1/size for floating average; 1 for
+  // integer average, whose postscale FinishIntegerAverage applies).
   double PostFactor(const Response& response) const;
-  // Divides integer averages by the number of ranks; no-op otherwise.
+  // Integer averages: multiplies by the postscale and divides by the number of ranks, in one
+  // rounding; no-op otherwise.
   void FinishIntegerAverage(const Response& response, void* data, size_t count) const;
 
   // Constant after construction.

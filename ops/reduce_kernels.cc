@@ -1,6 +1,7 @@
 #include "ops/reduce_kernels.h"
 
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "core/check.h"
@@ -48,14 +49,20 @@ inline void ApplyInPlace(T* __restrict buf, size_t count, F f) {
   for (; i < count; ++i) buf[i] = f(buf[i]);
 }
 
-// Integer sum and product wrap (through the unsigned type: signed overflow would be UB).
+// The unsigned type integer sum and product are computed in: at least `unsigned`, since
+// narrower types promote to (signed) int, where 65535 * 65535 would overflow.
+template <typename T>
+using WrapType =
+    std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+// Integer sum and product wrap (in unsigned arithmetic: signed overflow would be UB).
 template <typename T>
 T Add(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     return a + b;
   } else {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    using W = WrapType<T>;
+    return static_cast<T>(static_cast<W>(a) + static_cast<W>(b));
   }
 }
 
@@ -64,8 +71,8 @@ T Multiply(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     return a * b;
   } else {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    using W = WrapType<T>;
+    return static_cast<T>(static_cast<W>(a) * static_cast<W>(b));
   }
 }
 
@@ -92,6 +99,28 @@ void ReduceTyped(T* dst, const T* src, size_t count, ReduceOp op) {
       return ApplyBinary(dst, src, count, Max<T>);
     case ReduceOp::kProduct:
       return ApplyBinary(dst, src, count, Multiply<T>);
+  }
+  KOLO_CHECK(false) << "Reduce: unsupported op " << ReduceOpName(op);
+}
+
+// bool as bytes (never as C++ bool, for which a byte other than 0 or 1 would be UB).
+uint8_t LogicalOr(uint8_t a, uint8_t b) {
+  return static_cast<uint8_t>((a | b) != 0);
+}
+
+uint8_t LogicalAnd(uint8_t a, uint8_t b) {
+  return static_cast<uint8_t>((a != 0) & (b != 0));
+}
+
+void ReduceBool(uint8_t* dst, const uint8_t* src, size_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+    case ReduceOp::kMax:
+      return ApplyBinary(dst, src, count, LogicalOr);
+    case ReduceOp::kMin:
+    case ReduceOp::kProduct:
+      return ApplyBinary(dst, src, count, LogicalAnd);
   }
   KOLO_CHECK(false) << "Reduce: unsupported op " << ReduceOpName(op);
 }
@@ -132,14 +161,40 @@ void ScaleHalfTyped(uint16_t* dst, const uint16_t* src, size_t count, double fac
   }
 }
 
+// `x` truncated toward zero into the integer type T, saturating outside T's range (a plain
+// conversion would be UB there). kAbove is max + 1, a power of two exact in double (for int64
+// max itself rounds up to it); truncation goes below T's minimum only from x <= min - 1.
+template <typename T>
+T TruncateToInteger(double x) {
+  constexpr double kAbove = static_cast<double>(std::numeric_limits<T>::max()) + 1.0;
+  constexpr double kBelow = static_cast<double>(std::numeric_limits<T>::min()) - 1.0;
+  if (x >= kAbove) return std::numeric_limits<T>::max();
+  if (x <= kBelow) return std::numeric_limits<T>::min();
+  return static_cast<T>(x);
+}
+
 template <typename T>
 void ScaleTyped(T* dst, const T* src, size_t count, double factor) {
-  auto scale = [factor](T v) { return static_cast<T>(static_cast<double>(v) * factor); };
+  auto scale = [factor](T v) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return static_cast<T>(static_cast<double>(v) * factor);
+    } else {
+      return TruncateToInteger<T>(static_cast<double>(v) * factor);
+    }
+  };
   if (dst == src) {
     ApplyInPlace(dst, count, scale);
   } else {
     ApplyUnary(dst, src, count, scale);
   }
+}
+
+template <typename T>
+void ScaleDivideTyped(T* buf, size_t count, double factor, int64_t divisor) {
+  const auto d = static_cast<double>(divisor);
+  ApplyInPlace(buf, count, [factor, d](T v) {
+    return TruncateToInteger<T>(static_cast<double>(v) * factor / d);
+  });
 }
 
 // In int64 so that a divisor beyond T's range (300 ranks, uint8) stays exact.
@@ -171,6 +226,12 @@ void Reduce(void* dst, const void* src, size_t count, DataType dtype, ReduceOp o
       return ReduceTyped(static_cast<float*>(dst), static_cast<const float*>(src), count, op);
     case DataType::kFloat64:
       return ReduceTyped(static_cast<double*>(dst), static_cast<const double*>(src), count, op);
+    case DataType::kUInt16:
+      return ReduceTyped(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
+    case DataType::kInt16:
+      return ReduceTyped(static_cast<int16_t*>(dst), static_cast<const int16_t*>(src), count, op);
+    case DataType::kBool:
+      return ReduceBool(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count, op);
   }
   Die("Reduce", dtype);
 }
@@ -191,6 +252,23 @@ void ScaleCopy(void* dst, const void* src, size_t count, DataType dtype, double 
       return ScaleTyped(static_cast<float*>(dst), static_cast<const float*>(src), count, factor);
     case DataType::kFloat64:
       return ScaleTyped(static_cast<double*>(dst), static_cast<const double*>(src), count, factor);
+    case DataType::kUInt8:
+      return ScaleTyped(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count,
+                        factor);
+    case DataType::kInt8:
+      return ScaleTyped(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), count, factor);
+    case DataType::kUInt16:
+      return ScaleTyped(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count,
+                        factor);
+    case DataType::kInt16:
+      return ScaleTyped(static_cast<int16_t*>(dst), static_cast<const int16_t*>(src), count,
+                        factor);
+    case DataType::kInt32:
+      return ScaleTyped(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), count,
+                        factor);
+    case DataType::kInt64:
+      return ScaleTyped(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), count,
+                        factor);
     default:
       Die("ScaleCopy with a factor other than 1", dtype);
   }
@@ -203,12 +281,37 @@ void DivideInPlace(void* buf, size_t count, DataType dtype, int64_t divisor) {
       return DivideTyped(static_cast<uint8_t*>(buf), count, divisor);
     case DataType::kInt8:
       return DivideTyped(static_cast<int8_t*>(buf), count, divisor);
+    case DataType::kUInt16:
+      return DivideTyped(static_cast<uint16_t*>(buf), count, divisor);
+    case DataType::kInt16:
+      return DivideTyped(static_cast<int16_t*>(buf), count, divisor);
     case DataType::kInt32:
       return DivideTyped(static_cast<int32_t*>(buf), count, divisor);
     case DataType::kInt64:
       return DivideTyped(static_cast<int64_t*>(buf), count, divisor);
     default:
       Die("DivideInPlace", dtype);
+  }
+}
+
+void ScaleDivideInPlace(void* buf, size_t count, DataType dtype, double factor, int64_t divisor) {
+  KOLO_CHECK(divisor > 0) << "ScaleDivideInPlace: divisor " << divisor;
+  if (factor == 1.0) return DivideInPlace(buf, count, dtype, divisor);
+  switch (dtype) {
+    case DataType::kUInt8:
+      return ScaleDivideTyped(static_cast<uint8_t*>(buf), count, factor, divisor);
+    case DataType::kInt8:
+      return ScaleDivideTyped(static_cast<int8_t*>(buf), count, factor, divisor);
+    case DataType::kUInt16:
+      return ScaleDivideTyped(static_cast<uint16_t*>(buf), count, factor, divisor);
+    case DataType::kInt16:
+      return ScaleDivideTyped(static_cast<int16_t*>(buf), count, factor, divisor);
+    case DataType::kInt32:
+      return ScaleDivideTyped(static_cast<int32_t*>(buf), count, factor, divisor);
+    case DataType::kInt64:
+      return ScaleDivideTyped(static_cast<int64_t*>(buf), count, factor, divisor);
+    default:
+      Die("ScaleDivideInPlace", dtype);
   }
 }
 

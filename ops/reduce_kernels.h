@@ -4,8 +4,9 @@
 // functions over caller-owned memory; safe from any thread on disjoint buffers.
 //
 // Buffers hold `count` elements of `dtype`, aligned for that dtype. Unsupported combinations
-// (a dtype or op outside its enum, a non-1 factor for an integer dtype) are programmer errors
-// and abort: the runtime validates dtype, op and scale factors at enqueue.
+// (a dtype or op outside its enum, a non-1 factor for bool, division of a floating or bool
+// buffer) are programmer errors and abort: the runtime validates dtype, op and scale factors
+// at enqueue.
 #pragma once
 
 #include <cstddef>
@@ -18,18 +19,28 @@ namespace kolo::ops {
 // dst[i] = dst[i] (op) src[i] for i in [0, count). kAverage reduces as kSum (the division
 // happens once, after the whole reduction). Integer sum and product wrap modulo 2^bits.
 // float16/bfloat16 are computed in float and rounded back to nearest even. min/max propagate
-// NaN from either side. `dst` and `src` must not overlap.
+// NaN from either side. bool: sum, average and max are logical or, min and product logical
+// and; any non-zero byte counts as true and results are 0 or 1. `dst` and `src` must not
+// overlap.
 void Reduce(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);
 
-// dst[i] = src[i] * factor. factor == 1.0 is a plain copy (nothing at all when dst == src) and
-// is the only factor allowed for integer dtypes. Floating types multiply in double and round
-// once to the dtype (float16/bfloat16 through float). dst == src is allowed (in place);
-// otherwise the buffers must not overlap.
+// dst[i] = src[i] * factor. factor == 1.0 is a plain copy (nothing at all when dst == src), the
+// only factor allowed for bool. Floating types multiply in double and round once to the dtype
+// (float16/bfloat16 through float). Integer types multiply in double and truncate toward zero
+// (Horovod's rule: 7 * 0.5 == 3, -7 * 0.5 == -3); a product outside the type's range saturates
+// to its minimum or maximum. dst == src is allowed (in place); otherwise the buffers must not
+// overlap.
 void ScaleCopy(void* dst, const void* src, size_t count, DataType dtype, double factor);
 
-// buf[i] = buf[i] / divisor for the integer dtypes (uint8, int8, int32, int64), truncating
-// toward zero like C++ integer division (-7 / 2 == -3). Used for integer average, so the
-// result is the mean rounded toward zero. `divisor` must be > 0.
+// buf[i] = buf[i] / divisor for the integer dtypes (uint8, int8, uint16, int16, int32, int64),
+// truncating toward zero like C++ integer division (-7 / 2 == -3). Used for integer average,
+// so the result is the mean rounded toward zero. `divisor` must be > 0.
 void DivideInPlace(void* buf, size_t count, DataType dtype, int64_t divisor);
+
+// buf[i] = buf[i] * factor / divisor for the integer dtypes: the end of an integer average
+// with a postscale, in one rounding. factor == 1.0 is DivideInPlace (exact in every integer
+// type); otherwise computed in double as (buf[i] * factor) / divisor, truncated toward zero
+// and saturated like ScaleCopy. `divisor` must be > 0.
+void ScaleDivideInPlace(void* buf, size_t count, DataType dtype, double factor, int64_t divisor);
 
 }  // namespace kolo::ops

@@ -120,8 +120,11 @@ void ShmAllreduce::ReduceSlice(int set, size_t count, DataType dtype, ReduceOp o
   for (int r = 1; r < plane_.size(); ++r) {
     Reduce(result, plane_.slot(set, r) + offset, hi - lo, dtype, op);
   }
-  if (scaling.divisor > 0) DivideInPlace(result, hi - lo, dtype, scaling.divisor);
-  if (scaling.postscale != 1.0) ScaleCopy(result, result, hi - lo, dtype, scaling.postscale);
+  if (scaling.divisor > 0) {
+    ScaleDivideInPlace(result, hi - lo, dtype, scaling.postscale, scaling.divisor);
+  } else if (scaling.postscale != 1.0) {
+    ScaleCopy(result, result, hi - lo, dtype, scaling.postscale);
+  }
 }
 
 }  // namespace kolo::ops

@@ -33,8 +33,9 @@ struct ReduceSpan {
 // What happens to the elements besides the reduction.
 struct ReduceScaling {
   double prescale = 1.0;   // applied while copying in
-  double postscale = 1.0;  // applied to the result (floating dtypes; 1 for integers)
-  int64_t divisor = 0;     // > 0: integer average, result divided (toward zero) by it
+  double postscale = 1.0;  // applied to the result
+  // > 0: integer average, result * postscale / divisor in one rounding (ScaleDivideInPlace).
+  int64_t divisor = 0;
 };
 
 class ShmAllreduce {

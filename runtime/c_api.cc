@@ -161,6 +161,36 @@ int kolo_broadcast_async(const char* name, void* data, int64_t count, int dtype,
   });
 }
 
+int kolo_broadcast_out_of_place(const char* name, const void* input, void* output, int64_t count,
+                                int dtype, int root) {
+  return Guarded("kolo_broadcast_out_of_place", [&] {
+    if (name == nullptr) return Missing("kolo_broadcast_out_of_place");
+    return Report(
+        kolo::broadcast(name, View(input, count, dtype), View(output, count, dtype), root));
+  });
+}
+
+int kolo_broadcast_out_of_place_async(const char* name, const void* input, void* output,
+                                      int64_t count, int dtype, int root, kolo_done_fn done,
+                                      void* user) {
+  return Guarded("kolo_broadcast_out_of_place_async", [&] {
+    if (name == nullptr || done == nullptr) return Missing("kolo_broadcast_out_of_place_async");
+    return Report(kolo::broadcast_async(name, View(input, count, dtype), View(output, count, dtype),
+                                        root, Done(done, user)));
+  });
+}
+
+int kolo_start_timeline(const char* path, int mark_cycles) {
+  return Guarded("kolo_start_timeline", [&] {
+    if (path == nullptr) return Missing("kolo_start_timeline");
+    return Report(kolo::start_timeline(path, mark_cycles != 0));
+  });
+}
+
+int kolo_stop_timeline(void) {
+  return Guarded("kolo_stop_timeline", [&] { return Report(kolo::stop_timeline()); });
+}
+
 int kolo_barrier(void) {
   return Guarded("kolo_barrier", [&] { return Report(kolo::barrier()); });
 }

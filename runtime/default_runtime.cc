@@ -206,6 +206,18 @@ Status broadcast(const std::string& name, const TensorView& tensor, int root) {
   return OnDefault([&](Runtime& rt) { return rt.Broadcast(name, tensor, root); });
 }
 
+Status broadcast_async(const std::string& name, const TensorView& input, const TensorView& output,
+                       int root, Callback callback) {
+  return OnDefault([&](Runtime& rt) {
+    return rt.BroadcastAsync(name, input, output, root, std::move(callback));
+  });
+}
+
+Status broadcast(const std::string& name, const TensorView& input, const TensorView& output,
+                 int root) {
+  return OnDefault([&](Runtime& rt) { return rt.Broadcast(name, input, output, root); });
+}
+
 Status join_async(int* last_rank, Callback callback) {
   return OnDefault([&](Runtime& rt) { return rt.JoinAsync(last_rank, std::move(callback)); });
 }
@@ -224,6 +236,10 @@ Status barrier() {
 
 Status start_timeline(const std::string& path) {
   return OnDefault([&](Runtime& rt) { return rt.StartTimeline(path); });
+}
+
+Status start_timeline(const std::string& path, bool mark_cycles) {
+  return OnDefault([&](Runtime& rt) { return rt.StartTimeline(path, mark_cycles); });
 }
 
 Status stop_timeline() {

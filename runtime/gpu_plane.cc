@@ -8,6 +8,7 @@
 #include "core/op_text.h"
 #include "ops/gpu/gpu_executor.h"
 #include "ops/gpu/staged_executor.h"
+#include "ops/nccl/nccl_backend.h"
 #include "ops/nccl/nccl_environment.h"
 #include "ops/ring_allgather.h"
 #include "runtime/comm_bootstrap.h"
@@ -121,6 +122,10 @@ Status GpuPlane::CheckOp(const TensorMeta& meta, const TensorView& input,
   };
   KOLO_RETURN_IF_ERROR(check("input", input));
   if (output.data != input.data) KOLO_RETURN_IF_ERROR(check("output", output));
+  if (nccl_ && !gpu::NcclHasDataType(meta.dtype)) {
+    return InvalidArgument(what + ": NCCL has no " + DataTypeName(meta.dtype) +
+                           " type; convert the tensor, or run KOLO_GPU_OPERATIONS=ring");
+  }
   const bool scaled = meta.prescale != 1.0 || meta.postscale != 1.0;
   const bool sum_or_average =
       meta.reduce_op == ReduceOp::kSum || meta.reduce_op == ReduceOp::kAverage;

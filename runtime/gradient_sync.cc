@@ -103,10 +103,14 @@ Status GradientSync::Register(const std::string& name, const TensorView& gradien
     return InvalidArgument(what + ": null data");
   }
   const int k = options_.backward_passes_per_step;
-  if (k > 1 && options_.op == ReduceOp::kAverage && !IsFloatingPoint(gradient.dtype)) {
+  if (k > 1 && options_.average_aggregated_gradients && !IsFloatingPoint(gradient.dtype)) {
     return InvalidArgument(what + ": averaging over " + std::to_string(k) +
-                           " backward passes needs a floating-point dtype, not " +
+                           " backward passes (average_aggregated_gradients) needs a "
+                           "floating-point dtype, not " +
                            DataTypeName(gradient.dtype));
+  }
+  if (options_.op == ReduceOp::kAverage && gradient.dtype == DataType::kBool) {
+    return InvalidArgument(what + ": bool gradients have no average; use op = kSum");
   }
   auto g = std::make_unique<Gradient>();
   g->name = name;
@@ -151,10 +155,12 @@ Status GradientSync::Ready(const std::string& name) {
     }
     g.accumulated = true;
     if (passes_in_step_ + 1 < k) return Status::Ok();  // not a communicating pass
-    // Horovod's convention: an average is also over the accumulated passes.
-    if (options_.op == ReduceOp::kAverage)
+    // Horovod TensorFlow's average_aggregated_gradients: the passes are averaged too (before
+    // the allreduce here, after it there: the same in real arithmetic).
+    if (options_.average_aggregated_gradients) {
       ops::ScaleCopy(g.accumulator->data(), g.accumulator->data(), static_cast<size_t>(n),
                      g.user.dtype, 1.0 / k);
+    }
     source = g.accumulator->data();
   }
   if (g.compress) {

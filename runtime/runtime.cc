@@ -21,7 +21,11 @@ Status Runtime::Shutdown() {
 }
 
 Status Runtime::StartTimeline(const std::string& path) {
-  return impl_->StartTimeline(path);
+  return impl_->StartTimeline(path, impl_->options().timeline_mark_cycles);
+}
+
+Status Runtime::StartTimeline(const std::string& path, bool mark_cycles) {
+  return impl_->StartTimeline(path, mark_cycles);
 }
 
 Status Runtime::StopTimeline() {
@@ -135,6 +139,19 @@ Status Runtime::BroadcastAsync(const std::string& name, const TensorView& tensor
 Status Runtime::Broadcast(const std::string& name, const TensorView& tensor, int root) {
   return Blocking("broadcast '" + name + "'", [&](Callback done) {
     return BroadcastAsync(name, tensor, root, std::move(done));
+  });
+}
+
+Status Runtime::BroadcastAsync(const std::string& name, const TensorView& input,
+                               const TensorView& output, int root, Callback callback) {
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta, ValidateBroadcast(name, input, output, root, size()));
+  return impl_->Enqueue(std::move(meta), input, output, std::move(callback));
+}
+
+Status Runtime::Broadcast(const std::string& name, const TensorView& input,
+                          const TensorView& output, int root) {
+  return Blocking("broadcast '" + name + "'", [&](Callback done) {
+    return BroadcastAsync(name, input, output, root, std::move(done));
   });
 }
 

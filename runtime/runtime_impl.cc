@@ -376,9 +376,12 @@ Status RuntimeImpl::RawAllreduce(void* data, int64_t count, DataType dtype) {
   return result;
 }
 
-Status RuntimeImpl::StartTimeline(const std::string& path) {
+Status RuntimeImpl::StartTimeline(const std::string& path, bool mark_cycles) {
   if (path.empty()) return InvalidArgument("start_timeline() needs a file path");
-  return timeline_.Start(path);
+  MutexLock lock(&lifecycle_mu_);  // controller_ stays while we use it
+  KOLO_RETURN_IF_ERROR(timeline_.Start(path));
+  if (controller_) controller_->SetMarkCycles(mark_cycles);
+  return Status::Ok();
 }
 
 Status RuntimeImpl::StopTimeline() {

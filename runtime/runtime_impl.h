@@ -55,7 +55,8 @@ class RuntimeImpl {
   // Queues validated allreduces as one group (one batch, one response, one callback).
   Status EnqueueGroup(std::vector<TensorMeta> metas, const std::vector<TensorView>& inputs,
                       const std::vector<TensorView>& outputs, Callback callback);
-  Status StartTimeline(const std::string& path);
+  // `mark_cycles`: rank 0's controller records a CYCLE per planned batch from now on.
+  Status StartTimeline(const std::string& path, bool mark_cycles);
   // runtime/raw_data_plane.h: an allreduce response run by the executor directly.
   Status RawAllreduce(void* data, int64_t count, DataType dtype);
   Status StopTimeline();
@@ -111,7 +112,8 @@ class RuntimeImpl {
   Wakeup wakeup_;
   TensorQueue queue_{&wakeup_};
   std::unique_ptr<BackgroundLoop> loop_;
-  // Held by Shutdown and StopTimeline, so that the loop is not torn down under a caller.
+  // Held by Shutdown, StartTimeline and StopTimeline, so that the loop and the controller are
+  // not torn down under a caller.
   Mutex lifecycle_mu_;
   bool shut_down_ KOLO_GUARDED_BY(lifecycle_mu_) = false;
 };

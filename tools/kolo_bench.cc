@@ -167,6 +167,7 @@ Status Sweep::Run() {
   }
   for (DataType dtype : options_.dtypes) {
     for (const BenchOp& op : options_.ops) {
+      if (dtype == DataType::kBool && op.reduce == ReduceOp::kAverage) continue;  // refused
       for (int64_t bytes : kolo::bench::SweepSizes(options_)) {
         KOLO_ASSIGN_OR_RETURN(Row row, RunSize(dtype, op, bytes));
         total_wrong_ += row.wrong;

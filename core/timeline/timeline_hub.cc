@@ -18,7 +18,9 @@ Status TimelineHub::Start(const std::string& path) {
   {
     MutexLock lock(&mu_);
     if (writer_ != nullptr) {
-      return FailedPrecondition("start_timeline('" + path + "'): the timeline is already on");
+      if (path == path_) return Status::Ok();
+      return FailedPrecondition("start_timeline('" + path + "'): the timeline is already on, " +
+                                "writing '" + path_ + "'; stop_timeline() first");
     }
   }
   TimelineWriter::Config config;
@@ -33,6 +35,7 @@ Status TimelineHub::Start(const std::string& path) {
     MutexLock lock(&mu_);
     writer_ = std::move(writer).value();
   }
+  path_ = path;
   generation_.fetch_add(1, std::memory_order_acq_rel);
   enabled_.store(true);
   RecordClock();

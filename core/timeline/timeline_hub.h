@@ -24,8 +24,9 @@ class TimelineHub final : public TraceSink {
   ~TimelineHub() override;  // Stop()
 
   // Opens TimelinePathForRank(path, rank) and starts recording into it. Blocks on creating
-  // the file. FailedPrecondition if already started; the writer's error if the file cannot
-  // be created.
+  // the file. OK without doing anything if already started with the same `path` (Horovod's
+  // start_timeline allows that); FailedPrecondition if started with another; the writer's
+  // error if the file cannot be created.
   Status Start(const std::string& path);
 
   // Stops recording and hands the open writer to the caller to Close (nullptr if none):
@@ -69,6 +70,7 @@ class TimelineHub final : public TraceSink {
 
   // Held across the whole of Start and Stop (file I/O included), never by Record.
   Mutex control_mu_;
+  std::string path_ KOLO_GUARDED_BY(control_mu_);  // Start's path; meaningful while writer_ is set
   // Held only to copy or swap writer_, so Record waits at most for that.
   Mutex mu_;
   std::shared_ptr<TimelineWriter> writer_ KOLO_GUARDED_BY(mu_);  // null while stopped

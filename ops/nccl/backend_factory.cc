@@ -18,6 +18,25 @@ int NcclBuiltVersion() {
 #endif
 }
 
+bool NcclHasDataType(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8:
+    case DataType::kInt8:
+    case DataType::kInt32:
+    case DataType::kInt64:
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+    case DataType::kFloat32:
+    case DataType::kFloat64:
+      return true;
+    case DataType::kUInt16:  // NCCL has no 16-bit integers and no bool
+    case DataType::kInt16:
+    case DataType::kBool:
+      return false;
+  }
+  return false;  // a value outside the enum
+}
+
 StatusOr<std::unique_ptr<CollectiveApi>> NewNcclCollectiveApi(const NcclOptions& options) {
 #if KOLO_HAVE_NCCL
   KOLO_ASSIGN_OR_RETURN(std::unique_ptr<NcclCollectiveApi> api, NcclCollectiveApi::Create(options));

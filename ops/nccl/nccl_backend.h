@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "core/clock.h"
+#include "kolo/types.h"
 #include "ops/gpu/collective_api.h"
 
 namespace kolo::gpu {
@@ -29,6 +30,9 @@ struct NcclOptions {
 bool NcclBuilt();
 // NCCL_VERSION_CODE of the nccl.h this build compiled against (22809 for 2.28.9); 0 without.
 int NcclBuiltVersion();
+
+// Whether NCCL has a type for `dtype` (it has none for int16, uint16 and bool). Every build.
+bool NcclHasDataType(DataType dtype);
 
 // NCCL behind CollectiveApi (ops/nccl/nccl_collectives.h). Fails with FailedPrecondition in a
 // build without NCCL, saying how to get one, and where the NCCL loaded at run time is older than

@@ -74,6 +74,10 @@ StatusOr<ncclDataType_t> NcclType(const char* call, DataType dtype) {
       return ncclFloat32;
     case DataType::kFloat64:
       return ncclFloat64;
+    case DataType::kUInt16:  // NCCL has no 16-bit integers and no bool (NcclHasDataType)
+    case DataType::kInt16:
+    case DataType::kBool:
+      break;
   }
   return InvalidArgument(std::string(call) + ": kolo data type " + DataTypeName(dtype) +
                          " has no NCCL type");

@@ -112,6 +112,25 @@ TEST_CASE("Malformed announcements are protocol errors naming the rank",
 
   CHECK(CheckWellFormed(0, Meta("x", {2, -1})).message() ==
         "rank 0 announced 'x' with a negative dimension in [2, -1]");
+
+  // Every dtype is known, the last (bool) included; one past it is not.
+  CHECK(CheckWellFormed(1, Meta("b", {2}, DataType::kBool)).ok());
+  bad_dtype.dtype = static_cast<DataType>(kNumDataTypes);
+  CHECK(CheckWellFormed(1, bad_dtype).message() ==
+        "rank 1 announced 'x' with an unknown dtype(11)");
+  // What enqueue refuses for bool (an average, a scale factor) is a protocol error here.
+  TensorMeta bool_average = Meta("b", {2}, DataType::kBool);
+  bool_average.reduce_op = ReduceOp::kAverage;
+  CHECK(CheckWellFormed(3, bool_average).message() ==
+        "rank 3 announced 'b' with an average or a scale factor of bool, which have no meaning");
+  TensorMeta bool_scaled = Meta("b", {2}, DataType::kBool);
+  bool_scaled.op = OpType::kReducescatter;
+  bool_scaled.postscale = 2.0;
+  CHECK_FALSE(CheckWellFormed(3, bool_scaled).ok());
+  TensorMeta bool_gather = Meta("b", {2}, DataType::kBool);
+  bool_gather.op = OpType::kAllgather;
+  bool_gather.reduce_op = ReduceOp::kAverage;  // not a reduction: the field means nothing
+  CHECK(CheckWellFormed(3, bool_gather).ok());
 }
 
 // Found by fuzz/control_message_fuzzer.cc: a shape whose element count overflowed int64 was
@@ -130,6 +149,10 @@ TEST_CASE("Announcements whose sizes would overflow or that lack dimension 0 are
   scalar_gather.op = OpType::kAllgather;
   CHECK(CheckWellFormed(2, scalar_gather).message() ==
         "rank 2 announced 'g' with a scalar, which has no dimension 0 to allgather");
+  TensorMeta scalar_scatter = Meta("s", {});
+  scalar_scatter.op = OpType::kReducescatter;
+  CHECK(CheckWellFormed(2, scalar_scatter).message() ==
+        "rank 2 announced 's' with a scalar, which has no dimension 0 to reducescatter");
 
   TensorMeta a2a = Meta("a", {5, 2});
   a2a.op = OpType::kAlltoall;

@@ -209,6 +209,31 @@ TEST_CASE("With mark_cycles, each planned batch is a global CYCLE instant", "[co
   CHECK(sink.size() == 0);
 }
 
+TEST_CASE("SetMarkCycles turns CYCLE instants on and off while the controller runs",
+          "[controller][trace]") {
+  RecordingSink sink;
+  Job job(TraceConfig(2, &sink, /*mark_cycles=*/false), Quiet());
+  job.JoinAll();
+  const Clock::TimePoint t0 = job.clock.Now();
+  // The CYCLE lines of one batch (nothing is half-announced, so it is planned on arrival).
+  auto cycles_of_a_batch = [&](Request request) {
+    job.AllSend({request});
+    job.Cycle();
+    Lines cycles;
+    for (const std::string& line : sink.Take(t0)) {
+      if (line.find("CYCLE") != std::string::npos) cycles.push_back(line);
+    }
+    return cycles;
+  };
+  CHECK(cycles_of_a_batch(Full(Meta("a"))).empty());  // off, as configured
+  job.controller.SetMarkCycles(true);                 // start_timeline(path, true)
+  const Lines on = cycles_of_a_batch(ById(1));
+  REQUIRE(on.size() == 1);
+  CHECK(on[0].find("CYCLE {\"responses\":1,\"tensors\":1}") != std::string::npos);
+  job.controller.SetMarkCycles(false);
+  CHECK(cycles_of_a_batch(ById(1)).empty());
+}
+
 // A job that exercises every kind of event: completion, cached ids, mismatch, cycle, abort.
 void RunEverything(Job* job) {
   job->JoinAll();

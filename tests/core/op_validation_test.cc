@@ -37,8 +37,11 @@ TEST_CASE("Zero-element tensors may have a null pointer", "[core][validation]") 
 TEST_CASE("Local argument errors name the tensor and the problem", "[core][validation]") {
   float f[4];
   int32_t i[4];
+  uint8_t b[4];
   AllreduceOptions scaled;
   scaled.prescale = 2.0;
+  AllreduceOptions average;
+  average.op = ReduceOp::kAverage;
   TensorView gpu = View(f, DataType::kFloat32, {4});
   gpu.device = Device::Cuda(0);
   TensorView bad_device = gpu;
@@ -55,8 +58,10 @@ TEST_CASE("Local argument errors name the tensor and the problem", "[core][valid
       {"t", View(f, DataType::kFloat32, {4}), View(f, DataType::kFloat32, {2}), {}, "[4]"},
       {"t", View(nullptr, DataType::kFloat32, {4}), View(f, DataType::kFloat32, {4}), {}, "null"},
       {"t", View(f, DataType::kFloat32, {-1}), View(f, DataType::kFloat32, {-1}), {}, "negative"},
-      {"t", View(i, DataType::kInt32, {4}), View(i, DataType::kInt32, {4}), scaled,
-       "floating-point"},
+      {"t", View(b, DataType::kBool, {4}), View(b, DataType::kBool, {4}), scaled,
+       "bool tensors cannot be scaled"},
+      {"t", View(b, DataType::kBool, {4}), View(b, DataType::kBool, {4}), average,
+       "bool tensors have no average"},
       {"t", View(f, DataType::kFloat32, {4}), gpu, {}, "output is on cuda:0"},
       {"t", bad_device, bad_device, {}, "invalid device index -2"},
       {"t",
@@ -64,6 +69,11 @@ TEST_CASE("Local argument errors name the tensor and the problem", "[core][valid
        View(f, static_cast<DataType>(42), {4}),
        {},
        "dtype(42)"},
+      {"t",
+       View(f, static_cast<DataType>(kNumDataTypes), {4}),
+       View(f, static_cast<DataType>(kNumDataTypes), {4}),
+       {},
+       "dtype(11)"},
   };
   for (const Case& c : cases) {
     auto meta = ValidateAllreduce(c.name, c.in, c.out, c.options);
@@ -72,5 +82,88 @@ TEST_CASE("Local argument errors name the tensor and the problem", "[core][valid
     CHECK(meta.status().code() == StatusCode::kInvalidArgument);
     CHECK_THAT(meta.status().message(), Catch::Contains(c.expect));
     if (!c.name.empty()) CHECK_THAT(meta.status().message(), Catch::Contains("'t'"));
+  }
+}
+
+TEST_CASE("Every dtype is valid, bool with or and and; integers scale on the CPU",
+          "[core][validation]") {
+  int64_t words[4];
+  for (int d = 0; d < kNumDataTypes; ++d) {
+    const auto dtype = static_cast<DataType>(d);
+    INFO(DataTypeName(dtype));
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      AllreduceOptions options;
+      options.op = op;
+      CHECK(ValidateAllreduce("t", View(words, dtype, {4}), View(words, dtype, {4}), options).ok());
+    }
+    AllreduceOptions scaled;
+    scaled.op = ReduceOp::kAverage;
+    scaled.prescale = 0.5;
+    scaled.postscale = 3.0;
+    // Integers scale like floats on host memory (truncated); bool has neither.
+    CHECK(ValidateAllreduce("t", View(words, dtype, {4}), View(words, dtype, {4}), scaled).ok() ==
+          (dtype != DataType::kBool));
+  }
+  CHECK(DataTypeName(DataType::kUInt16) == "uint16");
+  CHECK(DataTypeName(DataType::kInt16) == "int16");
+  CHECK(DataTypeName(DataType::kBool) == "bool");
+  CHECK(DataTypeSize(DataType::kUInt16) == 2);
+  CHECK(DataTypeSize(DataType::kInt16) == 2);
+  CHECK(DataTypeSize(DataType::kBool) == 1);
+  CHECK(IsValidDataType(10));
+  CHECK_FALSE(IsValidDataType(11));
+  // The first eight keep their numbers (the wire and the C API use them).
+  CHECK(static_cast<int>(DataType::kFloat64) == 7);
+  CHECK(static_cast<int>(DataType::kBool) == 10);
+}
+
+TEST_CASE("Reducescatter refuses a scalar as allgather and alltoall do", "[core][validation]") {
+  float x = 1;
+  TensorView scalar = View(&x, DataType::kFloat32, {});
+  auto rs = ValidateReducescatter("s", scalar, scalar, {}, 0, 1);
+  REQUIRE_FALSE(rs.ok());
+  CHECK(rs.status().code() == StatusCode::kInvalidArgument);
+  CHECK(rs.status().message() ==
+        "reducescatter 's': a scalar cannot be split along dimension 0; pass a tensor of shape "
+        "[1]");
+  auto ag = ValidateAllgather("s", scalar, [](const std::vector<int64_t>&) { return nullptr; });
+  REQUIRE_FALSE(ag.ok());
+  CHECK_THAT(ag.status().message(), Catch::StartsWith("allgather 's': a scalar cannot be split"));
+  CHECK(ValidateReducescatter("s", View(&x, DataType::kFloat32, {1}),
+                              View(&x, DataType::kFloat32, {1}), {}, 0, 1)
+            .ok());
+}
+
+TEST_CASE("An out-of-place broadcast needs matching input and output", "[core][validation]") {
+  float in[6], out[6];
+  int32_t ints[6];
+  auto ok = ValidateBroadcast("b", View(in, DataType::kFloat32, {6}),
+                              View(out, DataType::kFloat32, {2, 3}), 1, 2);
+  REQUIRE(ok.ok());
+  CHECK(ok->shape == std::vector<int64_t>{2, 3});  // the output's
+  CHECK(ok->root == 1);
+  CHECK(ValidateBroadcast("b", View(in, DataType::kFloat32, {6}), View(in, DataType::kFloat32, {6}),
+                          0, 1)
+            .ok());
+  struct Case {
+    TensorView in, out;
+    int root;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {View(in, DataType::kFloat32, {6}), View(ints, DataType::kInt32, {6}), 0,
+       "broadcast 'b': input is float32 but output is int32"},
+      {View(in, DataType::kFloat32, {6}), View(out, DataType::kFloat32, {5}), 0,
+       "broadcast 'b': input shape [6] and output shape [5] hold different numbers of elements"},
+      {View(nullptr, DataType::kFloat32, {6}), View(out, DataType::kFloat32, {6}), 0,
+       "broadcast 'b': input has a null data pointer for 6 elements"},
+      {View(in, DataType::kFloat32, {6}), View(out, DataType::kFloat32, {6}), 2,
+       "broadcast 'b': root rank 2 is not a rank of this job of 2"},
+  };
+  for (const Case& c : cases) {
+    auto meta = ValidateBroadcast("b", c.in, c.out, c.root, 2);
+    REQUIRE_FALSE(meta.ok());
+    CHECK(meta.status().code() == StatusCode::kInvalidArgument);
+    CHECK(meta.status().message() == c.expect);
   }
 }

@@ -1,7 +1,8 @@
 // Tests of ops/cpu_executor.h through real loopback TCP (transport::TcpMesh) with 1..4
-// thread-ranks: single and fused allreduces, in and out of place, prescale/postscale, average
-// for floating and integer dtypes, fusion-buffer reuse across responses of changing size, and
-// the error texts; the same allreduces over shared memory (transport::ShmMesh).
+// thread-ranks: single and fused allreduces, in and out of place, prescale/postscale (integers
+// truncated), average for floating and integer dtypes, bool, fusion-buffer reuse across responses
+// of changing size, and the error texts; the same allreduces over shared memory
+// (transport::ShmMesh).
 #include "ops/cpu_executor.h"
 
 #include <algorithm>
@@ -40,37 +41,28 @@ std::string Describe(const Scenario& s) {
 
 // Element i of tensor t as `rank` submits it (small integers: exact in every dtype).
 double Input(const Scenario& s, int rank, size_t t, size_t i) {
-  const ReduceOp value_op = s.op == ReduceOp::kProduct ? s.op : ReduceOp::kSum;
-  return testing::RankInput(s.dtype, value_op, rank, i + 100 * t);
+  const bool own_values = s.op == ReduceOp::kProduct || s.dtype == DataType::kBool;
+  return testing::RankInput(s.dtype, own_values ? s.op : ReduceOp::kSum, rank, i + 100 * t);
 }
 
-// The result the executor must produce, rounded to the dtype as it is stored.
+// The result the executor must produce, rounded to the dtype as it is stored. Integers are
+// scaled as Horovod does: in double, truncated toward zero (each rank's prescaled input, then
+// the result; an average divides together with the postscale). The scenarios stay in range.
 double Expected(const Scenario& s, int n, size_t t, size_t i) {
-  double reduced = Input(s, 0, t, i) * s.prescale;
-  for (int rank = 1; rank < n; ++rank) {
+  const bool integer = !IsFloatingPoint(s.dtype);
+  auto contribution = [&](int rank) {
     const double v = Input(s, rank, t, i) * s.prescale;
-    switch (s.op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAverage:
-        reduced += v;
-        break;
-      case ReduceOp::kMin:
-        reduced = std::min(reduced, v);
-        break;
-      case ReduceOp::kMax:
-        reduced = std::max(reduced, v);
-        break;
-      case ReduceOp::kProduct:
-        reduced *= v;
-        break;
-    }
+    return integer ? std::trunc(v) : v;
+  };
+  double reduced = contribution(0);
+  for (int rank = 1; rank < n; ++rank) {
+    reduced = testing::ReferenceReduce(s.op, reduced, contribution(rank), s.dtype);
   }
   double result = reduced * s.postscale;
   if (s.op == ReduceOp::kAverage) {
-    result = IsFloatingPoint(s.dtype)
-                 ? reduced * (s.postscale / n)
-                 : static_cast<double>(static_cast<int64_t>(reduced) / n);  // truncates
+    result = integer ? reduced * s.postscale / n : reduced * (s.postscale / n);
   }
+  if (integer) result = std::trunc(result);
   ElementBuffer stored(s.dtype, 1);
   stored.Set(0, result);
   return stored.Get(0);
@@ -148,11 +140,18 @@ std::vector<Scenario> Scenarios() {
         scenarios.push_back({dtype, ReduceOp::kMax, 2.0, 1.0, counts, in_place});
         scenarios.push_back({dtype, ReduceOp::kProduct, 2.0, 0.5, counts, in_place});
       }
-      for (DataType dtype :
-           {DataType::kInt32, DataType::kInt8, DataType::kUInt8, DataType::kInt64}) {
+      for (DataType dtype : {DataType::kInt32, DataType::kInt8, DataType::kUInt8, DataType::kInt64,
+                             DataType::kUInt16, DataType::kInt16}) {
         scenarios.push_back({dtype, ReduceOp::kSum, 1.0, 1.0, counts, in_place});
         scenarios.push_back({dtype, ReduceOp::kAverage, 1.0, 1.0, counts, in_place});
         scenarios.push_back({dtype, ReduceOp::kMin, 1.0, 1.0, counts, in_place});
+        // Integer scaling: truncated per rank (prescale) and on the result (postscale).
+        scenarios.push_back({dtype, ReduceOp::kSum, 3.0, 0.5, counts, in_place});
+        scenarios.push_back({dtype, ReduceOp::kAverage, 0.5, 3.0, counts, in_place});
+        scenarios.push_back({dtype, ReduceOp::kMax, 1.5, 1.0, counts, in_place});
+      }
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+        scenarios.push_back({DataType::kBool, op, 1.0, 1.0, counts, in_place});
       }
     }
   }
@@ -248,7 +247,7 @@ TEST_CASE("the CPU executor allreduces over shared memory, through many small sl
   for (const std::string& failure : failures) CHECK(failure == "");
 }
 
-TEST_CASE("the CPU executor refuses ops it does not implement and integer scaling",
+TEST_CASE("the CPU executor refuses ops it does not implement and bool scaling and average",
           "[ops][executor]") {
   StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(1);
   REQUIRE(meshes.status().ToString() == "OK");
@@ -271,18 +270,33 @@ TEST_CASE("the CPU executor refuses ops it does not implement and integer scalin
   CHECK(executor.Execute(response, {&entry}, nullptr).code() == StatusCode::kInternal);
 
   response.op = OpType::kAllreduce;
-  response.prescale = 2.0;
-  const Status scaled = executor.Execute(response, {&entry}, nullptr);
+  std::vector<uint8_t> flags = {1, 0};
+  TensorEntry flag_entry;
+  flag_entry.meta.name = "flags";
+  flag_entry.input = {flags.data(), DataType::kBool, {2}, Device::Cpu()};
+  flag_entry.output = flag_entry.input;
+  Response bools = response;
+  bools.dtype = DataType::kBool;
+  bools.names = {"flags"};
+  bools.num_elements = {2};
+  bools.prescale = 2.0;
+  const Status scaled = executor.Execute(bools, {&flag_entry}, nullptr);
   CHECK(scaled.code() == StatusCode::kInvalidArgument);
-  CHECK(scaled.message().rfind("allreduce 'ints': ", 0) == 0);
+  CHECK(scaled.message().rfind("allreduce 'flags': ", 0) == 0);
+  bools.prescale = 1.0;
+  bools.reduce_op = ReduceOp::kAverage;
+  CHECK(executor.Execute(bools, {&flag_entry}, nullptr).code() == StatusCode::kInvalidArgument);
+  CHECK(flags == std::vector<uint8_t>{1, 0});
 
-  response.prescale = 1.0;
   response.names = {"ints", "missing"};
   CHECK(executor.Execute(response, {&entry}, nullptr).code() == StatusCode::kInternal);
 
   response.names = {"ints"};
   REQUIRE(executor.Execute(response, {&entry}, nullptr).ok());
   CHECK(data == std::vector<int32_t>{1, 2, 3});
+  response.prescale = 2.5;  // integers scale (truncated), one rank: just the scaling
+  REQUIRE(executor.Execute(response, {&entry}, nullptr).ok());
+  CHECK(data == std::vector<int32_t>{2, 5, 7});
 }
 
 TEST_CASE("op descriptions name the tensors and the fused size", "[ops][executor]") {

@@ -1,5 +1,6 @@
 // Tests of ops/reduce_kernels.h: every dtype and reduce op element by element against a direct
-// computation, NaN handling, ScaleCopy and the truncating integer division, for counts
+// computation, NaN handling, bool's logic, ScaleCopy (integers: truncated, saturated) and the
+// truncating integer division, for counts
 // 0, 1, 7 and 1031 (which cover the vectorised blocks and the scalar tail).
 #include "ops/reduce_kernels.h"
 
@@ -37,17 +38,20 @@ struct BFloat {
   static uint16_t Narrow(float v) { return FloatToBFloat16(v); }
 };
 
-// The direct computation the kernels must match. Integer sum/product wrap modulo 2^bits.
+// The direct computation the kernels must match. Integer sum/product wrap modulo 2^bits
+// (computed modulo 2^64, then cut to C's bits).
 template <typename C>
 C Expected(C a, C b, ReduceOp op) {
   if constexpr (std::is_integral_v<C>) {
     using U = std::make_unsigned_t<C>;
+    const uint64_t ua = static_cast<U>(a);
+    const uint64_t ub = static_cast<U>(b);
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAverage:
-        return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
+        return static_cast<C>(static_cast<U>(ua + ub));
       case ReduceOp::kProduct:
-        return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
+        return static_cast<C>(static_cast<U>(ua * ub));
       case ReduceOp::kMin:
         return a < b ? a : b;
       case ReduceOp::kMax:
@@ -106,6 +110,8 @@ TEST_CASE("Reduce matches a direct computation for every dtype and op", "[ops][r
                                ReduceOp::kProduct);
   CheckReduce<Native<uint8_t>>(DataType::kUInt8, op, count);
   CheckReduce<Native<int8_t>>(DataType::kInt8, op, count);
+  CheckReduce<Native<uint16_t>>(DataType::kUInt16, op, count);
+  CheckReduce<Native<int16_t>>(DataType::kInt16, op, count);
   CheckReduce<Native<int32_t>>(DataType::kInt32, op, count);
   CheckReduce<Native<int64_t>>(DataType::kInt64, op, count);
   CheckReduce<Half>(DataType::kFloat16, op, count);
@@ -204,6 +210,120 @@ TEST_CASE("DivideInPlace truncates toward zero", "[ops][reduce]") {
   const auto before = i64;
   DivideInPlace(i64.data(), count, DataType::kInt64, 7);
   for (size_t i = 0; i < count; ++i) REQUIRE(i64[i] == before[i] / 7);
+}
+
+TEST_CASE("uint16 and int16 products wrap instead of overflowing int", "[ops][reduce]") {
+  // 65535 * 65535 overflows the int that uint16 promotes to; modulo 2^16 it is 1.
+  std::vector<uint16_t> u = {65535, 300, 256};
+  const std::vector<uint16_t> u_src = {65535, 300, 256};
+  Reduce(u.data(), u_src.data(), u.size(), DataType::kUInt16, ReduceOp::kProduct);
+  CHECK(u == std::vector<uint16_t>{1, static_cast<uint16_t>(90000 % 65536), 0});
+  std::vector<int16_t> i = {-32768, 32767, 200};
+  const std::vector<int16_t> i_src = {-1, 1, 200};
+  Reduce(i.data(), i_src.data(), i.size(), DataType::kInt16, ReduceOp::kSum);
+  CHECK(i == std::vector<int16_t>{32767, -32768, 400});
+}
+
+TEST_CASE("bool reduces as logical or (sum, average, max) and and (min, product)",
+          "[ops][reduce]") {
+  const size_t count = GENERATE(size_t{0}, size_t{1}, size_t{7}, size_t{1031});
+  const ReduceOp op = GENERATE(ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                               ReduceOp::kProduct);
+  const bool is_or = op == ReduceOp::kSum || op == ReduceOp::kAverage || op == ReduceOp::kMax;
+  // Bytes other than 0 and 1 (a C bool written through another type) count as true.
+  const uint8_t kBytes[] = {0, 1, 2, 255};
+  std::vector<uint8_t> dst(count), src(count);
+  for (size_t i = 0; i < count; ++i) {
+    dst[i] = kBytes[i % 4];
+    src[i] = kBytes[(i / 4) % 4];
+  }
+  const auto before = dst;
+  Reduce(dst.data(), src.data(), count, DataType::kBool, op);
+  for (size_t i = 0; i < count; ++i) {
+    const bool a = before[i] != 0;
+    const bool b = src[i] != 0;
+    INFO(ReduceOpName(op) << " of " << int{before[i]} << " and " << int{src[i]});
+    REQUIRE(dst[i] == ((is_or ? (a || b) : (a && b)) ? 1 : 0));
+  }
+}
+
+// What ScaleCopy must give for an integer: the product in double truncated toward zero, held
+// to [min, max] (computed in long double, which holds every int64 exactly on x86).
+template <typename T>
+T TruncatedProduct(T v, double factor) {
+  const long double x = std::trunc(static_cast<long double>(static_cast<double>(v) * factor));
+  if (x >= static_cast<long double>(std::numeric_limits<T>::max())) {
+    return std::numeric_limits<T>::max();
+  }
+  if (x <= static_cast<long double>(std::numeric_limits<T>::min())) {
+    return std::numeric_limits<T>::min();
+  }
+  return static_cast<T>(x);
+}
+
+template <typename T>
+void CheckIntegerScale(DataType dtype, size_t count, double factor, bool in_place) {
+  std::mt19937 rng(static_cast<uint32_t>(count + 17));
+  const auto src = RandomValues<Native<T>>(count, rng);
+  auto dst = in_place ? src : std::vector<T>(count);
+  ScaleCopy(dst.data(), in_place ? dst.data() : src.data(), count, dtype, factor);
+  for (size_t i = 0; i < count; ++i) {
+    INFO(DataTypeName(dtype) << " " << static_cast<int64_t>(src[i]) << " x " << factor);
+    REQUIRE(dst[i] == TruncatedProduct(src[i], factor));
+  }
+}
+
+TEST_CASE("ScaleCopy scales integers in double, truncating toward zero and saturating",
+          "[ops][reduce]") {
+  const size_t count = GENERATE(size_t{0}, size_t{1}, size_t{7}, size_t{1031});
+  const double factor = GENERATE(0.5, 1.0 / 3.0, -3.0, 2.5, 1e30);
+  const bool in_place = GENERATE(false, true);
+  CheckIntegerScale<uint8_t>(DataType::kUInt8, count, factor, in_place);
+  CheckIntegerScale<int8_t>(DataType::kInt8, count, factor, in_place);
+  CheckIntegerScale<uint16_t>(DataType::kUInt16, count, factor, in_place);
+  CheckIntegerScale<int16_t>(DataType::kInt16, count, factor, in_place);
+  CheckIntegerScale<int32_t>(DataType::kInt32, count, factor, in_place);
+  CheckIntegerScale<int64_t>(DataType::kInt64, count, factor, in_place);
+}
+
+TEST_CASE("ScaleCopy of integers: Horovod's truncation, and the range's ends", "[ops][reduce]") {
+  std::vector<int32_t> i32 = {7, -7, 1, -1, 2147483647, -2147483647 - 1};
+  ScaleCopy(i32.data(), i32.data(), i32.size(), DataType::kInt32, 0.5);
+  CHECK(i32 == std::vector<int32_t>{3, -3, 0, 0, 1073741823, -1073741824});
+  std::vector<int8_t> i8 = {100, -100, 3};
+  ScaleCopy(i8.data(), i8.data(), i8.size(), DataType::kInt8, 2.0);
+  CHECK(i8 == std::vector<int8_t>{127, -128, 6});  // saturated, not wrapped
+  std::vector<uint8_t> u8 = {5, 200};
+  ScaleCopy(u8.data(), u8.data(), u8.size(), DataType::kUInt8, -1.0);
+  CHECK(u8 == std::vector<uint8_t>{0, 0});
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> i64 = {big, -big - 1, int64_t{1} << 61, int64_t{1} << 60};
+  ScaleCopy(i64.data(), i64.data(), i64.size(), DataType::kInt64, 4.0);
+  CHECK(i64 == std::vector<int64_t>{big, -big - 1, big, int64_t{1} << 62});
+  std::vector<uint8_t> flags = {0, 1, 1};
+  std::vector<uint8_t> copy(3, 7);
+  ScaleCopy(copy.data(), flags.data(), flags.size(), DataType::kBool, 1.0);
+  CHECK(copy == flags);
+}
+
+TEST_CASE("ScaleDivideInPlace scales and divides integers in one rounding", "[ops][reduce]") {
+  // factor 1: exact integer division, even where double is not exact.
+  const int64_t odd = (int64_t{1} << 60) + 1;
+  std::vector<int64_t> i64 = {odd, -7};
+  ScaleDivideInPlace(i64.data(), i64.size(), DataType::kInt64, 1.0, 1);
+  CHECK(i64 == std::vector<int64_t>{odd, -7});
+  ScaleDivideInPlace(i64.data(), i64.size(), DataType::kInt64, 1.0, 2);
+  CHECK(i64 == std::vector<int64_t>{odd / 2, -3});
+  // (v * factor) / divisor, truncated once: 7 * 3 / 4 = 5.25 -> 5 (3 if divided first).
+  std::vector<int32_t> i32 = {7, -7, 49};
+  ScaleDivideInPlace(i32.data(), i32.size(), DataType::kInt32, 3.0, 4);
+  CHECK(i32 == std::vector<int32_t>{5, -5, 36});
+  std::vector<int16_t> i16 = {30000, -30000};
+  ScaleDivideInPlace(i16.data(), i16.size(), DataType::kInt16, 8.0, 2);
+  CHECK(i16 == std::vector<int16_t>{32767, -32768});
+  std::vector<uint16_t> u16 = {65535, 3};
+  ScaleDivideInPlace(u16.data(), u16.size(), DataType::kUInt16, 0.5, 3);
+  CHECK(u16 == std::vector<uint16_t>{10922, 0});
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Test helper for the ring tests: each rank's input for element i, chosen as small integers so
-// that every partial sum, min, max and product is exact in every dtype (bfloat16 included),
-// and the directly computed reduction of those inputs over n ranks.
+// that every partial sum, min, max and product is exact in every dtype (bfloat16 included;
+// bool gets 0 and 1), and the directly computed reduction of those inputs over n ranks.
 #pragma once
 
 #include <algorithm>
@@ -13,11 +13,16 @@
 namespace kolo::testing {
 
 inline bool IsSigned(DataType dtype) {
-  return dtype != DataType::kUInt8;
+  return dtype != DataType::kUInt8 && dtype != DataType::kUInt16 && dtype != DataType::kBool;
 }
 
 inline double RankInput(DataType dtype, ReduceOp op, int rank, size_t i) {
   const size_t r = static_cast<size_t>(rank);
+  if (dtype == DataType::kBool) {
+    // Mostly false for or (sum, average, max), mostly true for and (min, product).
+    const bool marked = (r * 7 + i * 3) % 11 < 2;
+    return (op == ReduceOp::kMin || op == ReduceOp::kProduct) ? !marked : marked;
+  }
   if (op == ReduceOp::kProduct) {
     // |product| <= 2^3 over any number of ranks: fits int8.
     const double magnitude = (r < 3 && (i + r) % 2 == 0) ? 2 : 1;
@@ -33,7 +38,7 @@ inline double ReducedInput(DataType dtype, ReduceOp op, int n, size_t i) {
   double result = RankInput(dtype, op, 0, i);
   for (int rank = 1; rank < n; ++rank) {
     const double v = RankInput(dtype, op, rank, i);
-    result = ReferenceReduce(op, result, v);
+    result = ReferenceReduce(op, result, v, dtype);
   }
   return result;
 }

@@ -2,6 +2,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 
+#include "core/config/config_table.h"
 #include "tests/support/local_job.h"
 #include "tests/support/tensor_values.h"
 #include "tests/support/watchdog.h"
@@ -24,6 +25,24 @@ std::string CheckBroadcast(Runtime& rt, const std::string& name, DataType dtype,
   Status s = rt.Broadcast(name, view, root);
   if (!s.ok()) return name + ": " + s.ToString();
   if (data != expected) return name + ": rank " + std::to_string(rt.rank()) + " differs";
+  return "";
+}
+
+// Out of place: every rank's output must hold the root's input; no input may change.
+std::string CheckOutOfPlace(Runtime& rt, const std::string& name, DataType dtype, int64_t count,
+                            int root) {
+  const std::vector<uint8_t> input =
+      kolo::testing::MakeInput(dtype, count, rt.rank(), ReduceOp::kSum);
+  std::vector<uint8_t> data = input;
+  std::vector<uint8_t> output(input.size(), 0xAB);
+  const std::vector<uint8_t> expected =
+      kolo::testing::MakeInput(dtype, count, root, ReduceOp::kSum);
+  // The output has another shape with the same elements ([count] against [1, count]).
+  Status s = rt.Broadcast(name, {data.data(), dtype, {count}, Device::Cpu()},
+                          {output.data(), dtype, {1, count}, Device::Cpu()}, root);
+  if (!s.ok()) return name + ": " + s.ToString();
+  if (output != expected) return name + ": rank " + std::to_string(rt.rank()) + " differs";
+  if (data != input) return name + ": rank " + std::to_string(rt.rank()) + " changed its input";
   return "";
 }
 
@@ -51,6 +70,43 @@ TEST_CASE("Broadcast copies the root's tensor to every rank, for every root and 
     return "";
   });
   CHECK(failures == std::vector<std::string>{});
+}
+
+TEST_CASE("Out-of-place broadcast fills every output with the root's input, inputs untouched",
+          "[runtime][broadcast]") {
+  const int n = GENERATE(1, 2, 3, 4);
+  const std::string transport = GENERATE("tcp", "auto");  // auto: shared memory on one host
+  Watchdog watchdog("out-of-place broadcast with " + std::to_string(n) + " ranks over " + transport,
+                    std::chrono::seconds(90));
+  LocalJob job(n, [&](Options& o) { o.transport = *TransportFromName(transport); });
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    for (int root = 0; root < n; ++root) {
+      for (DataType dtype : kAllDataTypes) {
+        for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{13}}) {
+          std::string e = CheckOutOfPlace(
+              rt, "oop/" + DataTypeName(dtype) + "/" + std::to_string(count), dtype, count, root);
+          if (!e.empty()) return e;
+        }
+      }
+      std::string e = CheckOutOfPlace(rt, "oop/big", DataType::kFloat64, (3 << 20) / 8 + 3, root);
+      if (!e.empty()) return e;
+    }
+    // The two-buffer form with one buffer is the in-place broadcast.
+    float x[3] = {1.0f * rt.rank(), 2, 3};
+    TensorView view{x, DataType::kFloat32, {3}, Device::Cpu()};
+    Status s = rt.Broadcast("same", view, view, n - 1);
+    if (!s.ok()) return s.ToString();
+    return x[0] == n - 1 ? "" : "in place through the two-buffer form: wrong value";
+  });
+  CHECK(failures == std::vector<std::string>{});
+
+  float in[4] = {1, 2, 3, 4};
+  double out[4];
+  Status s = job.rank(0).BroadcastAsync("types", {in, DataType::kFloat32, {4}, Device::Cpu()},
+                                        {out, DataType::kFloat64, {4}, Device::Cpu()}, 0,
+                                        [](const Status&) {});
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message() == "broadcast 'types': input is float32 but output is float64");
 }
 
 TEST_CASE("Broadcast argument errors: a bad root at enqueue, disagreeing roots everywhere",

@@ -1,10 +1,13 @@
 /* The C API from a C program (built as C99 with -pedantic -Werror): the version check of init,
- * allreduce (blocking and async), broadcast, barrier, allgather, alltoall, reducescatter,
- * grouped allreduce, join, an argument error, shutdown. Run alone (one rank) and under kolorun
- * (several); exits non-zero with a message on the first thing that is wrong. */
+ * allreduce (blocking and async; int16 and bool too), broadcast (in and out of place), barrier,
+ * allgather, alltoall, reducescatter, grouped allreduce, the timeline, join, argument errors,
+ * shutdown. Run alone (one rank) and under kolorun (several); exits non-zero with a message on
+ * the first thing that is wrong. */
+#define _POSIX_C_SOURCE 200809L /* getpid */
 #include <kolo/c_api.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static void on_done(int status, const char* message, void* user) {
   (void)message;
@@ -39,6 +42,61 @@ static int check_versions(void) {
       strcmp(kolo_status_name(99), "UNKNOWN") != 0) {
     return fail("kolo_status_name");
   }
+  return 0;
+}
+
+/* int16 sums; bool: max is or, min is and, average is refused. */
+static int check_new_dtypes(int rank, int size) {
+  int16_t h[2];
+  uint8_t flags[2], any[2], all[2];
+  h[0] = (int16_t)(-rank - 1);
+  h[1] = 300;
+  if (kolo_allreduce("c/int16", h, h, 2, KOLO_INT16, KOLO_SUM) != KOLO_OK) return fail("int16");
+  if (h[0] != -size * (size + 1) / 2 || h[1] != 300 * size) return fail("int16 data");
+  flags[0] = (uint8_t)(rank == 0);
+  flags[1] = 1;
+  if (kolo_allreduce("c/any", flags, any, 2, KOLO_BOOL, KOLO_MAX) != KOLO_OK) return fail("or");
+  if (kolo_allreduce("c/all", flags, all, 2, KOLO_BOOL, KOLO_MIN) != KOLO_OK) return fail("and");
+  if (any[0] != 1 || any[1] != 1 || all[0] != (size == 1) || all[1] != 1) {
+    return fail("bool data");
+  }
+  if (kolo_allreduce("c/avg", flags, flags, 2, KOLO_BOOL, KOLO_AVERAGE) != KOLO_INVALID_ARGUMENT) {
+    return fail("a bool average was accepted");
+  }
+  if (strstr(kolo_last_error(), "no average") == NULL) return fail("the message");
+  return 0;
+}
+
+/* The last rank's bytes land in every rank's output; every input stays. */
+static int check_out_of_place_broadcast(int rank, int size) {
+  uint8_t in[2], out[2] = {99, 99};
+  int done = 0;
+  in[0] = (uint8_t)rank;
+  in[1] = (uint8_t)(rank + 1);
+  if (kolo_broadcast_out_of_place("c/oop", in, out, 2, KOLO_UINT8, size - 1) != KOLO_OK) {
+    return fail("out-of-place broadcast");
+  }
+  if (out[0] != size - 1 || out[1] != size || in[0] != rank) return fail("broadcast data");
+  out[0] = out[1] = 99;
+  if (kolo_broadcast_out_of_place_async("c/oop2", in, out, 2, KOLO_UINT8, 0, on_done, &done) !=
+      KOLO_OK) {
+    return fail("async out-of-place broadcast");
+  }
+  if (kolo_barrier() != KOLO_OK) return fail("barrier");
+  if (done != 100 || out[0] != 0 || out[1] != 1) return fail("async broadcast data");
+  return 0;
+}
+
+/* Horovod's start_timeline(path, mark_cycles); the same path twice is fine. */
+static int check_timeline(void) {
+  char path[64], file[80];
+  snprintf(path, sizeof path, "/tmp/kolo_c_api_%ld.json", (long)getpid());
+  if (kolo_start_timeline(path, 1) != KOLO_OK) return fail("start_timeline");
+  if (kolo_start_timeline(path, 1) != KOLO_OK) return fail("start_timeline again");
+  if (kolo_barrier() != KOLO_OK) return fail("barrier");
+  if (kolo_stop_timeline() != KOLO_OK) return fail("stop_timeline");
+  snprintf(file, sizeof file, "/tmp/kolo_c_api_%ld.rank%d.json", (long)getpid(), kolo_rank());
+  if (remove(file) != 0) return fail("no timeline file");
   return 0;
 }
 
@@ -112,6 +170,10 @@ int main(void) {
     return fail("grouped allreduce");
   }
   if (g1[2] != size || g2[1] != 2 * size) return fail("grouped allreduce data");
+
+  if (check_new_dtypes(rank, size) != 0) return 1;
+  if (check_out_of_place_broadcast(rank, size) != 0) return 1;
+  if (check_timeline() != 0) return 1;
 
   if (kolo_broadcast("c/bad", b, 3, KOLO_FLOAT64, size) != KOLO_INVALID_ARGUMENT) {
     return fail("a root outside the job was accepted");

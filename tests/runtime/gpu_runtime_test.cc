@@ -403,6 +403,14 @@ TEST_CASE("GPU ops are checked at enqueue: device memory, one GPU per rank, NCCL
                                "per rank"));
     CHECK(device->Free(*other).ok());
   }
+  SECTION("a dtype NCCL does not have") {
+    TensorView shorts = on0;
+    shorts.dtype = DataType::kInt16;
+    shorts.shape = {20};
+    CHECK_THAT(refused("shorts", shorts, shorts),
+               Catch::Equals("allreduce 'shorts': NCCL has no int16 type; convert the tensor, or "
+                             "run KOLO_GPU_OPERATIONS=ring"));
+  }
   SECTION("a scale NCCL cannot express") {
     AllreduceOptions options;
     options.op = ReduceOp::kMax;

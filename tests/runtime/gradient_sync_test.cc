@@ -130,6 +130,8 @@ TEST_CASE("GradientSync accumulates k backward passes and communicates only on t
   const int n = GENERATE(2, 3);
   const ReduceOp op = GENERATE(ReduceOp::kAverage, ReduceOp::kSum);
   const bool fp16 = GENERATE(false, true);
+  // Horovod torch's convention (the passes summed) and TF's average_aggregated_gradients.
+  const bool average_passes = GENERATE(false, true);
   constexpr int kPasses = 3;
   Watchdog watchdog("gradient sync accumulation", std::chrono::seconds(60));
   LocalJob job(n);
@@ -139,6 +141,7 @@ TEST_CASE("GradientSync accumulates k backward passes and communicates only on t
     options.op = op;
     options.backward_passes_per_step = kPasses;
     options.fp16_compression = fp16;
+    options.average_aggregated_gradients = average_passes;
     auto sync = MakeSync(rt, options, &error);
     if (!sync) return error;
     std::vector<float> w(101);
@@ -149,7 +152,8 @@ TEST_CASE("GradientSync accumulates k backward passes and communicates only on t
     // Pass p of rank r contributes (r + 1) * (p + 1) + i: small integers, exact in fp16 too.
     auto want = [&](int64_t i) {
       const double sum = 6.0 * n * (n + 1) / 2 + kPasses * n * static_cast<double>(i);
-      return op == ReduceOp::kAverage ? sum / (kPasses * n) : sum;
+      const double divisor = (op == ReduceOp::kAverage ? n : 1) * (average_passes ? kPasses : 1);
+      return sum / divisor;
     };
     for (int step = 0; step < 2; ++step) {
       for (int pass = 0; pass < kPasses; ++pass) {
@@ -269,8 +273,23 @@ TEST_CASE("GradientSync rejects bad options, unknown names and a second Ready",
   zero_passes.backward_passes_per_step = 0;
   CHECK(GradientSync::Create(rt, zero_passes).status().code() == StatusCode::kInvalidArgument);
 
+  {
+    // Horovod torch's default sums the passes: integers are fine, bool has no average.
+    GradientSyncOptions summed;
+    summed.backward_passes_per_step = 2;
+    auto plain = GradientSync::Create(rt, summed);
+    REQUIRE(plain.ok());
+    std::vector<int32_t> ints(3, 1);
+    std::vector<uint8_t> flags(3, 1);
+    CHECK((*plain)->Register("ints", View(ints, DataType::kInt32)).ok());
+    Status bools = (*plain)->Register("flags", View(flags, DataType::kBool));
+    CHECK(bools.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(bools.message(), Catch::Contains("'flags'") && Catch::Contains("no average"));
+  }
+
   GradientSyncOptions accumulate;
   accumulate.backward_passes_per_step = 2;
+  accumulate.average_aggregated_gradients = true;
   auto sync = GradientSync::Create(rt, accumulate);
   REQUIRE(sync.ok());
   GradientSync& s = *sync.value();
@@ -281,6 +300,7 @@ TEST_CASE("GradientSync rejects bad options, unknown names and a second Ready",
   Status int_average = s.Register("ints", View(ints, DataType::kInt32));
   CHECK(int_average.code() == StatusCode::kInvalidArgument);
   CHECK(int_average.message().find("'ints'") != std::string::npos);
+  CHECK(int_average.message().find("average_aggregated_gradients") != std::string::npos);
 
   Status unknown = s.Ready("nope");
   CHECK(unknown.code() == StatusCode::kInvalidArgument);

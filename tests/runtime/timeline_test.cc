@@ -111,8 +111,10 @@ TEST_CASE("Every rank writes a valid timeline that kolo-timeline reads back",
   CHECK(summary.fusion.tensors == 6);
 }
 
-TEST_CASE("A timeline started and stopped at run time covers only what ran in between",
-          "[runtime][timeline]") {
+TEST_CASE(
+    "A timeline started and stopped at run time covers only what ran in between; "
+    "start_timeline(path, mark_cycles) as Horovod's",
+    "[runtime][timeline]") {
   Watchdog watchdog("run-time timeline", std::chrono::seconds(60));
   const kolo::testing::TempDir temp("kolo-timeline-test-");
   const std::string& dir = temp.path();
@@ -127,12 +129,30 @@ TEST_CASE("A timeline started and stopped at run time covers only what ran in be
       };
     };
     CHECK(job.RunOnAllRanks(step("before")) == std::vector<std::string>{});
-    for (int r = 0; r < 2; ++r) REQUIRE(job.rank(r).StartTimeline(dir + "/rt.json").ok());
-    CHECK(job.rank(0).StartTimeline(dir + "/again.json").code() == StatusCode::kFailedPrecondition);
+    for (int r = 0; r < 2; ++r) {
+      REQUIRE(job.rank(r).StartTimeline(dir + "/rt.json", /*mark_cycles=*/true).ok());
+    }
+    // As Horovod's test does: starting it again with the same path goes on in the same file.
+    CHECK(job.rank(0).StartTimeline(dir + "/rt.json", true).ok());
+    CHECK(job.rank(1).StartTimeline(dir + "/rt.json").ok());
+    const Status other = job.rank(0).StartTimeline(dir + "/again.json");
+    CHECK(other.code() == StatusCode::kFailedPrecondition);
+    CHECK_THAT(other.message(), Catch::Contains("again.json") && Catch::Contains("/rt.json"));
     CHECK(job.RunOnAllRanks(step("during")) == std::vector<std::string>{});
     for (int r = 0; r < 2; ++r) REQUIRE(job.rank(r).StopTimeline().ok());
     CHECK(job.RunOnAllRanks(step("after")) == std::vector<std::string>{});
+    // Without mark_cycles: no CYCLE marks.
+    for (int r = 0; r < 2; ++r) REQUIRE(job.rank(r).StartTimeline(dir + "/quiet.json", false).ok());
+    CHECK(job.RunOnAllRanks(step("quiet")) == std::vector<std::string>{});
+    for (int r = 0; r < 2; ++r) REQUIRE(job.rank(r).StopTimeline().ok());
   }
+  auto text_of = [](const std::string& file) {
+    std::ifstream in(file);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  CHECK(text_of(dir + "/rt.rank0.json").find("\"CYCLE\"") != std::string::npos);
+  CHECK(text_of(dir + "/quiet.rank0.json").find("\"CYCLE\"") == std::string::npos);
+  CHECK(text_of(dir + "/quiet.rank0.json").find("\"quiet\"") != std::string::npos);
   auto set = timeline::LoadTraceSet({dir + "/rt.rank0.json", dir + "/rt.rank1.json"});
   REQUIRE(set.ok());
   timeline::TraceModel model = timeline::BuildTraceModel(*set);

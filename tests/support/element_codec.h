@@ -31,6 +31,12 @@ inline double LoadElement(DataType dtype, const void* data, size_t i) {
       return static_cast<const float*>(data)[i];
     case DataType::kFloat64:
       return static_cast<const double*>(data)[i];
+    case DataType::kUInt16:
+      return static_cast<const uint16_t*>(data)[i];
+    case DataType::kInt16:
+      return static_cast<const int16_t*>(data)[i];
+    case DataType::kBool:
+      return static_cast<const uint8_t*>(data)[i];  // the byte itself: 0 and 1 are kolo's
   }
   return 0;
 }
@@ -60,6 +66,15 @@ inline void StoreElement(DataType dtype, void* data, size_t i, double value) {
       return;
     case DataType::kFloat64:
       static_cast<double*>(data)[i] = value;
+      return;
+    case DataType::kUInt16:
+      static_cast<uint16_t*>(data)[i] = static_cast<uint16_t>(value);
+      return;
+    case DataType::kInt16:
+      static_cast<int16_t*>(data)[i] = static_cast<int16_t>(value);
+      return;
+    case DataType::kBool:
+      static_cast<uint8_t*>(data)[i] = value != 0 ? 1 : 0;
       return;
   }
 }

@@ -8,7 +8,12 @@
 
 namespace kolo::testing {
 
-double InputValue(int rank, int64_t i, ReduceOp op) {
+double InputValue(int rank, int64_t i, ReduceOp op, DataType dtype) {
+  if (dtype == DataType::kBool) {
+    const bool and_op = op == ReduceOp::kMin || op == ReduceOp::kProduct;
+    const bool marked = (i * 7 + rank * 3) % 5 == 0;
+    return (and_op ? !marked : marked) ? 1.0 : 0.0;
+  }
   if (op == ReduceOp::kProduct) return 1.0 + static_cast<double>((i + rank) % 2);
   return 1.0 + static_cast<double>((i * 7 + rank * 3) % 5);
 }
@@ -17,7 +22,7 @@ std::vector<uint8_t> MakeInput(DataType dtype, int64_t count, int rank, ReduceOp
   size_t esize = DataTypeSize(dtype);
   std::vector<uint8_t> bytes(static_cast<size_t>(count) * esize);
   for (int64_t i = 0; i < count; ++i) {
-    StoreElement(dtype, bytes.data(), static_cast<size_t>(i), InputValue(rank, i, op));
+    StoreElement(dtype, bytes.data(), static_cast<size_t>(i), InputValue(rank, i, op, dtype));
   }
   return bytes;
 }
@@ -27,10 +32,10 @@ double ReadElement(const std::vector<uint8_t>& bytes, DataType dtype, int64_t i)
 }
 
 double ExpectedAllreduce(int size, int64_t i, ReduceOp op, DataType dtype) {
-  double acc = InputValue(0, i, op);
+  double acc = InputValue(0, i, op, dtype);
   for (int r = 1; r < size; ++r) {
-    double v = InputValue(r, i, op);
-    acc = ReferenceReduce(op, acc, v);
+    double v = InputValue(r, i, op, dtype);
+    acc = ReferenceReduce(op, acc, v, dtype);
   }
   if (op == ReduceOp::kAverage) {
     acc = IsFloatingPoint(dtype) ? acc / size : std::trunc(acc / size);

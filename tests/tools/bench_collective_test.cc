@@ -10,8 +10,9 @@ namespace kolo::bench {
 namespace {
 
 const std::vector<DataType> kAllTypes = {
-    DataType::kUInt8,   DataType::kInt8,     DataType::kInt32,   DataType::kInt64,
-    DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
+    DataType::kUInt8,   DataType::kInt8,    DataType::kUInt16,  DataType::kInt16,
+    DataType::kInt32,   DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
+    DataType::kFloat32, DataType::kFloat64, DataType::kBool};
 
 TEST_CASE("ShapeFor follows nccl-tests' size and count columns", "[tools][bench]") {
   // 1000 bytes of float over 3 ranks: 250 elements, 83 per rank.
@@ -105,6 +106,7 @@ Simulated Simulate(const BenchOp& op, DataType dtype, int size, int root, int64_
         for (int64_t i = 0; i < shape.output_count; ++i) {
           double sum = 0;
           for (int s = 0; s < size; ++s) sum += DecodeValue(dtype, &inputs[s][(first + i) * e]);
+          if (dtype == DataType::kBool) sum = sum != 0;  // bool's sum is or
           EncodeValue(dtype, sum, &out[i * e]);
         }
         break;

@@ -37,7 +37,7 @@ TEST_CASE("ParseBenchOptions takes short, long and --flag=value forms", "[tools]
 TEST_CASE("ParseBenchOptions expands 'all' to every dtype and op", "[tools][bench]") {
   auto options = ParseBenchOptions({"-d", "all", "-o", "all"});
   REQUIRE(options.ok());
-  CHECK(options->dtypes.size() == 8);
+  CHECK(options->dtypes.size() == 11);
   REQUIRE(options->ops.size() == 5);
   for (const BenchOp& op : options->ops) CHECK(op.collective == Collective::kAllreduce);
   CHECK(options->ops[1] == BenchOp{Collective::kAllreduce, ReduceOp::kProduct});

@@ -53,7 +53,7 @@ TEST_CASE("kolo-bench gets every dtype and op exactly right over 3 ranks",
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   std::vector<BenchRow> rows = ParseRows(run.out);
-  CHECK(rows.size() == 8 * 5 * 5);
+  CHECK(rows.size() == (11 * 5 - 1) * 5);  // 11 dtypes x 5 ops (bool has no avg) x 5 sizes
   for (const BenchRow& row : rows) {
     INFO(row.type << " " << row.op << " " << row.bytes);
     CHECK(row.wrong == "0");
@@ -93,10 +93,10 @@ TEST_CASE("kolo-bench runs allgather, broadcast, reducescatter and alltoall exac
   REQUIRE(run.exit_code == 0);
   CHECK(run.out.find("# kolo-bench: " + c.op + " over 3 ranks") != std::string::npos);
   std::vector<BenchRow> rows = ParseRows(run.out);
-  CHECK(rows.size() == 8 * 5);  // 8 dtypes x 8, 64, 512, 4K, 32K bytes
-  const std::map<std::string, int64_t> element_size = {{"uint8", 1},    {"int8", 1},  {"half", 2},
-                                                       {"bfloat16", 2}, {"int32", 4}, {"float", 4},
-                                                       {"int64", 8},    {"double", 8}};
+  CHECK(rows.size() == 11 * 5);  // 11 dtypes x 8, 64, 512, 4K, 32K bytes
+  const std::map<std::string, int64_t> element_size = {
+      {"uint8", 1}, {"int8", 1},  {"uint16", 2}, {"int16", 2},  {"half", 2}, {"bfloat16", 2},
+      {"int32", 4}, {"float", 4}, {"int64", 8},  {"double", 8}, {"bool", 1}};
   for (const BenchRow& row : rows) {
     INFO(row.type << " " << row.bytes);
     CHECK(row.op == c.redop);

@@ -21,6 +21,8 @@ const std::vector<std::pair<std::string, DataType>>& TypeNames() {
       {"int32", DataType::kInt32},   {"int64", DataType::kInt64},
       {"half", DataType::kFloat16},  {"bfloat16", DataType::kBFloat16},
       {"float", DataType::kFloat32}, {"double", DataType::kFloat64},
+      {"uint16", DataType::kUInt16}, {"int16", DataType::kInt16},
+      {"bool", DataType::kBool},
   };
   return kNames;
 }
@@ -248,7 +250,8 @@ Collective sweep through kolo's public API, printed by rank 0 in the style of nc
   -f, --stepfactor F       multiply the size by F between steps (default 2)
   -n, --iters N            timed iterations per size (default 20)
   -w, --warmup_iters N     untimed iterations first (default 5)
-  -d, --datatype T         uint8 int8 int32 int64 half bfloat16 float double, or all (default float)
+  -d, --datatype T         uint8 int8 uint16 int16 int32 int64 half bfloat16 float double bool,
+                           or all (default float; bool skips avg, which it does not have)
   -o, --op OP              allreduce with sum prod min max avg, or all of them (default sum);
                            or allgather, broadcast, reducescatter (which sums), alltoall
   -r, --root N             broadcast's root rank (default 0)

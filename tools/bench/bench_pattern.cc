@@ -90,7 +90,7 @@ int MantissaBits(DataType dtype) {
 }
 
 bool IsSigned(DataType dtype) {
-  return dtype != DataType::kUInt8;
+  return dtype != DataType::kUInt8 && dtype != DataType::kUInt16 && dtype != DataType::kBool;
 }
 
 // Copies the `period`-byte pattern repeatedly over `total` bytes.
@@ -116,6 +116,15 @@ void EncodeValue(DataType dtype, double value, void* out) {
       return;
     case DataType::kInt64:
       StoreAs<int64_t>(value, out);
+      return;
+    case DataType::kUInt16:
+      StoreWrapped<uint16_t>(value, out);
+      return;
+    case DataType::kInt16:
+      StoreWrapped<int16_t>(value, out);
+      return;
+    case DataType::kBool:  // a one-bit unsigned integer: wraps to the lowest bit
+      StoreAs<uint8_t>(static_cast<uint8_t>(static_cast<int64_t>(value) & 1), out);
       return;
     case DataType::kFloat16:
       StoreAs<uint16_t>(FloatToHalf(static_cast<float>(value)), out);
@@ -143,6 +152,12 @@ double DecodeValue(DataType dtype, const void* in) {
       return LoadAs<int32_t>(in);
     case DataType::kInt64:
       return LoadAs<int64_t>(in);
+    case DataType::kUInt16:
+      return LoadAs<uint16_t>(in);
+    case DataType::kInt16:
+      return LoadAs<int16_t>(in);
+    case DataType::kBool:
+      return LoadAs<uint8_t>(in);
     case DataType::kFloat16:
       std::memcpy(&bits16, in, 2);
       return HalfToFloat(bits16);
@@ -170,6 +185,11 @@ BenchPattern::BenchPattern(DataType dtype, ReduceOp op, int rank, int size)
 }
 
 double BenchPattern::InputValue(int rank, int j) const {
+  if (dtype_ == DataType::kBool) {
+    // Or (sum, max): true on one rank in four per element; and (min, product): false there.
+    const bool marked = (j + rank) % 4 == 0;
+    return (op_ == ReduceOp::kMin || op_ == ReduceOp::kProduct) ? !marked : marked;
+  }
   const bool is_signed = IsSigned(dtype_);
   switch (op_) {
     case ReduceOp::kSum:  // -1..1 (0..2 unsigned): partial sums stay within +-size
@@ -201,6 +221,7 @@ double BenchPattern::ExpectedValue(int j) const {
       case ReduceOp::kSum:
       case ReduceOp::kAverage:
         result += v;
+        if (dtype_ == DataType::kBool) result = result != 0;  // logical or
         break;
       case ReduceOp::kMin:
         result = std::min(result, v);

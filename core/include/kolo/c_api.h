@@ -38,7 +38,10 @@ enum kolo_dtype {
   KOLO_FLOAT16 = 4,
   KOLO_BFLOAT16 = 5,
   KOLO_FLOAT32 = 6,
-  KOLO_FLOAT64 = 7
+  KOLO_FLOAT64 = 7,
+  KOLO_UINT16 = 8,
+  KOLO_INT16 = 9,
+  KOLO_BOOL = 10 /* one byte per element, 0 or 1; sum/max: or, min/product: and; no average */
 };
 enum kolo_reduce_op {
   KOLO_SUM = 0,
@@ -89,6 +92,13 @@ typedef void* (*kolo_alloc_fn)(const int64_t* shape, int ndim, void* user);
 int kolo_broadcast(const char* name, void* data, int64_t count, int dtype, int root);
 int kolo_broadcast_async(const char* name, void* data, int64_t count, int dtype, int root,
                          kolo_done_fn done, void* user);
+/* Out of place: the root's `input` lands in `output` on every rank (only the root's input is
+ * read; every rank passes both). input == output is kolo_broadcast. */
+int kolo_broadcast_out_of_place(const char* name, const void* input, void* output, int64_t count,
+                                int dtype, int root);
+int kolo_broadcast_out_of_place_async(const char* name, const void* input, void* output,
+                                      int64_t count, int dtype, int root, kolo_done_fn done,
+                                      void* user);
 int kolo_barrier(void);
 int kolo_barrier_async(kolo_done_fn done, void* user);
 
@@ -114,6 +124,12 @@ int kolo_reducescatter(const char* name, const void* input, int64_t rows, int64_
 int kolo_grouped_allreduce(int count, const char* const* names, const void* const* inputs,
                            void* const* outputs, const int64_t* element_counts, int dtype,
                            int reduce_op);
+
+/* Horovod's start_timeline(path, mark_cycles): this rank writes `path` with ".rank<r>" before
+ * the extension; `mark_cycles` (0 or 1) adds a CYCLE instant per planned batch. Starting it
+ * again with the same path is OK; another path fails until kolo_stop_timeline(). */
+int kolo_start_timeline(const char* path, int mark_cycles);
+int kolo_stop_timeline(void);
 
 /* Keeps taking part (contributing zeros) until every rank has joined; `last_rank` (or NULL)
  * gets the last rank to join. */

@@ -19,13 +19,19 @@
 namespace kolo {
 
 struct GradientSyncOptions {
-  // kAverage or kSum; any other op fails Create. kAverage divides the sum over ranks and over
-  // the backward_passes_per_step passes by (ranks x passes), as Horovod does; kSum does not
-  // divide at all.
+  // kAverage or kSum; any other op fails Create. kAverage divides the allreduced sum by the
+  // number of ranks; kSum does not divide.
   ReduceOp op = ReduceOp::kAverage;
   // k >= 1: gradients of k backward passes are summed locally, and only every k-th pass
-  // communicates (the sum, divided as `op` says).
+  // communicates (the sum, divided as `op` and average_aggregated_gradients say).
   int backward_passes_per_step = 1;
+  // Horovod's two conventions for the k accumulated passes:
+  //  false (default): the passes are summed, as Horovod's torch DistributedOptimizer (and
+  //    TensorFlow's by default) leave them; kAverage divides by the ranks only.
+  //  true: Horovod TensorFlow's average_aggregated_gradients=True: the sum of the passes is
+  //    also divided by k (with kAverage: by ranks x k in all; with kSum: by k). Needs
+  //    floating-point gradients when k > 1.
+  bool average_aggregated_gradients = false;
   // Float32 gradients travel as float16 (rounded to nearest even) and are widened again in
   // Synchronize; other dtypes travel unchanged.
   bool fp16_compression = false;
@@ -52,9 +58,10 @@ class GradientSync {
   GradientSync& operator=(const GradientSync&) = delete;
 
   // Registers the caller's gradient buffer `gradient` (host memory, owned by the caller, valid
-  // for the lifetime of this object) under `name`. Any dtype; with backward_passes_per_step > 1
-  // and kAverage it must be floating-point. Only between steps (before the first Ready of a
-  // step). Every rank registers the same names, dtypes and shapes.
+  // for the lifetime of this object) under `name`. Any dtype but bool with kAverage; with
+  // backward_passes_per_step > 1 and average_aggregated_gradients it must be floating-point.
+  // Only between steps (before the first Ready of a step). Every rank registers the same
+  // names, dtypes and shapes.
   Status Register(const std::string& name, const TensorView& gradient);
 
   // The backward pass has produced `name`'s gradient in its buffer. On the k-th pass of a step

@@ -32,13 +32,17 @@ using Callback = std::function<void(const Status&)>;
 // Provides the output of an op whose size is known only after negotiation (allgather). Called
 // once, on kolo's background thread, with the output's shape (in elements of the op's dtype);
 // returns memory for that many elements that stays valid until the callback has run, or
-// nullptr, which fails that op (on this rank only) with kInvalidArgument.
+// nullptr, which fails that op (on this rank only) with kInvalidArgument, unless the shape
+// holds no elements (an empty vector's data() is fine).
 using Allocator = std::function<void*(const std::vector<int64_t>& shape)>;
 
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::kSum;
-  // Multiplies each input before the reduction / the result after it. Floating-point dtypes
-  // only: integer tensors must keep 1.0.
+  // Multiplies each input before the reduction / the result after it. Integer tensors are
+  // scaled in double and truncated toward zero, as Horovod does (an out-of-range result
+  // saturates); an integer average divides together with the postscale:
+  // trunc(sum * postscale / ranks). bool tensors must keep 1.0, and so must integer tensors
+  // on a GPU.
   double prescale = 1.0;
   double postscale = 1.0;
 };
@@ -122,7 +126,7 @@ class Runtime {
   // Reduces `input` across all ranks and leaves rank i only its part of dimension 0 in
   // `output`: rows / size rows each, the first rows % size ranks one more (see
   // ReducescatterShape). Every rank passes the same shape and options; the input is not
-  // modified. Any reduce op; average divides once.
+  // modified. Any reduce op; average divides once. A scalar input fails at enqueue.
   Status ReducescatterAsync(const std::string& name, const TensorView& input,
                             const TensorView& output, const AllreduceOptions& options,
                             Callback callback);
@@ -135,6 +139,14 @@ class Runtime {
   Status BroadcastAsync(const std::string& name, const TensorView& tensor, int root,
                         Callback callback);
   Status Broadcast(const std::string& name, const TensorView& tensor, int root);
+  // Out of place: the root's `input` lands in `output` on every rank, the root's included.
+  // Every rank passes an input and an output of the same dtype, element count and device
+  // (only the root's input is read; no input is written). input.data == output.data is the
+  // in-place form above.
+  Status BroadcastAsync(const std::string& name, const TensorView& input, const TensorView& output,
+                        int root, Callback callback);
+  Status Broadcast(const std::string& name, const TensorView& input, const TensorView& output,
+                   int root);
 
   // For a rank that has run out of data: it keeps taking part, contributing zeros to every
   // allreduce the other ranks still submit (the identity of sum and average; min, max and
@@ -153,9 +165,13 @@ class Runtime {
 
   // Starts writing this rank's timeline to `path` with ".rank<r>" inserted before the
   // extension (docs/TIMELINE.md); KOLO_TIMELINE does the same at init. Ops already in flight
-  // are not traced. Fails if a timeline is already being written or the file cannot be
-  // created. Blocks only to create the file; a writer thread does the rest of the I/O.
+  // are not traced. `mark_cycles` (Horovod's argument; without it, KOLO_TIMELINE_MARK_CYCLES)
+  // records a CYCLE instant per batch the controller plans (rank 0's file). When the timeline
+  // is already on with the same `path`, it goes on in the same file and only `mark_cycles`
+  // applies; fails if it is on with another path or the file cannot be created. Blocks only to
+  // create the file; a writer thread does the rest of the I/O.
   Status StartTimeline(const std::string& path);
+  Status StartTimeline(const std::string& path, bool mark_cycles);
   // Flushes and closes the timeline file (valid JSON afterwards). OK if none is open. Waits
   // (at most options.timeout_seconds) for the background thread to finish the response in
   // hand, so every op that completed before the call is in the file. Not from a callback.
@@ -201,7 +217,7 @@ Status allreduce(const std::string& name, const TensorView& input, const TensorV
                  const AllreduceOptions& options = {});
 
 // The shape of rank `rank`'s part of a reducescatter of `input_shape` over `size` ranks
-// (a scalar counts as shape [1]).
+// (a scalar, which reducescatter refuses, counts as shape [1] here).
 std::vector<int64_t> ReducescatterShape(const std::vector<int64_t>& input_shape, int rank,
                                         int size);
 
@@ -232,6 +248,10 @@ Status allgather(const std::string& name, const TensorView& input, Allocator all
 Status broadcast_async(const std::string& name, const TensorView& tensor, int root,
                        Callback callback);
 Status broadcast(const std::string& name, const TensorView& tensor, int root);
+Status broadcast_async(const std::string& name, const TensorView& input, const TensorView& output,
+                       int root, Callback callback);
+Status broadcast(const std::string& name, const TensorView& input, const TensorView& output,
+                 int root);
 Status join_async(int* last_rank, Callback callback);
 StatusOr<int> join();
 Status barrier_async(Callback callback);
@@ -239,6 +259,7 @@ Status barrier();
 
 // Timeline of the default runtime (see Runtime::StartTimeline).
 Status start_timeline(const std::string& path);
+Status start_timeline(const std::string& path, bool mark_cycles);
 Status stop_timeline();
 
 inline Status init() {

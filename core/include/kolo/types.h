@@ -19,12 +19,19 @@ enum class DataType : int32_t {
   kBFloat16 = 5,
   kFloat32 = 6,
   kFloat64 = 7,
+  // Appended after the first eight so that their numbers (on the wire, in the C API) stay.
+  kUInt16 = 8,
+  kInt16 = 9,
+  // One byte per element, 0 (false) or 1 (true); kolo reads any non-zero byte as true and
+  // writes 0 or 1. Sum and max are logical or, min and product logical and (as in Horovod
+  // and NCCL); average and scale factors other than 1 are refused.
+  kBool = 10,
 };
-constexpr int kNumDataTypes = 8;
+constexpr int kNumDataTypes = 11;
 
 // Bytes per element; 0 for a value outside the enum.
 size_t DataTypeSize(DataType dtype);
-// "float32", "bfloat16", ...; "dtype(<n>)" for a value outside the enum.
+// "float32", "bfloat16", "bool", ...; "dtype(<n>)" for a value outside the enum.
 std::string DataTypeName(DataType dtype);
 bool IsFloatingPoint(DataType dtype);
 bool IsValidDataType(int32_t value);

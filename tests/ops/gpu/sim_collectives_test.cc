@@ -15,8 +15,8 @@ using namespace kolo;
 using namespace kolo::gpu;
 using namespace kolo::gpu::testing;
 using namespace std::chrono_literals;
-using kolo::testing::kAllDataTypes;
 using kolo::testing::kAllOps;
+using kolo::testing::kNcclDataTypes;
 
 namespace {
 
@@ -67,7 +67,7 @@ std::vector<double> Prescales(DataType dtype, ReduceOp op) {
 // AllReduce and ReduceScatter of every dtype, op, prescale and count on one rank.
 std::string ReduceSweep(SimRank& rank) {
   const int n = rank.size();
-  for (DataType dtype : kAllDataTypes) {
+  for (DataType dtype : kNcclDataTypes) {
     for (ReduceOp op : kAllOps) {
       for (double scale : Prescales(dtype, op)) {
         for (size_t count : kCounts) {
@@ -116,7 +116,7 @@ std::string MoveSweep(SimRank& rank) {
   const int n = rank.size();
   const int me = rank.rank();
   const int root = n - 1;
-  for (DataType dtype : kAllDataTypes) {
+  for (DataType dtype : kNcclDataTypes) {
     for (size_t count : kCounts) {
       const size_t esize = DataTypeSize(dtype);
       const std::string suffix = " " + DataTypeName(dtype) + " x" + std::to_string(count);
