@@ -14,8 +14,8 @@ enum Outcome : uint8_t { kReady = 0, kFailed = 1, kLate = 2 };
 
 }  // namespace
 
-CommBootstrap::CommBootstrap(gpu::CollectiveApi* collectives, DataPlane* mesh,
-                             const Config& config, Logger logger)
+CommBootstrap::CommBootstrap(gpu::CollectiveApi* collectives, DataPlane* mesh, const Config& config,
+                             Logger logger)
     : coll_(collectives), mesh_(mesh), config_(config), logger_(std::move(logger)) {}
 
 CommBootstrap::~CommBootstrap() {
@@ -28,9 +28,9 @@ StatusOr<gpu::CommHandle> CommBootstrap::Get(int device) {
   if (!failed_.ok()) return failed_;
   if (comm_ != nullptr) {
     if (device == device_) return comm_;
-    return InvalidArgument("a rank uses one GPU: this rank's NCCL communicator is on cuda:" +
-                           std::to_string(device_) + ", and an op asks for cuda:" +
-                           std::to_string(device));
+    return InvalidArgument(
+        "a rank uses one GPU: this rank's NCCL communicator is on cuda:" + std::to_string(device_) +
+        ", and an op asks for cuda:" + std::to_string(device));
   }
   const Status verdict = Agree(Join(device), device);
   if (!verdict.ok()) {
@@ -70,9 +70,9 @@ Status CommBootstrap::Join(int device) {
 }
 
 Status CommBootstrap::Agree(const Status& local, int device) {
-  const uint8_t mine = local.ok()                                           ? kReady
+  const uint8_t mine = local.ok()                                      ? kReady
                        : local.code() == StatusCode::kDeadlineExceeded ? kLate
-                                                                          : kFailed;
+                                                                       : kFailed;
   std::vector<uint8_t> outcomes(static_cast<size_t>(config_.size), kReady);
   outcomes[static_cast<size_t>(config_.rank)] = mine;
   if (config_.size > 1) {
@@ -91,8 +91,8 @@ Status CommBootstrap::Agree(const Status& local, int device) {
   }
   if (ranks.empty()) return Status::Ok();
   std::string message = "creating the NCCL communicator (" + coll_->name() + ", " +
-                        std::to_string(config_.size) + " ranks, this rank on cuda:" +
-                        std::to_string(device) + "): " + ranks;
+                        std::to_string(config_.size) +
+                        " ranks, this rank on cuda:" + std::to_string(device) + "): " + ranks;
   if (!local.ok()) message += "; here: " + local.message();
   return Status(local.ok() ? StatusCode::kAborted : local.code(), message);
 }

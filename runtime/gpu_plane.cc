@@ -25,9 +25,9 @@ const char* PathText(uint8_t path) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<GpuPlane>> GpuPlane::Create(const Config& config,
-                                                     const Options& options, Executor* host,
-                                                     DataPlane* mesh, Logger logger) {
+StatusOr<std::unique_ptr<GpuPlane>> GpuPlane::Create(const Config& config, const Options& options,
+                                                     Executor* host, DataPlane* mesh,
+                                                     Logger logger) {
   GpuBackends backends = MakeGpuBackends(options);
   const GpuOperations asked = config.operations;
   const bool nccl = asked == GpuOperations::kNccl ||
@@ -199,8 +199,8 @@ Status GpuPlane::Start(const Response& response, const std::vector<TensorEntry*>
   for (int r = 0; agreed.ok() && r < config_.size; ++r) {
     const uint8_t path = paths[static_cast<size_t>(r)];
     if (path == kNoGpu || path != paths[static_cast<size_t>(config_.rank)]) {
-      differ += (differ.empty() ? "" : ", ") + ("rank " + std::to_string(r) + ": ") +
-                PathText(path);
+      differ +=
+          (differ.empty() ? "" : ", ") + ("rank " + std::to_string(r) + ": ") + PathText(path);
     }
   }
   if (agreed.ok() && !differ.empty()) {
@@ -225,8 +225,8 @@ Status GpuPlane::Start(const Response& response, const std::vector<TensorEntry*>
       bootstrap.size = config_.size;
       bootstrap.timeout_seconds = config_.timeout_seconds;
       bootstrap.clock = config_.clock;
-      comms_ = std::make_unique<CommBootstrap>(backends_.collectives.get(), mesh_, bootstrap,
-                                               logger_);
+      comms_ =
+          std::make_unique<CommBootstrap>(backends_.collectives.get(), mesh_, bootstrap, logger_);
       gpu::GpuExecutor::Config executor;
       executor.rank = config_.rank;
       executor.size = config_.size;

@@ -45,8 +45,8 @@ class GpuPlane final : public Executor {
     int size = 1;
     int local_rank = 0;  // a joined rank's stand-ins use GPU local_rank % devices before any op
     GpuOperations operations = GpuOperations::kAuto;
-    double timeout_seconds = 30;           // KOLO_TIMEOUT_SECONDS
-    int64_t fusion_threshold_bytes = 0;    // KOLO_FUSION_THRESHOLD: the device fusion buffer
+    double timeout_seconds = 30;         // KOLO_TIMEOUT_SECONDS
+    int64_t fusion_threshold_bytes = 0;  // KOLO_FUSION_THRESHOLD: the device fusion buffer
     const Clock* clock = SteadyClock::Get();
     // The network interface of kolo's data connections: NCCL_SOCKET_IFNAME's default.
     std::string network_interface;
@@ -57,8 +57,7 @@ class GpuPlane final : public Executor {
   // usable GPU — and fails naming the variable when it cannot. `host` and `mesh` must outlive
   // the plane.
   static StatusOr<std::unique_ptr<GpuPlane>> Create(const Config& config, const Options& options,
-                                                    Executor* host, DataPlane* mesh,
-                                                    Logger logger);
+                                                    Executor* host, DataPlane* mesh, Logger logger);
   // Stop().
   ~GpuPlane() override;
 
@@ -82,8 +81,8 @@ class GpuPlane final : public Executor {
   void Interrupt(const Status& why) override;
 
  private:
-  GpuPlane(const Config& config, GpuBackends backends, bool nccl, Executor* host,
-           DataPlane* mesh, Logger logger);
+  GpuPlane(const Config& config, GpuBackends backends, bool nccl, Executor* host, DataPlane* mesh,
+           Logger logger);
   // Whether this rank has a usable GPU: DeviceCount once, remembered. Any thread.
   StatusOr<int> UsableDevices();
   // At the first GPU response: the ranks agree on the path, then the executor is made.

@@ -48,7 +48,9 @@ class DeviceTensor {
 
   const Status& status() const { return status_; }
   TensorView view() const { return TensorView{ptr_, dtype_, shape_, Device::Cuda(0)}; }
-  StatusOr<std::vector<uint8_t>> Read() const { return FromDevice(*device_, ptr_, view().num_bytes()); }
+  StatusOr<std::vector<uint8_t>> Read() const {
+    return FromDevice(*device_, ptr_, view().num_bytes());
+  }
 
  private:
   SimDevice* const device_;
@@ -112,7 +114,8 @@ std::string RunEveryOp(Runtime& rt, SimDevice* device) {
     if (!wrong.empty()) return name + ": " + wrong;
   }
   {
-    DeviceTensor t(device, kolo::testing::MakeInput(DataType::kFloat64, 77, rank, ReduceOp::kAverage),
+    DeviceTensor t(device,
+                   kolo::testing::MakeInput(DataType::kFloat64, 77, rank, ReduceOp::kAverage),
                    DataType::kFloat64, {7, 11});
     AllreduceOptions options;
     options.op = ReduceOp::kAverage;
@@ -145,7 +148,8 @@ std::string RunEveryOp(Runtime& rt, SimDevice* device) {
   }
   // Broadcast from the last rank.
   {
-    std::vector<uint8_t> mine = kolo::testing::MakeInput(DataType::kInt64, 50, rank, ReduceOp::kSum);
+    std::vector<uint8_t> mine =
+        kolo::testing::MakeInput(DataType::kInt64, 50, rank, ReduceOp::kSum);
     DeviceTensor t(device, mine, DataType::kInt64, {50});
     if (Status s = rt.Broadcast("bc", t.view(), n - 1); !s.ok()) return Fail("bc", s);
     StatusOr<std::vector<uint8_t>> got = t.Read();
@@ -157,7 +161,8 @@ std::string RunEveryOp(Runtime& rt, SimDevice* device) {
   // Allgather of rank + 1 rows of 3.
   {
     const int64_t rows = rank + 1;
-    DeviceTensor in(device, kolo::testing::MakeInput(DataType::kFloat32, rows * 3, rank, ReduceOp::kSum),
+    DeviceTensor in(device,
+                    kolo::testing::MakeInput(DataType::kFloat32, rows * 3, rank, ReduceOp::kSum),
                     DataType::kFloat32, {rows, 3});
     DeviceOutputs outputs(device);
     void* out = nullptr;
@@ -178,7 +183,8 @@ std::string RunEveryOp(Runtime& rt, SimDevice* device) {
   // Reducescatter of 2n + 1 rows of 2: rank r keeps its SplitRows part of the sum.
   {
     const int64_t rows = 2 * n + 1;
-    DeviceTensor in(device, kolo::testing::MakeInput(DataType::kFloat32, rows * 2, rank, ReduceOp::kSum),
+    DeviceTensor in(device,
+                    kolo::testing::MakeInput(DataType::kFloat32, rows * 2, rank, ReduceOp::kSum),
                     DataType::kFloat32, {rows, 2});
     const std::vector<int64_t> parts = SplitRows(rows, n);
     int64_t first_row = 0;
@@ -189,8 +195,8 @@ std::string RunEveryOp(Runtime& rt, SimDevice* device) {
     StatusOr<std::vector<uint8_t>> got = out.Read();
     if (!got.ok()) return Fail("rs download", got.status());
     for (int64_t i = 0; i < parts[rank] * 2; ++i) {
-      const double want =
-          kolo::testing::ExpectedAllreduce(n, first_row * 2 + i, ReduceOp::kSum, DataType::kFloat32);
+      const double want = kolo::testing::ExpectedAllreduce(n, first_row * 2 + i, ReduceOp::kSum,
+                                                           DataType::kFloat32);
       const double have = kolo::testing::ReadElement(*got, DataType::kFloat32, i);
       if (have != want) {
         return "rs: element " + std::to_string(i) + " is " + std::to_string(have) + ", want " +
@@ -213,8 +219,8 @@ std::string RunEveryOp(Runtime& rt, SimDevice* device) {
     void* out = nullptr;
     std::vector<int64_t> shape;
     std::vector<int64_t> received;
-    if (Status s = rt.Alltoall("a2a", in.view(), splits, outputs.For(DataType::kInt32, &out, &shape),
-                               &received);
+    if (Status s = rt.Alltoall("a2a", in.view(), splits,
+                               outputs.For(DataType::kInt32, &out, &shape), &received);
         !s.ok()) {
       return Fail("a2a", s);
     }
@@ -248,8 +254,8 @@ TEST_CASE("Every op kind runs on simulated GPUs through the runtime, on both pat
           "[runtime][gpu-sim]") {
   const GpuOperations path = GENERATE(GpuOperations::kNccl, GpuOperations::kRing);
   const int size = GENERATE(1, 3);
-  INFO("KOLO_GPU_OPERATIONS=" << (path == GpuOperations::kNccl ? "nccl" : "ring") << ", "
-                              << size << " ranks");
+  INFO("KOLO_GPU_OPERATIONS=" << (path == GpuOperations::kNccl ? "nccl" : "ring") << ", " << size
+                              << " ranks");
   Watchdog watchdog("GPU ops through the runtime", std::chrono::seconds(120));
   SimGpuBackends::Options slow;  // a missing wait for the device shows up as wrong data
   slow.device.op_delay = std::chrono::microseconds(300);
@@ -542,7 +548,8 @@ TEST_CASE("The GPU path works again after shutdown() and a new init()", "[runtim
            std::vector<uint8_t> in =
                kolo::testing::MakeInput(DataType::kFloat32, 10, rt.rank(), ReduceOp::kSum);
            DeviceTensor t(device, in, DataType::kFloat32, {10});
-           if (Status s = rt.Allreduce("again", t.view(), t.view()); !s.ok()) return Fail("again", s);
+           if (Status s = rt.Allreduce("again", t.view(), t.view()); !s.ok())
+             return Fail("again", s);
            StatusOr<std::vector<uint8_t>> got = t.Read();
            if (!got.ok()) return Fail("download", got.status());
            return kolo::testing::CheckAllreduce(*got, DataType::kFloat32, 10, 2, ReduceOp::kSum);
@@ -609,8 +616,8 @@ TEST_CASE("Without a usable GPU, GPU tensors fail at enqueue within a second, in
   for (const std::string& r : results) {
     INFO(r);
     const bool built_without = r.find("kolo was built without CUDA") != std::string::npos;
-    CHECK((built_without || r.find("no usable CUDA driver (cudaGetDeviceCount: cudaError") !=
-                                 std::string::npos));
+    CHECK((built_without ||
+           r.find("no usable CUDA driver (cudaGetDeviceCount: cudaError") != std::string::npos));
     CHECK_THAT(r, Catch::Contains(": allreduce 'on-gpu' is on cuda:0, but "));
   }
   for (const Status& s : job.ShutdownAll()) CHECK(s.ok());

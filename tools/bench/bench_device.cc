@@ -60,8 +60,8 @@ class GpuBenchDevice final : public BenchDevice {
       KOLO_ASSIGN_OR_RETURN(bool done, api_->QueryEvent(event_));
       if (done) return Status::Ok();
       if (std::chrono::steady_clock::now() > deadline) {
-        return DeadlineExceeded(std::string("a bench copy ") + gpu::CopyKindName(kind) +
-                                " of " + std::to_string(bytes) + " bytes took over 60 s");
+        return DeadlineExceeded(std::string("a bench copy ") + gpu::CopyKindName(kind) + " of " +
+                                std::to_string(bytes) + " bytes took over 60 s");
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }

@@ -54,8 +54,8 @@ class SimGpuBackends {
 StatusOr<void*> ToDevice(DeviceApi& device, const std::vector<uint8_t>& bytes,
                          std::chrono::milliseconds limit = std::chrono::seconds(10));
 // `bytes` bytes of device memory at `ptr`, waiting at most `limit`.
-StatusOr<std::vector<uint8_t>> FromDevice(DeviceApi& device, const void* ptr, size_t bytes,
-                                          std::chrono::milliseconds limit =
-                                              std::chrono::seconds(10));
+StatusOr<std::vector<uint8_t>> FromDevice(
+    DeviceApi& device, const void* ptr, size_t bytes,
+    std::chrono::milliseconds limit = std::chrono::seconds(10));
 
 }  // namespace kolo::gpu::sim
