@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include "core/op_validation.h"
@@ -313,6 +314,28 @@ TEST_CASE("The timeline shows a GPU op's phases, timed by the device's events",
     FAIL_CHECK(failure);
   }
   for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+}
+
+TEST_CASE("A GPU op's callback runs on a kolo thread: blocking calls from it fail at once",
+          "[runtime][gpu-sim]") {
+  Watchdog watchdog("GPU callback thread", std::chrono::seconds(60));
+  SimGpuBackends sims;
+  LocalJob job(1);
+  Runtime& rt = job.rank(0);
+  SimDevice* device = sims.device(0);
+  REQUIRE(device->SetDevice(0).ok());
+  DeviceTensor t(device, std::vector<uint8_t>(40), DataType::kFloat32, {10});
+  std::promise<Status> inner;
+  REQUIRE(rt.AllreduceAsync("outer", t.view(), t.view(), {}, [&](const Status& s) {
+              // (Catch's assertions are not thread-safe: the test thread checks the result.)
+              inner.set_value(s.ok() ? rt.Allreduce("inner", t.view(), t.view()) : s);
+            }).ok());
+  std::future<Status> result = inner.get_future();
+  REQUIRE(result.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  const Status s = result.get();
+  CHECK(s.code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(s.message(), Catch::Contains("callback"));
+  for (const Status& st : job.ShutdownAll()) CHECK(st.ok());
 }
 
 TEST_CASE("A joined rank contributes zeros on its GPU", "[runtime][gpu-sim]") {
