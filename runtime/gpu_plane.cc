@@ -105,13 +105,13 @@ Status GpuPlane::CheckOp(const TensorMeta& meta, const TensorView& input,
   if (device >= *count) {
     return InvalidArgument(where + "this process sees " + std::to_string(*count) + " GPU(s)");
   }
+  auto other_gpu = [&](int fixed) {
+    return InvalidArgument(where + "this rank's earlier GPU ops ran on cuda:" +
+                           std::to_string(fixed) + "; kolo uses one GPU per rank");
+  };
   {
     MutexLock lock(&mu_);
-    if (device_ < 0) device_ = device;
-    if (device != device_) {
-      return InvalidArgument(where + "this rank's earlier GPU ops ran on cuda:" +
-                             std::to_string(device_) + "; kolo uses one GPU per rank");
-    }
+    if (device_ >= 0 && device != device_) return other_gpu(device_);
   }
   auto check = [&](const char* role, const TensorView& t) -> Status {
     if (t.data == nullptr) return Status::Ok();  // empty, or allocated later
@@ -136,6 +136,10 @@ Status GpuPlane::CheckOp(const TensorMeta& meta, const TensorView& input,
                            ReduceOpName(meta.reduce_op) + " of " + DataTypeName(meta.dtype) +
                            "; scale the tensor yourself, or run KOLO_GPU_OPERATIONS=ring");
   }
+  // The first op that passed every check fixes this rank's GPU (a refused one fixes nothing).
+  MutexLock lock(&mu_);
+  if (device_ < 0) device_ = device;
+  if (device != device_) return other_gpu(device_);  // another thread's first op won
   return Status::Ok();
 }
 
