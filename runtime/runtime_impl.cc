@@ -214,6 +214,7 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   mesh_config.timeout_seconds = options_.timeout_seconds;
   mesh_config.logger = MakeLogger(options_.rank, "data-plane", logger_->level());
   mesh_config.round_lane = options_.fast_path;
+  mesh_config.transport = options_.transport;
   StatusOr<std::unique_ptr<transport::TcpMesh>> mesh = transport::TcpMesh::Listen(mesh_config);
   if (!mesh.ok()) return mesh.status().WithContext("data-plane listener on " + data_host);
   mesh_ = std::move(mesh).value();

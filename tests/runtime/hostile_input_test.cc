@@ -2,9 +2,11 @@
 // passes the controller's byte limit, and a tensor name that is not valid UTF-8, are refused
 // on the rank that passed them, with INVALID_ARGUMENT, before anything reaches the
 // controller; the job goes on (2-rank jobs over real gRPC and loopback sockets; only rank 1
-// errs).
+// errs). At init (item 6): ranks that disagree on KOLO_TRANSPORT fail at once.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <functional>
+#include <thread>
 
 #include "core/wire_limits.h"
 #include "tests/support/local_job.h"
@@ -12,6 +14,7 @@
 
 using namespace kolo;
 using kolo::testing::LocalJob;
+using kolo::testing::PickFreePort;
 using kolo::testing::Watchdog;
 
 namespace {
@@ -131,3 +134,44 @@ TEST_CASE("A tensor name that is not valid UTF-8 is refused at enqueue with its 
   CHECK(failures == std::vector<std::string>{});
 }
 
+TEST_CASE("Ranks that disagree on KOLO_TRANSPORT fail init at once, naming both settings",
+          "[runtime][hostile]") {
+  Watchdog watchdog("transport mismatch", std::chrono::seconds(60));
+  const int port = PickFreePort();
+  std::vector<Options> all(2);
+  for (int r = 0; r < 2; ++r) {
+    all[r].rank = r;
+    all[r].size = 2;
+    all[r].controller_address = "127.0.0.1:" + std::to_string(port);
+    all[r].secret = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    all[r].timeout_seconds = 30;  // the wait the mismatch used to take, then blame a live rank
+    all[r].start_timeout_seconds = 30;
+    all[r].log_level = "off";
+    all[r].transport = r == 0 ? Transport::kTcp : Transport::kShm;
+  }
+  std::vector<Status> statuses(2);
+  std::vector<double> seconds(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      const auto start = std::chrono::steady_clock::now();
+      statuses[r] = Runtime::Create(all[r]).status();
+      seconds[r] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    });
+  }
+  for (auto& t : threads) t.join();
+  INFO("init failed after " << seconds[0] << " s and " << seconds[1] << " s");
+  CHECK(statuses[0].code() == StatusCode::kFailedPrecondition);
+  CHECK(statuses[1].code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(statuses[0].message(),
+             Catch::Contains("rank 1 runs with KOLO_TRANSPORT=shm, this rank with "
+                             "KOLO_TRANSPORT=tcp") &&
+                 Catch::Contains("rank 0"));
+  CHECK_THAT(statuses[1].message(),
+             Catch::Contains("rank 0 runs with KOLO_TRANSPORT=tcp, this rank with "
+                             "KOLO_TRANSPORT=shm") &&
+                 Catch::Contains("rank 1"));
+  CHECK(seconds[0] < 5.0);  // at once, not after KOLO_TIMEOUT_SECONDS
+  CHECK(seconds[1] < 5.0);
+}
