@@ -1,7 +1,8 @@
-// Hostile connections to rank 0's controller port (issue 19, item 1), from raw sockets in the
-// test process on loopback: a burst of connections past the soft descriptor limit the job
-// started with must leave the controller accepting (init raises the soft limit to the hard
-// one). The burst lowers this process's own soft RLIMIT_NOFILE (the process
+// Hostile connections to rank 0's controller port (issue 19, items 1 and 2), from raw sockets
+// in the test process on loopback: a burst of connections past the soft descriptor limit the
+// job started with must leave the controller accepting (init raises the soft limit to the
+// hard one), and an HTTP/2 connection that never opens a stream must be closed within
+// KOLO_TIMEOUT_SECONDS. The burst lowers this process's own soft RLIMIT_NOFILE (the process
 // under test) instead of exhausting the machine.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -123,6 +124,24 @@ std::string AllreduceWorks(Runtime& rt, const std::string& name) {
 }
 
 }  // namespace
+
+TEST_CASE("An HTTP/2 connection that never opens a stream is closed within the timeout",
+          "[runtime][hostile][security]") {
+  Watchdog watchdog("idle HTTP/2 connections", std::chrono::seconds(60));
+  constexpr double kTimeout = 2;
+  const int port = PickFreePort();
+  LocalJob job(2, [&](Options& options) {
+    options.controller_address = "127.0.0.1:" + std::to_string(port);
+    options.timeout_seconds = kTimeout;
+  });
+  const double closed_after = IdleHttp2Client(port, 6 * kTimeout, false);
+  INFO("closed after " << closed_after << " s");
+  CHECK(closed_after >= 0);
+  CHECK(closed_after <= kTimeout + 2);
+  // The job's own connections are never idle: it goes on after two more timeouts.
+  CHECK(job.RunOnAllRanks([](Runtime& rt) { return AllreduceWorks(rt, "after-idle"); }) ==
+        std::vector<std::string>{});
+}
 
 TEST_CASE("A connection burst past the starting soft fd limit leaves the controller accepting",
           "[runtime][hostile][security]") {
