@@ -44,8 +44,7 @@ std::string ExpectRefused(const Status& s, const std::string& op,
 
 // Every op, enqueued with `name` and a tensor of `shape` (float32) that rank 1 never reads:
 // the error text of each op that was not refused as expected, else "".
-std::string EveryOpRefuses(Runtime& rt, const std::string& name,
-                           const std::vector<int64_t>& shape,
+std::string EveryOpRefuses(Runtime& rt, const std::string& name, const std::vector<int64_t>& shape,
                            const std::vector<std::string>& needles) {
   static float dummy[4];
   TensorView view{dummy, DataType::kFloat32, shape, Device::Cpu()};
@@ -55,10 +54,10 @@ std::string EveryOpRefuses(Runtime& rt, const std::string& name,
       ExpectRefused(rt.Allreduce(name, view, view), "allreduce", needles),
       ExpectRefused(rt.Allgather(name, view, allocate), "allgather", needles),
       ExpectRefused(rt.Broadcast(name, view, 0), "broadcast", needles),
-      ExpectRefused(rt.Broadcast(name, view, TensorView{dummy + 1, DataType::kFloat32, shape,
-                                                        Device::Cpu()},
-                                 0),
-                    "out-of-place broadcast", needles),
+      ExpectRefused(
+          rt.Broadcast(name, view, TensorView{dummy + 1, DataType::kFloat32, shape, Device::Cpu()},
+                       0),
+          "out-of-place broadcast", needles),
       ExpectRefused(rt.Alltoall(name, view, {}, allocate), "alltoall", needles),
       ExpectRefused(rt.Reducescatter(name, view, view), "reducescatter", needles),
       ExpectRefused(rt.GroupedAllreduce({"fine", name}, {fine, view}, {fine, view}),
@@ -86,9 +85,9 @@ TEST_CASE("Shapes over the byte limit or overflowing int64 are refused at enqueu
     std::string errors;  // the next op runs whatever happened, or rank 0 would wait for it
     if (rt.rank() == 1) {
       for (const auto& shape : shapes) {
-        std::string e = EveryOpRefuses(rt, "huge", shape,
-                                       {"'huge'", ShapeToString(shape),
-                                        std::to_string(kMaxTensorBytes) + " bytes"});
+        std::string e = EveryOpRefuses(
+            rt, "huge", shape,
+            {"'huge'", ShapeToString(shape), std::to_string(kMaxTensorBytes) + " bytes"});
         if (!e.empty()) errors += ShapeToString(shape) + ": " + e;
       }
     }
@@ -123,8 +122,8 @@ TEST_CASE("A tensor name that is not valid UTF-8 is refused at enqueue with its 
     std::string errors;  // the next op runs whatever happened, or rank 0 would wait for it
     if (rt.rank() == 1) {
       for (const auto& [name, offset] : names) {
-        std::string e = EveryOpRefuses(rt, name, {4},
-                                       {"not valid UTF-8", "byte " + std::to_string(offset)});
+        std::string e =
+            EveryOpRefuses(rt, name, {4}, {"not valid UTF-8", "byte " + std::to_string(offset)});
         if (!e.empty()) errors += "name at offset " + std::to_string(offset) + ": " + e;
       }
     }
@@ -156,8 +155,7 @@ TEST_CASE("Ranks that disagree on KOLO_TRANSPORT fail init at once, naming both 
     threads.emplace_back([&, r] {
       const auto start = std::chrono::steady_clock::now();
       statuses[r] = Runtime::Create(all[r]).status();
-      seconds[r] =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     });
   }
   for (auto& t : threads) t.join();
