@@ -3,6 +3,7 @@
 // machine yet far below the 60 s sleeps that a missing kill would leave behind.
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -83,6 +84,35 @@ TEST_CASE("kolorun passes the user's KOLO_SECRET_FILE on as the job's secret", "
       RunProcess({KOLORUN_PATH, "-np", "2", "true"}, {"KOLO_SECRET_FILE=" + path});
   CHECK(readable.exit_code == 2);
   CHECK(readable.err.find("has mode 0644") != std::string::npos);
+}
+
+// Issue 19, item 5: ranks outlived a SIGKILLed kolorun (reparented, running forever).
+TEST_CASE("Ranks die with a SIGKILLed kolorun", "[tools][kolorun]") {
+  Watchdog watchdog("kolorun parent death", seconds(30));
+  ChildProcess kolorun({KOLORUN_PATH, "-np", "2", "/bin/sh", "-c", "echo pid $$; exec sleep 60"});
+  REQUIRE(kolorun.WaitForOutput("pid ", 2, std::chrono::milliseconds(10000)));
+  std::vector<pid_t> ranks;
+  for (const std::string& line : SplitLines(kolorun.StdoutSoFar())) {
+    const size_t at = line.find("pid ");
+    if (at != std::string::npos) ranks.push_back(std::stoi(line.substr(at + 4)));
+  }
+  REQUIRE(ranks.size() == 2);
+  kolorun.Signal(SIGKILL);
+  kolorun.Wait();
+  // Gone, or a zombie waiting for whoever adopted it: either way no longer running.
+  auto running = [](pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text;
+    if (!std::getline(stat, text)) return false;
+    const size_t close = text.rfind(')');
+    return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
+  };
+  const auto until = std::chrono::steady_clock::now() + seconds(5);
+  while ((running(ranks[0]) || running(ranks[1])) && std::chrono::steady_clock::now() < until) {
+    usleep(10 * 1000);
+  }
+  CHECK_FALSE(running(ranks[0]));
+  CHECK_FALSE(running(ranks[1]));
 }
 
 TEST_CASE("kolorun prefixes every line with its rank and never mixes ranks mid-line",
