@@ -40,18 +40,13 @@ Status CheckWellFormed(int rank, const TensorMeta& meta) {
   if (!IsValidReduceOp(static_cast<int32_t>(meta.reduce_op))) {
     return Internal(what + "an unknown " + ReduceOpName(meta.reduce_op));
   }
-  // Bytes are computed in int64 (fusion, allgather totals over every rank). Bounding the
-  // product of the non-zero dimensions bounds every partial product, zero-size tensors included.
-  int64_t nonzero_product = 1;
+  // Bytes are computed in int64 (fusion, allgather totals over every rank): the same bound
+  // each rank's enqueue applies.
   for (int64_t d : meta.shape) {
     if (d < 0) return Internal(what + "a negative dimension in " + ShapeToString(meta.shape));
-    if (d == 0) continue;
-    if (nonzero_product > kMaxTensorBytes / d / static_cast<int64_t>(DataTypeSize(meta.dtype))) {
-      return Internal(what + "shape " + ShapeToString(meta.shape) + ", over " +
-                      std::to_string(kMaxTensorBytes) + " bytes");
-    }
-    nonzero_product *= d;
   }
+  const std::string oversize = DescribeOversize(meta.shape, meta.dtype);
+  if (!oversize.empty()) return Internal(what + oversize);
   const bool reduces = meta.op == OpType::kAllreduce || meta.op == OpType::kReducescatter;
   if (reduces && meta.dtype == DataType::kBool &&
       (meta.reduce_op == ReduceOp::kAverage || meta.prescale != 1.0 || meta.postscale != 1.0)) {

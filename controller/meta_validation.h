@@ -7,20 +7,16 @@
 #include <string>
 
 #include "core/messages.h"
+#include "core/wire_limits.h"
 #include "kolo/status.h"
 
 namespace kolo::controller {
 
-// The largest tensor one rank may announce, in bytes (1 TiB): the controller's byte
-// arithmetic (fusion, allgather totals over up to 2^20 ranks) stays within int64.
-constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
-
 // Checks one announcement from `rank` on its own: a non-empty name, op/dtype/reduce op inside
-// their enums, no negative dimension, at most kMaxTensorBytes, a dimension 0 for allgather,
-// alltoall and reducescatter, no average or scale factor for a bool reduction, and alltoall
-// splits that are non-negative and add up to dimension 0. A failure is
-// a protocol error (the worker validates these locally), so the status names the rank and the
-// tensor.
+// their enums, no negative dimension, at most kMaxTensorBytes (core/wire_limits.h), a dimension 0
+// for allgather, alltoall and reducescatter, no average or scale factor for a bool reduction, and
+// alltoall splits that are non-negative and add up to dimension 0. A failure is a protocol error
+// (the worker validates these locally), so the status names the rank and the tensor.
 Status CheckWellFormed(int rank, const TensorMeta& meta);
 
 // Compares what two ranks announced for the same name, field by field in this order: op,

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/wire_limits.h"
+
 namespace kolo {
 namespace {
 
@@ -14,6 +16,9 @@ Status CheckTensor(const std::string& what, const TensorView& t) {
       return InvalidArgument(what + " has a negative dimension in shape " + ShapeToString(t.shape));
     }
   }
+  // Before anything multiplies the dimensions: their product may overflow int64.
+  const std::string oversize = DescribeOversize(t.shape, t.dtype);
+  if (!oversize.empty()) return InvalidArgument(what + " has " + oversize);
   if (t.device.index < Device::kCpu) {
     return InvalidArgument(what + " is on an invalid device index " +
                            std::to_string(t.device.index) + " (-1 is the CPU, 0.. a GPU)");
@@ -21,6 +26,19 @@ Status CheckTensor(const std::string& what, const TensorView& t) {
   if (t.data == nullptr && t.num_elements() > 0) {
     return InvalidArgument(what + " has a null data pointer for " +
                            std::to_string(t.num_elements()) + " elements");
+  }
+  return Status::Ok();
+}
+
+// A tensor name must be non-empty and valid UTF-8: the control protocol carries it as a
+// protobuf string, which the controller would refuse to parse (and lose the rank).
+Status CheckName(const std::string& op, const std::string& name) {
+  if (name.empty()) return InvalidArgument(op + " needs a non-empty tensor name");
+  const int64_t offset = FirstInvalidUtf8(name);
+  if (offset >= 0) {
+    return InvalidArgument(op + ": the tensor name is not valid UTF-8 (byte " +
+                           std::to_string(offset) + " of " + std::to_string(name.size()) +
+                           " does not start a well-formed UTF-8 sequence)");
   }
   return Status::Ok();
 }
@@ -57,7 +75,7 @@ Status CheckBoolReduction(const std::string& what, DataType dtype,
 // default options, the input and output of an out-of-place broadcast); errors name `op`.
 StatusOr<TensorMeta> ValidateReduction(OpType op, const std::string& name, const TensorView& input,
                                        const TensorView& output, const AllreduceOptions& options) {
-  if (name.empty()) return InvalidArgument(OpTypeName(op) + " needs a non-empty tensor name");
+  KOLO_RETURN_IF_ERROR(CheckName(OpTypeName(op), name));
   const std::string what = OpTypeName(op) + " '" + name + "'";
   KOLO_RETURN_IF_ERROR(CheckTensor(what + ": input", input));
   KOLO_RETURN_IF_ERROR(CheckTensor(what + ": output", output));
@@ -95,7 +113,7 @@ StatusOr<TensorMeta> ValidateReduction(OpType op, const std::string& name, const
 // The local checks of an op that concatenates along dimension 0 (allgather, alltoall).
 StatusOr<TensorMeta> ValidateRows(OpType op, const std::string& name, const TensorView& input,
                                   const Allocator& allocate) {
-  if (name.empty()) return InvalidArgument(OpTypeName(op) + " needs a non-empty tensor name");
+  KOLO_RETURN_IF_ERROR(CheckName(OpTypeName(op), name));
   const std::string what = OpTypeName(op) + " '" + name + "'";
   KOLO_RETURN_IF_ERROR(CheckTensor(what, input));
   if (input.shape.empty()) {
@@ -243,7 +261,7 @@ StatusOr<TensorMeta> ValidateAlltoall(const std::string& name, const TensorView&
 
 StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView& tensor, int root,
                                        int size) {
-  if (name.empty()) return InvalidArgument("broadcast needs a non-empty tensor name");
+  KOLO_RETURN_IF_ERROR(CheckName("broadcast", name));
   const std::string what = "broadcast '" + name + "'";
   KOLO_RETURN_IF_ERROR(CheckTensor(what, tensor));
   if (root < 0 || root >= size) {

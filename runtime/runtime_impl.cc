@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/config/config_table.h"
 #include "ops/cpu_executor.h"
+#include "runtime/fd_limit.h"
 #include "runtime/job_credentials.h"
 #include "runtime/local_address.h"
 #include "transport/grpc/grpc_control_channel.h"
@@ -106,6 +107,13 @@ Status RuntimeImpl::Start() {
     logger_->warn(
         "no job secret (KOLO_SECRET): this single-host job's ports are not authenticated; any "
         "local process could join it. kolorun makes a secret");
+  }
+  const FdLimitChange fds = RaiseFdLimitToHard();
+  if (!fds.error.empty()) {
+    logger_->debug("file descriptor limit stays at {}: {}", fds.before, fds.error);
+  } else if (fds.after != fds.before) {
+    logger_->debug("raised the file descriptor limit from {} to the hard limit {}", fds.before,
+                   fds.after);
   }
   if (options_.rank == 0) KOLO_RETURN_IF_ERROR(StartController(&controller_address));
   KOLO_RETURN_IF_ERROR(JoinJob(controller_address));
@@ -214,6 +222,7 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   mesh_config.timeout_seconds = options_.timeout_seconds;
   mesh_config.logger = MakeLogger(options_.rank, "data-plane", logger_->level());
   mesh_config.round_lane = options_.fast_path;
+  mesh_config.transport = options_.transport;
   StatusOr<std::unique_ptr<transport::TcpMesh>> mesh = transport::TcpMesh::Listen(mesh_config);
   if (!mesh.ok()) return mesh.status().WithContext("data-plane listener on " + data_host);
   mesh_ = std::move(mesh).value();

@@ -140,8 +140,8 @@ TEST_CASE("Announcements whose sizes would overflow or that lack dimension 0 are
   CHECK(CheckWellFormed(0, Meta("big", {int64_t{1} << 18, int64_t{1} << 20})).ok());  // 1 TiB
   CHECK(CheckWellFormed(0, Meta("zero", {0, kMaxTensorBytes / 4})).ok());
   CHECK(CheckWellFormed(1, Meta("x", {int64_t{1} << 40, int64_t{1} << 40, 0})).message() ==
-        "rank 1 announced 'x' with shape [1099511627776, 1099511627776, 0], over 1099511627776 "
-        "bytes");
+        "rank 1 announced 'x' with shape [1099511627776, 1099511627776, 0] of float32, over "
+        "1099511627776 bytes");
   CHECK(!CheckWellFormed(1, Meta("x", {int64_t{1} << 39, 2}, DataType::kFloat64)).ok());
   CHECK(!CheckWellFormed(1, Meta("x", {0, kMaxTensorBytes + 1})).ok());
 

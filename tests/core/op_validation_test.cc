@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/wire_limits.h"
+
 using namespace kolo;
 
 namespace {
@@ -166,4 +168,28 @@ TEST_CASE("An out-of-place broadcast needs matching input and output", "[core][v
     CHECK(meta.status().code() == StatusCode::kInvalidArgument);
     CHECK(meta.status().message() == c.expect);
   }
+}
+
+// Issue 19, items 3 and 4: the checks the enqueue shares with the controller.
+TEST_CASE("FirstInvalidUtf8 finds the first malformed sequence", "[core][validation]") {
+  CHECK(FirstInvalidUtf8("") == -1);
+  CHECK(FirstInvalidUtf8("grad/w1") == -1);
+  CHECK(FirstInvalidUtf8("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80") == -1);  // é € 😀
+  CHECK(FirstInvalidUtf8("\xf4\x8f\xbf\xbf") == -1);                      // U+10FFFF
+  CHECK(FirstInvalidUtf8("a\xf4\x90\x80\x80") == 1);                      // over U+10FFFF
+  CHECK(FirstInvalidUtf8("ab\xe0\x80\xaf") == 2);                         // overlong
+  CHECK(FirstInvalidUtf8("\xed\xbf\xbf") == 0);                           // a surrogate
+  CHECK(FirstInvalidUtf8("x\x80") == 1);                                  // a continuation
+  CHECK(FirstInvalidUtf8("xy\xe2\x82") == 2);                             // truncated
+  CHECK(FirstInvalidUtf8("\xf8\x88\x80\x80\x80") == 0);                   // five bytes
+}
+
+TEST_CASE("DescribeOversize bounds bytes without overflowing", "[core][validation]") {
+  CHECK(DescribeOversize({}, DataType::kFloat64).empty());
+  CHECK(DescribeOversize({kMaxTensorBytes / 8}, DataType::kFloat64).empty());
+  CHECK(DescribeOversize({kMaxTensorBytes / 8 + 1}, DataType::kFloat64) ==
+        "shape [137438953473] of float64, over 1099511627776 bytes");
+  CHECK(!DescribeOversize({int64_t{1} << 32, int64_t{1} << 32}, DataType::kUInt8).empty());
+  CHECK(!DescribeOversize({0, int64_t{1} << 62}, DataType::kUInt8).empty());
+  CHECK(DescribeOversize({0, int64_t{1} << 20}, DataType::kFloat32).empty());
 }

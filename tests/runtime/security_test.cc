@@ -194,6 +194,11 @@ TEST_CASE("The secret can come from a private file, and a readable one is refuse
   CHECK_THAT(refused.status().message(),
              Catch::Contains("KOLO_SECRET_FILE='" + path +
                              "' has mode 0644: group or others may access it; make it 0600"));
+  options.secret_file = dir.path() + "/missing";  // a user's mistake, not an internal error
+  refused = Runtime::Create(options);
+  CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(refused.status().message(), Catch::Contains("/missing' cannot be opened: "));
+  options.secret_file = path;
   REQUIRE(chmod(path.c_str(), 0600) == 0);
   LocalJob job(2, [&](Options& o) {
     o.secret.clear();

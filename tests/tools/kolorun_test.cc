@@ -2,8 +2,11 @@
 // pipes and real signals. Each test arms a watchdog; timing bounds are generous for a loaded CI
 // machine yet far below the 60 s sleeps that a missing kill would leave behind.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "tests/support/child_process.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
 #include "tests/tools/kolorun_output.h"
 
@@ -49,6 +53,66 @@ TEST_CASE("kolorun gives every rank its identity and one shared secret by enviro
   ProcessResult again = RunRanks(1, "echo $KOLO_SECRET");
   REQUIRE(again.exit_code == 0);
   CHECK(again.out != "[0] " + *secrets.begin() + "\n");  // fresh per job
+}
+
+// Issue 19, item 8: with KOLO_SECRET_FILE exported, every rank used to get both it and
+// kolorun's KOLO_SECRET, and refused to start.
+TEST_CASE("kolorun passes the user's KOLO_SECRET_FILE on as the job's secret", "[tools][kolorun]") {
+  Watchdog watchdog("kolorun secret file", seconds(30));
+  TempDir dir("kolorun-secret-");
+  const std::string secret = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+  const std::string path = dir.path() + "/secret";
+  std::ofstream(path) << secret << "\n";
+  REQUIRE(chmod(path.c_str(), 0600) == 0);
+  ProcessResult run = RunProcess({KOLORUN_PATH, "-np", "2", "/bin/sh", "-c", "env | grep '^KOLO_'"},
+                                 {"KOLO_SECRET_FILE=" + path});
+  REQUIRE(run.exit_code == 0);
+  for (int r = 0; r < 2; ++r) {
+    auto vars = VariablesOfRank(run.out, r);
+    CHECK(vars["KOLO_SECRET"] == secret);
+    CHECK(vars.count("KOLO_SECRET_FILE") == 0);
+  }
+  // A file kolorun cannot use is a usage error that says why and what to do.
+  ProcessResult missing = RunProcess({KOLORUN_PATH, "-np", "2", "true"},
+                                     {"KOLO_SECRET_FILE=" + dir.path() + "/missing"});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err.find("kolorun: KOLO_SECRET_FILE='" + dir.path() +
+                         "/missing' cannot be opened: ") != std::string::npos);
+  CHECK(missing.err.find("unset KOLO_SECRET_FILE and kolorun makes a secret") != std::string::npos);
+  REQUIRE(chmod(path.c_str(), 0644) == 0);
+  ProcessResult readable =
+      RunProcess({KOLORUN_PATH, "-np", "2", "true"}, {"KOLO_SECRET_FILE=" + path});
+  CHECK(readable.exit_code == 2);
+  CHECK(readable.err.find("has mode 0644") != std::string::npos);
+}
+
+// Issue 19, item 5: ranks outlived a SIGKILLed kolorun (reparented, running forever).
+TEST_CASE("Ranks die with a SIGKILLed kolorun", "[tools][kolorun]") {
+  Watchdog watchdog("kolorun parent death", seconds(30));
+  ChildProcess kolorun({KOLORUN_PATH, "-np", "2", "/bin/sh", "-c", "echo pid $$; exec sleep 60"});
+  REQUIRE(kolorun.WaitForOutput("pid ", 2, std::chrono::milliseconds(10000)));
+  std::vector<pid_t> ranks;
+  for (const std::string& line : SplitLines(kolorun.StdoutSoFar())) {
+    const size_t at = line.find("pid ");
+    if (at != std::string::npos) ranks.push_back(std::stoi(line.substr(at + 4)));
+  }
+  REQUIRE(ranks.size() == 2);
+  kolorun.Signal(SIGKILL);
+  kolorun.Wait();
+  // Gone, or a zombie waiting for whoever adopted it: either way no longer running.
+  auto running = [](pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text;
+    if (!std::getline(stat, text)) return false;
+    const size_t close = text.rfind(')');
+    return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
+  };
+  const auto until = std::chrono::steady_clock::now() + seconds(5);
+  while ((running(ranks[0]) || running(ranks[1])) && std::chrono::steady_clock::now() < until) {
+    usleep(10 * 1000);
+  }
+  CHECK_FALSE(running(ranks[0]));
+  CHECK_FALSE(running(ranks[1]));
 }
 
 TEST_CASE("kolorun prefixes every line with its rank and never mixes ranks mid-line",

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/config/secret_file.h"
 #include "core/free_port.h"
 
 namespace kolo::launcher {
@@ -63,6 +64,31 @@ StatusOr<JobLayout> PrepareJob(int size) {
   KOLO_ASSIGN_OR_RETURN(std::string id, MakeJobSecret());
   job.job_id = "kolorun-" + id.substr(0, 16);
   return job;
+}
+
+Status UseUserSecretFile(std::vector<std::string>* base_env, JobLayout* job) {
+  const std::string prefix = "KOLO_SECRET_FILE=";
+  std::string path;
+  std::vector<std::string> kept;
+  for (std::string& entry : *base_env) {
+    if (entry.compare(0, prefix.size(), prefix) == 0) {
+      path = entry.substr(prefix.size());
+    } else {
+      kept.push_back(std::move(entry));
+    }
+  }
+  *base_env = std::move(kept);
+  if (path.empty()) return Status::Ok();
+  const std::string fix = "; fix it, or unset KOLO_SECRET_FILE and kolorun makes a secret";
+  StatusOr<std::string> secret = ReadSecretFile(path);
+  if (!secret.ok()) return InvalidArgument(secret.status().message() + fix);
+  const bool hex = secret->find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+  if (!hex || secret->size() % 2 != 0 || secret->size() < 32) {
+    return InvalidArgument("KOLO_SECRET_FILE='" + path +
+                           "' does not hold a secret of at least 32 hex digits" + fix);
+  }
+  job->secret = std::move(secret).value();
+  return Status::Ok();
 }
 
 std::vector<EnvVar> RankVariables(const RankIdentity& who, const JobLayout& job) {

@@ -40,6 +40,13 @@ StatusOr<int> FindFreePort();
 // Builds a free port and a secret for a job of `size` ranks.
 StatusOr<JobLayout> PrepareJob(int size);
 
+// When kolorun's environment `base_env` ("NAME=value" entries) sets KOLO_SECRET_FILE, the
+// job's secret is that file's (read with the runtime's checks, core/config/secret_file.h)
+// instead of a fresh one, and KOLO_SECRET_FILE leaves `base_env`: every rank then gets the
+// user's secret as KOLO_SECRET alone (a rank given both refuses to start). InvalidArgument
+// naming the file and the fix when the file cannot be used.
+Status UseUserSecretFile(std::vector<std::string>* base_env, JobLayout* job);
+
 // The variables kolorun sets for one rank, in this order: KOLO_RANK, KOLO_SIZE,
 // KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_CONTROLLER, KOLO_JOB_ID, then KOLO_HOSTNAME and
 // KOLO_START_TIMEOUT_SECONDS where set. Not KOLO_SECRET, which each launch path passes its own

@@ -64,6 +64,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kolorun: cannot prepare the job: %s\n", job.status().message().c_str());
     return 1;
   }
+  const kolo::Status secret_file = launcher::UseUserSecretFile(&context.base_env, &*job);
+  if (!secret_file.ok()) {
+    std::fprintf(stderr, "kolorun: %s\n", secret_file.message().c_str());
+    return kUsageError;
+  }
   job->controller_host = launcher::ControllerHost(*options, context);
   job->start_timeout_seconds = options->start_timeout;
   kolo::StatusOr<std::vector<launcher::RankLaunch>> plan =

@@ -2,10 +2,12 @@
 #include "tools/kolorun/rank_process.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 
@@ -22,7 +24,13 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
 
 // Runs in the child between fork and exec; never returns.
 [[noreturn]] void ExecChild(char* const* argv, char* const* envp, int in_fd, int out_fd, int err_fd,
-                            const SignalPipe& signals, const ScopedSignalBlock& block) {
+                            const SignalPipe& signals, const ScopedSignalBlock& block,
+                            pid_t kolorun) {
+  // A rank dies with kolorun, even when kolorun is SIGKILLed and cannot stop it (the signal
+  // survives exec; kolorun is single-threaded, so its main thread's death is its own). If
+  // kolorun died before this line, the parent is already someone else: exit instead.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != kolorun) _exit(kExecFailedCode);
   setpgid(0, 0);
   signals.RestoreInChild();
   block.RestoreInChild();
@@ -78,8 +86,11 @@ StatusOr<RankProcess> SpawnRank(const std::vector<std::string>& command,
   pid_t pid;
   {
     ScopedSignalBlock block;
+    const pid_t kolorun = getpid();
     pid = fork();
-    if (pid == 0) ExecChild(argv.data(), envp.data(), in[0], out[1], err[1], signals, block);
+    if (pid == 0) {
+      ExecChild(argv.data(), envp.data(), in[0], out[1], err[1], signals, block, kolorun);
+    }
   }
   if (pid < 0) {
     Status status = Unavailable(std::string("cannot fork: ") + std::strerror(errno));

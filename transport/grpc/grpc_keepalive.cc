@@ -40,6 +40,10 @@ void ApplyServerArguments(double timeout_seconds, grpc::ServerBuilder* builder) 
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                               keepalive.ping_interval_ms / 2);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  // A connection with no call open for the timeout is closed (GOAWAY, then the socket): one
+  // that never opens a stream, or whose stream was refused, cannot hold a descriptor for
+  // good. A worker's control stream stays open for the whole job, so it is never idle.
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, keepalive.ping_timeout_ms);
   // Two controllers on one port would split the job silently.
   builder->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder->SetMaxReceiveMessageSize(kMaxControlMessageBytes);

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 
+#include "core/config/config_table.h"
 #include "core/errno_status.h"
 #include "transport/deadline.h"
 #include "transport/tcp/mesh_connector.h"
@@ -36,6 +37,35 @@ Status ValidateConfig(const TcpMesh::Config& config) {
 TcpMesh::Config WithDefaultLogger(TcpMesh::Config config) {
   if (!config.logger) config.logger = MakeLogger(config.rank, "transport", spdlog::level::warn);
   return config;
+}
+
+// The byte each rank sends every peer once the data mesh is connected: the settings all
+// ranks must share, KOLO_FAST_PATH in bit 0 and KOLO_TRANSPORT above it, as a letter from 'A'.
+char SettingsByte(bool round_lane, Transport transport) {
+  return static_cast<char>('A' + (static_cast<int>(transport) << 1 | (round_lane ? 1 : 0)));
+}
+
+// "" when `peer`'s settings byte matches ours, else the error text naming both settings.
+std::string DescribeSettingsMismatch(int peer, char byte, bool round_lane, Transport transport) {
+  const int value = byte - 'A';
+  const std::string who = "rank " + std::to_string(peer);
+  if (value < 0 || (value >> 1) > static_cast<int>(Transport::kShm)) {
+    return who + " sent an unknown settings byte " + std::to_string(static_cast<int>(byte)) +
+           " (a different kolo build?)";
+  }
+  const bool peer_round_lane = (value & 1) != 0;
+  const auto peer_transport = static_cast<Transport>(value >> 1);
+  if (peer_round_lane != round_lane) {
+    return who + " runs with KOLO_FAST_PATH=" + (peer_round_lane ? "1" : "0") +
+           ", this rank with KOLO_FAST_PATH=" + (round_lane ? "1" : "0") +
+           "; every rank must use the same setting";
+  }
+  if (peer_transport != transport) {
+    return who + " runs with KOLO_TRANSPORT=" + TransportName(peer_transport) +
+           ", this rank with KOLO_TRANSPORT=" + TransportName(transport) +
+           "; every rank must use the same setting";
+  }
+  return "";
 }
 
 }  // namespace
@@ -109,7 +139,7 @@ Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
   std::vector<pollfd> waiting = {{interrupt_fd_.get(), POLLIN, 0}};
   for (int j = 0; j < config_.size; ++j) {
     if (j == config_.rank) continue;
-    const char ready = config_.round_lane ? 'R' : 'N';
+    const char ready = SettingsByte(config_.round_lane, config_.transport);
     IoResult io = SendSome(peers[j].get(), &ready, 1);  // an empty new socket takes one byte
     if (io.bytes != 1) {
       return Unavailable("rank " + std::to_string(j) + " closed its data connection at start (" +
@@ -140,13 +170,9 @@ Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
         return Unavailable("rank " + std::to_string(peer) +
                            " closed its data connection while the mesh was connecting");
       }
-      if (byte != (config_.round_lane ? 'R' : 'N')) {
-        return FailedPrecondition(
-            "rank " + std::to_string(peer) +
-            " runs with KOLO_FAST_PATH=" + (config_.round_lane ? "0" : "1") +
-            ", this rank with KOLO_FAST_PATH=" + (config_.round_lane ? "1" : "0") +
-            "; every rank must use the same setting");
-      }
+      const std::string mismatch =
+          DescribeSettingsMismatch(peer, byte, config_.round_lane, config_.transport);
+      if (!mismatch.empty()) return FailedPrecondition(mismatch);
       waiting[i].fd = -1;  // poll() skips it from now on
       ++done;
     }

@@ -45,6 +45,9 @@ class TcpMesh final : public DataPlane {
     // (TakeRoundConnections). Their handshakes bind the generation with "/rounds" appended, so
     // a data connection can never pass for one of them. Every rank must agree.
     bool round_lane = false;
+    // KOLO_TRANSPORT: not used by the mesh, but every rank must agree on it, and Connect
+    // fails at once, naming both settings, when a peer's differs.
+    Transport transport = Transport::kAuto;
   };
 
   // Binds bind_host on a free port and starts listening. Does not block on the network.
