@@ -5,10 +5,10 @@
 // response's bytes stay <= the threshold: allreduces and reducescatters with the same dtype,
 // device, reduce op, prescale and postscale; allgathers with the same dtype and device (their
 // bytes are the gathered output's). A tensor bigger than the threshold goes alone; a grouped
-// allreduce is one response whatever its size. Broadcast, alltoall, barrier, join and error
-// responses always stand alone. Order is kept: fusion never reorders tensors. Each response
-// takes the next sequence number. An allgather response's first_dims holds one row of `size`
-// first dimensions per tensor, in the order of its names.
+// allreduce, allgather or reducescatter is one response whatever its size. Broadcast, alltoall,
+// barrier, join and error responses always stand alone. Order is kept: fusion never reorders
+// tensors. Each response takes the next sequence number. An allgather response's first_dims holds
+// one row of `size` first dimensions per tensor, in the order of its names.
 #pragma once
 
 #include <cstdint>

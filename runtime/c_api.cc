@@ -273,6 +273,50 @@ int kolo_grouped_allreduce(int count, const char* const* names, const void* cons
   });
 }
 
+int kolo_grouped_allgather(int count, const char* const* names, const void* const* inputs,
+                           const int64_t* const* shapes, const int* ndims, const int* dtypes,
+                           kolo_alloc_fn alloc, void* const* alloc_users) {
+  return Guarded("kolo_grouped_allgather", [&] {
+    if (count <= 0 || names == nullptr || inputs == nullptr || shapes == nullptr ||
+        ndims == nullptr || dtypes == nullptr || alloc == nullptr) {
+      return Missing("kolo_grouped_allgather");
+    }
+    std::vector<std::string> name_list;
+    std::vector<kolo::TensorView> in;
+    std::vector<kolo::Allocator> allocators;
+    for (int i = 0; i < count; ++i) {
+      if (names[i] == nullptr) return Missing("kolo_grouped_allgather");
+      name_list.emplace_back(names[i]);
+      in.push_back(Shaped(inputs[i], shapes[i], ndims[i], dtypes[i]));
+      allocators.push_back(Alloc(alloc, alloc_users == nullptr ? nullptr : alloc_users[i]));
+    }
+    return Report(kolo::grouped_allgather(name_list, in, std::move(allocators)));
+  });
+}
+
+int kolo_grouped_reducescatter(int count, const char* const* names, const void* const* inputs,
+                               const int64_t* rows, const int64_t* row_elements,
+                               void* const* outputs, const int* dtypes, int reduce_op) {
+  return Guarded("kolo_grouped_reducescatter", [&] {
+    if (count <= 0 || names == nullptr || inputs == nullptr || rows == nullptr ||
+        row_elements == nullptr || outputs == nullptr || dtypes == nullptr) {
+      return Missing("kolo_grouped_reducescatter");
+    }
+    std::vector<std::string> name_list;
+    std::vector<kolo::TensorView> in, out;
+    for (int i = 0; i < count; ++i) {
+      if (names[i] == nullptr) return Missing("kolo_grouped_reducescatter");
+      name_list.emplace_back(names[i]);
+      const int64_t in_shape[2] = {rows[i], row_elements[i]};
+      const std::vector<int64_t> part =
+          kolo::ReducescatterShape({rows[i], row_elements[i]}, kolo::rank(), kolo::size());
+      in.push_back(Shaped(inputs[i], in_shape, 2, dtypes[i]));
+      out.push_back(Shaped(outputs[i], part.data(), 2, dtypes[i]));
+    }
+    return Report(kolo::grouped_reducescatter(name_list, in, out, Reduce(reduce_op)));
+  });
+}
+
 int kolo_join(int* last_rank) {
   return Guarded("kolo_join", [&] {
     kolo::StatusOr<int> last = kolo::join();

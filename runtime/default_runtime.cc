@@ -166,6 +166,37 @@ Status grouped_allreduce(const std::vector<std::string>& names,
       [&](Runtime& rt) { return rt.GroupedAllreduce(names, inputs, outputs, options); });
 }
 
+Status grouped_allgather_async(const std::vector<std::string>& names,
+                               const std::vector<TensorView>& inputs,
+                               std::vector<Allocator> allocators, Callback callback) {
+  return OnDefault([&](Runtime& rt) {
+    return rt.GroupedAllgatherAsync(names, inputs, std::move(allocators), std::move(callback));
+  });
+}
+
+Status grouped_allgather(const std::vector<std::string>& names,
+                         const std::vector<TensorView>& inputs, std::vector<Allocator> allocators) {
+  return OnDefault(
+      [&](Runtime& rt) { return rt.GroupedAllgather(names, inputs, std::move(allocators)); });
+}
+
+Status grouped_reducescatter_async(const std::vector<std::string>& names,
+                                   const std::vector<TensorView>& inputs,
+                                   const std::vector<TensorView>& outputs,
+                                   const AllreduceOptions& options, Callback callback) {
+  return OnDefault([&](Runtime& rt) {
+    return rt.GroupedReducescatterAsync(names, inputs, outputs, options, std::move(callback));
+  });
+}
+
+Status grouped_reducescatter(const std::vector<std::string>& names,
+                             const std::vector<TensorView>& inputs,
+                             const std::vector<TensorView>& outputs,
+                             const AllreduceOptions& options) {
+  return OnDefault(
+      [&](Runtime& rt) { return rt.GroupedReducescatter(names, inputs, outputs, options); });
+}
+
 Status alltoall_async(const std::string& name, const TensorView& input,
                       const std::vector<int64_t>& splits, Allocator allocate,
                       std::vector<int64_t>* received_splits, Callback callback) {

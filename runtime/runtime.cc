@@ -1,5 +1,6 @@
 // kolo::Runtime: the public face of one rank's RuntimeImpl.
 
+#include "core/group_validation.h"
 #include "core/loop/background_loop.h"
 #include "core/mutex.h"
 #include "core/op_validation.h"
@@ -94,6 +95,44 @@ Status Runtime::GroupedAllreduce(const std::vector<std::string>& names,
                                  const AllreduceOptions& options) {
   return Blocking("grouped allreduce", [&](Callback done) {
     return GroupedAllreduceAsync(names, inputs, outputs, options, std::move(done));
+  });
+}
+
+Status Runtime::GroupedAllgatherAsync(const std::vector<std::string>& names,
+                                      const std::vector<TensorView>& inputs,
+                                      std::vector<Allocator> allocators, Callback callback) {
+  KOLO_ASSIGN_OR_RETURN(std::vector<TensorMeta> metas,
+                        ValidateGroupedAllgather(names, inputs, allocators));
+  std::vector<TensorView> outputs = inputs;  // filled in once negotiation decided them
+  for (TensorView& output : outputs) output.data = nullptr;
+  return impl_->EnqueueGroup(std::move(metas), inputs, outputs, std::move(callback),
+                             std::move(allocators));
+}
+
+Status Runtime::GroupedAllgather(const std::vector<std::string>& names,
+                                 const std::vector<TensorView>& inputs,
+                                 std::vector<Allocator> allocators) {
+  return Blocking("grouped allgather", [&](Callback done) {
+    return GroupedAllgatherAsync(names, inputs, std::move(allocators), std::move(done));
+  });
+}
+
+Status Runtime::GroupedReducescatterAsync(const std::vector<std::string>& names,
+                                          const std::vector<TensorView>& inputs,
+                                          const std::vector<TensorView>& outputs,
+                                          const AllreduceOptions& options, Callback callback) {
+  KOLO_ASSIGN_OR_RETURN(
+      std::vector<TensorMeta> metas,
+      ValidateGroupedReducescatter(names, inputs, outputs, options, rank(), size()));
+  return impl_->EnqueueGroup(std::move(metas), inputs, outputs, std::move(callback));
+}
+
+Status Runtime::GroupedReducescatter(const std::vector<std::string>& names,
+                                     const std::vector<TensorView>& inputs,
+                                     const std::vector<TensorView>& outputs,
+                                     const AllreduceOptions& options) {
+  return Blocking("grouped reducescatter", [&](Callback done) {
+    return GroupedReducescatterAsync(names, inputs, outputs, options, std::move(done));
   });
 }
 

@@ -125,6 +125,19 @@ int kolo_grouped_allreduce(int count, const char* const* names, const void* cons
                            void* const* outputs, const int64_t* element_counts, int dtype,
                            int reduce_op);
 
+/* `count` allgathers, always one fused transfer: member i has shape shapes[i][0..ndims[i])
+ * and dtype dtypes[i]; `alloc` provides each member's output, called with alloc_users[i]
+ * (alloc_users may be NULL: every call gets NULL). */
+int kolo_grouped_allgather(int count, const char* const* names, const void* const* inputs,
+                           const int64_t* const* shapes, const int* ndims, const int* dtypes,
+                           kolo_alloc_fn alloc, void* const* alloc_users);
+
+/* `count` reducescatters, always one fused transfer: member i is rows[i] rows of
+ * row_elements[i] of dtype dtypes[i]; outputs[i] receives this rank's rows of it. */
+int kolo_grouped_reducescatter(int count, const char* const* names, const void* const* inputs,
+                               const int64_t* rows, const int64_t* row_elements,
+                               void* const* outputs, const int* dtypes, int reduce_op);
+
 /* Horovod's start_timeline(path, mark_cycles): this rank writes `path` with ".rank<r>" before
  * the extension; `mark_cycles` (0 or 1) adds a CYCLE instant per planned batch. Starting it
  * again with the same path is OK; another path fails until kolo_stop_timeline(). */

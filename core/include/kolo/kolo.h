@@ -111,6 +111,27 @@ class Runtime {
                           const std::vector<TensorView>& outputs,
                           const AllreduceOptions& options = {});
 
+  // Allgathers several tensors as one, as GroupedAllreduce does: each member as AllgatherAsync
+  // with its own allocator (`allocators[i]` provides member i's output), one device for all;
+  // always one fused transfer, one callback.
+  Status GroupedAllgatherAsync(const std::vector<std::string>& names,
+                               const std::vector<TensorView>& inputs,
+                               std::vector<Allocator> allocators, Callback callback);
+  Status GroupedAllgather(const std::vector<std::string>& names,
+                          const std::vector<TensorView>& inputs, std::vector<Allocator> allocators);
+
+  // Reducescatters several tensors as one, as GroupedAllreduce does: each member as
+  // ReducescatterAsync (`outputs[i]` holds this rank's part of `inputs[i]`), one device for
+  // all; always one fused transfer, one callback.
+  Status GroupedReducescatterAsync(const std::vector<std::string>& names,
+                                   const std::vector<TensorView>& inputs,
+                                   const std::vector<TensorView>& outputs,
+                                   const AllreduceOptions& options, Callback callback);
+  Status GroupedReducescatter(const std::vector<std::string>& names,
+                              const std::vector<TensorView>& inputs,
+                              const std::vector<TensorView>& outputs,
+                              const AllreduceOptions& options = {});
+
   // Sends rows of `input` (dimension 0) to every rank: splits[d] rows to rank d, in order
   // (empty splits: rows / size each, which must divide). Receives the rows every rank sends
   // this one, concatenated in rank order, into memory from `allocate`; `received_splits`
@@ -231,6 +252,19 @@ Status grouped_allreduce(const std::vector<std::string>& names,
                          const std::vector<TensorView>& inputs,
                          const std::vector<TensorView>& outputs,
                          const AllreduceOptions& options = {});
+Status grouped_allgather_async(const std::vector<std::string>& names,
+                               const std::vector<TensorView>& inputs,
+                               std::vector<Allocator> allocators, Callback callback);
+Status grouped_allgather(const std::vector<std::string>& names,
+                         const std::vector<TensorView>& inputs, std::vector<Allocator> allocators);
+Status grouped_reducescatter_async(const std::vector<std::string>& names,
+                                   const std::vector<TensorView>& inputs,
+                                   const std::vector<TensorView>& outputs,
+                                   const AllreduceOptions& options, Callback callback);
+Status grouped_reducescatter(const std::vector<std::string>& names,
+                             const std::vector<TensorView>& inputs,
+                             const std::vector<TensorView>& outputs,
+                             const AllreduceOptions& options = {});
 Status alltoall_async(const std::string& name, const TensorView& input,
                       const std::vector<int64_t>& splits, Allocator allocate,
                       std::vector<int64_t>* received_splits, Callback callback);
