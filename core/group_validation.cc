@@ -16,7 +16,8 @@ Status CheckCounts(const std::string& what, size_t names, size_t inputs, size_t 
   return Status::Ok();
 }
 
-// Validates every member with `one(i)`, checks they share a device, and tags them with the group.
+// Validates every member with `one(i)`, checks they share a device (their dtypes may differ:
+// one transfer per dtype), and tags them with the group.
 template <typename ValidateOne>
 StatusOr<std::vector<TensorMeta>> ValidateGroup(const std::string& what,
                                                 const std::vector<std::string>& names,
@@ -33,11 +34,6 @@ StatusOr<std::vector<TensorMeta>> ValidateGroup(const std::string& what,
       return InvalidArgument(what + ": '" + names[i] + "' is on " + DeviceName(inputs[i].device) +
                              " but '" + names[0] + "' is on " + DeviceName(inputs[0].device) +
                              "; a group runs on one device");
-    }
-    if (inputs[i].dtype != inputs[0].dtype) {
-      return InvalidArgument(what + ": '" + names[i] + "' is " + DataTypeName(inputs[i].dtype) +
-                             " but '" + names[0] + "' is " + DataTypeName(inputs[0].dtype) +
-                             "; a group is one transfer");
     }
     meta->group = key;
     meta->group_size = static_cast<int>(names.size());

@@ -11,9 +11,9 @@
 
 namespace kolo {
 
-// Checks a grouped allreduce: each tensor as an allreduce, one device for all, at least one
-// member and as many names, inputs and outputs; returns their metadata, tagged with the group
-// (its key names the members, so ranks that group differently disagree visibly).
+// Checks a grouped allreduce: each tensor as an allreduce (dtypes may differ), one device for all,
+// at least one member and as many names, inputs and outputs; returns their metadata, tagged with
+// the group (its key names the members, so ranks that group differently disagree visibly).
 StatusOr<std::vector<TensorMeta>> ValidateGroupedAllreduce(const std::vector<std::string>& names,
                                                            const std::vector<TensorView>& inputs,
                                                            const std::vector<TensorView>& outputs,

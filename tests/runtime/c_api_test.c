@@ -88,7 +88,7 @@ static int check_out_of_place_broadcast(int rank, int size) {
 }
 
 /* Horovod's start_timeline(path, mark_cycles); the same path twice is fine. */
-/* A member's output of the grouped allgather: `user` is its buffer of 20 floats. */
+/* A member's output of the grouped allgather: `user` is its buffer of 20 elements. */
 static void* into_user(const int64_t* shape, int ndim, void* user) {
   return ndim == 2 && shape[0] <= 10 ? user : NULL;
 }
@@ -96,14 +96,15 @@ static void* into_user(const int64_t* shape, int ndim, void* user) {
 /* A grouped allgather of two tensors of rank + 1 rows of 2, and a grouped reducescatter of two
  * int32 tensors of 5 and 3 rows of 1 (rank 0 receives row 0 of each, whatever the size <= 4). */
 static int check_grouped_gather_scatter(int rank, int size) {
-  float a[8], b[8], a_out[20], b_out[20];
+  float a[8], a_out[20];
+  double b[8], b_out[20];
   int32_t x[5] = {1, 2, 3, 4, 5}, y[3] = {10, 20, 30}, x_part[5], y_part[3];
   const char* names[2] = {"c/ga", "c/gb"};
   const void* inputs[2];
   int64_t shape[2];
   const int64_t* shapes[2];
   const int ndims[2] = {2, 2};
-  const int dtypes[2] = {KOLO_FLOAT32, KOLO_FLOAT32};
+  const int dtypes[2] = {KOLO_FLOAT32, KOLO_FLOAT64}; /* a mixed group: a transfer each */
   void* users[2];
   const char* scatter_names[2] = {"c/sx", "c/sy"};
   const void* scatter_inputs[2];
@@ -125,7 +126,7 @@ static int check_grouped_gather_scatter(int rank, int size) {
   parts[1] = y_part;
   for (i = 0; i < 2 * (rank + 1); ++i) {
     a[i] = (float)(rank * 10 + i);
-    b[i] = (float)(100 + rank * 10 + i);
+    b[i] = (double)(100 + rank * 10 + i);
   }
   if (kolo_grouped_allgather(2, names, inputs, shapes, ndims, dtypes, into_user, users) !=
       KOLO_OK) {
@@ -134,7 +135,7 @@ static int check_grouped_gather_scatter(int rank, int size) {
   k = 0;
   for (r = 0; r < size; ++r) {
     for (i = 0; i < 2 * (r + 1); ++i, ++k) {
-      if (a_out[k] != (float)(r * 10 + i) || b_out[k] != (float)(100 + r * 10 + i)) {
+      if (a_out[k] != (float)(r * 10 + i) || b_out[k] != (double)(100 + r * 10 + i)) {
         return fail("grouped allgather data");
       }
     }

@@ -99,8 +99,9 @@ class Runtime {
   Status Allgather(const std::string& name, const TensorView& input, Allocator allocate);
 
   // Allreduces several tensors as one: they are submitted together and always travel in one
-  // fused transfer, whatever KOLO_FUSION_THRESHOLD says. All must have the same dtype and
-  // device; names must be distinct; `inputs` and `outputs` pair up. `callback` runs once,
+  // fused transfer per dtype, whatever KOLO_FUSION_THRESHOLD says (members of different
+  // dtypes are fine, as in Horovod). All must be on one device; names must be distinct;
+  // `inputs` and `outputs` pair up. `callback` runs once,
   // after every tensor completed, with the first failure if any.
   Status GroupedAllreduceAsync(const std::vector<std::string>& names,
                                const std::vector<TensorView>& inputs,
