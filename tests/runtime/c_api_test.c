@@ -1,6 +1,7 @@
 /* The C API from a C program (built as C99 with -pedantic -Werror): the version check of init,
  * allreduce (blocking and async; int16 and bool too), broadcast (in and out of place), barrier,
- * allgather, alltoall, reducescatter, grouped allreduce, allgather and reducescatter, the timeline,
+ * allgather, alltoall, reducescatter, grouped allreduce, allgather and reducescatter, handles,
+ * the timeline,
  * join, argument errors, shutdown. Run alone (one rank) and under kolorun (several); exits non-zero
  * with a message on the first thing that is wrong. */
 #define _POSIX_C_SOURCE 200809L /* getpid */
@@ -150,6 +151,41 @@ static int check_grouped_gather_scatter(int rank, int size) {
   return 0;
 }
 
+/* Handles: an allreduce waited with kolo_synchronize, one polled until done, one freed before
+ * it completes, and one whose enqueue fails (its handle freed, nothing left behind). */
+static int check_handles(int size) {
+  int32_t x[3] = {1, 2, 3}, y[2] = {5, 5}, z[1] = {1};
+  kolo_handle* waited = kolo_handle_new();
+  kolo_handle* polled = kolo_handle_new();
+  kolo_handle* dropped = kolo_handle_new();
+  kolo_handle* refused = kolo_handle_new();
+  int spins = 0;
+  if (!waited || !polled || !dropped || !refused) return fail("kolo_handle_new");
+  if (kolo_allreduce_async("c/hx", x, x, 3, KOLO_INT32, KOLO_SUM, kolo_handle_done, waited) !=
+          KOLO_OK ||
+      kolo_allreduce_async("c/hy", y, y, 2, KOLO_INT32, KOLO_SUM, kolo_handle_done, polled) !=
+          KOLO_OK ||
+      kolo_allreduce_async("c/hz", z, z, 1, KOLO_INT32, KOLO_SUM, kolo_handle_done, dropped) !=
+          KOLO_OK) {
+    return fail("allreduce with a handle");
+  }
+  kolo_handle_free(dropped);
+  if (kolo_allreduce_async("c/hbad", x, x, -1, KOLO_INT32, KOLO_SUM, kolo_handle_done, refused) ==
+      KOLO_OK) {
+    return fail("an allreduce of -1 elements was queued");
+  }
+  kolo_handle_free(refused);
+  if (kolo_synchronize(waited, -1) != KOLO_OK || x[2] != 3 * size) return fail("synchronize");
+  if (kolo_poll(waited) != 1) return fail("poll after synchronize");
+  while (kolo_poll(polled) == 0) {
+    if (++spins > 100000000) return fail("poll never completed");
+  }
+  if (kolo_synchronize(polled, 0) != KOLO_OK || y[1] != 5 * size) return fail("polled data");
+  kolo_handle_free(waited);
+  kolo_handle_free(polled);
+  return kolo_barrier() == KOLO_OK ? 0 : fail("barrier after handles");
+}
+
 static int check_timeline(void) {
   char path[64], file[80];
   snprintf(path, sizeof path, "/tmp/kolo_c_api_%ld.json", (long)getpid());
@@ -235,6 +271,7 @@ int main(void) {
 
   if (check_new_dtypes(rank, size) != 0) return 1;
   if (check_grouped_gather_scatter(rank, size) != 0) return 1;
+  if (check_handles(size) != 0) return 1;
   if (check_out_of_place_broadcast(rank, size) != 0) return 1;
   if (check_timeline() != 0) return 1;
 

@@ -9,6 +9,9 @@
 // calls (Allreduce, Shutdown, init, shutdown) fail with kFailedPrecondition when called from a
 // callback.
 //
+// Instead of a callback, the *_async forms without one return a Handle to poll or wait on
+// (kolo/handle.h).
+//
 // Callback contract: if an *_async call returns an error, the callback never runs. If it
 // returns OK, the callback runs exactly once, on kolo's background thread, never under a kolo
 // lock; it may enqueue further ops (async forms only). It receives OK when the result is in
@@ -20,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "kolo/handle.h"
 #include "kolo/options.h"
 #include "kolo/status.h"
 #include "kolo/types.h"
@@ -185,6 +189,37 @@ class Runtime {
   Status BarrierAsync(Callback callback);
   Status Barrier();
 
+  // The async forms without a callback: each returns a Handle (kolo/handle.h) to poll() or
+  // synchronize() instead, or the enqueue error (then no op was queued). Waiting on a handle
+  // from a callback fails with kFailedPrecondition. No allocation beyond the op's own once
+  // kolo's small pool of handle states is warm.
+  StatusOr<Handle> AllreduceAsync(const std::string& name, const TensorView& input,
+                                  const TensorView& output, const AllreduceOptions& options = {});
+  StatusOr<Handle> AllgatherAsync(const std::string& name, const TensorView& input,
+                                  Allocator allocate);
+  StatusOr<Handle> GroupedAllreduceAsync(const std::vector<std::string>& names,
+                                         const std::vector<TensorView>& inputs,
+                                         const std::vector<TensorView>& outputs,
+                                         const AllreduceOptions& options = {});
+  StatusOr<Handle> GroupedAllgatherAsync(const std::vector<std::string>& names,
+                                         const std::vector<TensorView>& inputs,
+                                         std::vector<Allocator> allocators);
+  StatusOr<Handle> GroupedReducescatterAsync(const std::vector<std::string>& names,
+                                             const std::vector<TensorView>& inputs,
+                                             const std::vector<TensorView>& outputs,
+                                             const AllreduceOptions& options = {});
+  StatusOr<Handle> AlltoallAsync(const std::string& name, const TensorView& input,
+                                 const std::vector<int64_t>& splits, Allocator allocate,
+                                 std::vector<int64_t>* received_splits = nullptr);
+  StatusOr<Handle> ReducescatterAsync(const std::string& name, const TensorView& input,
+                                      const TensorView& output,
+                                      const AllreduceOptions& options = {});
+  StatusOr<Handle> BroadcastAsync(const std::string& name, const TensorView& tensor, int root);
+  StatusOr<Handle> BroadcastAsync(const std::string& name, const TensorView& input,
+                                  const TensorView& output, int root);
+  StatusOr<Handle> JoinAsync(int* last_rank);
+  StatusOr<Handle> BarrierAsync();
+
   // Starts writing this rank's timeline to `path` with ".rank<r>" inserted before the
   // extension (docs/TIMELINE.md); KOLO_TIMELINE does the same at init. Ops already in flight
   // are not traced. `mark_cycles` (Horovod's argument; without it, KOLO_TIMELINE_MARK_CYCLES)
@@ -291,6 +326,36 @@ Status join_async(int* last_rank, Callback callback);
 StatusOr<int> join();
 Status barrier_async(Callback callback);
 Status barrier();
+
+// The default runtime's async forms returning a Handle (see Runtime): Horovod's
+//   kolo::StatusOr<kolo::Handle> h = kolo::allreduce_async("grad", in, out);
+//   ... kolo::poll(*h) ... kolo::synchronize(*h);
+StatusOr<Handle> allreduce_async(const std::string& name, const TensorView& input,
+                                 const TensorView& output, const AllreduceOptions& options = {});
+StatusOr<Handle> allgather_async(const std::string& name, const TensorView& input,
+                                 Allocator allocate);
+StatusOr<Handle> grouped_allreduce_async(const std::vector<std::string>& names,
+                                         const std::vector<TensorView>& inputs,
+                                         const std::vector<TensorView>& outputs,
+                                         const AllreduceOptions& options = {});
+StatusOr<Handle> grouped_allgather_async(const std::vector<std::string>& names,
+                                         const std::vector<TensorView>& inputs,
+                                         std::vector<Allocator> allocators);
+StatusOr<Handle> grouped_reducescatter_async(const std::vector<std::string>& names,
+                                             const std::vector<TensorView>& inputs,
+                                             const std::vector<TensorView>& outputs,
+                                             const AllreduceOptions& options = {});
+StatusOr<Handle> alltoall_async(const std::string& name, const TensorView& input,
+                                const std::vector<int64_t>& splits, Allocator allocate,
+                                std::vector<int64_t>* received_splits = nullptr);
+StatusOr<Handle> reducescatter_async(const std::string& name, const TensorView& input,
+                                     const TensorView& output,
+                                     const AllreduceOptions& options = {});
+StatusOr<Handle> broadcast_async(const std::string& name, const TensorView& tensor, int root);
+StatusOr<Handle> broadcast_async(const std::string& name, const TensorView& input,
+                                 const TensorView& output, int root);
+StatusOr<Handle> join_async(int* last_rank);
+StatusOr<Handle> barrier_async();
 
 // Timeline of the default runtime (see Runtime::StartTimeline).
 Status start_timeline(const std::string& path);
