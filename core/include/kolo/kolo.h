@@ -118,7 +118,7 @@ class Runtime {
 
   // Allgathers several tensors as one, as GroupedAllreduce does: each member as AllgatherAsync
   // with its own allocator (`allocators[i]` provides member i's output), one device for all;
-  // always one fused transfer, one callback.
+  // always one fused transfer per dtype, one callback.
   Status GroupedAllgatherAsync(const std::vector<std::string>& names,
                                const std::vector<TensorView>& inputs,
                                std::vector<Allocator> allocators, Callback callback);
@@ -127,7 +127,7 @@ class Runtime {
 
   // Reducescatters several tensors as one, as GroupedAllreduce does: each member as
   // ReducescatterAsync (`outputs[i]` holds this rank's part of `inputs[i]`), one device for
-  // all; always one fused transfer, one callback.
+  // all; always one fused transfer per dtype, one callback.
   Status GroupedReducescatterAsync(const std::vector<std::string>& names,
                                    const std::vector<TensorView>& inputs,
                                    const std::vector<TensorView>& outputs,
