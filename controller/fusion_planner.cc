@@ -44,6 +44,31 @@ void AddTensor(const ReadyTensor& t, Response* r) {
   r->first_dims.insert(r->first_dims.end(), t.first_dims.begin(), t.first_dims.end());
 }
 
+// Plans the grouped op whose first member is ready[first]: its members are the tensors from
+// there on that carry its key (every rank submits a group in one batch, so they become ready
+// together, one after another). One response per fusion key (a mixed-dtype group has one per
+// dtype) whatever the threshold, in the order the keys first appear, members in their order.
+// Returns the index past the group.
+size_t PlanGroup(const std::vector<ReadyTensor>& ready, size_t first, uint64_t* next_seq,
+                 std::vector<Response>* responses) {
+  const std::string& group = ready[first].meta.group;
+  size_t end = first;
+  while (end < ready.size() && Fusible(ready[end]) && ready[end].meta.group == group) ++end;
+  std::vector<bool> planned(end - first, false);
+  for (size_t i = first; i < end; ++i) {
+    if (planned[i - first]) continue;
+    const FusionKey key = FusionKey::Of(ready[i].meta);
+    Response response = StartResponse(ready[i], (*next_seq)++);
+    for (size_t j = i; j < end; ++j) {
+      if (planned[j - first] || !SameFusionKey(key, FusionKey::Of(ready[j].meta))) continue;
+      AddTensor(ready[j], &response);
+      planned[j - first] = true;
+    }
+    responses->push_back(std::move(response));
+  }
+  return end;
+}
+
 }  // namespace
 
 int64_t TensorBytes(const TensorMeta& meta) {
@@ -56,17 +81,14 @@ std::vector<Response> PlanResponses(const std::vector<ReadyTensor>& ready,
   size_t i = 0;
   while (i < ready.size()) {
     const ReadyTensor& head = ready[i];
+    if (Fusible(head) && !head.meta.group.empty()) {
+      i = PlanGroup(ready, i, next_seq, &responses);
+      continue;
+    }
     Response response = StartResponse(head, (*next_seq)++);
     AddTensor(head, &response);
     ++i;
-    if (Fusible(head) && !head.meta.group.empty()) {
-      // A grouped allreduce is one response whatever its size. Every rank submits a group's
-      // tensors in one batch, so they become ready together, one after another.
-      while (i < ready.size() && Fusible(ready[i]) && ready[i].meta.group == head.meta.group) {
-        AddTensor(ready[i], &response);
-        ++i;
-      }
-    } else if (Fusible(head)) {
+    if (Fusible(head)) {
       FusionBatch batch(fusion_threshold_bytes);
       batch.Add(FusionKey::Of(head.meta), FusionBytes(head));
       while (i < ready.size() && Fusible(ready[i]) && ready[i].meta.group.empty() &&

@@ -4,11 +4,12 @@
 // Rules: consecutive successful tensors of the same fusible op join one response while the
 // response's bytes stay <= the threshold: allreduces and reducescatters with the same dtype,
 // device, reduce op, prescale and postscale; allgathers with the same dtype and device (their
-// bytes are the gathered output's). A tensor bigger than the threshold goes alone; a grouped
-// allreduce is one response whatever its size. Broadcast, alltoall, barrier, join and error
-// responses always stand alone. Order is kept: fusion never reorders tensors. Each response
-// takes the next sequence number. An allgather response's first_dims holds one row of `size`
-// first dimensions per tensor, in the order of its names.
+// bytes are the gathered output's). A tensor bigger than the threshold goes alone. A grouped
+// allreduce, allgather or reducescatter is one response per dtype whatever its size. Broadcast,
+// alltoall, barrier, join and error responses always stand alone. Order is kept: fusion never
+// reorders tensors, except that a mixed-dtype group's members are sorted into one response per
+// dtype. Each response takes the next sequence number. An allgather response's first_dims holds
+// one row of `size` first dimensions per tensor, in the order of its names.
 #pragma once
 
 #include <cstdint>

@@ -132,35 +132,6 @@ StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView
   return ValidateReduction(OpType::kAllreduce, name, input, output, options);
 }
 
-StatusOr<std::vector<TensorMeta>> ValidateGroupedAllreduce(const std::vector<std::string>& names,
-                                                           const std::vector<TensorView>& inputs,
-                                                           const std::vector<TensorView>& outputs,
-                                                           const AllreduceOptions& options) {
-  if (names.empty() || names.size() != inputs.size() || names.size() != outputs.size()) {
-    return InvalidArgument("grouped allreduce needs as many names, inputs and outputs (got " +
-                           std::to_string(names.size()) + ", " + std::to_string(inputs.size()) +
-                           ", " + std::to_string(outputs.size()) + "), at least one");
-  }
-  // The group's key names its members, so ranks that group differently disagree visibly.
-  std::string key;
-  for (const std::string& name : names) key += (key.empty() ? "" : ",") + name;
-  std::vector<TensorMeta> metas;
-  for (size_t i = 0; i < names.size(); ++i) {
-    StatusOr<TensorMeta> meta = ValidateAllreduce(names[i], inputs[i], outputs[i], options);
-    if (!meta.ok()) return meta.status().WithContext("grouped allreduce");
-    if (inputs[i].dtype != inputs[0].dtype || inputs[i].device != inputs[0].device) {
-      return InvalidArgument("grouped allreduce: '" + names[i] + "' is " +
-                             DataTypeName(inputs[i].dtype) + " on " + DeviceName(inputs[i].device) +
-                             " but '" + names[0] + "' is " + DataTypeName(inputs[0].dtype) +
-                             " on " + DeviceName(inputs[0].device) + "; a group is one transfer");
-    }
-    meta->group = key;
-    meta->group_size = static_cast<int>(names.size());
-    metas.push_back(std::move(meta).value());
-  }
-  return metas;
-}
-
 StatusOr<TensorMeta> ValidateAllgather(const std::string& name, const TensorView& input,
                                        const Allocator& allocate) {
   return ValidateRows(OpType::kAllgather, name, input, allocate);

@@ -15,13 +15,6 @@ namespace kolo {
 StatusOr<TensorMeta> ValidateAllreduce(const std::string& name, const TensorView& input,
                                        const TensorView& output, const AllreduceOptions& options);
 
-// Checks a grouped allreduce: each tensor as an allreduce, the same dtype and device for
-// all, distinct names; returns their metadata, tagged with the group.
-StatusOr<std::vector<TensorMeta>> ValidateGroupedAllreduce(const std::vector<std::string>& names,
-                                                           const std::vector<TensorView>& inputs,
-                                                           const std::vector<TensorView>& outputs,
-                                                           const AllreduceOptions& options);
-
 // Checks an allgather of `input` (at least one dimension) whose output `allocate` provides.
 StatusOr<TensorMeta> ValidateAllgather(const std::string& name, const TensorView& input,
                                        const Allocator& allocate);

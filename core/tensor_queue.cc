@@ -29,7 +29,7 @@ Status TensorQueue::EnqueueGroup(std::vector<std::unique_ptr<TensorEntry>>& entr
     for (const auto& entry : entries) {
       const std::string& name = entry->meta.name;
       if (table_.count(name) != 0 || seen[name]++ != 0) {
-        return InvalidArgument("a grouped allreduce names '" + name +
+        return InvalidArgument("a grouped " + OpTypeName(entry->meta.op) + " names '" + name +
                                "', which is already in flight on this rank or twice in the "
                                "group");
       }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kolo/kolo.h"
+#include "runtime/handle_state.h"
 
 namespace {
 
@@ -35,7 +36,16 @@ kolo::TensorView Shaped(const void* data, const int64_t* shape, int ndim, int dt
   return view;
 }
 
+kolo::internal::HandleState* StateOf(const kolo_handle* handle) {
+  return reinterpret_cast<kolo::internal::HandleState*>(const_cast<kolo_handle*>(handle));
+}
+
 kolo::Callback Done(kolo_done_fn done, void* user) {
+  // A handle's completion holds a reference of its own, so that the handle may be freed
+  // before the op completes, or after its enqueue failed (the callback is then dropped).
+  if (done == kolo_handle_done && user != nullptr) {
+    return kolo::internal::HandleAccess::CompletionOf(StateOf(static_cast<kolo_handle*>(user)));
+  }
   return [done, user](const kolo::Status& s) {
     done(static_cast<int>(s.code()), s.message().c_str(), user);
   };
@@ -271,6 +281,85 @@ int kolo_grouped_allreduce(int count, const char* const* names, const void* cons
     }
     return Report(kolo::grouped_allreduce(name_list, in, out, Reduce(reduce_op)));
   });
+}
+
+int kolo_grouped_allgather(int count, const char* const* names, const void* const* inputs,
+                           const int64_t* const* shapes, const int* ndims, const int* dtypes,
+                           kolo_alloc_fn alloc, void* const* alloc_users) {
+  return Guarded("kolo_grouped_allgather", [&] {
+    if (count <= 0 || names == nullptr || inputs == nullptr || shapes == nullptr ||
+        ndims == nullptr || dtypes == nullptr || alloc == nullptr) {
+      return Missing("kolo_grouped_allgather");
+    }
+    std::vector<std::string> name_list;
+    std::vector<kolo::TensorView> in;
+    std::vector<kolo::Allocator> allocators;
+    for (int i = 0; i < count; ++i) {
+      if (names[i] == nullptr) return Missing("kolo_grouped_allgather");
+      name_list.emplace_back(names[i]);
+      in.push_back(Shaped(inputs[i], shapes[i], ndims[i], dtypes[i]));
+      allocators.push_back(Alloc(alloc, alloc_users == nullptr ? nullptr : alloc_users[i]));
+    }
+    return Report(kolo::grouped_allgather(name_list, in, std::move(allocators)));
+  });
+}
+
+int kolo_grouped_reducescatter(int count, const char* const* names, const void* const* inputs,
+                               const int64_t* rows, const int64_t* row_elements,
+                               void* const* outputs, const int* dtypes, int reduce_op) {
+  return Guarded("kolo_grouped_reducescatter", [&] {
+    if (count <= 0 || names == nullptr || inputs == nullptr || rows == nullptr ||
+        row_elements == nullptr || outputs == nullptr || dtypes == nullptr) {
+      return Missing("kolo_grouped_reducescatter");
+    }
+    std::vector<std::string> name_list;
+    std::vector<kolo::TensorView> in, out;
+    for (int i = 0; i < count; ++i) {
+      if (names[i] == nullptr) return Missing("kolo_grouped_reducescatter");
+      name_list.emplace_back(names[i]);
+      const int64_t in_shape[2] = {rows[i], row_elements[i]};
+      const std::vector<int64_t> part =
+          kolo::ReducescatterShape({rows[i], row_elements[i]}, kolo::rank(), kolo::size());
+      in.push_back(Shaped(inputs[i], in_shape, 2, dtypes[i]));
+      out.push_back(Shaped(outputs[i], part.data(), 2, dtypes[i]));
+    }
+    return Report(kolo::grouped_reducescatter(name_list, in, out, Reduce(reduce_op)));
+  });
+}
+
+kolo_handle* kolo_handle_new(void) {
+  try {
+    return reinterpret_cast<kolo_handle*>(kolo::internal::HandleAccess::New());
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void kolo_handle_done(int status, const char* message, void* handle) {
+  if (handle == nullptr) return;
+  try {
+    StateOf(static_cast<kolo_handle*>(handle))
+        ->Complete(kolo::Status(static_cast<kolo::StatusCode>(status), message ? message : ""));
+  } catch (...) {
+    StateOf(static_cast<kolo_handle*>(handle))
+        ->Complete(kolo::Status(static_cast<kolo::StatusCode>(status), ""));
+  }
+}
+
+int kolo_poll(const kolo_handle* handle) {
+  return handle == nullptr || StateOf(handle)->done() ? 1 : 0;
+}
+
+int kolo_synchronize(kolo_handle* handle, double timeout_seconds) {
+  return Guarded("kolo_synchronize", [&] {
+    if (handle == nullptr) return Missing("kolo_synchronize");
+    const kolo::Handle h = kolo::internal::HandleAccess::Of(StateOf(handle));
+    return Report(timeout_seconds < 0 ? h.Synchronize() : h.Synchronize(timeout_seconds));
+  });
+}
+
+void kolo_handle_free(kolo_handle* handle) {
+  if (handle != nullptr) StateOf(handle)->Unref();
 }
 
 int kolo_join(int* last_rank) {

@@ -11,6 +11,7 @@
 #include "core/loop/background_loop.h"
 #include "core/mutex.h"
 #include "kolo/kolo.h"
+#include "runtime/handle_state.h"
 #include "runtime/raw_data_plane.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/version_check.h"
@@ -166,6 +167,37 @@ Status grouped_allreduce(const std::vector<std::string>& names,
       [&](Runtime& rt) { return rt.GroupedAllreduce(names, inputs, outputs, options); });
 }
 
+Status grouped_allgather_async(const std::vector<std::string>& names,
+                               const std::vector<TensorView>& inputs,
+                               std::vector<Allocator> allocators, Callback callback) {
+  return OnDefault([&](Runtime& rt) {
+    return rt.GroupedAllgatherAsync(names, inputs, std::move(allocators), std::move(callback));
+  });
+}
+
+Status grouped_allgather(const std::vector<std::string>& names,
+                         const std::vector<TensorView>& inputs, std::vector<Allocator> allocators) {
+  return OnDefault(
+      [&](Runtime& rt) { return rt.GroupedAllgather(names, inputs, std::move(allocators)); });
+}
+
+Status grouped_reducescatter_async(const std::vector<std::string>& names,
+                                   const std::vector<TensorView>& inputs,
+                                   const std::vector<TensorView>& outputs,
+                                   const AllreduceOptions& options, Callback callback) {
+  return OnDefault([&](Runtime& rt) {
+    return rt.GroupedReducescatterAsync(names, inputs, outputs, options, std::move(callback));
+  });
+}
+
+Status grouped_reducescatter(const std::vector<std::string>& names,
+                             const std::vector<TensorView>& inputs,
+                             const std::vector<TensorView>& outputs,
+                             const AllreduceOptions& options) {
+  return OnDefault(
+      [&](Runtime& rt) { return rt.GroupedReducescatter(names, inputs, outputs, options); });
+}
+
 Status alltoall_async(const std::string& name, const TensorView& input,
                       const std::vector<int64_t>& splits, Allocator allocate,
                       std::vector<int64_t>* received_splits, Callback callback) {
@@ -232,6 +264,83 @@ Status barrier_async(Callback callback) {
 
 Status barrier() {
   return OnDefault([&](Runtime& rt) { return rt.Barrier(); });
+}
+
+StatusOr<Handle> allreduce_async(const std::string& name, const TensorView& input,
+                                 const TensorView& output, const AllreduceOptions& options) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return allreduce_async(name, input, output, options, std::move(done));
+  });
+}
+
+StatusOr<Handle> allgather_async(const std::string& name, const TensorView& input,
+                                 Allocator allocate) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return allgather_async(name, input, std::move(allocate), std::move(done));
+  });
+}
+
+StatusOr<Handle> grouped_allreduce_async(const std::vector<std::string>& names,
+                                         const std::vector<TensorView>& inputs,
+                                         const std::vector<TensorView>& outputs,
+                                         const AllreduceOptions& options) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return grouped_allreduce_async(names, inputs, outputs, options, std::move(done));
+  });
+}
+
+StatusOr<Handle> grouped_allgather_async(const std::vector<std::string>& names,
+                                         const std::vector<TensorView>& inputs,
+                                         std::vector<Allocator> allocators) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return grouped_allgather_async(names, inputs, std::move(allocators), std::move(done));
+  });
+}
+
+StatusOr<Handle> grouped_reducescatter_async(const std::vector<std::string>& names,
+                                             const std::vector<TensorView>& inputs,
+                                             const std::vector<TensorView>& outputs,
+                                             const AllreduceOptions& options) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return grouped_reducescatter_async(names, inputs, outputs, options, std::move(done));
+  });
+}
+
+StatusOr<Handle> alltoall_async(const std::string& name, const TensorView& input,
+                                const std::vector<int64_t>& splits, Allocator allocate,
+                                std::vector<int64_t>* received_splits) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return alltoall_async(name, input, splits, std::move(allocate), received_splits,
+                          std::move(done));
+  });
+}
+
+StatusOr<Handle> reducescatter_async(const std::string& name, const TensorView& input,
+                                     const TensorView& output, const AllreduceOptions& options) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return reducescatter_async(name, input, output, options, std::move(done));
+  });
+}
+
+StatusOr<Handle> broadcast_async(const std::string& name, const TensorView& tensor, int root) {
+  return internal::HandleAccess::Submit(
+      [&](Callback done) { return broadcast_async(name, tensor, root, std::move(done)); });
+}
+
+StatusOr<Handle> broadcast_async(const std::string& name, const TensorView& input,
+                                 const TensorView& output, int root) {
+  return internal::HandleAccess::Submit(
+      [&](Callback done) { return broadcast_async(name, input, output, root, std::move(done)); });
+}
+
+StatusOr<Handle> join_async(int* last_rank) {
+  return internal::HandleAccess::Submit(
+      [&](Callback done) { return join_async(last_rank, std::move(done)); });
+}
+
+StatusOr<Handle> barrier_async() {
+  return internal::HandleAccess::Submit(
+      [&](Callback done) { return barrier_async(std::move(done)); });
 }
 
 Status start_timeline(const std::string& path) {

@@ -1,9 +1,11 @@
 // kolo::Runtime: the public face of one rank's RuntimeImpl.
 
+#include "core/group_validation.h"
 #include "core/loop/background_loop.h"
 #include "core/mutex.h"
 #include "core/op_validation.h"
 #include "kolo/kolo.h"
+#include "runtime/handle_state.h"
 #include "runtime/runtime_impl.h"
 
 namespace kolo {
@@ -97,6 +99,44 @@ Status Runtime::GroupedAllreduce(const std::vector<std::string>& names,
   });
 }
 
+Status Runtime::GroupedAllgatherAsync(const std::vector<std::string>& names,
+                                      const std::vector<TensorView>& inputs,
+                                      std::vector<Allocator> allocators, Callback callback) {
+  KOLO_ASSIGN_OR_RETURN(std::vector<TensorMeta> metas,
+                        ValidateGroupedAllgather(names, inputs, allocators));
+  std::vector<TensorView> outputs = inputs;  // filled in once negotiation decided them
+  for (TensorView& output : outputs) output.data = nullptr;
+  return impl_->EnqueueGroup(std::move(metas), inputs, outputs, std::move(callback),
+                             std::move(allocators));
+}
+
+Status Runtime::GroupedAllgather(const std::vector<std::string>& names,
+                                 const std::vector<TensorView>& inputs,
+                                 std::vector<Allocator> allocators) {
+  return Blocking("grouped allgather", [&](Callback done) {
+    return GroupedAllgatherAsync(names, inputs, std::move(allocators), std::move(done));
+  });
+}
+
+Status Runtime::GroupedReducescatterAsync(const std::vector<std::string>& names,
+                                          const std::vector<TensorView>& inputs,
+                                          const std::vector<TensorView>& outputs,
+                                          const AllreduceOptions& options, Callback callback) {
+  KOLO_ASSIGN_OR_RETURN(
+      std::vector<TensorMeta> metas,
+      ValidateGroupedReducescatter(names, inputs, outputs, options, rank(), size()));
+  return impl_->EnqueueGroup(std::move(metas), inputs, outputs, std::move(callback));
+}
+
+Status Runtime::GroupedReducescatter(const std::vector<std::string>& names,
+                                     const std::vector<TensorView>& inputs,
+                                     const std::vector<TensorView>& outputs,
+                                     const AllreduceOptions& options) {
+  return Blocking("grouped reducescatter", [&](Callback done) {
+    return GroupedReducescatterAsync(names, inputs, outputs, options, std::move(done));
+  });
+}
+
 Status Runtime::AlltoallAsync(const std::string& name, const TensorView& input,
                               const std::vector<int64_t>& splits, Allocator allocate,
                               std::vector<int64_t>* received_splits, Callback callback) {
@@ -179,6 +219,85 @@ Status Runtime::BarrierAsync(Callback callback) {
 
 Status Runtime::Barrier() {
   return Blocking("barrier", [&](Callback done) { return BarrierAsync(std::move(done)); });
+}
+
+StatusOr<Handle> Runtime::AllreduceAsync(const std::string& name, const TensorView& input,
+                                         const TensorView& output,
+                                         const AllreduceOptions& options) {
+  return internal::HandleAccess::Submit(
+      [&](Callback done) { return AllreduceAsync(name, input, output, options, std::move(done)); });
+}
+
+StatusOr<Handle> Runtime::AllgatherAsync(const std::string& name, const TensorView& input,
+                                         Allocator allocate) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return AllgatherAsync(name, input, std::move(allocate), std::move(done));
+  });
+}
+
+StatusOr<Handle> Runtime::GroupedAllreduceAsync(const std::vector<std::string>& names,
+                                                const std::vector<TensorView>& inputs,
+                                                const std::vector<TensorView>& outputs,
+                                                const AllreduceOptions& options) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return GroupedAllreduceAsync(names, inputs, outputs, options, std::move(done));
+  });
+}
+
+StatusOr<Handle> Runtime::GroupedAllgatherAsync(const std::vector<std::string>& names,
+                                                const std::vector<TensorView>& inputs,
+                                                std::vector<Allocator> allocators) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return GroupedAllgatherAsync(names, inputs, std::move(allocators), std::move(done));
+  });
+}
+
+StatusOr<Handle> Runtime::GroupedReducescatterAsync(const std::vector<std::string>& names,
+                                                    const std::vector<TensorView>& inputs,
+                                                    const std::vector<TensorView>& outputs,
+                                                    const AllreduceOptions& options) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return GroupedReducescatterAsync(names, inputs, outputs, options, std::move(done));
+  });
+}
+
+StatusOr<Handle> Runtime::AlltoallAsync(const std::string& name, const TensorView& input,
+                                        const std::vector<int64_t>& splits, Allocator allocate,
+                                        std::vector<int64_t>* received_splits) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return AlltoallAsync(name, input, splits, std::move(allocate), received_splits,
+                         std::move(done));
+  });
+}
+
+StatusOr<Handle> Runtime::ReducescatterAsync(const std::string& name, const TensorView& input,
+                                             const TensorView& output,
+                                             const AllreduceOptions& options) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return ReducescatterAsync(name, input, output, options, std::move(done));
+  });
+}
+
+StatusOr<Handle> Runtime::BroadcastAsync(const std::string& name, const TensorView& tensor,
+                                         int root) {
+  return internal::HandleAccess::Submit(
+      [&](Callback done) { return BroadcastAsync(name, tensor, root, std::move(done)); });
+}
+
+StatusOr<Handle> Runtime::BroadcastAsync(const std::string& name, const TensorView& input,
+                                         const TensorView& output, int root) {
+  return internal::HandleAccess::Submit(
+      [&](Callback done) { return BroadcastAsync(name, input, output, root, std::move(done)); });
+}
+
+StatusOr<Handle> Runtime::JoinAsync(int* last_rank) {
+  return internal::HandleAccess::Submit(
+      [&](Callback done) { return JoinAsync(last_rank, std::move(done)); });
+}
+
+StatusOr<Handle> Runtime::BarrierAsync() {
+  return internal::HandleAccess::Submit(
+      [&](Callback done) { return BarrierAsync(std::move(done)); });
 }
 
 Status Runtime::Blocking(const std::string& what, const std::function<Status(Callback)>& enqueue) {

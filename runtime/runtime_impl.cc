@@ -325,7 +325,8 @@ Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const Tens
 
 Status RuntimeImpl::EnqueueGroup(std::vector<TensorMeta> metas,
                                  const std::vector<TensorView>& inputs,
-                                 const std::vector<TensorView>& outputs, Callback callback) {
+                                 const std::vector<TensorView>& outputs, Callback callback,
+                                 std::vector<Allocator> allocators) {
   // One user callback for the group: it runs once the last member completed, with the first
   // failure if any member failed.
   struct Group {
@@ -348,6 +349,7 @@ Status RuntimeImpl::EnqueueGroup(std::vector<TensorMeta> metas,
     entry->meta = std::move(metas[i]);
     entry->input = inputs[i];
     entry->output = outputs[i];
+    if (!allocators.empty()) entry->allocate = std::move(allocators[i]);
     entry->enqueued_at = now;
     entry->callback = [group](const Status& s) {
       Status result;

@@ -52,9 +52,11 @@ class RuntimeImpl {
   ~RuntimeImpl();
 
   Status Shutdown();
-  // Queues validated allreduces as one group (one batch, one response, one callback).
+  // Queues validated ops as one group (one batch, one response per dtype, one callback).
+  // `allocators`: empty, or one per member (allgather).
   Status EnqueueGroup(std::vector<TensorMeta> metas, const std::vector<TensorView>& inputs,
-                      const std::vector<TensorView>& outputs, Callback callback);
+                      const std::vector<TensorView>& outputs, Callback callback,
+                      std::vector<Allocator> allocators = {});
   // `mark_cycles`: rank 0's controller records a CYCLE per planned batch from now on.
   Status StartTimeline(const std::string& path, bool mark_cycles);
   // runtime/raw_data_plane.h: an allreduce response run by the executor directly.

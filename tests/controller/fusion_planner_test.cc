@@ -194,5 +194,34 @@ TEST_CASE("Fusion sizes count bytes, not elements", "[controller][fusion]") {
   CHECK(Groups(PlanResponses({halfs, halfs2}, 32, &seq)) == Groups_t{{"h1", "h2"}});
 }
 
+TEST_CASE("A group is one response per dtype whatever the threshold; the rest as before",
+          "[controller][fusion]") {
+  uint64_t seq = 1;
+  auto member = [](const std::string& name, DataType dtype, int64_t elements) {
+    ReadyTensor t = Ok(name, elements);
+    t.meta.dtype = dtype;
+    t.meta.group = "g1,g2,g3,g4";
+    t.meta.group_size = 4;
+    return t;
+  };
+  std::vector<ReadyTensor> ready = {Ok("before", 1),
+                                    member("g1", DataType::kFloat32, 100),
+                                    member("g2", DataType::kFloat64, 100),
+                                    member("g3", DataType::kFloat32, 100),
+                                    member("g4", DataType::kInt8, 1),
+                                    Ok("after", 1)};
+  std::vector<Response> responses = PlanResponses(ready, 0, &seq);
+  REQUIRE(Groups(responses) == Groups_t{{"before"}, {"g1", "g3"}, {"g2"}, {"g4"}, {"after"}});
+  CHECK(responses[1].dtype == DataType::kFloat32);
+  CHECK(responses[2].dtype == DataType::kFloat64);
+  CHECK(responses[3].dtype == DataType::kInt8);
+  CHECK(responses[4].seq == 5);
+  SECTION("one dtype: one response") {
+    for (ReadyTensor& t : ready) t.meta.dtype = DataType::kFloat32;
+    CHECK(Groups(PlanResponses(ready, 0, &seq)) ==
+          Groups_t{{"before"}, {"g1", "g2", "g3", "g4"}, {"after"}});
+  }
+}
+
 }  // namespace
 }  // namespace kolo::controller

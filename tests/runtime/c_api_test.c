@@ -1,8 +1,9 @@
 /* The C API from a C program (built as C99 with -pedantic -Werror): the version check of init,
  * allreduce (blocking and async; int16 and bool too), broadcast (in and out of place), barrier,
- * allgather, alltoall, reducescatter, grouped allreduce, the timeline, join, argument errors,
- * shutdown. Run alone (one rank) and under kolorun (several); exits non-zero with a message on
- * the first thing that is wrong. */
+ * allgather, alltoall, reducescatter, grouped allreduce, allgather and reducescatter, handles,
+ * the timeline,
+ * join, argument errors, shutdown. Run alone (one rank) and under kolorun (several); exits non-zero
+ * with a message on the first thing that is wrong. */
 #define _POSIX_C_SOURCE 200809L /* getpid */
 #include <kolo/c_api.h>
 #include <stdio.h>
@@ -88,6 +89,103 @@ static int check_out_of_place_broadcast(int rank, int size) {
 }
 
 /* Horovod's start_timeline(path, mark_cycles); the same path twice is fine. */
+/* A member's output of the grouped allgather: `user` is its buffer of 20 elements. */
+static void* into_user(const int64_t* shape, int ndim, void* user) {
+  return ndim == 2 && shape[0] <= 10 ? user : NULL;
+}
+
+/* A grouped allgather of two tensors of rank + 1 rows of 2, and a grouped reducescatter of two
+ * int32 tensors of 5 and 3 rows of 1 (rank 0 receives row 0 of each, whatever the size <= 4). */
+static int check_grouped_gather_scatter(int rank, int size) {
+  float a[8], a_out[20];
+  double b[8], b_out[20];
+  int32_t x[5] = {1, 2, 3, 4, 5}, y[3] = {10, 20, 30}, x_part[5], y_part[3];
+  const char* names[2] = {"c/ga", "c/gb"};
+  const void* inputs[2];
+  int64_t shape[2];
+  const int64_t* shapes[2];
+  const int ndims[2] = {2, 2};
+  const int dtypes[2] = {KOLO_FLOAT32, KOLO_FLOAT64}; /* a mixed group: a transfer each */
+  void* users[2];
+  const char* scatter_names[2] = {"c/sx", "c/sy"};
+  const void* scatter_inputs[2];
+  void* parts[2];
+  const int64_t rows[2] = {5, 3}, row_elements[2] = {1, 1};
+  const int int_dtypes[2] = {KOLO_INT32, KOLO_INT32};
+  int i, r, k;
+  inputs[0] = a;
+  inputs[1] = b;
+  shape[0] = rank + 1;
+  shape[1] = 2;
+  shapes[0] = shape;
+  shapes[1] = shape;
+  users[0] = a_out;
+  users[1] = b_out;
+  scatter_inputs[0] = x;
+  scatter_inputs[1] = y;
+  parts[0] = x_part;
+  parts[1] = y_part;
+  for (i = 0; i < 2 * (rank + 1); ++i) {
+    a[i] = (float)(rank * 10 + i);
+    b[i] = (double)(100 + rank * 10 + i);
+  }
+  if (kolo_grouped_allgather(2, names, inputs, shapes, ndims, dtypes, into_user, users) !=
+      KOLO_OK) {
+    return fail("grouped allgather");
+  }
+  k = 0;
+  for (r = 0; r < size; ++r) {
+    for (i = 0; i < 2 * (r + 1); ++i, ++k) {
+      if (a_out[k] != (float)(r * 10 + i) || b_out[k] != (double)(100 + r * 10 + i)) {
+        return fail("grouped allgather data");
+      }
+    }
+  }
+  if (kolo_grouped_reducescatter(2, scatter_names, scatter_inputs, rows, row_elements, parts,
+                                 int_dtypes, KOLO_SUM) != KOLO_OK) {
+    return fail("grouped reducescatter");
+  }
+  if (rank == 0 && (x_part[0] != size || y_part[0] != 10 * size)) {
+    return fail("grouped reducescatter data");
+  }
+  return 0;
+}
+
+/* Handles: an allreduce waited with kolo_synchronize, one polled until done, one freed before
+ * it completes, and one whose enqueue fails (its handle freed, nothing left behind). */
+static int check_handles(int size) {
+  int32_t x[3] = {1, 2, 3}, y[2] = {5, 5}, z[1] = {1};
+  kolo_handle* waited = kolo_handle_new();
+  kolo_handle* polled = kolo_handle_new();
+  kolo_handle* dropped = kolo_handle_new();
+  kolo_handle* refused = kolo_handle_new();
+  int spins = 0;
+  if (!waited || !polled || !dropped || !refused) return fail("kolo_handle_new");
+  if (kolo_allreduce_async("c/hx", x, x, 3, KOLO_INT32, KOLO_SUM, kolo_handle_done, waited) !=
+          KOLO_OK ||
+      kolo_allreduce_async("c/hy", y, y, 2, KOLO_INT32, KOLO_SUM, kolo_handle_done, polled) !=
+          KOLO_OK ||
+      kolo_allreduce_async("c/hz", z, z, 1, KOLO_INT32, KOLO_SUM, kolo_handle_done, dropped) !=
+          KOLO_OK) {
+    return fail("allreduce with a handle");
+  }
+  kolo_handle_free(dropped);
+  if (kolo_allreduce_async("c/hbad", x, x, -1, KOLO_INT32, KOLO_SUM, kolo_handle_done, refused) ==
+      KOLO_OK) {
+    return fail("an allreduce of -1 elements was queued");
+  }
+  kolo_handle_free(refused);
+  if (kolo_synchronize(waited, -1) != KOLO_OK || x[2] != 3 * size) return fail("synchronize");
+  if (kolo_poll(waited) != 1) return fail("poll after synchronize");
+  while (kolo_poll(polled) == 0) {
+    if (++spins > 100000000) return fail("poll never completed");
+  }
+  if (kolo_synchronize(polled, 0) != KOLO_OK || y[1] != 5 * size) return fail("polled data");
+  kolo_handle_free(waited);
+  kolo_handle_free(polled);
+  return kolo_barrier() == KOLO_OK ? 0 : fail("barrier after handles");
+}
+
 static int check_timeline(void) {
   char path[64], file[80];
   snprintf(path, sizeof path, "/tmp/kolo_c_api_%ld.json", (long)getpid());
@@ -172,6 +270,8 @@ int main(void) {
   if (g1[2] != size || g2[1] != 2 * size) return fail("grouped allreduce data");
 
   if (check_new_dtypes(rank, size) != 0) return 1;
+  if (check_grouped_gather_scatter(rank, size) != 0) return 1;
+  if (check_handles(size) != 0) return 1;
   if (check_out_of_place_broadcast(rank, size) != 0) return 1;
   if (check_timeline() != 0) return 1;
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <memory>
 #include <sstream>
 
 #include "core/op_validation.h"
@@ -192,6 +193,38 @@ std::string RunEveryOp(Runtime& rt, SimDevice* device) {
     StatusOr<std::vector<uint8_t>> got = FromDevice(*device, out, expected.size());
     if (!got.ok()) return Fail("ag download", got.status());
     if (*got != expected) return "ag: wrong data";
+  }
+  // A grouped allgather of rank + 1 and 2 rows of 2: fused on the device, one output each.
+  {
+    const std::vector<int64_t> rows = {rank + 1, 2};
+    std::vector<std::unique_ptr<DeviceTensor>> ins;
+    std::vector<TensorView> views;
+    DeviceOutputs outputs(device);
+    std::vector<void*> outs(2, nullptr);
+    std::vector<std::vector<int64_t>> shapes(2);
+    std::vector<Allocator> allocators;
+    for (int t = 0; t < 2; ++t) {
+      ins.push_back(std::make_unique<DeviceTensor>(
+          device,
+          kolo::testing::MakeInput(DataType::kInt32, rows[t] * 2, rank + 10 * t, ReduceOp::kSum),
+          DataType::kInt32, std::vector<int64_t>{rows[t], 2}));
+      views.push_back(ins.back()->view());
+      allocators.push_back(outputs.For(DataType::kInt32, &outs[t], &shapes[t]));
+    }
+    if (Status s = rt.GroupedAllgather({"gag/a", "gag/b"}, views, allocators); !s.ok()) {
+      return Fail("grouped allgather", s);
+    }
+    for (int t = 0; t < 2; ++t) {
+      std::vector<uint8_t> expected;
+      for (int r = 0; r < n; ++r) {
+        auto part = kolo::testing::MakeInput(DataType::kInt32, (t == 0 ? r + 1 : 2) * 2, r + 10 * t,
+                                             ReduceOp::kSum);
+        expected.insert(expected.end(), part.begin(), part.end());
+      }
+      StatusOr<std::vector<uint8_t>> got = FromDevice(*device, outs[t], expected.size());
+      if (!got.ok()) return Fail("grouped allgather download", got.status());
+      if (*got != expected) return "grouped allgather: wrong data in member " + std::to_string(t);
+    }
   }
   // Reducescatter of 2n + 1 rows of 2: rank r keeps its SplitRows part of the sum.
   {

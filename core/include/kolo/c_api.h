@@ -125,6 +125,33 @@ int kolo_grouped_allreduce(int count, const char* const* names, const void* cons
                            void* const* outputs, const int64_t* element_counts, int dtype,
                            int reduce_op);
 
+/* `count` allgathers, always one fused transfer: member i has shape shapes[i][0..ndims[i])
+ * and dtype dtypes[i]; `alloc` provides each member's output, called with alloc_users[i]
+ * (alloc_users may be NULL: every call gets NULL). */
+int kolo_grouped_allgather(int count, const char* const* names, const void* const* inputs,
+                           const int64_t* const* shapes, const int* ndims, const int* dtypes,
+                           kolo_alloc_fn alloc, void* const* alloc_users);
+
+/* `count` reducescatters, always one fused transfer: member i is rows[i] rows of
+ * row_elements[i] of dtype dtypes[i]; outputs[i] receives this rank's rows of it. */
+int kolo_grouped_reducescatter(int count, const char* const* names, const void* const* inputs,
+                               const int64_t* rows, const int64_t* row_elements,
+                               void* const* outputs, const int* dtypes, int reduce_op);
+
+/* Handles, instead of a completion of your own (Horovod's poll and synchronize): pass
+ * kolo_handle_done as `done` and a handle from kolo_handle_new() as `user` to any *_async
+ * function; then kolo_poll() (1: completed, 0: not yet; never blocks) and
+ * kolo_synchronize() (waits, at most `timeout_seconds` when >= 0, and returns the op's
+ * status; KOLO_DEADLINE_EXCEEDED while it is still running; KOLO_FAILED_PRECONDITION from a
+ * completion). kolo_handle_free() may be called at any time, also before the op completed or
+ * when its enqueue failed; nothing stays behind. One handle serves one op. Thread-safe. */
+typedef struct kolo_handle kolo_handle;
+kolo_handle* kolo_handle_new(void); /* NULL when out of memory */
+void kolo_handle_done(int status, const char* message, void* handle);
+int kolo_poll(const kolo_handle* handle);
+int kolo_synchronize(kolo_handle* handle, double timeout_seconds);
+void kolo_handle_free(kolo_handle* handle);
+
 /* Horovod's start_timeline(path, mark_cycles): this rank writes `path` with ".rank<r>" before
  * the extension; `mark_cycles` (0 or 1) adds a CYCLE instant per planned batch. Starting it
  * again with the same path is OK; another path fails until kolo_stop_timeline(). */

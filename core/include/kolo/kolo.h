@@ -9,6 +9,9 @@
 // calls (Allreduce, Shutdown, init, shutdown) fail with kFailedPrecondition when called from a
 // callback.
 //
+// Instead of a callback, the *_async forms without one return a Handle to poll or wait on
+// (kolo/handle.h).
+//
 // Callback contract: if an *_async call returns an error, the callback never runs. If it
 // returns OK, the callback runs exactly once, on kolo's background thread, never under a kolo
 // lock; it may enqueue further ops (async forms only). It receives OK when the result is in
@@ -20,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "kolo/handle.h"
 #include "kolo/options.h"
 #include "kolo/status.h"
 #include "kolo/types.h"
@@ -99,8 +103,9 @@ class Runtime {
   Status Allgather(const std::string& name, const TensorView& input, Allocator allocate);
 
   // Allreduces several tensors as one: they are submitted together and always travel in one
-  // fused transfer, whatever KOLO_FUSION_THRESHOLD says. All must have the same dtype and
-  // device; names must be distinct; `inputs` and `outputs` pair up. `callback` runs once,
+  // fused transfer per dtype, whatever KOLO_FUSION_THRESHOLD says (members of different
+  // dtypes are fine, as in Horovod). All must be on one device; names must be distinct;
+  // `inputs` and `outputs` pair up. `callback` runs once,
   // after every tensor completed, with the first failure if any.
   Status GroupedAllreduceAsync(const std::vector<std::string>& names,
                                const std::vector<TensorView>& inputs,
@@ -110,6 +115,27 @@ class Runtime {
                           const std::vector<TensorView>& inputs,
                           const std::vector<TensorView>& outputs,
                           const AllreduceOptions& options = {});
+
+  // Allgathers several tensors as one, as GroupedAllreduce does: each member as AllgatherAsync
+  // with its own allocator (`allocators[i]` provides member i's output), one device for all;
+  // always one fused transfer per dtype, one callback.
+  Status GroupedAllgatherAsync(const std::vector<std::string>& names,
+                               const std::vector<TensorView>& inputs,
+                               std::vector<Allocator> allocators, Callback callback);
+  Status GroupedAllgather(const std::vector<std::string>& names,
+                          const std::vector<TensorView>& inputs, std::vector<Allocator> allocators);
+
+  // Reducescatters several tensors as one, as GroupedAllreduce does: each member as
+  // ReducescatterAsync (`outputs[i]` holds this rank's part of `inputs[i]`), one device for
+  // all; always one fused transfer per dtype, one callback.
+  Status GroupedReducescatterAsync(const std::vector<std::string>& names,
+                                   const std::vector<TensorView>& inputs,
+                                   const std::vector<TensorView>& outputs,
+                                   const AllreduceOptions& options, Callback callback);
+  Status GroupedReducescatter(const std::vector<std::string>& names,
+                              const std::vector<TensorView>& inputs,
+                              const std::vector<TensorView>& outputs,
+                              const AllreduceOptions& options = {});
 
   // Sends rows of `input` (dimension 0) to every rank: splits[d] rows to rank d, in order
   // (empty splits: rows / size each, which must divide). Receives the rows every rank sends
@@ -162,6 +188,37 @@ class Runtime {
   // Completes once every rank has called it. One barrier may be in flight per rank.
   Status BarrierAsync(Callback callback);
   Status Barrier();
+
+  // The async forms without a callback: each returns a Handle (kolo/handle.h) to poll() or
+  // synchronize() instead, or the enqueue error (then no op was queued). Waiting on a handle
+  // from a callback fails with kFailedPrecondition. No allocation beyond the op's own once
+  // kolo's small pool of handle states is warm.
+  StatusOr<Handle> AllreduceAsync(const std::string& name, const TensorView& input,
+                                  const TensorView& output, const AllreduceOptions& options = {});
+  StatusOr<Handle> AllgatherAsync(const std::string& name, const TensorView& input,
+                                  Allocator allocate);
+  StatusOr<Handle> GroupedAllreduceAsync(const std::vector<std::string>& names,
+                                         const std::vector<TensorView>& inputs,
+                                         const std::vector<TensorView>& outputs,
+                                         const AllreduceOptions& options = {});
+  StatusOr<Handle> GroupedAllgatherAsync(const std::vector<std::string>& names,
+                                         const std::vector<TensorView>& inputs,
+                                         std::vector<Allocator> allocators);
+  StatusOr<Handle> GroupedReducescatterAsync(const std::vector<std::string>& names,
+                                             const std::vector<TensorView>& inputs,
+                                             const std::vector<TensorView>& outputs,
+                                             const AllreduceOptions& options = {});
+  StatusOr<Handle> AlltoallAsync(const std::string& name, const TensorView& input,
+                                 const std::vector<int64_t>& splits, Allocator allocate,
+                                 std::vector<int64_t>* received_splits = nullptr);
+  StatusOr<Handle> ReducescatterAsync(const std::string& name, const TensorView& input,
+                                      const TensorView& output,
+                                      const AllreduceOptions& options = {});
+  StatusOr<Handle> BroadcastAsync(const std::string& name, const TensorView& tensor, int root);
+  StatusOr<Handle> BroadcastAsync(const std::string& name, const TensorView& input,
+                                  const TensorView& output, int root);
+  StatusOr<Handle> JoinAsync(int* last_rank);
+  StatusOr<Handle> BarrierAsync();
 
   // Starts writing this rank's timeline to `path` with ".rank<r>" inserted before the
   // extension (docs/TIMELINE.md); KOLO_TIMELINE does the same at init. Ops already in flight
@@ -231,6 +288,19 @@ Status grouped_allreduce(const std::vector<std::string>& names,
                          const std::vector<TensorView>& inputs,
                          const std::vector<TensorView>& outputs,
                          const AllreduceOptions& options = {});
+Status grouped_allgather_async(const std::vector<std::string>& names,
+                               const std::vector<TensorView>& inputs,
+                               std::vector<Allocator> allocators, Callback callback);
+Status grouped_allgather(const std::vector<std::string>& names,
+                         const std::vector<TensorView>& inputs, std::vector<Allocator> allocators);
+Status grouped_reducescatter_async(const std::vector<std::string>& names,
+                                   const std::vector<TensorView>& inputs,
+                                   const std::vector<TensorView>& outputs,
+                                   const AllreduceOptions& options, Callback callback);
+Status grouped_reducescatter(const std::vector<std::string>& names,
+                             const std::vector<TensorView>& inputs,
+                             const std::vector<TensorView>& outputs,
+                             const AllreduceOptions& options = {});
 Status alltoall_async(const std::string& name, const TensorView& input,
                       const std::vector<int64_t>& splits, Allocator allocate,
                       std::vector<int64_t>* received_splits, Callback callback);
@@ -256,6 +326,36 @@ Status join_async(int* last_rank, Callback callback);
 StatusOr<int> join();
 Status barrier_async(Callback callback);
 Status barrier();
+
+// The default runtime's async forms returning a Handle (see Runtime): Horovod's
+//   kolo::StatusOr<kolo::Handle> h = kolo::allreduce_async("grad", in, out);
+//   ... kolo::poll(*h) ... kolo::synchronize(*h);
+StatusOr<Handle> allreduce_async(const std::string& name, const TensorView& input,
+                                 const TensorView& output, const AllreduceOptions& options = {});
+StatusOr<Handle> allgather_async(const std::string& name, const TensorView& input,
+                                 Allocator allocate);
+StatusOr<Handle> grouped_allreduce_async(const std::vector<std::string>& names,
+                                         const std::vector<TensorView>& inputs,
+                                         const std::vector<TensorView>& outputs,
+                                         const AllreduceOptions& options = {});
+StatusOr<Handle> grouped_allgather_async(const std::vector<std::string>& names,
+                                         const std::vector<TensorView>& inputs,
+                                         std::vector<Allocator> allocators);
+StatusOr<Handle> grouped_reducescatter_async(const std::vector<std::string>& names,
+                                             const std::vector<TensorView>& inputs,
+                                             const std::vector<TensorView>& outputs,
+                                             const AllreduceOptions& options = {});
+StatusOr<Handle> alltoall_async(const std::string& name, const TensorView& input,
+                                const std::vector<int64_t>& splits, Allocator allocate,
+                                std::vector<int64_t>* received_splits = nullptr);
+StatusOr<Handle> reducescatter_async(const std::string& name, const TensorView& input,
+                                     const TensorView& output,
+                                     const AllreduceOptions& options = {});
+StatusOr<Handle> broadcast_async(const std::string& name, const TensorView& tensor, int root);
+StatusOr<Handle> broadcast_async(const std::string& name, const TensorView& input,
+                                 const TensorView& output, int root);
+StatusOr<Handle> join_async(int* last_rank);
+StatusOr<Handle> barrier_async();
 
 // Timeline of the default runtime (see Runtime::StartTimeline).
 Status start_timeline(const std::string& path);
