@@ -30,7 +30,6 @@ using kolo::testing::Watchdog;
 
 namespace {
 
-constexpr auto kLimit = std::chrono::seconds(10);
 
 // Device memory of one rank, freed when it goes.
 class DeviceTensor {
