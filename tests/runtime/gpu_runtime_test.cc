@@ -30,7 +30,6 @@ using kolo::testing::Watchdog;
 
 namespace {
 
-
 // Device memory of one rank, freed when it goes.
 class DeviceTensor {
  public:
