@@ -179,6 +179,8 @@ StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const Tensor
   // The same local checks as allreduce, then the output must be this rank's part.
   TensorView whole = output;
   whole.shape = input.shape;
+  // An empty part (more ranks than rows) may come without memory, e.g. an empty vector's data().
+  if (output.num_elements() == 0 && output.data == nullptr) whole.data = input.data;
   KOLO_ASSIGN_OR_RETURN(TensorMeta meta,
                         ValidateReduction(OpType::kReducescatter, name, input, whole, options));
   if (input.shape.empty()) {

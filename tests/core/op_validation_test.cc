@@ -136,6 +136,18 @@ TEST_CASE("Reducescatter refuses a scalar as allgather and alltoall do", "[core]
             .ok());
 }
 
+TEST_CASE("Reducescatter's empty part may have no memory", "[core][validation]") {
+  float x[2] = {1, 2};
+  // 2 rows over 4 ranks: ranks 2 and 3 receive nothing.
+  const TensorView input = View(x, DataType::kFloat32, {2});
+  CHECK(ValidateReducescatter("e", input, View(nullptr, DataType::kFloat32, {0}), {}, 3, 4).ok());
+  // A part with rows still needs memory.
+  auto missing =
+      ValidateReducescatter("e", input, View(nullptr, DataType::kFloat32, {1}), {}, 0, 4);
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.status().message(), Catch::Contains("null data pointer"));
+}
+
 TEST_CASE("An out-of-place broadcast needs matching input and output", "[core][validation]") {
   float in[6], out[6];
   int32_t ints[6];
