@@ -35,6 +35,17 @@ void operator delete(void* p) noexcept {
 void operator delete(void* p, size_t) noexcept {
   std::free(p);
 }
+// The array forms too: their defaults would pair ASan's operator new[] with the free() above
+// (gRPC's own allocations go through them), which ASan reports as a mismatch.
+void* operator new[](size_t bytes) {
+  return operator new(bytes);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, size_t) noexcept {
+  std::free(p);
+}
 
 namespace {
 
