@@ -1,12 +1,11 @@
 // Handles (kolo/handle.h): the async forms without a callback return one; poll() and
 // synchronize() over 1-4 ranks with exact results, a timeout, waits from several threads,
-// refusal in a callback, handles never waited, and no allocation beyond the op's own.
+// refusal in a callback, and handles never waited. (handle_alloc_test.cc: no allocation
+// beyond the op's own.)
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdlib>
 #include <future>
-#include <new>
 #include <thread>
 #include <vector>
 
@@ -16,36 +15,6 @@
 using namespace kolo;
 using kolo::testing::LocalJob;
 using kolo::testing::Watchdog;
-
-// Allocations made by the calling thread, for the test that the handle form allocates nothing
-// beyond the callback form.
-namespace {
-thread_local long tls_allocations = 0;
-}  // namespace
-
-void* operator new(size_t bytes) {
-  ++tls_allocations;
-  void* p = std::malloc(bytes == 0 ? 1 : bytes);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, size_t) noexcept {
-  std::free(p);
-}
-// The array forms too: their defaults would pair ASan's operator new[] with the free() above
-// (gRPC's own allocations go through them), which ASan reports as a mismatch.
-void* operator new[](size_t bytes) {
-  return operator new(bytes);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, size_t) noexcept {
-  std::free(p);
-}
 
 namespace {
 
@@ -183,36 +152,4 @@ TEST_CASE("A handle's failure is the op's; waiting in a callback is refused; unw
     return s.ok() ? "" : s.ToString();
   });
   CHECK(failures == std::vector<std::string>{});
-}
-
-TEST_CASE("The handle form allocates nothing beyond the callback form", "[runtime][handle]") {
-  Watchdog watchdog("handle allocations", std::chrono::seconds(60));
-  LocalJob job(1);
-  Runtime& rt = job.rank(0);
-  std::vector<float> v(16, 1.0f);
-  const TensorView view = Floats(v);
-  const std::string name = "counted";
-  long with_callback = -1, with_handle = -1;
-  for (int trial = 0; trial < 20; ++trial) {
-    {
-      std::promise<void> done;
-      const long before = tls_allocations;
-      Status s =
-          rt.AllreduceAsync(name, view, view, {}, [p = &done](const Status&) { p->set_value(); });
-      const long used = tls_allocations - before;
-      REQUIRE(s.ok());
-      done.get_future().get();
-      if (with_callback < 0 || used < with_callback) with_callback = used;
-    }
-    {
-      const long before = tls_allocations;
-      StatusOr<Handle> h = rt.AllreduceAsync(name, view, view);
-      const long used = tls_allocations - before;
-      REQUIRE(h.ok());
-      REQUIRE(synchronize(*h).ok());
-      if (with_handle < 0 || used < with_handle) with_handle = used;
-    }
-  }
-  CHECK(with_callback > 0);  // the op's own: its entry, its name
-  CHECK(with_handle == with_callback);
 }
