@@ -1,5 +1,6 @@
 #include "core/op_validation.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/wire_limits.h"
@@ -180,7 +181,10 @@ StatusOr<TensorMeta> ValidateReducescatter(const std::string& name, const Tensor
   TensorView whole = output;
   whole.shape = input.shape;
   // An empty part (more ranks than rows) may come without memory, e.g. an empty vector's data().
-  if (output.num_elements() == 0 && output.data == nullptr) whole.data = input.data;
+  // (A zero dimension, tested without multiplying: the shape is not checked for overflow yet.)
+  const bool empty_part =
+      std::find(output.shape.begin(), output.shape.end(), int64_t{0}) != output.shape.end();
+  if (empty_part && output.data == nullptr) whole.data = input.data;
   KOLO_ASSIGN_OR_RETURN(TensorMeta meta,
                         ValidateReduction(OpType::kReducescatter, name, input, whole, options));
   if (input.shape.empty()) {
