@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "ops/chain_broadcast.h"
-#include "ops/ring_allgather.h"
+#include "runtime/rank_bytes.h"
 
 namespace kolo {
 namespace {
@@ -73,17 +73,12 @@ Status CommBootstrap::Agree(const Status& local, int device) {
   const uint8_t mine = local.ok()                                      ? kReady
                        : local.code() == StatusCode::kDeadlineExceeded ? kLate
                                                                        : kFailed;
-  std::vector<uint8_t> outcomes(static_cast<size_t>(config_.size), kReady);
-  outcomes[static_cast<size_t>(config_.rank)] = mine;
-  if (config_.size > 1) {
-    Status gathered =
-        ops::RingAllgather(*mesh_, outcomes.data(), std::vector<size_t>(outcomes.size(), 1),
-                           "gathering the NCCL communicator's init outcomes");
-    if (!gathered.ok()) return local.ok() ? gathered : local;
-  }
+  StatusOr<std::vector<uint8_t>> outcomes = AllgatherRankBytes(
+      *mesh_, config_.rank, config_.size, mine, "gathering the NCCL communicator's init outcomes");
+  if (!outcomes.ok()) return local.ok() ? outcomes.status() : local;
   std::string ranks;
   for (int r = 0; r < config_.size; ++r) {
-    const uint8_t outcome = outcomes[static_cast<size_t>(r)];
+    const uint8_t outcome = (*outcomes)[static_cast<size_t>(r)];
     if (outcome == kReady) continue;
     ranks += (ranks.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) +
              (outcome == kLate ? " did not finish within " + SecondsText(config_.timeout_seconds)

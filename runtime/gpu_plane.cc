@@ -10,8 +10,8 @@
 #include "ops/gpu/staged_executor.h"
 #include "ops/nccl/nccl_backend.h"
 #include "ops/nccl/nccl_environment.h"
-#include "ops/ring_allgather.h"
 #include "runtime/comm_bootstrap.h"
+#include "runtime/rank_bytes.h"
 
 namespace kolo {
 namespace {
@@ -179,9 +179,20 @@ Status GpuPlane::Start(const Response& response, const std::vector<TensorEntry*>
     if (!start_failure_.ok()) return start_failure_;
     if (gpu_executor_ != nullptr || staged_executor_ != nullptr) return Status::Ok();
   }
-  // Every rank is at this response now: agree on the path (and on having a GPU at all).
-  Status local;
   int device = -1;
+  const Status agreed =
+      AgreeOnPath("agreeing on the GPU path at " + DescribeOp(response.op, entries), &device);
+  if (!agreed.ok()) {
+    MutexLock lock(&mu_);
+    start_failure_ = agreed;
+    return agreed;
+  }
+  MakeExecutor(device);
+  return Status::Ok();
+}
+
+Status GpuPlane::AgreeOnPath(const std::string& what, int* device) {
+  Status local;
   if (backends_.device == nullptr) {
     local = backends_.device_error;
   } else if (StatusOr<int> count = UsableDevices(); !count.ok()) {
@@ -190,71 +201,62 @@ Status GpuPlane::Start(const Response& response, const std::vector<TensorEntry*>
     local = FailedPrecondition("no GPU is visible to this process");
   } else {
     MutexLock lock(&mu_);
-    device = device_ >= 0 ? device_ : config_.local_rank % *count;
+    *device = device_ >= 0 ? device_ : config_.local_rank % *count;
   }
-  std::vector<uint8_t> paths(static_cast<size_t>(config_.size), kNoGpu);
-  paths[static_cast<size_t>(config_.rank)] = !local.ok() ? kNoGpu : nccl_ ? kNccl : kRing;
-  Status agreed;
-  if (config_.size > 1) {
-    agreed = ops::RingAllgather(*mesh_, paths.data(), std::vector<size_t>(paths.size(), 1),
-                                "agreeing on the GPU path at " + DescribeOp(response.op, entries));
-  }
+  const uint8_t mine = !local.ok() ? kNoGpu : nccl_ ? kNccl : kRing;
+  KOLO_ASSIGN_OR_RETURN(std::vector<uint8_t> paths,
+                        AllgatherRankBytes(*mesh_, config_.rank, config_.size, mine, what));
   std::string differ;
-  for (int r = 0; agreed.ok() && r < config_.size; ++r) {
+  for (int r = 0; r < config_.size; ++r) {
     const uint8_t path = paths[static_cast<size_t>(r)];
-    if (path == kNoGpu || path != paths[static_cast<size_t>(config_.rank)]) {
+    if (path == kNoGpu || path != mine) {
       differ +=
           (differ.empty() ? "" : ", ") + ("rank " + std::to_string(r) + ": ") + PathText(path);
     }
   }
-  if (agreed.ok() && !differ.empty()) {
-    agreed = FailedPrecondition(
-        "the ranks cannot run GPU tensors the same way (KOLO_GPU_OPERATIONS must be the same "
-        "on every rank, and every rank needs a usable GPU): this rank runs " +
-        std::string(PathText(paths[static_cast<size_t>(config_.rank)])) + "; " + differ +
-        (local.ok() ? "" : "; here: " + local.message()));
-  }
-  if (agreed.ok()) {
-    if (nccl_) {
-      // NCCL reads its variables once, at its first bootstrap: set what the user left unset
-      // (setenv, on the background thread, before any NCCL call that reads them).
-      for (const gpu::NcclEnvDefault& var :
-           gpu::NcclEnvironmentDefaults(config_.network_interface)) {
-        if (std::getenv(var.name.c_str()) != nullptr) continue;
-        setenv(var.name.c_str(), var.value.c_str(), /*overwrite=*/0);
-        logger_->info("{}={} ({})", var.name, var.value, var.why);
-      }
-      CommBootstrap::Config bootstrap;
-      bootstrap.rank = config_.rank;
-      bootstrap.size = config_.size;
-      bootstrap.timeout_seconds = config_.timeout_seconds;
-      bootstrap.clock = config_.clock;
-      comms_ =
-          std::make_unique<CommBootstrap>(backends_.collectives.get(), mesh_, bootstrap, logger_);
-      gpu::GpuExecutor::Config executor;
-      executor.rank = config_.rank;
-      executor.size = config_.size;
-      executor.device = device;
-      executor.fusion_threshold_bytes = static_cast<size_t>(config_.fusion_threshold_bytes);
-      executor.completion.timeout_seconds = config_.timeout_seconds;
-      executor.completion.clock = config_.clock;
-      CommBootstrap* comms = comms_.get();
-      auto made = std::make_unique<gpu::GpuExecutor>(
-          backends_.device.get(), backends_.collectives.get(),
-          [comms](int d) { return comms->Get(d); }, executor, logger_);
-      MutexLock lock(&mu_);
-      gpu_executor_ = std::move(made);
-    } else {
-      staged_executor_ = std::make_unique<gpu::StagedExecutor>(
-          backends_.device.get(), host_, config_.timeout_seconds, config_.clock);
+  if (differ.empty()) return Status::Ok();
+  return FailedPrecondition(
+      "the ranks cannot run GPU tensors the same way (KOLO_GPU_OPERATIONS must be the same on "
+      "every rank, and every rank needs a usable GPU): this rank runs " +
+      std::string(PathText(mine)) + "; " + differ +
+      (local.ok() ? "" : "; here: " + local.message()));
+}
+
+void GpuPlane::MakeExecutor(int device) {
+  if (nccl_) {
+    // NCCL reads its variables once, at its first bootstrap: set what the user left unset
+    // (setenv, on the background thread, before any NCCL call that reads them).
+    for (const gpu::NcclEnvDefault& var : gpu::NcclEnvironmentDefaults(config_.network_interface)) {
+      if (std::getenv(var.name.c_str()) != nullptr) continue;
+      setenv(var.name.c_str(), var.value.c_str(), /*overwrite=*/0);
+      logger_->info("{}={} ({})", var.name, var.value, var.why);
     }
-    logger_->info("GPU tensors run over {} ({}) on cuda:{}", path_name(),
-                  nccl_ ? backends_.collectives->name() : backends_.device->name(), device);
-    return Status::Ok();
+    CommBootstrap::Config bootstrap;
+    bootstrap.rank = config_.rank;
+    bootstrap.size = config_.size;
+    bootstrap.timeout_seconds = config_.timeout_seconds;
+    bootstrap.clock = config_.clock;
+    comms_ =
+        std::make_unique<CommBootstrap>(backends_.collectives.get(), mesh_, bootstrap, logger_);
+    gpu::GpuExecutor::Config executor;
+    executor.rank = config_.rank;
+    executor.size = config_.size;
+    executor.device = device;
+    executor.fusion_threshold_bytes = static_cast<size_t>(config_.fusion_threshold_bytes);
+    executor.completion.timeout_seconds = config_.timeout_seconds;
+    executor.completion.clock = config_.clock;
+    CommBootstrap* comms = comms_.get();
+    auto made = std::make_unique<gpu::GpuExecutor>(
+        backends_.device.get(), backends_.collectives.get(),
+        [comms](int d) { return comms->Get(d); }, executor, logger_);
+    MutexLock lock(&mu_);
+    gpu_executor_ = std::move(made);
+  } else {
+    staged_executor_ = std::make_unique<gpu::StagedExecutor>(
+        backends_.device.get(), host_, config_.timeout_seconds, config_.clock);
   }
-  MutexLock lock(&mu_);
-  start_failure_ = agreed;
-  return agreed;
+  logger_->info("GPU tensors run over {} ({}) on cuda:{}", path_name(),
+                nccl_ ? backends_.collectives->name() : backends_.device->name(), device);
 }
 
 }  // namespace kolo

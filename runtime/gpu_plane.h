@@ -85,9 +85,14 @@ class GpuPlane final : public Executor {
            Logger logger);
   // Whether this rank has a usable GPU: DeviceCount once, remembered. Any thread.
   StatusOr<int> UsableDevices();
-  // At the first GPU response: the ranks agree on the path, then the executor is made.
-  // Background thread.
+  // At the first GPU response: the ranks agree on the path, then the executor is made; a
+  // failure is kept and returned again. Background thread.
   Status Start(const Response& response, const std::vector<TensorEntry*>& entries);
+  // Allgathers this rank's path (or "no usable GPU") and fails naming the ranks that differ;
+  // sets `device` to this rank's GPU.
+  Status AgreeOnPath(const std::string& what, int* device);
+  // The executor of this rank's path (and, for nccl, its communicator's bootstrap).
+  void MakeExecutor(int device);
 
   // Constant after construction.
   const Config config_;
