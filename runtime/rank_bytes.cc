@@ -4,8 +4,8 @@
 
 namespace kolo {
 
-StatusOr<std::vector<uint8_t>> AllgatherRankBytes(DataPlane& mesh, int rank, int size,
-                                                  uint8_t mine, const std::string& what) {
+StatusOr<std::vector<uint8_t>> AllgatherRankBytes(DataPlane& mesh, int rank, int size, uint8_t mine,
+                                                  const std::string& what) {
   std::vector<uint8_t> bytes(static_cast<size_t>(size), 0);
   bytes[static_cast<size_t>(rank)] = mine;
   if (size > 1) {

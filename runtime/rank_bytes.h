@@ -16,7 +16,7 @@ namespace kolo {
 
 // Every rank's byte, by rank (`mine` at `rank`). A one-rank job sends nothing. A failure is
 // job-fatal (the mesh's state is unknown) and starts with `what`.
-StatusOr<std::vector<uint8_t>> AllgatherRankBytes(DataPlane& mesh, int rank, int size,
-                                                  uint8_t mine, const std::string& what);
+StatusOr<std::vector<uint8_t>> AllgatherRankBytes(DataPlane& mesh, int rank, int size, uint8_t mine,
+                                                  const std::string& what);
 
 }  // namespace kolo
