@@ -147,6 +147,25 @@ Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
     }
     waiting.push_back({peers[j].get(), POLLIN, 0});
   }
+  // Reads peer i's settings byte if it has arrived: Ok and `*read` set, or why the mesh fails.
+  auto read_settings = [&](size_t i, bool* read) -> Status {
+    *read = false;
+    char byte = 0;
+    IoResult io = RecvSome(waiting[i].fd, &byte, 1);
+    if (io.would_block()) return Status::Ok();
+    // waiting[i] is rank i - 1 below our own rank, rank i above it.
+    const int peer =
+        static_cast<int>(i) - 1 < config_.rank ? static_cast<int>(i) - 1 : static_cast<int>(i);
+    if (io.bytes != 1) {
+      return Unavailable("rank " + std::to_string(peer) +
+                         " closed its data connection while the mesh was connecting");
+    }
+    const std::string mismatch =
+        DescribeSettingsMismatch(peer, byte, config_.round_lane, config_.transport);
+    if (!mismatch.empty()) return FailedPrecondition(mismatch);
+    *read = true;
+    return Status::Ok();
+  };
   size_t done = 1;
   while (done < waiting.size()) {
     const SteadyTime now = std::chrono::steady_clock::now();
@@ -157,22 +176,22 @@ Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
       if (errno == EINTR) continue;
       return ErrnoToStatus(errno, "poll() while connecting the data mesh");
     }
-    if (waiting[0].revents != 0) return InterruptStatus();
+    if (waiting[0].revents != 0) {
+      // A peer that found a settings mismatch fails its init and closes its control stream,
+      // which interrupts us; its byte is already here and names the real cause.
+      for (size_t i = 1; i < waiting.size(); ++i) {
+        if (waiting[i].fd < 0) continue;
+        bool read = false;
+        Status settings = read_settings(i, &read);
+        if (settings.code() == StatusCode::kFailedPrecondition) return settings;
+      }
+      return InterruptStatus();
+    }
     for (size_t i = 1; i < waiting.size(); ++i) {
       if (waiting[i].fd < 0 || waiting[i].revents == 0) continue;
-      char byte = 0;
-      IoResult io = RecvSome(waiting[i].fd, &byte, 1);
-      if (io.would_block()) continue;
-      // waiting[i] is rank i - 1 below our own rank, rank i above it.
-      const int peer =
-          static_cast<int>(i) - 1 < config_.rank ? static_cast<int>(i) - 1 : static_cast<int>(i);
-      if (io.bytes != 1) {
-        return Unavailable("rank " + std::to_string(peer) +
-                           " closed its data connection while the mesh was connecting");
-      }
-      const std::string mismatch =
-          DescribeSettingsMismatch(peer, byte, config_.round_lane, config_.transport);
-      if (!mismatch.empty()) return FailedPrecondition(mismatch);
+      bool read = false;
+      KOLO_RETURN_IF_ERROR(read_settings(i, &read));
+      if (!read) continue;
       waiting[i].fd = -1;  // poll() skips it from now on
       ++done;
     }
