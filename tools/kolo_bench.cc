@@ -126,6 +126,10 @@ class Sweep {
   Status TimeIterations(const std::string& name, const TensorView& in, const TensorView& out,
                         const TensorView& run_out, const BenchOp& op,
                         const CollectivePattern& pattern, Row* row);
+  // With --inplace: writes the input pattern over `out` (and its device copy, `run_out`) again,
+  // untimed, since the last op replaced it with its result. Does nothing otherwise.
+  Status RefillInPlace(const CollectivePattern& pattern, const TensorView& out,
+                       const TensorView& run_out);
   // Turns per-rank iteration times and wrong counts into job-wide ones (max, sum).
   Status ReduceResults(std::vector<double>* times, int64_t* wrong);
   void Print(DataType dtype, const BenchOp& op, const Row& row);
@@ -188,8 +192,9 @@ StatusOr<Row> Sweep::RunSize(DataType dtype, const BenchOp& op, int64_t bytes) {
                            CollectiveName(op.collective) + "/" + RedopName(op) + "/" +
                            std::to_string(row.shape.count);
   CollectivePattern pattern(op, dtype, rank_, size_, options_.root, row.shape);
-  // Broadcast works in place: root's input is its output tensor.
-  pattern.FillInput(op.collective == Collective::kBroadcast ? out.data : in.data);
+  // Broadcast works in place: root's input is its output tensor; so does --inplace allreduce.
+  pattern.FillInput(op.collective == Collective::kBroadcast || options_.inplace ? out.data
+                                                                                : in.data);
   TensorView run_out = out;  // what the ops write: `out`, or its copy on the device
   if (device_ != nullptr) {
     KOLO_RETURN_IF_ERROR(device_->Upload(device_input_, in.data, in.num_bytes()));
@@ -198,17 +203,29 @@ StatusOr<Row> Sweep::RunSize(DataType dtype, const BenchOp& op, int64_t bytes) {
     in.device = run_out.device = device_->device();
     run_out.data = device_output_;
   }
+  const TensorView& run_in = options_.inplace ? run_out : in;
   for (int i = 0; i < options_.warmup_iters; ++i) {
-    KOLO_RETURN_IF_ERROR(RunOnce(name, op, in, run_out, nullptr));
+    KOLO_RETURN_IF_ERROR(RefillInPlace(pattern, out, run_out));
+    KOLO_RETURN_IF_ERROR(RunOnce(name, op, run_in, run_out, nullptr));
   }
-  KOLO_RETURN_IF_ERROR(TimeIterations(name, in, out, run_out, op, pattern, &row));
+  KOLO_RETURN_IF_ERROR(TimeIterations(name, run_in, out, run_out, op, pattern, &row));
   return row;
+}
+
+Status Sweep::RefillInPlace(const CollectivePattern& pattern, const TensorView& out,
+                            const TensorView& run_out) {
+  if (!options_.inplace) return Status::Ok();
+  pattern.FillInput(out.data);
+  if (device_ == nullptr) return Status::Ok();
+  return device_->Upload(run_out.data, out.data, out.num_bytes());
 }
 
 Status Sweep::RunOnce(const std::string& name, const BenchOp& op, const TensorView& in,
                       const TensorView& out, double* time_us) {
   using Clock = std::chrono::steady_clock;
-  if (options_.raw) std::memcpy(out.data, in.data, out.num_bytes());  // untimed
+  if (options_.raw && in.data != out.data) {
+    std::memcpy(out.data, in.data, out.num_bytes());  // untimed
+  }
   Clock::time_point start = Clock::now();
   Status status = options_.raw
                       ? kolo::internal::RawAllreduce(out.data, out.num_elements(), out.dtype)
@@ -225,8 +242,13 @@ Status Sweep::TimeIterations(const std::string& name, const TensorView& in, cons
   std::vector<double> times(static_cast<size_t>(options_.iters));
   int64_t wrong = 0;
   for (double& time : times) {
-    if (options_.check) pattern.FillPoison(out.data);
-    // Untimed: the poison (and broadcast root's input) to the device, the result back.
+    // Untimed: the input again (--inplace) or the poison (and broadcast root's input) to the
+    // device, the result back.
+    if (options_.inplace) {
+      pattern.FillInput(out.data);
+    } else if (options_.check) {
+      pattern.FillPoison(out.data);
+    }
     if (device_ != nullptr) {
       KOLO_RETURN_IF_ERROR(device_->Upload(run_out.data, out.data, out.num_bytes()));
     }
@@ -282,8 +304,11 @@ void PrintHeader(const BenchOptions& options) {
       collectives += (collectives.empty() ? "" : ", ") + name;
     }
   }
-  std::printf("# kolo-bench: %s over %d ranks, tensors on %s\n", collectives.c_str(), kolo::size(),
-              options.device.c_str());
+  std::printf("# kolo-bench: %s over %d ranks, tensors on %s, %s\n", collectives.c_str(),
+              kolo::size(), options.device.c_str(),
+              options.raw       ? "data plane alone, in place"
+              : options.inplace ? "in place"
+                                : "out of place");
   std::printf("#  minBytes %" PRId64 " maxBytes %" PRId64 " step: %" PRId64
               "(factor) warmup iters: %d iters: %d validation: %d\n",
               options.min_bytes, options.max_bytes, options.step_factor, options.warmup_iters,

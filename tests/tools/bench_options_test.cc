@@ -77,9 +77,13 @@ TEST_CASE("ParseBenchOptions takes --model and --stat", "[tools][bench]") {
   CHECK(options->model.empty());
   CHECK_FALSE(options->median);
   CHECK_FALSE(options->raw);
+  CHECK_FALSE(options->inplace);
   options = ParseBenchOptions({"--raw", "1"});
   REQUIRE(options.ok());
   CHECK(options->raw);
+  options = ParseBenchOptions({"--inplace", "1", "-o", "all"});
+  REQUIRE(options.ok());
+  CHECK(options->inplace);
 }
 
 TEST_CASE("ParseBenchOptions takes --device", "[tools][bench]") {
@@ -107,6 +111,8 @@ TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
       Case{{"--stat", "p99"}, "--stat: unknown value 'p99' (one of: mean median)"},
       Case{{"--raw", "1", "-o", "allgather"}, "--raw runs allreduce sums only (-o sum)"},
       Case{{"--raw", "1", "-o", "max"}, "--raw runs allreduce sums only (-o sum)"},
+      Case{{"--inplace", "1", "-o", "allgather"}, "--inplace applies to allreduce only"},
+      Case{{"--inplace", "2"}, "--inplace must be an integer in [0, 1]"},
       Case{{"--device", "gpu"}, "--device: unknown value 'gpu' (one of: cpu cuda cuda-sim)"},
       Case{{"--device", "cuda", "--raw", "1"},
            "--raw and --model run on host memory only (--device cpu)"},

@@ -144,6 +144,23 @@ TEST_CASE("kolo-bench --raw 1 runs the data plane alone, exactly", "[tools][benc
   for (const BenchRow& row : rows) CHECK(row.wrong == "0");
 }
 
+TEST_CASE("kolo-bench --inplace 1 reduces over its input, exactly, for every op and dtype",
+          "[tools][bench][multirank]") {
+  Watchdog watchdog("kolo-bench --inplace", seconds(240));
+  // Several timed iterations: each must start again from the input, or the sums would grow.
+  ProcessResult run = RunBench(3, {"-b", "12", "-e", "32K", "-f", "49", "-n", "3", "-w", "2", "-d",
+                                   "all", "-o", "all", "--inplace", "1"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.out.find("tensors on cpu, in place") != std::string::npos);
+  std::vector<BenchRow> rows = ParseRows(run.out);
+  CHECK(rows.size() == (11 * 5 - 1) * 3);  // 11 dtypes x 5 ops (bool has no avg) x 3 sizes
+  for (const BenchRow& row : rows) {
+    INFO(row.type << " " << row.op << " " << row.bytes);
+    CHECK(row.wrong == "0");
+  }
+}
+
 TEST_CASE("kolo-bench --model resnet50 runs a step and the raw data plane, both exact",
           "[tools][bench][multirank]") {
   Watchdog watchdog("kolo-bench --model resnet50", seconds(240));

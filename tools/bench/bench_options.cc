@@ -1,6 +1,7 @@
 // Flag parsing for kolo-bench; see bench_options.h.
 #include "tools/bench/bench_options.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -139,6 +140,7 @@ const std::map<std::string, FlagSetter>& Flags() {
       return Status::Ok();
     });
     add("--raw", "--raw", IntFlag("--raw", &BenchOptions::raw, 0, 1));
+    add("--inplace", "--inplace", IntFlag("--inplace", &BenchOptions::inplace, 0, 1));
     add("--stat", "--stat", [](const std::string& v, BenchOptions* o) -> Status {
       if (v != "mean" && v != "median") {
         return InvalidArgument("--stat: unknown value '" + v + "' (one of: mean median)");
@@ -199,6 +201,13 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
       !(options.ops.size() == 1 && options.ops[0].collective == Collective::kAllreduce &&
         options.ops[0].reduce == ReduceOp::kSum)) {
     return InvalidArgument("--raw runs allreduce sums only (-o sum)");
+  }
+  if (options.inplace && !options.raw &&
+      !std::all_of(options.ops.begin(), options.ops.end(),
+                   [](const BenchOp& op) { return op.collective == Collective::kAllreduce; })) {
+    return InvalidArgument(
+        "--inplace applies to allreduce only (broadcast always runs in place; the other "
+        "collectives' outputs differ from their inputs in size)");
   }
   if (options.device != "cpu" && (options.raw || !options.model.empty())) {
     return InvalidArgument("--raw and --model run on host memory only (--device cpu)");
@@ -262,6 +271,9 @@ Collective sweep through kolo's public API, printed by rank 0 in the style of nc
                            machine without one; times are the simulator's, not a GPU's)
       --raw 0|1            allreduce sums through the data plane alone, in place: no queue,
                            negotiation or fusion (default 0); only with -o sum
+      --inplace 0|1        allreduce in place: the output is the input tensor, refilled
+                           untimed before each iteration, as MPI_IN_PLACE peers are timed
+                           (default 0: out of place); allreduce only
   -m, --model resnet50     instead of the sweep: a training step of the model's gradients (each
                            its own allreduce, last layer first, waited for together) against one
                            raw allreduce of the same bytes through the data plane alone, which

@@ -29,6 +29,9 @@ struct BenchOptions {
   // --raw: allreduce sums through the data plane alone (runtime/raw_data_plane.h), in place,
   // without the queue, negotiation or fusion: the runtime's overhead is the difference.
   bool raw = false;
+  // --inplace: allreduce writes its result over its input (input.data == output.data), the
+  // way MPI_IN_PLACE peers are timed; the input is refilled, untimed, before each iteration.
+  bool inplace = false;
   // --model: instead of the sweep, a training step of this model's gradients against one raw
   // data-plane allreduce of the same bytes (tools/bench/model_bench.h).
   std::string model;

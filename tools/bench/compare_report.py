@@ -7,6 +7,7 @@ usage: compare_report.py OUT_DIR
 import glob
 import os
 import re
+import statistics
 import sys
 
 TCP_PEERS = ("ompi-tcp", "ompi-ring-tcp", "mpich-tcp", "gloo-ring", "gloo-ring_chunked")
@@ -38,6 +39,23 @@ def kolo_table(path, column):
     return rows
 
 
+def kolo_reps(out, kind, transport, np, column):
+    """{bytes: [value per repetition]} over the repetition files of one kolo configuration."""
+    values = {}
+    for path in sorted(glob.glob(os.path.join(out, f"{kind}__{transport}__np{np}__rep*.txt"))):
+        for size, value in kolo_table(path, column).items():
+            values.setdefault(size, []).append(value)
+    return values
+
+
+def spread(values):
+    """'median (min-max)' of one cell's repetitions, and the median."""
+    med = statistics.median(values)
+    if len(values) == 1:
+        return f"{med:.2f}", med
+    return f"{med:.2f} ({min(values):.2f}-{max(values):.2f})", med
+
+
 def size_text(n):
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
@@ -54,44 +72,59 @@ def best_peer(raw, names, np, size, column, better):
     return best
 
 
-def main():
-    out = sys.argv[1]
-    passes = sorted(glob.glob(os.path.join(out, "baselines", "raw", "*-pass1")))
-    raw = passes[-1] if passes else ""
-    nps = sorted({int(m.group(1)) for f in glob.glob(os.path.join(out, "kolo__*__np*.txt"))
-                  for m in [re.search(r"np(\d+)\.txt$", f)] if m})
-    transports = [t for t in ("tcp", "shm") if glob.glob(os.path.join(out, f"kolo__{t}__np*.txt"))]
-    print(f"# kolo against its peers, one run ({raw or 'no peer results'})\n")
-    for transport in transports:
-        peers = TCP_PEERS if transport == "tcp" else SHM_PEERS
-        print(f"## busbw over {transport} (GB/s; kolo median time, peers median time)\n")
-        for np in nps:
-            kolo = kolo_table(os.path.join(out, f"kolo__{transport}__np{np}.txt"), 4)
-            print(f"{np} ranks\n")
-            print("| size | kolo | best peer | peer | kolo / peer |")
-            print("|---:|---:|---|---:|---:|")
-            for size in sorted(kolo):
-                best = best_peer(raw, peers, np, size, 9, lambda a, b: a > b)
-                if best is None:
-                    print(f"| {size_text(size)} | {kolo[size]:.2f} | - | - | - |")
-                    continue
-                ratio = kolo[size] / best[1] if best[1] > 0 else float("inf")
-                print(f"| {size_text(size)} | {kolo[size]:.2f} | {best[0]} | {best[1]:.2f} | "
-                      f"{ratio:.2f} |")
-            print()
-    print("## 4 KiB allreduce latency, 2 ranks (median us)\n")
-    print("| kolo transport | kolo | Open MPI shm | Open MPI tcp | kolo / ompi-shm | kolo / ompi-tcp |")
-    print("|---|---:|---:|---:|---:|---:|")
+def busbw_tables(out, raw, transport, nps):
+    peers = TCP_PEERS if transport == "tcp" else SHM_PEERS
+    print(f"## busbw over {transport} (GB/s; kolo: median of the repetitions (min-max) of each "
+          "repetition's median time; peers: median time)\n")
+    for np in nps:
+        inplace = kolo_reps(out, "kolo-inplace", transport, np, 4)
+        outplace = kolo_reps(out, "kolo", transport, np, 4)
+        dataplane = kolo_reps(out, "kolo-raw", transport, np, 4)
+        print(f"{np} ranks\n")
+        print("| size | kolo in place | kolo out of place | kolo data plane alone | best peer | "
+              "peer | in place / peer | data plane / peer |")
+        print("|---:|---:|---:|---:|---|---:|---:|---:|")
+        for size in sorted(set(inplace) | set(outplace) | set(dataplane)):
+            cells, medians = [], []
+            for table in (inplace, outplace, dataplane):
+                text, med = spread(table[size]) if size in table else ("-", None)
+                cells.append(text)
+                medians.append(med)
+            best = best_peer(raw, peers, np, size, 9, lambda a, b: a > b)
+            ratios = ["-", "-"]
+            if best is not None and best[1] > 0:
+                ratios = [f"{m / best[1]:.2f}" if m is not None else "-"
+                          for m in (medians[0], medians[2])]
+            peer = (best[0], f"{best[1]:.2f}") if best else ("-", "-")
+            print(f"| {size_text(size)} | {cells[0]} | {cells[1]} | {cells[2]} | {peer[0]} | "
+                  f"{peer[1]} | {ratios[0]} | {ratios[1]} |")
+        print()
+
+
+def latency_table(out, raw, transports):
+    print("## 4 KiB allreduce latency, 2 ranks (median us; kolo in place through the API, "
+          "and the data plane alone)\n")
+    print("| kolo transport | kolo API | kolo data plane | API - data plane | Open MPI shm | "
+          "Open MPI tcp | API / ompi-shm | API / ompi-tcp |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     shm = peer_table(os.path.join(raw, "lat__ompi-shm__np2.txt"), 4).get(4096) if raw else None
     tcp = peer_table(os.path.join(raw, "lat__ompi-tcp__np2.txt"), 4).get(4096) if raw else None
     for transport in transports:
-        lat = kolo_table(os.path.join(out, f"kolo-lat__{transport}__np2.txt"), 2).get(4096)
-        if lat is None:
+        api = kolo_reps(out, "kolo-lat", transport, 2, 2).get(4096)
+        plane = kolo_reps(out, "kolo-latraw", transport, 2, 2).get(4096)
+        if not api:
             continue
+        api_text, api_med = spread(api)
+        plane_text, plane_med = spread(plane) if plane else ("-", None)
+        overhead = f"{api_med - plane_med:.1f}" if plane_med is not None else "-"
         cells = [f"{v:.1f}" if v else "-" for v in (shm, tcp)]
-        ratios = [f"{lat / v:.1f}" if v else "-" for v in (shm, tcp)]
-        print(f"| {transport} | {lat:.1f} | {cells[0]} | {cells[1]} | {ratios[0]} | {ratios[1]} |")
+        ratios = [f"{api_med / v:.1f}" if v else "-" for v in (shm, tcp)]
+        print(f"| {transport} | {api_text} | {plane_text} | {overhead} | {cells[0]} | {cells[1]} | "
+              f"{ratios[0]} | {ratios[1]} |")
     print()
+
+
+def model_table(out, transports):
     print("## ResNet-50 gradient step against one raw allreduce of the same bytes, 2 ranks\n")
     print("| transport | step median (us) | raw median (us) | step / raw |")
     print("|---|---:|---:|---:|")
@@ -106,6 +139,22 @@ def main():
             s, r = float(step.group(1)), float(raw_time.group(1))
             print(f"| {transport} | {s:.0f} | {r:.0f} | {s / r:.3f} |")
     print()
+
+
+def main():
+    out = sys.argv[1]
+    passes = sorted(glob.glob(os.path.join(out, "baselines", "raw", "*-pass1")))
+    raw = passes[-1] if passes else ""
+    files = glob.glob(os.path.join(out, "kolo*__*__np*__rep*.txt"))
+    nps = sorted({int(m.group(1)) for f in files for m in [re.search(r"__np(\d+)__", f)] if m})
+    transports = [t for t in ("tcp", "shm") if any(f"__{t}__" in f for f in files)]
+    reps = len({m.group(1) for f in files for m in [re.search(r"__rep(\d+)\.txt$", f)] if m})
+    print(f"# kolo against its peers, one run ({raw or 'no peer results'}; "
+          f"{reps} repetitions of every kolo configuration)\n")
+    for transport in transports:
+        busbw_tables(out, raw, transport, nps)
+    latency_table(out, raw, transports)
+    model_table(out, transports)
 
 
 if __name__ == "__main__":
