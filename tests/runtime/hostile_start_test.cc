@@ -3,7 +3,12 @@
 //   verdict, naming the dead rank, at once instead of retrying until its start timeout and
 //   then blaming rank 0;
 // - item 10: an environment variable whose name is a near miss of one kolo reads (a typo of a
-//   Horovod alias, the right name in the wrong case) gets a warning naming the intended one.
+//   Horovod alias, the right name in the wrong case) gets a warning naming the intended one;
+//   a controller port in use fails init() in one sentence, without gRPC's error dump.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
@@ -113,4 +118,29 @@ TEST_CASE("A near miss of a variable kolo reads is warned about, naming the inte
   CHECK_THAT(w.err, Catch::Contains("kolo_cycle_time_ms is not a variable kolo reads; did you mean "
                                     "KOLO_CYCLE_TIME_MS?"));
   CHECK_THAT(w.err, !Catch::Contains("PATH"));  // unrelated variables are left alone
+}
+
+TEST_CASE("A controller port in use fails init in one sentence, without gRPC's error dump",
+          "[runtime][hostile]") {
+  Watchdog watchdog("controller port in use", 60s);
+  // Another program listens on the port first.
+  const int holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(holder >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(listen(holder, 4) == 0);
+  socklen_t len = sizeof(addr);
+  REQUIRE(getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const int port = ntohs(addr.sin_port);
+
+  ChildProcess rank0({KOLO_FAULT_WORKER}, RankEnv(0, 2, port, "10", "warning"));
+  const kolo::testing::ProcessResult r = rank0.Wait();
+  close(holder);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.out, Catch::Contains("port " + std::to_string(port) + " is in use"));
+  CHECK(r.seconds < 10.0);                              // at once, not after a start timeout
+  CHECK_THAT(r.err, !Catch::Contains("created_time"));  // gRPC's error dump
 }
