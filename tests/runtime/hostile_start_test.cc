@@ -4,7 +4,8 @@
 //   then blaming rank 0;
 // - item 10: an environment variable whose name is a near miss of one kolo reads (a typo of a
 //   Horovod alias, the right name in the wrong case) gets a warning naming the intended one;
-//   a controller port in use fails init() in one sentence, without gRPC's error dump.
+//   a controller port in use fails init() in one sentence, without gRPC's error dump; a clean
+//   shutdown logs no warning.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,11 +13,15 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "tests/support/child_process.h"
 #include "tests/support/local_job.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
 
 using kolo::testing::ChildProcess;
@@ -143,4 +148,34 @@ TEST_CASE("A controller port in use fails init in one sentence, without gRPC's e
   CHECK_THAT(r.out, Catch::Contains("port " + std::to_string(port) + " is in use"));
   CHECK(r.seconds < 10.0);                              // at once, not after a start timeout
   CHECK_THAT(r.err, !Catch::Contains("created_time"));  // gRPC's error dump
+}
+
+TEST_CASE("Clean shutdowns right after init log no warning", "[runtime][hostile]") {
+  Watchdog watchdog("quiet shutdowns", 120s);
+  kolo::testing::TempDir dir;
+  const std::string log_path = dir.path() + "/stderr.txt";
+  // kolo's loggers write to fd 2: capture it around the jobs.
+  std::fflush(stderr);
+  const int saved = dup(2);
+  REQUIRE(saved >= 0);
+  std::FILE* capture = std::fopen(log_path.c_str(), "w");
+  REQUIRE(capture != nullptr);
+  dup2(fileno(capture), 2);
+  std::vector<std::string> failures;
+  for (int i = 0; i < 20; ++i) {  // the timeline's clock pings are still being answered
+    kolo::testing::LocalJob job(3);
+    for (const kolo::Status& s : job.ShutdownAll()) {
+      if (!s.ok()) failures.push_back(s.ToString());
+    }
+  }
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::fclose(capture);
+  std::ifstream in(log_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  INFO(text.str());
+  CHECK(failures.empty());
+  CHECK_THAT(text.str(), !Catch::Contains("[warning]"));
 }

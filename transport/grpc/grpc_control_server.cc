@@ -422,8 +422,12 @@ void GrpcControlServer::Impl::Send(int rank, const ControllerMessage& message) {
       return;
     }
   }
-  logger_->warn("dropped a {} message for rank {}: {}", KindName(message.kind), rank,
-                dropped_because);
+  // A Pong only answers a clock sample for the timeline, which a stopping job no longer needs:
+  // dropping one is routine (clean shutdowns right after init dropped them and warned).
+  const spdlog::level::level_enum level =
+      message.kind == ControllerMessage::Kind::kPong ? spdlog::level::debug : spdlog::level::warn;
+  logger_->log(level, "dropped a {} message for rank {}: {}", KindName(message.kind), rank,
+               dropped_because);
 }
 
 void GrpcControlServer::Impl::Stop(SteadyTime deadline) {
