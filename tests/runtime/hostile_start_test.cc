@@ -145,7 +145,7 @@ TEST_CASE("A controller port in use fails init in one sentence, without gRPC's e
   close(holder);
   INFO(r.out << r.err);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.out, Catch::Contains("port " + std::to_string(port) + " is in use"));
+  CHECK_THAT(r.out, Catch::Contains("address in use (port " + std::to_string(port) + " is taken"));
   CHECK(r.seconds < 10.0);                              // at once, not after a start timeout
   CHECK_THAT(r.err, !Catch::Contains("created_time"));  // gRPC's error dump
 }

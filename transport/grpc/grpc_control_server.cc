@@ -59,9 +59,9 @@ Status ProbeListenAddress(const std::string& address) {
   }
   freeaddrinfo(found);
   if (error == EADDRINUSE) {
-    return Unavailable("the controller cannot listen on " + address + ": port " + port +
-                       " is in use (another job's controller, or another program); choose "
-                       "another port in KOLO_CONTROLLER");
+    return Unavailable("the controller cannot listen on " + address + ": address in use (port " +
+                       port + " is taken by another job's controller or another program); " +
+                       "choose another port in KOLO_CONTROLLER");
   }
   if (error == EADDRNOTAVAIL) {
     return Unavailable("the controller cannot listen on " + address + ": " + host +
