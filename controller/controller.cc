@@ -119,7 +119,8 @@ Controller::Controller(const Config& config, Clock* clock, Logger logger)
       negotiator_(NegotiatorConfig(config)),
       stall_inspector_(StallConfig(config)),
       rendezvous_(config.size),
-      last_heard_(static_cast<size_t>(config.size)) {
+      last_heard_(static_cast<size_t>(config.size)),
+      refused_after_abort_(static_cast<size_t>(config.size), false) {
   logger_->info(
       "controller: size {}, fusion threshold {} bytes, cycle time {} ms, cache {}, stall check "
       "{} s, stall shutdown {} s (0: off)",
@@ -162,7 +163,11 @@ Status Controller::OnHello(const Hello& hello) {
                          (shutdown_sent_ ? "shut down" : "aborted") +
                          "); the next job's controller is not up yet");
     }
-    if (aborted_) return Aborted("the job was aborted: " + abort_reason_);
+    if (aborted_) {
+      // A late rank of an aborted start: it learns the verdict (RanksNotTold).
+      if (hello.rank >= 0 && hello.rank < config_.size) refused_after_abort_[hello.rank] = true;
+      return Aborted("the job was aborted: " + abort_reason_);
+    }
     Status status = rendezvous_.Admit(hello);
     if (!status.ok()) {
       logger_->warn("refused a worker: {}", status.message());
@@ -381,6 +386,16 @@ bool Controller::aborted() const {
 std::string Controller::abort_reason() const {
   MutexLock lock(&mu_);
   return abort_reason_;
+}
+
+std::vector<int> Controller::RanksNotTold() const {
+  MutexLock lock(&mu_);
+  std::vector<int> ranks;
+  if (!aborted_ || rendezvous_.complete()) return ranks;
+  for (int rank = 0; rank < config_.size; ++rank) {
+    if (!rendezvous_.admitted(rank) && !refused_after_abort_[rank]) ranks.push_back(rank);
+  }
+  return ranks;
 }
 
 bool Controller::shutdown_sent() const {

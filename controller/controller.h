@@ -113,6 +113,11 @@ class Controller final : public ControllerHandler {
   bool aborted() const;
   std::string abort_reason() const;  // "" unless aborted
   bool shutdown_sent() const;        // every rank sent its notice and got Shutdown
+  // After a start that aborted before every rank said hello: the ranks that have not heard
+  // the verdict, neither admitted (their stream carried the Abort) nor refused with the
+  // abort's reason since. Empty unless the job aborted during the rendezvous. Rank 0 keeps
+  // serving until this is empty or its start timeout passed (docs/RELIABILITY.md, scenario 19).
+  std::vector<int> RanksNotTold() const;
 
  private:
   struct Outgoing {
@@ -172,6 +177,7 @@ class Controller final : public ControllerHandler {
   std::string abort_reason_ KOLO_GUARDED_BY(mu_);
   bool shutdown_sent_ KOLO_GUARDED_BY(mu_) = false;
   std::vector<Clock::TimePoint> last_heard_ KOLO_GUARDED_BY(mu_);  // per rank, its last message
+  std::vector<bool> refused_after_abort_ KOLO_GUARDED_BY(mu_);     // per rank: told the verdict
   bool stop_ KOLO_GUARDED_BY(mu_) = false;
 
   // Started by Start(), joined by Stop(); touched only by the thread that owns the controller.

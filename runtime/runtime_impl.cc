@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 #include "controller/controller.h"
 #include "core/check.h"
@@ -75,6 +76,7 @@ StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const Options& option
   std::unique_ptr<RuntimeImpl> impl(new RuntimeImpl(options, *level));
   Status started = impl->Start();
   if (!started.ok()) {
+    impl->TellLateRanks();
     impl->Teardown();
     std::string where =
         options.controller_source.empty()
@@ -90,6 +92,7 @@ Status RuntimeImpl::Start() {
   if (!options_.timeline_path.empty()) {
     KOLO_RETURN_IF_ERROR(timeline_.Start(options_.timeline_path).WithContext("KOLO_TIMELINE"));
   }
+  for (const std::string& warning : options_.environment_warnings) logger_->warn("{}", warning);
   KOLO_ASSIGN_OR_RETURN(security_.credentials, LoadJobCredentials(options_));
   security_.tls_cert = options_.tls_cert;
   security_.tls_key = options_.tls_key;
@@ -193,6 +196,7 @@ Status RuntimeImpl::StartController(std::string* controller_address) {
           MakeLogger(options_.rank, "control-server", logger_->level()), security_);
   if (!server.ok()) return server.status().WithContext("starting the controller");
   server_ = std::move(server).value();
+  controller_started_ = SteadyTime::now();
   local_channel_ = std::make_unique<LocalControlChannel>(options_.rank, controller_.get(),
                                                          server_.get(), server_->generation());
   controller_->Attach(local_channel_.get());
@@ -420,6 +424,28 @@ Status RuntimeImpl::Shutdown() {
   Status status = loop_ ? loop_->Stop() : Status::Ok();
   Teardown();
   return status;
+}
+
+void RuntimeImpl::TellLateRanks() {
+  if (!controller_ || !server_ || options_.start_timeout_seconds <= 0) return;
+  std::vector<int> untold = controller_->RanksNotTold();
+  if (untold.empty()) return;
+  const SteadyTime::time_point deadline =
+      controller_started_ + std::chrono::duration_cast<SteadyTime::duration>(
+                                std::chrono::duration<double>(options_.start_timeout_seconds));
+  std::string ranks;
+  for (size_t i = 0; i < untold.size(); ++i)
+    ranks += (i == 0 ? "" : ", ") + std::to_string(untold[i]);
+  logger_->info(
+      "the start was aborted; rank{} {} {} not connected yet: the controller stays up to tell "
+      "{} why, at most until the start timeout (KOLO_START_TIMEOUT_SECONDS={})",
+      untold.size() == 1 ? "" : "s", ranks, untold.size() == 1 ? "has" : "have",
+      untold.size() == 1 ? "it" : "them", SecondsText(options_.start_timeout_seconds));
+  while (!untold.empty() && SteadyTime::now() < deadline) {
+    // Polls a rare error path at a coarse step; the deadline bounds it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    untold = controller_->RanksNotTold();
+  }
 }
 
 void RuntimeImpl::Teardown() {

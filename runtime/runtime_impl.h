@@ -82,6 +82,12 @@ class RuntimeImpl {
   // timeout and the controller address's variable. (When the controller is reachable, its
   // verdict naming the ranks that never arrived comes first.)
   Status StartFailure(const Status& connect_error);
+  // Rank 0 after a failed Start: while its controller aborted the job before every rank said
+  // hello, keeps serving so that ranks still starting are refused with the abort's reason
+  // (naming the rank that died) instead of retrying until their start timeout and blaming
+  // rank 0; returns once every rank has heard it or the start timeout has passed since the
+  // controller started.
+  void TellLateRanks();
   void Teardown();
 
   // Constant after Create.
@@ -94,8 +100,9 @@ class RuntimeImpl {
   OpTracer tracer_;
 
   // Built by Start(), torn down by Teardown(), in reverse order.
-  std::unique_ptr<controller::Controller> controller_;    // rank 0 only
-  std::unique_ptr<transport::GrpcControlServer> server_;  // rank 0 only
+  std::unique_ptr<controller::Controller> controller_;        // rank 0 only
+  std::unique_ptr<transport::GrpcControlServer> server_;      // rank 0 only
+  std::chrono::steady_clock::time_point controller_started_;  // rank 0: when server_ started
   std::unique_ptr<transport::TcpMesh> mesh_;
   std::unique_ptr<transport::ShmMesh> shm_;  // when allreduce runs over shared memory
   // shm_ for the control channel's fatal handler (its reader thread); null until shm_ is up.

@@ -12,6 +12,7 @@
 
 #include "core/config/config_table.h"
 #include "core/config/launcher_env.h"
+#include "core/config/near_miss.h"
 
 extern char** environ;
 
@@ -25,7 +26,9 @@ Status CheckUnknownKoloVariables(const std::map<std::string, std::string>& env) 
   for (const ConfigVar& var : ConfigTable()) known.insert(var.name);
   for (const auto& [name, value] : env) {
     if (name.rfind("KOLO_", 0) == 0 && known.count(name) == 0) {
+      const std::string likely = LikelyConfigName(name);
       return InvalidArgument("unknown variable " + name +
+                             (likely.empty() ? "" : "; did you mean " + likely + "?") +
                              " (see `kolorun --help-env` for the variables kolo reads)");
     }
   }
@@ -71,6 +74,7 @@ StatusOr<Options> Options::FromMap(const std::map<std::string, std::string>& env
     }
   }
   KOLO_RETURN_IF_ERROR(ApplyLauncherIdentity(env, &options));
+  options.environment_warnings = NearMissWarnings(env);
   KOLO_RETURN_IF_ERROR(options.Validate());
   return options;
 }

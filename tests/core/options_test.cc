@@ -4,7 +4,11 @@
 #include <cmath>
 
 #include "core/config/config_table.h"
+#include "core/config/near_miss.h"
 
+using kolo::ConfigTable;
+using kolo::ConfigVar;
+using kolo::LikelyConfigName;
 using kolo::Options;
 
 TEST_CASE("An empty environment gives a valid one-rank job with the table's defaults",
@@ -101,6 +105,40 @@ TEST_CASE("Unknown KOLO_ variables are refused as likely typos", "[core][options
   auto options = Options::FromMap({{"KOLO_FUSION_TRESHOLD", "1M"}});
   REQUIRE_FALSE(options.ok());
   CHECK_THAT(options.status().message(), Catch::Contains("KOLO_FUSION_TRESHOLD"));
+  CHECK_THAT(options.status().message(), Catch::Contains("did you mean KOLO_FUSION_THRESHOLD?"));
+  auto far = Options::FromMap({{"KOLO_SOMETHING_ELSE", "1"}});
+  REQUIRE_FALSE(far.ok());
+  CHECK_THAT(far.status().message(), !Catch::Contains("did you mean"));
+}
+
+TEST_CASE("Near misses of the table's names are warned about; other variables are not",
+          "[core][options]") {
+  CHECK(LikelyConfigName("HOROVOD_FUSION_TRESHOLD") == "HOROVOD_FUSION_THRESHOLD");
+  CHECK(LikelyConfigName("HOROVOD_FUSION_THRESHHOLD") == "HOROVOD_FUSION_THRESHOLD");
+  CHECK(LikelyConfigName("kolo_timeout_seconds") == "KOLO_TIMEOUT_SECONDS");
+  CHECK(LikelyConfigName("KOLO_TIMEOUT_SECOND") == "KOLO_TIMEOUT_SECONDS");
+  CHECK(LikelyConfigName("KOLO_TIEMOUT_SECONDS") == "KOLO_TIMEOUT_SECONDS");  // a swap
+  CHECK(LikelyConfigName("HOROVOD_START_TIMEOUT").empty());                   // an alias itself
+  CHECK(LikelyConfigName("KOLO_TIMELINE").empty());                           // a name itself
+  CHECK(LikelyConfigName("PATH").empty());
+  CHECK(LikelyConfigName("HOROVOD_HIERARCHICAL_ALLREDUCE").empty());
+  // Every name and alias of the table is itself, never a near miss of another.
+  for (const ConfigVar& var : ConfigTable()) {
+    CHECK(LikelyConfigName(var.name).empty());
+    for (const char* alias : var.aliases) CHECK(LikelyConfigName(alias).empty());
+  }
+  auto options = Options::FromMap({{"HOROVOD_CYCLE_TIMES", "5"},
+                                   {"HOME", "/root"},
+                                   {"horovod_log_level", "debug"},
+                                   {"KOLO_CYCLE_TIME_MS", "2"}});
+  REQUIRE(options.ok());
+  CHECK(options->cycle_time_ms == 2);
+  REQUIRE(options->environment_warnings.size() == 2);
+  CHECK(options->environment_warnings[0] ==
+        "HOROVOD_CYCLE_TIMES is not a variable kolo reads; did you mean HOROVOD_CYCLE_TIME? (it "
+        "is ignored)");
+  CHECK_THAT(options->environment_warnings[1], Catch::StartsWith("horovod_log_level is not"));
+  CHECK(Options::FromMap({{"HOME", "/root"}})->environment_warnings.empty());
 }
 
 TEST_CASE("Inconsistent identity is refused", "[core][options]") {

@@ -127,6 +127,19 @@ bool ChildProcess::WaitForOutput(const std::string& text, int times,
   return true;
 }
 
+std::string ChildProcess::StderrSoFar() const {
+  return ReadFile(err_path_);
+}
+
+bool ChildProcess::WaitForStderr(const std::string& text, std::chrono::milliseconds limit) const {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (StderrSoFar().find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(kPollInterval);  // polling a file, not syncing
+  }
+  return true;
+}
+
 std::string ChildProcess::ReadLine(std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {

@@ -49,6 +49,9 @@ class ChildProcess {
   std::string StdoutSoFar() const;
   // Polls StdoutSoFar() until it contains `text` `times` times or `limit` passes.
   bool WaitForOutput(const std::string& text, int times, std::chrono::milliseconds limit) const;
+  // What the process has written to stderr so far (kolo's log lines), and the same wait on it.
+  std::string StderrSoFar() const;
+  bool WaitForStderr(const std::string& text, std::chrono::milliseconds limit) const;
   // The next complete line of stdout after the last one returned (without '\n'); empty if
   // none arrives within `limit`.
   std::string ReadLine(std::chrono::milliseconds limit);

@@ -6,14 +6,20 @@
 //     "WELCOMED" after Connect, then waits for stdin to close and shuts down cleanly.
 //   fault_peer controller: a GrpcControlServer that welcomes one rank. Prints "PORT <port>",
 //     then serves until stdin closes.
+//   fault_peer shm-creator <size>: rank 0 of a <size>-rank TcpMesh. Prints "ADDR <address>",
+//     reads the other ranks' addresses (one line, space-separated), connects, prints
+//     "CONNECTED", then creates the ShmMesh (rank 0 makes the segment and waits for every rank
+//     to map it: the test kills it in that window) and prints "SHM <status>".
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "tests/transport/control_test_handler.h"
 #include "transport/grpc/grpc_control_channel.h"
 #include "transport/grpc/grpc_control_server.h"
+#include "transport/shm/shm_mesh.h"
 #include "transport/tcp/tcp_mesh.h"
 
 namespace {
@@ -84,6 +90,33 @@ int RunController() {
   return 0;
 }
 
+int RunShmCreator(int size) {
+  TcpMesh::Config config;
+  config.rank = 0;
+  config.size = size;
+  config.auth.credentials = {"fault-test-key", "fault-test"};
+  config.timeout_seconds = 30;
+  auto mesh = TcpMesh::Listen(config);
+  if (!mesh.ok()) return 2;
+  std::cout << "ADDR " << (*mesh)->listen_address() << std::endl;
+  std::string line;
+  if (!std::getline(std::cin, line)) return 3;
+  std::vector<std::string> addresses = {(*mesh)->listen_address()};
+  std::istringstream others(line);
+  for (std::string address; others >> address;) addresses.push_back(address);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  if (!(*mesh)->Connect(addresses, deadline).ok()) return 4;
+  std::cout << "CONNECTED" << std::endl;
+  kolo::transport::ShmMesh::Config shm;
+  shm.rank = 0;
+  shm.size = size;
+  shm.slot_bytes = 4096;
+  shm.timeout_seconds = 30;
+  auto plane = kolo::transport::ShmMesh::Create(shm, **mesh);
+  std::cout << "SHM " << plane.status().ToString() << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,7 +124,9 @@ int main(int argc, char** argv) {
   if (args.size() == 2 && args[0] == "mesh") return RunMesh(std::stod(args[1]));
   if (args.size() == 3 && args[0] == "control") return RunControl(args[1], std::stoi(args[2]));
   if (args.size() == 1 && args[0] == "controller") return RunController();
+  if (args.size() == 2 && args[0] == "shm-creator") return RunShmCreator(std::stoi(args[1]));
   std::fprintf(stderr,
-               "usage: fault_peer mesh <timeout> | control <address> <rank> | controller\n");
+               "usage: fault_peer mesh <timeout> | control <address> <rank> | controller | "
+               "shm-creator <size>\n");
   return 1;
 }

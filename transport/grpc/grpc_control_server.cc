@@ -1,7 +1,12 @@
 #include "transport/grpc/grpc_control_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <thread>
@@ -19,6 +24,55 @@ namespace kolo::transport {
 namespace {
 
 using SessionStream = grpc::ServerReaderWriter<wire::ControllerMessage, wire::WorkerMessage>;
+
+// Binds (and closes) a socket on each address `address` ("host:port", port not 0) resolves to,
+// as gRPC's listener will: a port in use is reported in one sentence here rather than in the
+// error dump gRPC 1.51 writes to stderr when its own bind fails. OK when the address does not
+// parse or resolve: gRPC then says why.
+Status ProbeListenAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return Status::Ok();
+  std::string host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (port.empty() || port == "0") return Status::Ok();
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0) {
+    return Status::Ok();
+  }
+  int error = 0;
+  for (addrinfo* a = found; a != nullptr && error == 0; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));  // as gRPC: TIME_WAIT is fine
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 &&
+        (errno == EADDRINUSE || errno == EADDRNOTAVAIL || errno == EACCES)) {
+      error = errno;
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  if (error == EADDRINUSE) {
+    return Unavailable("the controller cannot listen on " + address + ": address in use (port " +
+                       port + " is taken by another job's controller or another program); " +
+                       "choose another port in KOLO_CONTROLLER");
+  }
+  if (error == EADDRNOTAVAIL) {
+    return Unavailable("the controller cannot listen on " + address + ": " + host +
+                       " is not an address of this host (KOLO_CONTROLLER names rank 0's host)");
+  }
+  if (error == EACCES) {
+    return Unavailable("the controller cannot listen on " + address + ": port " + port +
+                       " needs privileges; choose a port above 1023 in KOLO_CONTROLLER");
+  }
+  return Status::Ok();
+}
 
 // One worker's stream, shared by its handler thread, its writer thread and Send/Stop callers.
 struct StreamState {
@@ -105,6 +159,7 @@ Status GrpcControlServer::Impl::Start(const std::string& address) {
   KOLO_ASSIGN_OR_RETURN(generation_, RandomBytes(16));
   StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(security_);
   if (!credentials.ok()) return credentials.status();
+  KOLO_RETURN_IF_ERROR(ProbeListenAddress(address));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, *credentials, &port_);
   builder.RegisterService(this);
@@ -367,8 +422,12 @@ void GrpcControlServer::Impl::Send(int rank, const ControllerMessage& message) {
       return;
     }
   }
-  logger_->warn("dropped a {} message for rank {}: {}", KindName(message.kind), rank,
-                dropped_because);
+  // A Pong only answers a clock sample for the timeline, which a stopping job no longer needs:
+  // dropping one is routine (clean shutdowns right after init dropped them and warned).
+  const spdlog::level::level_enum level =
+      message.kind == ControllerMessage::Kind::kPong ? spdlog::level::debug : spdlog::level::warn;
+  logger_->log(level, "dropped a {} message for rank {}: {}", KindName(message.kind), rank,
+               dropped_because);
 }
 
 void GrpcControlServer::Impl::Stop(SteadyTime deadline) {

@@ -25,6 +25,11 @@ constexpr size_t kNameBytes = 64;
 constexpr long kSleepSliceNs = 5'000'000;
 constexpr int kSpins = 1000;  // pause instructions before yielding (when not oversubscribed)
 constexpr int kYields = 8;    // sched_yield calls before sleeping on the futex
+// How long a rank whose bootstrap broke waits for rank 0's lock on the segment to drop (a
+// killed creator's lock goes a moment after its sockets close) before leaving the name to the
+// next job's sweep.
+constexpr std::chrono::milliseconds kDyingCreatorWait{1000};
+constexpr int kCreateAttempts = 3;  // fresh names tried when a sweep inspects ours meanwhile
 
 struct Header {
   uint64_t magic;
@@ -113,7 +118,20 @@ Status RecvFrom(DataPlane& plane, int peer, void* data, size_t bytes, const std:
 StatusOr<std::unique_ptr<ShmSegment>> CreateAndShare(const ShmMesh::Config& config,
                                                      DataPlane& plane, const std::string& what) {
   const size_t bytes = ShmMeshBytes(config.size, config.slot_bytes);
+  // Segments of creators killed before they could unlink (issue 19): nobody else removes them.
+  const std::vector<std::string> swept = ShmSegment::RemoveStaleSegments();
+  if (!swept.empty() && config.logger) {
+    std::string names;
+    for (const std::string& name : swept) names += (names.empty() ? "" : ", ") + name;
+    config.logger->warn("{}: removed {} shared-memory segment{} left by killed jobs: {}", what,
+                        swept.size(), swept.size() == 1 ? "" : "s", names);
+  }
   StatusOr<std::unique_ptr<ShmSegment>> created = ShmSegment::Create(FreshShmName(), bytes);
+  for (int attempt = 1;
+       attempt < kCreateAttempts && created.status().code() == StatusCode::kUnavailable;
+       ++attempt) {
+    created = ShmSegment::Create(FreshShmName(), bytes);
+  }
   if (!created.ok()) return created.status().WithContext(what);
   std::unique_ptr<ShmSegment> segment = std::move(created).value();
   Header header{kMagic, static_cast<uint64_t>(config.size), config.slot_bytes};
@@ -161,9 +179,16 @@ StatusOr<std::unique_ptr<ShmSegment>> OpenShared(const ShmMesh::Config& config, 
   }
   if (!mapped.ok() && config.logger) config.logger->error("{}: {}", what, mapped.message());
   const uint8_t ack = mapped.ok() ? 1 : 0;
-  KOLO_RETURN_IF_ERROR(SendTo(plane, 0, &ack, 1, what));
   uint8_t verdict = 0;
-  KOLO_RETURN_IF_ERROR(RecvFrom(plane, 0, &verdict, 1, what));
+  Status heard = SendTo(plane, 0, &ack, 1, what);
+  if (heard.ok()) heard = RecvFrom(plane, 0, &verdict, 1, what);
+  if (!heard.ok()) {
+    // Rank 0 may have died holding the name: if so, nobody else would remove it.
+    if (ShmSegment::RemoveIfAbandoned(name, kDyingCreatorWait) && config.logger) {
+      config.logger->warn("{}: removed {}, which rank 0 left behind", what, name);
+    }
+    return heard;
+  }
   if (!mapped.ok()) return mapped.WithContext(what);
   if (verdict != 1) {
     return Unavailable(what + ": another rank could not map the segment (rank 0's log names it)");

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "kolo/status.h"
 
@@ -47,6 +48,10 @@ struct Options {
   // How controller_address was chosen (e.g. "first host of SLURM_JOB_NODELIST, port derived
   // from SLURM_JOB_ID=42"); empty when it was not derived from the environment.
   std::string controller_source;
+  // Variables of the environment FromMap read whose names are near misses of ones kolo reads
+  // ("HOROVOD_FUSION_TRESHOLD", "kolo_timeout_seconds"), one sentence each, naming the likely
+  // intended variable; init() logs each as a warning. Empty for options built by hand.
+  std::vector<std::string> environment_warnings;
   // Address other ranks use to reach this rank's data-plane listener. Empty: the address of
   // the interface that routes to the controller.
   std::string data_address;  // KOLO_DATA_ADDR
