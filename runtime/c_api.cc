@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/process_sets.h"
 #include "kolo/kolo.h"
 #include "runtime/handle_state.h"
 
