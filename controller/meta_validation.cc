@@ -79,6 +79,10 @@ std::string DescribeMismatch(int rank_a, const TensorMeta& a, int rank_b, const 
   if (a.op != b.op) {
     return Mismatch("operations", name, rank_a, OpTypeName(a.op), rank_b, OpTypeName(b.op));
   }
+  if (a.op == OpType::kAddProcessSet && a.group != b.group) {  // KOLO_PROCESS_SETS, at init
+    return "Ranks disagree on KOLO_PROCESS_SETS: rank " + std::to_string(rank_a) + " has \"" +
+           a.group + "\", rank " + std::to_string(rank_b) + " has \"" + b.group + "\"";
+  }
   if (a.op == OpType::kAddProcessSet && a.splits != b.splits) {
     return "Ranks disagree on the members of a new process set (add_process_set): rank " +
            std::to_string(rank_a) + " sent " + ShapeToString(a.splits) + ", rank " +

@@ -21,11 +21,18 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Options& options) {
   // whose lists differ all fail here with the controller's mismatch message.
   KOLO_ASSIGN_OR_RETURN(std::vector<std::vector<int>> sets,
                         ParseProcessSets(options.process_sets, options.size));
+  std::string agreed;  // the sets as every rank must have them, compared with each add
+  for (const std::vector<int>& set : sets) {
+    agreed += agreed.empty() ? "" : ";";
+    for (size_t r = 0; r < set.size(); ++r) agreed += (r ? "," : "") + std::to_string(set[r]);
+  }
   for (size_t i = 0; i < sets.size(); ++i) {
-    StatusOr<int> id = runtime->AddProcessSet(sets[i]);
-    Status failed = id.status();
-    if (id.ok() && *id != static_cast<int>(i) + 1) {
-      failed = Internal("process set " + std::to_string(i + 1) + " got id " + std::to_string(*id));
+    int id = 0;
+    Status failed = runtime->Blocking("KOLO_PROCESS_SETS", [&](Callback done) {
+      return runtime->impl_->AddProcessSetAsync(sets[i], &id, std::move(done), agreed);
+    });
+    if (failed.ok() && id != static_cast<int>(i) + 1) {
+      failed = Internal("process set " + std::to_string(i + 1) + " got id " + std::to_string(id));
     }
     if (!failed.ok()) {
       runtime->Shutdown().IgnoreError();  // the error below is what init() reports

@@ -447,10 +447,11 @@ Status RuntimeImpl::EnqueueGroupScoped(std::vector<TensorMeta> metas,
 }
 
 Status RuntimeImpl::AddProcessSetAsync(const std::vector<int>& ranks, int* id,
-                                       Callback callback) {
+                                       Callback callback, const std::string& static_sets) {
   KOLO_ASSIGN_OR_RETURN(std::vector<int> sorted, CheckSetRanks(ranks, options_.size));
   TensorMeta meta = BarrierMeta(kAddProcessSetName, OpType::kAddProcessSet);
   meta.splits.assign(sorted.begin(), sorted.end());
+  meta.group = static_sets;  // compared by the controller; never a grouped op's key here
   TensorView none;
   none.dtype = DataType::kUInt8;
   none.shape = {0};

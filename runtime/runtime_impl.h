@@ -73,7 +73,10 @@ class RuntimeImpl {
 
   // Process sets (README, "Process sets"). AddProcessSet and RemoveProcessSet enqueue the
   // collective decision (the callback runs once it is applied here); `id` is set before it.
-  Status AddProcessSetAsync(const std::vector<int>& ranks, int* id, Callback callback);
+  // `static_sets`: the whole KOLO_PROCESS_SETS text when init adds its sets (ranks whose
+  // texts differ all fail, even when the set at hand agrees), else empty.
+  Status AddProcessSetAsync(const std::vector<int>& ranks, int* id, Callback callback,
+                            const std::string& static_sets = "");
   Status RemoveProcessSetAsync(int id, Callback callback);
   const ProcessSets& process_sets() const { return sets_; }
   // This thread's current process set (kolo::ProcessSetScope) and this rank's place in it;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tests/support/local_job.h"
+#include "tests/support/rank_threads.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
@@ -332,6 +333,33 @@ TEST_CASE("KOLO_PROCESS_SETS makes static sets at init", "[runtime][process_sets
     return "";
   });
   CHECK(failures == std::vector<std::string>{});
+}
+
+TEST_CASE("Ranks whose KOLO_PROCESS_SETS differ all fail init, naming both values",
+          "[runtime][process_sets][config]") {
+  Watchdog watchdog("static process sets that differ", std::chrono::seconds(60));
+  const int port = kolo::testing::PickFreePort();
+  REQUIRE(port > 0);
+  std::vector<Status> created = kolo::testing::RunOnRanks(3, [&](int r) -> Status {
+    Options options;
+    options.rank = r;
+    options.size = 3;
+    options.controller_address = "127.0.0.1:" + std::to_string(port);
+    options.secret = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    options.job_id = "static-sets";
+    options.timeout_seconds = 10;
+    options.start_timeout_seconds = 20;
+    // Rank 2 lacks the second set: the first set agrees, the lists do not.
+    options.process_sets = r == 2 ? "0,1" : "0,1;1,2";
+    StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(options);
+    return rt.status();
+  });
+  for (const Status& status : created) {
+    INFO(status.ToString());
+    CHECK(status.code() == StatusCode::kMismatch);
+    CHECK(status.message().find("KOLO_PROCESS_SETS") != std::string::npos);
+    CHECK(status.message().find("rank 2 has \"0,1\"") != std::string::npos);
+  }
 }
 
 TEST_CASE("KOLO_PROCESS_SETS is checked when read", "[process_sets][config]") {
