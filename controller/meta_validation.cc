@@ -9,7 +9,8 @@ namespace {
 
 bool IsValidOp(OpType op) {
   const auto v = static_cast<int32_t>(op);
-  return v >= static_cast<int32_t>(OpType::kAllreduce) && v <= static_cast<int32_t>(OpType::kRemoveProcessSet);
+  return v >= static_cast<int32_t>(OpType::kAllreduce) &&
+         v <= static_cast<int32_t>(OpType::kRemoveProcessSet);
 }
 
 std::string Mismatch(const std::string& what, const std::string& name, int rank_a,

@@ -28,10 +28,10 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, C
       auto set = sets_.find(meta->process_set);
       const int index = set == sets_.end() ? -1 : set->second.IndexOf(rank);
       if (index < 0) {
-        return Internal("rank " + std::to_string(rank) + " announced '" + meta->name +
-                        "' in process set " + std::to_string(meta->process_set) +
-                        (set == sets_.end() ? ", which does not exist"
-                                            : ", which it is not a member of"));
+        return Internal(
+            "rank " + std::to_string(rank) + " announced '" + meta->name + "' in process set " +
+            std::to_string(meta->process_set) +
+            (set == sets_.end() ? ", which does not exist" : ", which it is not a member of"));
       }
       KOLO_RETURN_IF_ERROR(set->second.table->Announce(index, *meta, now, &ready_, events));
       AnnotateSetErrors(before, set->first, set->second);

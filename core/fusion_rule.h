@@ -12,8 +12,8 @@
 
 namespace kolo {
 
-// What tensors must agree on to share a response: process set, op, dtype and device, and for the reducing
-// ops the reduction (an allgather reduces nothing, so only its dtype and device count).
+// What tensors must agree on to share a response: process set, op, dtype and device, and for the
+// reducing ops the reduction (an allgather reduces nothing, so only its dtype and device count).
 struct FusionKey {
   OpType op = OpType::kAllreduce;
   DataType dtype = DataType::kFloat32;

@@ -63,8 +63,9 @@ StatusOr<std::vector<std::vector<int>>> ParseProcessSets(const std::string& text
       if (number.empty() || number.size() > 9 ||
           !std::all_of(number.begin(), number.end(),
                        [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
-        return InvalidArgument("'" + text + "' is not a list of process sets such as \"0,1;2,3\" ('" +
-                               part + "' is not a list of ranks)");
+        return InvalidArgument("'" + text +
+                               "' is not a list of process sets such as \"0,1;2,3\" ('" + part +
+                               "' is not a list of ranks)");
       }
       ranks.push_back(std::stoi(number));
     }
@@ -132,9 +133,8 @@ bool ProcessSets::IsMember(int id) const {
   if (id == 0) return true;
   MutexLock lock(&mu_);
   auto it = sets_.find(id);
-  return it != sets_.end() &&
-         std::find(it->second.ranks.begin(), it->second.ranks.end(), rank_) !=
-             it->second.ranks.end();
+  return it != sets_.end() && std::find(it->second.ranks.begin(), it->second.ranks.end(), rank_) !=
+                                  it->second.ranks.end();
 }
 
 bool ProcessSets::Known(int id) const {

@@ -72,8 +72,7 @@ class ProcessSets {
     std::vector<int> ranks;
     bool removing = false;
   };
-  StatusOr<SetMembership> ResolveLocked(int id, const std::string& what) const
-      KOLO_REQUIRES(mu_);
+  StatusOr<SetMembership> ResolveLocked(int id, const std::string& what) const KOLO_REQUIRES(mu_);
 
   const int rank_;
   const int size_;

@@ -360,9 +360,8 @@ Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const Tens
 }
 
 Status RuntimeImpl::EnqueueScoped(TensorMeta meta, const TensorView& input,
-                                  const TensorView& output, Callback callback,
-                                  Allocator allocate, std::vector<int64_t>* received_splits,
-                                  int* last_joined) {
+                                  const TensorView& output, Callback callback, Allocator allocate,
+                                  std::vector<int64_t>* received_splits, int* last_joined) {
   if (!meta.device.is_cpu()) KOLO_RETURN_IF_ERROR(gpu_->CheckOp(meta, input, output));
   auto entry = std::make_unique<TensorEntry>();
   entry->meta = std::move(meta);
@@ -446,8 +445,8 @@ Status RuntimeImpl::EnqueueGroupScoped(std::vector<TensorMeta> metas,
   return queued;
 }
 
-Status RuntimeImpl::AddProcessSetAsync(const std::vector<int>& ranks, int* id,
-                                       Callback callback, const std::string& static_sets) {
+Status RuntimeImpl::AddProcessSetAsync(const std::vector<int>& ranks, int* id, Callback callback,
+                                       const std::string& static_sets) {
   KOLO_ASSIGN_OR_RETURN(std::vector<int> sorted, CheckSetRanks(ranks, options_.size));
   TensorMeta meta = BarrierMeta(kAddProcessSetName, OpType::kAddProcessSet);
   meta.splits.assign(sorted.begin(), sorted.end());

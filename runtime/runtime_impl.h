@@ -16,8 +16,8 @@
 #include "core/loop/local_control_channel.h"
 #include "core/mutex.h"
 #include "core/process_sets.h"
-#include "core/subset_data_plane.h"
 #include "core/shared_memory_plane.h"
+#include "core/subset_data_plane.h"
 #include "core/tensor_queue.h"
 #include "core/timeline/op_tracer.h"
 #include "core/timeline/timeline_hub.h"
@@ -106,8 +106,8 @@ class RuntimeImpl {
                             std::vector<Allocator> allocators);
   // Enqueue once the op is in its set's terms.
   Status EnqueueScoped(TensorMeta meta, const TensorView& input, const TensorView& output,
-                       Callback callback, Allocator allocate,
-                       std::vector<int64_t>* received_splits, int* last_joined);
+                       Callback callback, Allocator allocate, std::vector<int64_t>* received_splits,
+                       int* last_joined);
   // The executor of set `id`'s responses, made on first use (loop thread only).
   Executor* SetExecutor(int id);
   // Constant after Create.

@@ -34,8 +34,7 @@ void BackgroundLoop::RunControllerResponse(const Response& response) {
     if (entry == nullptr && response.is_error()) {
       continue;  // an op that failed before this rank submitted it (e.g. a peer shut down)
     }
-    if (entry == nullptr && HasJoined(response.process_set) &&
-        response.op == OpType::kAllreduce) {
+    if (entry == nullptr && HasJoined(response.process_set) && response.op == OpType::kAllreduce) {
       entry = StandIn(response, entries.size());  // this rank joined: it contributes zeros
     }
     if (entry == nullptr) {

@@ -1,14 +1,17 @@
 // Process sets (README, "Process sets"): collectives among subsets of the ranks, added and
 // removed collectively, scoped names, concurrency between sets, the errors, and the static
 // sets of KOLO_PROCESS_SETS. Real ranks as threads over real gRPC and loopback TCP.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "tests/support/local_job.h"
 #include "tests/support/rank_threads.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
@@ -18,8 +21,7 @@ using kolo::testing::Watchdog;
 namespace {
 
 TensorView View(std::vector<float>& v) {
-  return TensorView{v.data(), DataType::kFloat32, {static_cast<int64_t>(v.size())},
-                    Device::Cpu()};
+  return TensorView{v.data(), DataType::kFloat32, {static_cast<int64_t>(v.size())}, Device::Cpu()};
 }
 
 std::string Text(const std::vector<float>& v) {
@@ -102,8 +104,8 @@ TEST_CASE("Overlapping sets with ops submitted in different orders per rank do n
       for (size_t i = 0; i < order.size(); ++i) {
         data[i].assign(64, static_cast<float>(r + 1));
         ProcessSetScope scope(order[i]);
-        StatusOr<Handle> h = rt.AllreduceAsync("x" + std::to_string(round), View(data[i]),
-                                               View(data[i]));
+        StatusOr<Handle> h =
+            rt.AllreduceAsync("x" + std::to_string(round), View(data[i]), View(data[i]));
         if (!h.ok()) return "enqueue: " + h.status().ToString();
         handles.push_back(*h);
       }
@@ -112,8 +114,8 @@ TEST_CASE("Overlapping sets with ops submitted in different orders per rank do n
         if (!s.ok()) return "round " + std::to_string(round) + ": " + s.ToString();
         const float want = order[i] == a ? 1 + 2 : order[i] == b ? 3 + 4 : 1 + 3 + 4;
         if (data[i][63] != want) {
-          return "round " + std::to_string(round) + " set " + std::to_string(order[i]) +
-                 ": got " + Text({data[i][63]}) + "want " + std::to_string(want);
+          return "round " + std::to_string(round) + " set " + std::to_string(order[i]) + ": got " +
+                 Text({data[i][63]}) + "want " + std::to_string(want);
         }
       }
     }
@@ -205,6 +207,50 @@ TEST_CASE("Every op runs on a set of 3 of 4 ranks, ranks counting within the set
   CHECK(failures == std::vector<std::string>{});
 }
 
+TEST_CASE("A join within a set gives zeros to the set's allreduces only",
+          "[runtime][process_sets][join]") {
+  Watchdog watchdog("join in a process set", std::chrono::seconds(60));
+  LocalJob job(3);
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    int set = -1;
+    std::string failed = Add(rt, {0, 1}, &set);
+    if (!failed.empty()) return failed;
+    std::vector<float> g(2, static_cast<float>(rt.rank() + 1));
+    if (rt.rank() == 1) {
+      std::optional<Handle> joined;
+      int last = -1;
+      {
+        ProcessSetScope scope(set);
+        StatusOr<Handle> h = rt.JoinAsync(&last);
+        if (!h.ok()) return "join: " + h.status().ToString();
+        joined = *h;
+      }
+      // Joined in the set only: the global allreduce still takes this rank's values.
+      Status s = rt.Allreduce("global", View(g), View(g));
+      if (!s.ok() || g[0] != 6.0f) return "global: " + s.ToString() + " " + Text(g);
+      s = synchronize(*joined);
+      return s.ok() && last == 0 ? "" : "join: " + s.ToString() + " last " + std::to_string(last);
+    }
+    if (rt.rank() == 0) {
+      ProcessSetScope scope(set);
+      for (int step = 0; step < 2; ++step) {
+        std::vector<float> x(3, 5.0f);
+        Status s = rt.Allreduce("in set", View(x), View(x));
+        if (!s.ok() || x[2] != 5.0f) return "in set: " + s.ToString() + " " + Text(x);
+      }
+    }
+    Status s = rt.Allreduce("global", View(g), View(g));
+    if (!s.ok() || g[0] != 6.0f) return "global: " + s.ToString() + " " + Text(g);
+    if (rt.rank() == 0) {
+      ProcessSetScope scope(set);
+      StatusOr<int> last = rt.Join();
+      if (!last.ok() || *last != 0) return "join: " + last.status().ToString();
+    }
+    return "";
+  });
+  CHECK(failures == std::vector<std::string>{});
+}
+
 TEST_CASE("Process set errors: outsiders, unknown ids, disagreeing members, ops in flight",
           "[runtime][process_sets][errors]") {
   Watchdog watchdog("process set errors", std::chrono::seconds(90));
@@ -236,8 +282,8 @@ TEST_CASE("Process set errors: outsiders, unknown ids, disagreeing members, ops 
       }
     }
     // Ranks that disagree on the members all fail.
-    StatusOr<int> odd = rt.AddProcessSet(rt.rank() == 3 ? std::vector<int>{0, 2}
-                                                         : std::vector<int>{0, 1});
+    StatusOr<int> odd =
+        rt.AddProcessSet(rt.rank() == 3 ? std::vector<int>{0, 2} : std::vector<int>{0, 1});
     disagree[static_cast<size_t>(rt.rank())] = odd.status().ToString();
     if (odd.ok() || odd.status().code() != StatusCode::kMismatch) return "disagreement accepted";
     // Removing a set while one of its ops is in flight (rank 0 submitted it, rank 1 and 2 not
@@ -315,6 +361,33 @@ TEST_CASE("Mismatches inside a set name the set and its members", "[runtime][pro
     return "";
   });
   CHECK(failures == std::vector<std::string>{});
+}
+
+TEST_CASE("The timeline shows a set's op on its own track, named with the set",
+          "[runtime][process_sets][timeline]") {
+  Watchdog watchdog("process set timeline", std::chrono::seconds(60));
+  const kolo::testing::TempDir temp("kolo-process-sets-");
+  {
+    LocalJob job(3);
+    for (int r = 0; r < 3; ++r) REQUIRE(job.rank(r).StartTimeline(temp.path() + "/t.json").ok());
+    auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+      int set = -1;
+      std::string failed = Add(rt, {0, 2}, &set);
+      if (!failed.empty() || rt.rank() == 1) return failed;
+      ProcessSetScope scope(set);
+      std::vector<float> x(4, 1.0f);
+      Status s = rt.Allreduce("traced", View(x), View(x));
+      return s.ok() && x[0] == 2.0f ? "" : s.ToString();
+    });
+    CHECK(failures == std::vector<std::string>{});
+    for (int r = 0; r < 3; ++r) REQUIRE(job.rank(r).StopTimeline().ok());
+  }
+  auto text_of = [](const std::string& file) {
+    std::ifstream in(file);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  CHECK(text_of(temp.path() + "/t.rank2.json").find("traced [process set 1]") != std::string::npos);
+  CHECK(text_of(temp.path() + "/t.rank1.json").find("traced") == std::string::npos);
 }
 
 TEST_CASE("KOLO_PROCESS_SETS makes static sets at init", "[runtime][process_sets][config]") {
