@@ -72,6 +72,12 @@ int Negotiator::pending_count() const {
   return count;
 }
 
+std::vector<WatchedTable> Negotiator::WatchedTables() const {
+  std::vector<WatchedTable> tables{{&table_, nullptr}};
+  for (const auto& [id, set] : sets_) tables.push_back({set.table.get(), &set.ranks});
+  return tables;
+}
+
 int Negotiator::ProcessSet::IndexOf(int rank) const {
   auto it = std::lower_bound(ranks.begin(), ranks.end(), rank);
   return it != ranks.end() && *it == rank ? static_cast<int>(it - ranks.begin()) : -1;

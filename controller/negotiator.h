@@ -11,6 +11,7 @@
 
 #include "controller/readiness_table.h"
 #include "controller/response_cache.h"
+#include "controller/stall_inspector.h"
 #include "core/clock.h"
 #include "core/config/config_table.h"
 #include "core/messages.h"
@@ -57,6 +58,9 @@ class Negotiator {
   void DropReady() { ready_.clear(); }
 
   const ReadinessTable& table() const { return table_; }
+  // The global table and every process set's, for the StallInspector; valid until the next
+  // non-const call.
+  std::vector<WatchedTable> WatchedTables() const;
   const ResponseCache& cache() const { return cache_; }
   uint64_t next_seq() const { return next_seq_; }
 

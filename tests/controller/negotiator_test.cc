@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/stall_inspector.h"
 #include "tests/controller/test_requests.h"
 
 namespace kolo::controller {
@@ -234,6 +235,23 @@ TEST_CASE("Removing a process set fails while one of its names is pending",
   std::vector<Response> again = AllSend(&n, 2, {testing::Full(remove)});
   REQUIRE(again.size() == 1);
   CHECK(again[0].error.find("does not exist") != std::string::npos);
+}
+
+TEST_CASE("The stall inspector watches process sets, naming job ranks",
+          "[controller][negotiator][process_sets][stall]") {
+  Negotiator n(MakeConfig(4));
+  AllSend(&n, 4, {testing::Full(AddSet({1, 3}))});
+  REQUIRE(n.AddRequests(1, {testing::Full(InSet("x", 1))}, testing::kT0).ok());
+  StallInspector::Config config;
+  config.check_seconds = 60;
+  config.shutdown_seconds = 0;
+  StallInspector inspector(config);
+  CHECK(inspector.NextCheck(n.WatchedTables()) == testing::kT0 + std::chrono::seconds(60));
+  StallInspector::Findings findings =
+      inspector.Inspect(n.WatchedTables(), testing::kT0 + std::chrono::seconds(61));
+  INFO(findings.warning);
+  CHECK(findings.warning.find("rank 3 has not submitted 'x [process set 1]'") !=
+        std::string::npos);
 }
 
 TEST_CASE("Ranks that disagree on a new set's members all get the mismatch",
