@@ -24,6 +24,7 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, C
       KOLO_RETURN_IF_ERROR(CheckWellFormed(rank, *meta));
     }
     const size_t before = ready_.size();
+    KOLO_RETURN_IF_ERROR(CheckProcessSetOp(rank, *meta));
     if (meta->process_set != 0) {
       auto set = sets_.find(meta->process_set);
       const int index = set == sets_.end() ? -1 : set->second.IndexOf(rank);
@@ -70,6 +71,26 @@ int Negotiator::pending_count() const {
   int count = table_.pending_count();
   for (const auto& [id, set] : sets_) count += set.table->pending_count();
   return count;
+}
+
+Status Negotiator::CheckProcessSetOp(int rank, const TensorMeta& meta) const {
+  const bool set_op = meta.op == OpType::kAddProcessSet || meta.op == OpType::kRemoveProcessSet;
+  if (!set_op) return Status::Ok();
+  const std::string what =
+      "rank " + std::to_string(rank) + " announced " + OpTypeName(meta.op) + " with ";
+  if (meta.process_set != 0) return Internal(what + "a process set of its own");
+  if (meta.op == OpType::kAddProcessSet) {
+    bool ascending = !meta.splits.empty();
+    for (size_t i = 0; i < meta.splits.size() && ascending; ++i) {
+      ascending =
+          meta.splits[i] >= (i == 0 ? 0 : meta.splits[i - 1] + 1) && meta.splits[i] < config_.size;
+    }
+    if (!ascending) {
+      return Internal(what + "members " + ShapeToString(meta.splits) +
+                      " that are not ascending ranks of the job");
+    }
+  }
+  return Status::Ok();
 }
 
 std::vector<WatchedTable> Negotiator::WatchedTables() const {

@@ -75,6 +75,9 @@ class Negotiator {
     std::unique_ptr<ReadinessTable> table;
     int IndexOf(int rank) const;  // -1: not a member
   };
+  // A protocol error when an add/remove_process_set announcement is malformed (members not
+  // ascending ranks of the job, or the op itself in a set); OK for every other op.
+  Status CheckProcessSetOp(int rank, const TensorMeta& meta) const;
   // Applies the add and remove decisions among ready_ (before they are planned): an add gets
   // its id (meta.root); a removal fails while names of the set are pending.
   void DecideProcessSets();

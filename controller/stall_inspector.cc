@@ -115,8 +115,7 @@ std::optional<Clock::TimePoint> Oldest(const std::vector<WatchedTable>& tables) 
   return oldest;
 }
 
-std::vector<PendingName> Waiting(const std::vector<WatchedTable>& tables,
-                                 Clock::TimePoint cutoff) {
+std::vector<PendingName> Waiting(const std::vector<WatchedTable>& tables, Clock::TimePoint cutoff) {
   std::vector<PendingName> waiting;
   for (const WatchedTable& watched : tables) {
     for (PendingName& name : watched.table->WaitingSince(cutoff)) {
@@ -126,10 +125,9 @@ std::vector<PendingName> Waiting(const std::vector<WatchedTable>& tables,
       waiting.push_back(std::move(name));
     }
   }
-  std::stable_sort(waiting.begin(), waiting.end(),
-                   [](const PendingName& a, const PendingName& b) {
-                     return a.first_seen < b.first_seen;
-                   });
+  std::stable_sort(waiting.begin(), waiting.end(), [](const PendingName& a, const PendingName& b) {
+    return a.first_seen < b.first_seen;
+  });
   return waiting;
 }
 

@@ -250,8 +250,19 @@ TEST_CASE("The stall inspector watches process sets, naming job ranks",
   StallInspector::Findings findings =
       inspector.Inspect(n.WatchedTables(), testing::kT0 + std::chrono::seconds(61));
   INFO(findings.warning);
-  CHECK(findings.warning.find("rank 3 has not submitted 'x [process set 1]'") !=
-        std::string::npos);
+  CHECK(findings.warning.find("rank 3 has not submitted 'x [process set 1]'") != std::string::npos);
+}
+
+TEST_CASE("A malformed add_process_set is a protocol error naming the rank",
+          "[controller][negotiator][process_sets]") {
+  Negotiator n(MakeConfig(3));
+  for (const std::vector<int64_t>& members :
+       {std::vector<int64_t>{}, {1, 0}, {0, 0}, {0, 3}, {-1, 1}}) {
+    Status status = n.AddRequests(2, {testing::Full(AddSet(members))}, testing::kT0);
+    INFO(status.ToString());
+    CHECK(status.code() == StatusCode::kInternal);
+    CHECK(status.message().find("rank 2") != std::string::npos);
+  }
 }
 
 TEST_CASE("Ranks that disagree on a new set's members all get the mismatch",
