@@ -327,6 +327,23 @@ StatusOr<SetMembership> RuntimeImpl::CurrentMembership(const std::string& what) 
   return sets_.Resolve(CurrentProcessSet(), what);
 }
 
+StatusOr<int> RuntimeImpl::RootInSet(const SetMembership& set, int root,
+                                     const std::string& what) const {
+  if (set.id == 0) return root;
+  const std::vector<int> ranks = sets_.Members(set.id);
+  auto it = std::find(ranks.begin(), ranks.end(), root);
+  if (it == ranks.end()) {
+    std::string members;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      members += (i ? ", " : "") + std::to_string(ranks[i]);
+    }
+    return InvalidArgument(what + ": root rank " + std::to_string(root) +
+                           " is not in process set " + std::to_string(set.id) + " (ranks [" +
+                           members + "])");
+  }
+  return static_cast<int>(it - ranks.begin());
+}
+
 Status RuntimeImpl::ScopeToSet(TensorMeta* meta, int id) const {
   const std::string what = OpTypeName(meta->op) + " '" + meta->name + "'";
   if (!meta->device.is_cpu()) {

@@ -82,6 +82,9 @@ class RuntimeImpl {
   // This thread's current process set (kolo::ProcessSetScope) and this rank's place in it;
   // fails naming `what` when the set is unknown or this rank is not in it.
   StatusOr<SetMembership> CurrentMembership(const std::string& what) const;
+  // A broadcast root, given as a job rank (as Horovod does), as a rank within `set`; fails
+  // naming `what` when the root is not a member. The global set: `root` itself.
+  StatusOr<int> RootInSet(const SetMembership& set, int root, const std::string& what) const;
   const Options& options() const { return options_; }
   const Topology& topology() const { return topology_; }
 

@@ -124,8 +124,13 @@ void BackgroundLoop::Execute(const Response& response, std::vector<TensorEntry*>
   if (response.op == OpType::kJoin && !response.is_error() && response.process_set != 0) {
     joined_sets_.erase(std::remove(joined_sets_.begin(), joined_sets_.end(), response.process_set),
                        joined_sets_.end());
+    // The set's table counts its members; the caller gets a job rank, as for broadcast roots.
+    const std::vector<int> members = config_.process_sets->Members(response.process_set);
+    const int last = response.root >= 0 && response.root < static_cast<int>(members.size())
+                         ? members[static_cast<size_t>(response.root)]
+                         : response.root;
     for (TensorEntry* e : entries) {
-      if (e->last_joined != nullptr) *e->last_joined = response.root;
+      if (e->last_joined != nullptr) *e->last_joined = last;
     }
   } else if (response.op == OpType::kJoin && !response.is_error()) {  // only the controller's
     joined_ = false;

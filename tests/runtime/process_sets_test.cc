@@ -158,15 +158,24 @@ TEST_CASE("Every op runs on a set of 3 of 4 ranks, ranks counting within the set
     if (!s.ok() || gathered != std::vector<float>{0, 1, 1, 2, 2, 2}) {
       return "allgather: " + s.ToString() + " " + Text(gathered);
     }
-    // broadcast from set rank 1 (job rank 2).
+    // broadcast from job rank 2 (a job rank, as in Horovod; set rank 1), in place and out of
+    // place.
     std::vector<float> weights(4, static_cast<float>(rt.rank()));
-    s = rt.Broadcast("weights", View(weights), 1);
+    s = rt.Broadcast("weights", View(weights), 2);
     if (!s.ok() || weights != std::vector<float>(4, 2.0f)) {
       return "broadcast: " + s.ToString() + " " + Text(weights);
     }
-    // A root outside the set fails at enqueue.
-    if (rt.Broadcast("bad root", View(weights), 3).code() != StatusCode::kInvalidArgument) {
-      return "broadcast from set rank 3 was accepted";
+    std::vector<float> source(3, static_cast<float>(rt.rank())), copy(3, -1.0f);
+    s = rt.Broadcast("copy", View(source), View(copy), 3);
+    if (!s.ok() || copy != std::vector<float>(3, 3.0f)) {
+      return "out-of-place broadcast: " + s.ToString() + " " + Text(copy);
+    }
+    // A root outside the set fails at enqueue, naming it and the set.
+    Status bad = rt.Broadcast("bad root", View(weights), 1);
+    if (bad.code() != StatusCode::kInvalidArgument ||
+        bad.message().find("root rank 1 is not in process set 1 (ranks [0, 2, 3])") ==
+            std::string::npos) {
+      return "broadcast from job rank 1: " + bad.ToString();
     }
     // alltoall: one row to each set rank, valued 10 * sender + receiver.
     std::vector<float> send(3);
@@ -199,8 +208,10 @@ TEST_CASE("Every op runs on a set of 3 of 4 ranks, ranks counting within the set
     // barrier and join within the set.
     s = rt.Barrier();
     if (!s.ok()) return "set barrier: " + s.ToString();
-    StatusOr<int> last = rt.Join();
-    if (!last.ok() || *last < 0 || *last > 2) return "set join: " + last.status().ToString();
+    StatusOr<int> last = rt.Join();  // a job rank of the set
+    if (!last.ok() || (*last != 0 && *last != 2 && *last != 3)) {
+      return "set join: " + last.status().ToString();
+    }
     ProcessSetScope global(0);
     return rt.Barrier().ok() ? "" : "global barrier";
   });
@@ -213,10 +224,10 @@ TEST_CASE("A join within a set gives zeros to the set's allreduces only",
   LocalJob job(3);
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     int set = -1;
-    std::string failed = Add(rt, {0, 1}, &set);
+    std::string failed = Add(rt, {1, 2}, &set);
     if (!failed.empty()) return failed;
     std::vector<float> g(2, static_cast<float>(rt.rank() + 1));
-    if (rt.rank() == 1) {
+    if (rt.rank() == 2) {
       std::optional<Handle> joined;
       int last = -1;
       {
@@ -229,9 +240,10 @@ TEST_CASE("A join within a set gives zeros to the set's allreduces only",
       Status s = rt.Allreduce("global", View(g), View(g));
       if (!s.ok() || g[0] != 6.0f) return "global: " + s.ToString() + " " + Text(g);
       s = synchronize(*joined);
-      return s.ok() && last == 0 ? "" : "join: " + s.ToString() + " last " + std::to_string(last);
+      // The last to join is job rank 1 (the set's rank 0).
+      return s.ok() && last == 1 ? "" : "join: " + s.ToString() + " last " + std::to_string(last);
     }
-    if (rt.rank() == 0) {
+    if (rt.rank() == 1) {
       ProcessSetScope scope(set);
       for (int step = 0; step < 2; ++step) {
         std::vector<float> x(3, 5.0f);
@@ -241,10 +253,10 @@ TEST_CASE("A join within a set gives zeros to the set's allreduces only",
     }
     Status s = rt.Allreduce("global", View(g), View(g));
     if (!s.ok() || g[0] != 6.0f) return "global: " + s.ToString() + " " + Text(g);
-    if (rt.rank() == 0) {
+    if (rt.rank() == 1) {
       ProcessSetScope scope(set);
       StatusOr<int> last = rt.Join();
-      if (!last.ok() || *last != 0) return "join: " + last.status().ToString();
+      if (!last.ok() || *last != 1) return "join: " + last.status().ToString();
     }
     return "";
   });

@@ -57,9 +57,10 @@ struct AllreduceOptions {
 // a thread runs in that thread's current process set, which a ProcessSetScope sets for its
 // lifetime (scopes nest; the default is 0):
 //   { kolo::ProcessSetScope in_set(id);  rt.Allreduce("grad", in, out); }
-// Within a set, every rank number an op takes or gives (broadcast root, alltoall splits,
-// allgather order, reducescatter parts, join's last rank) counts within the set: its members in
-// ascending order of their job ranks are its ranks 0, 1, ... Names are scoped per set (the same
+// Within a set, its members in ascending order of their job ranks are its ranks 0, 1, ...:
+// alltoall splits, the allgather order and reducescatter parts follow them. Broadcast roots and
+// join's last rank are job ranks, as in Horovod (a root outside the set fails at enqueue).
+// Names are scoped per set (the same
 // name may be in flight in two sets at once); messages and the timeline show a set's op as
 // "<name> [process set <id>]". Only the set's members may submit to it (others fail at enqueue);
 // its ops run concurrently with other sets' without deadlock. CPU tensors only.
