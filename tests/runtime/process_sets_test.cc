@@ -2,6 +2,8 @@
 // removed collectively, scoped names, concurrency between sets, the errors, and the static
 // sets of KOLO_PROCESS_SETS. Real ranks as threads over real gRPC and loopback TCP.
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <iterator>
@@ -78,6 +80,37 @@ TEST_CASE("Two disjoint sets run allreduces at the same time, each among its mem
     Status s = rt.Allreduce("grad", View(all), View(all));
     if (!s.ok() || all[2] != 4.0f) return "global grad: " + s.ToString();
     return "";
+  });
+  CHECK(failures == std::vector<std::string>{});
+}
+
+TEST_CASE("A set's pending op never holds up another set", "[runtime][process_sets]") {
+  Watchdog watchdog("independent process sets", std::chrono::seconds(60));
+  LocalJob job(4);
+  std::atomic<bool> high_done{false};
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    int low = -1, high = -1;
+    std::string failed = Add(rt, {0, 1}, &low);
+    if (failed.empty()) failed = Add(rt, {2, 3}, &high);
+    if (!failed.empty()) return failed;
+    std::vector<float> x(16, 1.0f);
+    if (rt.rank() >= 2) {
+      // Set {2, 3} runs to the end while set {0, 1} has an op that rank 1 has not submitted.
+      ProcessSetScope scope(high);
+      for (int step = 0; step < 20; ++step) {
+        x.assign(16, 1.0f);
+        Status s = rt.Allreduce("busy", View(x), View(x));
+        if (!s.ok() || x[0] != 2.0f) return "busy: " + s.ToString();
+      }
+      if (rt.rank() == 2) high_done = true;
+      return "";
+    }
+    ProcessSetScope scope(low);
+    if (rt.rank() == 1) {
+      while (!high_done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    Status s = rt.Allreduce("waits", View(x), View(x));
+    return s.ok() && x[0] == 2.0f ? "" : "waits: " + s.ToString();
   });
   CHECK(failures == std::vector<std::string>{});
 }
