@@ -208,6 +208,17 @@ TEST_CASE("A process set gets an id, its own readiness among its members, and it
                         testing::kT0)
               .ok());
   CHECK(n.Plan().size() == 2);
+
+  // Within one set they fuse as usual.
+  for (int rank : {1, 3}) {
+    REQUIRE(n.AddRequests(rank, {testing::Full(InSet("p", 1)), testing::Full(InSet("q", 1))},
+                          testing::kT0)
+                .ok());
+  }
+  std::vector<Response> fused = n.Plan();
+  REQUIRE(fused.size() == 1);
+  CHECK(fused[0].process_set == 1);
+  CHECK(fused[0].names == std::vector<std::string>{"p [process set 1]", "q [process set 1]"});
 }
 
 TEST_CASE("Removing a process set fails while one of its names is pending",

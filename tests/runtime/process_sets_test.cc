@@ -3,12 +3,12 @@
 // sets of KOLO_PROCESS_SETS. Real ranks as threads over real gRPC and loopback TCP.
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <iterator>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/local_job.h"
