@@ -343,7 +343,7 @@ bool Controller::PlanIfDueLocked(Clock::TimePoint now, bool force, Clock::TimePo
   // The window only pays while more tensors may join the batch, i.e. while some rank has
   // announced a name that others have not yet. With nothing half-announced, plan at once: a
   // lone repeated tensor then costs no window at all.
-  const bool more_coming = negotiator_.table().pending_count() > 0;
+  const bool more_coming = negotiator_.pending_count() > 0;
   if (!force && more_coming && now < *due) return false;
   std::vector<Response> responses = negotiator_.Plan();
   LogBatch(logger_, responses);

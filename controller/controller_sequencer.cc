@@ -32,13 +32,13 @@ std::optional<Clock::TimePoint> Controller::CheckStalls() {
 
 std::optional<Clock::TimePoint> Controller::CheckStallsLocked(Clock::TimePoint now) {
   if (aborted_ || shutdown_sent_) return std::nullopt;
-  StallInspector::Findings findings = stall_inspector_.Inspect(negotiator_.table(), now);
+  StallInspector::Findings findings = stall_inspector_.Inspect(negotiator_.WatchedTables(), now);
   if (!findings.warning.empty()) logger_->warn("{}", findings.warning);
   if (!findings.abort_reason.empty()) {
     AbortLocked(findings.abort_reason);
     return std::nullopt;
   }
-  return stall_inspector_.NextCheck(negotiator_.table());
+  return stall_inspector_.NextCheck(negotiator_.WatchedTables());
 }
 
 void Controller::SequencerLoop() {

@@ -33,6 +33,7 @@ Response StartResponse(const ReadyTensor& t, uint64_t seq) {
   r.error = t.error;
   r.error_code = t.error_code;
   r.splits = t.splits;
+  r.process_set = t.meta.process_set;
   return r;
 }
 

@@ -9,7 +9,8 @@ namespace {
 
 bool IsValidOp(OpType op) {
   const auto v = static_cast<int32_t>(op);
-  return v >= static_cast<int32_t>(OpType::kAllreduce) && v <= static_cast<int32_t>(OpType::kJoin);
+  return v >= static_cast<int32_t>(OpType::kAllreduce) &&
+         v <= static_cast<int32_t>(OpType::kRemoveProcessSet);
 }
 
 std::string Mismatch(const std::string& what, const std::string& name, int rank_a,
@@ -78,6 +79,15 @@ std::string DescribeMismatch(int rank_a, const TensorMeta& a, int rank_b, const 
   const std::string& name = a.name;
   if (a.op != b.op) {
     return Mismatch("operations", name, rank_a, OpTypeName(a.op), rank_b, OpTypeName(b.op));
+  }
+  if (a.op == OpType::kAddProcessSet && a.group != b.group) {  // KOLO_PROCESS_SETS, at init
+    return "Ranks disagree on KOLO_PROCESS_SETS: rank " + std::to_string(rank_a) + " has \"" +
+           a.group + "\", rank " + std::to_string(rank_b) + " has \"" + b.group + "\"";
+  }
+  if (a.op == OpType::kAddProcessSet && a.splits != b.splits) {
+    return "Ranks disagree on the members of a new process set (add_process_set): rank " +
+           std::to_string(rank_a) + " sent " + ShapeToString(a.splits) + ", rank " +
+           std::to_string(rank_b) + " sent " + ShapeToString(b.splits);
   }
   if (a.dtype != b.dtype) {
     return Mismatch("data types", name, rank_a, DataTypeName(a.dtype), rank_b,

@@ -1,5 +1,7 @@
 #include "controller/negotiator.h"
 
+#include <algorithm>
+
 #include "controller/fusion_planner.h"
 #include "controller/meta_validation.h"
 
@@ -22,6 +24,21 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, C
       KOLO_RETURN_IF_ERROR(CheckWellFormed(rank, *meta));
     }
     const size_t before = ready_.size();
+    KOLO_RETURN_IF_ERROR(CheckProcessSetOp(rank, *meta));
+    if (meta->process_set != 0) {
+      auto set = sets_.find(meta->process_set);
+      const int index = set == sets_.end() ? -1 : set->second.IndexOf(rank);
+      if (index < 0) {
+        return Internal(
+            "rank " + std::to_string(rank) + " announced '" + meta->name + "' in process set " +
+            std::to_string(meta->process_set) +
+            (set == sets_.end() ? ", which does not exist" : ", which it is not a member of"));
+      }
+      KOLO_RETURN_IF_ERROR(set->second.table->Announce(index, *meta, now, &ready_, events));
+      AnnotateSetErrors(before, set->first, set->second);
+      CommitToCache(before);
+      continue;
+    }
     KOLO_RETURN_IF_ERROR(table_.Announce(rank, *meta, now, &ready_, events));
     CommitToCache(before);
   }
@@ -30,10 +47,120 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, C
 
 void Negotiator::AddShutdown(int rank, std::vector<NegotiationEvent>* events) {
   table_.MarkShutdown(rank, &ready_, events);
+  for (auto& [id, set] : sets_) {
+    const int index = set.IndexOf(rank);
+    if (index < 0) continue;
+    const size_t before = ready_.size();
+    set.table->MarkShutdown(index, &ready_, events);
+    AnnotateSetErrors(before, id, set);
+  }
 }
 
 void Negotiator::AddGone(int rank, std::vector<NegotiationEvent>* events) {
   table_.MarkGone(rank, &ready_, events);
+  for (auto& [id, set] : sets_) {
+    const int index = set.IndexOf(rank);
+    if (index < 0) continue;
+    const size_t before = ready_.size();
+    set.table->MarkGone(index, &ready_, events);
+    AnnotateSetErrors(before, id, set);
+  }
+}
+
+int Negotiator::pending_count() const {
+  int count = table_.pending_count();
+  for (const auto& [id, set] : sets_) count += set.table->pending_count();
+  return count;
+}
+
+Status Negotiator::CheckProcessSetOp(int rank, const TensorMeta& meta) const {
+  const bool set_op = meta.op == OpType::kAddProcessSet || meta.op == OpType::kRemoveProcessSet;
+  if (!set_op) return Status::Ok();
+  const std::string what =
+      "rank " + std::to_string(rank) + " announced " + OpTypeName(meta.op) + " with ";
+  if (meta.process_set != 0) return Internal(what + "a process set of its own");
+  if (meta.op == OpType::kAddProcessSet) {
+    bool ascending = !meta.splits.empty();
+    for (size_t i = 0; i < meta.splits.size() && ascending; ++i) {
+      ascending =
+          meta.splits[i] >= (i == 0 ? 0 : meta.splits[i - 1] + 1) && meta.splits[i] < config_.size;
+    }
+    if (!ascending) {
+      return Internal(what + "members " + ShapeToString(meta.splits) +
+                      " that are not ascending ranks of the job");
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<WatchedTable> Negotiator::WatchedTables() const {
+  std::vector<WatchedTable> tables{{&table_, nullptr}};
+  for (const auto& [id, set] : sets_) tables.push_back({set.table.get(), &set.ranks});
+  return tables;
+}
+
+int Negotiator::ProcessSet::IndexOf(int rank) const {
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), rank);
+  return it != ranks.end() && *it == rank ? static_cast<int>(it - ranks.begin()) : -1;
+}
+
+void Negotiator::AnnotateSetErrors(size_t first, int id, const ProcessSet& set) {
+  for (size_t i = first; i < ready_.size(); ++i) {
+    if (!ready_[i].is_error()) continue;
+    std::string ranks;
+    for (size_t r = 0; r < set.ranks.size(); ++r) {
+      ranks += (r ? ", " : "") + std::to_string(set.ranks[r]);
+    }
+    ready_[i].error += " (ranks counted within process set " + std::to_string(id) +
+                       ", whose members are ranks [" + ranks + "])";
+  }
+}
+
+std::string Negotiator::PendingText(const ProcessSet& set) const {
+  std::vector<PendingName> pending = set.table->WaitingSince(Clock::TimePoint::max());
+  std::string text;
+  for (size_t i = 0; i < pending.size() && i < 3; ++i) {
+    text += (i ? ", '" : "'") + pending[i].name + "'";
+  }
+  if (pending.size() > 3) text += ", ...";
+  return text;
+}
+
+void Negotiator::DecideProcessSets() {
+  for (ReadyTensor& t : ready_) {
+    if (t.is_error()) continue;
+    if (t.meta.op == OpType::kAddProcessSet) {
+      const int id = next_set_id_++;
+      ProcessSet set;
+      set.ranks.assign(t.meta.splits.begin(), t.meta.splits.end());
+      set.table = std::make_unique<ReadinessTable>(static_cast<int>(set.ranks.size()));
+      // A rank that already shut down submits nothing more, in this set either.
+      std::vector<ReadyTensor> none;  // a new table has no pending name to fail
+      for (size_t i = 0; i < set.ranks.size(); ++i) {
+        if (table_.has_shut_down(set.ranks[i])) {
+          set.table->MarkShutdown(static_cast<int>(i), &none);
+        }
+      }
+      sets_.emplace(id, std::move(set));
+      t.meta.root = id;
+      t.splits = t.meta.splits;  // the response carries the members
+    } else if (t.meta.op == OpType::kRemoveProcessSet) {
+      const std::string what = "remove_process_set(" + std::to_string(t.meta.root) + ")";
+      auto set = sets_.find(t.meta.root);
+      if (set == sets_.end()) {
+        t.error = what + ": process set " + std::to_string(t.meta.root) + " does not exist";
+        t.error_code = StatusCode::kInvalidArgument;
+      } else if (set->second.table->pending_count() > 0) {
+        t.error = what + ": process set " + std::to_string(t.meta.root) + " still has " +
+                  std::to_string(set->second.table->pending_count()) +
+                  " op(s) in flight that not every member submitted (" + PendingText(set->second) +
+                  "); complete them first";
+        t.error_code = StatusCode::kFailedPrecondition;
+      } else {
+        sets_.erase(set);
+      }
+    }
+  }
 }
 
 void Negotiator::CommitToCache(size_t first) {
@@ -50,6 +177,7 @@ void Negotiator::CommitToCache(size_t first) {
 }
 
 std::vector<Response> Negotiator::Plan() {
+  DecideProcessSets();
   std::vector<Response> responses =
       PlanResponses(ready_, config_.fusion_threshold_bytes, &next_seq_);
   ready_.clear();

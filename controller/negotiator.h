@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "controller/readiness_table.h"
 #include "controller/response_cache.h"
+#include "controller/stall_inspector.h"
 #include "core/clock.h"
 #include "core/config/config_table.h"
 #include "core/messages.h"
@@ -44,6 +47,8 @@ class Negotiator {
   // Number of tensors ready and not yet planned.
   int ready_count() const { return static_cast<int>(ready_.size()); }
   bool all_shut_down() const { return table_.num_shut_down() == config_.size; }
+  // Names pending in the global set and in every process set.
+  int pending_count() const;
 
   // Plans every ready tensor into responses (fused, numbered from 1 across the job) and
   // forgets them. Empty when nothing is ready.
@@ -53,18 +58,41 @@ class Negotiator {
   void DropReady() { ready_.clear(); }
 
   const ReadinessTable& table() const { return table_; }
+  // The global table and every process set's, for the StallInspector; valid until the next
+  // non-const call.
+  std::vector<WatchedTable> WatchedTables() const;
   const ResponseCache& cache() const { return cache_; }
   uint64_t next_seq() const { return next_seq_; }
 
  private:
   // Records the cache id of every success appended to ready_ from index `first` on.
   void CommitToCache(size_t first);
+  // Process sets (docs/PROTOCOL.md, "Process sets"): each has its own readiness table over
+  // its members, indexed by their place in the set; the global table is set 0's. A set
+  // exists from the planning of its add_process_set to that of its remove_process_set.
+  struct ProcessSet {
+    std::vector<int> ranks;  // ascending global ranks
+    std::unique_ptr<ReadinessTable> table;
+    int IndexOf(int rank) const;  // -1: not a member
+  };
+  // A protocol error when an add/remove_process_set announcement is malformed (members not
+  // ascending ranks of the job, or the op itself in a set); OK for every other op.
+  Status CheckProcessSetOp(int rank, const TensorMeta& meta) const;
+  // Applies the add and remove decisions among ready_ (before they are planned): an add gets
+  // its id (meta.root); a removal fails while names of the set are pending.
+  void DecideProcessSets();
+  std::string PendingText(const ProcessSet& set) const;
+  // Adds to the errors among ready_ from `first` on that their rank numbers count within set
+  // `id` (the set's table numbers its members 0, 1, ...), and which job ranks those are.
+  void AnnotateSetErrors(size_t first, int id, const ProcessSet& set);
 
   const Config config_;
   ReadinessTable table_;
   ResponseCache cache_;
   std::vector<ReadyTensor> ready_;  // in readiness order
   uint64_t next_seq_ = 1;
+  std::map<int, ProcessSet> sets_;
+  int next_set_id_ = 1;
 };
 
 }  // namespace kolo::controller

@@ -104,26 +104,65 @@ StallInspector::StallInspector(const Config& config)
       check_(ToDuration(config.check_seconds)),
       shutdown_(ToDuration(config.shutdown_seconds)) {}
 
+namespace {
+
+std::optional<Clock::TimePoint> Oldest(const std::vector<WatchedTable>& tables) {
+  std::optional<Clock::TimePoint> oldest;
+  for (const WatchedTable& watched : tables) {
+    std::optional<Clock::TimePoint> first = watched.table->oldest_first_seen();
+    if (first.has_value() && (!oldest.has_value() || *first < *oldest)) oldest = first;
+  }
+  return oldest;
+}
+
+std::vector<PendingName> Waiting(const std::vector<WatchedTable>& tables, Clock::TimePoint cutoff) {
+  std::vector<PendingName> waiting;
+  for (const WatchedTable& watched : tables) {
+    for (PendingName& name : watched.table->WaitingSince(cutoff)) {
+      if (watched.ranks != nullptr) {
+        for (int& rank : name.missing) rank = (*watched.ranks)[static_cast<size_t>(rank)];
+      }
+      waiting.push_back(std::move(name));
+    }
+  }
+  std::stable_sort(waiting.begin(), waiting.end(), [](const PendingName& a, const PendingName& b) {
+    return a.first_seen < b.first_seen;
+  });
+  return waiting;
+}
+
+}  // namespace
+
 StallInspector::Findings StallInspector::Inspect(const ReadinessTable& table,
                                                  Clock::TimePoint now) {
+  return Inspect(std::vector<WatchedTable>{{&table, nullptr}}, now);
+}
+
+std::optional<Clock::TimePoint> StallInspector::NextCheck(const ReadinessTable& table) const {
+  return NextCheck(std::vector<WatchedTable>{{&table, nullptr}});
+}
+
+StallInspector::Findings StallInspector::Inspect(const std::vector<WatchedTable>& tables,
+                                                 Clock::TimePoint now) {
   Findings findings;
-  const std::optional<Clock::TimePoint> oldest = table.oldest_first_seen();
+  const std::optional<Clock::TimePoint> oldest = Oldest(tables);
   if (!oldest.has_value()) return findings;
   const Duration waited = now - *oldest;
   if (shutdown_.count() > 0 && waited >= shutdown_) {
-    findings.abort_reason = StallAbortReason(config_, table.WaitingSince(now - shutdown_));
+    findings.abort_reason = StallAbortReason(config_, Waiting(tables, now - shutdown_));
     return findings;
   }
   const bool warned_recently = last_warning_.has_value() && now - *last_warning_ < check_;
   if (check_.count() > 0 && waited >= check_ && !warned_recently) {
-    findings.warning = StallWarning(config_, table.WaitingSince(now - check_), now);
+    findings.warning = StallWarning(config_, Waiting(tables, now - check_), now);
     last_warning_ = now;
   }
   return findings;
 }
 
-std::optional<Clock::TimePoint> StallInspector::NextCheck(const ReadinessTable& table) const {
-  const std::optional<Clock::TimePoint> oldest = table.oldest_first_seen();
+std::optional<Clock::TimePoint> StallInspector::NextCheck(
+    const std::vector<WatchedTable>& tables) const {
+  const std::optional<Clock::TimePoint> oldest = Oldest(tables);
   if (!oldest.has_value()) return std::nullopt;
   std::optional<Clock::TimePoint> next;
   if (check_.count() > 0) {

@@ -22,6 +22,13 @@
 
 namespace kolo::controller {
 
+// A readiness table to watch, and the job rank of each of its ranks (a process set's table
+// numbers its members 0, 1, ...; null: the table's ranks are job ranks).
+struct WatchedTable {
+  const ReadinessTable* table = nullptr;
+  const std::vector<int>* ranks = nullptr;
+};
+
 class StallInspector {
  public:
   struct Config {
@@ -51,6 +58,10 @@ class StallInspector {
   // `now` of the last Inspect that found no abort. nullopt when nothing is pending or the
   // inspector is disabled (an idle job needs no timer).
   std::optional<Clock::TimePoint> NextCheck(const ReadinessTable& table) const;
+  // The same over several tables at once (the global set's and every process set's): their
+  // pending names count together, oldest first, missing ranks as job ranks.
+  Findings Inspect(const std::vector<WatchedTable>& tables, Clock::TimePoint now);
+  std::optional<Clock::TimePoint> NextCheck(const std::vector<WatchedTable>& tables) const;
 
  private:
   const Config config_;

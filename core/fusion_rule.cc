@@ -10,13 +10,15 @@ FusionKey FusionKey::Of(const TensorMeta& meta) {
   key.reduce_op = meta.reduce_op;
   key.prescale = meta.prescale;
   key.postscale = meta.postscale;
+  key.process_set = meta.process_set;
   return key;
 }
 
 bool SameFusionKey(const FusionKey& a, const FusionKey& b) {
   // CPU or GPU, not the GPU's index: each rank has one device, and ranks' indices differ.
   if (a.op != b.op || a.dtype != b.dtype || a.device.is_cpu() != b.device.is_cpu()) return false;
-  if (a.op == OpType::kAllgather) return true;  // no reduction: nothing else to agree on
+  if (a.process_set != b.process_set) return false;  // each set's members run their own
+  if (a.op == OpType::kAllgather) return true;       // no reduction: nothing else to agree on
   return a.reduce_op == b.reduce_op && a.prescale == b.prescale && a.postscale == b.postscale;
 }
 

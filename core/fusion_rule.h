@@ -12,8 +12,8 @@
 
 namespace kolo {
 
-// What tensors must agree on to share a response: op, dtype and device, and for the reducing
-// ops the reduction (an allgather reduces nothing, so only its dtype and device count).
+// What tensors must agree on to share a response: process set, op, dtype and device, and for the
+// reducing ops the reduction (an allgather reduces nothing, so only its dtype and device count).
 struct FusionKey {
   OpType op = OpType::kAllreduce;
   DataType dtype = DataType::kFloat32;
@@ -21,6 +21,7 @@ struct FusionKey {
   ReduceOp reduce_op = ReduceOp::kSum;
   double prescale = 1.0;
   double postscale = 1.0;
+  int process_set = 0;  // tensors of different process sets never fuse
 
   static FusionKey Of(const TensorMeta& meta);
 };

@@ -12,7 +12,7 @@ bool operator==(const TensorMeta& a, const TensorMeta& b) {
   return a.name == b.name && a.op == b.op && a.dtype == b.dtype && a.shape == b.shape &&
          a.device == b.device && a.reduce_op == b.reduce_op && a.root == b.root &&
          a.prescale == b.prescale && a.postscale == b.postscale && a.splits == b.splits &&
-         a.group == b.group && a.group_size == b.group_size;
+         a.group == b.group && a.group_size == b.group_size && a.process_set == b.process_set;
 }
 
 const char* KindName(ControllerMessage::Kind kind) {

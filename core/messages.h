@@ -26,6 +26,10 @@ struct TensorMeta {
   std::vector<int64_t> splits;  // alltoall: rows of dimension 0 sent to each rank, by rank
   std::string group;            // grouped allreduce: the group's key, "" for none
   int group_size = 0;           // grouped allreduce: tensors in the group
+  // The process set the op runs in (0: the global set). In a set, `name` is the scoped name
+  // (ScopedName in core/process_sets.h) and root, splits and ranks count within the set.
+  // add_process_set: `splits` holds the members; remove_process_set: `root` holds the id.
+  int process_set = 0;
 
   int64_t num_elements() const;
 };
@@ -84,6 +88,9 @@ struct Response {
   StatusCode error_code = StatusCode::kMismatch;  // the code their callbacks receive
   std::vector<int64_t> first_dims;                // allgather: each rank's dim 0, by rank
   std::vector<int64_t> splits;  // alltoall: rows rank s sends to rank d at [s * size + d]
+  // The process set whose members run this response (0: every rank); only they have entries
+  // for it, the other ranks skip it. add_process_set: `root` is the new id, `splits` the members.
+  int process_set = 0;
   // Local only, never on the wire: set (seq 0) on responses a fast-path round decided
   // (docs/FAST-PATH.md), the same on every rank, unique in the job; the timeline's fused group.
   uint64_t fast_round = 0;

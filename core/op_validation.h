@@ -60,6 +60,9 @@ StatusOr<TensorMeta> ValidateBroadcast(const std::string& name, const TensorView
 // The names every rank's barrier and join are negotiated under.
 inline constexpr char kBarrierName[] = "kolo.barrier";
 inline constexpr char kJoinName[] = "kolo.join";
+// The names add_process_set and remove_process_set are negotiated under (global set).
+inline constexpr char kAddProcessSetName[] = "kolo.add_process_set";
+inline constexpr char kRemoveProcessSetName[] = "kolo.remove_process_set";
 
 // The metadata of a barrier (or, with OpType::kJoin, a join): every rank submits the same
 // name with no data.

@@ -98,6 +98,10 @@ std::string OpTypeName(OpType op) {
       return "barrier";
     case OpType::kJoin:
       return "join";
+    case OpType::kAddProcessSet:
+      return "add_process_set";
+    case OpType::kRemoveProcessSet:
+      return "remove_process_set";
   }
   return "op(" + std::to_string(static_cast<int32_t>(op)) + ")";
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/process_sets.h"
 #include "kolo/kolo.h"
 #include "runtime/handle_state.h"
 
@@ -375,6 +376,32 @@ int kolo_join_async(int* last_rank, kolo_done_fn done, void* user) {
     if (done == nullptr) return Missing("kolo_join_async");
     return Report(kolo::join_async(last_rank, Done(done, user)));
   });
+}
+
+int kolo_add_process_set(const int* ranks, int count, int* id) {
+  return Guarded("kolo_add_process_set", [&] {
+    if (count < 0 || (ranks == nullptr && count > 0)) return Missing("kolo_add_process_set");
+    std::vector<int> list(ranks, ranks + count);
+    kolo::StatusOr<int> added = kolo::add_process_set(list);
+    if (added.ok() && id != nullptr) *id = *added;
+    return Report(added.status());
+  });
+}
+
+int kolo_remove_process_set(int id) {
+  return Guarded("kolo_remove_process_set", [&] { return Report(kolo::remove_process_set(id)); });
+}
+
+int kolo_set_process_set(int id) {
+  return kolo::internal::SetCurrentProcessSet(id);
+}
+
+int kolo_process_set_rank(int id) {
+  return GuardedValue(-1, [&] { return kolo::process_set_rank(id); });
+}
+
+int kolo_process_set_size(int id) {
+  return GuardedValue(-1, [&] { return kolo::process_set_size(id); });
 }
 
 }  // extern "C"

@@ -343,6 +343,47 @@ StatusOr<Handle> barrier_async() {
       [&](Callback done) { return barrier_async(std::move(done)); });
 }
 
+StatusOr<int> add_process_set(const std::vector<int>& ranks) {
+  int id = -1;
+  KOLO_RETURN_IF_ERROR(OnDefault([&](Runtime& rt) {
+    StatusOr<int> added = rt.AddProcessSet(ranks);
+    if (added.ok()) id = *added;
+    return added.status();
+  }));
+  return id;
+}
+
+Status remove_process_set(int process_set) {
+  return OnDefault([&](Runtime& rt) { return rt.RemoveProcessSet(process_set); });
+}
+
+int process_set_rank(int process_set) {
+  int rank = -1;
+  OnDefault([&](Runtime& rt) {
+    rank = rt.ProcessSetRank(process_set);
+    return Status::Ok();
+  }).IgnoreError();
+  return rank;
+}
+
+int process_set_size(int process_set) {
+  int size = -1;
+  OnDefault([&](Runtime& rt) {
+    size = rt.ProcessSetSize(process_set);
+    return Status::Ok();
+  }).IgnoreError();
+  return size;
+}
+
+std::vector<int> process_set_ranks(int process_set) {
+  std::vector<int> ranks;
+  OnDefault([&](Runtime& rt) {
+    ranks = rt.ProcessSetRanks(process_set);
+    return Status::Ok();
+  }).IgnoreError();
+  return ranks;
+}
+
 Status start_timeline(const std::string& path) {
   return OnDefault([&](Runtime& rt) { return rt.StartTimeline(path); });
 }

@@ -4,6 +4,7 @@
 #include "core/loop/background_loop.h"
 #include "core/mutex.h"
 #include "core/op_validation.h"
+#include "core/process_sets.h"
 #include "kolo/kolo.h"
 #include "runtime/handle_state.h"
 #include "runtime/runtime_impl.h"
@@ -15,7 +16,30 @@ Runtime::~Runtime() = default;
 
 StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Options& options) {
   KOLO_ASSIGN_OR_RETURN(std::unique_ptr<RuntimeImpl> impl, RuntimeImpl::Create(options));
-  return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+  std::unique_ptr<Runtime> runtime(new Runtime(std::move(impl)));
+  // KOLO_PROCESS_SETS: every rank adds them first, in order, so they get ids 1, 2, ...; ranks
+  // whose lists differ all fail here with the controller's mismatch message.
+  KOLO_ASSIGN_OR_RETURN(std::vector<std::vector<int>> sets,
+                        ParseProcessSets(options.process_sets, options.size));
+  std::string agreed;  // the sets as every rank must have them, compared with each add
+  for (const std::vector<int>& set : sets) {
+    agreed += agreed.empty() ? "" : ";";
+    for (size_t r = 0; r < set.size(); ++r) agreed += (r ? "," : "") + std::to_string(set[r]);
+  }
+  for (size_t i = 0; i < sets.size(); ++i) {
+    int id = 0;
+    Status failed = runtime->Blocking("KOLO_PROCESS_SETS", [&](Callback done) {
+      return runtime->impl_->AddProcessSetAsync(sets[i], &id, std::move(done), agreed);
+    });
+    if (failed.ok() && id != static_cast<int>(i) + 1) {
+      failed = Internal("process set " + std::to_string(i + 1) + " got id " + std::to_string(id));
+    }
+    if (!failed.ok()) {
+      runtime->Shutdown().IgnoreError();  // the error below is what init() reports
+      return failed.WithContext("KOLO_PROCESS_SETS");
+    }
+  }
+  return runtime;
 }
 
 Status Runtime::Shutdown() {
@@ -51,6 +75,42 @@ int Runtime::cross_rank() const {
 }
 int Runtime::cross_size() const {
   return impl_->topology().cross_size;
+}
+
+StatusOr<int> Runtime::AddProcessSet(const std::vector<int>& ranks) {
+  int id = 0;  // set before the callback runs, which Blocking waits for
+  KOLO_RETURN_IF_ERROR(Blocking("add_process_set", [&](Callback done) {
+    return AddProcessSetAsync(ranks, &id, std::move(done));
+  }));
+  return id;
+}
+
+Status Runtime::AddProcessSetAsync(const std::vector<int>& ranks, int* id, Callback callback) {
+  return impl_->AddProcessSetAsync(ranks, id, std::move(callback));
+}
+
+Status Runtime::RemoveProcessSet(int process_set) {
+  return Blocking("remove_process_set(" + std::to_string(process_set) + ")", [&](Callback done) {
+    return RemoveProcessSetAsync(process_set, std::move(done));
+  });
+}
+
+Status Runtime::RemoveProcessSetAsync(int process_set, Callback callback) {
+  return impl_->RemoveProcessSetAsync(process_set, std::move(callback));
+}
+
+int Runtime::ProcessSetRank(int process_set) const {
+  StatusOr<SetMembership> m = impl_->process_sets().Resolve(process_set, "process_set_rank");
+  return m.ok() ? m->rank : -1;
+}
+
+int Runtime::ProcessSetSize(int process_set) const {
+  std::vector<int> ranks = impl_->process_sets().Members(process_set);
+  return ranks.empty() ? -1 : static_cast<int>(ranks.size());
+}
+
+std::vector<int> Runtime::ProcessSetRanks(int process_set) const {
+  return impl_->process_sets().Members(process_set);
 }
 
 Status Runtime::AllreduceAsync(const std::string& name, const TensorView& input,
@@ -122,9 +182,10 @@ Status Runtime::GroupedReducescatterAsync(const std::vector<std::string>& names,
                                           const std::vector<TensorView>& inputs,
                                           const std::vector<TensorView>& outputs,
                                           const AllreduceOptions& options, Callback callback) {
+  KOLO_ASSIGN_OR_RETURN(SetMembership set, impl_->CurrentMembership("grouped reducescatter"));
   KOLO_ASSIGN_OR_RETURN(
       std::vector<TensorMeta> metas,
-      ValidateGroupedReducescatter(names, inputs, outputs, options, rank(), size()));
+      ValidateGroupedReducescatter(names, inputs, outputs, options, set.rank, set.size));
   return impl_->EnqueueGroup(std::move(metas), inputs, outputs, std::move(callback));
 }
 
@@ -140,7 +201,8 @@ Status Runtime::GroupedReducescatter(const std::vector<std::string>& names,
 Status Runtime::AlltoallAsync(const std::string& name, const TensorView& input,
                               const std::vector<int64_t>& splits, Allocator allocate,
                               std::vector<int64_t>* received_splits, Callback callback) {
-  KOLO_ASSIGN_OR_RETURN(TensorMeta meta, ValidateAlltoall(name, input, splits, allocate, size()));
+  KOLO_ASSIGN_OR_RETURN(SetMembership set, impl_->CurrentMembership("alltoall '" + name + "'"));
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta, ValidateAlltoall(name, input, splits, allocate, set.size));
   TensorView output = input;  // data and shape are filled in once negotiation decided them
   output.data = nullptr;
   return impl_->Enqueue(std::move(meta), input, output, std::move(callback), std::move(allocate),
@@ -158,8 +220,10 @@ Status Runtime::Alltoall(const std::string& name, const TensorView& input,
 Status Runtime::ReducescatterAsync(const std::string& name, const TensorView& input,
                                    const TensorView& output, const AllreduceOptions& options,
                                    Callback callback) {
+  KOLO_ASSIGN_OR_RETURN(SetMembership set,
+                        impl_->CurrentMembership("reducescatter '" + name + "'"));
   KOLO_ASSIGN_OR_RETURN(TensorMeta meta,
-                        ValidateReducescatter(name, input, output, options, rank(), size()));
+                        ValidateReducescatter(name, input, output, options, set.rank, set.size));
   return impl_->Enqueue(std::move(meta), input, output, std::move(callback));
 }
 
@@ -172,7 +236,9 @@ Status Runtime::Reducescatter(const std::string& name, const TensorView& input,
 
 Status Runtime::BroadcastAsync(const std::string& name, const TensorView& tensor, int root,
                                Callback callback) {
-  KOLO_ASSIGN_OR_RETURN(TensorMeta meta, ValidateBroadcast(name, tensor, root, size()));
+  KOLO_ASSIGN_OR_RETURN(SetMembership set, impl_->CurrentMembership("broadcast '" + name + "'"));
+  KOLO_ASSIGN_OR_RETURN(int set_root, impl_->RootInSet(set, root, "broadcast '" + name + "'"));
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta, ValidateBroadcast(name, tensor, set_root, set.size));
   return impl_->Enqueue(std::move(meta), tensor, tensor, std::move(callback));
 }
 
@@ -184,7 +250,10 @@ Status Runtime::Broadcast(const std::string& name, const TensorView& tensor, int
 
 Status Runtime::BroadcastAsync(const std::string& name, const TensorView& input,
                                const TensorView& output, int root, Callback callback) {
-  KOLO_ASSIGN_OR_RETURN(TensorMeta meta, ValidateBroadcast(name, input, output, root, size()));
+  KOLO_ASSIGN_OR_RETURN(SetMembership set, impl_->CurrentMembership("broadcast '" + name + "'"));
+  KOLO_ASSIGN_OR_RETURN(int set_root, impl_->RootInSet(set, root, "broadcast '" + name + "'"));
+  KOLO_ASSIGN_OR_RETURN(TensorMeta meta,
+                        ValidateBroadcast(name, input, output, set_root, set.size));
   return impl_->Enqueue(std::move(meta), input, output, std::move(callback));
 }
 

@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/config/config_table.h"
+#include "core/op_validation.h"
 #include "ops/cpu_executor.h"
 #include "runtime/fd_limit.h"
 #include "runtime/job_credentials.h"
@@ -58,7 +59,8 @@ RuntimeImpl::RuntimeImpl(const Options& options, spdlog::level::level_enum level
     : options_(options),
       logger_(MakeLogger(options.rank, "runtime", level)),
       timeline_(options.rank, options.size, SteadyClock::Get()),
-      tracer_(&timeline_, options.rank) {
+      tracer_(&timeline_, options.rank),
+      sets_(options.rank, options.size) {
   timeline_.set_max_bytes(options.timeline_max_mb << 20);
 }
 
@@ -152,6 +154,9 @@ Status RuntimeImpl::Start() {
   // whose stall inspector then watches it: well within the stall check time.
   loop_config.divert_after_seconds =
       options_.stall_check_seconds > 0 ? std::min(1.0, options_.stall_check_seconds / 2) : 1.0;
+  loop_config.process_sets = &sets_;
+  loop_config.set_executor = [this](int id) { return SetExecutor(id); };
+  loop_config.set_removed = [this](int id) { set_planes_.erase(id); };
   if (options_.fast_path) {
     round_lane_ = std::make_unique<transport::TcpRoundLane>(
         options_.rank, mesh_->TakeRoundConnections(),
@@ -306,9 +311,78 @@ Status RuntimeImpl::StartFailure(const Status& connect_error) {
                     "; is rank 0 running, and is KOLO_CONTROLLER, or the launcher's rule, right?)");
 }
 
+Executor* RuntimeImpl::SetExecutor(int id) {
+  auto it = set_planes_.find(id);
+  if (it != set_planes_.end()) return it->second.executor.get();
+  std::vector<int> ranks = sets_.Members(id);
+  if (ranks.empty()) return nullptr;
+  SetPlane set;
+  set.plane = std::make_unique<SubsetDataPlane>(*mesh_, std::move(ranks));
+  // Shared memory spans every rank of the host; a set's ring runs over TCP (DESIGN-NOTES).
+  set.executor = std::make_unique<ops::CpuExecutor>(
+      *set.plane, MakeLogger(options_.rank, "ops", logger_->level()),
+      ops::RingScratch::kDefaultBytes, nullptr);
+  Executor* executor = set.executor.get();
+  set_planes_.emplace(id, std::move(set));
+  return executor;
+}
+
+StatusOr<SetMembership> RuntimeImpl::CurrentMembership(const std::string& what) const {
+  return sets_.Resolve(CurrentProcessSet(), what);
+}
+
+StatusOr<int> RuntimeImpl::RootInSet(const SetMembership& set, int root,
+                                     const std::string& what) const {
+  if (set.id == 0) return root;
+  const std::vector<int> ranks = sets_.Members(set.id);
+  auto it = std::find(ranks.begin(), ranks.end(), root);
+  if (it == ranks.end()) {
+    std::string members;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      members += (i ? ", " : "") + std::to_string(ranks[i]);
+    }
+    return InvalidArgument(what + ": root rank " + std::to_string(root) +
+                           " is not in process set " + std::to_string(set.id) + " (ranks [" +
+                           members + "])");
+  }
+  return static_cast<int>(it - ranks.begin());
+}
+
+Status RuntimeImpl::ScopeToSet(TensorMeta* meta, int id) const {
+  const std::string what = OpTypeName(meta->op) + " '" + meta->name + "'";
+  if (!meta->device.is_cpu()) {
+    return InvalidArgument(what + " in process set " + std::to_string(id) +
+                           ": process sets run CPU tensors only (GPU tensors: the global set)");
+  }
+  if (meta->name.find(" [process set ") != std::string::npos) {
+    return InvalidArgument(what + ": ' [process set ' is reserved in names");
+  }
+  meta->name = ScopedName(id, meta->name);
+  if (!meta->group.empty()) meta->group = ScopedName(id, meta->group);
+  meta->process_set = id;
+  return Status::Ok();
+}
+
 Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,
                             Callback callback, Allocator allocate,
                             std::vector<int64_t>* received_splits, int* last_joined) {
+  const int set = CurrentProcessSet();
+  if (set == 0 || meta.op == OpType::kAddProcessSet || meta.op == OpType::kRemoveProcessSet) {
+    return EnqueueScoped(std::move(meta), input, output, std::move(callback), std::move(allocate),
+                         received_splits, last_joined);
+  }
+  const std::string what = OpTypeName(meta.op) + " '" + meta.name + "'";
+  KOLO_RETURN_IF_ERROR(ScopeToSet(&meta, set));
+  // Under the registry's lock: a removal of the set cannot overtake this op.
+  return sets_.Enqueue(set, what, [&] {
+    return EnqueueScoped(std::move(meta), input, output, std::move(callback), std::move(allocate),
+                         received_splits, last_joined);
+  });
+}
+
+Status RuntimeImpl::EnqueueScoped(TensorMeta meta, const TensorView& input,
+                                  const TensorView& output, Callback callback, Allocator allocate,
+                                  std::vector<int64_t>* received_splits, int* last_joined) {
   if (!meta.device.is_cpu()) KOLO_RETURN_IF_ERROR(gpu_->CheckOp(meta, input, output));
   auto entry = std::make_unique<TensorEntry>();
   entry->meta = std::move(meta);
@@ -331,6 +405,23 @@ Status RuntimeImpl::EnqueueGroup(std::vector<TensorMeta> metas,
                                  const std::vector<TensorView>& inputs,
                                  const std::vector<TensorView>& outputs, Callback callback,
                                  std::vector<Allocator> allocators) {
+  const int set = CurrentProcessSet();
+  if (set == 0 || metas.empty()) {
+    return EnqueueGroupScoped(std::move(metas), inputs, outputs, std::move(callback),
+                              std::move(allocators));
+  }
+  const std::string what = "grouped " + OpTypeName(metas[0].op) + " '" + metas[0].name + "'";
+  for (TensorMeta& meta : metas) KOLO_RETURN_IF_ERROR(ScopeToSet(&meta, set));
+  return sets_.Enqueue(set, what, [&] {
+    return EnqueueGroupScoped(std::move(metas), inputs, outputs, std::move(callback),
+                              std::move(allocators));
+  });
+}
+
+Status RuntimeImpl::EnqueueGroupScoped(std::vector<TensorMeta> metas,
+                                       const std::vector<TensorView>& inputs,
+                                       const std::vector<TensorView>& outputs, Callback callback,
+                                       std::vector<Allocator> allocators) {
   // One user callback for the group: it runs once the last member completed, with the first
   // failure if any member failed.
   struct Group {
@@ -372,6 +463,31 @@ Status RuntimeImpl::EnqueueGroup(std::vector<TensorMeta> metas,
   if (!queued.ok()) {
     for (auto& entry : entries) tracer_.Abandon(*entry, queued);
   }
+  return queued;
+}
+
+Status RuntimeImpl::AddProcessSetAsync(const std::vector<int>& ranks, int* id, Callback callback,
+                                       const std::string& static_sets) {
+  KOLO_ASSIGN_OR_RETURN(std::vector<int> sorted, CheckSetRanks(ranks, options_.size));
+  TensorMeta meta = BarrierMeta(kAddProcessSetName, OpType::kAddProcessSet);
+  meta.splits.assign(sorted.begin(), sorted.end());
+  meta.group = static_sets;  // compared by the controller; never a grouped op's key here
+  TensorView none;
+  none.dtype = DataType::kUInt8;
+  none.shape = {0};
+  return EnqueueScoped(std::move(meta), none, none, std::move(callback), nullptr, nullptr, id);
+}
+
+Status RuntimeImpl::RemoveProcessSetAsync(int id, Callback callback) {
+  KOLO_RETURN_IF_ERROR(sets_.BeginRemove(id));
+  TensorMeta meta = BarrierMeta(kRemoveProcessSetName, OpType::kRemoveProcessSet);
+  meta.root = id;
+  TensorView none;
+  none.dtype = DataType::kUInt8;
+  none.shape = {0};
+  Status queued =
+      EnqueueScoped(std::move(meta), none, none, std::move(callback), nullptr, nullptr, nullptr);
+  if (!queued.ok()) sets_.EndRemove(id);
   return queued;
 }
 

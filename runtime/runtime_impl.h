@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -14,7 +15,9 @@
 #include "core/loop/background_loop.h"
 #include "core/loop/local_control_channel.h"
 #include "core/mutex.h"
+#include "core/process_sets.h"
 #include "core/shared_memory_plane.h"
+#include "core/subset_data_plane.h"
 #include "core/tensor_queue.h"
 #include "core/timeline/op_tracer.h"
 #include "core/timeline/timeline_hub.h"
@@ -68,6 +71,20 @@ class RuntimeImpl {
                  Callback callback, Allocator allocate = nullptr,
                  std::vector<int64_t>* received_splits = nullptr, int* last_joined = nullptr);
 
+  // Process sets (README, "Process sets"). AddProcessSet and RemoveProcessSet enqueue the
+  // collective decision (the callback runs once it is applied here); `id` is set before it.
+  // `static_sets`: the whole KOLO_PROCESS_SETS text when init adds its sets (ranks whose
+  // texts differ all fail, even when the set at hand agrees), else empty.
+  Status AddProcessSetAsync(const std::vector<int>& ranks, int* id, Callback callback,
+                            const std::string& static_sets = "");
+  Status RemoveProcessSetAsync(int id, Callback callback);
+  const ProcessSets& process_sets() const { return sets_; }
+  // This thread's current process set (kolo::ProcessSetScope) and this rank's place in it;
+  // fails naming `what` when the set is unknown or this rank is not in it.
+  StatusOr<SetMembership> CurrentMembership(const std::string& what) const;
+  // A broadcast root, given as a job rank (as Horovod does), as a rank within `set`; fails
+  // naming `what` when the root is not a member. The global set: `root` itself.
+  StatusOr<int> RootInSet(const SetMembership& set, int root, const std::string& what) const;
   const Options& options() const { return options_; }
   const Topology& topology() const { return topology_; }
 
@@ -90,6 +107,18 @@ class RuntimeImpl {
   void TellLateRanks();
   void Teardown();
 
+  // Makes `meta` (already validated for its set) the op of this thread's process set: the
+  // scoped name and group, the set's id. Fails for ops a set cannot run.
+  Status ScopeToSet(TensorMeta* meta, int id) const;
+  Status EnqueueGroupScoped(std::vector<TensorMeta> metas, const std::vector<TensorView>& inputs,
+                            const std::vector<TensorView>& outputs, Callback callback,
+                            std::vector<Allocator> allocators);
+  // Enqueue once the op is in its set's terms.
+  Status EnqueueScoped(TensorMeta meta, const TensorView& input, const TensorView& output,
+                       Callback callback, Allocator allocate, std::vector<int64_t>* received_splits,
+                       int* last_joined);
+  // The executor of set `id`'s responses, made on first use (loop thread only).
+  Executor* SetExecutor(int id);
   // Constant after Create.
   const Options options_;
   const Logger logger_;
@@ -115,6 +144,13 @@ class RuntimeImpl {
   ControlChannel* channel_ = nullptr;
   transport::ControlSecurity security_;  // set at the start of Start(); holds the key
   std::unique_ptr<ops::CpuExecutor> executor_;
+  ProcessSets sets_;
+  // Per process set: a ring over its members on the TCP mesh (loop thread only).
+  struct SetPlane {
+    std::unique_ptr<SubsetDataPlane> plane;
+    std::unique_ptr<ops::CpuExecutor> executor;
+  };
+  std::map<int, SetPlane> set_planes_;
   // The loop's executor: GPU responses to the GPU path, the others to executor_.
   std::unique_ptr<GpuPlane> gpu_;
   std::unique_ptr<transport::TcpRoundLane> round_lane_;  // KOLO_FAST_PATH=1

@@ -456,6 +456,11 @@ std::vector<ConfigVar> BuildTable() {
       Row("KOLO_LOG_LEVEL", {"HOROVOD_LOG_LEVEL"})
           .Choice(&Options::log_level, {std::begin(kLogLevels), std::end(kLogLevels)}, "warning")
           .Help("Level of kolo's messages on stderr."),
+      Row("KOLO_PROCESS_SETS")
+          .Text(&Options::process_sets, "rank lists")
+          .Unset("none")
+          .Help("Process sets made at init, ids 1, 2, ... in order: sets separated by ';', "
+                "ranks by ',' (\"0,1;2,3\"). The same on every rank."),
       Row("KOLO_TRANSPORT")
           .Enum(&Options::transport, kTransportNames, Transport::kAuto)
           .Help("CPU allreduce and broadcast data path: shm (shared memory; every rank on this "

@@ -13,6 +13,7 @@
 #include "core/config/config_table.h"
 #include "core/config/launcher_env.h"
 #include "core/config/near_miss.h"
+#include "core/process_sets.h"
 
 extern char** environ;
 
@@ -127,6 +128,8 @@ Status Options::Validate() const {
   if (!secret.empty() && !secret_file.empty()) {
     return InvalidArgument("KOLO_SECRET and KOLO_SECRET_FILE are both set; set one");
   }
+  StatusOr<std::vector<std::vector<int>>> sets = ParseProcessSets(process_sets, size);
+  if (!sets.ok()) return sets.status().WithContext("KOLO_PROCESS_SETS");
   return Status::Ok();
 }
 

@@ -34,6 +34,7 @@
 #include "core/loop/fast_path.h"
 #include "core/loop/loop_state.h"
 #include "core/mutex.h"
+#include "core/process_sets.h"
 #include "core/round_lane.h"
 #include "core/tensor_queue.h"
 #include "core/timeline/op_tracer.h"
@@ -66,6 +67,14 @@ class BackgroundLoop {
     // pass a ManualClock. Sleeps are real time, at most kMaxIdleWait each, so a manual clock
     // that moves is seen within that.
     const Clock* clock = SteadyClock::Get();
+    // Process sets (core/process_sets.h): the registry this loop applies the controller's
+    // add/remove decisions to, and which responses it skips (those of sets this rank is not
+    // in). Null: a job without sets (every response runs here, set responses are a protocol
+    // error). `set_executor` gives the executor of a set's responses (its members only),
+    // called on the loop thread; `set_removed` tells that a set is gone (its executor may go).
+    ProcessSets* process_sets = nullptr;
+    std::function<Executor*(int process_set)> set_executor;
+    std::function<void(int process_set)> set_removed;
   };
 
   // `tracer` may be null (no timeline); `lane` may be null (no fast path: every op goes
@@ -211,6 +220,10 @@ class BackgroundLoop {
   Clock::TimePoint stop_deadline_;  // kDraining: leave without the others from then on
   uint64_t last_seq_ = 0;           // the last controller response run
   bool joined_ = false;  // this rank's join is in flight: it contributes zeros to allreduces
+  std::vector<int> joined_sets_;  // likewise, of the process sets (other than 0) it joined
+  bool HasJoined(int process_set) const;
+  // add_process_set / remove_process_set decided: applies it to config_.process_sets.
+  void ApplyProcessSetDecision(const Response& response, const std::vector<TensorEntry*>& entries);
   // Zero tensors standing in for allreduces a joined rank never submitted; live while the
   // response that needs them executes.
   std::vector<std::unique_ptr<TensorEntry>> stand_ins_;

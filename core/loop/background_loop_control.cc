@@ -155,7 +155,9 @@ void BackgroundLoop::SendNewRequests() {
   batch.requests.reserve(fresh.size());
   const Clock::TimePoint now = clock_->Now();
   for (TensorEntry* entry : fresh) {
-    if (entry->meta.op == OpType::kJoin) {
+    if (entry->meta.op == OpType::kJoin && entry->meta.process_set != 0) {
+      joined_sets_.push_back(entry->meta.process_set);
+    } else if (entry->meta.op == OpType::kJoin) {
       joined_ = true;
       if (fast_path_on()) {
         fast_->SetJoined(true);
@@ -165,7 +167,7 @@ void BackgroundLoop::SendNewRequests() {
       }
     }
     Request request = MakeRequest(*entry);
-    if (fast_path_on()) {
+    if (fast_path_on() && entry->meta.process_set == 0) {  // the fast path is the global set's
       if (fast_->Offer(entry, request.cache_id, now)) continue;
       if (request.cache_id == 0) {
         // Its metadata changed: the peers' cached copies must meet it at the controller

@@ -16,6 +16,17 @@ void BackgroundLoop::RunControllerResponse(const Response& response) {
     return;
   }
   last_seq_ = response.seq;
+  if (response.process_set != 0) {
+    if (config_.process_sets == nullptr || !config_.process_sets->Known(response.process_set)) {
+      Abort(Internal("protocol error: response " + std::to_string(response.seq) +
+                     " is for process set " + std::to_string(response.process_set) +
+                     ", which this rank does not know"),
+            TellController::kYes);
+      return;
+    }
+    // Only the set's members run it; the others move on to the next response.
+    if (!config_.process_sets->IsMember(response.process_set)) return;
+  }
   std::vector<TensorEntry*> entries;
   entries.reserve(response.names.size());
   for (const std::string& name : response.names) {
@@ -23,7 +34,7 @@ void BackgroundLoop::RunControllerResponse(const Response& response) {
     if (entry == nullptr && response.is_error()) {
       continue;  // an op that failed before this rank submitted it (e.g. a peer shut down)
     }
-    if (entry == nullptr && joined_ && response.op == OpType::kAllreduce) {
+    if (entry == nullptr && HasJoined(response.process_set) && response.op == OpType::kAllreduce) {
       entry = StandIn(response, entries.size());  // this rank joined: it contributes zeros
     }
     if (entry == nullptr) {
@@ -62,7 +73,8 @@ void BackgroundLoop::RememberCacheIds(const Response& response,
       continue;
     }
     cache_[name] = CacheSlot{id, entries[i]->meta};
-    if (fast_path_on() && response.op == OpType::kAllreduce && entries[i]->meta.group.empty()) {
+    if (fast_path_on() && response.op == OpType::kAllreduce && entries[i]->meta.group.empty() &&
+        response.process_set == 0) {
       fast_->Learn(id, FastSpec{name, response.dtype, response.reduce_op, response.prescale,
                                 response.postscale,
                                 i < response.num_elements.size() ? response.num_elements[i] : 0});
@@ -76,14 +88,26 @@ void BackgroundLoop::Execute(const Response& response, std::vector<TensorEntry*>
   const StatusCode code =
       response.error_code == StatusCode::kOk ? StatusCode::kMismatch : response.error_code;
   Status status = response.is_error() ? Status(code, response.error) : Status::Ok();
-  if (!response.is_error() && !entries.empty()) {
-    if (executor_->RunsAsync(response)) {
+  const bool set_decision =
+      response.op == OpType::kAddProcessSet || response.op == OpType::kRemoveProcessSet;
+  if (set_decision) ApplyProcessSetDecision(response, entries);
+  Executor* executor = executor_;
+  if (response.process_set != 0 && !set_decision && !response.is_error()) {
+    executor = config_.set_executor ? config_.set_executor(response.process_set) : nullptr;
+    if (executor == nullptr) {
+      Abort(Internal("no executor for process set " + std::to_string(response.process_set)),
+            TellController::kYes);
+      return;
+    }
+  }
+  if (!response.is_error() && !entries.empty() && !set_decision) {
+    if (executor->RunsAsync(response)) {
       Launch(response, std::move(entries));
       return;
     }
     std::optional<OpTracer::Phases> phases;
     if (tracer_ != nullptr) phases.emplace(*tracer_, entries);
-    status = executor_->Execute(response, entries, phases ? &*phases : nullptr);
+    status = executor->Execute(response, entries, phases ? &*phases : nullptr);
     if (!status.ok()) {
       stand_ins_.clear();
       stand_in_data_.clear();
@@ -97,7 +121,18 @@ void BackgroundLoop::Execute(const Response& response, std::vector<TensorEntry*>
   for (const auto& stand_in : stand_ins_) zero_names.push_back(stand_in->meta.name);
   stand_ins_.clear();
   stand_in_data_.clear();
-  if (response.op == OpType::kJoin && !response.is_error()) {  // only the controller's
+  if (response.op == OpType::kJoin && !response.is_error() && response.process_set != 0) {
+    joined_sets_.erase(std::remove(joined_sets_.begin(), joined_sets_.end(), response.process_set),
+                       joined_sets_.end());
+    // The set's table counts its members; the caller gets a job rank, as for broadcast roots.
+    const std::vector<int> members = config_.process_sets->Members(response.process_set);
+    const int last = response.root >= 0 && response.root < static_cast<int>(members.size())
+                         ? members[static_cast<size_t>(response.root)]
+                         : response.root;
+    for (TensorEntry* e : entries) {
+      if (e->last_joined != nullptr) *e->last_joined = last;
+    }
+  } else if (response.op == OpType::kJoin && !response.is_error()) {  // only the controller's
     joined_ = false;
     if (fast_path_on()) fast_->SetJoined(false);
     for (TensorEntry* e : entries) {
@@ -121,6 +156,33 @@ void BackgroundLoop::CompleteResponse(const Response& response, const Status& st
       Complete(std::move(entry), status, &response);
     }
   }
+}
+
+bool BackgroundLoop::HasJoined(int process_set) const {
+  if (process_set == 0) return joined_;
+  return std::find(joined_sets_.begin(), joined_sets_.end(), process_set) != joined_sets_.end();
+}
+
+void BackgroundLoop::ApplyProcessSetDecision(const Response& response,
+                                             const std::vector<TensorEntry*>& entries) {
+  ProcessSets* sets = config_.process_sets;
+  if (sets == nullptr) return;  // no entries either: nothing waits for it
+  if (response.op == OpType::kAddProcessSet) {
+    if (response.is_error()) return;
+    std::vector<int> ranks(response.splits.begin(), response.splits.end());
+    sets->Add(response.root, std::move(ranks));
+    for (TensorEntry* e : entries) {
+      if (e->last_joined != nullptr) *e->last_joined = response.root;  // the new id
+    }
+    return;
+  }
+  // Removal: the set's id is in the request's root, which the response carries.
+  if (response.is_error()) {
+    sets->EndRemove(response.root);
+    return;
+  }
+  sets->Remove(response.root);
+  if (config_.set_removed) config_.set_removed(response.root);
 }
 
 TensorEntry* BackgroundLoop::StandIn(const Response& response, size_t index) {

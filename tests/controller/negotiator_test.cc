@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/stall_inspector.h"
 #include "tests/controller/test_requests.h"
 
 namespace kolo::controller {
@@ -155,6 +156,137 @@ TEST_CASE("Announcements by cache id report their steps under the tensor's name"
   events.clear();
   CHECK_FALSE(n.AddRequests(0, {ById(9)}, kT0, &events).ok());
   CHECK(events.empty());
+}
+
+}  // namespace
+}  // namespace kolo::controller
+
+namespace kolo::controller {
+namespace {
+
+TensorMeta AddSet(std::vector<int64_t> members) {
+  TensorMeta meta = testing::Meta("kolo.add_process_set", {0});
+  meta.op = OpType::kAddProcessSet;
+  meta.dtype = DataType::kUInt8;
+  meta.splits = std::move(members);
+  return meta;
+}
+
+TensorMeta InSet(const std::string& name, int set) {
+  TensorMeta meta = testing::Meta(name + " [process set " + std::to_string(set) + "]");
+  meta.process_set = set;
+  return meta;
+}
+
+TEST_CASE("A process set gets an id, its own readiness among its members, and its own responses",
+          "[controller][negotiator][process_sets]") {
+  Negotiator n(MakeConfig(4));
+  std::vector<Response> added = AllSend(&n, 4, {testing::Full(AddSet({1, 3}))});
+  REQUIRE(added.size() == 1);
+  CHECK_FALSE(added[0].is_error());
+  CHECK(added[0].root == 1);
+  CHECK(added[0].splits == std::vector<int64_t>{1, 3});
+
+  // Ready once ranks 1 and 3 announced it; rank 0 is not a member.
+  REQUIRE(n.AddRequests(1, {testing::Full(InSet("x", 1))}, testing::kT0).ok());
+  CHECK(n.pending_count() == 1);
+  CHECK(n.AddRequests(0, {testing::Full(InSet("y", 1))}, testing::kT0).code() ==
+        StatusCode::kInternal);
+  REQUIRE(n.AddRequests(3, {testing::Full(InSet("x", 1))}, testing::kT0).ok());
+  std::vector<Response> ran = n.Plan();
+  REQUIRE(ran.size() == 1);
+  CHECK(ran[0].process_set == 1);
+  CHECK(ran[0].names == std::vector<std::string>{"x [process set 1]"});
+
+  // Tensors of different sets never fuse, even ready one after another.
+  REQUIRE(n.AddRequests(0, {testing::Full(testing::Meta("g"))}, testing::kT0).ok());
+  REQUIRE(n.AddRequests(2, {testing::Full(testing::Meta("g"))}, testing::kT0).ok());
+  REQUIRE(n.AddRequests(1, {testing::Full(testing::Meta("g")), testing::Full(InSet("x", 1))},
+                        testing::kT0)
+              .ok());
+  REQUIRE(n.AddRequests(3, {testing::Full(testing::Meta("g")), testing::Full(InSet("x", 1))},
+                        testing::kT0)
+              .ok());
+  CHECK(n.Plan().size() == 2);
+
+  // Within one set they fuse as usual.
+  for (int rank : {1, 3}) {
+    REQUIRE(n.AddRequests(rank, {testing::Full(InSet("p", 1)), testing::Full(InSet("q", 1))},
+                          testing::kT0)
+                .ok());
+  }
+  std::vector<Response> fused = n.Plan();
+  REQUIRE(fused.size() == 1);
+  CHECK(fused[0].process_set == 1);
+  CHECK(fused[0].names == std::vector<std::string>{"p [process set 1]", "q [process set 1]"});
+}
+
+TEST_CASE("Removing a process set fails while one of its names is pending",
+          "[controller][negotiator][process_sets]") {
+  Negotiator n(MakeConfig(2));
+  AllSend(&n, 2, {testing::Full(AddSet({0, 1}))});
+  TensorMeta remove = testing::Meta("kolo.remove_process_set", {0});
+  remove.op = OpType::kRemoveProcessSet;
+  remove.dtype = DataType::kUInt8;
+  remove.root = 1;
+  REQUIRE(n.AddRequests(0, {testing::Full(InSet("late", 1))}, testing::kT0).ok());
+  std::vector<Response> refused = AllSend(&n, 2, {testing::Full(remove)});
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0].error_code == StatusCode::kFailedPrecondition);
+  CHECK(refused[0].error.find("'late [process set 1]'") != std::string::npos);
+
+  REQUIRE(n.AddRequests(1, {testing::Full(InSet("late", 1))}, testing::kT0).ok());
+  n.Plan();
+  std::vector<Response> removed = AllSend(&n, 2, {testing::Full(remove)});
+  REQUIRE(removed.size() == 1);
+  CHECK_FALSE(removed[0].is_error());
+  // The set is gone: its names are protocol errors now, and removing it again fails.
+  CHECK(n.AddRequests(0, {testing::Full(InSet("x", 1))}, testing::kT0).code() ==
+        StatusCode::kInternal);
+  std::vector<Response> again = AllSend(&n, 2, {testing::Full(remove)});
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].error.find("does not exist") != std::string::npos);
+}
+
+TEST_CASE("The stall inspector watches process sets, naming job ranks",
+          "[controller][negotiator][process_sets][stall]") {
+  Negotiator n(MakeConfig(4));
+  AllSend(&n, 4, {testing::Full(AddSet({1, 3}))});
+  REQUIRE(n.AddRequests(1, {testing::Full(InSet("x", 1))}, testing::kT0).ok());
+  StallInspector::Config config;
+  config.check_seconds = 60;
+  config.shutdown_seconds = 0;
+  StallInspector inspector(config);
+  CHECK(inspector.NextCheck(n.WatchedTables()) == testing::kT0 + std::chrono::seconds(60));
+  StallInspector::Findings findings =
+      inspector.Inspect(n.WatchedTables(), testing::kT0 + std::chrono::seconds(61));
+  INFO(findings.warning);
+  CHECK(findings.warning.find("rank 3 has not submitted 'x [process set 1]'") != std::string::npos);
+}
+
+TEST_CASE("A malformed add_process_set is a protocol error naming the rank",
+          "[controller][negotiator][process_sets]") {
+  Negotiator n(MakeConfig(3));
+  for (const std::vector<int64_t>& members :
+       {std::vector<int64_t>{}, {1, 0}, {0, 0}, {0, 3}, {-1, 1}}) {
+    Status status = n.AddRequests(2, {testing::Full(AddSet(members))}, testing::kT0);
+    INFO(status.ToString());
+    CHECK(status.code() == StatusCode::kInternal);
+    CHECK(status.message().find("rank 2") != std::string::npos);
+  }
+}
+
+TEST_CASE("Ranks that disagree on a new set's members all get the mismatch",
+          "[controller][negotiator][process_sets]") {
+  Negotiator n(MakeConfig(3));
+  REQUIRE(n.AddRequests(0, {testing::Full(AddSet({0, 1}))}, testing::kT0).ok());
+  REQUIRE(n.AddRequests(1, {testing::Full(AddSet({0, 1}))}, testing::kT0).ok());
+  REQUIRE(n.AddRequests(2, {testing::Full(AddSet({0, 2}))}, testing::kT0).ok());
+  std::vector<Response> responses = n.Plan();
+  REQUIRE(responses.size() == 1);
+  CHECK(responses[0].error ==
+        "Ranks disagree on the members of a new process set (add_process_set): rank 0 sent "
+        "[0, 1], rank 2 sent [0, 2]");
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 
 namespace {
 
-enum class Kind { kNumber, kHostPort, kChoice, kSecret, kText };
+enum class Kind { kNumber, kHostPort, kChoice, kSecret, kText, kRankLists };
 
 // What the row's documented range says its values are.
 Kind KindOf(const kolo::ConfigVar& var) {
@@ -21,6 +21,7 @@ Kind KindOf(const kolo::ConfigVar& var) {
   if (range == "host:port") return Kind::kHostPort;
   if (range.find('|') != std::string::npos) return Kind::kChoice;
   if (range.rfind("hex", 0) == 0) return Kind::kSecret;
+  if (range == "rank lists") return Kind::kRankLists;
   // Free text: the value is a name, a path or a secret, checked where it is used.
   if (range == "text" || range == "hex text" || range == "file path" || range == "IP address" ||
       range == "PEM file path" || range.rfind("text, <=", 0) == 0) {
@@ -43,6 +44,8 @@ std::vector<std::string> BadValues(Kind kind) {
       return {std::string(64, 'x'), std::string(63, 'a'), "00ff"};
     case Kind::kText:
       return {};
+    case Kind::kRankLists:  // not numbers, empty ranks or sets, negative, overflowing
+      return {"abc", "0,,1", "0;;1", "-1", "99999999999999999999"};
   }
   return {};
 }

@@ -198,6 +198,28 @@ static int check_timeline(void) {
   return 0;
 }
 
+/* Process sets: the ranks but the last form a set; its members allreduce among themselves. */
+static int check_process_sets(int rank, int size) {
+  int ranks[64];
+  int members = size > 1 ? size - 1 : 1;
+  for (int r = 0; r < members; ++r) ranks[r] = r;
+  int id = -1;
+  if (kolo_add_process_set(ranks, members, &id) != KOLO_OK || id < 1) return fail("add set");
+  if (kolo_process_set_size(id) != members) return fail("set size");
+  const int member = rank < members;
+  if (kolo_process_set_rank(id) != (member ? rank : -1)) return fail("set rank");
+  int previous = kolo_set_process_set(id);
+  if (previous != 0) return fail("previous set");
+  float x[3] = {1, 1, 1};
+  int status = kolo_allreduce("c/in_set", x, x, 3, KOLO_FLOAT32, KOLO_SUM);
+  kolo_set_process_set(previous);
+  if (member && (status != KOLO_OK || x[2] != (float)members)) return fail("set allreduce");
+  if (!member && status != KOLO_INVALID_ARGUMENT) return fail("an outsider submitted to a set");
+  if (kolo_remove_process_set(id) != KOLO_OK) return fail("remove set");
+  if (kolo_process_set_size(id) != -1) return fail("removed set still known");
+  return 0;
+}
+
 int main(void) {
   if (check_versions() != 0) return 1;
   if (kolo_init() != KOLO_OK) return fail("kolo_init");
@@ -274,6 +296,7 @@ int main(void) {
   if (check_handles(size) != 0) return 1;
   if (check_out_of_place_broadcast(rank, size) != 0) return 1;
   if (check_timeline() != 0) return 1;
+  if (check_process_sets(rank, size) != 0) return 1;
 
   if (kolo_broadcast("c/bad", b, 3, KOLO_FLOAT64, size) != KOLO_INVALID_ARGUMENT) {
     return fail("a root outside the job was accepted");

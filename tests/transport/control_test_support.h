@@ -20,6 +20,7 @@ inline TensorMeta SampleMeta(const std::string& name) {
   meta.root = 5;
   meta.prescale = 0.25;
   meta.postscale = -3.5;
+  meta.process_set = 12;
   return meta;
 }
 
@@ -50,6 +51,7 @@ inline ControllerMessage SampleResponses() {
   fused.postscale = 0.125;
   fused.root = 3;
   fused.gpu = true;
+  fused.process_set = 3;
   fused.names = {"a", "b/c"};
   fused.cache_ids = {9, 0};
   fused.num_elements = {6, int64_t{1} << 35};
@@ -103,6 +105,7 @@ inline std::string Diff(const Response& a, const Response& b) {
   if (a.first_dims != b.first_dims) return "first_dims";
   if (a.splits != b.splits) return "splits";
   if (a.gpu != b.gpu) return "gpu";
+  if (a.process_set != b.process_set) return "process_set";
   return a.error == b.error ? "" : "error";
 }
 

@@ -14,6 +14,7 @@ void ToWire(const TensorMeta& meta, wire::TensorRequest* out) {
   for (int64_t s : meta.splits) out->add_splits(s);
   out->set_group(meta.group);
   out->set_group_size(meta.group_size);
+  out->set_process_set(meta.process_set);
   out->set_prescale(meta.prescale);
   out->set_postscale(meta.postscale);
 }
@@ -30,6 +31,7 @@ TensorMeta FromWire(const wire::TensorRequest& in) {
   meta.splits.assign(in.splits().begin(), in.splits().end());
   meta.group = in.group();
   meta.group_size = in.group_size();
+  meta.process_set = in.process_set();
   meta.prescale = in.prescale();
   meta.postscale = in.postscale();
   return meta;
@@ -82,6 +84,7 @@ void ToWire(const Response& response, wire::Response* out) {
   for (int64_t d : response.first_dims) out->add_first_dims(d);
   for (int64_t s : response.splits) out->add_splits(s);
   out->set_gpu(response.gpu);
+  out->set_process_set(response.process_set);
 }
 
 Response FromWire(const wire::Response& in) {
@@ -94,6 +97,7 @@ Response FromWire(const wire::Response& in) {
   response.postscale = in.postscale();
   response.root = in.root();
   response.gpu = in.gpu();
+  response.process_set = in.process_set();
   response.names.assign(in.names().begin(), in.names().end());
   response.cache_ids.assign(in.cache_ids().begin(), in.cache_ids().end());
   response.num_elements.assign(in.num_elements().begin(), in.num_elements().end());

@@ -163,6 +163,18 @@ int kolo_stop_timeline(void);
 int kolo_join(int* last_rank);
 int kolo_join_async(int* last_rank, kolo_done_fn done, void* user);
 
+/* Process sets (kolo/kolo.h, ProcessSetScope). kolo_add_process_set is collective over every
+ * rank (each passes the same `count` ranks) and sets *id to the new set's id;
+ * kolo_remove_process_set is collective too. kolo_set_process_set makes `id` the calling
+ * thread's current set (every op it enqueues runs there; 0: the global set) and returns the
+ * previous one. kolo_process_set_rank / _size: this rank's rank in the set and its size, -1
+ * when not a member / unknown. */
+int kolo_add_process_set(const int* ranks, int count, int* id);
+int kolo_remove_process_set(int id);
+int kolo_set_process_set(int id);
+int kolo_process_set_rank(int id);
+int kolo_process_set_size(int id);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -51,6 +51,30 @@ struct AllreduceOptions {
   double postscale = 1.0;
 };
 
+// ---- Process sets (README, "Process sets"; Horovod >= 0.23) ----
+// A process set is a subset of the ranks that run collectives among themselves: set 0 is the
+// global set (every rank); add_process_set returns the id of a new one. Every op enqueued from
+// a thread runs in that thread's current process set, which a ProcessSetScope sets for its
+// lifetime (scopes nest; the default is 0):
+//   { kolo::ProcessSetScope in_set(id);  rt.Allreduce("grad", in, out); }
+// Within a set, its members in ascending order of their job ranks are its ranks 0, 1, ...:
+// alltoall splits, the allgather order and reducescatter parts follow them. Broadcast roots and
+// join's last rank are job ranks, as in Horovod (a root outside the set fails at enqueue).
+// Names are scoped per set (the same
+// name may be in flight in two sets at once); messages and the timeline show a set's op as
+// "<name> [process set <id>]". Only the set's members may submit to it (others fail at enqueue);
+// its ops run concurrently with other sets' without deadlock. CPU tensors only.
+class ProcessSetScope {
+ public:
+  explicit ProcessSetScope(int process_set);
+  ~ProcessSetScope();  // restores the thread's previous set
+  ProcessSetScope(const ProcessSetScope&) = delete;
+  ProcessSetScope& operator=(const ProcessSetScope&) = delete;
+
+ private:
+  int previous_;
+};
+
 class RuntimeImpl;
 namespace internal {
 class RuntimeAccess;  // kolo's own tools (runtime/raw_data_plane.h); not an API
@@ -220,6 +244,25 @@ class Runtime {
   StatusOr<Handle> JoinAsync(int* last_rank);
   StatusOr<Handle> BarrierAsync();
 
+  // Process sets. AddProcessSet is collective over every rank of the job: each calls it with
+  // the same ranks (in any order; duplicates and ranks outside [0, size) fail at enqueue) and
+  // gets the same new id, once every rank has called it (ids count up from 1, never reused;
+  // KOLO_PROCESS_SETS sets are made at init in their order, so they are 1, 2, ...). Ranks that
+  // disagree on the members all fail with kMismatch. One call at a time per rank.
+  StatusOr<int> AddProcessSet(const std::vector<int>& ranks);
+  Status AddProcessSetAsync(const std::vector<int>& ranks, int* id, Callback callback);
+  // Collective over every rank as well. Fails with kFailedPrecondition on every rank while any
+  // member has an op of the set in flight that not all members submitted (the message names
+  // it); while the removal is in flight, new ops in the set fail at enqueue, and afterwards
+  // the id is refused at enqueue. Set 0 cannot be removed.
+  Status RemoveProcessSet(int process_set);
+  Status RemoveProcessSetAsync(int process_set, Callback callback);
+  // This rank's rank within the set and the set's size; -1 when this rank is not in the set
+  // (rank) or the set does not exist (both). The set's ranks ascending; empty if none.
+  int ProcessSetRank(int process_set) const;
+  int ProcessSetSize(int process_set) const;
+  std::vector<int> ProcessSetRanks(int process_set) const;
+
   // Starts writing this rank's timeline to `path` with ".rank<r>" inserted before the
   // extension (docs/TIMELINE.md); KOLO_TIMELINE does the same at init. Ops already in flight
   // are not traced. `mark_cycles` (Horovod's argument; without it, KOLO_TIMELINE_MARK_CYCLES)
@@ -356,6 +399,13 @@ StatusOr<Handle> broadcast_async(const std::string& name, const TensorView& inpu
                                  const TensorView& output, int root);
 StatusOr<Handle> join_async(int* last_rank);
 StatusOr<Handle> barrier_async();
+
+// Process sets of the default runtime (see Runtime and ProcessSetScope).
+StatusOr<int> add_process_set(const std::vector<int>& ranks);
+Status remove_process_set(int process_set);
+int process_set_rank(int process_set);
+int process_set_size(int process_set);
+std::vector<int> process_set_ranks(int process_set);
 
 // Timeline of the default runtime (see Runtime::StartTimeline).
 Status start_timeline(const std::string& path);

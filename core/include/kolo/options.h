@@ -109,6 +109,11 @@ struct Options {
   // also checks that a GPU is usable and fails naming the variable when it is not.
   GpuOperations gpu_operations{};
 
+  // KOLO_PROCESS_SETS: process sets made at init, in this order (ids 1, 2, ...): sets
+  // separated by ';', ranks by ',', e.g. "0,1;2,3". Must be the same on every rank (init()
+  // fails on every rank when they disagree). Empty: none.
+  std::string process_sets;
+
   // Reads the variables of the config table from the process environment.
   // Fails with a message naming the variable on a bad value. KOLO_SECRET is removed from the
   // environment once read (so that processes the program starts do not inherit it) and

@@ -55,6 +55,10 @@ enum class OpType : int32_t {
   kReducescatter = 4,
   kBarrier = 5,
   kJoin = 6,
+  // kolo's own, never a user's op: the collective add_process_set / remove_process_set calls,
+  // negotiated over the global set like any op (docs/PROTOCOL.md, "Process sets").
+  kAddProcessSet = 7,
+  kRemoveProcessSet = 8,
 };
 std::string OpTypeName(OpType op);  // "allreduce", ...
 
