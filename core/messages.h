@@ -9,6 +9,7 @@
 
 #include "kolo/status.h"
 #include "kolo/types.h"
+#include "kolo/version.h"
 
 namespace kolo {
 
@@ -45,12 +46,20 @@ struct Request {
   TensorMeta meta;
 };
 
+// The control protocol's version (docs/PROTOCOL.md): every Hello carries it and the controller
+// admits only its own, so ranks of different kolo builds fail init with both versions named
+// instead of misreading each other's messages. Raised with every incompatible change.
+inline constexpr int kProtocolVersion = 2;
+
 // First message on every worker stream.
 struct Hello {
   int rank = -1;
   int size = 0;
   std::string host;
   std::string data_address;  // "ip:port"
+  // The sender's build; a Hello read off the wire has the peer's (protocol 0: before v0.2).
+  int protocol = kProtocolVersion;
+  std::string kolo_version = KOLO_VERSION_STRING;  // for messages
 };
 
 struct WorkerMessage {

@@ -48,6 +48,28 @@ TEST_CASE("Bad hellos are refused with a message and change nothing", "[controll
   CHECK(rendezvous.peers()[3].rank == -1);
 }
 
+TEST_CASE("A rank of another kolo version is refused, both versions named",
+          "[controller][rendezvous]") {
+  Rendezvous rendezvous(2);
+  Hello newer = MakeHello(1, 2);
+  newer.protocol = kProtocolVersion + 1;
+  newer.kolo_version = "9.9.9";
+  Status refused = rendezvous.Admit(newer);
+  CHECK(refused.code() == StatusCode::kFailedPrecondition);
+  CHECK(refused.message() == "rank 1 runs kolo 9.9.9, protocol " +
+                                 std::to_string(kProtocolVersion + 1) + "; rank 0 runs kolo " +
+                                 KOLO_VERSION_STRING + ", protocol " +
+                                 std::to_string(kProtocolVersion) +
+                                 ": every rank of a job must run the same kolo version");
+  Hello older = MakeHello(1, 2);
+  older.protocol = 0;  // what a kolo without the field sends
+  older.kolo_version.clear();
+  CHECK_THAT(rendezvous.Admit(older).message(),
+             Catch::StartsWith("rank 1 runs a kolo before 0.2; rank 0 runs kolo "));
+  CHECK_FALSE(rendezvous.admitted(1));
+  CHECK(rendezvous.Admit(MakeHello(1, 2)).ok());  // the right build still gets in
+}
+
 TEST_CASE("A refused hello leaves its rank free for the real one", "[controller][rendezvous]") {
   Rendezvous rendezvous(2);
   CHECK_FALSE(rendezvous.Admit(MakeHello(5, 2)).ok());

@@ -83,6 +83,8 @@ struct RawStream {
     h->set_size(hello.size);
     h->set_host(hello.host);
     h->set_data_address(hello.data_address);
+    h->set_protocol(hello.protocol);
+    h->set_kolo_version(hello.kolo_version);
     h->set_worker_nonce(nonce);
     stream->Write(out);
     wire::ControllerMessage in;

@@ -75,6 +75,7 @@ inline ControllerMessage SampleResponses() {
 inline std::string Diff(const Hello& a, const Hello& b) {
   if (a.rank != b.rank || a.size != b.size) return "rank/size";
   if (a.host != b.host || a.data_address != b.data_address) return "host/address";
+  if (a.protocol != b.protocol || a.kolo_version != b.kolo_version) return "protocol/version";
   return "";
 }
 

@@ -42,6 +42,8 @@ void ToWire(const Hello& hello, wire::Hello* out) {
   out->set_size(hello.size);
   out->set_host(hello.host);
   out->set_data_address(hello.data_address);
+  out->set_protocol(hello.protocol);
+  out->set_kolo_version(hello.kolo_version);
 }
 
 Hello FromWire(const wire::Hello& in) {
@@ -50,6 +52,8 @@ Hello FromWire(const wire::Hello& in) {
   hello.size = in.size();
   hello.host = in.host();
   hello.data_address = in.data_address();
+  hello.protocol = in.protocol();
+  hello.kolo_version = in.kolo_version();
   return hello;
 }
 
