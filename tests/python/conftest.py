@@ -16,10 +16,11 @@ import kolo.torch as hvd
 DEADLINE_SECONDS = float(os.environ.get("KOLO_TEST_DEADLINE_SECONDS", "60"))
 
 
-@pytest.fixture(scope="session", autouse=True)
-def kolo_job():
-    hvd.init()
-    yield
+def pytest_configure(config):
+    hvd.init()  # before collection: modules may ask hvd.size() to skip tests
+
+
+def pytest_unconfigure(config):
     hvd.shutdown()
 
 
