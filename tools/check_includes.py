@@ -42,11 +42,13 @@ LAYERED = {
     "proto": set(),
     # Programs on the public API only.
     "examples": set(),
+    # kolo.torch's native module: the public API only (it links libkolo.so).
+    "python": set(),
 }
 # Folders whose files may include anything of the project (they test or drive its insides).
 UNRESTRICTED = ("tests", "tools", "fuzz")
 # Folders listed in LAYERED whose sub-folders inherit their rule instead of needing their own.
-INHERITED = ("examples", "core/include")
+INHERITED = ("examples", "core/include", "python")
 # Paths that exist only in the build tree (generated).
 GENERATED = {"kolo/version.h", "proto/kolo.pb.h", "proto/kolo.grpc.pb.h"}
 
@@ -58,6 +60,7 @@ TOP_FOLDERS = sorted({f.split("/")[0] for f in LAYERED} | set(UNRESTRICTED))
 WHY = {
     "core": "core/ depends on nothing else in the project",
     "examples": "examples/ use kolo's public API only",
+    "python": "kolo.torch links libkolo.so, whose interface is the public API",
     "core/include": "the installed headers must not need kolo's sources",
 }
 WHY_TARGET = {

@@ -1,4 +1,4 @@
-#include "handle_table.h"
+#include "python/csrc/handle_table.h"
 
 #include <utility>
 

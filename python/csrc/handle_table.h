@@ -41,8 +41,8 @@ class HandleTable {
 
  private:
   mutable std::mutex mutex_;
-  int64_t next_id_ = 1;                                   // guarded by mutex_
-  std::map<int64_t, std::shared_ptr<PendingOp>> ops_;     // guarded by mutex_
+  int64_t next_id_ = 1;                                // guarded by mutex_
+  std::map<int64_t, std::shared_ptr<PendingOp>> ops_;  // guarded by mutex_
 };
 
 }  // namespace kolo::torch_ext

@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "handle_table.h"
 #include "kolo/kolo.h"
-#include "tensor_view.h"
+#include "python/csrc/handle_table.h"
+#include "python/csrc/tensor_view.h"
 
 namespace py = pybind11;
 
@@ -65,7 +65,8 @@ std::vector<TensorView> Views(const std::vector<at::Tensor>& tensors,
 }
 
 ReduceOp ToReduceOp(int op) {
-  if (!IsValidReduceOp(op)) ThrowIfError(InvalidArgument("unknown reduce op " + std::to_string(op)));
+  if (!IsValidReduceOp(op))
+    ThrowIfError(InvalidArgument("unknown reduce op " + std::to_string(op)));
   return static_cast<ReduceOp>(op);
 }
 
@@ -95,8 +96,7 @@ Allocator AllocatorFor(const std::shared_ptr<PendingOp>& op, size_t index,
   };
 }
 
-int64_t AllreduceAsync(const std::vector<std::string>& names,
-                       const std::vector<at::Tensor>& inputs,
+int64_t AllreduceAsync(const std::vector<std::string>& names, const std::vector<at::Tensor>& inputs,
                        const std::vector<at::Tensor>& outputs, int op, double prescale,
                        double postscale, bool grouped) {
   std::vector<TensorView> in = Views(inputs, names, "allreduce");
@@ -117,8 +117,8 @@ int64_t AllreduceAsync(const std::vector<std::string>& names,
   return Register(std::move(pending), std::move(handle));
 }
 
-int64_t AllgatherAsync(const std::vector<std::string>& names,
-                       const std::vector<at::Tensor>& inputs, bool grouped) {
+int64_t AllgatherAsync(const std::vector<std::string>& names, const std::vector<at::Tensor>& inputs,
+                       bool grouped) {
   std::vector<TensorView> in = Views(inputs, names, "allgather");
   auto pending = std::make_shared<PendingOp>();
   pending->keep_alive = inputs;
@@ -164,8 +164,7 @@ int64_t AlltoallAsync(const std::string& name, const at::Tensor& input,
   StatusOr<Handle> handle = InvalidArgument("unreached");
   {
     py::gil_scoped_release release;
-    handle = kolo::alltoall_async(name, in, splits, std::move(allocate),
-                                  &pending->received_splits);
+    handle = kolo::alltoall_async(name, in, splits, std::move(allocate), &pending->received_splits);
   }
   return Register(std::move(pending), std::move(handle));
 }
@@ -179,9 +178,9 @@ int64_t ReducescatterAsync(const std::vector<std::string>& names,
   pending->keep_alive = inputs;
   std::vector<TensorView> out;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    std::vector<int64_t> shape =
-        inputs[i].dim() == 0 ? std::vector<int64_t>{}
-                             : ReducescatterShape(in[i].shape, kolo::rank(), kolo::size());
+    std::vector<int64_t> shape = inputs[i].dim() == 0
+                                     ? std::vector<int64_t>{}
+                                     : ReducescatterShape(in[i].shape, kolo::rank(), kolo::size());
     pending->outputs.push_back(at::empty(shape, inputs[i].options()));
     out.push_back(View(pending->outputs.back(), "reducescatter '" + names[i] + "'"));
   }
@@ -296,8 +295,8 @@ PYBIND11_MODULE(_C, m) {
       if (pointer) std::rethrow_exception(pointer);
     } catch (const ext::StatusError& error) {
       py::object from_status = py::module_::import("kolo.torch.errors").attr("from_status");
-      py::object exception = from_status(kolo::StatusCodeName(error.status().code()),
-                                         error.status().message());
+      py::object exception =
+          from_status(kolo::StatusCodeName(error.status().code()), error.status().message());
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
     }
   });

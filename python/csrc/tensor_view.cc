@@ -1,4 +1,4 @@
-#include "tensor_view.h"
+#include "python/csrc/tensor_view.h"
 
 namespace kolo::torch_ext {
 
