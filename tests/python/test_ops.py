@@ -257,3 +257,34 @@ def test_timeline_start_stop():
     assert os.path.exists(mine)
     with open(mine) as trace:
         assert "timeline.traced" in trace.read()
+
+
+def test_tensors_stay_alive_until_the_op_completes():
+    import gc
+    handle = hvd.allreduce_async_(ranked([1 << 16], torch.float32), op=hvd.Sum)
+    gc.collect()  # the only reference is kolo.torch's
+    result = hvd.synchronize(handle)
+    assert torch.equal(result, torch.full([1 << 16], float(rank_sum())))
+
+
+@pytest.mark.skipif(hvd.size() < 2, reason="needs a rank to wait for")
+def test_gil_released_while_waiting():
+    import threading
+    import time
+    ticks, stop = [0], threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    if hvd.rank() == 0:
+        thread = threading.Thread(target=tick)
+        thread.start()
+        hvd.allreduce(torch.ones(2), name="gil")  # waits ~0.5 s for the others
+        stop.set()
+        thread.join()
+        assert ticks[0] >= 10  # with the GIL held during the wait, the thread would not run
+    else:
+        time.sleep(0.5)
+        hvd.allreduce(torch.ones(2), name="gil")
