@@ -146,3 +146,34 @@ def test_broadcast_state_then_identical_training():
     everyone = hvd.allgather(flat.unsqueeze(0))
     for r in range(hvd.size()):
         assert torch.equal(everyone[r], flat)
+
+
+@pytest.mark.parametrize("sparse_as_dense", [False, True])
+def test_sparse_gradients(sparse_as_dense):
+    # Each rank looks up its own rows of an embedding with sparse gradients; the averaged
+    # gradient is the mean of the ranks' dense gradients.
+    def embedding():
+        torch.manual_seed(9)
+        return torch.nn.Embedding(10, 3, sparse=True)
+
+    def lookup(module, rank):
+        rows = torch.tensor([rank, rank + 1, 9])
+        module(rows).pow(2).sum().backward()
+
+    model = embedding()
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters(),
+                                         sparse_as_dense=sparse_as_dense)
+    lookup(model, hvd.rank())
+    optimizer.synchronize()
+    expected = torch.zeros(10, 3)
+    for r in range(hvd.size()):
+        reference = embedding()
+        lookup(reference, r)
+        expected += reference.weight.grad.to_dense() / hvd.size()
+    grad = model.weight.grad
+    if hvd.size() > 1:
+        assert grad.is_sparse != sparse_as_dense
+    assert torch.allclose(grad.to_dense(), expected, atol=1e-6)
+    with optimizer.skip_synchronize():
+        optimizer.step()

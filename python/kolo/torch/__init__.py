@@ -3,8 +3,7 @@
     import kolo.torch as hvd        # instead of: import horovod.torch as hvd
 
 Same names, arguments and semantics; what kolo does not support yet raises
-NotImplementedError (Adasum, process sets other than the global one, optimizer groups, sparse
-gradients without sparse_as_dense). See README.md, "PyTorch".
+NotImplementedError (Adasum, process sets other than the global one, optimizer groups). See README.md, "PyTorch".
 """
 
 import torch  # noqa: F401  (loads libtorch before the native module that links it)

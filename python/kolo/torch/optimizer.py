@@ -14,7 +14,7 @@ import torch
 
 from kolo.torch import mpi_ops
 from kolo.torch.compression import Compression
-from kolo.torch.mpi_ops import Adasum, Average
+from kolo.torch.mpi_ops import Adasum, Average, Sum
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -88,8 +88,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             p.grad = p.data.new_zeros(p.size())
         if p.grad.is_sparse:
             if not self._sparse_as_dense:
-                raise NotImplementedError("kolo.torch: sparse gradients are not supported yet; "
-                                          "pass sparse_as_dense=True")
+                return self._sparse_allreduce_async(p), None
             p.grad = p.grad.to_dense()
         compressed, ctx = self._compression.compress(p.grad)
         if self.op == Average:
@@ -103,6 +102,29 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                           op=self.op, prescale_factor=prescale,
                                           postscale_factor=postscale)
         return handle, ctx
+
+    def _sparse_allreduce_async(self, p):
+        """A sparse gradient, as Horovod reduces it: allgathers of its indices (transposed,
+        so that they concatenate along the nonzeros) and values, summed by the sparse tensor
+        they make (duplicates add up). Returns a callable that waits and returns it."""
+        if self.op not in (Average, Sum):
+            raise NotImplementedError("kolo.torch: sparse gradients with an op other than "
+                                      "Average or Sum")
+        grad = p.grad.coalesce()
+        name = self._parameter_names.get(p)
+        values = mpi_ops.allgather_async(grad._values(), name="%s.values" % name)
+        indices = mpi_ops.allgather_async(grad._indices().t().contiguous(),
+                                          name="%s.indices" % name)
+        average = self.op == Average
+
+        def wait():
+            gathered_values = mpi_ops.synchronize(values)
+            gathered_indices = mpi_ops.synchronize(indices)
+            if average:
+                gathered_values = gathered_values / mpi_ops.size()
+            return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, grad.size(),
+                                           check_invariants=True)
+        return wait
 
     def _make_hook(self, p):
         def hook(*ignore):
@@ -133,8 +155,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if handle is None:
                 self._handles[p] = self._allreduce_grad_async(p)
         for p, (handle, ctx) in self._handles.items():
-            output = mpi_ops.synchronize(handle)
             self._allreduce_delay[p] = self.backward_passes_per_step
+            if callable(handle):  # a sparse gradient
+                p.grad = handle()
+                continue
+            output = mpi_ops.synchronize(handle)
             result = self._compression.decompress(output, ctx)
             if result is not p.grad:
                 p.grad.copy_(result)
@@ -174,8 +199,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
     """Wraps `optimizer` (an instance) so that its step() uses the gradients averaged (op=Sum:
-    summed) over every rank. Horovod's arguments; Adasum, groups/num_groups and sparse
-    gradients (other than sparse_as_dense) are not supported yet."""
+    summed) over every rank. Horovod's arguments; sparse gradients are allgathered as Horovod
+    does (or made dense first with sparse_as_dense). Adasum and groups/num_groups are not
+    supported yet."""
     if num_groups != 0:
         raise NotImplementedError("kolo.torch: num_groups is not supported yet")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
