@@ -91,7 +91,8 @@ StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const Options& option
 }
 
 Status RuntimeImpl::Start() {
-  if (!options_.timeline_path.empty()) {
+  // "DYNAMIC" is Horovod's "off until start_timeline()" (HOROVOD_TIMELINE=DYNAMIC), not a file.
+  if (!options_.timeline_path.empty() && options_.timeline_path != "DYNAMIC") {
     KOLO_RETURN_IF_ERROR(timeline_.Start(options_.timeline_path).WithContext("KOLO_TIMELINE"));
   }
   for (const std::string& warning : options_.environment_warnings) logger_->warn("{}", warning);

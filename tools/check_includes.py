@@ -42,11 +42,14 @@ LAYERED = {
     "proto": set(),
     # Programs on the public API only.
     "examples": set(),
+    # kolo.torch's native module and kolo::libtorch: the public API only (they link libkolo.so).
+    "python": set(),
+    "libtorch": set(),
 }
 # Folders whose files may include anything of the project (they test or drive its insides).
 UNRESTRICTED = ("tests", "tools", "fuzz")
 # Folders listed in LAYERED whose sub-folders inherit their rule instead of needing their own.
-INHERITED = ("examples", "core/include")
+INHERITED = ("examples", "core/include", "python", "libtorch")
 # Paths that exist only in the build tree (generated).
 GENERATED = {"kolo/version.h", "proto/kolo.pb.h", "proto/kolo.grpc.pb.h"}
 
@@ -58,6 +61,8 @@ TOP_FOLDERS = sorted({f.split("/")[0] for f in LAYERED} | set(UNRESTRICTED))
 WHY = {
     "core": "core/ depends on nothing else in the project",
     "examples": "examples/ use kolo's public API only",
+    "python": "kolo.torch links libkolo.so, whose interface is the public API",
+    "libtorch": "kolo::libtorch links libkolo.so, whose interface is the public API",
     "core/include": "the installed headers must not need kolo's sources",
 }
 WHY_TARGET = {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages kolo needs to build and test, skipping those already present.
 # With --ci, also what .ci/run's extra checks need: clang-14 with its sanitizer runtimes (the
-# ASan+UBSan build, -Wthread-safety) and clang-format-14. Uses sudo when not run as root.
-# Touches nothing else.
+# ASan+UBSan build, -Wthread-safety) and clang-format-14. With --torch, also a Python venv in
+# .venv/torch (KOLO_TORCH_VENV overrides) holding the current torch, pybind11 and pytest from
+# PyPI, which KOLO_WITH_TORCH=AUTO finds (README "PyTorch"; ~5.4 GB, ~1.5 min). Uses sudo when
+# not run as root. Touches nothing else.
 set -euo pipefail
 
 packages=(
@@ -13,12 +15,32 @@ packages=(
   openmpi-bin mpich  # the launcher tests run kolo under mpirun and mpiexec
   libssl-dev openssl
 )
-if [ "${1:-}" = "--ci" ]; then
-  packages+=(clang-14 libclang-rt-14-dev clang-format-14)
-elif [ $# -ne 0 ]; then
-  echo "usage: tools/install-deps.sh [--ci]" >&2
-  exit 2
-fi
+with_torch=0
+for arg in "$@"; do
+  case "$arg" in
+    --ci) packages+=(clang-14 libclang-rt-14-dev clang-format-14) ;;
+    --torch) with_torch=1 packages+=(python3 python3-venv python3-dev) ;;
+    *)
+      echo "usage: tools/install-deps.sh [--ci] [--torch]" >&2
+      exit 2
+      ;;
+  esac
+done
+
+# The torch venv: pip from PyPI is the one source of torch (Debian's is 1.13). Idempotent: a
+# venv whose torch, pybind11 and pytest import is left as it is.
+install_torch_venv() {
+  local venv="${KOLO_TORCH_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv/torch}"
+  if [ -x "$venv/bin/python" ] &&
+    "$venv/bin/python" -c "import torch, pybind11, pytest" 2>/dev/null; then
+    echo "install-deps: torch venv present in $venv"
+    return
+  fi
+  echo "install-deps: creating the torch venv in $venv (pip: torch, pybind11, pytest)"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q torch pybind11 pytest numpy
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -29,11 +51,11 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "install-deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ "$with_torch" = 1 ]; then install_torch_venv; fi

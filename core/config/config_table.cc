@@ -438,7 +438,8 @@ std::vector<ConfigVar> BuildTable() {
           .Text(&Options::timeline_path, "file path")
           .Unset("off")
           .Help("Write a Chrome-trace timeline to this path, each rank's with .rank and its "
-                "number before the extension (t.json: t.rank0.json, t.rank1.json, ...)."),
+                "number before the extension (t.json: t.rank0.json, t.rank1.json, ...). "
+                "DYNAMIC: off until start_timeline(), as in Horovod."),
       Row("KOLO_TIMELINE_MARK_CYCLES", {"HOROVOD_TIMELINE_MARK_CYCLES"})
           .Bool(&Options::timeline_mark_cycles, false)
           .Help("Mark each controller planning cycle in the timeline."),

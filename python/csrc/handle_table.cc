@@ -1,0 +1,25 @@
+#include "python/csrc/handle_table.h"
+
+#include <utility>
+
+namespace kolo::torch_ext {
+
+int64_t HandleTable::Add(std::shared_ptr<PendingOp> op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t id = next_id_++;
+  ops_.emplace(id, std::move(op));
+  return id;
+}
+
+std::shared_ptr<PendingOp> HandleTable::Find(int64_t id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = ops_.find(id);
+  return it == ops_.end() ? nullptr : it->second;
+}
+
+void HandleTable::Erase(int64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ops_.erase(id);
+}
+
+}  // namespace kolo::torch_ext

@@ -1,0 +1,327 @@
+// kolo.torch._C: the pybind11 module under kolo.torch (python/kolo/torch/*.py has the API).
+// Each function converts torch tensors to kolo views (no copies), calls kolo's public C++ API
+// with the GIL released, and turns a failed kolo::Status into the Python exception
+// kolo.torch.errors.from_status picks: the one place where kolo's statuses become exceptions.
+//
+// Threading: every function may be called from any Python thread. Waits (init, synchronize,
+// shutdown) release the GIL; synchronize wakes every 100 ms to let Python handle signals.
+#include <pybind11/stl.h>
+#include <torch/extension.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kolo/kolo.h"
+#include "python/csrc/handle_table.h"
+#include "python/csrc/tensor_view.h"
+
+namespace py = pybind11;
+
+namespace kolo::torch_ext {
+namespace {
+
+// A failed kolo::Status on its way to Python (see the translator in the module body).
+class StatusError : public std::exception {
+ public:
+  explicit StatusError(Status status) : status_(std::move(status)) {}
+  const char* what() const noexcept override { return status_.message().c_str(); }
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+};
+
+void ThrowIfError(const Status& status) {
+  if (!status.ok()) throw StatusError(status);
+}
+
+HandleTable& Table() {
+  static HandleTable* table = new HandleTable();  // never destroyed: ops may outlive the module
+  return *table;
+}
+
+TensorView View(const at::Tensor& tensor, const std::string& what) {
+  std::string error;
+  std::optional<TensorView> view = ToView(tensor, what, &error);
+  if (!view) ThrowIfError(InvalidArgument(error));
+  return *view;
+}
+
+std::vector<TensorView> Views(const std::vector<at::Tensor>& tensors,
+                              const std::vector<std::string>& names, const std::string& op) {
+  if (tensors.size() != names.size()) {
+    ThrowIfError(InvalidArgument(op + ": " + std::to_string(tensors.size()) + " tensors but " +
+                                 std::to_string(names.size()) + " names"));
+  }
+  std::vector<TensorView> views;
+  views.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    views.push_back(View(tensors[i], op + " '" + names[i] + "'"));
+  }
+  return views;
+}
+
+ReduceOp ToReduceOp(int op) {
+  if (!IsValidReduceOp(op))
+    ThrowIfError(InvalidArgument("unknown reduce op " + std::to_string(op)));
+  return static_cast<ReduceOp>(op);
+}
+
+AllreduceOptions ReduceOptions(int op, double prescale, double postscale) {
+  AllreduceOptions options;
+  options.op = ToReduceOp(op);
+  options.prescale = prescale;
+  options.postscale = postscale;
+  return options;
+}
+
+// Registers `op` once its handle (or the enqueue error) is known.
+int64_t Register(std::shared_ptr<PendingOp> op, StatusOr<Handle> handle) {
+  ThrowIfError(handle.status());
+  op->handle = *handle;
+  return Table().Add(std::move(op));
+}
+
+// An allocator that makes member `index`'s output on kolo's background thread (no GIL needed).
+Allocator AllocatorFor(const std::shared_ptr<PendingOp>& op, size_t index,
+                       at::TensorOptions options) {
+  return [op, index, options](const std::vector<int64_t>& shape) -> void* {
+    at::Tensor output = at::empty(shape, options);
+    std::lock_guard<std::mutex> lock(op->allocated_mutex);
+    op->allocated[index] = output;
+    return output.data_ptr();
+  };
+}
+
+int64_t AllreduceAsync(const std::vector<std::string>& names, const std::vector<at::Tensor>& inputs,
+                       const std::vector<at::Tensor>& outputs, int op, double prescale,
+                       double postscale, bool grouped) {
+  std::vector<TensorView> in = Views(inputs, names, "allreduce");
+  std::vector<TensorView> out = Views(outputs, names, "allreduce");
+  AllreduceOptions options = ReduceOptions(op, prescale, postscale);
+  auto pending = std::make_shared<PendingOp>();
+  pending->keep_alive = inputs;
+  pending->outputs = outputs;
+  StatusOr<Handle> handle = InvalidArgument("allreduce: no tensors");
+  {
+    py::gil_scoped_release release;
+    if (grouped) {
+      handle = kolo::grouped_allreduce_async(names, in, out, options);
+    } else if (!names.empty()) {
+      handle = kolo::allreduce_async(names[0], in[0], out[0], options);
+    }
+  }
+  return Register(std::move(pending), std::move(handle));
+}
+
+int64_t AllgatherAsync(const std::vector<std::string>& names, const std::vector<at::Tensor>& inputs,
+                       bool grouped) {
+  std::vector<TensorView> in = Views(inputs, names, "allgather");
+  auto pending = std::make_shared<PendingOp>();
+  pending->keep_alive = inputs;
+  pending->allocated.resize(inputs.size());
+  std::vector<Allocator> allocators;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    allocators.push_back(AllocatorFor(pending, i, inputs[i].options()));
+  }
+  StatusOr<Handle> handle = InvalidArgument("allgather: no tensors");
+  {
+    py::gil_scoped_release release;
+    if (grouped) {
+      handle = kolo::grouped_allgather_async(names, in, std::move(allocators));
+    } else if (!names.empty()) {
+      handle = kolo::allgather_async(names[0], in[0], std::move(allocators[0]));
+    }
+  }
+  return Register(std::move(pending), std::move(handle));
+}
+
+int64_t BroadcastAsync(const std::string& name, const at::Tensor& input, const at::Tensor& output,
+                       int root) {
+  TensorView in = View(input, "broadcast '" + name + "'");
+  TensorView out = View(output, "broadcast '" + name + "'");
+  auto pending = std::make_shared<PendingOp>();
+  pending->keep_alive = {input};
+  pending->outputs = {output};
+  StatusOr<Handle> handle = InvalidArgument("unreached");
+  {
+    py::gil_scoped_release release;
+    handle = kolo::broadcast_async(name, in, out, root);
+  }
+  return Register(std::move(pending), std::move(handle));
+}
+
+int64_t AlltoallAsync(const std::string& name, const at::Tensor& input,
+                      const std::vector<int64_t>& splits) {
+  TensorView in = View(input, "alltoall '" + name + "'");
+  auto pending = std::make_shared<PendingOp>();
+  pending->keep_alive = {input};
+  pending->allocated.resize(1);
+  Allocator allocate = AllocatorFor(pending, 0, input.options());
+  StatusOr<Handle> handle = InvalidArgument("unreached");
+  {
+    py::gil_scoped_release release;
+    handle = kolo::alltoall_async(name, in, splits, std::move(allocate), &pending->received_splits);
+  }
+  return Register(std::move(pending), std::move(handle));
+}
+
+int64_t ReducescatterAsync(const std::vector<std::string>& names,
+                           const std::vector<at::Tensor>& inputs, int op, double prescale,
+                           double postscale, bool grouped) {
+  std::vector<TensorView> in = Views(inputs, names, "reducescatter");
+  AllreduceOptions options = ReduceOptions(op, prescale, postscale);
+  auto pending = std::make_shared<PendingOp>();
+  pending->keep_alive = inputs;
+  std::vector<TensorView> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<int64_t> shape = inputs[i].dim() == 0
+                                     ? std::vector<int64_t>{}
+                                     : ReducescatterShape(in[i].shape, kolo::rank(), kolo::size());
+    pending->outputs.push_back(at::empty(shape, inputs[i].options()));
+    out.push_back(View(pending->outputs.back(), "reducescatter '" + names[i] + "'"));
+  }
+  StatusOr<Handle> handle = InvalidArgument("reducescatter: no tensors");
+  {
+    py::gil_scoped_release release;
+    if (grouped) {
+      handle = kolo::grouped_reducescatter_async(names, in, out, options);
+    } else if (!names.empty()) {
+      handle = kolo::reducescatter_async(names[0], in[0], out[0], options);
+    }
+  }
+  return Register(std::move(pending), std::move(handle));
+}
+
+int64_t JoinAsync() {
+  auto pending = std::make_shared<PendingOp>();
+  StatusOr<Handle> handle = InvalidArgument("unreached");
+  {
+    py::gil_scoped_release release;
+    handle = kolo::join_async(&pending->last_rank);
+  }
+  return Register(std::move(pending), std::move(handle));
+}
+
+int64_t BarrierAsync() {
+  StatusOr<Handle> handle = InvalidArgument("unreached");
+  {
+    py::gil_scoped_release release;
+    handle = kolo::barrier_async();
+  }
+  return Register(std::make_shared<PendingOp>(), std::move(handle));
+}
+
+std::shared_ptr<PendingOp> FindOrThrow(int64_t id) {
+  std::shared_ptr<PendingOp> op = Table().Find(id);
+  if (!op) ThrowIfError(InvalidArgument("handle " + std::to_string(id) + " is not in flight"));
+  return op;
+}
+
+bool Poll(int64_t id) {
+  return FindOrThrow(id)->handle.Poll();
+}
+
+// Waits for op `id` and returns (outputs, received splits, last joined rank). The op leaves the
+// table once it completed, failed or not; an interrupt (KeyboardInterrupt) leaves it there.
+py::tuple Synchronize(int64_t id) {
+  std::shared_ptr<PendingOp> op = FindOrThrow(id);
+  while (!op->handle.Poll()) {
+    {
+      py::gil_scoped_release release;
+      // A 100 ms slice: its kDeadlineExceeded only says the op is still running.
+      op->handle.Synchronize(0.1).IgnoreError();
+    }
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+  Status status = op->handle.Synchronize();  // complete: returns at once
+  Table().Erase(id);
+  ThrowIfError(status);
+  std::vector<at::Tensor> outputs;
+  {
+    std::lock_guard<std::mutex> lock(op->allocated_mutex);
+    outputs = op->allocated.empty() ? op->outputs : op->allocated;
+  }
+  return py::make_tuple(outputs, op->received_splits, op->last_rank);
+}
+
+void Init() {
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = kolo::init();
+  }
+  ThrowIfError(status);
+}
+
+void Shutdown() {
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = kolo::shutdown();
+  }
+  ThrowIfError(status);
+}
+
+void StartTimeline(const std::string& path, bool mark_cycles) {
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = kolo::start_timeline(path, mark_cycles);
+  }
+  ThrowIfError(status);
+}
+
+void StopTimeline() {
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = kolo::stop_timeline();
+  }
+  ThrowIfError(status);
+}
+
+}  // namespace
+}  // namespace kolo::torch_ext
+
+PYBIND11_MODULE(_C, m) {
+  namespace ext = kolo::torch_ext;
+  m.doc() = "kolo.torch's native part (use kolo.torch)";
+  py::register_exception_translator([](std::exception_ptr pointer) {
+    try {
+      if (pointer) std::rethrow_exception(pointer);
+    } catch (const ext::StatusError& error) {
+      py::object from_status = py::module_::import("kolo.torch.errors").attr("from_status");
+      py::object exception =
+          from_status(kolo::StatusCodeName(error.status().code()), error.status().message());
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
+    }
+  });
+  m.def("init", &ext::Init);
+  m.def("shutdown", &ext::Shutdown);
+  m.def("is_initialized", &kolo::is_initialized);
+  m.def("rank", &kolo::rank);
+  m.def("size", &kolo::size);
+  m.def("local_rank", &kolo::local_rank);
+  m.def("local_size", &kolo::local_size);
+  m.def("cross_rank", &kolo::cross_rank);
+  m.def("cross_size", &kolo::cross_size);
+  m.def("version", &kolo::version);
+  m.def("start_timeline", &ext::StartTimeline);
+  m.def("stop_timeline", &ext::StopTimeline);
+  m.def("allreduce_async", &ext::AllreduceAsync);
+  m.def("allgather_async", &ext::AllgatherAsync);
+  m.def("broadcast_async", &ext::BroadcastAsync);
+  m.def("alltoall_async", &ext::AlltoallAsync);
+  m.def("reducescatter_async", &ext::ReducescatterAsync);
+  m.def("join_async", &ext::JoinAsync);
+  m.def("barrier_async", &ext::BarrierAsync);
+  m.def("poll", &ext::Poll);
+  m.def("synchronize", &ext::Synchronize);
+  // What this build of kolo has (CMake passes the same switches libkolo was built with).
+  m.attr("cuda_built") = py::bool_(KOLO_TORCH_CUDA_BUILT != 0);
+  m.attr("nccl_built") = py::bool_(KOLO_TORCH_NCCL_BUILT != 0);
+}

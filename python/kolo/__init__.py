@@ -1,0 +1,1 @@
+"""kolo: a data-parallel training runtime. Framework bindings live in subpackages (kolo.torch)."""

@@ -1,0 +1,435 @@
+"""Horovod's torch collective ops (horovod/torch/mpi_ops.py names and semantics) on kolo.
+
+Every *_async function enqueues at once and returns an integer handle for poll() and
+synchronize(); the blocking forms are *_async + synchronize. The tensors an op reads and writes
+stay referenced (in the native module) until it completed. Contiguous CPU tensors are handed to
+kolo as they are (no copy); a non-contiguous one is copied to a contiguous buffer first (and,
+for the in-place forms, back afterwards). The out-of-place ops are autograd Functions
+(functions.py); the in-place ones (trailing underscore) are not, as in Horovod.
+
+Ops are matched across ranks by name. Without a name, each process numbers its unnamed ops in
+the order it submits them, as Horovod does: then every rank must submit them in the same order.
+"""
+
+import atexit
+import itertools
+import threading
+import warnings
+
+import torch
+
+from kolo.torch import _C
+from kolo.torch.errors import KoloError
+
+# Horovod's reduce op constants (its values, so that code comparing them keeps working).
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+
+_KOLO_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
+_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max",
+             Product: "Product"}
+
+_handle_map = {}  # handle -> function turning the native result into the Python one
+_handle_lock = threading.Lock()
+_noname_counter = itertools.count()
+
+
+# ---- init, identity, timeline ----
+
+def init(comm=None, process_sets=None):
+    """Joins the job the environment describes (kolorun, torchrun, mpirun or SLURM variables).
+    A second call while initialized does nothing, as in Horovod."""
+    if comm is not None:
+        raise ValueError("kolo.torch.init: comm (an MPI communicator) is not supported; kolo "
+                         "reads the job from the environment")
+    if process_sets is not None:
+        raise ValueError("kolo.torch.init: process sets are not supported yet")
+    if _C.is_initialized():
+        return
+    _C.init()
+
+
+def shutdown():
+    """Leaves the job (waits for every rank to shut down too). No-op when not initialized."""
+    if _C.is_initialized():
+        _C.shutdown()
+
+
+def _shutdown_at_exit():
+    try:
+        shutdown()
+    except KoloError as error:
+        warnings.warn("kolo.torch: shutdown at exit failed: %s" % error)
+
+
+atexit.register(_shutdown_at_exit)
+
+
+def is_initialized():
+    return _C.is_initialized()
+
+
+def _identity(value):
+    if value < 0:
+        raise ValueError("kolo has not been initialized; use kolo.torch.init().")
+    return value
+
+
+def rank():
+    return _identity(_C.rank())
+
+
+def size():
+    return _identity(_C.size())
+
+
+def local_rank():
+    return _identity(_C.local_rank())
+
+
+def local_size():
+    return _identity(_C.local_size())
+
+
+def cross_rank():
+    return _identity(_C.cross_rank())
+
+
+def cross_size():
+    return _identity(_C.cross_size())
+
+
+def is_homogeneous():
+    """Whether every host runs the same number of ranks."""
+    return size() == local_size() * cross_size()
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing this rank's timeline (kolo inserts .rank<r> before the extension)."""
+    _C.start_timeline(str(file_path), bool(mark_cycles))
+
+
+def stop_timeline():
+    _C.stop_timeline()
+
+
+# What this build has: kolo is neither MPI nor Gloo, and has no DDL, CCL or ROCm backends.
+def mpi_threads_supported():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def mpi_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def nccl_built():
+    return bool(_C.nccl_built)
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return bool(_C.cuda_built)
+
+
+def rocm_built():
+    return False
+
+
+# ---- helpers ----
+
+def _reduce_op(average, op, name="op"):
+    """Horovod's handling of the deprecated `average` argument beside `op`."""
+    if op is not None and average is not None:
+        raise ValueError("%s: the op parameter supersedes average; do not pass both" % name)
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
+                      DeprecationWarning)
+        return Average if average else Sum
+    return Average if op is None else op
+
+
+def _kolo_op(op):
+    if op == Adasum:
+        raise NotImplementedError("kolo does not support the Adasum reduction yet")
+    if op not in _KOLO_OPS:
+        raise ValueError("unknown reduce op %r" % (op,))
+    return _KOLO_OPS[op]
+
+
+def _op_name(kind, name):
+    if name is None:
+        return "%s.noname.%d" % (kind, next(_noname_counter))
+    return str(name)
+
+
+def _check_process_set(process_set):
+    if process_set is not None and process_set is not global_process_set:
+        raise NotImplementedError("kolo does not support process sets yet")
+
+
+def _ready(tensor):
+    """The contiguous tensor kolo reads; a GPU tensor's pending work is waited for first,
+    because kolo runs on its own stream."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError("expected a torch.Tensor, got %s" % type(tensor).__name__)
+    tensor = tensor.detach()
+    if tensor.is_cuda:
+        torch.cuda.current_stream(tensor.device).synchronize()
+    return tensor.contiguous()
+
+
+def _register(handle, finish):
+    with _handle_lock:
+        _handle_map[handle] = finish
+    return handle
+
+
+def _in_place(targets, buffers):
+    """After an in-place op on copies of non-contiguous tensors: copies the results back."""
+    for target, buffer in zip(targets, buffers):
+        if target.data_ptr() != buffer.data_ptr():
+            with torch.no_grad():
+                target.copy_(buffer)
+    return targets
+
+
+class _ProcessSet:
+    """The one process set kolo has: every rank (Horovod's global_process_set)."""
+
+    process_set_id = 0
+
+    def size(self):
+        return size()
+
+    def rank(self):
+        return rank()
+
+    def included(self):
+        return True
+
+    def __repr__(self):
+        return "ProcessSet(global)"
+
+
+global_process_set = _ProcessSet()
+
+
+# ---- poll and synchronize ----
+
+def poll(handle):
+    """Whether the op of `handle` completed (synchronize then returns at once)."""
+    return _C.poll(handle)
+
+
+def synchronize(handle):
+    """Waits for the op of `handle` and returns its output. Raises KoloError (or
+    HorovodInternalError when the job failed) with kolo's message. The GIL is released while
+    waiting, and Ctrl-C interrupts the wait (the op stays in flight)."""
+    with _handle_lock:
+        if handle not in _handle_map:
+            return None
+    try:
+        outputs, splits, last_rank = _C.synchronize(handle)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        with _handle_lock:
+            _handle_map.pop(handle, None)
+        raise
+    with _handle_lock:
+        finish = _handle_map.pop(handle)
+    return finish(outputs, splits, last_rank)
+
+
+# ---- allreduce ----
+
+def _allreduce_async(tensors, outputs, names, op, prescale_factor, postscale_factor, grouped,
+                     finish):
+    handle = _C.allreduce_async(names, tensors, outputs, _kolo_op(op), float(prescale_factor),
+                                float(postscale_factor), grouped)
+    return _register(handle, finish)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=None):
+    """Starts an out-of-place allreduce of `tensor`; synchronize() returns the result."""
+    _check_process_set(process_set)
+    op = _reduce_op(average, op, "allreduce_async")
+    source = _ready(tensor)
+    output = torch.empty_like(source, memory_format=torch.contiguous_format)
+    return _allreduce_async([source], [output], [_op_name("allreduce", name)], op,
+                            prescale_factor, postscale_factor, False,
+                            lambda outs, *_: outs[0])
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=None):
+    """Starts an in-place allreduce of `tensor`; synchronize() returns `tensor`."""
+    _check_process_set(process_set)
+    op = _reduce_op(average, op, "allreduce_async_")
+    buffer = _ready(tensor)
+    return _allreduce_async([buffer], [buffer], [_op_name("allreduce", name)], op,
+                            prescale_factor, postscale_factor, False,
+                            lambda *_: _in_place([tensor], [buffer])[0])
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=None):
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+def _group_names(kind, name, count):
+    base = _op_name(kind, name)
+    return ["%s.%d" % (base, i) for i in range(count)]
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=None):
+    """Starts one fused allreduce of every tensor of the list; synchronize() returns the list
+    of results."""
+    _check_process_set(process_set)
+    op = _reduce_op(average, op, "grouped_allreduce_async")
+    sources = [_ready(t) for t in tensors]
+    outputs = [torch.empty_like(s, memory_format=torch.contiguous_format) for s in sources]
+    return _allreduce_async(sources, outputs, _group_names("grouped_allreduce", name,
+                                                           len(sources)),
+                            op, prescale_factor, postscale_factor, True,
+                            lambda outs, *_: list(outs))
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=None):
+    _check_process_set(process_set)
+    op = _reduce_op(average, op, "grouped_allreduce_async_")
+    tensors = list(tensors)
+    buffers = [_ready(t) for t in tensors]
+    return _allreduce_async(buffers, buffers, _group_names("grouped_allreduce", name,
+                                                           len(buffers)),
+                            op, prescale_factor, postscale_factor, True,
+                            lambda *_: _in_place(tensors, buffers))
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=None):
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+# ---- allgather ----
+
+def allgather_async(tensor, name=None, process_set=None):
+    """Starts concatenating every rank's `tensor` along dimension 0 (which may differ)."""
+    _check_process_set(process_set)
+    handle = _C.allgather_async([_op_name("allgather", name)], [_ready(tensor)], False)
+    return _register(handle, lambda outs, *_: outs[0])
+
+
+def grouped_allgather_async(tensors, name=None, process_set=None):
+    _check_process_set(process_set)
+    sources = [_ready(t) for t in tensors]
+    handle = _C.allgather_async(_group_names("grouped_allgather", name, len(sources)), sources,
+                                True)
+    return _register(handle, lambda outs, *_: list(outs))
+
+
+# ---- broadcast ----
+
+def broadcast_async(tensor, root_rank, name=None, process_set=None):
+    """Starts an out-of-place broadcast of root_rank's `tensor`."""
+    _check_process_set(process_set)
+    source = _ready(tensor)
+    output = torch.empty_like(source, memory_format=torch.contiguous_format)
+    handle = _C.broadcast_async(_op_name("broadcast", name), source, output, int(root_rank))
+    return _register(handle, lambda outs, *_: outs[0])
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+    """Starts broadcasting root_rank's `tensor` into `tensor` of every rank."""
+    _check_process_set(process_set)
+    buffer = _ready(tensor)
+    handle = _C.broadcast_async(_op_name("broadcast", name), buffer, buffer, int(root_rank))
+    return _register(handle, lambda *_: _in_place([tensor], [buffer])[0])
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=None):
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# ---- alltoall ----
+
+def _splits_list(splits):
+    if splits is None:
+        return []
+    if isinstance(splits, torch.Tensor):
+        return [int(s) for s in splits.reshape(-1).tolist()]
+    return [int(s) for s in splits]
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=None):
+    """Starts sending splits[d] rows of `tensor` to rank d (no splits: equal parts);
+    synchronize() returns (received rows, received splits as an int32 tensor)."""
+    _check_process_set(process_set)
+    handle = _C.alltoall_async(_op_name("alltoall", name), _ready(tensor), _splits_list(splits))
+    return _register(handle, lambda outs, received, _: (
+        outs[0], torch.tensor(received, dtype=torch.int32)))
+
+
+# ---- reducescatter ----
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    """Starts reducing `tensor` over the ranks; each gets its part of dimension 0."""
+    _check_process_set(process_set)
+    handle = _C.reducescatter_async([_op_name("reducescatter", name)], [_ready(tensor)],
+                                    _kolo_op(op), float(prescale_factor),
+                                    float(postscale_factor), False)
+    return _register(handle, lambda outs, *_: outs[0])
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    _check_process_set(process_set)
+    sources = [_ready(t) for t in tensors]
+    handle = _C.reducescatter_async(_group_names("grouped_reducescatter", name, len(sources)),
+                                    sources, _kolo_op(op), float(prescale_factor),
+                                    float(postscale_factor), True)
+    return _register(handle, lambda outs, *_: list(outs))
+
+
+# ---- join and barrier ----
+
+def join(device=-1):
+    """Called by a rank that ran out of data: it contributes zeros to the allreduces the others
+    still submit until every rank joined. Returns the last rank to join."""
+    handle = _register(_C.join_async(), lambda outs, splits, last_rank: last_rank)
+    return synchronize(handle)
+
+
+def barrier(process_set=None):
+    """Returns once every rank called it."""
+    _check_process_set(process_set)
+    synchronize(_register(_C.barrier_async(), lambda *_: None))

@@ -1,0 +1,32 @@
+"""pytest setup for kolo.torch's suites. ctest runs each suite under kolorun at 1, 2 or 4 ranks
+(tests/python/CMakeLists.txt): every rank runs the same tests in the same order, so unnamed ops
+match up. One init per process; every test has a deadline (KOLO_TEST_DEADLINE_SECONDS, 60 by
+default): past it, faulthandler prints every thread's stack and exits the rank, and kolorun
+stops the others, so a stuck collective fails fast with a message instead of hanging ctest.
+"""
+
+import faulthandler
+import os
+import sys
+
+import pytest
+
+import kolo.torch as hvd
+
+DEADLINE_SECONDS = float(os.environ.get("KOLO_TEST_DEADLINE_SECONDS", "60"))
+
+
+def pytest_configure(config):
+    hvd.init()  # before collection: modules may ask hvd.size() to skip tests
+
+
+def pytest_unconfigure(config):
+    hvd.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def deadline(request):
+    sys.stderr.flush()
+    faulthandler.dump_traceback_later(DEADLINE_SECONDS, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()

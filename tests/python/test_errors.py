@@ -1,0 +1,81 @@
+"""Errors raise Python exceptions carrying kolo's message; a mismatch or a local mistake fails
+that op only and the job goes on. Multi-rank mismatches need 2+ ranks (skipped on 1)."""
+
+import pytest
+import torch
+
+import kolo.torch as hvd
+
+multi_rank = pytest.mark.skipif(hvd.size() < 2, reason="needs 2 or more ranks")
+
+
+def job_still_works():
+    assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [float(hvd.size())] * 2
+
+
+@multi_rank
+def test_shape_mismatch_fails_on_every_rank():
+    with pytest.raises(hvd.KoloError) as info:
+        hvd.allreduce(torch.ones(hvd.rank() + 1), name="mismatch.shape")
+    assert info.value.code == "MISMATCH"
+    assert "mismatch.shape" in str(info.value) and "shape" in str(info.value)
+    assert not isinstance(info.value, hvd.HorovodInternalError)
+    job_still_works()
+
+
+@multi_rank
+def test_dtype_mismatch():
+    dtype = torch.float32 if hvd.rank() == 0 else torch.float64
+    with pytest.raises(hvd.KoloError, match="mismatch.dtype"):
+        hvd.allreduce(torch.ones(3, dtype=dtype), name="mismatch.dtype")
+    job_still_works()
+
+
+@multi_rank
+def test_op_mismatch():
+    op = hvd.Sum if hvd.rank() == 0 else hvd.Max
+    with pytest.raises(hvd.KoloError, match="mismatch.op"):
+        hvd.allreduce(torch.ones(3), name="mismatch.op", op=op)
+    job_still_works()
+
+
+@multi_rank
+def test_broadcast_root_mismatch():
+    with pytest.raises(hvd.KoloError, match="mismatch.root"):
+        hvd.broadcast(torch.ones(3), hvd.rank(), name="mismatch.root")
+    job_still_works()
+
+
+@multi_rank
+def test_duplicate_name_in_flight_fails_locally():
+    # Rank 0 submits the name twice while the others hold theirs back (so it is in flight).
+    if hvd.rank() == 0:
+        first = hvd.allreduce_async(torch.ones(4), name="duplicate")
+        with pytest.raises(hvd.KoloError, match="duplicate"):
+            hvd.allreduce_async(torch.ones(4), name="duplicate")
+        hvd.barrier()
+    else:
+        hvd.barrier()
+        first = hvd.allreduce_async(torch.ones(4), name="duplicate")
+    assert torch.equal(hvd.synchronize(first), torch.ones(4))
+    job_still_works()
+
+
+def test_local_mistakes():
+    with pytest.raises(hvd.KoloError, match="(?i)complex"):
+        hvd.allreduce(torch.ones(2, dtype=torch.complex64))
+    with pytest.raises(hvd.KoloError):
+        hvd.broadcast(torch.ones(2), hvd.size() + 3)
+    with pytest.raises(hvd.KoloError):
+        hvd.allgather(torch.tensor(1.0))  # a scalar
+    with pytest.raises(NotImplementedError):
+        hvd.allreduce(torch.ones(2), op=hvd.Adasum)
+    with pytest.raises(NotImplementedError):
+        hvd.allreduce(torch.ones(2), process_set=object())
+    with pytest.raises(TypeError):
+        hvd.allreduce([1.0, 2.0])
+    job_still_works()
+
+
+def test_synchronize_of_unknown_handle_returns_none():
+    assert hvd.synchronize(123456789) is None
