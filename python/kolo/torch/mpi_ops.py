@@ -60,7 +60,10 @@ def init(comm=None, process_sets=None):
 def shutdown():
     """Leaves the job (waits for every rank to shut down too). No-op when not initialized."""
     if _C.is_initialized():
-        _C.shutdown()
+        try:
+            _C.shutdown()
+        finally:
+            _process_sets._after_shutdown()
 
 
 def _shutdown_at_exit():

@@ -152,6 +152,15 @@ def _after_init(process_sets):
             process_set_id += 1
 
 
+def _after_shutdown():
+    """kolo forgot its sets: so do the ProcessSets (ids None, as if never added)."""
+    with _registry_lock:
+        for ps in _live.values():
+            ps.process_set_id = None
+            ps._removed_id = None
+        _live.clear()
+
+
 def add_process_set(process_set):
     """Registers a ProcessSet (or a list of ranks) with kolo and returns the ProcessSet.
     Collective: every rank of the job calls it with the same ranks. Raises ValueError for a
