@@ -4,10 +4,13 @@
 // kolo.torch.errors.from_status picks: the one place where kolo's statuses become exceptions.
 //
 // Threading: every function may be called from any Python thread. Waits (init, synchronize,
-// shutdown) release the GIL; synchronize wakes every 100 ms to let Python handle signals.
+// shutdown, adding and removing process sets) release the GIL; ops run in the process set the
+// caller names (a ProcessSetScope around the enqueue, on the releasing thread); synchronize wakes
+// every 100 ms to let Python handle signals.
 #include <pybind11/stl.h>
 #include <torch/extension.h>
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -98,7 +101,7 @@ Allocator AllocatorFor(const std::shared_ptr<PendingOp>& op, size_t index,
 
 int64_t AllreduceAsync(const std::vector<std::string>& names, const std::vector<at::Tensor>& inputs,
                        const std::vector<at::Tensor>& outputs, int op, double prescale,
-                       double postscale, bool grouped) {
+                       double postscale, bool grouped, int process_set) {
   std::vector<TensorView> in = Views(inputs, names, "allreduce");
   std::vector<TensorView> out = Views(outputs, names, "allreduce");
   AllreduceOptions options = ReduceOptions(op, prescale, postscale);
@@ -108,6 +111,7 @@ int64_t AllreduceAsync(const std::vector<std::string>& names, const std::vector<
   StatusOr<Handle> handle = InvalidArgument("allreduce: no tensors");
   {
     py::gil_scoped_release release;
+    ProcessSetScope in_set(process_set);
     if (grouped) {
       handle = kolo::grouped_allreduce_async(names, in, out, options);
     } else if (!names.empty()) {
@@ -118,7 +122,7 @@ int64_t AllreduceAsync(const std::vector<std::string>& names, const std::vector<
 }
 
 int64_t AllgatherAsync(const std::vector<std::string>& names, const std::vector<at::Tensor>& inputs,
-                       bool grouped) {
+                       bool grouped, int process_set) {
   std::vector<TensorView> in = Views(inputs, names, "allgather");
   auto pending = std::make_shared<PendingOp>();
   pending->keep_alive = inputs;
@@ -130,6 +134,7 @@ int64_t AllgatherAsync(const std::vector<std::string>& names, const std::vector<
   StatusOr<Handle> handle = InvalidArgument("allgather: no tensors");
   {
     py::gil_scoped_release release;
+    ProcessSetScope in_set(process_set);
     if (grouped) {
       handle = kolo::grouped_allgather_async(names, in, std::move(allocators));
     } else if (!names.empty()) {
@@ -140,7 +145,7 @@ int64_t AllgatherAsync(const std::vector<std::string>& names, const std::vector<
 }
 
 int64_t BroadcastAsync(const std::string& name, const at::Tensor& input, const at::Tensor& output,
-                       int root) {
+                       int root, int process_set) {
   TensorView in = View(input, "broadcast '" + name + "'");
   TensorView out = View(output, "broadcast '" + name + "'");
   auto pending = std::make_shared<PendingOp>();
@@ -149,13 +154,14 @@ int64_t BroadcastAsync(const std::string& name, const at::Tensor& input, const a
   StatusOr<Handle> handle = InvalidArgument("unreached");
   {
     py::gil_scoped_release release;
+    ProcessSetScope in_set(process_set);
     handle = kolo::broadcast_async(name, in, out, root);
   }
   return Register(std::move(pending), std::move(handle));
 }
 
 int64_t AlltoallAsync(const std::string& name, const at::Tensor& input,
-                      const std::vector<int64_t>& splits) {
+                      const std::vector<int64_t>& splits, int process_set) {
   TensorView in = View(input, "alltoall '" + name + "'");
   auto pending = std::make_shared<PendingOp>();
   pending->keep_alive = {input};
@@ -164,6 +170,7 @@ int64_t AlltoallAsync(const std::string& name, const at::Tensor& input,
   StatusOr<Handle> handle = InvalidArgument("unreached");
   {
     py::gil_scoped_release release;
+    ProcessSetScope in_set(process_set);
     handle = kolo::alltoall_async(name, in, splits, std::move(allocate), &pending->received_splits);
   }
   return Register(std::move(pending), std::move(handle));
@@ -171,22 +178,26 @@ int64_t AlltoallAsync(const std::string& name, const at::Tensor& input,
 
 int64_t ReducescatterAsync(const std::vector<std::string>& names,
                            const std::vector<at::Tensor>& inputs, int op, double prescale,
-                           double postscale, bool grouped) {
+                           double postscale, bool grouped, int process_set) {
   std::vector<TensorView> in = Views(inputs, names, "reducescatter");
   AllreduceOptions options = ReduceOptions(op, prescale, postscale);
   auto pending = std::make_shared<PendingOp>();
   pending->keep_alive = inputs;
+  // Parts follow the set's ranks; outside the set (rank -1) the enqueue below fails, naming it.
+  const int set_rank = std::max(kolo::process_set_rank(process_set), 0);
+  const int set_size = std::max(kolo::process_set_size(process_set), 1);
   std::vector<TensorView> out;
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::vector<int64_t> shape = inputs[i].dim() == 0
                                      ? std::vector<int64_t>{}
-                                     : ReducescatterShape(in[i].shape, kolo::rank(), kolo::size());
+                                     : ReducescatterShape(in[i].shape, set_rank, set_size);
     pending->outputs.push_back(at::empty(shape, inputs[i].options()));
     out.push_back(View(pending->outputs.back(), "reducescatter '" + names[i] + "'"));
   }
   StatusOr<Handle> handle = InvalidArgument("reducescatter: no tensors");
   {
     py::gil_scoped_release release;
+    ProcessSetScope in_set(process_set);
     if (grouped) {
       handle = kolo::grouped_reducescatter_async(names, in, out, options);
     } else if (!names.empty()) {
@@ -196,20 +207,22 @@ int64_t ReducescatterAsync(const std::vector<std::string>& names,
   return Register(std::move(pending), std::move(handle));
 }
 
-int64_t JoinAsync() {
+int64_t JoinAsync(int process_set) {
   auto pending = std::make_shared<PendingOp>();
   StatusOr<Handle> handle = InvalidArgument("unreached");
   {
     py::gil_scoped_release release;
+    ProcessSetScope in_set(process_set);
     handle = kolo::join_async(&pending->last_rank);
   }
   return Register(std::move(pending), std::move(handle));
 }
 
-int64_t BarrierAsync() {
+int64_t BarrierAsync(int process_set) {
   StatusOr<Handle> handle = InvalidArgument("unreached");
   {
     py::gil_scoped_release release;
+    ProcessSetScope in_set(process_set);
     handle = kolo::barrier_async();
   }
   return Register(std::make_shared<PendingOp>(), std::move(handle));
@@ -266,6 +279,27 @@ void Shutdown() {
   ThrowIfError(status);
 }
 
+// Process sets: adding and removing are collective over every rank of the job, so they wait
+// with the GIL released (bounded by kolo's own deadlines).
+int AddProcessSet(const std::vector<int>& ranks) {
+  StatusOr<int> id = InvalidArgument("unreached");
+  {
+    py::gil_scoped_release release;
+    id = kolo::add_process_set(ranks);
+  }
+  ThrowIfError(id.status());
+  return *id;
+}
+
+void RemoveProcessSet(int process_set) {
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = kolo::remove_process_set(process_set);
+  }
+  ThrowIfError(status);
+}
+
 void StartTimeline(const std::string& path, bool mark_cycles) {
   Status status;
   {
@@ -311,6 +345,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("cross_size", &kolo::cross_size);
   m.def("version", &kolo::version);
   m.def("start_timeline", &ext::StartTimeline);
+  m.def("add_process_set", &ext::AddProcessSet);
+  m.def("remove_process_set", &ext::RemoveProcessSet);
+  m.def("process_set_rank", &kolo::process_set_rank);
+  m.def("process_set_size", &kolo::process_set_size);
+  m.def("process_set_ranks", &kolo::process_set_ranks);
   m.def("stop_timeline", &ext::StopTimeline);
   m.def("allreduce_async", &ext::AllreduceAsync);
   m.def("allgather_async", &ext::AllgatherAsync);

@@ -3,6 +3,9 @@
 match up. One init per process; every test has a deadline (KOLO_TEST_DEADLINE_SECONDS, 60 by
 default): past it, faulthandler prints every thread's stack and exits the rank, and kolorun
 stops the others, so a stuck collective fails fast with a message instead of hanging ctest.
+TEST_INIT_PROCESS_SETS ("0,1/2,3": sets split by "/"; not KOLO_*, which kolo checks) makes
+init take those static process sets (init(process_sets=[...])); the static_process_sets
+fixture returns them.
 """
 
 import faulthandler
@@ -16,12 +19,23 @@ import kolo.torch as hvd
 DEADLINE_SECONDS = float(os.environ.get("KOLO_TEST_DEADLINE_SECONDS", "60"))
 
 
+STATIC_PROCESS_SETS = [
+    hvd.ProcessSet([int(r) for r in part.split(",")])
+    for part in os.environ.get("TEST_INIT_PROCESS_SETS", "").split("/") if part.strip()]
+
+
 def pytest_configure(config):
-    hvd.init()  # before collection: modules may ask hvd.size() to skip tests
+    # Before collection: modules may ask hvd.size() to skip tests.
+    hvd.init(process_sets=STATIC_PROCESS_SETS or None)
 
 
 def pytest_unconfigure(config):
     hvd.shutdown()
+
+
+@pytest.fixture
+def static_process_sets():
+    return STATIC_PROCESS_SETS
 
 
 @pytest.fixture(autouse=True)

@@ -70,8 +70,10 @@ def test_local_mistakes():
         hvd.allgather(torch.tensor(1.0))  # a scalar
     with pytest.raises(NotImplementedError):
         hvd.allreduce(torch.ones(2), op=hvd.Adasum)
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(ValueError, match="ProcessSet"):
         hvd.allreduce(torch.ones(2), process_set=object())
+    with pytest.raises(ValueError, match="has not been added"):
+        hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet([0]))
     with pytest.raises(TypeError):
         hvd.allreduce([1.0, 2.0])
     job_still_works()

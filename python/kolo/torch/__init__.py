@@ -3,7 +3,7 @@
     import kolo.torch as hvd        # instead of: import horovod.torch as hvd
 
 Same names, arguments and semantics; what kolo does not support yet raises
-NotImplementedError (Adasum, process sets other than the global one, optimizer groups). See README.md, "PyTorch".
+NotImplementedError (Adasum, optimizer groups). See README.md, "PyTorch".
 """
 
 import torch  # noqa: F401  (loads libtorch before the native module that links it)
@@ -19,7 +19,7 @@ from kolo.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgath
                                 allreduce_, allreduce_async, allreduce_async_, barrier,
                                 broadcast_, broadcast_async, broadcast_async_, ccl_built,
                                 cross_rank, cross_size, cuda_built, ddl_built,
-                                global_process_set, gloo_built, gloo_enabled,
+                                gloo_built, gloo_enabled,
                                 grouped_allgather_async, grouped_allreduce_,
                                 grouped_allreduce_async, grouped_allreduce_async_,
                                 grouped_reducescatter_async, init, is_homogeneous,
@@ -28,5 +28,7 @@ from kolo.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgath
                                 reducescatter_async, rocm_built, shutdown, size,
                                 start_timeline, stop_timeline, synchronize, alltoall_async)
 from kolo.torch.optimizer import DistributedOptimizer
+from kolo.torch.process_sets import (ProcessSet, add_process_set, global_process_set,
+                                     remove_process_set)
 
 __version__ = _C.version()

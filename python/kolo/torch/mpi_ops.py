@@ -19,7 +19,9 @@ import warnings
 import torch
 
 from kolo.torch import _C
+from kolo.torch import process_sets as _process_sets
 from kolo.torch.errors import KoloError
+from kolo.torch.process_sets import global_process_set  # noqa: F401  (Horovod has it here)
 
 # Horovod's reduce op constants (its values, so that code comparing them keeps working).
 Average = 0
@@ -35,28 +37,33 @@ _OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: 
 
 _handle_map = {}  # handle -> function turning the native result into the Python one
 _handle_lock = threading.Lock()
-_noname_counter = itertools.count()
+_noname_counters = {}  # process set id -> counter of its unnamed ops
 
 
 # ---- init, identity, timeline ----
 
 def init(comm=None, process_sets=None):
     """Joins the job the environment describes (kolorun, torchrun, mpirun or SLURM variables).
-    A second call while initialized does nothing, as in Horovod."""
+    A second call while initialized does nothing, as in Horovod. `process_sets`: a list of
+    ProcessSet made at init with ids 1, 2, ... (kolo's KOLO_PROCESS_SETS; every rank passes
+    the same), or "dynamic" (accepted: kolo can always add sets later)."""
     if comm is not None:
         raise ValueError("kolo.torch.init: comm (an MPI communicator) is not supported; kolo "
                          "reads the job from the environment")
-    if process_sets is not None:
-        raise ValueError("kolo.torch.init: process sets are not supported yet")
     if _C.is_initialized():
         return
+    static_sets = _process_sets._before_init(process_sets)
     _C.init()
+    _process_sets._after_init(static_sets)
 
 
 def shutdown():
     """Leaves the job (waits for every rank to shut down too). No-op when not initialized."""
     if _C.is_initialized():
-        _C.shutdown()
+        try:
+            _C.shutdown()
+        finally:
+            _process_sets._after_shutdown()
 
 
 def _shutdown_at_exit():
@@ -179,15 +186,19 @@ def _kolo_op(op):
     return _KOLO_OPS[op]
 
 
-def _op_name(kind, name):
+def _op_name(kind, name, set_id):
+    """An unnamed op's name counts per process set, so that ops of a set the rank is not in
+    do not shift the numbering of the others."""
     if name is None:
-        return "%s.noname.%d" % (kind, next(_noname_counter))
+        with _handle_lock:
+            counter = _noname_counters.setdefault(set_id, itertools.count())
+            return "%s.noname.%d" % (kind, next(counter))
     return str(name)
 
 
-def _check_process_set(process_set):
-    if process_set is not None and process_set is not global_process_set:
-        raise NotImplementedError("kolo does not support process sets yet")
+def _set_id(process_set):
+    """The kolo process set id of `process_set` (None: the global set)."""
+    return _process_sets._set_id(process_set)
 
 
 def _ready(tensor):
@@ -214,27 +225,6 @@ def _in_place(targets, buffers):
             with torch.no_grad():
                 target.copy_(buffer)
     return targets
-
-
-class _ProcessSet:
-    """The one process set kolo has: every rank (Horovod's global_process_set)."""
-
-    process_set_id = 0
-
-    def size(self):
-        return size()
-
-    def rank(self):
-        return rank()
-
-    def included(self):
-        return True
-
-    def __repr__(self):
-        return "ProcessSet(global)"
-
-
-global_process_set = _ProcessSet()
 
 
 # ---- poll and synchronize ----
@@ -267,32 +257,32 @@ def synchronize(handle):
 # ---- allreduce ----
 
 def _allreduce_async(tensors, outputs, names, op, prescale_factor, postscale_factor, grouped,
-                     finish):
+                     set_id, finish):
     handle = _C.allreduce_async(names, tensors, outputs, _kolo_op(op), float(prescale_factor),
-                                float(postscale_factor), grouped)
+                                float(postscale_factor), grouped, set_id)
     return _register(handle, finish)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=None):
     """Starts an out-of-place allreduce of `tensor`; synchronize() returns the result."""
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     op = _reduce_op(average, op, "allreduce_async")
     source = _ready(tensor)
     output = torch.empty_like(source, memory_format=torch.contiguous_format)
-    return _allreduce_async([source], [output], [_op_name("allreduce", name)], op,
-                            prescale_factor, postscale_factor, False,
+    return _allreduce_async([source], [output], [_op_name("allreduce", name, set_id)], op,
+                            prescale_factor, postscale_factor, False, set_id,
                             lambda outs, *_: outs[0])
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=None):
     """Starts an in-place allreduce of `tensor`; synchronize() returns `tensor`."""
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     op = _reduce_op(average, op, "allreduce_async_")
     buffer = _ready(tensor)
-    return _allreduce_async([buffer], [buffer], [_op_name("allreduce", name)], op,
-                            prescale_factor, postscale_factor, False,
+    return _allreduce_async([buffer], [buffer], [_op_name("allreduce", name, set_id)], op,
+                            prescale_factor, postscale_factor, False, set_id,
                             lambda *_: _in_place([tensor], [buffer])[0])
 
 
@@ -302,8 +292,8 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                         postscale_factor, process_set))
 
 
-def _group_names(kind, name, count):
-    base = _op_name(kind, name)
+def _group_names(kind, name, set_id, count):
+    base = _op_name(kind, name, set_id)
     return ["%s.%d" % (base, i) for i in range(count)]
 
 
@@ -311,25 +301,25 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
                             postscale_factor=1.0, process_set=None):
     """Starts one fused allreduce of every tensor of the list; synchronize() returns the list
     of results."""
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     op = _reduce_op(average, op, "grouped_allreduce_async")
     sources = [_ready(t) for t in tensors]
     outputs = [torch.empty_like(s, memory_format=torch.contiguous_format) for s in sources]
-    return _allreduce_async(sources, outputs, _group_names("grouped_allreduce", name,
+    return _allreduce_async(sources, outputs, _group_names("grouped_allreduce", name, set_id,
                                                            len(sources)),
-                            op, prescale_factor, postscale_factor, True,
+                            op, prescale_factor, postscale_factor, True, set_id,
                             lambda outs, *_: list(outs))
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=None):
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     op = _reduce_op(average, op, "grouped_allreduce_async_")
     tensors = list(tensors)
     buffers = [_ready(t) for t in tensors]
-    return _allreduce_async(buffers, buffers, _group_names("grouped_allreduce", name,
+    return _allreduce_async(buffers, buffers, _group_names("grouped_allreduce", name, set_id,
                                                            len(buffers)),
-                            op, prescale_factor, postscale_factor, True,
+                            op, prescale_factor, postscale_factor, True, set_id,
                             lambda *_: _in_place(tensors, buffers))
 
 
@@ -343,16 +333,17 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 def allgather_async(tensor, name=None, process_set=None):
     """Starts concatenating every rank's `tensor` along dimension 0 (which may differ)."""
-    _check_process_set(process_set)
-    handle = _C.allgather_async([_op_name("allgather", name)], [_ready(tensor)], False)
+    set_id = _set_id(process_set)
+    handle = _C.allgather_async([_op_name("allgather", name, set_id)], [_ready(tensor)], False,
+                                set_id)
     return _register(handle, lambda outs, *_: outs[0])
 
 
 def grouped_allgather_async(tensors, name=None, process_set=None):
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     sources = [_ready(t) for t in tensors]
-    handle = _C.allgather_async(_group_names("grouped_allgather", name, len(sources)), sources,
-                                True)
+    names = _group_names("grouped_allgather", name, set_id, len(sources))
+    handle = _C.allgather_async(names, sources, True, set_id)
     return _register(handle, lambda outs, *_: list(outs))
 
 
@@ -360,18 +351,20 @@ def grouped_allgather_async(tensors, name=None, process_set=None):
 
 def broadcast_async(tensor, root_rank, name=None, process_set=None):
     """Starts an out-of-place broadcast of root_rank's `tensor`."""
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     source = _ready(tensor)
     output = torch.empty_like(source, memory_format=torch.contiguous_format)
-    handle = _C.broadcast_async(_op_name("broadcast", name), source, output, int(root_rank))
+    handle = _C.broadcast_async(_op_name("broadcast", name, set_id), source, output, int(root_rank),
+                                set_id)
     return _register(handle, lambda outs, *_: outs[0])
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=None):
     """Starts broadcasting root_rank's `tensor` into `tensor` of every rank."""
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     buffer = _ready(tensor)
-    handle = _C.broadcast_async(_op_name("broadcast", name), buffer, buffer, int(root_rank))
+    handle = _C.broadcast_async(_op_name("broadcast", name, set_id), buffer, buffer, int(root_rank),
+                                set_id)
     return _register(handle, lambda *_: _in_place([tensor], [buffer])[0])
 
 
@@ -392,8 +385,9 @@ def _splits_list(splits):
 def alltoall_async(tensor, splits=None, name=None, process_set=None):
     """Starts sending splits[d] rows of `tensor` to rank d (no splits: equal parts);
     synchronize() returns (received rows, received splits as an int32 tensor)."""
-    _check_process_set(process_set)
-    handle = _C.alltoall_async(_op_name("alltoall", name), _ready(tensor), _splits_list(splits))
+    set_id = _set_id(process_set)
+    handle = _C.alltoall_async(_op_name("alltoall", name, set_id), _ready(tensor),
+                               _splits_list(splits), set_id)
     return _register(handle, lambda outs, received, _: (
         outs[0], torch.tensor(received, dtype=torch.int32)))
 
@@ -403,33 +397,35 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
 def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0,
                         postscale_factor=1.0):
     """Starts reducing `tensor` over the ranks; each gets its part of dimension 0."""
-    _check_process_set(process_set)
-    handle = _C.reducescatter_async([_op_name("reducescatter", name)], [_ready(tensor)],
+    set_id = _set_id(process_set)
+    handle = _C.reducescatter_async([_op_name("reducescatter", name, set_id)], [_ready(tensor)],
                                     _kolo_op(op), float(prescale_factor),
-                                    float(postscale_factor), False)
+                                    float(postscale_factor), False, set_id)
     return _register(handle, lambda outs, *_: outs[0])
 
 
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None,
                                 prescale_factor=1.0, postscale_factor=1.0):
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     sources = [_ready(t) for t in tensors]
-    handle = _C.reducescatter_async(_group_names("grouped_reducescatter", name, len(sources)),
-                                    sources, _kolo_op(op), float(prescale_factor),
-                                    float(postscale_factor), True)
+    names = _group_names("grouped_reducescatter", name, set_id, len(sources))
+    handle = _C.reducescatter_async(names, sources, _kolo_op(op), float(prescale_factor),
+                                    float(postscale_factor), True, set_id)
     return _register(handle, lambda outs, *_: list(outs))
 
 
 # ---- join and barrier ----
 
-def join(device=-1):
+def join(device=-1, process_set=None):
     """Called by a rank that ran out of data: it contributes zeros to the allreduces the others
-    still submit until every rank joined. Returns the last rank to join."""
-    handle = _register(_C.join_async(), lambda outs, splits, last_rank: last_rank)
+    still submit until every rank (of `process_set`) joined. Returns the last rank to join (a
+    job rank)."""
+    handle = _register(_C.join_async(_set_id(process_set)),
+                       lambda outs, splits, last_rank: last_rank)
     return synchronize(handle)
 
 
 def barrier(process_set=None):
-    """Returns once every rank called it."""
-    _check_process_set(process_set)
-    synchronize(_register(_C.barrier_async(), lambda *_: None))
+    """Returns once every rank (of `process_set`) called it."""
+    set_id = _set_id(process_set)
+    synchronize(_register(_C.barrier_async(set_id), lambda *_: None))

@@ -22,7 +22,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                  op=Average, gradient_predivide_factor=1.0, groups=None,
                  sparse_as_dense=False, process_set=None):
         super(self.__class__, self).__init__(params)
-        mpi_ops._check_process_set(process_set)
+        mpi_ops._set_id(process_set)  # a set that was never added fails here
+        self._process_set = process_set
         if op == Adasum:
             raise NotImplementedError("kolo does not support the Adasum reduction yet")
         if groups is not None:
@@ -64,8 +65,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         self._should_synchronize = True
         self._allreduce_delay = {p: backward_passes_per_step for p in all_params}
-        if mpi_ops.size() > 1:
+        if self._reduces():
             self._register_hooks()
+
+    def _reduces(self):
+        """Whether gradients travel: this rank is in the process set, of more than one rank
+        (as in Horovod, a rank outside the set steps on its own gradients)."""
+        if self._process_set is None:
+            return mpi_ops.size() > 1
+        return bool(self._process_set.included()) and self._process_set.size() > 1
 
     def set_backward_passes_per_step(self, passes):
         self.backward_passes_per_step = passes
@@ -100,7 +108,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             prescale = postscale = 1.0
         handle = mpi_ops.allreduce_async_(compressed, name=self._parameter_names.get(p),
                                           op=self.op, prescale_factor=prescale,
-                                          postscale_factor=postscale)
+                                          postscale_factor=postscale,
+                                          process_set=self._process_set)
         return handle, ctx
 
     def _sparse_allreduce_async(self, p):
@@ -112,16 +121,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                       "Average or Sum")
         grad = p.grad.coalesce()
         name = self._parameter_names.get(p)
-        values = mpi_ops.allgather_async(grad._values(), name="%s.values" % name)
+        values = mpi_ops.allgather_async(grad._values(), name="%s.values" % name,
+                                         process_set=self._process_set)
         indices = mpi_ops.allgather_async(grad._indices().t().contiguous(),
-                                          name="%s.indices" % name)
+                                          name="%s.indices" % name,
+                                          process_set=self._process_set)
+        ranks = mpi_ops.size() if self._process_set is None else self._process_set.size()
         average = self.op == Average
 
         def wait():
             gathered_values = mpi_ops.synchronize(values)
             gathered_indices = mpi_ops.synchronize(indices)
             if average:
-                gathered_values = gathered_values / mpi_ops.size()
+                gathered_values = gathered_values / ranks
             return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, grad.size(),
                                            check_invariants=True)
         return wait
@@ -146,7 +158,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's allreduce (starting those whose hook did not run) and
         writes the results to p.grad."""
-        if mpi_ops.size() == 1:
+        if not self._reduces():
             self._synchronized = True
             return
         for p in self._requires_update - set(self._handles):
@@ -199,7 +211,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
     """Wraps `optimizer` (an instance) so that its step() uses the gradients averaged (op=Sum:
-    summed) over every rank. Horovod's arguments; sparse gradients are allgathered as Horovod
+    summed) over every rank, or over the ranks of `process_set` (ranks outside it step on
+    their own gradients). Horovod's arguments; sparse gradients are allgathered as Horovod
     does (or made dense first with sparse_as_dense). Adasum and groups/num_groups are not
     supported yet."""
     if num_groups != 0:
