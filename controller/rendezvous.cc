@@ -17,14 +17,12 @@ Status Rendezvous::Admit(const Hello& hello) {
                            " ranks; the controller was started for " + std::to_string(size_));
   }
   if (hello.protocol != kProtocolVersion) {
-    const std::string theirs =
-        hello.protocol == 0 ? std::string("a kolo before 0.2")
-                            : "kolo " + hello.kolo_version + ", protocol " +
-                                  std::to_string(hello.protocol);
-    return FailedPrecondition(who + " runs " + theirs + "; rank 0 runs kolo " +
-                              KOLO_VERSION_STRING + ", protocol " +
-                              std::to_string(kProtocolVersion) +
-                              ": every rank of a job must run the same kolo version");
+    const std::string theirs = hello.protocol == 0 ? std::string("a kolo before 0.2")
+                                                   : "kolo " + hello.kolo_version + ", protocol " +
+                                                         std::to_string(hello.protocol);
+    return FailedPrecondition(
+        who + " runs " + theirs + "; rank 0 runs kolo " + KOLO_VERSION_STRING + ", protocol " +
+        std::to_string(kProtocolVersion) + ": every rank of a job must run the same kolo version");
   }
   if (admitted_[hello.rank]) return InvalidArgument(who + " is already connected");
   admitted_[hello.rank] = true;
