@@ -92,7 +92,12 @@ int64_t Register(std::shared_ptr<PendingOp> op, StatusOr<Handle> handle) {
 Allocator AllocatorFor(const std::shared_ptr<PendingOp>& op, size_t index,
                        at::TensorOptions options) {
   return [op, index, options](const std::vector<int64_t>& shape) -> void* {
-    at::Tensor output = at::empty(shape, options);
+    at::Tensor output;
+    try {
+      output = at::empty(shape, options);
+    } catch (const std::exception&) {
+      return nullptr;  // kolo fails the op (no memory for the output); nothing may throw here
+    }
     std::lock_guard<std::mutex> lock(op->allocated_mutex);
     op->allocated[index] = output;
     return output.data_ptr();
