@@ -18,7 +18,8 @@ struct TensorEntry {
   Callback callback;
   Allocator allocate;  // allgather, alltoall: provides `output` once its size is decided
   std::vector<int64_t>* received_splits = nullptr;  // alltoall: filled before the callback
-  int* last_joined = nullptr;  // join: set to the last rank to join before the callback
+  // Set before the callback: join's last rank to join, or add_process_set's new id.
+  int* int_result = nullptr;
   // Set by the executor when the op failed on this rank only (the allocator returned no
   // memory) while the data plane went on: the entry completes with it, the job does not abort.
   Status local_error;

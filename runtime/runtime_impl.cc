@@ -366,24 +366,24 @@ Status RuntimeImpl::ScopeToSet(TensorMeta* meta, int id) const {
 
 Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,
                             Callback callback, Allocator allocate,
-                            std::vector<int64_t>* received_splits, int* last_joined) {
+                            std::vector<int64_t>* received_splits, int* int_result) {
   const int set = CurrentProcessSet();
   if (set == 0 || meta.op == OpType::kAddProcessSet || meta.op == OpType::kRemoveProcessSet) {
     return EnqueueScoped(std::move(meta), input, output, std::move(callback), std::move(allocate),
-                         received_splits, last_joined);
+                         received_splits, int_result);
   }
   const std::string what = OpTypeName(meta.op) + " '" + meta.name + "'";
   KOLO_RETURN_IF_ERROR(ScopeToSet(&meta, set));
   // Under the registry's lock: a removal of the set cannot overtake this op.
   return sets_.Enqueue(set, what, [&] {
     return EnqueueScoped(std::move(meta), input, output, std::move(callback), std::move(allocate),
-                         received_splits, last_joined);
+                         received_splits, int_result);
   });
 }
 
 Status RuntimeImpl::EnqueueScoped(TensorMeta meta, const TensorView& input,
                                   const TensorView& output, Callback callback, Allocator allocate,
-                                  std::vector<int64_t>* received_splits, int* last_joined) {
+                                  std::vector<int64_t>* received_splits, int* int_result) {
   if (!meta.device.is_cpu()) KOLO_RETURN_IF_ERROR(gpu_->CheckOp(meta, input, output));
   auto entry = std::make_unique<TensorEntry>();
   entry->meta = std::move(meta);
@@ -392,7 +392,7 @@ Status RuntimeImpl::EnqueueScoped(TensorMeta meta, const TensorView& input,
   entry->callback = std::move(callback);
   entry->allocate = std::move(allocate);
   entry->received_splits = received_splits;
-  entry->last_joined = last_joined;
+  entry->int_result = int_result;
   entry->enqueued_at = SteadyTime::now();
   // The span opens before the entry is queued, so its begin precedes everything the
   // background thread records for it.

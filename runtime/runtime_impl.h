@@ -69,7 +69,7 @@ class RuntimeImpl {
   // decided by negotiation (allgather).
   Status Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,
                  Callback callback, Allocator allocate = nullptr,
-                 std::vector<int64_t>* received_splits = nullptr, int* last_joined = nullptr);
+                 std::vector<int64_t>* received_splits = nullptr, int* int_result = nullptr);
 
   // Process sets (README, "Process sets"). AddProcessSet and RemoveProcessSet enqueue the
   // collective decision (the callback runs once it is applied here); `id` is set before it.
@@ -116,7 +116,7 @@ class RuntimeImpl {
   // Enqueue once the op is in its set's terms.
   Status EnqueueScoped(TensorMeta meta, const TensorView& input, const TensorView& output,
                        Callback callback, Allocator allocate, std::vector<int64_t>* received_splits,
-                       int* last_joined);
+                       int* int_result);
   // The executor of set `id`'s responses, made on first use (loop thread only).
   Executor* SetExecutor(int id);
   // Constant after Create.

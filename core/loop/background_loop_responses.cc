@@ -130,13 +130,13 @@ void BackgroundLoop::Execute(const Response& response, std::vector<TensorEntry*>
                          ? members[static_cast<size_t>(response.root)]
                          : response.root;
     for (TensorEntry* e : entries) {
-      if (e->last_joined != nullptr) *e->last_joined = last;
+      if (e->int_result != nullptr) *e->int_result = last;
     }
   } else if (response.op == OpType::kJoin && !response.is_error()) {  // only the controller's
     joined_ = false;
     if (fast_path_on()) fast_->SetJoined(false);
     for (TensorEntry* e : entries) {
-      if (e->last_joined != nullptr) *e->last_joined = response.root;
+      if (e->int_result != nullptr) *e->int_result = response.root;
     }
   }
   CompleteResponse(response, status, zero_names);
@@ -172,7 +172,7 @@ void BackgroundLoop::ApplyProcessSetDecision(const Response& response,
     std::vector<int> ranks(response.splits.begin(), response.splits.end());
     sets->Add(response.root, std::move(ranks));
     for (TensorEntry* e : entries) {
-      if (e->last_joined != nullptr) *e->last_joined = response.root;  // the new id
+      if (e->int_result != nullptr) *e->int_result = response.root;  // the new set's id
     }
     return;
   }

@@ -90,7 +90,7 @@ Status StagedExecutor::Execute(const Response& response, const std::vector<Tenso
     h->meta = e->meta;
     h->meta.device = Device::Cpu();
     h->received_splits = e->received_splits;
-    h->last_joined = e->last_joined;
+    h->int_result = e->int_result;
     StatusOr<void*> in = pinned_.Take(e->input.num_bytes());
     if (!in.ok()) return in.status().WithContext(what);
     h->input = {*in, e->input.dtype, e->input.shape, Device::Cpu()};
