@@ -147,12 +147,12 @@ Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
     }
     waiting.push_back({peers[j].get(), POLLIN, 0});
   }
-  // Reads peer i's settings byte if it has arrived: Ok and `*read` set, or why the mesh fails.
-  auto read_settings = [&](size_t i, bool* read) -> Status {
-    *read = false;
+  // Reads peer i's settings byte: true once read and matching, false if it has not arrived,
+  // or why the mesh fails.
+  auto read_settings = [&](size_t i) -> StatusOr<bool> {
     char byte = 0;
     IoResult io = RecvSome(waiting[i].fd, &byte, 1);
-    if (io.would_block()) return Status::Ok();
+    if (io.would_block()) return false;
     // waiting[i] is rank i - 1 below our own rank, rank i above it.
     const int peer =
         static_cast<int>(i) - 1 < config_.rank ? static_cast<int>(i) - 1 : static_cast<int>(i);
@@ -163,8 +163,7 @@ Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
     const std::string mismatch =
         DescribeSettingsMismatch(peer, byte, config_.round_lane, config_.transport);
     if (!mismatch.empty()) return FailedPrecondition(mismatch);
-    *read = true;
-    return Status::Ok();
+    return true;
   };
   size_t done = 1;
   while (done < waiting.size()) {
@@ -181,16 +180,14 @@ Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
       // which interrupts us; its byte is already here and names the real cause.
       for (size_t i = 1; i < waiting.size(); ++i) {
         if (waiting[i].fd < 0) continue;
-        bool read = false;
-        Status settings = read_settings(i, &read);
-        if (settings.code() == StatusCode::kFailedPrecondition) return settings;
+        StatusOr<bool> settings = read_settings(i);
+        if (settings.status().code() == StatusCode::kFailedPrecondition) return settings.status();
       }
       return InterruptStatus();
     }
     for (size_t i = 1; i < waiting.size(); ++i) {
       if (waiting[i].fd < 0 || waiting[i].revents == 0) continue;
-      bool read = false;
-      KOLO_RETURN_IF_ERROR(read_settings(i, &read));
+      KOLO_ASSIGN_OR_RETURN(bool read, read_settings(i));
       if (!read) continue;
       waiting[i].fd = -1;  // poll() skips it from now on
       ++done;
