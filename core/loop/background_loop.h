@@ -127,6 +127,11 @@ class BackgroundLoop {
   // Executes a decided `response` (the controller's or a round's) over `entries` (this
   // rank's, or stand-ins) and completes them.
   void Execute(const Response& response, std::vector<TensorEntry*> entries);
+  // The executor of `process_set` (0: the job's), or null when that set has none.
+  Executor* ExecutorFor(int process_set) const;
+  // A join decided: this rank's join (of the job or of a set) is over; its callers learn the
+  // last rank to join, as a job rank.
+  void FinishJoin(const Response& response, const std::vector<TensorEntry*>& entries);
   // Removes the response's entries from the queue and completes them with `status` (their own
   // local error where they have one). `skip`: names this rank ran with zeros (not its own).
   void CompleteResponse(const Response& response, const Status& status,

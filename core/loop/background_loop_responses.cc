@@ -91,28 +91,27 @@ void BackgroundLoop::Execute(const Response& response, std::vector<TensorEntry*>
   const bool set_decision =
       response.op == OpType::kAddProcessSet || response.op == OpType::kRemoveProcessSet;
   if (set_decision) ApplyProcessSetDecision(response, entries);
-  Executor* executor = executor_;
-  if (response.process_set != 0 && !set_decision && !response.is_error()) {
-    executor = config_.set_executor ? config_.set_executor(response.process_set) : nullptr;
+  if (!response.is_error() && !set_decision) {
+    Executor* executor = ExecutorFor(response.process_set);
     if (executor == nullptr) {
       Abort(Internal("no executor for process set " + std::to_string(response.process_set)),
             TellController::kYes);
       return;
     }
-  }
-  if (!response.is_error() && !entries.empty() && !set_decision) {
-    if (executor->RunsAsync(response)) {
+    if (!entries.empty() && executor->RunsAsync(response)) {
       Launch(response, std::move(entries));
       return;
     }
-    std::optional<OpTracer::Phases> phases;
-    if (tracer_ != nullptr) phases.emplace(*tracer_, entries);
-    status = executor->Execute(response, entries, phases ? &*phases : nullptr);
-    if (!status.ok()) {
-      stand_ins_.clear();
-      stand_in_data_.clear();
-      Abort(RootCause(status), TellController::kYes);  // also fails these entries with it
-      return;
+    if (!entries.empty()) {
+      std::optional<OpTracer::Phases> phases;
+      if (tracer_ != nullptr) phases.emplace(*tracer_, entries);
+      status = executor->Execute(response, entries, phases ? &*phases : nullptr);
+      if (!status.ok()) {
+        stand_ins_.clear();
+        stand_in_data_.clear();
+        Abort(RootCause(status), TellController::kYes);  // also fails these entries with it
+        return;
+      }
     }
   }
   // A name this rank ran with zeros is not its own: an entry of that name in the queue (the
@@ -121,25 +120,32 @@ void BackgroundLoop::Execute(const Response& response, std::vector<TensorEntry*>
   for (const auto& stand_in : stand_ins_) zero_names.push_back(stand_in->meta.name);
   stand_ins_.clear();
   stand_in_data_.clear();
-  if (response.op == OpType::kJoin && !response.is_error() && response.process_set != 0) {
+  if (response.op == OpType::kJoin && !response.is_error()) FinishJoin(response, entries);
+  CompleteResponse(response, status, zero_names);
+}
+
+Executor* BackgroundLoop::ExecutorFor(int process_set) const {
+  if (process_set == 0) return executor_;
+  return config_.set_executor ? config_.set_executor(process_set) : nullptr;
+}
+
+void BackgroundLoop::FinishJoin(const Response& response, const std::vector<TensorEntry*>& entries) {
+  int last = response.root;
+  if (response.process_set != 0) {
     joined_sets_.erase(std::remove(joined_sets_.begin(), joined_sets_.end(), response.process_set),
                        joined_sets_.end());
     // The set's table counts its members; the caller gets a job rank, as for broadcast roots.
     const std::vector<int> members = config_.process_sets->Members(response.process_set);
-    const int last = response.root >= 0 && response.root < static_cast<int>(members.size())
-                         ? members[static_cast<size_t>(response.root)]
-                         : response.root;
-    for (TensorEntry* e : entries) {
-      if (e->int_result != nullptr) *e->int_result = last;
+    if (last >= 0 && last < static_cast<int>(members.size())) {
+      last = members[static_cast<size_t>(last)];
     }
-  } else if (response.op == OpType::kJoin && !response.is_error()) {  // only the controller's
+  } else {  // only the controller's
     joined_ = false;
     if (fast_path_on()) fast_->SetJoined(false);
-    for (TensorEntry* e : entries) {
-      if (e->int_result != nullptr) *e->int_result = response.root;
-    }
   }
-  CompleteResponse(response, status, zero_names);
+  for (TensorEntry* e : entries) {
+    if (e->int_result != nullptr) *e->int_result = last;
+  }
 }
 
 void BackgroundLoop::CompleteResponse(const Response& response, const Status& status,
