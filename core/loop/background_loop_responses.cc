@@ -129,7 +129,8 @@ Executor* BackgroundLoop::ExecutorFor(int process_set) const {
   return config_.set_executor ? config_.set_executor(process_set) : nullptr;
 }
 
-void BackgroundLoop::FinishJoin(const Response& response, const std::vector<TensorEntry*>& entries) {
+void BackgroundLoop::FinishJoin(const Response& response,
+                                const std::vector<TensorEntry*>& entries) {
   int last = response.root;
   if (response.process_set != 0) {
     joined_sets_.erase(std::remove(joined_sets_.begin(), joined_sets_.end(), response.process_set),
