@@ -172,9 +172,10 @@ TEST_CASE("A connection burst past rank 0's hard fd limit leaves the controller 
   constexpr int kBurst = 300;
   const int port = PickFreePort();
   // Like `ulimit -Hn 128` in rank 0's shell: kolo cannot raise its soft limit past it.
-  ChildProcess rank0({"/bin/sh", "-c", "ulimit -n " + std::to_string(kHardLimit) + " && exec \"$0\"",
-                      KOLO_FAULT_WORKER},
-                     RankEnv(0, port, "20"));
+  ChildProcess rank0(
+      {"/bin/sh", "-c", "ulimit -n " + std::to_string(kHardLimit) + " && exec \"$0\"",
+       KOLO_FAULT_WORKER},
+      RankEnv(0, port, "20"));
   REQUIRE(WaitListening(port, 20s));
 
   const std::string settings("\0\0\0\x04\0\0\0\0\0", 9);
@@ -252,8 +253,7 @@ TEST_CASE("Garbage, HTTP/1, TLS and silence on the controller port are logged an
     double bound;        // seconds until the server closes the connection
   };
   const std::vector<Probe> probes = {
-      {"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "an HTTP/1 request (GET /metrics), not gRPC",
-       1},
+      {"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "an HTTP/1 request (GET /metrics), not gRPC", 1},
       {std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11) + std::string(40, 'r'),
        "a TLS handshake, but this controller serves plaintext", 1},
       {std::string(40, '\x07'), "40 bytes that are not the HTTP/2 preface of a gRPC client", 1},
