@@ -31,6 +31,13 @@ bool Split(const std::string& address, HostPort* out) {
 
 using AddressList = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
 
+bool HasIpv4(const addrinfo* list) {
+  for (const addrinfo* a = list; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) return true;
+  }
+  return false;
+}
+
 AddressList Resolve(const HostPort& where, int* error) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -41,13 +48,17 @@ AddressList Resolve(const HostPort& where, int* error) {
   return AddressList(*error == 0 ? found : nullptr, &freeaddrinfo);
 }
 
-// A socket for `a`, bound; -1 with errno set if socket() or bind() failed.
-int BoundSocket(const addrinfo& a, int flags) {
+// A socket for `a`, bound; -1 with errno set if socket() or bind() failed. `v6_only`: an IPv6
+// socket takes IPv6 only, because the list has IPv4 addresses with sockets of their own; an
+// IPv6 address alone ("[::]:port") stays dual-stack, as gRPC binds it.
+int BoundSocket(const addrinfo& a, int flags, bool v6_only) {
   const int fd = socket(a.ai_family, a.ai_socktype | SOCK_CLOEXEC | flags, a.ai_protocol);
   if (fd < 0) return -1;
   const int on = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));  // as gRPC: TIME_WAIT is fine
-  if (a.ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+  if (a.ai_family == AF_INET6 && v6_only) {
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+  }
   if (bind(fd, a.ai_addr, a.ai_addrlen) != 0) {
     const int error = errno;
     close(fd);
@@ -111,7 +122,7 @@ StatusOr<std::vector<UniqueFd>> ListenOn(const std::string& address, int* port) 
   int unavailable = 0;  // an address of a family this host lacks ("localhost" as ::1)
   for (addrinfo* a = found.get(); a != nullptr; a = a->ai_next) {
     if (*port != 0) SetPort(a->ai_addr, *port);  // port 0: every socket on the one picked
-    UniqueFd fd(BoundSocket(*a, SOCK_NONBLOCK));
+    UniqueFd fd(BoundSocket(*a, SOCK_NONBLOCK, HasIpv4(found.get())));
     if (!fd.valid() && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL)) {
       unavailable = errno;
       continue;
@@ -143,7 +154,7 @@ Status ProbeListenAddress(const std::string& address) {
   AddressList found = Resolve(where, &error);
   if (!found) return Status::Ok();
   for (addrinfo* a = found.get(); a != nullptr; a = a->ai_next) {
-    UniqueFd fd(BoundSocket(*a, 0));
+    UniqueFd fd(BoundSocket(*a, 0, HasIpv4(found.get())));
     if (!fd.valid()) KOLO_RETURN_IF_ERROR(BindFailure(address, where, errno));
   }
   return Status::Ok();

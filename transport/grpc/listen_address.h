@@ -14,8 +14,8 @@
 namespace kolo::transport {
 
 // Binds and listens on every address `address` resolves to (both 0.0.0.0 and :: for an empty
-// host; an IPv6 socket is IPv6-only so that the two can share the port), with SO_REUSEADDR and
-// without SO_REUSEPORT; port 0 picks a free port, shared by every socket. The sockets are
+// host, the IPv6 socket then IPv6-only so that the two can share the port), with SO_REUSEADDR
+// and without SO_REUSEPORT; port 0 picks a free port, shared by every socket. The sockets are
 // non-blocking and close-on-exec; `*port` gets the port. A port in use, a host that is not
 // this host's and a privileged port each fail in one sentence naming KOLO_CONTROLLER.
 StatusOr<std::vector<UniqueFd>> ListenOn(const std::string& address, int* port);
