@@ -261,12 +261,20 @@ void FrontDoor::Expire(Waiting& waiting) {
   if (n <= 0) {
     Refuse(waiting, "silent",
            "sent nothing within " + Seconds(preface_timeout_) +
-               " (KOLO_TIMEOUT_SECONDS); a gRPC client sends its preface "
-               "at once");
-  } else {
+               " (KOLO_TIMEOUT_SECONDS); a gRPC client sends its preface at once");
+    return;
+  }
+  const FirstBytes first =
+      ClassifyFirstBytes(std::string_view(bytes, static_cast<size_t>(n)), n == kPeekBytes);
+  if (first.kind == FirstBytes::Kind::kPreface) {
+    HandOff(waiting);  // it arrived as the deadline passed
+  } else if (first.kind == FirstBytes::Kind::kPartialPreface) {
     Refuse(waiting, "silent",
            "sent " + std::to_string(n) + " bytes of the HTTP/2 preface, then nothing within " +
                Seconds(preface_timeout_) + " (KOLO_TIMEOUT_SECONDS)");
+  } else {
+    // A start of the preface, then other bytes too few to wake this thread.
+    Refuse(waiting, first.key, first.reason);
   }
 }
 
