@@ -1,8 +1,9 @@
 // Raising this process's soft file-descriptor limit (RLIMIT_NOFILE) to its hard limit at init:
-// rank 0's controller holds one descriptor per connection, and gRPC's listener stops accepting
-// for good once accept4() fails with EMFILE (docs/SECURITY.md, "connection bursts"), so a
-// 1024 soft limit let a local burst of connections lock every later rank out. Thread-safe
-// (the limit is process-wide; raising it twice is harmless).
+// rank 0's controller holds one descriptor per connection, so a 1024 soft limit let a local
+// burst of connections fill the table (docs/SECURITY.md, "connection bursts"). The controller's
+// front door (transport/grpc/front_door.h) recovers from EMFILE; with TLS gRPC's own listener,
+// which does not, still accepts, and this raise is the defence there. Thread-safe (the limit
+// is process-wide; raising it twice is harmless).
 #pragma once
 
 #include <cstdint>

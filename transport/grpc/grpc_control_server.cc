@@ -1,12 +1,8 @@
 #include "transport/grpc/grpc_control_server.h"
 
 #include <grpcpp/grpcpp.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <grpcpp/server_posix.h>
 
-#include <cerrno>
-#include <cstring>
 #include <deque>
 #include <map>
 #include <thread>
@@ -16,63 +12,16 @@
 #include "transport/auth/refusal_log.h"
 #include "transport/deadline.h"
 #include "transport/grpc/control_auth.h"
+#include "transport/grpc/front_door.h"
 #include "transport/grpc/grpc_credentials.h"
 #include "transport/grpc/grpc_keepalive.h"
+#include "transport/grpc/listen_address.h"
 #include "transport/grpc/wire_convert.h"
 
 namespace kolo::transport {
 namespace {
 
 using SessionStream = grpc::ServerReaderWriter<wire::ControllerMessage, wire::WorkerMessage>;
-
-// Binds (and closes) a socket on each address `address` ("host:port", port not 0) resolves to,
-// as gRPC's listener will: a port in use is reported in one sentence here rather than in the
-// error dump gRPC 1.51 writes to stderr when its own bind fails. OK when the address does not
-// parse or resolve: gRPC then says why.
-Status ProbeListenAddress(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return Status::Ok();
-  std::string host = address.substr(0, colon);
-  const std::string port = address.substr(colon + 1);
-  if (port.empty() || port == "0") return Status::Ok();
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0) {
-    return Status::Ok();
-  }
-  int error = 0;
-  for (addrinfo* a = found; a != nullptr && error == 0; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    const int on = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));  // as gRPC: TIME_WAIT is fine
-    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 &&
-        (errno == EADDRINUSE || errno == EADDRNOTAVAIL || errno == EACCES)) {
-      error = errno;
-    }
-    close(fd);
-  }
-  freeaddrinfo(found);
-  if (error == EADDRINUSE) {
-    return Unavailable("the controller cannot listen on " + address + ": address in use (port " +
-                       port + " is taken by another job's controller or another program); " +
-                       "choose another port in KOLO_CONTROLLER");
-  }
-  if (error == EADDRNOTAVAIL) {
-    return Unavailable("the controller cannot listen on " + address + ": " + host +
-                       " is not an address of this host (KOLO_CONTROLLER names rank 0's host)");
-  }
-  if (error == EACCES) {
-    return Unavailable("the controller cannot listen on " + address + ": port " + port +
-                       " needs privileges; choose a port above 1023 in KOLO_CONTROLLER");
-  }
-  return Status::Ok();
-}
 
 // One worker's stream, shared by its handler thread, its writer thread and Send/Stop callers.
 struct StreamState {
@@ -111,6 +60,8 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
 
  private:
   grpc::Status RunSession(grpc::ServerContext* context, SessionStream* stream);
+  // The peer's address: gRPC names a connection the front door handed it "fd:N".
+  std::string Peer(const grpc::ServerContext& context) const;
   // Runs the admission handshake; on success returns the authenticated Hello, else the
   // refusal to return (already logged and sent).
   StatusOr<Hello> Authenticate(grpc::ServerContext* context, SessionStream* stream,
@@ -134,6 +85,9 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
   const ControlSecurity security_;
   std::string generation_;  // random per start; the Welcome carries it
   std::unique_ptr<grpc::Server> server_;
+  // The listener when the control plane is plaintext (front_door.h); null with TLS, where
+  // gRPC's own listener accepts. Its thread is stopped before server_ shuts down.
+  std::unique_ptr<FrontDoor> front_door_;
   int port_ = 0;
   std::thread reaper_;   // joined by Stop
   RefusalLog refusals_;  // thread-safe
@@ -159,9 +113,15 @@ Status GrpcControlServer::Impl::Start(const std::string& address) {
   KOLO_ASSIGN_OR_RETURN(generation_, RandomBytes(16));
   StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(security_);
   if (!credentials.ok()) return credentials.status();
-  KOLO_RETURN_IF_ERROR(ProbeListenAddress(address));
+  const bool tls = !security_.tls_cert.empty() || !security_.tls_key.empty();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, *credentials, &port_);
+  if (tls) {
+    KOLO_RETURN_IF_ERROR(ProbeListenAddress(address));
+    builder.AddListeningPort(address, *credentials, &port_);
+  } else {
+    KOLO_ASSIGN_OR_RETURN(front_door_, FrontDoor::Listen(address, timeout_seconds_, logger_));
+    port_ = front_door_->port();
+  }
   builder.RegisterService(this);
   ApplyServerArguments(timeout_seconds_, &builder);
   server_ = builder.BuildAndStart();
@@ -169,10 +129,17 @@ Status GrpcControlServer::Impl::Start(const std::string& address) {
     return Unavailable("the controller cannot listen on " + address +
                        " (address in use, or not an address of this host?)");
   }
+  if (front_door_ != nullptr) {
+    front_door_->Start([this](int fd) { grpc::AddInsecureChannelFromFd(server_.get(), fd); });
+  }
   reaper_ = std::thread([this] { ReaperLoop(); });
-  logger_->info("controller listening on {} (port {}{})", address, port_,
-                security_.tls_cert.empty() ? "" : ", TLS");
+  logger_->info("controller listening on {} (port {}{})", address, port_, tls ? ", TLS" : "");
   return Status::Ok();
+}
+
+std::string GrpcControlServer::Impl::Peer(const grpc::ServerContext& context) const {
+  const std::string peer = context.peer();
+  return front_door_ != nullptr ? front_door_->PeerName(peer) : peer;
 }
 
 grpc::Status GrpcControlServer::Impl::Session(grpc::ServerContext* context, SessionStream* stream) {
@@ -208,7 +175,7 @@ grpc::Status GrpcControlServer::Impl::RunSession(grpc::ServerContext* context,
     Unregister(*state);
     return Refuse(stream, rank, admitted);
   }
-  logger_->debug("control stream of rank {} admitted ({})", rank, context->peer());
+  logger_->debug("control stream of rank {} admitted ({})", rank, Peer(*context));
   std::thread writer([this, s = *state, stream] { WriteLoop(*s, stream); });
   Status closed = ReadLoop(rank, stream);
   FinishWriter(**state, writer);
@@ -276,7 +243,7 @@ StatusOr<Hello> GrpcControlServer::Impl::Authenticate(grpc::ServerContext* conte
 grpc::Status GrpcControlServer::Impl::RefuseUnauthenticated(grpc::ServerContext* context,
                                                             SessionStream* stream, const char* key,
                                                             const std::string& reason) {
-  refusals_.Refused(key, context->peer(), reason);
+  refusals_.Refused(key, Peer(*context), reason);
   ControllerMessage abort;
   abort.kind = ControllerMessage::Kind::kAbort;
   abort.reason = reason;
@@ -444,6 +411,7 @@ void GrpcControlServer::Impl::Stop(SteadyTime deadline) {
     drained_.WaitUntil(&mu_, deadline, [&]() KOLO_REQUIRES(mu_) { return streams_.empty(); });
     for (const auto& [rank, state] : streams_) state->context->TryCancel();
   }
+  if (front_door_ != nullptr) front_door_->Stop();  // no connection is handed over after this
   {
     MutexLock lock(&handshake_mu_);
     for (const auto& [context, unused] : handshaking_) context->TryCancel();

@@ -4,10 +4,13 @@
 // A stream reaches the handler only after the HMAC challenge-response of control_auth.h; until
 // then it holds no rank slot and nothing larger than one bounded gRPC message, and it is
 // cancelled if it has not proven itself within the timeout. Refusals are logged rate-limited.
+// Without TLS the port is kolo's FrontDoor (front_door.h), which hands gRPC only connections
+// that sent the HTTP/2 preface; with TLS, gRPC's own listener accepts.
 // Threading: gRPC runs each stream's handler on its own thread, which owns and joins one writer
 // thread for that stream. Send and Stop may be called from any thread (Send never blocks on
 // the network); handler callbacks arrive on the stream threads, under no lock of this class.
-// One reaper thread (started by Start, joined by Stop) cancels handshakes past their deadline.
+// One reaper thread cancels handshakes past their deadline, and without TLS the front door's
+// accept thread hands connections over; Start starts both, Stop joins both.
 #pragma once
 
 #include <chrono>
