@@ -381,7 +381,7 @@ std::vector<ConfigVar> BuildTable() {
           .Text(&Options::data_address, "IP address")
           .Unset("interface routing to the controller")
           .Help("Address peers use to reach this rank's data-plane port."),
-      Row("KOLO_HOSTNAME")
+      Row("KOLO_HOSTNAME", {"HOROVOD_HOSTNAME"})
           .Text(&Options::host, "text")
           .Unset("gethostname()")
           .Help("Host name reported to peers; groups ranks into local sets."),

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/config/config_table.h"
+#include "core/config/horovod_env.h"
 
 namespace kolo {
 namespace {
@@ -70,7 +71,7 @@ std::vector<std::string> NearMissWarnings(const std::map<std::string, std::strin
   std::vector<std::string> warnings;
   for (const auto& entry : env) {
     const std::string& name = entry.first;
-    if (name.rfind("KOLO_", 0) == 0) continue;
+    if (name.rfind("KOLO_", 0) == 0 || IsHandledHorovodVariable(name)) continue;
     const std::string likely = LikelyConfigName(name);
     if (likely.empty()) continue;
     warnings.push_back(name + " is not a variable kolo reads; did you mean " + likely +

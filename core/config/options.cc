@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/config/config_table.h"
+#include "core/config/horovod_env.h"
 #include "core/config/launcher_env.h"
 #include "core/config/near_miss.h"
 #include "core/process_sets.h"
@@ -75,6 +76,7 @@ StatusOr<Options> Options::FromMap(const std::map<std::string, std::string>& env
     }
   }
   KOLO_RETURN_IF_ERROR(ApplyLauncherIdentity(env, &options));
+  KOLO_RETURN_IF_ERROR(ApplyHorovodVariables(env, &options));
   options.environment_warnings = NearMissWarnings(env);
   KOLO_RETURN_IF_ERROR(options.Validate());
   return options;

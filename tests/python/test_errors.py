@@ -68,8 +68,6 @@ def test_local_mistakes():
         hvd.broadcast(torch.ones(2), hvd.size() + 3)
     with pytest.raises(hvd.KoloError):
         hvd.allgather(torch.tensor(1.0))  # a scalar
-    with pytest.raises(NotImplementedError):
-        hvd.allreduce(torch.ones(2), op=hvd.Adasum)
     with pytest.raises(ValueError, match="ProcessSet"):
         hvd.allreduce(torch.ones(2), process_set=object())
     with pytest.raises(ValueError, match="has not been added"):

@@ -1,6 +1,9 @@
 """DistributedOptimizer: gradients averaged over the ranks before step(), accumulation over
 backward_passes_per_step, compression, the named_parameters checks, synchronize() and
-skip_synchronize(), and broadcast of parameters and optimizer state giving identical training."""
+skip_synchronize(), broadcast of parameters and optimizer state giving identical training, and
+groups (gradients allreduced together per group)."""
+
+import contextlib
 
 import pytest
 import torch
@@ -177,3 +180,42 @@ def test_sparse_gradients(sparse_as_dense):
     assert torch.allclose(grad.to_dense(), expected, atol=1e-6)
     with optimizer.skip_synchronize():
         optimizer.step()
+
+
+@pytest.mark.parametrize("groups", ["two", "lists", "num_groups"])
+def test_groups_reduce_gradients_together(groups):
+    model = model_for(7)
+    params = list(model.parameters())
+    if groups == "two":
+        kwargs = {"groups": 2}
+    elif groups == "lists":
+        kwargs = {"groups": [[params[0], params[3]], [params[1]]]}  # params[2]: on its own
+    else:
+        kwargs = {"num_groups": 3}
+    with pytest.warns(DeprecationWarning) if groups == "num_groups" else contextlib.nullcontext():
+        optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                             named_parameters=model.named_parameters(),
+                                             **kwargs)
+    run_backward(model)
+    if hvd.size() > 1:
+        # The hooks started one grouped allreduce per complete group.
+        started = [key for key in optimizer._handles if isinstance(key, tuple)]
+        sizes = {"two": [2, 2], "lists": [1, 1, 2], "num_groups": [1, 1, 2]}[groups]
+        assert sorted(len(group) for group in started) == sizes
+    optimizer.synchronize()
+    for p, expected in zip(model.parameters(), expected_average(7)):
+        assert torch.allclose(p.grad, expected, atol=1e-6)
+    with optimizer.skip_synchronize():
+        optimizer.step()
+
+
+def test_groups_checks():
+    model = model_for(8)
+    params = list(model.parameters())
+    with pytest.raises(ValueError, match="only appear once"):
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                 groups=[[params[0]], [params[0]]])
+    with pytest.raises(ValueError, match="torch.Tensor"):
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), groups=[["w"]])
+    with pytest.raises(ValueError, match="non-negative integer"):
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), groups=-1)

@@ -197,3 +197,13 @@ def test_optimizer_within_a_set():
         assert torch.equal(everyone[row], everyone[1])
     assert not torch.equal(everyone[0], everyone[1])
     assert hvd.remove_process_set(ps)
+
+
+def test_adasum_is_refused_in_a_process_set(three_of_four):
+    # As in Horovod: Adasum runs on the global set only (checked before anything is sent).
+    with pytest.raises(NotImplementedError, match="non-global process sets"):
+        hvd.allreduce(torch.ones(2), op=hvd.Adasum, process_set=three_of_four)
+    model = torch.nn.Linear(2, 1)
+    with pytest.raises(NotImplementedError, match="non-global process sets"):
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Adasum,
+                                 process_set=three_of_four)

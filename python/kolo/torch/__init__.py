@@ -2,13 +2,14 @@
 
     import kolo.torch as hvd        # instead of: import horovod.torch as hvd
 
-Same names, arguments and semantics; what kolo does not support yet raises
-NotImplementedError (Adasum, optimizer groups). See README.md, "PyTorch".
+Same names, arguments and semantics; what kolo does not support raises with a message saying
+so (elastic training: kolo.torch.elastic). See README.md, "PyTorch".
 """
 
 import torch  # noqa: F401  (loads libtorch before the native module that links it)
 
 from kolo.torch import _C  # noqa: F401
+from kolo.torch import elastic  # noqa: F401  (hvd.elastic, as in Horovod; unsupported)
 from kolo.torch.compression import Compression
 from kolo.torch.errors import HorovodInternalError, HostsUpdatedInterrupt, KoloError
 from kolo.torch.functions import (allgather, allgather_object, allreduce, alltoall,
@@ -30,5 +31,6 @@ from kolo.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgath
 from kolo.torch.optimizer import DistributedOptimizer
 from kolo.torch.process_sets import (ProcessSet, add_process_set, global_process_set,
                                      remove_process_set)
+from kolo.torch.sync_batch_norm import SyncBatchNorm
 
 __version__ = _C.version()

@@ -19,6 +19,7 @@ import warnings
 import torch
 
 from kolo.torch import _C
+from kolo.torch import adasum as _adasum
 from kolo.torch import process_sets as _process_sets
 from kolo.torch.errors import KoloError
 from kolo.torch.process_sets import global_process_set  # noqa: F401  (Horovod has it here)
@@ -46,14 +47,26 @@ def init(comm=None, process_sets=None):
     """Joins the job the environment describes (kolorun, torchrun, mpirun or SLURM variables).
     A second call while initialized does nothing, as in Horovod. `process_sets`: a list of
     ProcessSet made at init with ids 1, 2, ... (kolo's KOLO_PROCESS_SETS; every rank passes
-    the same), or "dynamic" (accepted: kolo can always add sets later)."""
-    if comm is not None:
-        raise ValueError("kolo.torch.init: comm (an MPI communicator) is not supported; kolo "
-                         "reads the job from the environment")
+    the same), or "dynamic" (accepted: kolo can always add sets later). `comm`: a list of
+    ranks is accepted when it names every rank of the job (kolo's job is always every rank
+    the launcher started); an MPI communicator is refused (kolo does not use MPI)."""
+    if comm is not None and not isinstance(comm, (list, tuple)):
+        raise ValueError("kolo.torch.init: comm must be a list of ranks; kolo does not use "
+                         "MPI, so an MPI communicator cannot be passed (kolo reads the job "
+                         "from the environment)")
     if _C.is_initialized():
         return
     static_sets = _process_sets._before_init(process_sets)
     _C.init()
+    if comm is not None and sorted(int(r) for r in comm) != list(range(_C.size())):
+        # Every rank sees the same comm, so every rank leaves the job here.
+        job_size = _C.size()
+        _C.shutdown()
+        raise ValueError(
+            "kolo.torch.init(comm=%s): kolo's job is every rank the launcher started "
+            "(0..%d); it cannot run on a subset of them. Start only those ranks (kolorun -np "
+            "%d), or init() every rank and use hvd.add_process_set(%s) and "
+            "process_set= on the ops" % (list(comm), job_size - 1, len(comm), list(comm)))
     _process_sets._after_init(static_sets)
 
 
@@ -180,7 +193,9 @@ def _reduce_op(average, op, name="op"):
 
 def _kolo_op(op):
     if op == Adasum:
-        raise NotImplementedError("kolo does not support the Adasum reduction yet")
+        raise NotImplementedError("Adasum is an allreduce reduction (allreduce, "
+                                  "grouped_allreduce and DistributedOptimizer); kolo, like "
+                                  "Horovod, has no Adasum for other ops")
     if op not in _KOLO_OPS:
         raise ValueError("unknown reduce op %r" % (op,))
     return _KOLO_OPS[op]
@@ -258,9 +273,31 @@ def synchronize(handle):
 
 def _allreduce_async(tensors, outputs, names, op, prescale_factor, postscale_factor, grouped,
                      set_id, finish):
+    if op == Adasum:
+        return _adasum_async(tensors, outputs, names, prescale_factor, postscale_factor, grouped,
+                             set_id, finish)
     handle = _C.allreduce_async(names, tensors, outputs, _kolo_op(op), float(prescale_factor),
                                 float(postscale_factor), grouped, set_id)
     return _register(handle, finish)
+
+
+def _adasum_async(tensors, outputs, names, prescale_factor, postscale_factor, grouped, set_id,
+                  finish):
+    """op=Adasum: an allgather of the (prescaled) tensors, each flattened to one row, then
+    Horovod's Adasum tree on every rank (adasum.py), written into `outputs`."""
+    for tensor in tensors:
+        _adasum.check(tensor, set_id, size())
+    rows = [(t * prescale_factor if prescale_factor != 1.0 else t).reshape(1, -1)
+            for t in tensors]
+    handle = _C.allgather_async(names, rows, grouped, set_id)
+
+    def combine(gathered, splits, last_rank):
+        for tensor, output, rows_of_ranks in zip(tensors, outputs, gathered):
+            with torch.no_grad():
+                output.copy_(_adasum.reduce_gathered(rows_of_ranks, tensor.shape,
+                                                     postscale_factor))
+        return finish(outputs, splits, last_rank)
+    return _register(handle, combine)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -345,6 +382,31 @@ def grouped_allgather_async(tensors, name=None, process_set=None):
     names = _group_names("grouped_allgather", name, set_id, len(sources))
     handle = _C.allgather_async(names, sources, True, set_id)
     return _register(handle, lambda outs, *_: list(outs))
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=None):
+    """Reduces a sparse tensor as Horovod does: allgathers of its indices (transposed, so
+    that they concatenate along the nonzeros) and values, summed by the sparse tensor they
+    make (duplicates add up). Returns a callable that waits and returns that tensor (values
+    divided by the ranks for Average)."""
+    if op not in (Average, Sum):
+        raise NotImplementedError("sparse allreduce supports only Average and Sum, got %s"
+                                  % _OP_NAMES.get(op, op))
+    ranks = size() if process_set is None else process_set.size()
+    sparse = tensor.coalesce()
+    values = allgather_async(sparse._values(), name="%s.values" % name,
+                             process_set=process_set)
+    indices = allgather_async(sparse._indices().t().contiguous(), name="%s.indices" % name,
+                              process_set=process_set)
+
+    def wait():
+        gathered_values = synchronize(values)
+        gathered_indices = synchronize(indices)
+        if op == Average:
+            gathered_values = gathered_values / ranks
+        return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, sparse.size(),
+                                       check_invariants=True)
+    return wait
 
 
 # ---- broadcast ----

@@ -12,9 +12,43 @@ import warnings
 
 import torch
 
-from kolo.torch import mpi_ops
+from kolo.torch import functions, mpi_ops
+from kolo.torch.adasum_optimizer import _DistributedAdasumOptimizer
 from kolo.torch.compression import Compression
-from kolo.torch.mpi_ops import Adasum, Average, Sum
+from kolo.torch.mpi_ops import Adasum, Average
+from kolo.torch.parameter_names import check_names
+
+
+def _check_groups(groups):
+    """Horovod's checks of DistributedOptimizer's groups: a positive number of groups, or a
+    list of lists of parameters, each parameter in one group at most."""
+    if groups is None:
+        return
+    if not (isinstance(groups, list) or groups > 0):
+        raise ValueError("groups should be a non-negative integer or a list of list of "
+                         "torch.Tensor.")
+    if isinstance(groups, list):
+        seen = set()
+        for group in groups:
+            for p in group:
+                if not isinstance(p, torch.Tensor):
+                    raise ValueError("groups must consist of torch.Tensor.")
+                if id(p) in seen:
+                    raise ValueError("A parameter can only appear once in groups.")
+                seen.add(id(p))
+
+
+def _split(items, parts):
+    """`items` in `parts` consecutive runs whose lengths differ by one at most, the longer
+    first (empty runs left out)."""
+    base, extra = divmod(len(items), parts)
+    runs, start = [], 0
+    for i in range(parts):
+        end = start + base + (1 if i < extra else 0)
+        if end > start:
+            runs.append(items[start:end])
+        start = end
+    return runs
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -24,13 +58,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).__init__(params)
         mpi_ops._set_id(process_set)  # a set that was never added fails here
         self._process_set = process_set
-        if op == Adasum:
-            raise NotImplementedError("kolo does not support the Adasum reduction yet")
-        if groups is not None:
-            raise NotImplementedError("kolo.torch: DistributedOptimizer groups are not "
-                                      "supported yet")
         if gradient_predivide_factor != 1.0 and op != Average:
             raise ValueError("gradient_predivide_factor not supported with op != Average")
+        _check_groups(groups)
+        self._groups = groups
+        self._p_to_group = {}
+        self._group_counts = {}
         self._compression = compression
         self._sparse_as_dense = sparse_as_dense
         self.op = op
@@ -38,27 +71,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.backward_passes_per_step = backward_passes_per_step
 
         all_params = [p for group in self.param_groups for p in group["params"]]
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [("allreduce.noname.%s" % i, p)
-                                for i, p in enumerate(all_params)]
-        if any(not isinstance(entry, tuple) for entry in named_parameters):
-            raise ValueError("named_parameters should be a sequence of tuples (name, "
-                             "parameter), usually produced by model.named_parameters().")
-        names = [name for name, _ in named_parameters]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            raise ValueError("Parameter names in named_parameters must be unique. Found "
-                             "duplicates: %s" % ", ".join(duplicates))
-        named_ids = {id(p) for _, p in named_parameters}
-        unnamed = [p for p in all_params if id(p) not in named_ids]
-        if unnamed:
-            raise ValueError("named_parameters was specified, but one or more model "
-                             "parameters were not named. Python object ids: %s"
-                             % ", ".join(str(id(p)) for p in unnamed))
-
-        self._parameter_names = {p: name for name, p in named_parameters}
+        self._parameter_names = check_names(self.param_groups, named_parameters)
         self._handles = {}
         self._grad_accs = []
         self._requires_update = set()
@@ -80,7 +93,39 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
 
+    def load_state_dict(self, *args, **kwargs):
+        self._handles = {}
+        self._synchronized = False
+        self._should_synchronize = True
+        self.set_backward_passes_per_step(self.backward_passes_per_step)
+        return super(self.__class__, self).load_state_dict(*args, **kwargs)
+
+    def _form_groups(self):
+        """groups: the parameters with gradients, in rank 0's order (broadcast, so that every
+        rank forms the same groups), split into that many groups or into the given ones
+        (a parameter in none of them is a group of its own)."""
+        params = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
+        names = [self._parameter_names.get(p) for p in params]
+        order = functions.broadcast_object(names, root_rank=0, process_set=self._process_set)
+        params.sort(key=lambda p: order.index(self._parameter_names.get(p)))
+        if isinstance(self._groups, list):
+            ids = {id(p) for p in params}
+            groups = [[p for p in group if id(p) in ids] for group in self._groups]
+            grouped = {id(p) for group in groups for p in group}
+            groups += [[p] for p in params if id(p) not in grouped]
+        else:
+            groups = _split(params, self._groups)
+        for group in groups:
+            group = tuple(group)
+            if not group:
+                continue
+            for p in group:
+                self._p_to_group[p] = group
+            self._group_counts[group] = 0
+
     def _register_hooks(self):
+        if self._groups is not None:
+            self._form_groups()
         for group in self.param_groups:
             for p in group["params"]:
                 if p.requires_grad:
@@ -99,44 +144,35 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 return self._sparse_allreduce_async(p), None
             p.grad = p.grad.to_dense()
         compressed, ctx = self._compression.compress(p.grad)
-        if self.op == Average:
-            # kolo divides by the ranks after the postscale: the predivide factor splits the
-            # average into a division before the sum and the rest after it.
-            prescale = 1.0 / self.gradient_predivide_factor
-            postscale = self.gradient_predivide_factor
-        else:
-            prescale = postscale = 1.0
+        prescale, postscale = self._scale_factors()
         handle = mpi_ops.allreduce_async_(compressed, name=self._parameter_names.get(p),
                                           op=self.op, prescale_factor=prescale,
                                           postscale_factor=postscale,
                                           process_set=self._process_set)
         return handle, ctx
 
-    def _sparse_allreduce_async(self, p):
-        """A sparse gradient, as Horovod reduces it: allgathers of its indices (transposed,
-        so that they concatenate along the nonzeros) and values, summed by the sparse tensor
-        they make (duplicates add up). Returns a callable that waits and returns it."""
-        if self.op not in (Average, Sum):
-            raise NotImplementedError("kolo.torch: sparse gradients with an op other than "
-                                      "Average or Sum")
-        grad = p.grad.coalesce()
-        name = self._parameter_names.get(p)
-        values = mpi_ops.allgather_async(grad._values(), name="%s.values" % name,
-                                         process_set=self._process_set)
-        indices = mpi_ops.allgather_async(grad._indices().t().contiguous(),
-                                          name="%s.indices" % name,
-                                          process_set=self._process_set)
-        ranks = mpi_ops.size() if self._process_set is None else self._process_set.size()
-        average = self.op == Average
+    def _grouped_allreduce_grad_async(self, group):
+        """One grouped allreduce of the gradients of `group` (named after its first
+        parameter); returns its handle and the compression contexts."""
+        compressed, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
+        prescale, postscale = self._scale_factors()
+        handle = mpi_ops.grouped_allreduce_async_(list(compressed),
+                                                  name=self._parameter_names.get(group[0]),
+                                                  op=self.op, prescale_factor=prescale,
+                                                  postscale_factor=postscale,
+                                                  process_set=self._process_set)
+        return handle, ctxs
 
-        def wait():
-            gathered_values = mpi_ops.synchronize(values)
-            gathered_indices = mpi_ops.synchronize(indices)
-            if average:
-                gathered_values = gathered_values / ranks
-            return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, grad.size(),
-                                           check_invariants=True)
-        return wait
+    def _scale_factors(self):
+        if self.op == Average:
+            # kolo divides by the ranks after the postscale: the predivide factor splits the
+            # average into a division before the sum and the rest after it.
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _sparse_allreduce_async(self, p):
+        return mpi_ops.sparse_allreduce_async(p.grad, self._parameter_names.get(p), self.op,
+                                              self._process_set)
 
     def _make_hook(self, p):
         def hook(*ignore):
@@ -151,7 +187,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             handle, ctx = None, None
             self._allreduce_delay[p] -= 1
             if self._allreduce_delay[p] == 0:
-                handle, ctx = self._allreduce_grad_async(p)
+                if self._groups is not None:
+                    # A group goes once its last gradient arrived; a member whose group
+                    # is incomplete at synchronize() goes on its own, as in Horovod.
+                    group = self._p_to_group[p]
+                    self._group_counts[group] += 1
+                    if self._group_counts[group] == len(group):
+                        self._handles[group] = self._grouped_allreduce_grad_async(group)
+                        for member in group:
+                            self._handles.pop(member, None)
+                        self._group_counts[group] = 0
+                        return
+                else:
+                    handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
         return hook
 
@@ -161,22 +209,37 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if not self._reduces():
             self._synchronized = True
             return
-        for p in self._requires_update - set(self._handles):
+        started = set()
+        for key in self._handles:
+            started.update(key) if isinstance(key, tuple) else started.add(key)
+        for p in self._requires_update - started:
             self._handles[p] = self._allreduce_grad_async(p)
         for p, (handle, ctx) in list(self._handles.items()):
             if handle is None:
                 self._handles[p] = self._allreduce_grad_async(p)
-        for p, (handle, ctx) in self._handles.items():
+        for key, (handle, ctx) in self._handles.items():
+            if isinstance(key, tuple):  # a group
+                outputs = mpi_ops.synchronize(handle)
+                for p, output, p_ctx in zip(key, outputs, ctx):
+                    self._allreduce_delay[p] = self.backward_passes_per_step
+                    self._write_grad(p, self._compression.decompress(output, p_ctx))
+                continue
+            p = key
             self._allreduce_delay[p] = self.backward_passes_per_step
             if callable(handle):  # a sparse gradient
                 p.grad = handle()
                 continue
             output = mpi_ops.synchronize(handle)
-            result = self._compression.decompress(output, ctx)
-            if result is not p.grad:
-                p.grad.copy_(result)
+            self._write_grad(p, self._compression.decompress(output, ctx))
+        for group in self._group_counts:
+            self._group_counts[group] = 0
         self._handles.clear()
         self._synchronized = True
+
+    @staticmethod
+    def _write_grad(p, result):
+        if result is not p.grad:
+            p.grad.copy_(result)
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -212,12 +275,26 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
     """Wraps `optimizer` (an instance) so that its step() uses the gradients averaged (op=Sum:
     summed) over every rank, or over the ranks of `process_set` (ranks outside it step on
-    their own gradients). Horovod's arguments; sparse gradients are allgathered as Horovod
-    does (or made dense first with sparse_as_dense). Adasum and groups/num_groups are not
-    supported yet."""
+    their own gradients). Horovod's arguments: `groups` (a number of groups, or lists of
+    parameters) allreduces the gradients of a group together once all of them are ready
+    (`num_groups` is its deprecated name); sparse gradients are allgathered as Horovod does
+    (or made dense first with sparse_as_dense). op=Adasum on more than one rank steps each
+    parameter locally and combines the steps' deltas with Adasum (adasum_optimizer.py)."""
     if num_groups != 0:
-        raise NotImplementedError("kolo.torch: num_groups is not supported yet")
+        warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be "
+                      "removed in v0.23.0.", DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if op != Adasum or mpi_ops.size() == 1:
+        cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+                   dict(_DistributedOptimizer.__dict__))
+        return cls(optimizer.param_groups, named_parameters, compression,
+                   backward_passes_per_step, op, gradient_predivide_factor, groups,
+                   sparse_as_dense, process_set)
+    if process_set is not None and mpi_ops._set_id(process_set) != 0:
+        raise NotImplementedError("Adasum does not support non-global process sets yet.")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
-               dict(_DistributedOptimizer.__dict__))
-    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)
+               dict(_DistributedAdasumOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step)

@@ -1,0 +1,121 @@
+"""DistributedOptimizer(op=Adasum): Horovod's delta optimizer.
+
+Adasum combines what each rank's optimizer would do, not its gradients: when a parameter's
+gradient is ready (every backward_passes_per_step-th pass), its hook runs the wrapped
+optimizer's step on that parameter alone, turns the parameter into the step's delta (new value
+minus the value before) and starts an in-place Adasum allreduce of the delta (mpi_ops, adasum.py).
+step() waits for them and sets each parameter to its value before the step plus the combined
+delta. synchronize() does nothing and skip_synchronize() is refused, as in Horovod.
+Single-threaded, as torch optimizers are; DistributedOptimizer uses it on more than one rank,
+on the global process set only.
+"""
+
+import contextlib
+
+import torch
+
+from kolo.torch import mpi_ops
+from kolo.torch.mpi_ops import Adasum
+from kolo.torch.parameter_names import check_names
+
+
+class _DistributedAdasumOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step=1):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        self._parameter_names = check_names(self.param_groups, named_parameters)
+        self.backward_passes_per_step = backward_passes_per_step
+        all_params = [p for group in self.param_groups for p in group["params"]]
+        self._allreduce_delay = {p: backward_passes_per_step for p in all_params}
+        self._handles = {}
+        self._grad_accs = []
+        self._requires_update = set()
+        # Each parameter's value before its local step.
+        self._starting_models = {p: torch.zeros_like(p, requires_grad=False)
+                                 for p in all_params}
+        self._register_hooks()
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+    def _register_hooks(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.requires_grad:
+                    p.grad = p.data.new_zeros(p.size())
+                    self._requires_update.add(p)
+                    grad_acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                    grad_acc.register_hook(self._make_hook(p))
+                    self._grad_accs.append(grad_acc)
+
+    def _allreduce_grad_async(self, p):
+        """Steps `p` alone with the wrapped optimizer, leaves the step's delta in p and
+        starts its Adasum allreduce."""
+        start = self._starting_models[p]
+        stashed = []
+        for group in self.param_groups:
+            stashed.append(group["params"])
+            group["params"] = [p] if any(p is q for q in group["params"]) else []
+        try:
+            start.data.copy_(p.data)
+            super(self.__class__, self).step()
+            p.data.sub_(start)
+        finally:
+            for params, group in zip(stashed, self.param_groups):
+                group["params"] = params
+        compressed, ctx = self._compression.compress(p.data)
+        handle = mpi_ops.allreduce_async_(compressed, name=self._parameter_names.get(p),
+                                          op=Adasum)
+        return handle, ctx
+
+    def _make_hook(self, p):
+        def hook(*ignore):
+            if p in self._handles and self._handles[p][0] is not None:
+                if self._allreduce_delay[p] <= 0:
+                    raise AssertionError(
+                        "Gradients were computed more than backward_passes_per_step times "
+                        "before call to step(). Increase backward_passes_per_step to "
+                        "accumulate gradients locally.")
+            assert not p.grad.requires_grad
+            assert self._allreduce_delay[p] > 0
+            handle, ctx = None, None
+            self._allreduce_delay[p] -= 1
+            if self._allreduce_delay[p] == 0:
+                handle, ctx = self._allreduce_grad_async(p)
+            self._handles[p] = (handle, ctx)
+        return hook
+
+    def synchronize(self):
+        pass
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        raise AssertionError("Skipping synchronization is not supported when using Adasum "
+                             "optimizer.")
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            loss = closure()
+        for p in self._requires_update - set(self._handles):
+            self._handles[p] = self._allreduce_grad_async(p)
+        for p, (handle, ctx) in list(self._handles.items()):
+            if handle is None:  # step() before backward_passes_per_step passes
+                handle, ctx = self._allreduce_grad_async(p)
+                self._handles[p] = (handle, ctx)
+            delta = self._compression.decompress(mpi_ops.synchronize(handle), ctx)
+            start = self._starting_models[p]
+            start.data.add_(delta.data)
+            p.data.copy_(start)
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        self._handles.clear()
+        return loss
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
+                                 "before optimizer.step() or optimizer.synchronize(). This is "
+                                 "prohibited as it can cause a race condition.")
+        return super(self.__class__, self).zero_grad(*args, **kwargs)

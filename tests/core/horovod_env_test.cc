@@ -1,0 +1,97 @@
+// Horovod's variables beyond the config table's aliases (core/config/horovod_env.h), one case
+// per way kolo handles them: an alias that works, a variable with no effect, a switch accepted
+// only off, a variable always refused, and Horovod's identity checked against kolo's.
+#include <catch2/catch.hpp>
+#include <map>
+#include <string>
+
+#include "kolo/options.h"
+
+using kolo::Options;
+
+namespace {
+
+std::string ErrorOf(const std::map<std::string, std::string>& env) {
+  auto options = Options::FromMap(env);
+  return options.ok() ? std::string("(no error)") : options.status().message();
+}
+
+}  // namespace
+
+TEST_CASE("HOROVOD_HOSTNAME and HOROVOD_STALL_CHECK_DISABLE work", "[core][options][horovod]") {
+  auto options = Options::FromMap({{"HOROVOD_HOSTNAME", "node7"},
+                                   {"HOROVOD_STALL_CHECK_DISABLE", "1"},
+                                   {"HOROVOD_STALL_CHECK_TIME_SECONDS", "20"}});
+  REQUIRE(options.ok());
+  CHECK(options->host == "node7");
+  CHECK(options->stall_check_seconds == 0);  // disabling wins, as in Horovod
+
+  auto kept = Options::FromMap({{"HOROVOD_STALL_CHECK_DISABLE", "0"}});
+  REQUIRE(kept.ok());
+  CHECK(kept->stall_check_seconds == 60);
+  CHECK(ErrorOf({{"HOROVOD_STALL_CHECK_DISABLE", "yes"}}) ==
+        "HOROVOD_STALL_CHECK_DISABLE=yes is not 0 or 1 (1 disables the stall check "
+        "(KOLO_STALL_CHECK_SECONDS=0), 0 leaves it on)");
+}
+
+TEST_CASE("Horovod variables about parts kolo does not have are accepted",
+          "[core][options][horovod]") {
+  const char* name = GENERATE("HOROVOD_DYNAMIC_PROCESS_SETS", "HOROVOD_MIXED_INSTALL",
+                              "HOROVOD_MPI_THREADS_DISABLE", "HOROVOD_GLOO_IFACE",
+                              "HOROVOD_GPU_ALLREDUCE", "HOROVOD_CROSS_RANK");
+  auto options = Options::FromMap({{name, "1"}});
+  REQUIRE(options.ok());
+  CHECK(options->environment_warnings.empty());  // no near-miss warning either
+}
+
+TEST_CASE("A Horovod switch kolo lacks is accepted off and refused on",
+          "[core][options][horovod]") {
+  CHECK(Options::FromMap({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"},
+                          {"HOROVOD_AUTOTUNE", "0"},
+                          {"HOROVOD_ELASTIC", "0"},
+                          {"HOROVOD_NUM_NCCL_STREAMS", "1"}})
+            .ok());
+  CHECK(ErrorOf({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"}}) ==
+        "HOROVOD_HIERARCHICAL_ALLREDUCE=1 is not supported: kolo has no hierarchical allreduce "
+        "(its CPU path is KOLO_TRANSPORT, its GPU path KOLO_GPU_OPERATIONS); unset it or set 0");
+  CHECK(ErrorOf({{"HOROVOD_ELASTIC", "1"}}) ==
+        "HOROVOD_ELASTIC=1 is not supported: kolo does not support elastic training; run a "
+        "fixed-size job with kolorun");
+  CHECK(ErrorOf({{"HOROVOD_NUM_NCCL_STREAMS", "2"}})
+            .rfind("HOROVOD_NUM_NCCL_STREAMS=2 is not "
+                   "supported",
+                   0) == 0);
+}
+
+TEST_CASE("Horovod's launcher and controller variables are refused, saying what to use",
+          "[core][options][horovod]") {
+  CHECK(ErrorOf({{"HOROVOD_CONTROLLER", "gloo"}}) ==
+        "HOROVOD_CONTROLLER=gloo is not supported: kolo always uses its own controller on rank "
+        "0 (no MPI or Gloo controller); unset it");
+  CHECK(ErrorOf({{"HOROVOD_CPU_OPERATIONS", "mpi"}}) ==
+        "HOROVOD_CPU_OPERATIONS=mpi is not supported: kolo's CPU data path is chosen by "
+        "KOLO_TRANSPORT (shm, tcp or auto); unset it");
+  CHECK(ErrorOf({{"HOROVOD_GLOO_RENDEZVOUS_ADDR", "10.0.0.1"}}).find("horovodrun --gloo") !=
+        std::string::npos);
+  CHECK(Options::FromMap({{"HOROVOD_CONTROLLER", ""}}).ok());  // set but empty: not asked for
+}
+
+TEST_CASE("HOROVOD_RANK and HOROVOD_SIZE must agree with kolo's identity",
+          "[core][options][horovod]") {
+  CHECK(Options::FromMap({{"KOLO_RANK", "1"},
+                          {"KOLO_SIZE", "2"},
+                          {"KOLO_CONTROLLER", "127.0.0.1:2990"},
+                          {"HOROVOD_RANK", "1"},
+                          {"HOROVOD_SIZE", "2"}})
+            .ok());
+  CHECK(ErrorOf({{"KOLO_RANK", "1"},
+                 {"KOLO_SIZE", "2"},
+                 {"KOLO_CONTROLLER", "127.0.0.1:2990"},
+                 {"HOROVOD_RANK", "0"}}) ==
+        "HOROVOD_RANK=0 disagrees with kolo's rank 1 (from kolo); kolo reads the job from "
+        "kolorun, torchrun, mpirun or srun, not from Horovod's launcher");
+  CHECK(ErrorOf({{"HOROVOD_SIZE", "4"}}) ==
+        "HOROVOD_SIZE=4 disagrees with kolo's size 1 (no launcher variables: a one-rank job); "
+        "kolo reads the job from kolorun, torchrun, mpirun or srun, not from Horovod's "
+        "launcher");
+}

@@ -1,0 +1,51 @@
+"""What a Horovod script may do that kolo refuses, with a message: a HOROVOD_* switch asking
+for a feature kolo lacks fails init with kolo's message; init(comm=...) with a subset of the
+ranks or an MPI communicator; hvd.elastic. Runs a one-rank job in a fresh process (init must
+not have run)."""
+
+import os
+import subprocess
+import sys
+
+SCRIPT = """
+import os, kolo.torch as hvd
+
+def refused(call, error, text):
+    try:
+        call()
+    except error as raised:
+        assert text in str(raised), str(raised)
+    else:
+        raise SystemExit("no %s from %s" % (error.__name__, call))
+
+os.environ["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
+refused(hvd.init, hvd.KoloError, "HOROVOD_HIERARCHICAL_ALLREDUCE=1 is not supported: kolo has "
+        "no hierarchical allreduce")
+del os.environ["HOROVOD_HIERARCHICAL_ALLREDUCE"]
+os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"  # Horovod's test suites set it: accepted
+
+refused(lambda: hvd.init(comm=object()), ValueError, "an MPI communicator cannot be passed")
+refused(lambda: hvd.init(comm=[0, 1]), ValueError, "hvd.add_process_set([0, 1])")
+assert not hvd.is_initialized()
+hvd.init(comm=[0])
+assert hvd.size() == 1
+
+refused(lambda: hvd.elastic.run, NotImplementedError, "does not support Horovod's elastic")
+try:
+    from kolo.torch.elastic import TorchState  # noqa: F401
+except NotImplementedError:
+    pass
+else:
+    raise SystemExit("TorchState imported")
+hvd.shutdown()
+print("OK")
+"""
+
+
+def test_refusals_name_the_reason():
+    env = dict(os.environ)
+    for name in ("KOLO_RANK", "KOLO_SIZE", "KOLO_CONTROLLER"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "OK", done.stdout + done.stderr
