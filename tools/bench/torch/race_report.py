@@ -19,7 +19,7 @@ PREFIX = re.compile(r"^(\[[^\]]*\](<stdout>)?:?)?\s*")
 # size count float sum [root] time algbw busbw #wrong (kolo-bench has the root column)
 ALLREDUCE_ROW = re.compile(r"^(\d+)\s+\d+\s+float\w*\s+sum\s+(?:-?\d+\s+)?([\d.]+)\s+[\d.]+"
                            r"\s+[\d.]+\s+(\d+)\s*$")
-NUMBER_ROW = re.compile(r"^[\d.]+(\s+[\d.]+){5}\s*$")
+NUMBER_ROW = re.compile(r"^[\d.]+(\s+-?[\d.]+){5}\s*$")
 CONFIG_NAMES = {
     "kolo-bench-shm": "kolo-bench C++, shm",
     "kolo-shm": "kolo.torch, shm (default)",
@@ -53,13 +53,13 @@ def allreduce_times(out, config):
 
 
 def train_results(out, model, config):
-    """[(ms/step, other threads' CPU ms/step), one per round]."""
+    """[(ms/step, main thread's CPU ms/step, other threads' CPU ms/step), one per round]."""
     results = []
     for path in runs(out, "train-" + model, config):
         for row in rows(path):
             if NUMBER_ROW.match(row):
                 fields = [float(f) for f in row.split()]
-                results.append((fields[0], fields[5]))
+                results.append((fields[0], fields[4], fields[5]))
     return results
 
 
@@ -140,13 +140,14 @@ def train_tables(out):
             print("Target: kolo.torch <= 1.05x the step with no communication, and faster than "
                   "DDP's.\n")
         print("| configuration | ms/step, median (min-max) | x no communication | "
-              "x DDP | other threads' CPU ms/step |")
-        print("|---|---|---|---|---|")
+              "x DDP | main thread's CPU ms/step | other threads' CPU ms/step |")
+        print("|---|---|---|---|---|---|")
         for config in configs:
-            print("| %s | %s | %s | %s | %s |" % (
+            print("| %s | %s | %s | %s | %s | %s |" % (
                 CONFIG_NAMES[config], spread([r[0] for r in results[config]], 0),
                 ratio(steps[config], steps.get("raw")), ratio(steps[config], steps.get("ddp")),
-                spread([r[1] for r in results[config]], 1)))
+                spread([r[1] for r in results[config]], 0),
+                spread([r[2] for r in results[config]], 1)))
         print()
 
 
