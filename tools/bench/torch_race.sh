@@ -83,7 +83,21 @@ launch() {  # launch CONFIG SCRIPT ARGS...: sets cmd to the script under CONFIG'
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/machine.txt"
 
+# The configurations in a different order each round (rotated by one), so that none always
+# runs first or last in a round while the machine's load drifts.
+rotate() {  # rotate N WORDS...: the words rotated left by N
+  local n=$1
+  shift
+  local words=("$@")
+  local count=${#words[@]} i
+  for ((i = 0; i < count; i++)); do printf '%s ' "${words[$(((i + n) % count))]}"; done
+}
+
 for round in $(seq 1 "$rounds"); do
+  # shellcheck disable=SC2086
+  round_configs=$(rotate "$((round - 1))" $configs)
+  # shellcheck disable=SC2086
+  train_configs=$(rotate "$((round - 1))" raw $configs)
   for transport in shm tcp; do
     [[ " $configs " == *" kolo-$transport "* ]] || continue
     log "round $round: kolo-bench C++ over $transport"
@@ -91,7 +105,7 @@ for round in $(seq 1 "$rounds"); do
       "$build/bin/kolorun" -np 2 "$build/bin/kolo-bench" -b 4K -e "$max_size" -f 4 \
       -n "$iters" -w 3 --stat median --inplace 1
   done
-  for config in $configs; do
+  for config in $round_configs; do
     log "round $round: allreduce on $config"
     launch "$config" allreduce_bench.py -b 4K -e "$max_size" -f 4 -n "$iters" -w 3 --stat median
     run "allreduce__${config}__r$round" "${cmd[@]}"
@@ -100,7 +114,7 @@ for round in $(seq 1 "$rounds"); do
     # The MLP's step is milliseconds: more steps for a stable median.
     model_steps=$steps warmup=1
     [ "$model" = mlp ] && model_steps=$((steps * 20)) warmup=5
-    for config in raw $configs; do
+    for config in $train_configs; do
       log "round $round: $model step on $config"
       launch "$config" train_bench.py --model "$model" --steps "$model_steps" --warmup "$warmup"
       run "train-${model}__${config}__r$round" "${cmd[@]}"
