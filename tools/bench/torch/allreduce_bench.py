@@ -1,0 +1,158 @@
+"""In-place allreduce (sum) of a float32 CPU tensor from Python, in kolo-bench's columns.
+
+One script for three libraries, so that they are timed the same way:
+
+    kolorun -np 2 python allreduce_bench.py --hvd kolo.torch
+    horovodrun -np 2 -H localhost:2 --gloo python allreduce_bench.py --hvd horovod.torch
+    torchrun --nproc_per_node 2 allreduce_bench.py --ddp        # torch.distributed, gloo
+
+Every iteration fills the tensor untimed (rank r writes r+1), times one in-place sum (the
+library's allreduce_ / dist.all_reduce, which returns when the result is there), and checks the
+result untimed (#wrong counts the iterations whose result is not n(n+1)/2 everywhere). Sizes
+go from -b to -e by the factor -f. Rank 0 prints, per size: bytes, count, type, redop, the mean
+or median (--stat) time per op over -n timed iterations after -w warmup ones, algbw =
+bytes/time and busbw = algbw*2(n-1)/n (nccl-tests' definition), and #wrong. Exits non-zero if
+any result was wrong. Ops are named per size (as DistributedOptimizer names gradients), so
+libraries that cache negotiations by name may use their caches.
+"""
+
+import argparse
+import importlib
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper()
+    if text and text[-1] in units:
+        return int(text[:-1]) * units[text[-1]]
+    return int(text)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--hvd", choices=["kolo.torch", "horovod.torch"],
+                       help="the Horovod-style module to import")
+    which.add_argument("--ddp", action="store_true",
+                       help="torch.distributed with the gloo backend (run under torchrun)")
+    parser.add_argument("-b", default="4K", help="smallest size in bytes (4K, 1M)")
+    parser.add_argument("-e", default="64M", help="largest size in bytes")
+    parser.add_argument("-f", type=int, default=4, help="size step factor")
+    parser.add_argument("-n", type=int, default=20, help="timed iterations per size")
+    parser.add_argument("-w", type=int, default=3, help="warmup iterations per size")
+    parser.add_argument("--stat", choices=["mean", "median"], default="median")
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    return parser.parse_args(argv)
+
+
+class Hvd:
+    """kolo.torch or horovod.torch: the same calls on either."""
+
+    def __init__(self, module_name):
+        self.name = module_name
+        self.hvd = importlib.import_module(module_name)
+        self.hvd.init()
+
+    def rank(self):
+        return self.hvd.rank()
+
+    def size(self):
+        return self.hvd.size()
+
+    def allreduce_(self, tensor, name):
+        self.hvd.allreduce_(tensor, op=self.hvd.Sum, name=name)
+
+    def barrier(self):
+        self.hvd.allreduce(torch.zeros(1), name="bench.barrier")
+
+    def shutdown(self):
+        self.hvd.shutdown()
+
+
+class Ddp:
+    """torch.distributed with gloo; torchrun's environment gives the rank and the size."""
+
+    def __init__(self):
+        import torch.distributed as dist
+        self.dist = dist
+        self.name = "torch.distributed(gloo)"
+        dist.init_process_group("gloo")
+
+    def rank(self):
+        return self.dist.get_rank()
+
+    def size(self):
+        return self.dist.get_world_size()
+
+    def allreduce_(self, tensor, name):
+        self.dist.all_reduce(tensor, op=self.dist.ReduceOp.SUM)
+
+    def barrier(self):
+        self.dist.barrier()
+
+    def shutdown(self):
+        self.dist.destroy_process_group()
+
+
+def sizes(low, high, factor):
+    size = low
+    while size <= high:
+        yield size
+        size *= factor
+
+
+def main(argv):
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    lib = Ddp() if args.ddp else Hvd(args.hvd)
+    rank, ranks = lib.rank(), lib.size()
+    expected = ranks * (ranks + 1) / 2
+    if rank == 0:
+        print("# %s, %d ranks, pid %d, torch %s, in-place sum of float32, %s of %d iterations"
+              " after %d warmup" % (lib.name, ranks, os.getpid(), torch.__version__, args.stat,
+                                    args.n, args.w))
+        print("# %10s %12s %6s %6s %10s %8s %8s %6s" % ("size", "count", "type", "redop",
+                                                       "time(us)", "algbw", "busbw",
+                                                       "#wrong"))
+        sys.stdout.flush()
+    wrong_total = 0
+    for size in sizes(parse_size(args.b), parse_size(args.e), args.f):
+        count = size // 4
+        tensor = torch.empty(count, dtype=torch.float32)
+        name = "bench.allreduce.%d" % size
+        times, wrong = [], 0
+        lib.barrier()
+        for iteration in range(args.w + args.n):
+            tensor.fill_(rank + 1)
+            start = time.perf_counter()
+            lib.allreduce_(tensor, name)
+            elapsed = time.perf_counter() - start
+            if not bool(torch.all(tensor == expected)):
+                wrong += 1
+            if iteration >= args.w:
+                times.append(elapsed)
+        seconds = statistics.median(times) if args.stat == "median" else statistics.mean(times)
+        algbw = size / seconds / 1e9
+        busbw = algbw * 2 * (ranks - 1) / ranks
+        wrong_total += wrong
+        if rank == 0:
+            print("  %10d %12d %6s %6s %10.1f %8.2f %8.2f %6d" % (size, count, "float",
+                                                                   "sum", seconds * 1e6, algbw,
+                                                                   busbw, wrong))
+            sys.stdout.flush()
+    lib.barrier()
+    lib.shutdown()
+    if wrong_total:
+        print("rank %d: %d wrong results" % (rank, wrong_total), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

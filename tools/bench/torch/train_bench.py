@@ -1,0 +1,200 @@
+"""A synthetic training step (ResNet-50 or a small MLP) on kolo.torch, horovod.torch or DDP.
+
+    kolorun -np 2 python train_bench.py --hvd kolo.torch
+    horovodrun -np 2 -H localhost:2 --gloo python train_bench.py --hvd horovod.torch
+    torchrun --nproc_per_node 2 train_bench.py --ddp               # DistributedDataParallel, gloo
+    kolorun -np 2 python train_bench.py --raw                      # no communication at all
+
+Every rank trains the same model on random data of a fixed batch (default 8 images of
+3x224x224, or 8 vectors for the MLP) with SGD, one compute thread (torch.set_num_threads(1)).
+--hvd wraps the optimizer in the module's DistributedOptimizer (gradients averaged as their
+hooks fire) after broadcasting the initial weights; --ddp wraps the model in
+DistributedDataParallel (gloo); --raw runs the same step with no library: under any launcher,
+every rank then computes alone, competing for the same cores as in the other modes, which is
+the floor the others are measured against.
+
+Rank 0 prints the median (and min, max) time per step over --steps timed steps after
+--warmup ones, images per second over all ranks (batch * ranks / step time), and the CPU time
+per step of the main thread and of all the process's other threads together (the
+communication library's threads, torch's own are none with one compute thread): what the
+library takes from the compute cores.
+"""
+
+import argparse
+import importlib
+import os
+import resource
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# ---- models (defined here so that torchvision is not needed) ----
+
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, inplanes, planes, stride=1):
+        super().__init__()
+        width = planes
+        self.conv1 = nn.Conv2d(inplanes, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, planes * self.expansion, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(planes * self.expansion)
+        self.downsample = None
+        if stride != 1 or inplanes != planes * self.expansion:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(inplanes, planes * self.expansion, 1, stride=stride, bias=False),
+                nn.BatchNorm2d(planes * self.expansion))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return F.relu(out + identity)
+
+
+class ResNet50(nn.Module):
+    """ResNet-50 v1.5 (stride in the 3x3 convolution): 25.6 M parameters in 161 tensors."""
+
+    def __init__(self, classes=1000):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        layers, inplanes = [], 64
+        for planes, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+            for block in range(blocks):
+                layers.append(Bottleneck(inplanes, planes, stride if block == 0 else 1))
+                inplanes = planes * Bottleneck.expansion
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(512 * Bottleneck.expansion, classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, stride=2, padding=1)
+        x = self.layers(x)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def mlp(inputs=1024, hidden=2048, classes=10):
+    """A small MLP: 6.3 M parameters in 6 tensors, little compute per byte of gradient."""
+    return nn.Sequential(nn.Linear(inputs, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                         nn.ReLU(), nn.Linear(hidden, classes))
+
+
+# ---- the libraries ----
+
+def launcher_rank():
+    for variable in ("KOLO_RANK", "HOROVOD_RANK", "RANK", "OMPI_COMM_WORLD_RANK"):
+        if variable in os.environ:
+            return int(os.environ[variable])
+    return 0
+
+
+def launcher_size():
+    for variable in ("KOLO_SIZE", "HOROVOD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        if variable in os.environ:
+            return int(os.environ[variable])
+    return 1
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--hvd", choices=["kolo.torch", "horovod.torch"],
+                       help="the Horovod-style module to import")
+    which.add_argument("--ddp", action="store_true",
+                       help="DistributedDataParallel with gloo (run under torchrun)")
+    which.add_argument("--raw", action="store_true", help="the step with no communication")
+    parser.add_argument("--model", choices=["resnet50", "mlp"], default="resnet50")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--image", type=int, default=224, help="ResNet-50 input side")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    return parser.parse_args(argv)
+
+
+def cpu_seconds():
+    """(the process's CPU time, this thread's CPU time) in seconds."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime, time.thread_time()
+
+
+def main(argv):
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1234)
+    if args.model == "resnet50":
+        model = ResNet50()
+        data = torch.randn(args.batch, 3, args.image, args.image)
+        target = torch.randint(0, 1000, (args.batch,))
+    else:
+        model = mlp()
+        data = torch.randn(args.batch, 1024)
+        target = torch.randint(0, 10, (args.batch,))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    if args.raw:
+        library, rank, ranks = "raw (no communication)", launcher_rank(), launcher_size()
+        barrier, shutdown = (lambda: None), (lambda: None)
+    elif args.ddp:
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        library, rank, ranks = "DDP(gloo)", dist.get_rank(), dist.get_world_size()
+        model = nn.parallel.DistributedDataParallel(model)
+        barrier, shutdown = dist.barrier, dist.destroy_process_group
+    else:
+        hvd = importlib.import_module(args.hvd)
+        hvd.init()
+        library, rank, ranks = args.hvd, hvd.rank(), hvd.size()
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        optimizer = hvd.DistributedOptimizer(optimizer,
+                                             named_parameters=model.named_parameters())
+        barrier = lambda: hvd.allreduce(torch.zeros(1), name="bench.barrier")  # noqa: E731
+        shutdown = hvd.shutdown
+
+    def step():
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(data), target)
+        loss.backward()
+        optimizer.step()
+
+    for _ in range(args.warmup):
+        step()
+    barrier()
+    times = []
+    process0, thread0 = cpu_seconds()
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    process1, thread1 = cpu_seconds()
+    barrier()
+    main_cpu = (thread1 - thread0) / args.steps
+    other_cpu = max(0.0, (process1 - process0) / args.steps - main_cpu)  # clock granularity
+    median = statistics.median(times)
+    if rank == 0:
+        params = sum(p.numel() for p in model.parameters())
+        print("# %s, %s (%.1f M parameters), batch %d per rank, %d ranks, %d thread(s), torch"
+              " %s, %d timed steps after %d" % (library, args.model, params / 1e6, args.batch,
+                                                ranks, args.threads, torch.__version__,
+                                                args.steps, args.warmup))
+        print("# %12s %10s %10s %10s %14s %14s" % ("ms/step", "min", "max", "img/s",
+                                                   "main-cpu-ms", "other-cpu-ms"))
+        print("  %12.1f %10.1f %10.1f %10.2f %14.1f %14.1f" % (
+            median * 1e3, min(times) * 1e3, max(times) * 1e3, args.batch * ranks / median,
+            main_cpu * 1e3, other_cpu * 1e3))
+        sys.stdout.flush()
+    shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
