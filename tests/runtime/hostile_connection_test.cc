@@ -18,11 +18,13 @@
 #include <vector>
 
 #include "tests/support/local_job.h"
+#include "tests/support/loopback_client.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
 using kolo::testing::LocalJob;
 using kolo::testing::PickFreePort;
+using kolo::testing::SendAll;
 using kolo::testing::Watchdog;
 
 namespace {
@@ -33,29 +35,9 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// A blocking TCP connection to 127.0.0.1:port; -1 on failure.
+// Generous: the burst below fills the accept backlog on a busy machine.
 int Dial(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool SendAll(int fd, const std::string& bytes) {
-  size_t sent = 0;
-  while (sent < bytes.size()) {
-    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    sent += static_cast<size_t>(n);
-  }
-  return true;
+  return kolo::testing::DialLoopback(port, std::chrono::seconds(5));
 }
 
 // An HTTP/2 frame header (RFC 7540 §4.1) followed by `payload`.

@@ -24,11 +24,13 @@
 
 #include "tests/support/child_process.h"
 #include "tests/support/local_job.h"
+#include "tests/support/loopback_client.h"
 #include "tests/support/watchdog.h"
 
 using kolo::testing::ChildProcess;
 using kolo::testing::CountOccurrences;
 using kolo::testing::PickFreePort;
+using kolo::testing::SendAll;
 using kolo::testing::Watchdog;
 using namespace std::chrono_literals;
 
@@ -54,37 +56,8 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// A TCP connection to 127.0.0.1:port made within `limit` (a full accept backlog drops SYNs,
-// and a blocking connect would wait for their retries); -1 if not.
-int Dial(int port, std::chrono::milliseconds limit = 300ms) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -1;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    pollfd p{fd, POLLOUT, 0};
-    int error = 0;
-    socklen_t length = sizeof(error);
-    if (errno != EINPROGRESS || poll(&p, 1, static_cast<int>(limit.count())) != 1 ||
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 || error != 0) {
-      close(fd);
-      return -1;
-    }
-  }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  return fd;
-}
-
-bool SendAll(int fd, const std::string& bytes) {
-  size_t sent = 0;
-  while (sent < bytes.size()) {
-    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    sent += static_cast<size_t>(n);
-  }
-  return true;
+int Dial(int port) {
+  return kolo::testing::DialLoopback(port, 300ms);
 }
 
 // Reads and discards until the peer closes `fd` or `limit` passes; the seconds until the

@@ -325,17 +325,18 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=None):
-    if isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu" \
+    op = _reduce_op(average, op, "allreduce_")
+    if op != Adasum and isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu" \
             and tensor.is_contiguous():
         # The common case, measured (docs/TORCH-RACE.md): no handle map, no finishing closure
-        # and no copy-back; the same kolo calls, about half the Python time per call.
+        # and no copy-back; the same kolo calls, about half the Python time per call. (Adasum
+        # is not one kolo reduction: it takes the general path, adasum.py.)
         set_id = _set_id(process_set)
-        op = _reduce_op(average, op, "allreduce_")
         _C.synchronize(_C.allreduce_async([_op_name("allreduce", name, set_id)], [tensor],
                                           [tensor], _kolo_op(op), float(prescale_factor),
                                           float(postscale_factor), False, set_id))
         return tensor
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+    return synchronize(allreduce_async_(tensor, None, name, op, prescale_factor,
                                         postscale_factor, process_set))
 
 

@@ -14,6 +14,7 @@ import torch
 
 from kolo.torch import functions, mpi_ops
 from kolo.torch.adasum_optimizer import _DistributedAdasumOptimizer
+from kolo.torch.backward_passes import count_pass
 from kolo.torch.compression import Compression
 from kolo.torch.mpi_ops import Adasum, Average
 from kolo.torch.parameter_names import check_names
@@ -176,17 +177,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*ignore):
-            if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(
-                        "Gradients were computed more than backward_passes_per_step times "
-                        "before call to step(). Increase backward_passes_per_step to "
-                        "accumulate gradients locally.")
-            assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
             handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
+            if count_pass(self, p):
                 if self._groups is not None:
                     # A group goes once its last gradient arrived; a member whose group
                     # is incomplete at synchronize() goes on its own, as in Horovod.
