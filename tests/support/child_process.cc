@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -57,7 +58,16 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
       start_(std::chrono::steady_clock::now()) {
   std::vector<std::string> args = argv;
   std::vector<std::string> env;
-  for (char** entry = environ; *entry != nullptr; ++entry) env.emplace_back(*entry);
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    // A variable of `extra_env` replaces this process's own of that name (getenv, and the
+    // sanitizer runtimes, would otherwise see the first of the two).
+    const std::string own(*entry);
+    const std::string name = own.substr(0, own.find('=') + 1);
+    const bool replaced =
+        std::any_of(extra_env.begin(), extra_env.end(),
+                    [&](const std::string& e) { return e.compare(0, name.size(), name) == 0; });
+    if (!replaced) env.push_back(own);
+  }
   env.insert(env.end(), extra_env.begin(), extra_env.end());
   std::vector<char*> c_args = CStrings(args);
   std::vector<char*> c_env = CStrings(env);

@@ -28,8 +28,8 @@ class ChildProcess {
   enum class Stdin { kNull, kPipe };  // kPipe: WriteLine() and CloseStdin() feed it
 
   // Starts argv[0] (searched in PATH unless it has a '/') with argv and the caller's
-  // environment plus `extra_env` ("NAME=value"). Aborts the test binary if the process
-  // cannot be started.
+  // environment plus `extra_env` ("NAME=value"; it replaces the caller's variable of that
+  // name). Aborts the test binary if the process cannot be started.
   explicit ChildProcess(const std::vector<std::string>& argv,
                         const std::vector<std::string>& extra_env = {},
                         Stdin stdin_mode = Stdin::kNull);
