@@ -15,7 +15,7 @@ import contextlib
 import torch
 
 from kolo.torch import mpi_ops
-from kolo.torch.backward_passes import count_pass
+from kolo.torch.backward_passes import count_pass, refuse_zero_grad_in_flight
 from kolo.torch.mpi_ops import Adasum
 from kolo.torch.parameter_names import check_names
 
@@ -106,8 +106,5 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         return loss
 
     def zero_grad(self, *args, **kwargs):
-        if self._handles:
-            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
-                                 "before optimizer.step() or optimizer.synchronize(). This is "
-                                 "prohibited as it can cause a race condition.")
+        refuse_zero_grad_in_flight(self)
         return super(self.__class__, self).zero_grad(*args, **kwargs)

@@ -1,6 +1,7 @@
-"""The gradient hook's pass counting, shared by both DistributedOptimizers (optimizer.py and
-adasum_optimizer.py): each parameter's gradient is reduced on its backward_passes_per_step-th
-backward pass, and one pass more before step() is an error, as in Horovod."""
+"""The gradient hooks' bookkeeping rules, shared by both DistributedOptimizers (optimizer.py
+and adasum_optimizer.py), as in Horovod: each parameter's gradient is reduced on its
+backward_passes_per_step-th backward pass, one pass more before step() is an error, and so is
+zero_grad() while reductions are in flight."""
 
 
 def count_pass(optimizer, p):
@@ -16,3 +17,12 @@ def count_pass(optimizer, p):
     assert optimizer._allreduce_delay[p] > 0
     optimizer._allreduce_delay[p] -= 1
     return optimizer._allreduce_delay[p] == 0
+
+
+def refuse_zero_grad_in_flight(optimizer):
+    """Raises when `optimizer` has reductions in flight (its _handles): zeroing the gradients
+    then would race with them."""
+    if optimizer._handles:
+        raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
+                             "before optimizer.step() or optimizer.synchronize(). This is "
+                             "prohibited as it can cause a race condition.")

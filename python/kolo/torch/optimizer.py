@@ -14,7 +14,7 @@ import torch
 
 from kolo.torch import functions, mpi_ops
 from kolo.torch.adasum_optimizer import _DistributedAdasumOptimizer
-from kolo.torch.backward_passes import count_pass
+from kolo.torch.backward_passes import count_pass, refuse_zero_grad_in_flight
 from kolo.torch.compression import Compression
 from kolo.torch.mpi_ops import Adasum, Average
 from kolo.torch.parameter_names import check_names
@@ -255,10 +255,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, *args, **kwargs):
-        if self._handles:
-            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
-                                 "before optimizer.step() or optimizer.synchronize(). This is "
-                                 "prohibited as it can cause a race condition.")
+        refuse_zero_grad_in_flight(self)
         return super(self.__class__, self).zero_grad(*args, **kwargs)
 
 
