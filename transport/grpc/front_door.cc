@@ -59,6 +59,23 @@ void SetReceiveLowWater(int fd, int bytes) {
   setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes));
 }
 
+// What has arrived on `fd` so far, left in the socket for gRPC: `bytes` < 0 when nothing can be
+// read yet (errno says why), 0 when the peer closed it, else how many were peeked and their kind.
+struct Peeked {
+  ssize_t bytes = 0;
+  FirstBytes first{FirstBytes::Kind::kGarbage, {}, {}};  // set when bytes > 0
+};
+Peeked PeekFirstBytes(int fd) {
+  char bytes[kPeekBytes];
+  Peeked peeked;
+  peeked.bytes = recv(fd, bytes, sizeof(bytes), MSG_PEEK | MSG_DONTWAIT);
+  if (peeked.bytes > 0) {
+    peeked.first = ClassifyFirstBytes(std::string_view(bytes, static_cast<size_t>(peeked.bytes)),
+                                      peeked.bytes == static_cast<ssize_t>(kPeekBytes));
+  }
+  return peeked;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<FrontDoor>> FrontDoor::Listen(const std::string& address,
@@ -222,8 +239,8 @@ void FrontDoor::Admit(UniqueFd fd, std::string peer) {
 }
 
 void FrontDoor::Inspect(Waiting& waiting, bool hung_up) {
-  char bytes[kPeekBytes];
-  const ssize_t n = recv(waiting.fd.get(), bytes, sizeof(bytes), MSG_PEEK | MSG_DONTWAIT);
+  const Peeked peeked = PeekFirstBytes(waiting.fd.get());
+  const ssize_t n = peeked.bytes;
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
   if (n <= 0) {
     // A port check (connect, close) or a reset: nothing to name but the peer.
@@ -233,8 +250,7 @@ void FrontDoor::Inspect(Waiting& waiting, bool hung_up) {
     waiting.fd.Reset();
     return;
   }
-  const FirstBytes first =
-      ClassifyFirstBytes(std::string_view(bytes, static_cast<size_t>(n)), n == kPeekBytes);
+  const FirstBytes& first = peeked.first;
   switch (first.kind) {
     case FirstBytes::Kind::kPreface:
       HandOff(waiting);
@@ -256,16 +272,15 @@ void FrontDoor::Inspect(Waiting& waiting, bool hung_up) {
 }
 
 void FrontDoor::Expire(Waiting& waiting) {
-  char bytes[kPeekBytes];
-  const ssize_t n = recv(waiting.fd.get(), bytes, sizeof(bytes), MSG_PEEK | MSG_DONTWAIT);
+  const Peeked peeked = PeekFirstBytes(waiting.fd.get());
+  const ssize_t n = peeked.bytes;
   if (n <= 0) {
     Refuse(waiting, "silent",
            "sent nothing within " + Seconds(preface_timeout_) +
                " (KOLO_TIMEOUT_SECONDS); a gRPC client sends its preface at once");
     return;
   }
-  const FirstBytes first =
-      ClassifyFirstBytes(std::string_view(bytes, static_cast<size_t>(n)), n == kPeekBytes);
+  const FirstBytes& first = peeked.first;
   if (first.kind == FirstBytes::Kind::kPreface) {
     HandOff(waiting);  // it arrived as the deadline passed
   } else if (first.kind == FirstBytes::Kind::kPartialPreface) {
