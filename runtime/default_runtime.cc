@@ -65,6 +65,15 @@ Status RefuseInCallback(const char* what) {
 
 }  // namespace
 
+namespace internal {
+
+class RuntimeAccess {
+ public:
+  static RuntimeImpl& Impl(Runtime& rt) { return *rt.impl_; }
+};
+
+}  // namespace internal
+
 Status init_for_version(int header_version) {
   KOLO_RETURN_IF_ERROR(CheckHeaderVersion(header_version));
   StatusOr<Options> options = Options::FromEnvironment();
@@ -79,6 +88,7 @@ Status init_for_version(int header_version, const Options& options) {
   MutexLock lifecycle(&state.lifecycle_mu);
   if (Current()) return FailedPrecondition("kolo is already initialized");
   KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(options));
+  internal::SetHandleWaitSpin(internal::RuntimeAccess::Impl(*runtime).wait_spin());
   MutexLock lock(&state.pointer_mu);
   state.runtime = std::move(runtime);
   WasShutDown() = false;
@@ -96,6 +106,7 @@ Status shutdown() {
   }
   if (!runtime) return Status::Ok();
   WasShutDown() = true;
+  internal::SetHandleWaitSpin(std::chrono::microseconds::zero());
   return runtime->Shutdown();
 }
 
@@ -397,11 +408,6 @@ Status stop_timeline() {
 }
 
 namespace internal {
-
-class RuntimeAccess {
- public:
-  static RuntimeImpl& Impl(Runtime& rt) { return *rt.impl_; }
-};
 
 Status RawAllreduce(void* data, int64_t count, DataType dtype) {
   if (BackgroundLoop::IsBackgroundThread()) return RefuseInCallback("RawAllreduce");

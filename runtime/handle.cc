@@ -1,9 +1,12 @@
 // kolo::Handle and its pooled state (runtime/handle_state.h).
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/loop/background_loop.h"
+#include "core/spin_wait.h"
 #include "runtime/handle_state.h"
 
 namespace kolo {
@@ -13,6 +16,8 @@ namespace {
 // States whose last reference went, for reuse. Never destroyed, so a callback running during
 // static destruction still finds it; the states it holds stay reachable.
 constexpr size_t kPoolLimit = 1024;
+
+std::atomic<int64_t> handle_wait_spin_us{0};  // SetHandleWaitSpin
 
 struct Pool {
   Mutex mu;
@@ -81,7 +86,15 @@ void HandleState::Complete(const Status& status) {
   cv_.NotifyAll();
 }
 
+void SetHandleWaitSpin(std::chrono::microseconds budget) {
+  handle_wait_spin_us.store(budget.count(), std::memory_order_relaxed);
+}
+
 Status HandleState::Wait(double timeout_seconds) {
+  if (timeout_seconds != 0) {
+    SpinWait([&] { return done(); },
+             std::chrono::microseconds(handle_wait_spin_us.load(std::memory_order_relaxed)));
+  }
   MutexLock lock(&mu_);
   auto is_done = [&]() KOLO_REQUIRES(mu_) { return done_.load(std::memory_order_relaxed); };
   if (timeout_seconds < 0) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <utility>
 
 #include "core/mutex.h"
@@ -27,7 +28,8 @@ class HandleState {
   // Records the op's status and wakes the waiters; the first call counts.
   void Complete(const Status& status);
   bool done() const { return done_.load(std::memory_order_acquire); }
-  // Waits (without a deadline when `timeout_seconds` < 0) and returns the status.
+  // Waits (without a deadline when `timeout_seconds` < 0) and returns the status. Polls for
+  // up to the spin budget (SetHandleWaitSpin) before it sleeps.
   Status Wait(double timeout_seconds);
 
  private:
@@ -38,6 +40,10 @@ class HandleState {
   CondVar cv_;  // with mu_: status_ was set
   Status status_ KOLO_GUARDED_BY(mu_);
 };
+
+// The spin budget of every handle's wait (core/spin_wait.h): the default runtime's
+// RuntimeImpl::wait_spin(), set by init() and cleared by shutdown().
+void SetHandleWaitSpin(std::chrono::microseconds budget);
 
 class HandleAccess {
  public:

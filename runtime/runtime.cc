@@ -1,10 +1,13 @@
 // kolo::Runtime: the public face of one rank's RuntimeImpl.
 
+#include <atomic>
+
 #include "core/group_validation.h"
 #include "core/loop/background_loop.h"
 #include "core/mutex.h"
 #include "core/op_validation.h"
 #include "core/process_sets.h"
+#include "core/spin_wait.h"
 #include "kolo/kolo.h"
 #include "runtime/handle_state.h"
 #include "runtime/runtime_impl.h"
@@ -381,6 +384,7 @@ Status Runtime::Blocking(const std::string& what, const std::function<Status(Cal
     Mutex mu;
     CondVar cv;  // with mu: done was set
     bool done KOLO_GUARDED_BY(mu) = false;
+    std::atomic<bool> finished{false};  // done, for the spin before the sleep
     Status status KOLO_GUARDED_BY(mu);
   };
   auto waiter = std::make_shared<Waiter>();
@@ -388,8 +392,11 @@ Status Runtime::Blocking(const std::string& what, const std::function<Status(Cal
     MutexLock lock(&waiter->mu);
     waiter->status = s;
     waiter->done = true;
+    waiter->finished.store(true, std::memory_order_release);
     waiter->cv.NotifyAll();
   }));
+  // A small op often completes within a wake-up's time: watch for it first.
+  SpinWait([&] { return waiter->finished.load(std::memory_order_acquire); }, impl_->wait_spin());
   MutexLock lock(&waiter->mu);
   waiter->cv.Wait(&waiter->mu, [&]() KOLO_REQUIRES(waiter->mu) { return waiter->done; });
   return waiter->status;

@@ -149,6 +149,8 @@ Status RuntimeImpl::Start() {
   };
   loop_config.size = options_.size;
   loop_config.busy_poll = mesh_->busy_poll();
+  wait_spin_ = mesh_->busy_poll() ? std::chrono::microseconds(options_.wait_spin_us)
+                                  : std::chrono::microseconds::zero();
   if (options_.rank == 0) loop_config.negotiation_sink = &timeline_;
   loop_config.fusion_threshold_bytes = options_.fusion_threshold_bytes;
   // A cached allreduce that waits longer than this for the other ranks goes to the controller,

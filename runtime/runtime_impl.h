@@ -87,6 +87,9 @@ class RuntimeImpl {
   StatusOr<int> RootInSet(const SetMembership& set, int root, const std::string& what) const;
   const Options& options() const { return options_; }
   const Topology& topology() const { return topology_; }
+  // How long a blocking call or synchronize() polls its op before sleeping (core/spin_wait.h):
+  // KOLO_WAIT_SPIN_US when every rank of this host has a core, else zero. Set by Create.
+  std::chrono::microseconds wait_spin() const { return wait_spin_; }
 
  private:
   RuntimeImpl(const Options& options, spdlog::level::level_enum level);
@@ -123,6 +126,7 @@ class RuntimeImpl {
   const Options options_;
   const Logger logger_;
   Topology topology_;
+  std::chrono::microseconds wait_spin_{0};
 
   // Outlive everything below that records into them (declared first, destroyed last).
   TimelineHub timeline_;

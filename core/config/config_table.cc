@@ -473,6 +473,11 @@ std::vector<ConfigVar> BuildTable() {
           .Help("1: allreduces seen before (cached) are agreed on among the ranks, without a "
                 "round trip to the controller; 0: every op goes through the controller. Same on "
                 "every rank."),
+      Row("KOLO_WAIT_SPIN_US")
+          .Integer(&Options::wait_spin_us, 0, 10000, 30, "us")
+          .Help("A blocking call or synchronize() polls its op this long (yielding the core) "
+                "before it sleeps, when every rank of this host has a core (else it sleeps at "
+                "once): a small op then returns without a thread wake-up. 0: always sleep."),
       Row("KOLO_GPU_OPERATIONS", {"HOROVOD_GPU_OPERATIONS"})
           .Enum(&Options::gpu_operations, kGpuOperationsNames, GpuOperations::kAuto)
           .Help("Data path of GPU tensors: nccl (NCCL collectives), ring (staged through host "

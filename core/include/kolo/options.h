@@ -100,6 +100,10 @@ struct Options {
   // KOLO_TRANSPORT. Must be the same on every rank.
   Transport transport{};
 
+  // KOLO_WAIT_SPIN_US: a blocking call or synchronize() watches its op for this long, yielding
+  // the core between checks, before it sleeps; only where every rank of the host has a core.
+  int wait_spin_us{};
+
   // KOLO_FAST_PATH: repeated allreduces (docs/FAST-PATH.md): ranks agree among themselves on
   // which cached allreduces run next, without a round trip to the controller. Must be the same
   // on every rank (init() fails naming the rank that differs).
