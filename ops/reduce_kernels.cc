@@ -29,6 +29,17 @@ inline void ApplyBinary(T* __restrict dst, const T* __restrict src, size_t count
   for (; i < count; ++i) dst[i] = f(dst[i], src[i]);
 }
 
+// dst[i] = f(a[i], b[i]); dst overlaps neither.
+template <typename T, typename F>
+inline void ApplyTernary(T* __restrict dst, const T* __restrict a, const T* __restrict b,
+                         size_t count, F f) {
+  size_t i = 0;
+  for (; i + kBlock <= count; i += kBlock) {
+    for (size_t j = 0; j < kBlock; ++j) dst[i + j] = f(a[i + j], b[i + j]);
+  }
+  for (; i < count; ++i) dst[i] = f(a[i], b[i]);
+}
+
 // dst[i] = f(src[i]); dst and src do not overlap.
 template <typename T, typename F>
 inline void ApplyUnary(T* __restrict dst, const T* __restrict src, size_t count, F f) {
@@ -103,6 +114,22 @@ void ReduceTyped(T* dst, const T* src, size_t count, ReduceOp op) {
   KOLO_CHECK(false) << "Reduce: unsupported op " << ReduceOpName(op);
 }
 
+template <typename T>
+void ReduceIntoTyped(T* dst, const T* a, const T* b, size_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+      return ApplyTernary(dst, a, b, count, Add<T>);
+    case ReduceOp::kMin:
+      return ApplyTernary(dst, a, b, count, Min<T>);
+    case ReduceOp::kMax:
+      return ApplyTernary(dst, a, b, count, Max<T>);
+    case ReduceOp::kProduct:
+      return ApplyTernary(dst, a, b, count, Multiply<T>);
+  }
+  KOLO_CHECK(false) << "ReduceInto: unsupported op " << ReduceOpName(op);
+}
+
 // bool as bytes (never as C++ bool, for which a byte other than 0 or 1 would be UB).
 uint8_t LogicalOr(uint8_t a, uint8_t b) {
   return static_cast<uint8_t>((a | b) != 0);
@@ -123,6 +150,19 @@ void ReduceBool(uint8_t* dst, const uint8_t* src, size_t count, ReduceOp op) {
       return ApplyBinary(dst, src, count, LogicalAnd);
   }
   KOLO_CHECK(false) << "Reduce: unsupported op " << ReduceOpName(op);
+}
+
+void ReduceIntoBool(uint8_t* dst, const uint8_t* a, const uint8_t* b, size_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+    case ReduceOp::kMax:
+      return ApplyTernary(dst, a, b, count, LogicalOr);
+    case ReduceOp::kMin:
+    case ReduceOp::kProduct:
+      return ApplyTernary(dst, a, b, count, LogicalAnd);
+  }
+  KOLO_CHECK(false) << "ReduceInto: unsupported op " << ReduceOpName(op);
 }
 
 // 16-bit floats: widen a block to float, run the float kernel, round back.
@@ -147,6 +187,20 @@ void ReduceHalfTyped(uint16_t* dst, const uint16_t* src, size_t count, ReduceOp 
     Codec::Widen(src + begin, b, n);
     ReduceTyped(a, b, n, op);
     Codec::Narrow(a, dst + begin, n);
+  }
+}
+
+template <typename Codec>
+void ReduceIntoHalfTyped(uint16_t* dst, const uint16_t* a, const uint16_t* b, size_t count,
+                         ReduceOp op) {
+  float x[kWideBlock];
+  float y[kWideBlock];
+  for (size_t begin = 0; begin < count; begin += kWideBlock) {
+    const size_t n = count - begin < kWideBlock ? count - begin : kWideBlock;
+    Codec::Widen(a + begin, x, n);
+    Codec::Widen(b + begin, y, n);
+    ReduceTyped(x, y, n, op);
+    Codec::Narrow(x, dst + begin, n);
   }
 }
 
@@ -234,6 +288,48 @@ void Reduce(void* dst, const void* src, size_t count, DataType dtype, ReduceOp o
       return ReduceBool(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count, op);
   }
   Die("Reduce", dtype);
+}
+
+void ReduceInto(void* dst, const void* a, const void* b, size_t count, DataType dtype,
+                ReduceOp op) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return ReduceIntoTyped(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(a),
+                             static_cast<const uint8_t*>(b), count, op);
+    case DataType::kInt8:
+      return ReduceIntoTyped(static_cast<int8_t*>(dst), static_cast<const int8_t*>(a),
+                             static_cast<const int8_t*>(b), count, op);
+    case DataType::kInt32:
+      return ReduceIntoTyped(static_cast<int32_t*>(dst), static_cast<const int32_t*>(a),
+                             static_cast<const int32_t*>(b), count, op);
+    case DataType::kInt64:
+      return ReduceIntoTyped(static_cast<int64_t*>(dst), static_cast<const int64_t*>(a),
+                             static_cast<const int64_t*>(b), count, op);
+    case DataType::kFloat16:
+      return ReduceIntoHalfTyped<HalfCodec>(static_cast<uint16_t*>(dst),
+                                            static_cast<const uint16_t*>(a),
+                                            static_cast<const uint16_t*>(b), count, op);
+    case DataType::kBFloat16:
+      return ReduceIntoHalfTyped<BFloat16Codec>(static_cast<uint16_t*>(dst),
+                                                static_cast<const uint16_t*>(a),
+                                                static_cast<const uint16_t*>(b), count, op);
+    case DataType::kFloat32:
+      return ReduceIntoTyped(static_cast<float*>(dst), static_cast<const float*>(a),
+                             static_cast<const float*>(b), count, op);
+    case DataType::kFloat64:
+      return ReduceIntoTyped(static_cast<double*>(dst), static_cast<const double*>(a),
+                             static_cast<const double*>(b), count, op);
+    case DataType::kUInt16:
+      return ReduceIntoTyped(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a),
+                             static_cast<const uint16_t*>(b), count, op);
+    case DataType::kInt16:
+      return ReduceIntoTyped(static_cast<int16_t*>(dst), static_cast<const int16_t*>(a),
+                             static_cast<const int16_t*>(b), count, op);
+    case DataType::kBool:
+      return ReduceIntoBool(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(a),
+                            static_cast<const uint8_t*>(b), count, op);
+  }
+  Die("ReduceInto", dtype);
 }
 
 void ScaleCopy(void* dst, const void* src, size_t count, DataType dtype, double factor) {

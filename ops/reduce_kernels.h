@@ -24,6 +24,11 @@ namespace kolo::ops {
 // overlap.
 void Reduce(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);
 
+// dst[i] = a[i] (op) b[i]: Reduce with the first operand read from `a` instead of `dst`, which
+// saves a copy where the result must land elsewhere. Same rules as Reduce; `dst` may not
+// overlap `a` or `b`.
+void ReduceInto(void* dst, const void* a, const void* b, size_t count, DataType dtype, ReduceOp op);
+
 // dst[i] = src[i] * factor. factor == 1.0 is a plain copy (nothing at all when dst == src), the
 // only factor allowed for bool. Floating types multiply in double and round once to the dtype
 // (float16/bfloat16 through float). Integer types multiply in double and truncate toward zero

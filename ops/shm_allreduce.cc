@@ -58,66 +58,93 @@ Status ShmAllreduce::Run(const std::vector<ReduceSpan>& spans, DataType dtype, R
   size_t total = 0;
   for (const ReduceSpan& span : spans) total += span.count;
   const size_t chunk_elements = plane_.slot_bytes() / element_size;
+  const bool stream = total * element_size >= kStreamOutputBytes;
+  // This rank's own slice is reduced straight from its input, so it skips the copy in; a
+  // prescale (applied while copying) or a job of one rank copies it like the rest.
+  const bool own_from_input = scaling.prescale == 1.0 && plane_.size() > 1;
   for (size_t begin = 0; begin < total; begin += chunk_elements) {
     const size_t count = std::min(chunk_elements, total - begin);
     const int set = plane_.NextSlotSet();
-    GatherInputs(spans, begin, count, plane_.slot(set, plane_.rank()), dtype, scaling.prescale);
+    const auto [lo, hi] = Slice(count, plane_.size(), plane_.rank(), element_size);
+    uint8_t* mine = plane_.slot(set, plane_.rank());
+    if (own_from_input) {
+      GatherInputs(spans, begin, lo, mine, dtype, 1.0);
+      GatherInputs(spans, begin + hi, count - hi, mine + hi * element_size, dtype, 1.0);
+    } else {
+      GatherInputs(spans, begin, count, mine, dtype, scaling.prescale);
+    }
     KOLO_RETURN_IF_ERROR(plane_.Sync(what));
-    ReduceSlice(set, count, dtype, op, scaling);
+    ReduceSlice(spans, begin, set, count, dtype, op, scaling, own_from_input);
     KOLO_RETURN_IF_ERROR(plane_.Sync(what));
-    ScatterOutputs(spans, begin, count, plane_.slot(set, 0), element_size,
-                   total * element_size >= kStreamOutputBytes);
+    for (int r = 0; r < plane_.size(); ++r) {
+      const auto [rlo, rhi] = Slice(count, plane_.size(), r, element_size);
+      if (rlo >= rhi) continue;
+      ScatterOutputs(spans, begin + rlo, rhi - rlo, plane_.slot(set, r) + rlo * element_size,
+                     element_size, stream);
+    }
   }
   return Status::Ok();
+}
+
+template <typename Fn>
+void ShmAllreduce::ForEachPiece(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,
+                                Fn&& fn) {
+  size_t span_begin = 0;  // first element of the span in the concatenation
+  for (const ReduceSpan& span : spans) {
+    if (span_begin >= begin + count) break;
+    const size_t span_end = span_begin + span.count;
+    const size_t lo = std::max(begin, span_begin);
+    const size_t hi = std::min(begin + count, span_end);
+    if (lo < hi) fn(span, lo - span_begin, lo - begin, hi - lo);
+    span_begin = span_end;
+  }
 }
 
 void ShmAllreduce::GatherInputs(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,
                                 uint8_t* dst, DataType dtype, double prescale) {
   const size_t element_size = DataTypeSize(dtype);
-  size_t span_begin = 0;  // first element of the span in the concatenation
-  for (const ReduceSpan& span : spans) {
-    const size_t span_end = span_begin + span.count;
-    const size_t lo = std::max(begin, span_begin);
-    const size_t hi = std::min(begin + count, span_end);
-    if (lo < hi) {
-      ScaleCopy(dst + (lo - begin) * element_size,
-                static_cast<const uint8_t*>(span.input) + (lo - span_begin) * element_size, hi - lo,
-                dtype, prescale);
-    }
-    span_begin = span_end;
-    if (span_begin >= begin + count) break;
-  }
+  ForEachPiece(spans, begin, count, [&](const ReduceSpan& span, size_t at, size_t to, size_t n) {
+    ScaleCopy(dst + to * element_size, static_cast<const uint8_t*>(span.input) + at * element_size,
+              n, dtype, prescale);
+  });
 }
 
 void ShmAllreduce::ScatterOutputs(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,
                                   const uint8_t* src, size_t element_size, bool stream) {
-  size_t span_begin = 0;
-  for (const ReduceSpan& span : spans) {
-    const size_t span_end = span_begin + span.count;
-    const size_t lo = std::max(begin, span_begin);
-    const size_t hi = std::min(begin + count, span_end);
-    if (lo < hi) {
-      uint8_t* dst = static_cast<uint8_t*>(span.output) + (lo - span_begin) * element_size;
-      const uint8_t* from = src + (lo - begin) * element_size;
-      if (stream) {
-        StreamCopy(dst, from, (hi - lo) * element_size);
-      } else {
-        std::memcpy(dst, from, (hi - lo) * element_size);
-      }
+  ForEachPiece(spans, begin, count, [&](const ReduceSpan& span, size_t at, size_t from, size_t n) {
+    uint8_t* dst = static_cast<uint8_t*>(span.output) + at * element_size;
+    if (stream) {
+      StreamCopy(dst, src + from * element_size, n * element_size);
+    } else {
+      std::memcpy(dst, src + from * element_size, n * element_size);
     }
-    span_begin = span_end;
-    if (span_begin >= begin + count) break;
-  }
+  });
 }
 
-void ShmAllreduce::ReduceSlice(int set, size_t count, DataType dtype, ReduceOp op,
-                               const ReduceScaling& scaling) {
+void ShmAllreduce::ReduceSlice(const std::vector<ReduceSpan>& spans, size_t begin, int set,
+                               size_t count, DataType dtype, ReduceOp op,
+                               const ReduceScaling& scaling, bool own_from_input) {
   const size_t element_size = DataTypeSize(dtype);
-  const auto [lo, hi] = Slice(count, plane_.size(), plane_.rank(), element_size);
+  const int me = plane_.rank();
+  const auto [lo, hi] = Slice(count, plane_.size(), me, element_size);
   if (lo >= hi) return;
   const size_t offset = lo * element_size;
-  uint8_t* result = plane_.slot(set, 0) + offset;  // rank 0's values are the starting point
-  for (int r = 1; r < plane_.size(); ++r) {
+  uint8_t* result = plane_.slot(set, me) + offset;  // where the other ranks read the slice
+  // This rank's values first, then the others' in rank order: one order for every slice of
+  // every op, so repeated runs give the same bits. Without own_from_input, `result` already
+  // holds this rank's values (copied in with the rest).
+  const int first_other = me == 0 ? 1 : 0;
+  if (own_from_input) {
+    const uint8_t* other = plane_.slot(set, first_other) + offset;
+    ForEachPiece(spans, begin + lo, hi - lo,
+                 [&](const ReduceSpan& span, size_t at, size_t to, size_t n) {
+                   ReduceInto(result + to * element_size,
+                              static_cast<const uint8_t*>(span.input) + at * element_size,
+                              other + to * element_size, n, dtype, op);
+                 });
+  }
+  for (int r = 0; r < plane_.size(); ++r) {
+    if (r == me || (own_from_input && r == first_other)) continue;
     Reduce(result, plane_.slot(set, r) + offset, hi - lo, dtype, op);
   }
   if (scaling.divisor > 0) {

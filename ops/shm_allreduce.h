@@ -1,12 +1,17 @@
 // ShmAllreduce: allreduce through a SharedMemoryPlane (core/shared_memory_plane.h) for jobs
-// whose ranks share one host. The buffer goes through the plane's slots in chunks of one slot:
-// each rank copies its chunk into its own slot (prescale folded in) and syncs; rank j then
-// reduces slice j of the chunk from every rank's slot, in rank order 0..N-1, into rank 0's
-// slot, applies the postscale or integer average to it, and syncs; finally every rank copies
-// the whole result chunk out. Each slice is computed once, by one rank, in the same order for
-// every dtype and op, so every rank receives bitwise-identical results. Consecutive chunks
-// alternate between the plane's two slot sets (SharedMemoryPlane::NextSlotSet), which is what
-// makes two syncs per chunk enough.
+// whose ranks share one host. The buffer goes through the plane's slots in chunks of one slot,
+// each chunk cut into one slice per rank. Rank j copies every slice of its chunk but its own
+// slice j into its own slot and syncs; it then reduces slice j straight from its input and
+// the other ranks' slots into slice j of its own slot (its values first, then the others' in
+// rank order), applies the postscale or integer average there, and syncs; finally every rank
+// copies slice r of the result out of rank r's slot, for every r. Skipping the copy of its own
+// slice saves a pass over 1/p of the data per rank (docs/PERFORMANCE.md, "Bytes moved"); with
+// a prescale the own slice is copied too (the scaling happens while copying). Each slice is
+// computed once, by one rank, in the same order for every dtype and op, so every rank receives
+// bitwise-identical results. Consecutive chunks alternate between the plane's two slot sets
+// (SharedMemoryPlane::NextSlotSet), which is what makes two syncs per chunk enough: a rank
+// writes set s again (chunk c + 2) only after the sync that ends chunk c + 1, which every
+// rank reaches after copying chunk c out.
 //
 // Threading: background thread only (like the executor that owns it).
 #pragma once
@@ -51,6 +56,11 @@ class ShmAllreduce {
              const ReduceScaling& scaling, const std::string& what);
 
  private:
+  // Calls fn(span, first element in the span, first element in the range, element count)
+  // for each span's piece of elements [begin, begin + count) of the concatenated spans.
+  template <typename Fn>
+  static void ForEachPiece(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,
+                           Fn&& fn);
   // Copies elements [begin, begin + count) of the concatenated inputs to `dst`, scaled.
   void GatherInputs(const std::vector<ReduceSpan>& spans, size_t begin, size_t count, uint8_t* dst,
                     DataType dtype, double prescale);
@@ -58,9 +68,11 @@ class ShmAllreduce {
   // concatenated outputs; with `stream`, by non-temporal stores.
   void ScatterOutputs(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,
                       const uint8_t* src, size_t element_size, bool stream);
-  // Reduces this rank's slice of a chunk of `count` elements held in set `set`.
-  void ReduceSlice(int set, size_t count, DataType dtype, ReduceOp op,
-                   const ReduceScaling& scaling);
+  // Reduces this rank's slice of the chunk of `count` elements that starts at element `begin`
+  // and is held in set `set`, into the slice's place in its own slot. `own_from_input`: this
+  // rank's values come from its input spans (else from its slot, copied in).
+  void ReduceSlice(const std::vector<ReduceSpan>& spans, size_t begin, int set, size_t count,
+                   DataType dtype, ReduceOp op, const ReduceScaling& scaling, bool own_from_input);
 
   // Constant after construction.
   SharedMemoryPlane& plane_;

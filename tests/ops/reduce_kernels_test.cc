@@ -96,11 +96,15 @@ void CheckReduce(DataType dtype, ReduceOp op, size_t count) {
   const auto src = RandomValues<Codec>(count, rng);
   const auto before = dst;
   Reduce(dst.data(), src.data(), count, dtype, op);
+  // ReduceInto: the same values, into a third buffer, leaving both operands as they were.
+  std::vector<typename Codec::Storage> into(count);
+  ReduceInto(into.data(), before.data(), src.data(), count, dtype, op);
   for (size_t i = 0; i < count; ++i) {
     const auto expected =
         Codec::Narrow(Expected(Codec::Widen(before[i]), Codec::Widen(src[i]), op));
     INFO(DataTypeName(dtype) << " " << ReduceOpName(op) << " element " << i << " of " << count);
     REQUIRE(dst[i] == expected);
+    REQUIRE(into[i] == expected);
   }
 }
 
@@ -239,11 +243,14 @@ TEST_CASE("bool reduces as logical or (sum, average, max) and and (min, product)
   }
   const auto before = dst;
   Reduce(dst.data(), src.data(), count, DataType::kBool, op);
+  std::vector<uint8_t> into(count);
+  ReduceInto(into.data(), before.data(), src.data(), count, DataType::kBool, op);
   for (size_t i = 0; i < count; ++i) {
     const bool a = before[i] != 0;
     const bool b = src[i] != 0;
     INFO(ReduceOpName(op) << " of " << int{before[i]} << " and " << int{src[i]});
     REQUIRE(dst[i] == ((is_or ? (a || b) : (a && b)) ? 1 : 0));
+    REQUIRE(into[i] == dst[i]);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/config/config_table.h"
@@ -98,11 +99,16 @@ TEST_CASE("Allreduce over shared memory gives every rank the same bits", "[runti
     }
     std::vector<float> output_storage(count + 1);
     float* output = output_storage.data() + 1;
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    // Prescale 1: each rank reduces its slice straight from its input; 0.3: from its slot,
+    // where the prescaled values were copied (ops/shm_allreduce.h).
+    for (const auto& [op, prescale] : {std::pair{ReduceOp::kSum, 1.0},
+                                       {ReduceOp::kAverage, 1.0},
+                                       {ReduceOp::kSum, 0.3},
+                                       {ReduceOp::kAverage, 0.3}}) {
       AllreduceOptions options;
       options.op = op;
-      options.prescale = 0.3;
-      Status s = rt.Allreduce("bits/" + ReduceOpName(op),
+      options.prescale = prescale;
+      Status s = rt.Allreduce("bits/" + ReduceOpName(op) + "/" + std::to_string(prescale),
                               {input.data(), DataType::kFloat32, {count}, Device::Cpu()},
                               {output, DataType::kFloat32, {count}, Device::Cpu()}, options);
       if (!s.ok()) return s.ToString();
@@ -111,7 +117,7 @@ TEST_CASE("Allreduce over shared memory gives every rank the same bits", "[runti
         double want = 0;
         for (int r = 0; r < rt.size(); ++r) {
           want += static_cast<double>(static_cast<float>(
-              0.3 * (1.0f / static_cast<float>(1 + (i * 7919 + r * 104729) % 1000003))));
+              prescale * (1.0f / static_cast<float>(1 + (i * 7919 + r * 104729) % 1000003))));
         }
         if (op == ReduceOp::kAverage) want /= rt.size();
         if (std::abs(output[i] - want) > 1e-5 * std::abs(want)) {
@@ -129,6 +135,48 @@ TEST_CASE("Allreduce over shared memory gives every rank the same bits", "[runti
     CHECK(std::memcmp(results[r].data(), results[0].data(), results[0].size() * sizeof(float)) ==
           0);
   }
+}
+
+TEST_CASE("A fused allreduce over shared memory reduces slices that cross tensors and chunks",
+          "[runtime][allreduce][shm]") {
+  const int n = GENERATE(2, 3, 4);
+  Watchdog watchdog("shm fused allreduce, " + std::to_string(n) + " ranks",
+                    std::chrono::seconds(60));
+  LocalJob job(n, WithTransport("shm"));
+  // One fused buffer of several chunks (1 MiB slots) whose per-rank slices start and end
+  // inside tensors, so each rank's own slice comes from pieces of several inputs.
+  const std::vector<int64_t> counts = {1, 3 * (1 << 18) + 5, 17, 1000, 2 * (1 << 18) + 1, 3};
+  const DataType dtype = DataType::kFloat32;
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    for (const bool in_place : {false, true}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAverage}) {
+        std::vector<std::vector<uint8_t>> inputs, outputs;
+        std::vector<TensorView> in_views, out_views;
+        std::vector<std::string> names;
+        for (size_t t = 0; t < counts.size(); ++t) {
+          inputs.push_back(kolo::testing::MakeInput(dtype, counts[t], rt.rank(), op));
+          outputs.emplace_back(inputs.back().size(), 0xAB);
+          names.push_back("fused/" + ReduceOpName(op) + (in_place ? "/in/" : "/out/") +
+                          std::to_string(t));
+        }
+        for (size_t t = 0; t < counts.size(); ++t) {
+          in_views.push_back(View(inputs[t], dtype, counts[t]));
+          out_views.push_back(View(in_place ? inputs[t] : outputs[t], dtype, counts[t]));
+        }
+        AllreduceOptions options;
+        options.op = op;
+        Status s = rt.GroupedAllreduce(names, in_views, out_views, options);
+        if (!s.ok()) return names[0] + ": " + s.ToString();
+        for (size_t t = 0; t < counts.size(); ++t) {
+          std::string error = kolo::testing::CheckAllreduce(in_place ? inputs[t] : outputs[t],
+                                                            dtype, counts[t], rt.size(), op);
+          if (!error.empty()) return names[t] + ": " + error;
+        }
+      }
+    }
+    return "";
+  });
+  for (const std::string& failure : failures) CHECK(failure == "");
 }
 
 TEST_CASE("Broadcast over shared memory and over TCP delivers the root's bytes, chunk by chunk",
