@@ -243,18 +243,52 @@ bool Poll(int64_t id) {
   return FindOrThrow(id)->handle.Poll();
 }
 
+// Waits for `handle` with the GIL released, in 100 ms slices between which Python may raise
+// for a signal (KeyboardInterrupt): then `on_interrupt` runs and the exception propagates.
+template <typename OnInterrupt>
+void WaitInterruptibly(const Handle& handle, OnInterrupt&& on_interrupt) {
+  while (!handle.Poll()) {
+    {
+      py::gil_scoped_release release;
+      // A 100 ms slice: its kDeadlineExceeded only says the op is still running.
+      handle.Synchronize(0.1).IgnoreError();
+    }
+    if (PyErr_CheckSignals() != 0) {
+      on_interrupt();
+      throw py::error_already_set();
+    }
+  }
+}
+
+// allreduce_ of one contiguous CPU tensor, enqueued and waited for in one call: no handle id,
+// no table entry and no list conversions on the way (the common case of kolo.torch's
+// allreduce_; docs/TORCH-RACE.md). An interrupt hands the op to the table, which keeps the
+// tensor alive until it completes.
+void AllreduceInPlace(const std::string& name, const at::Tensor& tensor, int op, double prescale,
+                      double postscale, int process_set) {
+  const TensorView view = View(tensor, "allreduce '" + name + "'");
+  const AllreduceOptions options = ReduceOptions(op, prescale, postscale);
+  StatusOr<Handle> handle = InvalidArgument("unreached");
+  {
+    py::gil_scoped_release release;
+    ProcessSetScope in_set(process_set);
+    handle = kolo::allreduce_async(name, view, view, options);
+  }
+  ThrowIfError(handle.status());
+  WaitInterruptibly(*handle, [&] {
+    auto pending = std::make_shared<PendingOp>();
+    pending->keep_alive = {tensor};
+    pending->handle = *handle;
+    Table().Add(std::move(pending));
+  });
+  ThrowIfError(handle->Synchronize());  // complete: returns at once
+}
+
 // Waits for op `id` and returns (outputs, received splits, last joined rank). The op leaves the
 // table once it completed, failed or not; an interrupt (KeyboardInterrupt) leaves it there.
 py::tuple Synchronize(int64_t id) {
   std::shared_ptr<PendingOp> op = FindOrThrow(id);
-  while (!op->handle.Poll()) {
-    {
-      py::gil_scoped_release release;
-      // A 100 ms slice: its kDeadlineExceeded only says the op is still running.
-      op->handle.Synchronize(0.1).IgnoreError();
-    }
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-  }
+  WaitInterruptibly(op->handle, [] {});
   Status status = op->handle.Synchronize();  // complete: returns at once
   Table().Erase(id);
   ThrowIfError(status);
@@ -357,6 +391,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("process_set_ranks", &kolo::process_set_ranks);
   m.def("stop_timeline", &ext::StopTimeline);
   m.def("allreduce_async", &ext::AllreduceAsync);
+  m.def("allreduce_in_place", &ext::AllreduceInPlace);
   m.def("allgather_async", &ext::AllgatherAsync);
   m.def("broadcast_async", &ext::BroadcastAsync);
   m.def("alltoall_async", &ext::AlltoallAsync);

@@ -1,6 +1,11 @@
 """Errors raise Python exceptions carrying kolo's message; a mismatch or a local mistake fails
 that op only and the job goes on. Multi-rank mismatches need 2+ ranks (skipped on 1)."""
 
+import os
+import signal
+import threading
+import time
+
 import pytest
 import torch
 
@@ -20,6 +25,31 @@ def test_shape_mismatch_fails_on_every_rank():
     assert info.value.code == "MISMATCH"
     assert "mismatch.shape" in str(info.value) and "shape" in str(info.value)
     assert not isinstance(info.value, hvd.HorovodInternalError)
+    job_still_works()
+
+
+@multi_rank
+def test_interrupted_allreduce_raises_and_still_completes_into_its_tensor():
+    # Rank 0's in-place allreduce waits for the others, who hold theirs back: a SIGINT raises
+    # KeyboardInterrupt within the wait's 100 ms slice, and the op, kept with its tensor,
+    # still completes into it once the others submit.
+    tensor = torch.ones(8)
+    if hvd.rank() == 0:
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+        start = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            hvd.allreduce_(tensor, name="interrupted", op=hvd.Sum)
+        assert time.monotonic() - start < 2.0
+        hvd.barrier()
+        want = torch.full((8,), float(hvd.size()))
+        deadline = time.monotonic() + 20
+        while not torch.equal(tensor, want) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert torch.equal(tensor, want)
+    else:
+        hvd.barrier()
+        hvd.allreduce_(tensor, name="interrupted", op=hvd.Sum)
     job_still_works()
 
 

@@ -328,13 +328,12 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     op = _reduce_op(average, op, "allreduce_")
     if op != Adasum and isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu" \
             and tensor.is_contiguous():
-        # The common case, measured (docs/TORCH-RACE.md): no handle map, no finishing closure
-        # and no copy-back; the same kolo calls, about half the Python time per call. (Adasum
-        # is not one kolo reduction: it takes the general path, adasum.py.)
+        # The common case, measured (docs/TORCH-RACE.md): one C++ call that enqueues and
+        # waits, with no handle id, table entry, finishing closure or copy-back. (Adasum is not
+        # one kolo reduction: it takes the general path, adasum.py.)
         set_id = _set_id(process_set)
-        _C.synchronize(_C.allreduce_async([_op_name("allreduce", name, set_id)], [tensor],
-                                          [tensor], _kolo_op(op), float(prescale_factor),
-                                          float(postscale_factor), False, set_id))
+        _C.allreduce_in_place(_op_name("allreduce", name, set_id), tensor, _kolo_op(op),
+                              float(prescale_factor), float(postscale_factor), set_id)
         return tensor
     return synchronize(allreduce_async_(tensor, None, name, op, prescale_factor,
                                         postscale_factor, process_set))
