@@ -76,6 +76,10 @@ Status ShmAllreduce::Run(const std::vector<ReduceSpan>& spans, DataType dtype, R
     KOLO_RETURN_IF_ERROR(plane_.Sync(what));
     ReduceSlice(spans, begin, set, count, dtype, op, scaling, own_from_input);
     KOLO_RETURN_IF_ERROR(plane_.Sync(what));
+    if (!own_from_input) {
+      ScatterOutputs(spans, begin, count, plane_.slot(set, 0), element_size, stream);
+      continue;
+    }
     for (int r = 0; r < plane_.size(); ++r) {
       const auto [rlo, rhi] = Slice(count, plane_.size(), r, element_size);
       if (rlo >= rhi) continue;
@@ -129,28 +133,54 @@ void ShmAllreduce::ReduceSlice(const std::vector<ReduceSpan>& spans, size_t begi
   const auto [lo, hi] = Slice(count, plane_.size(), me, element_size);
   if (lo >= hi) return;
   const size_t offset = lo * element_size;
-  uint8_t* result = plane_.slot(set, me) + offset;  // where the other ranks read the slice
-  // This rank's values first, then the others' in rank order: one order for every slice of
-  // every op, so repeated runs give the same bits. Without own_from_input, `result` already
-  // holds this rank's values (copied in with the rest).
-  const int first_other = me == 0 ? 1 : 0;
-  if (own_from_input) {
-    const uint8_t* other = plane_.slot(set, first_other) + offset;
-    ForEachPiece(spans, begin + lo, hi - lo,
-                 [&](const ReduceSpan& span, size_t at, size_t to, size_t n) {
-                   ReduceInto(result + to * element_size,
-                              static_cast<const uint8_t*>(span.input) + at * element_size,
-                              other + to * element_size, n, dtype, op);
-                 });
+  const size_t n = hi - lo;
+  // Every rank's values in rank order, 0 first: the same order as when every slice was
+  // reduced from the slots alone, so results do not depend on how slices fall.
+  if (!own_from_input) {  // every rank's values are in the slots; the result goes to rank 0's
+    uint8_t* result = plane_.slot(set, 0) + offset;
+    for (int r = 1; r < plane_.size(); ++r) {
+      Reduce(result, plane_.slot(set, r) + offset, n, dtype, op);
+    }
+    ScaleResult(result, n, dtype, scaling);
+    return;
   }
-  for (int r = 0; r < plane_.size(); ++r) {
-    if (r == me || (own_from_input && r == first_other)) continue;
-    Reduce(result, plane_.slot(set, r) + offset, hi - lo, dtype, op);
+  // This rank's values come from its input (`nullptr` below), the others' from their slots;
+  // the result goes to this rank's own slot, where no input was copied.
+  uint8_t* result = plane_.slot(set, me) + offset;
+  auto source = [&](int r) -> const uint8_t* {
+    return r == me ? nullptr : plane_.slot(set, r) + offset;
+  };
+  const uint8_t* first = source(0);
+  const uint8_t* second = source(1);
+  if (first != nullptr && second != nullptr) {
+    ReduceInto(result, first, second, n, dtype, op);
+  } else {
+    ForEachPiece(spans, begin + lo, n, [&](const ReduceSpan& span, size_t at, size_t to, size_t k) {
+      const uint8_t* in = static_cast<const uint8_t*>(span.input) + at * element_size;
+      const size_t skip = to * element_size;
+      ReduceInto(result + skip, first != nullptr ? first + skip : in,
+                 second != nullptr ? second + skip : in, k, dtype, op);
+    });
   }
+  for (int r = 2; r < plane_.size(); ++r) {
+    if (r != me) {
+      Reduce(result, source(r), n, dtype, op);
+      continue;
+    }
+    ForEachPiece(spans, begin + lo, n, [&](const ReduceSpan& span, size_t at, size_t to, size_t k) {
+      Reduce(result + to * element_size,
+             static_cast<const uint8_t*>(span.input) + at * element_size, k, dtype, op);
+    });
+  }
+  ScaleResult(result, n, dtype, scaling);
+}
+
+void ShmAllreduce::ScaleResult(uint8_t* result, size_t n, DataType dtype,
+                               const ReduceScaling& scaling) {
   if (scaling.divisor > 0) {
-    ScaleDivideInPlace(result, hi - lo, dtype, scaling.postscale, scaling.divisor);
+    ScaleDivideInPlace(result, n, dtype, scaling.postscale, scaling.divisor);
   } else if (scaling.postscale != 1.0) {
-    ScaleCopy(result, result, hi - lo, dtype, scaling.postscale);
+    ScaleCopy(result, result, n, dtype, scaling.postscale);
   }
 }
 

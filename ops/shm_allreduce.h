@@ -1,17 +1,18 @@
 // ShmAllreduce: allreduce through a SharedMemoryPlane (core/shared_memory_plane.h) for jobs
 // whose ranks share one host. The buffer goes through the plane's slots in chunks of one slot,
 // each chunk cut into one slice per rank. Rank j copies every slice of its chunk but its own
-// slice j into its own slot and syncs; it then reduces slice j straight from its input and
-// the other ranks' slots into slice j of its own slot (its values first, then the others' in
-// rank order), applies the postscale or integer average there, and syncs; finally every rank
-// copies slice r of the result out of rank r's slot, for every r. Skipping the copy of its own
-// slice saves a pass over 1/p of the data per rank (docs/PERFORMANCE.md, "Bytes moved"); with
-// a prescale the own slice is copied too (the scaling happens while copying). Each slice is
-// computed once, by one rank, in the same order for every dtype and op, so every rank receives
-// bitwise-identical results. Consecutive chunks alternate between the plane's two slot sets
-// (SharedMemoryPlane::NextSlotSet), which is what makes two syncs per chunk enough: a rank
-// writes set s again (chunk c + 2) only after the sync that ends chunk c + 1, which every
-// rank reaches after copying chunk c out.
+// slice j into its own slot and syncs; it then reduces slice j from the ranks' values in rank
+// order, 0 first (its own read straight from its input, the others' from their slots), into
+// slice j of its own slot, applies the postscale or integer average there, and syncs; finally
+// every rank copies slice r of the result out of rank r's slot, for every r. Skipping the copy
+// of its own slice saves a pass over 1/p of the data per rank (docs/PERFORMANCE.md, "Bytes
+// moved"). With a prescale (applied while copying) every rank copies its whole chunk in and
+// the slices are reduced into rank 0's slot, as before that change. Each slice is computed
+// once, by one rank, in rank order for every dtype and op either way, so every rank receives
+// the same bits, and the bits do not depend on where slices fall. Consecutive chunks alternate
+// between the plane's two slot sets (SharedMemoryPlane::NextSlotSet), which is what makes two
+// syncs per chunk enough: a rank writes set s again (chunk c + 2) only after the sync that
+// ends chunk c + 1, which every rank reaches after copying chunk c out.
 //
 // Threading: background thread only (like the executor that owns it).
 #pragma once
@@ -69,10 +70,13 @@ class ShmAllreduce {
   void ScatterOutputs(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,
                       const uint8_t* src, size_t element_size, bool stream);
   // Reduces this rank's slice of the chunk of `count` elements that starts at element `begin`
-  // and is held in set `set`, into the slice's place in its own slot. `own_from_input`: this
-  // rank's values come from its input spans (else from its slot, copied in).
+  // and is held in set `set`. `own_from_input`: this rank's values come from its input spans
+  // and the result goes to its own slot; else every rank's values are in the slots and the
+  // result goes to rank 0's.
   void ReduceSlice(const std::vector<ReduceSpan>& spans, size_t begin, int set, size_t count,
                    DataType dtype, ReduceOp op, const ReduceScaling& scaling, bool own_from_input);
+  // Applies the postscale or integer average to `n` reduced elements at `result`.
+  static void ScaleResult(uint8_t* result, size_t n, DataType dtype, const ReduceScaling& scaling);
 
   // Constant after construction.
   SharedMemoryPlane& plane_;
