@@ -276,7 +276,7 @@ Status RuntimeImpl::JoinJob(const std::string& controller_address) {
   std::vector<std::string> addresses;
   for (const PeerInfo& peer : *peers) addresses.push_back(peer.data_address);
   KOLO_RETURN_IF_ERROR(mesh_->Connect(addresses, deadline));
-  mesh_->SetLocalRanks(topology_.local_size);
+  mesh_->SetLocalRanks(topology_.local_size, options_.cpu_bind == "core");
   return StartSharedMemory();
 }
 
@@ -295,6 +295,7 @@ Status RuntimeImpl::StartSharedMemory() {
   config.rank = options_.rank;
   config.size = options_.size;
   config.timeout_seconds = options_.timeout_seconds;
+  config.bound_to_own_cpus = options_.cpu_bind == "core";
   config.logger = MakeLogger(options_.rank, "shm", logger_->level());
   StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(config, *mesh_);
   if (!shm.ok()) {

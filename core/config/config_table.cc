@@ -473,6 +473,13 @@ std::vector<ConfigVar> BuildTable() {
           .Help("1: allreduces seen before (cached) are agreed on among the ranks, without a "
                 "round trip to the controller; 0: every op goes through the controller. Same on "
                 "every rank."),
+      Row("KOLO_CPU_BIND")
+          .Choice(&Options::cpu_bind, {"none", "core"}, "none")
+          .Help("core: the ranks of this host are bound to CPU sets of their own (kolorun binds "
+                "its local ranks so and sets this; say it yourself after mpirun --bind-to core), "
+                "so kolo's short polls stay on although each rank sees fewer CPUs than the host "
+                "has ranks. none: they are on only while the host's ranks fit in the CPUs this "
+                "process may use."),
       Row("KOLO_WAIT_SPIN_US")
           .Integer(&Options::wait_spin_us, 0, 10000, 30, "us")
           .Help("A blocking call or synchronize() polls its op this long (yielding the core) "

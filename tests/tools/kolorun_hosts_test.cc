@@ -223,6 +223,40 @@ TEST_CASE("PlanJob starts this host's ranks directly and others over ssh with th
   CHECK(Value(remote.rank_vars, "KOLO_SECRET") == "(unset)");
 }
 
+TEST_CASE("PlanJob binds the ranks it starts here to disjoint blocks of its CPUs",
+          "[tools][kolorun]") {
+  PlanContext context = Context();
+  context.cpus = {0, 1, 2, 3, 5};
+  auto plan = PlanJob(Options("localhost:2,node2:1", {"p"}), Job(3), context);
+  REQUIRE(plan.ok());
+  CHECK((*plan)[0].cpus == std::vector<int>{0, 1});
+  CHECK((*plan)[1].cpus == std::vector<int>{2, 3});  // 5 CPUs, 2 blocks of 2: CPU 5 unused
+  for (int r : {0, 1}) {
+    const RankLaunch& local = (*plan)[r];
+    CHECK(Value(local.rank_vars, "KOLO_CPU_BIND") == "core");
+    CHECK(std::count(local.env.begin(), local.env.end(), "KOLO_CPU_BIND=core") == 1);
+  }
+  CHECK((*plan)[2].cpus.empty());  // over ssh: the remote host's placement is its own
+  CHECK(Value((*plan)[2].rank_vars, "KOLO_CPU_BIND") == "(unset)");
+  CHECK_THAT(FormatPlan(*plan), Catch::Contains("bound to CPUs: 2,3"));
+
+  // Nobody is bound with --bind-to none, more ranks here than CPUs, one rank, or a template.
+  LaunchOptions none = Options("localhost:2", {"p"});
+  none.bind_to_cores = false;
+  LaunchOptions crowded = Options("localhost:6", {"p"});
+  LaunchOptions single = Options("localhost:1", {"p"});
+  LaunchOptions templated = Options("localhost:2", {"p"});
+  templated.launch_template = "ip netns exec {host}";
+  for (const LaunchOptions& options : {none, crowded, single, templated}) {
+    auto unbound = PlanJob(options, Job(options.num_ranks), context);
+    REQUIRE(unbound.ok());
+    for (const RankLaunch& launch : *unbound) {
+      CHECK(launch.cpus.empty());
+      CHECK(Value(launch.rank_vars, "KOLO_CPU_BIND") == "(unset)");
+    }
+  }
+}
+
 TEST_CASE("PlanJob prefixes the launch template and refuses unset -x variables",
           "[tools][kolorun]") {
   LaunchOptions options = Options("ns1=10.1.0.1:1,ns2=10.1.0.2:1", {"prog", "a b"});

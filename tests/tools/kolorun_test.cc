@@ -1,6 +1,7 @@
 // End-to-end tests of the kolorun binary: real processes (/bin/sh scripts as ranks), real
 // pipes and real signals. Each test arms a watchdog; timing bounds are generous for a loaded CI
 // machine yet far below the 60 s sleeps that a missing kill would leave behind.
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -53,6 +54,54 @@ TEST_CASE("kolorun gives every rank its identity and one shared secret by enviro
   ProcessResult again = RunRanks(1, "echo $KOLO_SECRET");
   REQUIRE(again.exit_code == 0);
   CHECK(again.out != "[0] " + *secrets.begin() + "\n");  // fresh per job
+}
+
+// The CPUs this process may run on.
+int AllowedCpuCount() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+}
+
+// Each rank's "Cpus_allowed_list" from /proc/self/status, by rank.
+std::map<int, std::string> AllowedCpuLists(const std::string& out) {
+  std::map<int, std::string> lists;
+  const std::regex line(R"(\[(\d+)\] Cpus_allowed_list:\s*(\S+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it) {
+    lists[std::stoi((*it)[1])] = (*it)[2];
+  }
+  return lists;
+}
+
+TEST_CASE("kolorun binds two local ranks to CPUs of their own, or not with --bind-to none",
+          "[tools][kolorun]") {
+  Watchdog watchdog("kolorun --bind-to", seconds(30));
+  const std::string script = "grep Cpus_allowed_list /proc/self/status; echo bind=$KOLO_CPU_BIND";
+  ProcessResult own = RunProcess({KOLORUN_PATH, "-np", "1", "/bin/sh", "-c", script});
+  REQUIRE(own.exit_code == 0);
+  const std::string everything = AllowedCpuLists(own.out)[0];  // one rank: never bound
+  CHECK_THAT(own.out, Catch::Contains("[0] bind=\n"));
+
+  ProcessResult bound = RunRanks(2, script);
+  REQUIRE(bound.exit_code == 0);
+  std::map<int, std::string> lists = AllowedCpuLists(bound.out);
+  REQUIRE(lists.size() == 2);
+  if (AllowedCpuCount() >= 2) {
+    CHECK(lists[0] != lists[1]);
+    CHECK(lists[0] != everything);
+    CHECK_THAT(bound.out, Catch::Contains("[0] bind=core") && Catch::Contains("[1] bind=core"));
+  } else {
+    WARN("one CPU: kolorun leaves the ranks unbound, which is what is checked");
+    CHECK(lists[0] == everything);
+  }
+
+  ProcessResult unbound =
+      RunProcess({KOLORUN_PATH, "--bind-to", "none", "-np", "2", "/bin/sh", "-c", script});
+  REQUIRE(unbound.exit_code == 0);
+  lists = AllowedCpuLists(unbound.out);
+  CHECK(lists[0] == everything);
+  CHECK(lists[1] == everything);
+  CHECK_THAT(unbound.out, Catch::Contains("[0] bind=\n") && Catch::Contains("[1] bind=\n"));
 }
 
 // Issue 19, item 8: with KOLO_SECRET_FILE exported, every rank used to get both it and

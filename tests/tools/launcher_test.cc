@@ -33,6 +33,15 @@ TEST_CASE("ParseLaunchOptions rejects rank counts outside 1..1024", "[tools][lau
   CHECK(options.status().message() == "-np must be an integer in [1, 1024], got '" + text + "'");
 }
 
+TEST_CASE("ParseLaunchOptions takes --bind-to core or none, core by default", "[tools][launcher]") {
+  CHECK(ParseLaunchOptions({"-np", "2", "p"})->bind_to_cores);
+  CHECK(ParseLaunchOptions({"--bind-to", "core", "-np", "2", "p"})->bind_to_cores);
+  CHECK_FALSE(ParseLaunchOptions({"--bind-to", "none", "-np", "2", "p"})->bind_to_cores);
+  auto bad = ParseLaunchOptions({"--bind-to", "socket", "-np", "2", "p"});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() == "--bind-to must be core or none, got 'socket'");
+}
+
 TEST_CASE("ParseLaunchOptions accepts the extremes 1 and 1024", "[tools][launcher]") {
   CHECK(ParseLaunchOptions({"-np", "1", "p"})->num_ranks == 1);
   CHECK(ParseLaunchOptions({"-np", "1024", "p"})->num_ranks == 1024);

@@ -94,6 +94,18 @@ StatusOr<std::vector<RankLaunch>> PlanJob(const LaunchOptions& options, const Jo
   KOLO_ASSIGN_OR_RETURN(std::vector<RankPlacement> placements,
                         PlaceRanks(hosts, options.num_ranks));
 
+  auto starts_here = [&](const RankPlacement& place) {
+    return options.launch_template.empty() &&
+           IsThisHost(hosts[static_cast<size_t>(place.host_index)].name, context.this_host);
+  };
+  // --bind-to core: one block of CPUs per rank started here, when each can have one.
+  size_t here = 0;
+  for (const RankPlacement& place : placements) here += starts_here(place) ? 1 : 0;
+  const size_t block = options.bind_to_cores && here >= 2 && here <= context.cpus.size()
+                           ? context.cpus.size() / here
+                           : 0;
+  size_t bound = 0;  // local ranks given their block so far
+
   std::vector<RankLaunch> plan;
   for (const RankPlacement& place : placements) {
     const Host& host = hosts[static_cast<size_t>(place.host_index)];
@@ -102,6 +114,11 @@ StatusOr<std::vector<RankLaunch>> PlanJob(const LaunchOptions& options, const Jo
     launch.rank = place.rank;
     launch.host = host.name;
     launch.rank_vars = RankVariables(who, job);
+    if (block > 0 && starts_here(place)) {
+      const auto first = context.cpus.begin() + static_cast<std::ptrdiff_t>(bound++ * block);
+      launch.cpus.assign(first, first + static_cast<std::ptrdiff_t>(block));
+      launch.rank_vars.emplace_back("KOLO_CPU_BIND", "core");
+    }
     std::vector<EnvVar> with_secret = launch.rank_vars;
     with_secret.emplace_back("KOLO_SECRET", job.secret);
     if (!options.launch_template.empty()) {
@@ -149,6 +166,11 @@ std::string FormatPlan(const std::vector<RankLaunch>& plan) {
               " (SCRIPT reads KOLO_SECRET from stdin, stops the rank at end of stdin)\n";
     } else {
       text += "  command: " + ShellJoin(launch.argv) + "\n";
+    }
+    if (!launch.cpus.empty()) {
+      std::string cpus;
+      for (int cpu : launch.cpus) cpus += (cpus.empty() ? "" : ",") + std::to_string(cpu);
+      text += "  bound to CPUs: " + cpus + "\n";
     }
     for (const auto& [name, value] : launch.rank_vars) {
       text += "  env: " + name + "=" + value + "\n";

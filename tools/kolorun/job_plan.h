@@ -28,6 +28,7 @@ struct RankLaunch {
                                   // empty: stdin is /dev/null
   std::vector<EnvVar> rank_vars;  // what kolorun adds to the rank's environment, but the secret
   std::string remote_command;     // kSsh: the rank's command line on the remote host
+  std::vector<int> cpus;          // kLocal: the CPUs it is bound to (--bind-to); empty: not bound
 };
 
 // What the plan depends on besides the command line.
@@ -35,6 +36,7 @@ struct PlanContext {
   std::vector<std::string> base_env;  // kolorun's environment
   std::string this_host;              // gethostname()
   std::string working_dir;            // remote ranks cd here
+  std::vector<int> cpus;              // the CPUs kolorun may run on, ascending (--bind-to)
 };
 
 // The host rank 0's controller listens on, as the other ranks must reach it: 127.0.0.1 when
@@ -47,7 +49,10 @@ std::string ControllerHost(const LaunchOptions& options, const PlanContext& cont
 bool IsThisHost(const std::string& name, const std::string& this_host);
 
 // One RankLaunch per rank, in rank order. `job` supplies size, controller and secret. Fails
-// for -np larger than the hosts' slots and for an -x variable that is not set.
+// for -np larger than the hosts' slots and for an -x variable that is not set. With
+// --bind-to core, two or more ranks started locally (fork/exec) and at least as many CPUs in
+// context.cpus: the i-th local rank gets the i-th of as many equal blocks of those CPUs (the
+// rest unused) and KOLO_CPU_BIND=core.
 StatusOr<std::vector<RankLaunch>> PlanJob(const LaunchOptions& options, const JobLayout& job,
                                           const PlanContext& context);
 

@@ -80,6 +80,11 @@ Status ApplyValueOption(const std::string& flag, const std::string& value, Launc
   } else if (flag == "--start-timeout") {
     KOLO_RETURN_IF_ERROR(CheckStartTimeout(flag, value));
     options->start_timeout = value;
+  } else if (flag == "--bind-to") {
+    if (value != "core" && value != "none") {
+      return InvalidArgument("--bind-to must be core or none, got '" + value + "'");
+    }
+    options->bind_to_cores = value == "core";
   } else if (flag == "--output-dir") {
     if (value.empty()) return InvalidArgument("--output-dir needs a directory");
     options->output_dir = value;
@@ -156,6 +161,10 @@ Options:
                         (sets KOLO_START_TIMEOUT_SECONDS)
   --output-dir DIR      also write each rank's raw stdout and stderr to DIR/rank.N.out and
                         DIR/rank.N.err (DIR is created)
+  --bind-to core|none   core (default): bind the ranks started on this host to disjoint
+                        blocks of the CPUs kolorun may use, when there are at least as many
+                        CPUs as such ranks (and two or more ranks), and tell them so
+                        (KOLO_CPU_BIND=core); none: leave placement to the scheduler
   --dry-run             print each rank's host, command line and environment; start nothing
   --                    ends kolorun's options; what follows is the program and its arguments
   --help                print this text
@@ -172,6 +181,7 @@ Each rank gets, in its environment:
   KOLO_SECRET                       a fresh 32-byte job secret, never on a command line (over
                                     ssh it travels on ssh's standard input)
   KOLO_JOB_ID                       a fresh job name, bound into every handshake
+  KOLO_CPU_BIND=core                (ranks bound by --bind-to core) its CPUs are its own
 
 SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank exits with a non-zero code
 or is killed by a signal, kolorun sends SIGTERM to the other ranks, SIGKILL 5 s later to those

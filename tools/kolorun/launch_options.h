@@ -25,6 +25,7 @@ struct LaunchOptions {
   std::vector<std::string> forward_env;  // -x NAME or NAME=VALUE, for ranks started over ssh
   std::string start_timeout;             // --start-timeout S, as given (KOLO_START_TIMEOUT_SECONDS)
   std::string output_dir;                // --output-dir: rank.N.out and rank.N.err files
+  bool bind_to_cores = true;             // --bind-to core (default) or none
   bool dry_run = false;                  // --dry-run: print the plan, start nothing
   bool show_help = false;                // --help: print UsageText() and exit 0
   bool show_env_help = false;            // --help-env: print the configuration table and exit 0

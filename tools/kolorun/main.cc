@@ -3,6 +3,7 @@
 //   kolorun -H node1:4,node2:4 python train.py
 // See UsageText() in launch_options.cc for the behaviour, job_plan.h for how each rank is
 // started, supervisor.h for the stop policy.
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -34,6 +35,18 @@ std::string WorkingDirectory() {
   return buffer.data();
 }
 
+// The CPUs this process may run on, ascending (empty if the kernel does not say).
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,6 +71,7 @@ int main(int argc, char** argv) {
   for (char** entry = environ; *entry != nullptr; ++entry) context.base_env.emplace_back(*entry);
   context.this_host = ThisHostName();
   context.working_dir = WorkingDirectory();
+  context.cpus = AllowedCpus();
 
   kolo::StatusOr<launcher::JobLayout> job = launcher::PrepareJob(options->num_ranks);
   if (!job.ok()) {

@@ -2,6 +2,7 @@
 #include "tools/kolorun/rank_process.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,13 +26,16 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
 // Runs in the child between fork and exec; never returns.
 [[noreturn]] void ExecChild(char* const* argv, char* const* envp, int in_fd, int out_fd, int err_fd,
                             const SignalPipe& signals, const ScopedSignalBlock& block,
-                            pid_t kolorun) {
+                            pid_t kolorun, const cpu_set_t* bind) {
   // A rank dies with kolorun, even when kolorun is SIGKILLed and cannot stop it (the signal
   // survives exec; kolorun is single-threaded, so its main thread's death is its own). If
   // kolorun died before this line, the parent is already someone else: exit instead.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != kolorun) _exit(kExecFailedCode);
   setpgid(0, 0);
+  // --bind-to core; a refusal (a CPU gone offline since kolorun read its mask) leaves the rank
+  // unbound, which is only slower.
+  if (bind != nullptr) sched_setaffinity(0, sizeof(*bind), bind);
   signals.RestoreInChild();
   block.RestoreInChild();
   if (in_fd < 0) in_fd = open("/dev/null", O_RDONLY);
@@ -56,8 +60,14 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
 
 StatusOr<RankProcess> SpawnRank(const std::vector<std::string>& command,
                                 const std::vector<std::string>& env, const SignalPipe& signals,
-                                const std::string& stdin_data) {
+                                const std::string& stdin_data, const std::vector<int>& cpus) {
   std::vector<char*> argv = CStrings(command);
+  cpu_set_t cpu_set;  // made here: the child only hands it to the kernel
+  CPU_ZERO(&cpu_set);
+  for (int cpu : cpus) {
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &cpu_set);
+  }
+  const cpu_set_t* bind = cpus.empty() ? nullptr : &cpu_set;
   std::vector<char*> envp = CStrings(env);
   int out[2] = {-1, -1}, err[2] = {-1, -1}, in[2] = {-1, -1};
   auto close_all = [&] {
@@ -89,7 +99,7 @@ StatusOr<RankProcess> SpawnRank(const std::vector<std::string>& command,
     const pid_t kolorun = getpid();
     pid = fork();
     if (pid == 0) {
-      ExecChild(argv.data(), envp.data(), in[0], out[1], err[1], signals, block, kolorun);
+      ExecChild(argv.data(), envp.data(), in[0], out[1], err[1], signals, block, kolorun, bind);
     }
   }
   if (pid < 0) {

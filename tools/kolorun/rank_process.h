@@ -30,10 +30,13 @@ struct RankProcess {
 // and exits with kExecFailedCode. `signals` supplies the dispositions the child restores.
 // Non-empty `stdin_data` (at most a pipe buffer, 4 KiB) is written to the child's stdin pipe,
 // whose write end the caller then holds open: closing it is the child's end-of-file (over ssh,
-// what stops a remote rank). Fails only if the pipes or the fork cannot be made.
+// what stops a remote rank). Non-empty `cpus`: the child binds itself to them before exec
+// (sched_setaffinity); if the kernel refuses, it runs unbound. Fails only if the pipes or the
+// fork cannot be made.
 StatusOr<RankProcess> SpawnRank(const std::vector<std::string>& command,
                                 const std::vector<std::string>& env, const SignalPipe& signals,
-                                const std::string& stdin_data = "");
+                                const std::string& stdin_data = "",
+                                const std::vector<int>& cpus = {});
 
 // A rank's wait status in words: "exited with code 3", "was killed by signal 9 (Killed)".
 std::string DescribeWaitStatus(int wait_status);

@@ -141,7 +141,7 @@ Status Supervisor::Start(const std::vector<RankLaunch>& plan) {
   for (const RankLaunch& launch : plan) {
     const int r = launch.rank;
     StatusOr<RankProcess> process =
-        SpawnRank(launch.argv, launch.env, *signals_, launch.stdin_data);
+        SpawnRank(launch.argv, launch.env, *signals_, launch.stdin_data, launch.cpus);
     if (!process.ok()) {
       return process.status().WithContext("rank " + std::to_string(r) + " on " + launch.host);
     }

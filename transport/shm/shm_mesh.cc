@@ -225,7 +225,7 @@ StatusOr<std::unique_ptr<ShmMesh>> ShmMesh::Create(const Config& config, DataPla
 ShmMesh::ShmMesh(const Config& config, std::unique_ptr<ShmSegment> segment)
     : config_(config),
       segment_(std::move(segment)),
-      spins_(Oversubscribed(config.size) ? 0 : kSpins) {}
+      spins_(!config.bound_to_own_cpus && Oversubscribed(config.size) ? 0 : kSpins) {}
 
 ShmMesh::~ShmMesh() = default;
 

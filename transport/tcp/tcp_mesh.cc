@@ -212,13 +212,13 @@ StatusOr<std::vector<UniqueFd>> TcpMesh::ConnectSet(
   return MeshConnector(std::move(params), resolved).Run(deadline);
 }
 
-void TcpMesh::SetLocalRanks(int local_ranks) {
+void TcpMesh::SetLocalRanks(int local_ranks, bool bound_to_own_cpus) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  busy_poll_ = local_ranks <= cores;
-  config_.logger->debug("{} ranks on this host, {} cores: busy polling {}", local_ranks, cores,
-                        busy_poll_ ? "on" : "off");
+  busy_poll_ = bound_to_own_cpus || local_ranks <= cores;
+  config_.logger->debug("{} ranks on this host, {} cores{}: busy polling {}", local_ranks, cores,
+                        bound_to_own_cpus ? " (bound to its own)" : "", busy_poll_ ? "on" : "off");
 }
 
 Status TcpMesh::CheckPeer(int peer, size_t total, const char* role, const std::string& what) const {

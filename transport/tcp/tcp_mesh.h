@@ -58,11 +58,12 @@ class TcpMesh final : public DataPlane {
   // Connect, on the owner's thread.
   void SetGeneration(std::string generation) { generation_ = std::move(generation); }
 
-  // How many ranks of the job run on this host. The pump polls without sleeping before it
-  // blocks (transport/tcp/stream_pump.h) only while they do not outnumber the cores this process
-  // may run on: beyond that a spinning rank takes the core from one that has work. Until it is
-  // called the mesh does not busy-poll. Owner thread, not during an Exchange.
-  void SetLocalRanks(int local_ranks);
+  // How many ranks of the job run on this host, and whether a launcher bound each to CPUs of
+  // its own (KOLO_CPU_BIND=core). The pump polls without sleeping before it blocks
+  // (transport/tcp/stream_pump.h) only when the ranks are bound so, or do not outnumber the
+  // cores this process may run on: beyond that a spinning rank takes the core from one that has
+  // work. Until it is called the mesh does not busy-poll. Owner thread, not during an Exchange.
+  void SetLocalRanks(int local_ranks, bool bound_to_own_cpus = false);
 
   // Whether SetLocalRanks found a core for every local rank. Owner thread.
   bool busy_poll() const { return busy_poll_; }

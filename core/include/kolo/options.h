@@ -100,6 +100,11 @@ struct Options {
   // KOLO_TRANSPORT. Must be the same on every rank.
   Transport transport{};
 
+  // KOLO_CPU_BIND: "core" when a launcher bound the ranks of this host to disjoint CPU sets
+  // (kolorun does for the ranks it starts here): kolo then polls before sleeping even though
+  // this process sees fewer CPUs than the host has ranks. "none": not known to be bound.
+  std::string cpu_bind;
+
   // KOLO_WAIT_SPIN_US: a blocking call or synchronize() watches its op for this long, yielding
   // the core between checks, before it sleeps; only where every rank of the host has a core.
   int wait_spin_us{};
