@@ -165,6 +165,7 @@ Options:
                         blocks of the CPUs kolorun may use, when there are at least as many
                         CPUs as such ranks (and two or more ranks), and tell them so
                         (KOLO_CPU_BIND=core); none: leave placement to the scheduler
+                        (for several jobs on one host: each binds from the first CPU)
   --dry-run             print each rank's host, command line and environment; start nothing
   --                    ends kolorun's options; what follows is the program and its arguments
   --help                print this text
