@@ -295,7 +295,7 @@ Status RuntimeImpl::StartSharedMemory() {
   config.rank = options_.rank;
   config.size = options_.size;
   config.timeout_seconds = options_.timeout_seconds;
-  config.bound_to_own_cpus = options_.cpu_bind == "core";
+  config.spin = mesh_->busy_poll();  // decided by SetLocalRanks, KOLO_CPU_BIND included
   config.logger = MakeLogger(options_.rank, "shm", logger_->level());
   StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(config, *mesh_);
   if (!shm.ok()) {

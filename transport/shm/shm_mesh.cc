@@ -23,7 +23,7 @@ constexpr size_t kPage = 4096;
 constexpr size_t kNameBytes = 64;
 // A waiter re-checks its deadline and Interrupt at least this often while asleep.
 constexpr long kSleepSliceNs = 5'000'000;
-constexpr int kSpins = 1000;  // pause instructions before yielding (when not oversubscribed)
+constexpr int kSpins = 1000;  // pause instructions before yielding (with Config::spin)
 constexpr int kYields = 8;    // sched_yield calls before sleeping on the futex
 // How long a rank whose bootstrap broke waits for rank 0's lock on the segment to drop (a
 // killed creator's lock goes a moment after its sockets close) before leaving the name to the
@@ -196,15 +196,6 @@ StatusOr<std::unique_ptr<ShmSegment>> OpenShared(const ShmMesh::Config& config, 
   return std::move(opened).value();
 }
 
-// More ranks than CPUs this process may run on (all ranks are on this host): a spinning
-// waiter would only hold a CPU the rank it waits for needs, so waiters yield at once.
-bool Oversubscribed(int ranks) {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return false;
-  return ranks > CPU_COUNT(&cpus);
-}
-
 }  // namespace
 
 size_t ShmMeshBytes(int size, size_t slot_bytes) {
@@ -223,9 +214,7 @@ StatusOr<std::unique_ptr<ShmMesh>> ShmMesh::Create(const Config& config, DataPla
 }
 
 ShmMesh::ShmMesh(const Config& config, std::unique_ptr<ShmSegment> segment)
-    : config_(config),
-      segment_(std::move(segment)),
-      spins_(!config.bound_to_own_cpus && Oversubscribed(config.size) ? 0 : kSpins) {}
+    : config_(config), segment_(std::move(segment)), spins_(config.spin ? kSpins : 0) {}
 
 ShmMesh::~ShmMesh() = default;
 

@@ -6,9 +6,9 @@
 //
 // Sync: each rank's counter only grows (one step per Sync, the same sequence on every rank),
 // so a value left from an earlier op never satisfies a later wait. A waiter spins briefly
-// (not at all when there are more ranks than CPUs, unless each is bound to CPUs of its own), then
-// yields, then sleeps on a futex on its peer's counter (woken by the peer only when someone
-// sleeps), re-checking its deadline and Interrupt every few milliseconds.
+// (only with Config::spin), then yields, then sleeps on a futex on its peer's counter (woken by
+// the peer only when someone sleeps), re-checking its deadline and Interrupt every few
+// milliseconds.
 //
 // Threading: Create, slot and Sync on the owner (background) thread; Interrupt from any thread.
 // Destroy only when no Sync is running.
@@ -39,9 +39,9 @@ class ShmMesh final : public SharedMemoryPlane {
     int rank = 0;
     int size = 1;
     size_t slot_bytes = kDefaultSlotBytes;  // rounded up to a multiple of 64
-    // KOLO_CPU_BIND=core: every rank has CPUs of its own, so a waiter spins even when this
-    // process sees fewer CPUs than there are ranks.
-    bool bound_to_own_cpus = false;
+    // Every rank of the host has a core (TcpMesh::busy_poll(): the one place that rule is
+    // decided): a waiter spins briefly before it yields. False: it yields at once.
+    bool spin = false;
     // KOLO_TIMEOUT_SECONDS: the longest Sync waits for the last rank.
     double timeout_seconds = DefaultOptions().timeout_seconds;
     Logger logger;  // null: a "shm" logger at warning level
