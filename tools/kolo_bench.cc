@@ -130,6 +130,12 @@ class Sweep {
   // untimed, since the last op replaced it with its result. Does nothing otherwise.
   Status RefillInPlace(const CollectivePattern& pattern, const TensorView& out,
                        const TensorView& run_out);
+  // --barrier's wait for every rank: a one-element allreduce through the path the timed ops
+  // take (the data plane alone with --raw), so that the ranks leave it as closely together as
+  // the path allows. kolo::barrier() would do, but it goes through the controller every time,
+  // and its ranks return tens of microseconds apart over gRPC: the skew the barrier is there
+  // to remove.
+  Status Barrier();
   // Turns per-rank iteration times and wrong counts into job-wide ones (max, sum).
   Status ReduceResults(std::vector<double>* times, int64_t* wrong);
   void Print(DataType dtype, const BenchOp& op, const Row& row);
@@ -252,6 +258,7 @@ Status Sweep::TimeIterations(const std::string& name, const TensorView& in, cons
     if (device_ != nullptr) {
       KOLO_RETURN_IF_ERROR(device_->Upload(run_out.data, out.data, out.num_bytes()));
     }
+    if (options_.barrier) KOLO_RETURN_IF_ERROR(Barrier());
     KOLO_RETURN_IF_ERROR(RunOnce(name, op, in, run_out, &time));
     if (device_ != nullptr) {
       KOLO_RETURN_IF_ERROR(device_->Download(out.data, run_out.data, out.num_bytes()));
@@ -269,6 +276,14 @@ Status Sweep::TimeIterations(const std::string& name, const TensorView& in, cons
   }
   row->wrong = wrong;
   return Status::Ok();
+}
+
+Status Sweep::Barrier() {
+  int64_t token = 0;
+  const TensorView view{&token, DataType::kInt64, {1}, kolo::Device::Cpu()};
+  Status status = options_.raw ? kolo::internal::RawAllreduce(&token, 1, DataType::kInt64)
+                               : Allreduce("bench/barrier", view, view, ReduceOp::kSum);
+  return status.WithContext("--barrier");
 }
 
 Status Sweep::ReduceResults(std::vector<double>* times, int64_t* wrong) {

@@ -78,9 +78,11 @@ TEST_CASE("ParseBenchOptions takes --model and --stat", "[tools][bench]") {
   CHECK_FALSE(options->median);
   CHECK_FALSE(options->raw);
   CHECK_FALSE(options->inplace);
-  options = ParseBenchOptions({"--raw", "1"});
+  CHECK_FALSE(options->barrier);
+  options = ParseBenchOptions({"--raw", "1", "--barrier", "1"});
   REQUIRE(options.ok());
   CHECK(options->raw);
+  CHECK(options->barrier);
   options = ParseBenchOptions({"--inplace", "1", "-o", "all"});
   REQUIRE(options.ok());
   CHECK(options->inplace);
@@ -113,6 +115,7 @@ TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
       Case{{"--raw", "1", "-o", "max"}, "--raw runs allreduce sums only (-o sum)"},
       Case{{"--inplace", "1", "-o", "allgather"}, "--inplace applies to allreduce only"},
       Case{{"--inplace", "2"}, "--inplace must be an integer in [0, 1]"},
+      Case{{"--barrier", "yes"}, "--barrier must be an integer in [0, 1]"},
       Case{{"--device", "gpu"}, "--device: unknown value 'gpu' (one of: cpu cuda cuda-sim)"},
       Case{{"--device", "cuda", "--raw", "1"},
            "--raw and --model run on host memory only (--device cpu)"},

@@ -135,8 +135,9 @@ TEST_CASE("kolo-bench --device cuda-sim runs every collective exactly on simulat
 
 TEST_CASE("kolo-bench --raw 1 runs the data plane alone, exactly", "[tools][bench][multirank]") {
   Watchdog watchdog("kolo-bench --raw", seconds(120));
+  // --barrier 1: the runtime's barrier between data-plane-only ops, as compare.sh runs it.
   ProcessResult run = RunBench(3, {"-b", "4", "-e", "4M", "-f", "16", "-n", "3", "-w", "1", "--raw",
-                                   "1", "--stat", "median"});
+                                   "1", "--stat", "median", "--barrier", "1"});
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   std::vector<BenchRow> rows = ParseRows(run.out);

@@ -141,6 +141,7 @@ const std::map<std::string, FlagSetter>& Flags() {
     });
     add("--raw", "--raw", IntFlag("--raw", &BenchOptions::raw, 0, 1));
     add("--inplace", "--inplace", IntFlag("--inplace", &BenchOptions::inplace, 0, 1));
+    add("--barrier", "--barrier", IntFlag("--barrier", &BenchOptions::barrier, 0, 1));
     add("--stat", "--stat", [](const std::string& v, BenchOptions* o) -> Status {
       if (v != "mean" && v != "median") {
         return InvalidArgument("--stat: unknown value '" + v + "' (one of: mean median)");
@@ -274,6 +275,10 @@ Collective sweep through kolo's public API, printed by rank 0 in the style of nc
       --inplace 0|1        allreduce in place: the output is the input tensor, refilled
                            untimed before each iteration, as MPI_IN_PLACE peers are timed
                            (default 0: out of place); allreduce only
+      --barrier 0|1        an untimed barrier before every timed iteration, so that the ranks
+                           start each timed op together, as the MPI and Gloo benchmarks time
+                           theirs (default 0: back to back, a rank's wait for a late peer
+                           counts)
   -m, --model resnet50     instead of the sweep: a training step of the model's gradients (each
                            its own allreduce, last layer first, waited for together) against one
                            raw allreduce of the same bytes through the data plane alone, which

@@ -32,6 +32,9 @@ struct BenchOptions {
   // --inplace: allreduce writes its result over its input (input.data == output.data), the
   // way MPI_IN_PLACE peers are timed; the input is refilled, untimed, before each iteration.
   bool inplace = false;
+  // --barrier: an untimed barrier before every timed iteration, so that the ranks start each
+  // timed op together, as the peers' benchmarks (../shared/bench) time theirs.
+  bool barrier = false;
   // --model: instead of the sweep, a training step of this model's gradients against one raw
   // data-plane allreduce of the same bytes (tools/bench/model_bench.h).
   std::string model;

@@ -59,8 +59,10 @@ for rep in $(seq 1 "$reps"); do
   for np in $nps; do
     for transport in $transports; do
       log "kolo $transport with $np ranks, repetition $rep of $reps"
-      sweep=(-b 4K -e "$max_size" -f 4 -n "$iters" -w 2 --stat median)
-      lat=(-b 8 -e 4K -f 512 -n 300 -w 30 --stat median)
+      # --barrier 1: the ranks start every timed op together, as run.sh's peers do (an
+      # MPI_Barrier before each call), so that neither side's time holds the other's skew.
+      sweep=(-b 4K -e "$max_size" -f 4 -n "$iters" -w 2 --stat median --barrier 1)
+      lat=(-b 8 -e 4K -f 512 -n 300 -w 30 --stat median --barrier 1)
       kolo "$transport" "$np" "$out/kolo__${transport}__np${np}__rep${rep}.txt" "${sweep[@]}"
       kolo "$transport" "$np" "$out/kolo-inplace__${transport}__np${np}__rep${rep}.txt" \
         "${sweep[@]}" --inplace 1

@@ -103,11 +103,12 @@ for round in $(seq 1 "$rounds"); do
     log "round $round: kolo-bench C++ over $transport"
     run "allreduce__kolo-bench-${transport}__r$round" env KOLO_TRANSPORT="$transport" \
       "$build/bin/kolorun" -np 2 "$build/bin/kolo-bench" -b 4K -e "$max_size" -f 4 \
-      -n "$iters" -w 3 --stat median --inplace 1
+      -n "$iters" -w 3 --stat median --inplace 1 --barrier 1
   done
   for config in $round_configs; do
     log "round $round: allreduce on $config"
-    launch "$config" allreduce_bench.py -b 4K -e "$max_size" -f 4 -n "$iters" -w 3 --stat median
+    launch "$config" allreduce_bench.py -b 4K -e "$max_size" -f 4 -n "$iters" -w 3 --stat median \
+      --barrier 1
     run "allreduce__${config}__r$round" "${cmd[@]}"
   done
   for model in $models; do

@@ -6,13 +6,13 @@ One script for three libraries, so that they are timed the same way:
     horovodrun -np 2 -H localhost:2 --gloo python allreduce_bench.py --hvd horovod.torch
     torchrun --nproc_per_node 2 allreduce_bench.py --ddp        # torch.distributed, gloo
 
-Every iteration fills the tensor untimed (rank r writes r+1), times one in-place sum (the
-library's allreduce_ / dist.all_reduce, which returns when the result is there), and checks the
-result untimed (#wrong counts the iterations whose result is not n(n+1)/2 everywhere). Sizes
-go from -b to -e by the factor -f. Rank 0 prints, per size: bytes, count, type, redop, the mean
-or median (--stat) time per op over -n timed iterations after -w warmup ones, algbw =
-bytes/time and busbw = algbw*2(n-1)/n (nccl-tests' definition), and #wrong. Exits non-zero if
-any result was wrong. Ops are named per size (as DistributedOptimizer names gradients), so
+Every iteration fills the tensor untimed (rank r writes r+1), with --barrier 1 waits for the
+other ranks (untimed), times one in-place sum (the library's allreduce_ / dist.all_reduce,
+which returns when the result is there), and checks the result untimed (#wrong counts the
+iterations whose result is not n(n+1)/2 everywhere). Sizes go from -b to -e by the factor -f.
+Rank 0 prints, per size: bytes, count, type, redop, the mean or median (--stat) over -n timed
+iterations (after -w warmup ones) of the slowest rank's time, algbw = bytes/time and busbw =
+algbw*2(n-1)/n (nccl-tests' definition), and #wrong. Exits non-zero if any result was wrong. Ops are named per size (as DistributedOptimizer names gradients), so
 libraries that cache negotiations by name may use their caches.
 """
 
@@ -48,6 +48,9 @@ def parse_args(argv):
     parser.add_argument("-w", type=int, default=3, help="warmup iterations per size")
     parser.add_argument("--stat", choices=["mean", "median"], default="median")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    parser.add_argument("--barrier", type=int, choices=[0, 1], default=0,
+                        help="1: an untimed barrier before every timed op, so that the ranks "
+                        "start it together (as kolo-bench --barrier 1 and the MPI benchmarks)")
     return parser.parse_args(argv)
 
 
@@ -70,6 +73,9 @@ class Hvd:
 
     def barrier(self):
         self.hvd.allreduce(torch.zeros(1), name="bench.barrier")
+
+    def gather_rows(self, row, name):
+        return self.hvd.allgather(row.unsqueeze(0), name=name)
 
     def shutdown(self):
         self.hvd.shutdown()
@@ -95,6 +101,11 @@ class Ddp:
 
     def barrier(self):
         self.dist.barrier()
+
+    def gather_rows(self, row, name):
+        rows = [torch.empty_like(row) for _ in range(self.size())]
+        self.dist.all_gather(rows, row)
+        return torch.stack(rows)
 
     def shutdown(self):
         self.dist.destroy_process_group()
@@ -130,6 +141,8 @@ def main(argv):
         lib.barrier()
         for iteration in range(args.w + args.n):
             tensor.fill_(rank + 1)
+            if args.barrier:
+                lib.barrier()
             start = time.perf_counter()
             lib.allreduce_(tensor, name)
             elapsed = time.perf_counter() - start
@@ -137,6 +150,10 @@ def main(argv):
                 wrong += 1
             if iteration >= args.w:
                 times.append(elapsed)
+        # Each iteration's time is the slowest rank's, as kolo-bench and the MPI benchmarks
+        # report it.
+        per_rank = lib.gather_rows(torch.tensor(times, dtype=torch.float64), name + ".times")
+        times = per_rank.max(dim=0).values.tolist()
         seconds = statistics.median(times) if args.stat == "median" else statistics.mean(times)
         algbw = size / seconds / 1e9
         busbw = algbw * 2 * (ranks - 1) / ranks
