@@ -10,6 +10,7 @@
 #include <future>
 #include <iterator>
 #include <map>
+#include <thread>
 
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
@@ -237,4 +238,74 @@ TEST_CASE("Ops the fast path ran count as one response each in the fusion summar
   std::map<std::string, int> negotiations;
   for (const auto& n : model.negotiations) ++negotiations[n.tensor];
   CHECK(negotiations["v"] == 4);  // rank 0 draws the fast path's negotiations too
+}
+
+namespace {
+
+// Three steps of a training loop's shape: 100 ms of "forward" work, then a "backward" pass of
+// three 20 ms pieces, each followed by one gradient's AllreduceAsync (`as_hooks_fire`) or all
+// three handed over together after the pass; then a wait for the three.
+std::string TrainLikeSteps(Runtime& rt, bool as_hooks_fire) {
+  std::vector<std::vector<float>> grads(3, std::vector<float>(16384, 1.0f));
+  for (int step = 0; step < 3; ++step) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::vector<std::promise<Status>> done(3);
+    auto enqueue = [&](int g) {
+      TensorView view{grads[g].data(), DataType::kFloat32, {16384}, Device::Cpu()};
+      return rt.AllreduceAsync("grad/" + std::to_string(g), view, view, {},
+                               [&done, g](const Status& st) { done[g].set_value(st); });
+    };
+    for (int g = 0; g < 3; ++g) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (as_hooks_fire && !enqueue(g).ok()) return "enqueue failed";
+    }
+    for (int g = 0; g < 3 && !as_hooks_fire; ++g) {
+      if (!enqueue(g).ok()) return "enqueue failed";
+    }
+    for (auto& d : done) {
+      Status s = d.get_future().get();
+      if (!s.ok()) return s.ToString();
+    }
+  }
+  return "";
+}
+
+timeline::Summary SummaryOfTrainLikeRun(bool as_hooks_fire) {
+  const kolo::testing::TempDir temp("kolo-timeline-test-");
+  const std::string path = temp.path() + "/trace.json";
+  {
+    LocalJob job(2, [&](Options& o) { o.timeline_path = path; });
+    CHECK(job.RunOnAllRanks([&](Runtime& rt) { return TrainLikeSteps(rt, as_hooks_fire); }) ==
+          std::vector<std::string>{});
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+  }
+  auto set = timeline::LoadTraceSet(
+      {temp.path() + "/trace.rank0.json", temp.path() + "/trace.rank1.json"});
+  REQUIRE(set.ok());
+  return timeline::Summarize(timeline::BuildTraceModel(*set));
+}
+
+}  // namespace
+
+TEST_CASE("The summary shows gradients handed over as hooks fire overlapping the backward pass",
+          "[runtime][timeline]") {
+  Watchdog watchdog("overlap in a real trace", std::chrono::seconds(60));
+  const timeline::Summary hooks = SummaryOfTrainLikeRun(true);
+  REQUIRE(hooks.overlap.size() == 2);
+  for (const timeline::OverlapStats& stats : hooks.overlap) {
+    INFO("rank " << stats.rank);
+    CHECK(stats.steps == 3);
+    CHECK(stats.movement_us > 0);
+    // The first two gradients of each step ran within the 20 ms before the next enqueue.
+    CHECK(stats.overlapped_share() > 0.5);
+  }
+  const timeline::Summary after = SummaryOfTrainLikeRun(false);
+  REQUIRE(after.overlap.size() == 2);
+  for (const timeline::OverlapStats& stats : after.overlap) {
+    INFO("rank " << stats.rank);
+    CHECK(stats.steps == 3);
+    // Handed over together after the pass: (almost) nothing runs before the last enqueue.
+    CHECK(stats.overlapped_share() < 0.2);
+    CHECK(stats.tail_per_step_us() > 0);
+  }
 }

@@ -246,6 +246,56 @@ TEST_CASE("summary: phase wall times count fused phases once; bandwidth", "[tool
   CHECK(summary.end_us == 2561);
 }
 
+// Two training steps, 10 ms apart, as a backward pass with gradient hooks traces them: rank
+// 0 enqueues one op at 0, 1, 2 ms of each step and each runs (transfer) right away; rank 1
+// enqueues all three at the end of the step's work (2 ms), so nothing of its transfer runs
+// before its last enqueue.
+TraceModel TwoStepModel() {
+  TraceModel model;
+  model.ranks = {RankInfo{0, 2}, RankInfo{1, 2}};
+  for (double step : {0.0, 10000.0}) {
+    for (int i = 0; i < 3; ++i) {
+      const double enqueue = step + 1000.0 * i;
+      model.ops.push_back({0, "g" + std::to_string(i), "ALLREDUCE", enqueue, enqueue + 400});
+      model.phases.push_back({0, Phase::kTransfer, enqueue + 100, enqueue + 300});
+      const double late = step + 2000.0;
+      const double run = late + 100.0 + 200.0 * i;
+      model.ops.push_back({1, "g" + std::to_string(i), "ALLREDUCE", late, run + 200});
+      model.phases.push_back({1, Phase::kTransfer, run, run + 200});
+    }
+  }
+  model.begin_us = 0;
+  model.end_us = 12700;
+  return model;
+}
+
+TEST_CASE("summary: overlap of data movement with the work between enqueues, per step",
+          "[tools][timeline]") {
+  const Summary summary = Summarize(TwoStepModel());
+  REQUIRE(summary.overlap.size() == 2);
+  const OverlapStats& hooks = summary.overlap[0];
+  CHECK(hooks.rank == 0);
+  CHECK(hooks.steps == 2);
+  CHECK(hooks.movement_us == Approx(1200));   // 3 x 200 us per step
+  CHECK(hooks.overlapped_us == Approx(800));  // the first two ops' transfers of each step
+  CHECK(hooks.overlapped_share() == Approx(2.0 / 3.0));
+  CHECK(hooks.tail_per_step_us() == Approx(400));  // the last op: enqueued at 2000, done 2400
+  const OverlapStats& late = summary.overlap[1];
+  CHECK(late.rank == 1);
+  CHECK(late.steps == 2);
+  CHECK(late.movement_us == Approx(1200));
+  CHECK(late.overlapped_us == 0);
+  CHECK(late.overlapped_share() == 0);
+  CHECK(late.tail_per_step_us() == Approx(700));
+  const std::string text = FormatSummaryText(summary);
+  CHECK(text.find("     0      2               0.600                66.7%                    "
+                  "0.400\n") != std::string::npos);
+  auto json = ParseJson(ToJson(SummaryToJson(summary)));
+  REQUIRE(json.ok());
+  REQUIRE(json->Find("overlap") != nullptr);
+  CHECK(Number(json->Find("overlap")->as_array().at(1), "tail_per_step_us") == Approx(700));
+}
+
 TEST_CASE("summary: merged file and per-rank files give the same numbers", "[tools][timeline]") {
   TempDir dir("kolo-timeline-test-");
   std::vector<std::string> warnings;

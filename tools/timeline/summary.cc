@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "tools/timeline/plot_window.h"
+
 namespace kolo::timeline {
 namespace {
 
@@ -77,7 +79,63 @@ FusionStats Fusion(const std::vector<OpSpan>& ops) {
   return fusion;
 }
 
+// The parts of `intervals` inside [begin, end].
+std::vector<Interval> Clip(const std::vector<Interval>& intervals, double begin, double end) {
+  std::vector<Interval> clipped;
+  for (const Interval& interval : intervals) {
+    const double lo = std::max(interval.begin_us, begin);
+    const double hi = std::min(interval.end_us, end);
+    if (lo < hi) clipped.push_back({lo, hi});
+  }
+  return clipped;
+}
+
+std::vector<OverlapStats> Overlap(const TraceModel& model) {
+  const std::vector<Interval> steps = FindSteps(model);
+  std::map<int, std::vector<Interval>> movement;  // rank -> copies and transfers, joined
+  for (const PhaseSpan& span : model.phases) {
+    if (span.phase == Phase::kCopyIn || span.phase == Phase::kTransfer ||
+        span.phase == Phase::kCopyOut) {
+      movement[span.rank].push_back({span.begin_us, span.end_us});
+    }
+  }
+  for (auto& [rank, intervals] : movement) intervals = UnionOf(std::move(intervals));
+  std::map<int, OverlapStats> by_rank;
+  for (const Interval& step : steps) {
+    // rank -> (last enqueue, last end) of its op spans that begin in this step
+    std::map<int, std::pair<double, double>> last;
+    for (const OpSpan& op : model.ops) {
+      if (op.begin_us < step.begin_us || op.begin_us > step.end_us) continue;
+      auto [it, first] = last.try_emplace(op.rank, op.begin_us, op.end_us);
+      if (!first) {
+        it->second.first = std::max(it->second.first, op.begin_us);
+        it->second.second = std::max(it->second.second, op.end_us);
+      }
+    }
+    for (const auto& [rank, times] : last) {
+      OverlapStats& stats = by_rank[rank];
+      stats.rank = rank;
+      ++stats.steps;
+      const std::vector<Interval>& moved = movement[rank];
+      stats.movement_us += TotalLength(Clip(moved, step.begin_us, step.end_us));
+      stats.overlapped_us += TotalLength(Clip(moved, step.begin_us, times.first));
+      stats.tail_us += std::max(0.0, times.second - times.first);
+    }
+  }
+  std::vector<OverlapStats> rows;
+  for (const auto& [rank, stats] : by_rank) rows.push_back(stats);
+  return rows;
+}
+
 }  // namespace
+
+double OverlapStats::overlapped_share() const {
+  return movement_us > 0 ? overlapped_us / movement_us : 0;
+}
+
+double OverlapStats::tail_per_step_us() const {
+  return steps > 0 ? tail_us / static_cast<double>(steps) : 0;
+}
 
 void WaitStats::Add(const Negotiation& negotiation) {
   ++count;
@@ -122,6 +180,7 @@ Summary Summarize(const TraceModel& model) {
     summary.all_ranks.bytes += totals.bytes;
   }
   summary.fusion = Fusion(model.ops);
+  summary.overlap = Overlap(model);
   return summary;
 }
 

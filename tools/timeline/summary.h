@@ -59,6 +59,23 @@ struct FusionStats {
   int64_t tensors = 0;
 };
 
+// Overlap of one rank's data movement with the work between its ops, over the steps that
+// FindSteps (plot_window.h) finds: bursts of op spans between idle gaps, such as the backward
+// pass of a training step whose gradient hooks enqueue allreduces as they fire. Within a step,
+// the rank's copies and transfers that ran before its last enqueue of the step overlapped the
+// work that produced the later ops; what ran after it is the step's tail, which a
+// synchronize() at the end of the step waits for.
+struct OverlapStats {
+  int rank = 0;
+  int64_t steps = 0;         // steps in which the rank has op spans
+  double movement_us = 0;    // copies + transfer in those steps (wall time, counted once)
+  double overlapped_us = 0;  // the part of movement_us before the rank's last enqueue
+  double tail_us = 0;        // sum over the steps: last op's end - last enqueue
+  // overlapped_us / movement_us; 0 without data movement.
+  double overlapped_share() const;
+  double tail_per_step_us() const;
+};
+
 struct Summary {
   std::vector<RankInfo> ranks;
   double begin_us = 0;
@@ -69,6 +86,7 @@ struct Summary {
   std::vector<RankTotals> per_rank;   // one per rank, by rank
   RankTotals all_ranks;
   FusionStats fusion;
+  std::vector<OverlapStats> overlap;  // one per rank with op spans, by rank
   std::vector<std::string> warnings;
 };
 

@@ -163,6 +163,30 @@ std::string FusionTable(const FusionStats& fusion) {
          " tensors per response\n";
 }
 
+std::string OverlapTable(const Summary& summary) {
+  TextTable table("rrrrr");
+  table.AddRow(
+      {"rank", "steps", "movement (ms/step)", "before last enqueue", "tail after it (ms/step)"});
+  for (const OverlapStats& stats : summary.overlap) {
+    const double steps = static_cast<double>(std::max<int64_t>(stats.steps, 1));
+    table.AddRow({RankLabel(stats.rank), std::to_string(stats.steps), Ms(stats.movement_us / steps),
+                  Percent(stats.overlapped_share()), Ms(stats.tail_per_step_us())});
+  }
+  return "Overlap per step (steps: bursts of ops between idle gaps; copies and transfer that ran\n"
+         "before the rank's last enqueue of the step overlapped the work producing its ops)\n" +
+         table.Render();
+}
+
+JsonValue OverlapJson(const OverlapStats& stats) {
+  return JsonValue::Object{{"rank", stats.rank},
+                           {"steps", stats.steps},
+                           {"movement_us", stats.movement_us},
+                           {"overlapped_us", stats.overlapped_us},
+                           {"overlapped_share", stats.overlapped_share()},
+                           {"tail_us", stats.tail_us},
+                           {"tail_per_step_us", stats.tail_per_step_us()}};
+}
+
 JsonValue WaitJson(const WaitStats& wait) {
   JsonValue last = JsonValue::EmptyObject();
   for (const auto& [rank, count] : wait.last_rank_counts) last.Set(std::to_string(rank), count);
@@ -204,6 +228,7 @@ std::string FormatSummaryText(const Summary& summary) {
   text += PhaseTable(summary) + "\n";
   text += BandwidthTable(summary) + "\n";
   text += FusionTable(summary.fusion);
+  if (!summary.overlap.empty()) text += "\n" + OverlapTable(summary);
   return text;
 }
 
@@ -228,6 +253,8 @@ JsonValue SummaryToJson(const Summary& summary) {
   for (const auto& [size, groups] : summary.fusion.groups_by_size) {
     by_size.Append(JsonValue::Object{{"tensors", size}, {"responses", groups}});
   }
+  JsonValue overlap = JsonValue::EmptyArray();
+  for (const OverlapStats& stats : summary.overlap) overlap.Append(OverlapJson(stats));
   JsonValue warnings = JsonValue::EmptyArray();
   for (const std::string& warning : summary.warnings) warnings.Append(warning);
   const int size = summary.ranks.empty() ? 0 : summary.ranks.front().size;
@@ -243,6 +270,7 @@ JsonValue SummaryToJson(const Summary& summary) {
       {"fusion", JsonValue::Object{{"responses", summary.fusion.groups},
                                    {"tensors", summary.fusion.tensors},
                                    {"by_size", by_size}}},
+      {"overlap", overlap},
       {"warnings", warnings}};
 }
 

@@ -113,7 +113,11 @@ Prints tables about a run, from the per-rank trace files or a merged one:
     copies / transfer shares;
   - bytes moved (args.bytes of the op spans that ended OK) and bandwidth = bytes / transfer
     time (algorithm bandwidth, like nccl-tests' algbw);
-  - fusion: how many responses carried 1, 2, ... tensors (group_size per fused_group).
+  - fusion: how many responses carried 1, 2, ... tensors (group_size per fused_group);
+  - overlap per step (steps as plot finds them: bursts of ops between idle gaps), per rank:
+    the share of its copies and transfer that ran before its last enqueue of the step, i.e.
+    while the work producing its ops (a backward pass handing over gradients) still ran,
+    and the tail from that last enqueue to the end of its last op of the step.
 Warnings (dropped events, truncated files, spans that never ended) go to stderr.
 
 Options:

@@ -118,6 +118,9 @@ def parse_args(argv):
     parser.add_argument("--steps", type=int, default=5, help="timed steps")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    parser.add_argument("--timeline", metavar="PATH",
+                        help="--hvd only: the library's timeline of the timed steps, in PATH "
+                        "(kolo.torch: one file per rank, PATH with .rank<r> inserted)")
     return parser.parse_args(argv)
 
 
@@ -129,6 +132,9 @@ def cpu_seconds():
 
 def main(argv):
     args = parse_args(argv)
+    if args.timeline and not args.hvd:
+        print("--timeline needs --hvd (the timeline is the library's)", file=sys.stderr)
+        return 2
     torch.set_num_threads(args.threads)
     torch.manual_seed(1234)
     if args.model == "resnet50":
@@ -169,6 +175,8 @@ def main(argv):
     for _ in range(args.warmup):
         step()
     barrier()
+    if args.timeline:
+        hvd.start_timeline(args.timeline)
     times = []
     process0, thread0 = cpu_seconds()
     for _ in range(args.steps):
@@ -177,6 +185,8 @@ def main(argv):
         times.append(time.perf_counter() - start)
     process1, thread1 = cpu_seconds()
     barrier()
+    if args.timeline:
+        hvd.stop_timeline()
     main_cpu = (thread1 - thread0) / args.steps
     other_cpu = max(0.0, (process1 - process0) / args.steps - main_cpu)  # clock granularity
     median = statistics.median(times)
