@@ -4,7 +4,9 @@
 # on this machine, every configuration once per round, rounds interleaved so that a slow spell
 # of a shared machine spreads over all of them; then min/median/max over the rounds and the
 # ratios (report from tools/bench/torch/race_report.py). kolo-bench (C++, in place) runs in the
-# same rounds, the floor for kolo.torch's per-op overhead.
+# same rounds, the floor for kolo.torch's per-op overhead, and so does Open MPI's
+# MPI_Allreduce (C++, in place, shared memory and TCP) from ../shared/bench/mpi_allreduce_bench.cc
+# where that file and mpicxx.openmpi are there (apt-get install libopenmpi-dev).
 #
 #   tools/bench/torch_race.sh [BUILD_DIR]      (default build; ~10 min for 3 rounds on 2 cores,
 #                                              plus ~4 min the first time to build Horovod)
@@ -18,7 +20,9 @@
 # OUT_DIR (raw outputs; default a fresh /tmp folder), CONFIGS (any of "kolo-shm kolo-tcp
 # horovod ddp"), MODELS ("resnet50 mlp"), STEPS (timed ResNet-50 steps per run, default 5;
 # the MLP runs 20 times as many),
-# ITERS (timed allreduces per size, default 20), MAX_SIZE (default 64M).
+# ITERS (timed allreduces per size, default 20), MAX_SIZE (default 64M), MPI_BENCH (the Open
+# MPI benchmark's source, default ../shared/bench/mpi_allreduce_bench.cc next to the repo;
+# "none" leaves Open MPI out).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$(cd "${1:-$repo/build}" && pwd)"
@@ -41,6 +45,20 @@ done
 ls "$build"/python/kolo/torch/_C*.so >/dev/null 2>&1 ||
   { log "no kolo.torch in $build/python: build with torch (README \"PyTorch\")"; exit 1; }
 [ -x "$torch_python" ] || { log "no python at $torch_python (set TORCH_PYTHON)"; exit 1; }
+
+# Open MPI's benchmark, built here from its source (it times an MPI_Barrier, then one in-place
+# MPI_Allreduce, per iteration: the median of the slowest rank, as kolo-bench --barrier 1).
+mpi_bench_src="${MPI_BENCH:-$repo/../shared/bench/mpi_allreduce_bench.cc}"
+ompi_bench=""
+if [ "$mpi_bench_src" != none ] && [ -f "$mpi_bench_src" ] && command -v mpicxx.openmpi >/dev/null &&
+  mpicxx.openmpi -std=c++17 -O3 -march=native -o "$out/mpi_allreduce_bench_ompi" \
+    "$mpi_bench_src" 2>"$out/mpi_allreduce_bench_ompi.err"; then
+  ompi_bench="$out/mpi_allreduce_bench_ompi"
+else
+  log "no Open MPI columns (MPI_BENCH=$mpi_bench_src; needs mpicxx.openmpi: libopenmpi-dev)"
+fi
+ompi=(mpirun.openmpi --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo
+  --mca btl_tcp_if_include lo)
 
 hvd_python=""
 if [[ " $configs " == *" horovod "* ]]; then
@@ -105,6 +123,13 @@ for round in $(seq 1 "$rounds"); do
       "$build/bin/kolorun" -np 2 "$build/bin/kolo-bench" -b 4K -e "$max_size" -f 4 \
       -n "$iters" -w 3 --stat median --inplace 1 --barrier 1
   done
+  if [ -n "$ompi_bench" ]; then
+    log "round $round: Open MPI C++ over shared memory and TCP"
+    ompi_args=(-np 2 "$ompi_bench" -b 4K -e "$max_size" -f 4 -n "$iters" -w 3)
+    run "allreduce__ompi-shm__r$round" "${ompi[@]}" "${ompi_args[@]}"
+    run "allreduce__ompi-tcp__r$round" "${ompi[@]}" --mca pml ob1 --mca btl tcp,self \
+      "${ompi_args[@]}"
+  fi
   for config in $round_configs; do
     log "round $round: allreduce on $config"
     launch "$config" allreduce_bench.py -b 4K -e "$max_size" -f 4 -n "$iters" -w 3 --stat median \

@@ -4,7 +4,8 @@ the ratios the targets of issue 22 are stated in, each from medians of the same 
 
     python3 race_report.py OUT_DIR
 
-Files: allreduce__CONFIG__rN.txt (allreduce_bench.py, or kolo-bench for kolo-bench-shm/-tcp)
+Files: allreduce__CONFIG__rN.txt (allreduce_bench.py; kolo-bench for kolo-bench-shm/-tcp; the
+MPI benchmark of ../shared/bench for ompi-shm/-tcp)
 and train-MODEL__CONFIG__rN.txt (train_bench.py). Launchers prefix lines ("[0] ",
 "[1,0]<stdout>:"); rows are found after the prefix.
 """
@@ -20,11 +21,16 @@ PREFIX = re.compile(r"^(\[[^\]]*\](<stdout>)?:?)?\s*")
 ALLREDUCE_ROW = re.compile(r"^(\d+)\s+\d+\s+float\w*\s+sum\s+(?:-?\d+\s+)?([\d.]+)\s+[\d.]+"
                            r"\s+[\d.]+\s+(\d+)\s*$")
 NUMBER_ROW = re.compile(r"^[\d.]+(\s+-?[\d.]+){5}\s*$")
+# ../shared/bench's MPI benchmark: bytes count warm iters time_us min_us p90_us mean_us
+# algbw busbw wrong flt/call (time_us: the median over iterations of the slowest rank)
+MPI_ROW = re.compile(r"^(\d+)\s+\d+\s+\d+\s+\d+\s+([\d.]+)(\s+[\d.]+){5}\s+(\d+)\s+[\d.]+\s*$")
 CONFIG_NAMES = {
     "kolo-bench-shm": "kolo-bench C++, shm",
     "kolo-shm": "kolo.torch, shm (default)",
     "kolo-bench-tcp": "kolo-bench C++, TCP",
     "kolo-tcp": "kolo.torch, TCP",
+    "ompi-shm": "Open MPI C++, shm",
+    "ompi-tcp": "Open MPI C++, TCP",
     "horovod": "Horovod 0.28.1 (gloo)",
     "ddp": "torch.distributed gloo",
     "raw": "no communication (--raw)",
@@ -49,6 +55,11 @@ def allreduce_times(out, config):
             if match:
                 times.setdefault(int(match.group(1)), []).append(float(match.group(2)))
                 wrong += int(match.group(3))
+                continue
+            match = MPI_ROW.match(row)
+            if match:
+                times.setdefault(int(match.group(1)), []).append(float(match.group(2)))
+                wrong += int(match.group(4))
     return times, wrong
 
 
@@ -91,7 +102,8 @@ def ratio(numerator, denominator):
 
 def allreduce_tables(out):
     configs = [c for c in ("kolo-bench-shm", "kolo-shm", "kolo-bench-tcp", "kolo-tcp",
-                           "horovod", "ddp") if runs(out, "allreduce", c)]
+                           "ompi-shm", "ompi-tcp", "horovod", "ddp")
+               if runs(out, "allreduce", c)]
     data = {c: allreduce_times(out, c) for c in configs}
     sizes = sorted({s for c in configs for s in data[c][0]})
     if not sizes:
