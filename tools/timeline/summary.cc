@@ -79,15 +79,17 @@ FusionStats Fusion(const std::vector<OpSpan>& ops) {
   return fusion;
 }
 
-// The parts of `intervals` inside [begin, end].
-std::vector<Interval> Clip(const std::vector<Interval>& intervals, double begin, double end) {
-  std::vector<Interval> clipped;
-  for (const Interval& interval : intervals) {
-    const double lo = std::max(interval.begin_us, begin);
-    const double hi = std::min(interval.end_us, end);
-    if (lo < hi) clipped.push_back({lo, hi});
+// Length of the parts of `sorted` (disjoint, in order, as UnionOf returns them) inside
+// [begin, end].
+double LengthWithin(const std::vector<Interval>& sorted, double begin, double end) {
+  auto it =
+      std::upper_bound(sorted.begin(), sorted.end(), begin,
+                       [](double t, const Interval& interval) { return t < interval.end_us; });
+  double length = 0;
+  for (; it != sorted.end() && it->begin_us < end; ++it) {
+    length += std::max(0.0, std::min(it->end_us, end) - std::max(it->begin_us, begin));
   }
-  return clipped;
+  return length;
 }
 
 std::vector<OverlapStats> Overlap(const TraceModel& model) {
@@ -100,12 +102,18 @@ std::vector<OverlapStats> Overlap(const TraceModel& model) {
     }
   }
   for (auto& [rank, intervals] : movement) intervals = UnionOf(std::move(intervals));
+  // Every op span lies inside one step (the steps are the union of the spans, split at gaps):
+  // walk the spans by start time and the steps with them.
+  std::vector<const OpSpan*> ops;
+  for (const OpSpan& op : model.ops) ops.push_back(&op);
+  std::sort(ops.begin(), ops.end(),
+            [](const OpSpan* a, const OpSpan* b) { return a->begin_us < b->begin_us; });
   std::map<int, OverlapStats> by_rank;
+  size_t next = 0;
   for (const Interval& step : steps) {
-    // rank -> (last enqueue, last end) of its op spans that begin in this step
-    std::map<int, std::pair<double, double>> last;
-    for (const OpSpan& op : model.ops) {
-      if (op.begin_us < step.begin_us || op.begin_us > step.end_us) continue;
+    std::map<int, std::pair<double, double>> last;  // rank -> (last enqueue, last end)
+    for (; next < ops.size() && ops[next]->begin_us <= step.end_us; ++next) {
+      const OpSpan& op = *ops[next];
       auto [it, first] = last.try_emplace(op.rank, op.begin_us, op.end_us);
       if (!first) {
         it->second.first = std::max(it->second.first, op.begin_us);
@@ -117,8 +125,8 @@ std::vector<OverlapStats> Overlap(const TraceModel& model) {
       stats.rank = rank;
       ++stats.steps;
       const std::vector<Interval>& moved = movement[rank];
-      stats.movement_us += TotalLength(Clip(moved, step.begin_us, step.end_us));
-      stats.overlapped_us += TotalLength(Clip(moved, step.begin_us, times.first));
+      stats.movement_us += LengthWithin(moved, step.begin_us, step.end_us);
+      stats.overlapped_us += LengthWithin(moved, step.begin_us, times.first);
       stats.tail_us += std::max(0.0, times.second - times.first);
     }
   }

@@ -12,8 +12,9 @@ which returns when the result is there), and checks the result untimed (#wrong c
 iterations whose result is not n(n+1)/2 everywhere). Sizes go from -b to -e by the factor -f.
 Rank 0 prints, per size: bytes, count, type, redop, the mean or median (--stat) over -n timed
 iterations (after -w warmup ones) of the slowest rank's time, algbw = bytes/time and busbw =
-algbw*2(n-1)/n (nccl-tests' definition), and #wrong. Exits non-zero if any result was wrong. Ops are named per size (as DistributedOptimizer names gradients), so
-libraries that cache negotiations by name may use their caches.
+algbw*2(n-1)/n (nccl-tests' definition), and #wrong. Exits non-zero if any result was wrong.
+Ops are named per size (as DistributedOptimizer names gradients), so libraries that cache
+negotiations by name may use their caches.
 """
 
 import argparse
