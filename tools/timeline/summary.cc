@@ -141,6 +141,10 @@ double OverlapStats::overlapped_share() const {
   return movement_us > 0 ? overlapped_us / movement_us : 0;
 }
 
+double OverlapStats::movement_per_step_us() const {
+  return steps > 0 ? movement_us / static_cast<double>(steps) : 0;
+}
+
 double OverlapStats::tail_per_step_us() const {
   return steps > 0 ? tail_us / static_cast<double>(steps) : 0;
 }

@@ -73,6 +73,8 @@ struct OverlapStats {
   double tail_us = 0;        // sum over the steps: last op's end - last enqueue
   // overlapped_us / movement_us; 0 without data movement.
   double overlapped_share() const;
+  // Per step; 0 without steps.
+  double movement_per_step_us() const;
   double tail_per_step_us() const;
 };
 

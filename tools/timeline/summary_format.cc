@@ -168,9 +168,9 @@ std::string OverlapTable(const Summary& summary) {
   table.AddRow(
       {"rank", "steps", "movement (ms/step)", "before last enqueue", "tail after it (ms/step)"});
   for (const OverlapStats& stats : summary.overlap) {
-    const double steps = static_cast<double>(std::max<int64_t>(stats.steps, 1));
-    table.AddRow({RankLabel(stats.rank), std::to_string(stats.steps), Ms(stats.movement_us / steps),
-                  Percent(stats.overlapped_share()), Ms(stats.tail_per_step_us())});
+    table.AddRow({RankLabel(stats.rank), std::to_string(stats.steps),
+                  Ms(stats.movement_per_step_us()), Percent(stats.overlapped_share()),
+                  Ms(stats.tail_per_step_us())});
   }
   return "Overlap per step (steps: bursts of ops between idle gaps; copies and transfer that ran\n"
          "before the rank's last enqueue of the step overlapped the work producing its ops)\n" +

@@ -51,15 +51,12 @@ def allreduce_times(out, config):
     times, wrong = {}, 0
     for path in runs(out, "allreduce", config):
         for row in rows(path):
-            match = ALLREDUCE_ROW.match(row)
-            if match:
-                times.setdefault(int(match.group(1)), []).append(float(match.group(2)))
-                wrong += int(match.group(3))
-                continue
-            match = MPI_ROW.match(row)
-            if match:
-                times.setdefault(int(match.group(1)), []).append(float(match.group(2)))
-                wrong += int(match.group(4))
+            for pattern, wrong_group in ((ALLREDUCE_ROW, 3), (MPI_ROW, 4)):
+                match = pattern.match(row)
+                if match:
+                    times.setdefault(int(match.group(1)), []).append(float(match.group(2)))
+                    wrong += int(match.group(wrong_group))
+                    break
     return times, wrong
 
 
