@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <regex>
+#include <set>
 
 #include "tests/support/child_process.h"
 #include "tests/support/watchdog.h"
@@ -133,6 +134,32 @@ TEST_CASE("kolo-bench --device cuda-sim runs every collective exactly on simulat
   CHECK(run.out.find("# Wrong elements     : 0 OK") != std::string::npos);
 }
 
+TEST_CASE("kolo-bench -d all on NCCL leaves out the types NCCL lacks and names them",
+          "[tools][bench][multirank][gpu-sim]") {
+  Watchdog watchdog("kolo-bench cuda-sim nccl -d all", seconds(120));
+  ProcessResult run = RunBench(
+      2,
+      {"--device", "cuda-sim", "-b", "8", "-e", "64", "-f", "8", "-n", "1", "-w", "0", "-d", "all"},
+      {"KOLO_GPU_OPERATIONS=nccl"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  std::set<std::string> types;
+  for (const BenchRow& row : ParseRows(run.out)) {
+    CHECK(row.wrong == "0");
+    types.insert(row.type);
+  }
+  CHECK(types == std::set<std::string>{"uint8", "int8", "int32", "int64", "half", "bfloat16",
+                                       "float", "double"});
+  CHECK(run.out.find("# Types left out     : uint16 int16 bool (NCCL has none; "
+                     "KOLO_GPU_OPERATIONS=ring runs them)") != std::string::npos);
+  // Asked for alone, such a type fails as the runtime refuses it, naming the op once.
+  run = RunBench(2, {"--device", "cuda-sim", "-b", "8", "-e", "8", "-d", "int16"},
+                 {"KOLO_GPU_OPERATIONS=nccl"});
+  CHECK(run.exit_code == 1);
+  CHECK(run.err.find("INVALID_ARGUMENT: allreduce 'bench/int16/allreduce/sum/4': NCCL has no "
+                     "int16 type") != std::string::npos);
+}
+
 TEST_CASE("kolo-bench --raw 1 runs the data plane alone, exactly", "[tools][bench][multirank]") {
   Watchdog watchdog("kolo-bench --raw", seconds(120));
   // --barrier 1: the runtime's barrier between data-plane-only ops, as compare.sh runs it.
@@ -168,7 +195,7 @@ TEST_CASE("kolo-bench --model resnet50 runs a step and the raw data plane, both 
   ProcessResult run = RunBench(2, {"--model", "resnet50", "-n", "2", "-w", "1"});
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
-  CHECK(run.out.find("resnet50 gradients (161 tensors, 25557032 float32, 97.5 MiB)") !=
+  CHECK(run.out.find("resnet50 gradients (161 tensors, 25557032 float32, 97.5 MiB) on cpu") !=
         std::string::npos);
   static const std::regex step(R"(\[0\] +step through the runtime +(\d+) +\d+ +[\d.]+)");
   static const std::regex raw(R"(\[0\] +raw data plane, one buffer +(\d+) +\d+ +[\d.]+)");
@@ -176,6 +203,23 @@ TEST_CASE("kolo-bench --model resnet50 runs a step and the raw data plane, both 
   CHECK(std::regex_search(run.out, m, step));
   CHECK(std::regex_search(run.out, m, raw));
   CHECK(run.out.find("# step / raw (median)") != std::string::npos);
+  CHECK(run.out.find("# Wrong elements           : 0 OK") != std::string::npos);
+}
+
+TEST_CASE("kolo-bench --model resnet50 runs a step on GPUs, exactly, without a raw line",
+          "[tools][bench][multirank][gpu-sim]") {
+  const std::string path = GENERATE("nccl", "ring");
+  Watchdog watchdog("kolo-bench --model resnet50 cuda-sim " + path, seconds(240));
+  ProcessResult run =
+      RunBench(2, {"--model", "resnet50", "--device", "cuda-sim", "-n", "2", "-w", "1"},
+               {"KOLO_GPU_OPERATIONS=" + path});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.out.find("(161 tensors, 25557032 float32, 97.5 MiB) on cuda-sim") != std::string::npos);
+  static const std::regex step(R"(\[0\] +step through the runtime +(\d+) +\d+ +[\d.]+)");
+  std::smatch m;
+  CHECK(std::regex_search(run.out, m, step));
+  CHECK(run.out.find("raw data plane") == std::string::npos);
   CHECK(run.out.find("# Wrong elements           : 0 OK") != std::string::npos);
 }
 
