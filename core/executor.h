@@ -1,7 +1,8 @@
 // Executor: runs the data-plane part of one decided Response (DESIGN.md §3). ops/ implements it
 // (CPU ring collectives); the background loop calls it in response sequence order.
 //
-// Threading: background thread only, except where a method says otherwise. Execute blocks until
+// Threading: one thread at a time, the background thread (or a caller the loop lends it to,
+// BackgroundLoop::RunWithDataPlane), except where a method says otherwise. Execute blocks until
 // the data movement has finished; Launch (device work) returns at once and completes later on
 // the executor's completion thread.
 #pragma once

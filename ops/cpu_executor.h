@@ -5,8 +5,8 @@
 // the tensors through shared memory; broadcast then goes through shared memory too
 // (ops/shm_broadcast.h). The other collectives always use the DataPlane.
 //
-// Threading: background thread only (like every Executor). Owns its fusion buffer and ring
-// scratch, which it reuses across calls and never shrinks.
+// Threading: one thread at a time (like every Executor; core/executor.h). Owns its fusion
+// buffer and ring scratch, which it reuses across calls and never shrinks.
 #pragma once
 
 #include <cstddef>

@@ -4,8 +4,10 @@
 // the same count and dtype while no other op is in flight, or the ranks deadlock until the
 // data-plane deadline.
 //
-// Threading: from the thread that drives the benchmark, never from a kolo callback; the
-// collective runs on the runtime's background thread, through the executor ops use.
+// Threading: from the thread that drives the benchmark, never from a kolo callback. The
+// collective runs on that thread, through the executor ops use, while the background thread
+// keeps off it (BackgroundLoop::RunWithDataPlane): no hand-off between threads, which is
+// runtime overhead, not the data plane's.
 #pragma once
 
 #include <cstdint>

@@ -506,8 +506,9 @@ Status RuntimeImpl::RawAllreduce(void* data, int64_t count, DataType dtype) {
   entry.meta.name = "kolo.raw";
   entry.input = entry.output = TensorView{data, dtype, {count}, Device::Cpu()};
   Status result;
+  // On this thread: the data plane alone, without the hand-off to the background thread.
   KOLO_RETURN_IF_ERROR(
-      loop_->RunOnLoop([&] { result = executor_->Execute(response, {&entry}, nullptr); }));
+      loop_->RunWithDataPlane([&] { result = executor_->Execute(response, {&entry}, nullptr); }));
   return result;
 }
 

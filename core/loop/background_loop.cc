@@ -87,6 +87,15 @@ Status BackgroundLoop::RunOnLoop(std::function<void()> task) {
                           SecondsText(config_.timeout_seconds) + " (KOLO_TIMEOUT_SECONDS)");
 }
 
+Status BackgroundLoop::RunWithDataPlane(const std::function<void()>& task) {
+  if (IsBackgroundThread()) {
+    return FailedPrecondition("this call may not be made from a kolo callback");
+  }
+  MutexLock lock(&data_plane_mu_);
+  task();
+  return Status::Ok();
+}
+
 void BackgroundLoop::RunTasks() {
   std::vector<std::shared_ptr<Task>> tasks;
   {

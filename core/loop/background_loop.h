@@ -93,6 +93,14 @@ class BackgroundLoop {
   // the calling thread when the loop is not running. FailedPrecondition from a callback.
   Status RunOnLoop(std::function<void()> task);
 
+  // Runs `task` on the calling thread while the background thread keeps off the executors and
+  // the data plane: a response the loop is running (its callbacks included) finishes first,
+  // and the loop starts none until `task` returns. For the data plane alone
+  // (internal::RawAllreduce), which so costs no hand-off between threads. `task` must be
+  // bounded (a collective is, by the data plane's deadline). FailedPrecondition from a
+  // callback.
+  Status RunWithDataPlane(const std::function<void()>& task);
+
   // True when called from any runtime's background thread, where callbacks run: blocking
   // kolo calls must refuse there, since the thread would wait on itself.
   static bool IsBackgroundThread();
@@ -218,6 +226,10 @@ class BackgroundLoop {
   CondVar task_done_;  // with tasks_mu_
   std::vector<std::shared_ptr<Task>> tasks_ KOLO_GUARDED_BY(tasks_mu_);
   bool accepting_tasks_ KOLO_GUARDED_BY(tasks_mu_) = false;  // the loop runs
+
+  // Held by the loop thread while it runs a response (Execute) and by RunWithDataPlane's
+  // caller while its task runs: one thread at a time uses the executors and the data plane.
+  Mutex data_plane_mu_;
 
   // Loop thread only.
   LoopState state_ = LoopState::kRunning;

@@ -370,6 +370,55 @@ TEST_CASE("The loop runs each op once in the controller's order and stops cleanl
   CHECK(refused.code() == StatusCode::kShutdown);
 }
 
+TEST_CASE("A task lent the data plane runs on its caller's thread while no response runs",
+          "[core][loop]") {
+  testing::Watchdog watchdog("background loop: RunWithDataPlane", 30s);
+  LoopJob job(1);
+  std::promise<void> inside, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::thread::id task_thread;
+  std::thread borrower([&] {
+    Status lent = job.loop().RunWithDataPlane([&] {
+      task_thread = std::this_thread::get_id();
+      inside.set_value();
+      released.wait_for(10s);
+    });
+    CHECK(lent.ok());
+  });
+  REQUIRE(inside.get_future().wait_for(10s) == std::future_status::ready);
+  std::vector<float> a(4, 1.0f);
+  Outcome oa;
+  REQUIRE(job.Allreduce("a", &a, oa.callback()).ok());
+  // Negotiated at once (one rank), but not run while the task holds the data plane.
+  std::this_thread::sleep_for(300ms);
+  CHECK(job.executor().ran().empty());
+  CHECK(oa.calls() == 0);
+  release.set_value();
+  CHECK(oa.Wait().ok());
+  const std::thread::id borrower_thread = borrower.get_id();
+  borrower.join();
+  CHECK(task_thread == borrower_thread);
+  CHECK(job.executor().ran().size() == 1);
+
+  // From a callback (the background thread) it is refused; after Stop() it still runs.
+  std::promise<Status> from_callback;
+  std::vector<float> b(4, 1.0f);
+  REQUIRE(job.Allreduce("b", &b,
+                        [&](const Status&) {
+                          from_callback.set_value(job.loop().RunWithDataPlane([] {}));
+                        })
+              .ok());
+  std::future<Status> refused = from_callback.get_future();
+  REQUIRE(refused.wait_for(10s) == std::future_status::ready);
+  const Status r = refused.get();
+  CHECK(r.code() == StatusCode::kFailedPrecondition);
+  CHECK(r.message() == "this call may not be made from a kolo callback");
+  REQUIRE(job.loop().Stop().ok());
+  bool ran = false;
+  CHECK(job.loop().RunWithDataPlane([&] { ran = true; }).ok());
+  CHECK(ran);
+}
+
 TEST_CASE("A rank whose peers never call shutdown() leaves exactly at the stop deadline",
           "[core][loop]") {
   testing::Watchdog watchdog("background loop: stop deadline", 30s);
