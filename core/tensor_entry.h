@@ -3,6 +3,7 @@
 // it left the queue.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <string>
 
@@ -25,8 +26,9 @@ struct TensorEntry {
   Status local_error;
   // Set by the background thread when its response was launched asynchronously
   // (Executor::Launch): until the executor completes it, TensorQueue::RemoveAll leaves it and
-  // the name stays in flight.
-  bool in_flight = false;
+  // the name stays in flight. Atomic: the executor's completion thread clears it while
+  // RemoveAll may read it.
+  std::atomic<bool> in_flight{false};
   std::chrono::steady_clock::time_point enqueued_at;
   // Timeline (core/timeline/op_tracer.h), set before the entry is queued: the hub generation its
   // span was opened under (0: not traced), and the track and slot it is drawn on.
