@@ -21,6 +21,8 @@ class KOLO_CAPABILITY("mutex") Mutex {
 
   void Lock() KOLO_ACQUIRE() { mu_.lock(); }
   void Unlock() KOLO_RELEASE() { mu_.unlock(); }
+  // True if it took the mutex, which is then held; never blocks.
+  bool TryLock() KOLO_TRY_ACQUIRE(true) { return mu_.try_lock(); }
 
  private:
   friend class CondVar;

@@ -4,6 +4,20 @@
 
 namespace kolo {
 
+namespace {
+
+thread_local bool tls_quiet = false;  // a QuietScope lives on this thread
+
+}  // namespace
+
+TensorQueue::QuietScope::QuietScope() {
+  tls_quiet = true;
+}
+
+TensorQueue::QuietScope::~QuietScope() {
+  tls_quiet = false;
+}
+
 Status TensorQueue::Enqueue(std::unique_ptr<TensorEntry>&& entry) {
   {
     MutexLock lock(&mu_);
@@ -17,7 +31,7 @@ Status TensorQueue::Enqueue(std::unique_ptr<TensorEntry>&& entry) {
     new_entries_.push_back(entry.get());
     table_.emplace(name, std::move(entry));
   }
-  wakeup_->Notify();
+  if (!tls_quiet) wakeup_->Notify();
   return Status::Ok();
 }
 
@@ -41,8 +55,13 @@ Status TensorQueue::EnqueueGroup(std::vector<std::unique_ptr<TensorEntry>>& entr
     }
     entries.clear();
   }
-  wakeup_->Notify();
+  if (!tls_quiet) wakeup_->Notify();
   return Status::Ok();
+}
+
+size_t TensorQueue::InFlight() {
+  MutexLock lock(&mu_);
+  return table_.size();
 }
 
 std::vector<TensorEntry*> TensorQueue::TakeNew() {

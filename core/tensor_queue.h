@@ -25,6 +25,18 @@ class TensorQueue {
  public:
   explicit TensorQueue(Wakeup* wakeup) : wakeup_(wakeup) {}
 
+  // While one lives, Enqueue and EnqueueGroup from its thread do not wake the background
+  // thread: a blocking call that will run its op itself (BackgroundLoop::Drive) saves the
+  // wake-up, and must Notify the Wakeup itself if it does not. One thread at a time; not
+  // nested.
+  class QuietScope {
+   public:
+    QuietScope();
+    ~QuietScope();
+    QuietScope(const QuietScope&) = delete;
+    QuietScope& operator=(const QuietScope&) = delete;
+  };
+
   // Stores `entry` (taking it) and wakes the background thread. Fails, leaving `entry` with
   // the caller, if the queue is closed or an op with the same name is in flight.
   Status Enqueue(std::unique_ptr<TensorEntry>&& entry);
@@ -42,6 +54,9 @@ class TensorQueue {
 
   // Removes and returns the in-flight entry `name`; nullptr if there is none.
   std::unique_ptr<TensorEntry> Remove(const std::string& name);
+
+  // How many ops are in flight on this rank (enqueued, not yet removed). Any thread.
+  size_t InFlight();
 
   // From now on Enqueue fails with `why` (the first Close wins).
   void Close(const Status& why);

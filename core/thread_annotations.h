@@ -27,6 +27,9 @@
 // On a function: it acquires / releases the capabilities named (or `this` when none are).
 #define KOLO_ACQUIRE(...) KOLO_THREAD_ANNOTATION_(acquire_capability(__VA_ARGS__))
 #define KOLO_RELEASE(...) KOLO_THREAD_ANNOTATION_(release_capability(__VA_ARGS__))
+// On a function returning bool: it acquires the capability when it returns the given value.
+#define KOLO_TRY_ACQUIRE(...) KOLO_THREAD_ANNOTATION_(try_acquire_capability(__VA_ARGS__))
+
 // On a function: asserts at run time that the capability is held; the analysis believes it.
 #define KOLO_ASSERT_CAPABILITY(x) KOLO_THREAD_ANNOTATION_(assert_capability(x))
 // On a function returning a reference to a capability: the capability it returns.

@@ -7,7 +7,7 @@
 #include "core/mutex.h"
 #include "core/op_validation.h"
 #include "core/process_sets.h"
-#include "core/spin_wait.h"
+#include "core/tensor_queue.h"
 #include "kolo/kolo.h"
 #include "runtime/handle_state.h"
 #include "runtime/runtime_impl.h"
@@ -388,15 +388,19 @@ Status Runtime::Blocking(const std::string& what, const std::function<Status(Cal
     Status status KOLO_GUARDED_BY(mu);
   };
   auto waiter = std::make_shared<Waiter>();
-  KOLO_RETURN_IF_ERROR(enqueue([waiter](const Status& s) {
-    MutexLock lock(&waiter->mu);
-    waiter->status = s;
-    waiter->done = true;
-    waiter->finished.store(true, std::memory_order_release);
-    waiter->cv.NotifyAll();
-  }));
-  // A small op often completes within a wake-up's time: watch for it first.
-  SpinWait([&] { return waiter->finished.load(std::memory_order_acquire); }, impl_->wait_spin());
+  {
+    TensorQueue::QuietScope quiet;  // DriveOrSpin wakes the loop, unless it runs the op here
+    KOLO_RETURN_IF_ERROR(enqueue([waiter](const Status& s) {
+      MutexLock lock(&waiter->mu);
+      waiter->status = s;
+      waiter->done = true;
+      waiter->finished.store(true, std::memory_order_release);
+      waiter->cv.NotifyAll();
+    }));
+  }
+  // A small op often completes within a wake-up's time: run it here when the background
+  // thread is idle, or watch for it, before sleeping.
+  impl_->DriveOrSpin([&] { return waiter->finished.load(std::memory_order_acquire); });
   MutexLock lock(&waiter->mu);
   waiter->cv.Wait(&waiter->mu, [&]() KOLO_REQUIRES(waiter->mu) { return waiter->done; });
   return waiter->status;

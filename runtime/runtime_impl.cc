@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "core/config/config_table.h"
 #include "core/op_validation.h"
+#include "core/spin_wait.h"
 #include "ops/cpu_executor.h"
 #include "runtime/fd_limit.h"
 #include "runtime/job_credentials.h"
@@ -493,6 +494,18 @@ Status RuntimeImpl::RemoveProcessSetAsync(int id, Callback callback) {
       EnqueueScoped(std::move(meta), none, none, std::move(callback), nullptr, nullptr, nullptr);
   if (!queued.ok()) sets_.EndRemove(id);
   return queued;
+}
+
+bool RuntimeImpl::DriveOrSpin(const std::function<bool()>& done) {
+  // Never waits for shutdown() (or a timeline start or stop) on another thread: the loop may
+  // be going away then, and this call only watches its op.
+  if (wait_spin_ > std::chrono::microseconds::zero() && lifecycle_mu_.TryLock()) {
+    const bool drove = !shut_down_ && loop_ != nullptr && loop_->Drive(done, wait_spin_);
+    lifecycle_mu_.Unlock();
+    if (drove) return done();
+  }
+  wakeup_.Notify();  // the enqueue left the wake-up to this call (TensorQueue::QuietScope)
+  return SpinWait(done, wait_spin_);
 }
 
 Status RuntimeImpl::RawAllreduce(void* data, int64_t count, DataType dtype) {

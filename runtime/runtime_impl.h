@@ -90,6 +90,11 @@ class RuntimeImpl {
   // How long a blocking call or synchronize() polls its op before sleeping (core/spin_wait.h):
   // KOLO_WAIT_SPIN_US when every rank of this host has a core, else zero. Set by Create.
   std::chrono::microseconds wait_spin() const { return wait_spin_; }
+  // A blocking call's wait, after it enqueued its op under a TensorQueue::QuietScope: runs
+  // the op on the calling thread when the background loop is idle (BackgroundLoop::Drive)
+  // for up to wait_spin(), else wakes the loop and polls `done` as long; true once `done()`.
+  // The caller then sleeps until its callback, as before.
+  bool DriveOrSpin(const std::function<bool()>& done);
 
  private:
   RuntimeImpl(const Options& options, spdlog::level::level_enum level);

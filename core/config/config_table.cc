@@ -482,9 +482,11 @@ std::vector<ConfigVar> BuildTable() {
                 "process may use."),
       Row("KOLO_WAIT_SPIN_US")
           .Integer(&Options::wait_spin_us, 0, 10000, 30, "us")
-          .Help("A blocking call or synchronize() polls its op this long (yielding the core) "
-                "before it sleeps, when every rank of this host has a core (else it sleeps at "
-                "once): a small op then returns without a thread wake-up. 0: always sleep."),
+          .Help("A blocking call runs its op on the calling thread while the background "
+                "thread is idle, or polls it (yielding the core), this long before it sleeps; "
+                "synchronize() polls. Only when every rank of this host has a core (else it "
+                "sleeps at once): a small op then returns without a thread hand-off. 0: always "
+                "hand over and sleep."),
       Row("KOLO_GPU_OPERATIONS", {"HOROVOD_GPU_OPERATIONS"})
           .Enum(&Options::gpu_operations, kGpuOperationsNames, GpuOperations::kAuto)
           .Help("Data path of GPU tensors: nccl (NCCL collectives), ring (staged through host "

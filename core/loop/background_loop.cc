@@ -91,9 +91,42 @@ Status BackgroundLoop::RunWithDataPlane(const std::function<void()>& task) {
   if (IsBackgroundThread()) {
     return FailedPrecondition("this call may not be made from a kolo callback");
   }
-  MutexLock lock(&data_plane_mu_);
+  MutexLock lock(&loop_mu_);
   task();
   return Status::Ok();
+}
+
+bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::microseconds budget) {
+  if (budget <= std::chrono::microseconds::zero() || IsBackgroundThread()) return false;
+  // Only for the caller's own op: another op's callback should not run on a thread that may
+  // hold the application's locks around this call. (An op another thread enqueues while this
+  // one drives can still complete here; the loop stops driving at the next pass.)
+  if (queue_->InFlight() != 1 || !loop_mu_.TryLock()) return false;
+  const auto until = std::chrono::steady_clock::now() + budget;  // real time, as a spin's
+  // The peers' round messages are read here now: they must not wake the sleeping thread,
+  // which would take the core this one runs on only to wait for loop_mu_.
+  wakeup_->Mute();
+  SetBackgroundThread(true);
+  bool finished = false;
+  try {
+    while (state_ == LoopState::kRunning && !stop_requested_ && !(finished = done()) &&
+           std::chrono::steady_clock::now() < until && queue_->InFlight() == 1) {
+      Pass();
+    }
+    finished = done();
+  } catch (const std::exception& e) {
+    Abort(Internal(std::string("background loop failed on a driving caller: ") + e.what()),
+          TellController::kYes);
+  } catch (...) {
+    Abort(Internal("background loop failed on a driving caller with an unknown exception"),
+          TellController::kYes);
+  }
+  SetBackgroundThread(false);
+  const bool carry_on = !finished || state_ != LoopState::kRunning;
+  wakeup_->Unmute();  // what arrived since the last pass wakes the background thread now
+  loop_mu_.Unlock();
+  if (carry_on) wakeup_->Notify();  // the background thread carries on from here
+  return true;
 }
 
 void BackgroundLoop::RunTasks() {
@@ -139,8 +172,10 @@ void BackgroundLoop::Run() {
   try {
     RunLoop();
   } catch (const std::exception& e) {
+    MutexLock lock(&loop_mu_);
     Abort(Internal(std::string("background thread failed: ") + e.what()), TellController::kYes);
   } catch (...) {
+    MutexLock lock(&loop_mu_);
     Abort(Internal("background thread failed with an unknown exception"), TellController::kYes);
   }
   // Tasks handed over from now on run on their caller's thread; the ones already handed over
@@ -149,32 +184,41 @@ void BackgroundLoop::Run() {
     MutexLock lock(&tasks_mu_);
     accepting_tasks_ = false;
   }
+  MutexLock lock(&loop_mu_);
   RunTasks();
 }
 
 void BackgroundLoop::RunLoop() {
+  MutexLock lock(&loop_mu_);
   SendClockPing();
   while (state_ != LoopState::kDone) {
     Clock::TimePoint wake_by = clock_->Now() + kMaxIdleWait;
     if (state_ == LoopState::kDraining) wake_by = std::min(wake_by, stop_deadline_);
-    Sleep(wake_by, fast_path_on() && serving() ? lane_->fds() : std::vector<int>{});
-    DrainControl();
-    DrainAsyncFailures();
-    RunTasks();
-    if (state_ == LoopState::kAborted && stop_requested_) Finish();
-    if (!serving()) continue;
-    // Read the flag before draining the queue: Stop() closes the queue before it sets the
-    // flag, so every op enqueued before a stop we see here is sent ahead of the notice (the
-    // controller refuses announcements after a rank's notice).
-    if (state_ == LoopState::kRunning && stop_requested_) {
-      MoveTo(LoopState::kStopRequested);
-      if (fast_path_on()) fast_->SetStopping();
-    }
-    SendNewRequests();
-    if (fast_path_on()) StepRounds();
-    SendKeepalive();
-    AdvanceLife();
+    const std::vector<int> fds = fast_path_on() && serving() ? lane_->fds() : std::vector<int>{};
+    lock.Unlock();  // while this thread sleeps, a blocking caller may Drive() the loop
+    Sleep(wake_by, fds);
+    lock.Lock();
+    Pass();
   }
+}
+
+void BackgroundLoop::Pass() {
+  DrainControl();
+  DrainAsyncFailures();
+  RunTasks();
+  if (state_ == LoopState::kAborted && stop_requested_) Finish();
+  if (!serving()) return;
+  // Read the flag before draining the queue: Stop() closes the queue before it sets the
+  // flag, so every op enqueued before a stop we see here is sent ahead of the notice (the
+  // controller refuses announcements after a rank's notice).
+  if (state_ == LoopState::kRunning && stop_requested_) {
+    MoveTo(LoopState::kStopRequested);
+    if (fast_path_on()) fast_->SetStopping();
+  }
+  SendNewRequests();
+  if (fast_path_on()) StepRounds();
+  SendKeepalive();
+  AdvanceLife();
 }
 
 void BackgroundLoop::AdvanceLife() {

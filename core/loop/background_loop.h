@@ -11,8 +11,10 @@
 //
 // Threading: Start and Stop are called by the owning Runtime (any one thread). Everything
 // else runs on the loop's own thread, which owns the response cache and the entries it took
-// from the queue. The queue, channel, executor, data plane and clock must outlive the loop.
-// Every deadline the loop computes comes from Config::clock.
+// from the queue, or on a blocking caller's thread that Drive()s the loop while the loop's
+// thread is idle (one of them at a time, under loop_mu_). The queue, channel, executor, data
+// plane and clock must outlive the loop. Every deadline the loop computes comes from
+// Config::clock.
 #pragma once
 
 #include <atomic>
@@ -93,13 +95,21 @@ class BackgroundLoop {
   // the calling thread when the loop is not running. FailedPrecondition from a callback.
   Status RunOnLoop(std::function<void()> task);
 
-  // Runs `task` on the calling thread while the background thread keeps off the executors and
-  // the data plane: a response the loop is running (its callbacks included) finishes first,
-  // and the loop starts none until `task` returns. For the data plane alone
-  // (internal::RawAllreduce), which so costs no hand-off between threads. `task` must be
-  // bounded (a collective is, by the data plane's deadline). FailedPrecondition from a
-  // callback.
+  // Runs `task` on the calling thread while the background thread keeps off the loop's work
+  // (and so off the executors and the data plane): a pass the loop is in (its callbacks
+  // included) finishes first, and the loop starts none until `task` returns. For the data
+  // plane alone (internal::RawAllreduce), which so costs no hand-off between threads. `task`
+  // must be bounded (a collective is, by the data plane's deadline). FailedPrecondition from
+  // a callback.
   Status RunWithDataPlane(const std::function<void()>& task);
+
+  // A blocking call's op, run on the calling thread instead of handed to the background one:
+  // if the loop is idle (its thread asleep or waiting), the job running, and the caller's op
+  // the only one in flight on this rank, runs the loop's passes here until `done()` or
+  // `budget` (real time) has passed, then lets the background thread carry on. Callbacks
+  // that complete meanwhile run here, with this thread marked as a kolo thread. Returns
+  // whether it ran any pass; false costs nothing. `done` must be cheap and thread-safe.
+  bool Drive(const std::function<bool()>& done, std::chrono::microseconds budget);
 
   // True when called from any runtime's background thread, where callbacks run: blocking
   // kolo calls must refuse there, since the thread would wait on itself.
@@ -120,6 +130,9 @@ class BackgroundLoop {
 
   void Run();
   void RunLoop();
+  // One pass of the loop's work after a wake-up: control messages, tasks, new requests,
+  // rounds, keepalive, the life cycle. Holds loop_mu_.
+  void Pass();
   // The step of the loop's life that may come next (the stop notice, the stop deadline, the
   // end after the job-wide Shutdown), checked once per wake-up.
   void AdvanceLife();
@@ -227,9 +240,11 @@ class BackgroundLoop {
   std::vector<std::shared_ptr<Task>> tasks_ KOLO_GUARDED_BY(tasks_mu_);
   bool accepting_tasks_ KOLO_GUARDED_BY(tasks_mu_) = false;  // the loop runs
 
-  // Held by the loop thread while it runs a response (Execute) and by RunWithDataPlane's
-  // caller while its task runs: one thread at a time uses the executors and the data plane.
-  Mutex data_plane_mu_;
+  // Held by whichever thread does the loop's work: the background thread for each pass (not
+  // while it sleeps), a blocking caller driving its op (Drive), or RunWithDataPlane's task.
+  // "Loop thread" below means the holder: one thread at a time uses the loop's state, the
+  // executors and the data plane.
+  Mutex loop_mu_;
 
   // Loop thread only.
   LoopState state_ = LoopState::kRunning;

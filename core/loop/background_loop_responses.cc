@@ -83,7 +83,6 @@ void BackgroundLoop::RememberCacheIds(const Response& response,
 }
 
 void BackgroundLoop::Execute(const Response& response, std::vector<TensorEntry*> entries) {
-  MutexLock using_data_plane(&data_plane_mu_);  // not while RunWithDataPlane's task runs
   if (tracer_ != nullptr) tracer_->Taken(entries, clock_->Now());
   // An error response must never reach a callback as OK, whatever code it carries.
   const StatusCode code =

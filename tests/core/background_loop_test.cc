@@ -4,6 +4,7 @@
 // deadline and the other deadlines are tested by moving time instead of racing sleeps.
 #include "core/loop/background_loop.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <cstring>
@@ -377,13 +378,13 @@ TEST_CASE("A task lent the data plane runs on its caller's thread while no respo
   std::promise<void> inside, release;
   std::shared_future<void> released = release.get_future().share();
   std::thread::id task_thread;
+  Status lent;  // Catch2's assertions are not thread-safe: checked after the join
   std::thread borrower([&] {
-    Status lent = job.loop().RunWithDataPlane([&] {
+    lent = job.loop().RunWithDataPlane([&] {
       task_thread = std::this_thread::get_id();
       inside.set_value();
       released.wait_for(10s);
     });
-    CHECK(lent.ok());
   });
   REQUIRE(inside.get_future().wait_for(10s) == std::future_status::ready);
   std::vector<float> a(4, 1.0f);
@@ -397,6 +398,7 @@ TEST_CASE("A task lent the data plane runs on its caller's thread while no respo
   CHECK(oa.Wait().ok());
   const std::thread::id borrower_thread = borrower.get_id();
   borrower.join();
+  CHECK(lent.ok());
   CHECK(task_thread == borrower_thread);
   CHECK(job.executor().ran().size() == 1);
 
@@ -417,6 +419,78 @@ TEST_CASE("A task lent the data plane runs on its caller's thread while no respo
   bool ran = false;
   CHECK(job.loop().RunWithDataPlane([&] { ran = true; }).ok());
   CHECK(ran);
+}
+
+TEST_CASE("A blocking caller drives its own op when the loop is idle, and only then",
+          "[core][loop]") {
+  testing::Watchdog watchdog("background loop: Drive", 30s);
+  LoopJob job(1);
+  std::vector<float> a(4, 1.0f);
+  std::atomic<bool> done{false};
+  Status status;
+  bool marked = false;  // the thread counted as a kolo thread while the callback ran
+  std::thread::id callback_thread;
+  auto finished = [&] { return done.load(); };
+  {
+    TensorQueue::QuietScope quiet;  // as Runtime::Blocking enqueues
+    REQUIRE(job.Allreduce("a", &a,
+                          [&](const Status& s) {
+                            status = s;
+                            marked = BackgroundLoop::IsBackgroundThread();
+                            callback_thread = std::this_thread::get_id();
+                            done = true;
+                          })
+                .ok());
+  }
+  REQUIRE(job.loop().Drive(finished, 10s));
+  REQUIRE(done);
+  CHECK(status.ok());
+  CHECK(marked);
+  CHECK(callback_thread == std::this_thread::get_id());
+  CHECK_FALSE(BackgroundLoop::IsBackgroundThread());
+  CHECK(job.executor().ran().size() == 1);
+
+  // Nothing to drive with a zero budget, or with more than the caller's op in flight (another
+  // op's callback must not run on this thread): the background thread runs those.
+  CHECK_FALSE(job.loop().Drive([] { return false; }, 0us));
+  std::vector<float> b(4, 1.0f), c(4, 1.0f);
+  Outcome ob, oc;
+  std::promise<void> inside, release;
+  std::shared_future<void> released = release.get_future().share();
+  // Holds the loop's work, so b stays in flight.
+  Status held;
+  std::thread holder([&] {
+    held = job.loop().RunWithDataPlane([&] {
+      inside.set_value();
+      released.wait_for(10s);
+    });
+  });
+  REQUIRE(inside.get_future().wait_for(10s) == std::future_status::ready);
+  REQUIRE(job.Allreduce("b", &b, ob.callback()).ok());
+  CHECK_FALSE(job.loop().Drive([&] { return ob.calls() > 0; }, 1s));  // the loop is held
+  release.set_value();
+  holder.join();
+  CHECK(held.ok());
+  CHECK(ob.Wait().ok());
+  {
+    TensorQueue::QuietScope quiet;  // the loop sleeps on: c and e stay in flight
+    REQUIRE(job.Allreduce("c", &c, oc.callback()).ok());
+    REQUIRE(job.Allreduce("e", &b, [](const Status&) {}).ok());
+  }
+  CHECK_FALSE(job.loop().Drive([&] { return oc.calls() > 0; }, 1s));  // two in flight
+  job.Advance(0ns);  // wakes the loop, as RuntimeImpl::DriveOrSpin does when Drive declines
+  CHECK(oc.Wait().ok());
+  // From a callback it never drives.
+  std::vector<float> d(4, 1.0f);
+  std::promise<bool> from_callback;
+  REQUIRE(job.Allreduce("d", &d,
+                        [&](const Status&) {
+                          from_callback.set_value(job.loop().Drive([] { return false; }, 1s));
+                        })
+              .ok());
+  std::future<bool> drove = from_callback.get_future();
+  REQUIRE(drove.wait_for(10s) == std::future_status::ready);
+  CHECK_FALSE(drove.get());
 }
 
 TEST_CASE("A rank whose peers never call shutdown() leaves exactly at the stop deadline",
