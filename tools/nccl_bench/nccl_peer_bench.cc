@@ -66,26 +66,32 @@ bool ParseSize(const char* text, size_t* out) {
   return *end == '\0';
 }
 
+// Every flag takes a value: the arguments come in (flag, value) pairs.
+bool ParseFlag(const std::string& flag, const char* value, Flags* f) {
+  size_t n = 0;
+  if (flag == "-b") return ParseSize(value, &f->min_bytes);
+  if (flag == "-e") return ParseSize(value, &f->max_bytes);
+  if (flag == "--model") {
+    f->model = value;
+    return true;
+  }
+  if (!ParseSize(value, &n)) return false;
+  if (flag == "-f" && n >= 2) {
+    f->factor = n;
+  } else if (flag == "-n" && n >= 1) {
+    f->iters = static_cast<int>(n);
+  } else if (flag == "-w") {
+    f->warmup = static_cast<int>(n);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 bool ParseFlags(int argc, char** argv, Flags* f) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (v == nullptr) return false;
-    size_t n = 0;
-    if (a == "-b" && ParseSize(v, &f->min_bytes)) {
-    } else if (a == "-e" && ParseSize(v, &f->max_bytes)) {
-    } else if (a == "-f" && ParseSize(v, &n) && n >= 2) {
-      f->factor = n;
-    } else if (a == "-n" && ParseSize(v, &n) && n >= 1) {
-      f->iters = static_cast<int>(n);
-    } else if (a == "-w" && ParseSize(v, &n)) {
-      f->warmup = static_cast<int>(n);
-    } else if (a == "--model") {
-      f->model = v;
-    } else {
-      return false;
-    }
-    ++i;
+  if (argc % 2 != 1) return false;  // a flag without its value
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!ParseFlag(argv[i], argv[i + 1], f)) return false;
   }
   return f->min_bytes >= 4 && f->min_bytes <= f->max_bytes;
 }
