@@ -2,11 +2,11 @@
 // the table of in-flight entries by name, so that a second op with a name already in flight
 // fails at enqueue.
 //
-// Threading: Enqueue and Close may be called from any thread; TakeNew, Find, Remove and
-// RemoveAll from the background thread only, except that an executor's completion thread
-// Removes the entries of an op launched asynchronously once it completed. Entries handed out by
-// TakeNew stay owned by the table but are touched only by the background thread until Remove
-// returns them.
+// Threading: Enqueue, InFlight and Close may be called from any thread; TakeNew, Find, Remove
+// and RemoveAll from the loop thread only (the background thread, or a caller driving the loop:
+// BackgroundLoop::Drive), except that an executor's completion thread Removes the entries of an
+// op launched asynchronously once it completed. Entries handed out by TakeNew stay owned by the
+// table but are touched only by the loop thread until Remove returns them.
 #pragma once
 
 #include <memory>
