@@ -415,5 +415,10 @@ Status RawAllreduce(void* data, int64_t count, DataType dtype) {
       [&](Runtime& rt) { return RuntimeAccess::Impl(rt).RawAllreduce(data, count, dtype); });
 }
 
+StatusOr<std::string> GpuOperationsInUse() {
+  return OnDefault(
+      [](Runtime& rt) -> StatusOr<std::string> { return RuntimeAccess::Impl(rt).gpu_path(); });
+}
+
 }  // namespace internal
 }  // namespace kolo

@@ -90,6 +90,8 @@ class RuntimeImpl {
   // How long a blocking call or synchronize() polls its op before sleeping (core/spin_wait.h):
   // KOLO_WAIT_SPIN_US when every rank of this host has a core, else zero. Set by Create.
   std::chrono::microseconds wait_spin() const { return wait_spin_; }
+  // The data path of GPU tensors resolved at init: "nccl" or "ring" (GpuPlane::path_name).
+  std::string gpu_path() const { return gpu_->path_name(); }
   // A blocking call's wait, after it enqueued its op under a TensorQueue::QuietScope: runs
   // the op on the calling thread when the background loop is idle (BackgroundLoop::Drive)
   // for up to wait_spin(), else wakes the loop and polls `done` as long; true once `done()`.

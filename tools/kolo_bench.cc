@@ -184,7 +184,11 @@ Status Sweep::Run() {
   }
   // Every type (-d all) on NCCL: the types NCCL lacks are left out and named in the footer;
   // one such type asked for alone fails as the runtime refuses it.
-  const bool nccl = options_.dtypes.size() > 1 && kolo::bench::GpuTensorsRunOnNccl(options_.device);
+  bool nccl = false;
+  if (options_.dtypes.size() > 1 && device_ != nullptr) {
+    KOLO_ASSIGN_OR_RETURN(std::string path, kolo::internal::GpuOperationsInUse());
+    nccl = path == "nccl";
+  }
   for (DataType dtype : options_.dtypes) {
     if (nccl && !kolo::gpu::NcclHasDataType(dtype)) {
       skipped_types_ += (skipped_types_.empty() ? "" : " ") + kolo::bench::BenchTypeName(dtype);

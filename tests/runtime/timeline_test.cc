@@ -11,6 +11,7 @@
 #include <future>
 #include <iterator>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/local_job.h"
@@ -316,6 +317,15 @@ double MovementOf(const timeline::TraceModel& model, int rank,
   return total;
 }
 
+// One rank's overlap figures, for a failing check's message.
+std::string Describe(const timeline::OverlapStats& stats) {
+  std::ostringstream text;
+  text << "rank " << stats.rank << ": movement " << stats.movement_us
+       << " us, before the last enqueue " << stats.overlapped_us << " us, tail " << stats.tail_us
+       << " us";
+  return text.str();
+}
+
 }  // namespace
 
 TEST_CASE("The summary shows gradients handed over as hooks fire overlapping the backward pass",
@@ -324,9 +334,7 @@ TEST_CASE("The summary shows gradients handed over as hooks fire overlapping the
   const TrainLikeRun hooks = RunTrainLike(true);
   REQUIRE(hooks.summary.overlap.size() == 2);
   for (const timeline::OverlapStats& stats : hooks.summary.overlap) {
-    INFO("rank " << stats.rank << ": movement " << stats.movement_us
-                 << " us, before the last enqueue " << stats.overlapped_us << " us, tail "
-                 << stats.tail_us << " us");
+    INFO(Describe(stats));
     CHECK(stats.steps == 3);
     CHECK(stats.movement_us ==
           Approx(MovementOf(hooks.model, stats.rank, {"grad/0", "grad/1", "grad/2"})));
@@ -339,9 +347,7 @@ TEST_CASE("The summary shows gradients handed over as hooks fire overlapping the
   const TrainLikeRun after = RunTrainLike(false);
   REQUIRE(after.summary.overlap.size() == 2);
   for (const timeline::OverlapStats& stats : after.summary.overlap) {
-    INFO("rank " << stats.rank << ": movement " << stats.movement_us
-                 << " us, before the last enqueue " << stats.overlapped_us << " us, tail "
-                 << stats.tail_us << " us");
+    INFO(Describe(stats));
     CHECK(stats.steps == 3);
     // Handed over together after the pass: (almost) nothing runs before the last enqueue.
     CHECK(stats.overlapped_share() < 0.2);

@@ -4,9 +4,7 @@
 #include <thread>
 #include <vector>
 
-#include "kolo/options.h"
 #include "ops/cuda/cuda_backend.h"
-#include "ops/nccl/nccl_backend.h"
 #include "tests/support/sim_gpu/sim_backends.h"
 
 namespace kolo::bench {
@@ -87,15 +85,6 @@ Status PrepareBenchDevice(const std::string& name) {
     return Status::Ok();
   }
   return InvalidArgument("--device: unknown device '" + name + "' (one of: cpu cuda cuda-sim)");
-}
-
-bool GpuTensorsRunOnNccl(const std::string& name) {
-  if (name == "cpu") return false;
-  StatusOr<Options> options = Options::FromEnvironment();
-  if (!options.ok()) return false;  // init() fails on the same variables, saying why
-  const GpuOperations asked = options->gpu_operations;
-  return asked == GpuOperations::kNccl ||
-         (asked == GpuOperations::kAuto && (name == "cuda-sim" || gpu::NcclBuilt()));
 }
 
 StatusOr<std::unique_ptr<BenchDevice>> OpenBenchDevice(const std::string& name, int rank,

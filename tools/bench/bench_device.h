@@ -34,11 +34,6 @@ class BenchDevice {
 // simulated GPU backends for the runtime init() creates). InvalidArgument for an unknown name.
 Status PrepareBenchDevice(const std::string& name);
 
-// Whether GPU tensors of --device `name` go to NCCL in the job init() makes: KOLO_GPU_OPERATIONS,
-// and for auto whether the build has NCCL (the simulator always has its NCCL). NCCL has no
-// int16, uint16 or bool type, so a sweep of every type leaves those out there.
-bool GpuTensorsRunOnNccl(const std::string& name);
-
 // After init(): the device of this rank (cuda: the local rank's GPU, modulo the GPUs visible).
 StatusOr<std::unique_ptr<BenchDevice>> OpenBenchDevice(const std::string& name, int rank,
                                                        int local_rank);
