@@ -1,7 +1,9 @@
 // RoundLane: the connections over which ranks agree, without the controller, on which cached
 // tensors run next (the fast path, docs/FAST-PATH.md). One small message per rank per round,
 // sent to every peer. transport/ implements it over a second set of authenticated TCP
-// connections of the data mesh (transport/tcp/tcp_round_lane.h).
+// connections of the data mesh (transport/tcp/tcp_round_lane.h) and, when every rank shares
+// one host, through the shared-memory segment with those connections as doorbells
+// (transport/shm/shm_round_lane.h).
 //
 // Threading: background thread only. Nothing here blocks: what a peer's socket cannot take yet
 // is kept and sent by later calls (a round message is 48 bytes plus 4 per cache id).
@@ -41,8 +43,18 @@ class RoundLane {
   // reported in `closed` (once); a malformed message is an error naming the sender.
   virtual Status Poll(std::vector<std::pair<int, RoundMessage>>* out, std::vector<int>* closed) = 0;
 
-  // File descriptors that become readable when Poll has something to do.
+  // File descriptors that become readable when Poll has something to do, once Arm() said so.
   virtual std::vector<int> fds() const = 0;
+
+  // Called before the thread stops polling to wait on fds(): from now until the next Poll,
+  // anything that arrives makes fds() readable. False if something has arrived already (Poll
+  // instead of waiting). A lane that always makes fds() readable returns true; one that rings
+  // only sleepers (the shared-memory lane) saves its peers that work while this rank polls.
+  virtual bool Arm() { return true; }
+
+  // True if fds() become readable only while armed: a thread that polls the lane itself
+  // while another sleeps on fds() (BackgroundLoop::Drive) need not mute them.
+  virtual bool wakes_only_when_armed() const { return false; }
 };
 
 }  // namespace kolo

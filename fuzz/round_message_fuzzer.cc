@@ -1,4 +1,4 @@
-// Fuzz target: the fast path's round messages (transport/tcp/tcp_round_lane.h), read from a peer's
+// Fuzz target: the fast path's round messages (transport/round_codec.h), read from a peer's
 // round connection, and the round bookkeeping they feed (core/loop/round_agreement.h). The input is
 // a piece plan (one byte k, then k piece sizes) and the byte stream, fed to RoundStreamParser in
 // those pieces. Checks: the messages it returns re-encode to exactly a prefix of the stream;
@@ -10,7 +10,7 @@
 
 #include "core/loop/round_agreement.h"
 #include "fuzz/fuzz_input.h"
-#include "transport/tcp/tcp_round_lane.h"
+#include "transport/round_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kolo;

@@ -19,6 +19,7 @@
 #include "transport/grpc/grpc_control_channel.h"
 #include "transport/grpc/grpc_control_server.h"
 #include "transport/shm/shm_mesh.h"
+#include "transport/shm/shm_round_lane.h"
 #include "transport/tcp/tcp_mesh.h"
 #include "transport/tcp/tcp_round_lane.h"
 
@@ -162,9 +163,14 @@ Status RuntimeImpl::Start() {
   loop_config.set_executor = [this](int id) { return SetExecutor(id); };
   loop_config.set_removed = [this](int id) { set_planes_.erase(id); };
   if (options_.fast_path) {
-    round_lane_ = std::make_unique<transport::TcpRoundLane>(
-        options_.rank, mesh_->TakeRoundConnections(),
-        MakeLogger(options_.rank, "fast-path", logger_->level()));
+    Logger lane_logger = MakeLogger(options_.rank, "fast-path", logger_->level());
+    if (shm_) {  // round messages through the segment, the connections as doorbells
+      round_lane_ = std::make_unique<transport::ShmRoundLane>(
+          options_.rank, mesh_->TakeRoundConnections(), shm_->round_area(), lane_logger);
+    } else {
+      round_lane_ = std::make_unique<transport::TcpRoundLane>(
+          options_.rank, mesh_->TakeRoundConnections(), lane_logger);
+    }
   }
   loop_ = std::make_unique<BackgroundLoop>(loop_config, &queue_, &wakeup_, channel_, gpu_.get(),
                                            mesh_.get(), &tracer_, logger_, round_lane_.get());

@@ -36,7 +36,6 @@ class GrpcControlServer;
 class GrpcControlChannel;
 class ShmMesh;
 class TcpMesh;
-class TcpRoundLane;
 }  // namespace transport
 namespace ops {
 class CpuExecutor;
@@ -164,7 +163,7 @@ class RuntimeImpl {
   std::map<int, SetPlane> set_planes_;
   // The loop's executor: GPU responses to the GPU path, the others to executor_.
   std::unique_ptr<GpuPlane> gpu_;
-  std::unique_ptr<transport::TcpRoundLane> round_lane_;  // KOLO_FAST_PATH=1
+  std::unique_ptr<RoundLane> round_lane_;  // KOLO_FAST_PATH=1: shared memory's or TCP's
   Wakeup wakeup_;
   TensorQueue queue_{&wakeup_};
   std::unique_ptr<BackgroundLoop> loop_;

@@ -104,8 +104,10 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
   if (queue_->InFlight() != 1 || !loop_mu_.TryLock()) return false;
   const auto until = std::chrono::steady_clock::now() + budget;  // real time, as a spin's
   // The peers' round messages are read here now: they must not wake the sleeping thread,
-  // which would take the core this one runs on only to wait for loop_mu_.
-  wakeup_->Mute();
+  // which would take the core this one runs on only to wait for loop_mu_. (A lane that wakes
+  // only an armed sleeper stops once this thread polls it.)
+  const bool mute = !(fast_path_on() && lane_->wakes_only_when_armed());
+  if (mute) wakeup_->Mute();
   SetBackgroundThread(true);
   bool finished = false;
   try {
@@ -122,8 +124,10 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
           TellController::kYes);
   }
   SetBackgroundThread(false);
-  const bool carry_on = !finished || state_ != LoopState::kRunning;
-  wakeup_->Unmute();  // what arrived since the last pass wakes the background thread now
+  bool carry_on = !finished || state_ != LoopState::kRunning;
+  // The sleeping thread's wait covers the rounds again (this thread's polls had disarmed it).
+  if (fast_path_on() && serving() && !lane_->Arm()) carry_on = true;
+  if (mute) wakeup_->Unmute();  // what arrived since the last pass wakes the thread now
   loop_mu_.Unlock();
   if (carry_on) wakeup_->Notify();  // the background thread carries on from here
   return true;
@@ -194,10 +198,13 @@ void BackgroundLoop::RunLoop() {
   while (state_ != LoopState::kDone) {
     Clock::TimePoint wake_by = clock_->Now() + kMaxIdleWait;
     if (state_ == LoopState::kDraining) wake_by = std::min(wake_by, stop_deadline_);
-    const std::vector<int> fds = fast_path_on() && serving() ? lane_->fds() : std::vector<int>{};
-    lock.Unlock();  // while this thread sleeps, a blocking caller may Drive() the loop
-    Sleep(wake_by, fds);
-    lock.Lock();
+    const bool rounds = fast_path_on() && serving();
+    const std::vector<int> fds = rounds ? lane_->fds() : std::vector<int>{};
+    if (!rounds || lane_->Arm()) {  // else a round message is in already
+      lock.Unlock();  // while this thread sleeps, a blocking caller may Drive() the loop
+      Sleep(wake_by, fds);
+      lock.Lock();
+    }
     Pass();
   }
 }

@@ -49,8 +49,11 @@ size_t RoundUp(size_t n, size_t to) {
 size_t WordsOffset() {
   return RoundUp(sizeof(Header), 128);
 }
+size_t RoundAreaOffset(int size) {
+  return RoundUp(WordsOffset() + size * sizeof(RankWord), 128);
+}
 size_t SlotsOffset(int size) {
-  return RoundUp(WordsOffset() + size * sizeof(RankWord), kPage);
+  return RoundUp(RoundAreaOffset(size) + ShmRoundArea::Bytes(size), kPage);
 }
 
 RankWord* Words(uint8_t* base) {
@@ -217,6 +220,10 @@ ShmMesh::ShmMesh(const Config& config, std::unique_ptr<ShmSegment> segment)
     : config_(config), segment_(std::move(segment)), spins_(config.spin ? kSpins : 0) {}
 
 ShmMesh::~ShmMesh() = default;
+
+ShmRoundArea ShmMesh::round_area() const {
+  return ShmRoundArea(segment_->data() + RoundAreaOffset(config_.size), config_.size);
+}
 
 uint8_t* ShmMesh::slot(int set, int owner) {
   const size_t index = static_cast<size_t>(set) * config_.size + owner;

@@ -25,6 +25,7 @@
 #include "core/logging.h"
 #include "core/mutex.h"
 #include "core/shared_memory_plane.h"
+#include "transport/shm/shm_round_ring.h"
 #include "transport/shm/shm_segment.h"
 
 namespace kolo::transport {
@@ -61,6 +62,9 @@ class ShmMesh final : public SharedMemoryPlane {
   int NextSlotSet() override { return static_cast<int>(chunks_++ % kSlotSets); }
   Status Sync(const std::string& what) override;
   void Interrupt(const Status& why) override;
+
+  // The round rings of ShmRoundLane (transport/shm/shm_round_lane.h), valid while this lives.
+  ShmRoundArea round_area() const;
 
   // The segment's name, already unlinked (for logs and tests).
   const std::string& segment_name() const { return segment_->name(); }
