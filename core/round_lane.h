@@ -52,6 +52,10 @@ class RoundLane {
   // only sleepers (the shared-memory lane) saves its peers that work while this rank polls.
   virtual bool Arm() { return true; }
 
+  // Called when the thread's wait on fds() has returned (for whatever reason): a lane that
+  // does not read its connections on every Poll reads them on the next.
+  virtual void Woken() {}
+
   // True if fds() become readable only while armed: a thread that polls the lane itself
   // while another sleeps on fds() (BackgroundLoop::Drive) need not mute them.
   virtual bool wakes_only_when_armed() const { return false; }

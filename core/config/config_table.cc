@@ -481,12 +481,13 @@ std::vector<ConfigVar> BuildTable() {
                 "has ranks. none: they are on only while the host's ranks fit in the CPUs this "
                 "process may use."),
       Row("KOLO_WAIT_SPIN_US")
-          .Integer(&Options::wait_spin_us, 0, 10000, 30, "us")
+          .Integer(&Options::wait_spin_us, 0, 10000, 1000, "us")
           .Help("A blocking call runs its op on the calling thread while the background "
                 "thread is idle, or polls it (yielding the core), this long before it sleeps; "
                 "synchronize() polls. Only when every rank of this host has a core (else it "
-                "sleeps at once): a small op then returns without a thread hand-off. 0: always "
-                "hand over and sleep."),
+                "sleeps at once): a small op then returns without a thread hand-off, and a "
+                "peer that calls up to this much later finds this rank awake. 0: always hand "
+                "over and sleep."),
       Row("KOLO_GPU_OPERATIONS", {"HOROVOD_GPU_OPERATIONS"})
           .Enum(&Options::gpu_operations, kGpuOperationsNames, GpuOperations::kAuto)
           .Help("Data path of GPU tensors: nccl (NCCL collectives), ring (staged through host "

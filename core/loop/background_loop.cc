@@ -204,6 +204,7 @@ void BackgroundLoop::RunLoop() {
       lock.Unlock();  // while this thread sleeps, a blocking caller may Drive() the loop
       Sleep(wake_by, fds);
       lock.Lock();
+      if (rounds) lane_->Woken();
     }
     Pass();
   }

@@ -8,12 +8,6 @@
 #include "core/errno_status.h"
 
 namespace kolo::transport {
-namespace {
-
-// How often a polling loop reads the connections (a peer's exit, a doorbell) at least.
-constexpr std::chrono::milliseconds kConnectionCheck{1};
-
-}  // namespace
 
 ShmRoundLane::ShmRoundLane(int rank, std::vector<UniqueFd> connections, ShmRoundArea area,
                            Logger logger)
@@ -25,6 +19,8 @@ ShmRoundLane::ShmRoundLane(int rank, std::vector<UniqueFd> connections, ShmRound
       out_(connections_.size()),
       tails_(connections_.size(), 0),
       heads_(connections_.size(), 0),
+      bells_sent_(connections_.size(), 0),
+      bells_read_(connections_.size(), 0),
       closed_(connections_.size(), false) {
   for (const UniqueFd& fd : connections_) {
     if (fd.valid()) open_fds_.push_back(fd.get());
@@ -36,12 +32,12 @@ Status ShmRoundLane::SendToAll(const RoundMessage& message) {
   for (size_t r = 0; r < connections_.size(); ++r) {
     if (static_cast<int>(r) == rank_ || closed_[r]) continue;
     out_[r] += bytes;
-    Flush(r);
+    Push(r);
   }
   return Status::Ok();
 }
 
-void ShmRoundLane::Flush(size_t peer) {
+void ShmRoundLane::Push(size_t peer) {
   ShmRoundRing* ring = area_.ring(rank_, static_cast<int>(peer));
   std::string& pending = out_[peer];
   size_t sent = RingWrite(ring, &tails_[peer], pending.data(), pending.size());
@@ -51,6 +47,8 @@ void ShmRoundLane::Flush(size_t peer) {
     sent += RingWrite(ring, &tails_[peer], pending.data() + sent, pending.size() - sent);
   }
   pending.erase(0, sent);
+  // After the tail's store: either the peer's Arm() sees the bytes or we see it armed (and
+  // only one of the senders that do rings it).
   if (sent > 0 &&
       __atomic_exchange_n(&area_.inbox(static_cast<int>(peer))->armed, 0, __ATOMIC_SEQ_CST) != 0) {
     Ring(peer);
@@ -58,6 +56,9 @@ void ShmRoundLane::Flush(size_t peer) {
 }
 
 void ShmRoundLane::Ring(size_t peer) {
+  // Counted first: a peer that sees the count before the byte reads its connection again.
+  __atomic_store_n(&area_.ring(rank_, static_cast<int>(peer))->bells, ++bells_sent_[peer],
+                   __ATOMIC_RELEASE);
   const char bell = 'b';
   ssize_t n = 0;
   do {
@@ -77,7 +78,6 @@ bool ShmRoundLane::Arm() {
       return false;
     }
   }
-  armed_ = true;
   return true;
 }
 
@@ -92,6 +92,7 @@ void ShmRoundLane::DrainConnection(size_t peer, bool* ended) {
       if (n < 0) logger_->debug("fast path: rank {}: {}", peer, ErrnoText(errno));
       return;
     }
+    bells_read_[peer] += static_cast<uint64_t>(n);
     if (static_cast<size_t>(n) < sizeof(buffer)) return;
   }
 }
@@ -112,7 +113,7 @@ Status ShmRoundLane::ReadRing(size_t peer, std::vector<std::pair<int, RoundMessa
   for (RoundMessage& m : messages) out->emplace_back(static_cast<int>(peer), std::move(m));
   if (took && __atomic_load_n(&ring->sender_waits, __ATOMIC_SEQ_CST) != 0 &&
       __atomic_exchange_n(&ring->sender_waits, 0, __ATOMIC_SEQ_CST) != 0) {
-    Ring(peer);
+    Ring(peer);  // room for the rest of its message
   }
   return Status::Ok();
 }
@@ -132,17 +133,17 @@ Status ShmRoundLane::Poll(std::vector<std::pair<int, RoundMessage>>* out,
                           std::vector<int>* closed) {
   // This thread is awake and reading: senders need not ring it until it arms again.
   __atomic_store_n(&area_.inbox(rank_)->armed, 0, __ATOMIC_RELAXED);
-  bool read_connections = armed_;
-  armed_ = false;
-  const auto now = std::chrono::steady_clock::now();
-  if (now - connections_read_ >= kConnectionCheck) read_connections = true;
-  if (read_connections) connections_read_ = now;
+  const bool check_connections = woken_ || ++polls_ % kConnectionCheckPolls == 0;
+  woken_ = false;
   for (size_t r = 0; r < connections_.size(); ++r) {
     if (static_cast<int>(r) == rank_ || closed_[r]) continue;
-    if (!out_[r].empty()) Flush(r);
+    if (!out_[r].empty()) Push(r);
     bool ended = false;
-    // First: what the peer wrote before it closed is in the ring by then.
-    if (read_connections) DrainConnection(r, &ended);
+    // Before the ring: what the peer wrote before it closed is in the ring by then.
+    if (check_connections || __atomic_load_n(&area_.ring(static_cast<int>(r), rank_)->bells,
+                                             __ATOMIC_ACQUIRE) != bells_read_[r]) {
+      DrainConnection(r, &ended);
+    }
     Status read = ReadRing(r, out);
     if (!read.ok()) return read.WithContext("fast path: from rank " + std::to_string(r));
     if (ended) Close(r, std::string());

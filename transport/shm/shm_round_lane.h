@@ -5,16 +5,15 @@
 //   - a doorbell: a sender writes one byte to a peer whose loop thread said it may sleep
 //     (Arm), so that thread's wait on fds() still returns for a round message;
 //   - the peers' lives: a peer that exits closes its connection, which Poll reports as closed
-//     once the ring's last bytes from it have been delivered (read after a wait on fds(), and
-//     at least every millisecond while polling).
+//     once the ring's last bytes from it have been delivered (the connections are read after
+//     a wait on fds() returned, when a peer counts a doorbell, and every kConnectionCheckPolls
+//     polls).
 // The bytes in the rings are the TCP lane's wire format (transport/round_codec.h) and pass
-// the same parser, so a peer
-// that writes anything else is a protocol error naming it.
+// the same parser, so a peer that writes anything else is a protocol error naming it.
 //
 // Threading: the background thread only (see RoundLane); the segment must outlive the lane.
 #pragma once
 
-#include <chrono>
 #include <string>
 #include <vector>
 
@@ -28,6 +27,9 @@ namespace kolo::transport {
 
 class ShmRoundLane final : public RoundLane {
  public:
+  // Polls between two reads of the connections when nothing says a byte is there.
+  static constexpr unsigned kConnectionCheckPolls = 64;
+
   // `connections` by rank, invalid at `rank`'s own index (TcpMesh::TakeRoundConnections);
   // `area`: the round area of the job's segment (ShmMesh::round_area()), zero-filled when
   // the job started.
@@ -38,13 +40,14 @@ class ShmRoundLane final : public RoundLane {
   std::vector<int> fds() const override { return open_fds_; }
   bool Arm() override;
   bool wakes_only_when_armed() const override { return true; }
+  void Woken() override { woken_ = true; }
 
  private:
   // Puts what peer's ring takes of out_[peer] in it; rings the peer if it sleeps.
-  void Flush(size_t peer);
+  void Push(size_t peer);
   // Writes one doorbell byte to `peer`; a failure closes it.
   void Ring(size_t peer);
-  // Reads the bytes waiting on peer's connection: doorbells (dropped) or its end.
+  // Reads the bytes waiting on peer's connection: doorbells (counted) or its end.
   void DrainConnection(size_t peer, bool* ended);
   Status ReadRing(size_t peer, std::vector<std::pair<int, RoundMessage>>* out);
   void Close(size_t peer, const std::string& why);
@@ -59,13 +62,13 @@ class ShmRoundLane final : public RoundLane {
   std::vector<std::string> out_;            // by rank: bytes its ring could not take yet
   std::vector<uint64_t> tails_;             // by rank: bytes put in our ring to it
   std::vector<uint64_t> heads_;             // by rank: bytes taken from its ring to us
+  std::vector<uint64_t> bells_sent_;        // by rank: doorbells we wrote to it
+  std::vector<uint64_t> bells_read_;        // by rank: doorbells we read from it
   std::vector<bool> closed_;                // by rank: EOF or an error was seen
   std::vector<int> newly_closed_;           // not reported by Poll yet
   std::vector<int> open_fds_;               // the connections not closed yet
-  // Reading the connections costs a system call per peer, so Poll does it only after a wait
-  // on them (armed) or when kConnectionCheck has passed: a peer's exit is seen that late.
-  bool armed_ = false;
-  std::chrono::steady_clock::time_point connections_read_{};
+  bool woken_ = false;                      // Woken() since the last Poll
+  unsigned polls_ = 0;
 };
 
 }  // namespace kolo::transport

@@ -32,6 +32,9 @@ struct alignas(64) ShmRoundRing {
   alignas(64) uint64_t tail;  // bytes put in; written by the sender only
   // 1: the sender has bytes that did not fit; the receiver rings it once it made room.
   uint32_t sender_waits;
+  // Doorbell bytes `from` has written to `to` over their connection, for any reason: `to`
+  // reads the connection only when this moved (or now and then, for its end).
+  uint64_t bells;
   alignas(64) uint8_t data[kShmRoundRingBytes];
 };
 

@@ -105,8 +105,9 @@ struct Options {
   // this process sees fewer CPUs than the host has ranks. "none": not known to be bound.
   std::string cpu_bind;
 
-  // KOLO_WAIT_SPIN_US: a blocking call or synchronize() watches its op for this long, yielding
-  // the core between checks, before it sleeps; only where every rank of the host has a core.
+  // KOLO_WAIT_SPIN_US: a blocking call or synchronize() watches its op for this long (running
+  // it itself while the background thread is idle), yielding the core between checks, before
+  // it sleeps; only where every rank of the host has a core.
   int wait_spin_us{};
 
   // KOLO_FAST_PATH: repeated allreduces (docs/FAST-PATH.md): ranks agree among themselves on
