@@ -2,7 +2,6 @@
 
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <cerrno>
 
 #include "core/errno_status.h"
@@ -11,26 +10,20 @@ namespace kolo::transport {
 
 ShmRoundLane::ShmRoundLane(int rank, std::vector<UniqueFd> connections, ShmRoundArea area,
                            Logger logger)
-    : rank_(rank),
-      connections_(std::move(connections)),
-      area_(area),
-      logger_(std::move(logger)),
-      parsers_(connections_.size()),
-      out_(connections_.size()),
-      tails_(connections_.size(), 0),
-      heads_(connections_.size(), 0),
-      bells_sent_(connections_.size(), 0),
-      bells_read_(connections_.size(), 0),
-      closed_(connections_.size(), false) {
-  for (const UniqueFd& fd : connections_) {
-    if (fd.valid()) open_fds_.push_back(fd.get());
-  }
-}
+    : area_(area),
+      logger_(logger),
+      peers_(rank, std::move(connections), std::move(logger)),
+      parsers_(peers_.size()),
+      out_(peers_.size()),
+      tails_(peers_.size(), 0),
+      heads_(peers_.size(), 0),
+      bells_sent_(peers_.size(), 0),
+      bells_read_(peers_.size(), 0) {}
 
 Status ShmRoundLane::SendToAll(const RoundMessage& message) {
   const std::string bytes = EncodeRoundMessage(message);
-  for (size_t r = 0; r < connections_.size(); ++r) {
-    if (static_cast<int>(r) == rank_ || closed_[r]) continue;
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    if (!peers_.open(r)) continue;
     out_[r] += bytes;
     Push(r);
   }
@@ -38,7 +31,7 @@ Status ShmRoundLane::SendToAll(const RoundMessage& message) {
 }
 
 void ShmRoundLane::Push(size_t peer) {
-  ShmRoundRing* ring = area_.ring(rank_, static_cast<int>(peer));
+  ShmRoundRing* ring = area_.ring(peers_.rank(), static_cast<int>(peer));
   std::string& pending = out_[peer];
   size_t sent = RingWrite(ring, &tails_[peer], pending.data(), pending.size());
   if (sent < pending.size()) {
@@ -57,23 +50,23 @@ void ShmRoundLane::Push(size_t peer) {
 
 void ShmRoundLane::Ring(size_t peer) {
   // Counted first: a peer that sees the count before the byte reads its connection again.
-  __atomic_store_n(&area_.ring(rank_, static_cast<int>(peer))->bells, ++bells_sent_[peer],
+  __atomic_store_n(&area_.ring(peers_.rank(), static_cast<int>(peer))->bells, ++bells_sent_[peer],
                    __ATOMIC_RELEASE);
   const char bell = 'b';
   ssize_t n = 0;
   do {
-    n = ::send(connections_[peer].get(), &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    n = ::send(peers_.fd(peer), &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
   // A full socket already holds doorbells the peer has not read: one more adds nothing.
   if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) Close(peer, ErrnoText(errno));
 }
 
 bool ShmRoundLane::Arm() {
-  ShmRoundInbox* inbox = area_.inbox(rank_);
+  ShmRoundInbox* inbox = area_.inbox(peers_.rank());
   __atomic_store_n(&inbox->armed, 1, __ATOMIC_SEQ_CST);
-  for (size_t r = 0; r < connections_.size(); ++r) {
-    if (static_cast<int>(r) == rank_ || closed_[r]) continue;
-    if (RingHasData(area_.ring(static_cast<int>(r), rank_), heads_[r])) {
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    if (!peers_.open(r)) continue;
+    if (RingHasData(area_.ring(static_cast<int>(r), peers_.rank()), heads_[r])) {
       __atomic_store_n(&inbox->armed, 0, __ATOMIC_RELAXED);
       return false;
     }
@@ -84,7 +77,7 @@ bool ShmRoundLane::Arm() {
 void ShmRoundLane::DrainConnection(size_t peer, bool* ended) {
   char buffer[256];
   while (true) {
-    const ssize_t n = ::recv(connections_[peer].get(), buffer, sizeof(buffer), MSG_DONTWAIT);
+    const ssize_t n = ::recv(peers_.fd(peer), buffer, sizeof(buffer), MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n <= 0) {
@@ -98,7 +91,7 @@ void ShmRoundLane::DrainConnection(size_t peer, bool* ended) {
 }
 
 Status ShmRoundLane::ReadRing(size_t peer, std::vector<std::pair<int, RoundMessage>>* out) {
-  ShmRoundRing* ring = area_.ring(static_cast<int>(peer), rank_);
+  ShmRoundRing* ring = area_.ring(static_cast<int>(peer), peers_.rank());
   char buffer[kShmRoundRingBytes];
   bool took = false;
   while (true) {
@@ -119,28 +112,22 @@ Status ShmRoundLane::ReadRing(size_t peer, std::vector<std::pair<int, RoundMessa
 }
 
 void ShmRoundLane::Close(size_t peer, const std::string& why) {
-  if (closed_[peer]) return;
-  logger_->debug("fast path: rank {} closed its round connection{}", peer,
-                 why.empty() ? std::string() : " (" + why + ")");
-  closed_[peer] = true;
+  peers_.Close(peer, why);
   out_[peer].clear();
-  newly_closed_.push_back(static_cast<int>(peer));
-  open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), connections_[peer].get()),
-                  open_fds_.end());
 }
 
 Status ShmRoundLane::Poll(std::vector<std::pair<int, RoundMessage>>* out,
                           std::vector<int>* closed) {
   // This thread is awake and reading: senders need not ring it until it arms again.
-  __atomic_store_n(&area_.inbox(rank_)->armed, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&area_.inbox(peers_.rank())->armed, 0, __ATOMIC_RELAXED);
   const bool check_connections = woken_ || ++polls_ % kConnectionCheckPolls == 0;
   woken_ = false;
-  for (size_t r = 0; r < connections_.size(); ++r) {
-    if (static_cast<int>(r) == rank_ || closed_[r]) continue;
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    if (!peers_.open(r)) continue;
     if (!out_[r].empty()) Push(r);
     bool ended = false;
     // Before the ring: what the peer wrote before it closed is in the ring by then.
-    if (check_connections || __atomic_load_n(&area_.ring(static_cast<int>(r), rank_)->bells,
+    if (check_connections || __atomic_load_n(&area_.ring(static_cast<int>(r), peers_.rank())->bells,
                                              __ATOMIC_ACQUIRE) != bells_read_[r]) {
       DrainConnection(r, &ended);
     }
@@ -148,8 +135,7 @@ Status ShmRoundLane::Poll(std::vector<std::pair<int, RoundMessage>>* out,
     if (!read.ok()) return read.WithContext("fast path: from rank " + std::to_string(r));
     if (ended) Close(r, std::string());
   }
-  closed->insert(closed->end(), newly_closed_.begin(), newly_closed_.end());
-  newly_closed_.clear();
+  peers_.TakeClosed(closed);
   return Status::Ok();
 }
 

@@ -20,6 +20,7 @@
 #include "core/logging.h"
 #include "core/round_lane.h"
 #include "transport/round_codec.h"
+#include "transport/round_peers.h"
 #include "transport/shm/shm_round_ring.h"
 #include "transport/unique_fd.h"
 
@@ -37,7 +38,7 @@ class ShmRoundLane final : public RoundLane {
 
   Status SendToAll(const RoundMessage& message) override;
   Status Poll(std::vector<std::pair<int, RoundMessage>>* out, std::vector<int>* closed) override;
-  std::vector<int> fds() const override { return open_fds_; }
+  std::vector<int> fds() const override { return peers_.open_fds(); }
   bool Arm() override;
   bool wakes_only_when_armed() const override { return true; }
   void Woken() override { woken_ = true; }
@@ -53,20 +54,16 @@ class ShmRoundLane final : public RoundLane {
   void Close(size_t peer, const std::string& why);
 
   // Constant after construction.
-  const int rank_;
-  const std::vector<UniqueFd> connections_;
   const ShmRoundArea area_;
   const Logger logger_;
 
+  RoundPeers peers_;
   std::vector<RoundStreamParser> parsers_;  // by rank
   std::vector<std::string> out_;            // by rank: bytes its ring could not take yet
   std::vector<uint64_t> tails_;             // by rank: bytes put in our ring to it
   std::vector<uint64_t> heads_;             // by rank: bytes taken from its ring to us
   std::vector<uint64_t> bells_sent_;        // by rank: doorbells we wrote to it
   std::vector<uint64_t> bells_read_;        // by rank: doorbells we read from it
-  std::vector<bool> closed_;                // by rank: EOF or an error was seen
-  std::vector<int> newly_closed_;           // not reported by Poll yet
-  std::vector<int> open_fds_;               // the connections not closed yet
   bool woken_ = false;                      // Woken() since the last Poll
   unsigned polls_ = 0;
 };

@@ -1,7 +1,7 @@
 #include "transport/tcp/tcp_round_lane.h"
 
-#include <algorithm>
 #include <cerrno>
+#include <string>
 
 #include "core/errno_status.h"
 #include "transport/tcp/tcp_socket.h"
@@ -9,21 +9,14 @@
 namespace kolo::transport {
 
 TcpRoundLane::TcpRoundLane(int rank, std::vector<UniqueFd> connections, Logger logger)
-    : rank_(rank),
-      connections_(std::move(connections)),
-      logger_(std::move(logger)),
-      parsers_(connections_.size()),
-      out_(connections_.size()),
-      closed_(connections_.size(), false) {
-  for (const UniqueFd& fd : connections_) {
-    if (fd.valid()) open_fds_.push_back(fd.get());
-  }
-}
+    : peers_(rank, std::move(connections), std::move(logger)),
+      parsers_(peers_.size()),
+      out_(peers_.size()) {}
 
 Status TcpRoundLane::SendToAll(const RoundMessage& message) {
   const std::string bytes = EncodeRoundMessage(message);
-  for (size_t r = 0; r < connections_.size(); ++r) {
-    if (static_cast<int>(r) == rank_ || closed_[r]) continue;
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    if (!peers_.open(r)) continue;
     out_[r] += bytes;
     Flush(r);
   }
@@ -33,8 +26,7 @@ Status TcpRoundLane::SendToAll(const RoundMessage& message) {
 void TcpRoundLane::Flush(size_t peer) {
   size_t sent = 0;
   while (sent < out_[peer].size()) {
-    IoResult io =
-        SendSome(connections_[peer].get(), out_[peer].data() + sent, out_[peer].size() - sent);
+    IoResult io = SendSome(peers_.fd(peer), out_[peer].data() + sent, out_[peer].size() - sent);
     if (io.error != 0) {
       Close(peer, ErrnoText(io.error));
       return;
@@ -46,23 +38,18 @@ void TcpRoundLane::Flush(size_t peer) {
 }
 
 void TcpRoundLane::Close(size_t peer, const std::string& why) {
-  logger_->debug("fast path: rank {} closed its round connection{}", peer,
-                 why.empty() ? std::string() : " (" + why + ")");
-  closed_[peer] = true;
+  peers_.Close(peer, why);
   out_[peer].clear();
-  newly_closed_.push_back(static_cast<int>(peer));
-  open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), connections_[peer].get()),
-                  open_fds_.end());
 }
 
 Status TcpRoundLane::Poll(std::vector<std::pair<int, RoundMessage>>* out,
                           std::vector<int>* closed) {
   char buffer[4096];
-  for (size_t r = 0; r < connections_.size(); ++r) {
-    if (static_cast<int>(r) == rank_ || closed_[r]) continue;
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    if (!peers_.open(r)) continue;
     if (!out_[r].empty()) Flush(r);
-    while (!closed_[r]) {
-      IoResult io = RecvSome(connections_[r].get(), buffer, sizeof(buffer));
+    while (peers_.open(r)) {
+      IoResult io = RecvSome(peers_.fd(r), buffer, sizeof(buffer));
       if (io.would_block()) break;
       if (io.eof || io.error != 0) {
         Close(r, io.error != 0 ? ErrnoText(io.error) : std::string());
@@ -76,8 +63,7 @@ Status TcpRoundLane::Poll(std::vector<std::pair<int, RoundMessage>>* out,
       if (io.bytes < sizeof(buffer)) break;
     }
   }
-  closed->insert(closed->end(), newly_closed_.begin(), newly_closed_.end());
-  newly_closed_.clear();
+  peers_.TakeClosed(closed);
   return Status::Ok();
 }
 

@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "core/round_lane.h"
 #include "transport/round_codec.h"
+#include "transport/round_peers.h"
 #include "transport/unique_fd.h"
 
 namespace kolo::transport {
@@ -22,23 +23,16 @@ class TcpRoundLane final : public RoundLane {
 
   Status SendToAll(const RoundMessage& message) override;
   Status Poll(std::vector<std::pair<int, RoundMessage>>* out, std::vector<int>* closed) override;
-  std::vector<int> fds() const override { return open_fds_; }
+  std::vector<int> fds() const override { return peers_.open_fds(); }
 
  private:
-  // Constant after construction.
-  const int rank_;
-  const std::vector<UniqueFd> connections_;
-  const Logger logger_;
-
   // Sends what the peer's socket takes of out_[peer] now; a failure closes the peer.
   void Flush(size_t peer);
   void Close(size_t peer, const std::string& why);
 
+  RoundPeers peers_;
   std::vector<RoundStreamParser> parsers_;  // by rank
   std::vector<std::string> out_;            // by rank: bytes not sent yet
-  std::vector<bool> closed_;                // by rank: EOF or an error was seen
-  std::vector<int> newly_closed_;           // not reported by Poll yet
-  std::vector<int> open_fds_;               // the connections not closed yet
 };
 
 }  // namespace kolo::transport
