@@ -5,8 +5,10 @@
 // one host, through the shared-memory segment with those connections as doorbells
 // (transport/shm/shm_round_lane.h).
 //
-// Threading: background thread only. Nothing here blocks: what a peer's socket cannot take yet
-// is kept and sent by later calls (a round message is 48 bytes plus 4 per cache id).
+// Threading: the loop's thread only (the background thread, or a blocking caller that drives
+// the loop while that one sleeps: one at a time, under BackgroundLoop::loop_mu_). Nothing here
+// blocks: what a peer cannot take yet is kept and sent by later calls (a round message is 48
+// bytes plus 4 per cache id).
 #pragma once
 
 #include <cstdint>

@@ -11,7 +11,7 @@
 // The bytes in the rings are the TCP lane's wire format (transport/round_codec.h) and pass
 // the same parser, so a peer that writes anything else is a protocol error naming it.
 //
-// Threading: the background thread only (see RoundLane); the segment must outlive the lane.
+// Threading: the loop's thread only (see RoundLane); the segment must outlive the lane.
 #pragma once
 
 #include <string>

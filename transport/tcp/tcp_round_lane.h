@@ -2,7 +2,7 @@
 // connections (TcpMesh::TakeRoundConnections), one authenticated TCP connection per peer.
 // Wire format: transport/round_codec.h.
 //
-// Threading: background thread only (see RoundLane).
+// Threading: the loop's thread only (see RoundLane).
 #pragma once
 
 #include <string>
