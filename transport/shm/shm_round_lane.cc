@@ -1,10 +1,7 @@
 #include "transport/shm/shm_round_lane.h"
 
-#include <sys/socket.h>
-
-#include <cerrno>
-
 #include "core/errno_status.h"
+#include "transport/socket_io.h"
 
 namespace kolo::transport {
 
@@ -53,12 +50,9 @@ void ShmRoundLane::Ring(size_t peer) {
   __atomic_store_n(&area_.ring(peers_.rank(), static_cast<int>(peer))->bells, ++bells_sent_[peer],
                    __ATOMIC_RELEASE);
   const char bell = 'b';
-  ssize_t n = 0;
-  do {
-    n = ::send(peers_.fd(peer), &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
   // A full socket already holds doorbells the peer has not read: one more adds nothing.
-  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) Close(peer, ErrnoText(errno));
+  IoResult io = SendSome(peers_.fd(peer), &bell, 1);
+  if (io.error != 0) Close(peer, ErrnoText(io.error));
 }
 
 bool ShmRoundLane::Arm() {
@@ -77,16 +71,15 @@ bool ShmRoundLane::Arm() {
 void ShmRoundLane::DrainConnection(size_t peer, bool* ended) {
   char buffer[256];
   while (true) {
-    const ssize_t n = ::recv(peers_.fd(peer), buffer, sizeof(buffer), MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (n <= 0) {
+    IoResult io = RecvSome(peers_.fd(peer), buffer, sizeof(buffer));
+    if (io.would_block()) return;
+    if (io.eof || io.error != 0) {
       *ended = true;
-      if (n < 0) logger_->debug("fast path: rank {}: {}", peer, ErrnoText(errno));
+      if (io.error != 0) logger_->debug("fast path: rank {}: {}", peer, ErrnoText(io.error));
       return;
     }
-    bells_read_[peer] += static_cast<uint64_t>(n);
-    if (static_cast<size_t>(n) < sizeof(buffer)) return;
+    bells_read_[peer] += io.bytes;
+    if (io.bytes < sizeof(buffer)) return;
   }
 }
 
@@ -118,8 +111,10 @@ void ShmRoundLane::Close(size_t peer, const std::string& why) {
 
 Status ShmRoundLane::Poll(std::vector<std::pair<int, RoundMessage>>* out,
                           std::vector<int>* closed) {
-  // This thread is awake and reading: senders need not ring it until it arms again.
-  __atomic_store_n(&area_.inbox(peers_.rank())->armed, 0, __ATOMIC_RELAXED);
+  // This thread is awake and reading: senders need not ring it until it arms again. (Stored
+  // only when set: the word's cache line is the senders' too.)
+  uint32_t* armed = &area_.inbox(peers_.rank())->armed;
+  if (__atomic_load_n(armed, __ATOMIC_RELAXED) != 0) __atomic_store_n(armed, 0, __ATOMIC_RELAXED);
   const bool check_connections = woken_ || ++polls_ % kConnectionCheckPolls == 0;
   woken_ = false;
   for (size_t r = 0; r < peers_.size(); ++r) {

@@ -1,7 +1,7 @@
 // TCP socket primitives of the data mesh: "host:port" parsing, resolution, a non-blocking
-// listener, non-blocking connect and accept, socket tuning, and send/recv that report
-// would-block, EOF and errno without throwing or raising SIGPIPE. Used by TcpMesh and its
-// helpers on the thread that owns the sockets. Stateless functions; thread-safe.
+// listener, non-blocking connect and accept, and socket tuning (send and recv are in
+// transport/socket_io.h). Used by TcpMesh and its helpers on the thread that owns the sockets.
+// Stateless functions; thread-safe.
 #pragma once
 
 #include <sys/socket.h>
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kolo/status.h"
+#include "transport/socket_io.h"  // SendSome, RecvSome
 #include "transport/unique_fd.h"
 
 namespace kolo::transport {
@@ -50,15 +51,5 @@ Status TuneDataSocket(int fd);
 
 // The socket's pending error (SO_ERROR), 0 if none.
 int PendingSocketError(int fd);
-
-// Result of one send or recv: `bytes` moved, or EOF, or an errno; all zero means would-block.
-struct IoResult {
-  size_t bytes = 0;
-  bool eof = false;
-  int error = 0;
-  bool would_block() const { return bytes == 0 && !eof && error == 0; }
-};
-IoResult SendSome(int fd, const void* data, size_t size);
-IoResult RecvSome(int fd, void* data, size_t size);
 
 }  // namespace kolo::transport
