@@ -18,6 +18,17 @@ namespace {
 // processed and sent on while more arrives (pipelining, DESIGN.md §3).
 constexpr size_t kPassBudget = 1 << 20;
 
+// Largest send() when the peer's data arrives on the same socket (2 ranks' ring, pairwise
+// exchanges). While send() runs it owns the socket, and the kernel parks the peer's incoming
+// segments on the socket's backlog, to process them (and the acknowledgements that release our
+// own next segments) only when the call returns; a 1 MiB call let a megabyte pile up there,
+// cold by the time it was processed. Measured on loopback, 2 ranks, --raw: 2 and 4 MiB
+// allreduces 1.9x faster with 256 KiB calls (4 MiB 605-720 against 1125-1200 us), 1 MiB and
+// below unchanged, 8 and 32 MiB within 2%, but 16 MiB 3-8% slower in five interleaved pairs,
+// hence the limit on the exchange's size (docs/PERFORMANCE.md "TCP data plane tuning").
+constexpr size_t kSharedSocketSendCall = size_t{256} << 10;
+constexpr size_t kSharedSocketSendCallUpTo = size_t{8} << 20;  // bytes the exchange sends
+
 // After the last byte moved, poll without sleeping for a while before blocking in poll(). A
 // blocked rank is woken through the scheduler by its peer's softirq, which on this loopback
 // costs ~25 us a wake-up against ~4 us polled (docs/PERFORMANCE.md), and every step of an
@@ -37,7 +48,10 @@ class Pump {
         exchange_(exchange),
         what_(what),
         send_total_(exchange.send_total()),
-        recv_total_(exchange.recv_total()) {}
+        recv_total_(exchange.recv_total()),
+        send_call_(ends.send_fd == ends.recv_fd && send_total_ <= kSharedSocketSendCallUpTo
+                       ? kSharedSocketSendCall
+                       : kPassBudget) {}
 
   Status Run();
 
@@ -54,6 +68,7 @@ class Pump {
   const std::string& what_;
   const size_t send_total_;
   const size_t recv_total_;
+  const size_t send_call_;  // largest single send()
   size_t sent_ = 0;
   size_t received_ = 0;
 };
@@ -124,7 +139,8 @@ Status Pump::SendSome(bool* progress) {
   while (sending() && moved < kPassBudget) {
     ConstBytes ready = exchange_.NextSend();
     if (ready.size == 0) break;
-    const size_t want = std::min({ready.size, send_total_ - sent_, kPassBudget - moved});
+    const size_t want =
+        std::min({ready.size, send_total_ - sent_, kPassBudget - moved, send_call_});
     IoResult io = transport::SendSome(ends_.send_fd, ready.data, want);
     if (io.error != 0) return PeerError(ends_.send_peer, io.error, "sending to");
     if (io.would_block()) break;
