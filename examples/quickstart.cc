@@ -34,13 +34,14 @@ int main() {
     return 1;
   }
 
-  // Asynchronous: returns at once; the callback runs exactly once on kolo's thread.
+  std::printf("rank %d of %d: grad[0] = %g\n", kolo::rank(), kolo::size(), grad[0]);
+
+  // Asynchronous: returns at once; the callback runs exactly once on kolo's thread. The
+  // tensor is kolo's until then: do not read or write `grad` before the callback.
   s = kolo::allreduce_async("grad/w2", view, view, avg, [](const kolo::Status& st) {
     if (!st.ok()) std::fprintf(stderr, "grad/w2 failed: %s\n", st.ToString().c_str());
   });
   if (!s.ok()) return 1;
-
-  std::printf("rank %d of %d: grad[0] = %g\n", kolo::rank(), kolo::size(), grad[0]);
   // shutdown() waits for every rank, so grad/w2 has completed (or failed) by then.
   return kolo::shutdown().ok() ? 0 : 1;
 }
