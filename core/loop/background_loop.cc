@@ -104,11 +104,10 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
   if (queue_->InFlight() != 1 || !loop_mu_.TryLock()) return false;
   const auto until = std::chrono::steady_clock::now() + budget;  // real time, as a spin's
   // The peers' round messages are read here now: they must not wake the sleeping thread,
-  // which would take the core this one runs on only to wait for loop_mu_. (A lane that wakes
-  // only an armed sleeper stops once this thread polls it.)
-  const bool mute = !(fast_path_on() && lane_->wakes_only_when_armed());
-  if (mute) wakeup_->Mute();
+  // which would take the core this one runs on only to wait for loop_mu_.
+  MuteRounds();
   SetBackgroundThread(true);
+  driving_ = true;
   bool finished = false;
   try {
     while (state_ == LoopState::kRunning && !stop_requested_ && !(finished = done()) &&
@@ -123,11 +122,12 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
     Abort(Internal("background loop failed on a driving caller with an unknown exception"),
           TellController::kYes);
   }
+  driving_ = false;
   SetBackgroundThread(false);
   bool carry_on = !finished || state_ != LoopState::kRunning;
-  // The sleeping thread's wait covers the rounds again (this thread's polls had disarmed it).
-  if (fast_path_on() && serving() && !lane_->Arm()) carry_on = true;
-  if (mute) wakeup_->Unmute();  // what arrived since the last pass wakes the thread now
+  // The sleeping thread's wait covers the rounds again, unless the rank is quiet; a round
+  // message that arrived since the last pass wakes it now.
+  if (RoundsMustWake() && !WakeForRounds()) carry_on = true;
   loop_mu_.Unlock();
   if (carry_on) wakeup_->Notify();  // the background thread carries on from here
   return true;
@@ -200,7 +200,13 @@ void BackgroundLoop::RunLoop() {
     if (state_ == LoopState::kDraining) wake_by = std::min(wake_by, stop_deadline_);
     const bool rounds = fast_path_on() && serving();
     const std::vector<int> fds = rounds ? lane_->fds() : std::vector<int>{};
-    if (!rounds || lane_->Arm()) {  // else a round message is in already
+    bool sleep = true;
+    if (rounds && RoundsMustWake()) {
+      sleep = WakeForRounds();  // false: a round message is in already
+    } else if (rounds) {
+      MuteRounds();  // quiet: the peers' rounds wait for this rank's next op or pass
+    }
+    if (sleep) {
       lock.Unlock();  // while this thread sleeps, a blocking caller may Drive() the loop
       Sleep(wake_by, fds);
       lock.Lock();
@@ -208,6 +214,27 @@ void BackgroundLoop::RunLoop() {
     }
     Pass();
   }
+}
+
+bool BackgroundLoop::RoundsMustWake() {
+  if (!fast_path_on() || !serving()) return false;
+  return state_ != LoopState::kRunning || stop_requested_ || queue_->InFlight() > 0 ||
+         !fast_->Quiet();
+}
+
+bool BackgroundLoop::WakeForRounds() {
+  if (lane_->wakes_only_when_armed()) return lane_->Arm();
+  if (rounds_muted_) {
+    wakeup_->Unmute();
+    rounds_muted_ = false;
+  }
+  return true;
+}
+
+void BackgroundLoop::MuteRounds() {
+  if (!fast_path_on() || lane_->wakes_only_when_armed() || rounds_muted_) return;
+  wakeup_->Mute();
+  rounds_muted_ = true;
 }
 
 void BackgroundLoop::Pass() {

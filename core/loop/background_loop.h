@@ -133,6 +133,23 @@ class BackgroundLoop {
   // One pass of the loop's work after a wake-up: control messages, tasks, new requests,
   // rounds, keepalive, the life cycle. Holds loop_mu_.
   void Pass();
+  // Waking for rounds. A peer's round message wakes this rank's sleeping thread only while
+  // RoundsMustWake: not while the rank is quiet (nothing in flight and FastPath::Quiet). A
+  // peer's round can wait for a quiet rank, since nothing a round decides can run without
+  // this rank's own op, whose enqueue wakes the thread (or whose caller polls the lane
+  // itself); the idle wait's kMaxIdleWait answers it meanwhile. So a quiet rank, between a
+  // blocking call's return and its next one or while the application computes, costs its
+  // peers no doorbell (a system call on their critical path over shared memory), is not
+  // woken by them, and its answer to a round that came early carries its new op: one round
+  // instead of two. All three hold loop_mu_.
+  bool RoundsMustWake();
+  // Lets the peers' round messages wake the sleeping thread: arms a lane that wakes only
+  // when armed (false: a message is in already; do not sleep), else unmutes the round
+  // sockets in the thread's wait.
+  bool WakeForRounds();
+  // The opposite, for a lane whose sockets wake the wait: mutes them (a lane that wakes only
+  // when armed is disarmed by its next poll).
+  void MuteRounds();
   // The step of the loop's life that may come next (the stop notice, the stop deadline, the
   // end after the job-wide Shutdown), checked once per wake-up.
   void AdvanceLife();
@@ -197,6 +214,8 @@ class BackgroundLoop {
   // A zero tensor for name `index` of an allreduce this joined rank never submitted.
   TensorEntry* StandIn(const Response& response, size_t index);
   // Sleeps until woken, `deadline` (this loop's clock) or kMaxIdleWait, whichever is first.
+  // The loop's own thread only: wakeup_ takes one waiter at a time (a driving caller that
+  // must wait sleeps without it, RootCause).
   void Sleep(Clock::TimePoint deadline, const std::vector<int>& fds = {});
   // The root cause of a collective that failed with `local`: waits for the controller's
   // verdict (an Abort naming the lost rank, or the stream breaking: the controller lost) up to
@@ -272,6 +291,8 @@ class BackgroundLoop {
   // Fast path; loop thread only. Both null without a lane.
   RoundLane* const lane_;
   const std::unique_ptr<FastPath> fast_;
+  bool rounds_muted_ = false;  // MuteRounds muted the round sockets in wakeup_
+  bool driving_ = false;       // a blocking caller runs the passes (Drive)
 
   // Ops launched asynchronously and not completed yet; decremented by the completion thread.
   std::atomic<int> in_flight_{0};

@@ -3,6 +3,7 @@
 // asks the controller for the root cause of a failed collective. Loop thread only.
 #include <chrono>
 #include <optional>
+#include <thread>
 
 #include "core/loop/background_loop.h"
 
@@ -14,6 +15,9 @@ namespace {
 Status ControllerLost(const Status& stream_error) {
   return stream_error.WithContext("controller lost");
 }
+
+// How often a driving caller polls for the controller's verdict (RootCause).
+constexpr std::chrono::milliseconds kDrivingPoll{1};
 
 }  // namespace
 
@@ -205,7 +209,12 @@ Status BackgroundLoop::RootCause(const Status& local) {
       continue;  // responses after a failed one never run: the job aborts
     }
     if (clock_->Now() >= until) return local;
-    Sleep(until);
+    if (driving_) {
+      // The loop's own thread may be asleep on wakeup_, which takes one waiter: poll instead.
+      std::this_thread::sleep_for(kDrivingPoll);
+    } else {
+      Sleep(until);
+    }
   }
 }
 

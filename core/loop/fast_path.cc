@@ -298,6 +298,10 @@ bool FastPath::Done() const {
          received_seq_ <= decided_seq_;
 }
 
+bool FastPath::Quiet() const {
+  return Done() && hits_.empty() && held_join_ == nullptr && !stopping_ && !NeedRound();
+}
+
 void FastPath::DropEntries() {
   hits_.clear();
   held_join_ = nullptr;

@@ -137,6 +137,11 @@ class FastPath {
   // After the job-wide Shutdown: every response any rank received has run and no round of
   // this rank's is open (a peer may still need its answer).
   bool Done() const;
+  // Nothing of this rank waits on the peers: no round of its own is open or due, no cached
+  // allreduce or join waits, every controller response received has run, and it is not
+  // stopping. A peer's round can then wait for this rank's answer until the rank has an op
+  // of its own (core/loop/background_loop.h, "Waking for rounds").
+  bool Quiet() const;
   // The job ends (aborted or shut down) and the queue fails every entry: forget the entries
   // and the work held here; nothing of it runs.
   void DropEntries();

@@ -330,6 +330,43 @@ TEST_CASE(
   CHECK_FALSE(job.at(1).Offer(&other, 2, job.clock().Now()));
 }
 
+TEST_CASE(
+    "A rank is quiet while nothing of its own needs a round, even with a peer's round "
+    "unanswered, and its later answer carries its op: one round",
+    "[core][fastpath]") {
+  Job job(2);
+  const FastSpec w = Spec("grad/w", 4);
+  job.LearnEverywhere(3, w);
+  CHECK(job.at(0).Quiet());
+  CHECK(job.at(1).Quiet());
+  job.Submit(0, 3, w);
+  CHECK_FALSE(job.at(0).Quiet());  // a round is due
+  FastPath::Outbox out;
+  REQUIRE(job.at(0).Advance(job.clock().Now(), &out).ok());
+  REQUIRE(out.round);
+  CHECK_FALSE(job.at(0).Quiet());  // its round is open
+  REQUIRE(job.at(1).ReceiveRound(0, *out.round, job.clock().Now()).ok());
+  // Rank 1 owes an answer but has nothing that needs one: the loop need not wake for rounds.
+  CHECK(job.at(1).Quiet());
+  job.Submit(1, 3, w);
+  CHECK_FALSE(job.at(1).Quiet());
+  job.Settle();
+  for (int r = 0; r < 2; ++r) {
+    std::vector<FastPath::Work> works = job.Drain(r);
+    REQUIRE(works.size() == 1);
+    CHECK(works[0].response.fast_round == 1);  // rank 1's late answer said ready
+    CHECK(job.at(r).Quiet());
+  }
+  // A controller response received must run where a round puts it.
+  REQUIRE(job.at(1).ReceiveResponse(ControllerResponse(1, "loss")).ok());
+  CHECK_FALSE(job.at(1).Quiet());
+  job.Settle();
+  CHECK(job.Drain(1).size() == 1);
+  CHECK(job.at(1).Quiet());
+  job.at(0).SetStopping();
+  CHECK_FALSE(job.at(0).Quiet());
+}
+
 TEST_CASE("A decision for an id this rank neither has nor can stand in for is refused",
           "[core][fastpath]") {
   Job job(2);
