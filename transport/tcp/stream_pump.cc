@@ -25,7 +25,9 @@ constexpr size_t kPassBudget = 1 << 20;
 // cold by the time it was processed. Measured on loopback, 2 ranks, --raw: 2 and 4 MiB
 // allreduces 1.9x faster with 256 KiB calls (4 MiB 605-720 against 1125-1200 us), 1 MiB and
 // below unchanged, 8 and 32 MiB within 2%, but 16 MiB 3-8% slower in five interleaved pairs,
-// hence the limit on the exchange's size (docs/PERFORMANCE.md "TCP data plane tuning").
+// hence the limit on the exchange's size (docs/PERFORMANCE.md "TCP data plane tuning"). Only
+// where the ranks have a core each (busy_poll): with 4 ranks on 2 cores the peers take turns
+// instead of streaming at once, and 256 KiB calls made 2-8 MiB 8-15% slower there.
 constexpr size_t kSharedSocketSendCall = size_t{256} << 10;
 constexpr size_t kSharedSocketSendCallUpTo = size_t{8} << 20;  // bytes the exchange sends
 
@@ -49,7 +51,8 @@ class Pump {
         what_(what),
         send_total_(exchange.send_total()),
         recv_total_(exchange.recv_total()),
-        send_call_(ends.send_fd == ends.recv_fd && send_total_ <= kSharedSocketSendCallUpTo
+        send_call_(ends.busy_poll && ends.send_fd == ends.recv_fd &&
+                           send_total_ <= kSharedSocketSendCallUpTo
                        ? kSharedSocketSendCall
                        : kPassBudget) {}
 
