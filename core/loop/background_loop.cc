@@ -108,6 +108,7 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
   MuteRounds();
   SetBackgroundThread(true);
   driving_ = true;
+  drive_done_ = &done;
   bool finished = false;
   try {
     while (state_ == LoopState::kRunning && !stop_requested_ && !(finished = done()) &&
@@ -123,6 +124,7 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
           TellController::kYes);
   }
   driving_ = false;
+  drive_done_ = nullptr;
   SetBackgroundThread(false);
   bool carry_on = !finished || state_ != LoopState::kRunning;
   // The sleeping thread's wait covers the rounds again, unless the rank is quiet; a round

@@ -293,6 +293,8 @@ class BackgroundLoop {
   const std::unique_ptr<FastPath> fast_;
   bool rounds_muted_ = false;  // MuteRounds muted the round sockets in wakeup_
   bool driving_ = false;       // a blocking caller runs the passes (Drive)
+  // Drive's `done`: StepRounds hands back as soon as the caller's op completed.
+  const std::function<bool()>* drive_done_ = nullptr;
 
   // Ops launched asynchronously and not completed yet; decremented by the completion thread.
   std::atomic<int> in_flight_{0};

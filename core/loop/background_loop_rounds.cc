@@ -50,7 +50,12 @@ void BackgroundLoop::StepRounds() {
       if (!sent.ok()) Abort(RootCause(sent), TellController::kYes);
     }
     bool progress = out.progress;
-    if (RunDecided()) progress = true;
+    if (RunDecided()) {
+      progress = true;
+      // A driving caller's op is done: the rest of the pass is the next one's, on whichever
+      // thread runs it (the caller's return is the op's latency).
+      if (drive_done_ != nullptr && (*drive_done_)()) return;
+    }
     if (TensorEntry* join = fast_->TakeReleasedJoin(); join != nullptr && serving()) {
       WorkerMessage batch;
       batch.kind = WorkerMessage::Kind::kRequests;
