@@ -118,7 +118,7 @@ Status FastPath::Advance(TimePoint now, Outbox* out) {
     out->progress = true;
   }
   while (std::optional<RoundDecision> decision = rounds_.TakeDecision()) {
-    KOLO_RETURN_IF_ERROR(ApplyDecision(*decision, now, out));
+    KOLO_RETURN_IF_ERROR(ApplyDecision(std::move(*decision), now, out));
     out->progress = true;
   }
   return Status::Ok();
@@ -175,7 +175,7 @@ void FastPath::Divert(uint32_t id, Outbox* out) {
   hits_.erase(hit);
 }
 
-Status FastPath::ApplyDecision(const RoundDecision& decision, TimePoint now, Outbox* out) {
+Status FastPath::ApplyDecision(RoundDecision decision, TimePoint now, Outbox* out) {
   decided_seq_ = std::max(decided_seq_, decision.run_through_seq);
   if (decision.stopping) closed_ = true;
   for (const std::vector<uint32_t>* ids : {&decision.runnable, &decision.diverted}) {
@@ -187,17 +187,19 @@ Status FastPath::ApplyDecision(const RoundDecision& decision, TimePoint now, Out
     }
   }
   for (uint32_t id : decision.diverted) Divert(id, out);
-  Decided decided{decision, {}, {}, 0, 0};
-  const std::string round = "fast path: round " + std::to_string(decision.round);
-  for (uint32_t id : decision.runnable) {
+  Decided decided{std::move(decision), {}, {}, 0, 0};
+  const RoundDecision& taken = decided.decision;
+  // Built for an error only: this runs once per round, a small op's critical path.
+  auto round = [&] { return "fast path: round " + std::to_string(taken.round); };
+  for (uint32_t id : taken.runnable) {
     const bool mine = std::binary_search(last_sent_.ready.begin(), last_sent_.ready.end(), id);
     auto hit = hits_.find(id);
     if (mine && (hit == hits_.end() || specs_.count(id) == 0)) {
-      return Internal(round + " decided on cache id " + std::to_string(id) +
+      return Internal(round() + " decided on cache id " + std::to_string(id) +
                       ", which this rank reported ready but no longer holds");
     }
     if (!mine && (!last_sent_.joined || specs_.count(id) == 0)) {
-      return Internal(round + " decided on cache id " + std::to_string(id) +
+      return Internal(round() + " decided on cache id " + std::to_string(id) +
                       ", which this rank neither reported ready nor can stand in for");
     }
     decided.entries.push_back(mine ? hit->second.entry : nullptr);  // null: joined, zeros

@@ -151,7 +151,7 @@ class FastPath {
   RoundMessage MakeRound(TimePoint now);
   void DivertWaiting(TimePoint now, Outbox* out);
   void Divert(uint32_t id, Outbox* out);
-  Status ApplyDecision(const RoundDecision& decision, TimePoint now, Outbox* out);
+  Status ApplyDecision(RoundDecision decision, TimePoint now, Outbox* out);
   Work CutHits();
 
   // Constant after construction.

@@ -19,16 +19,17 @@ std::vector<uint32_t> Union(const std::vector<uint32_t>& a, const std::vector<ui
   return out;
 }
 
-std::vector<uint32_t> Intersection(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
-  std::vector<uint32_t> out;
-  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
-  return out;
-}
-
-std::vector<uint32_t> Difference(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
-  std::vector<uint32_t> out;
-  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
-  return out;
+// In place, both ascending: keeps in `a` what `b` has too (`keep`) or what it lacks (!keep).
+// A decision is on a small op's critical path; this allocates nothing.
+void Filter(std::vector<uint32_t>* a, const std::vector<uint32_t>& b, bool keep) {
+  auto in_b = b.begin();
+  size_t kept = 0;
+  for (uint32_t id : *a) {
+    in_b = std::lower_bound(in_b, b.end(), id);
+    const bool found = in_b != b.end() && *in_b == id;
+    if (found == keep) (*a)[kept++] = id;
+  }
+  a->resize(kept);
 }
 
 }  // namespace
@@ -58,25 +59,25 @@ void RoundAgreement::Depart(int rank) {
 }
 
 Status RoundAgreement::Receive(int from, RoundMessage message) {
-  const std::string who = "rank " + std::to_string(from);
+  auto who = [from] { return "rank " + std::to_string(from); };  // for an error only
   if (from < 0 || from >= size_ || from == rank_) {
-    return Internal("fast path: a round message from " + who + ", not a peer of rank " +
+    return Internal("fast path: a round message from " + who() + ", not a peer of rank " +
                     std::to_string(rank_));
   }
   // A peer completes round k, and so may start k + 1, only with this rank's message for k.
   const bool next_too_early = message.round == round_ + 1 && !mine_sent_;
   if ((message.round != round_ && message.round != round_ + 1) || next_too_early) {
-    return Internal("fast path: " + who + " sent a message for round " +
+    return Internal("fast path: " + who() + " sent a message for round " +
                     std::to_string(message.round) + " while rank " + std::to_string(rank_) +
                     " is in round " + std::to_string(round_));
   }
   if (!StrictlyAscending(message.ready) || !StrictlyAscending(message.diverted)) {
-    return Internal("fast path: " + who + " sent cache ids out of order in round " +
+    return Internal("fast path: " + who() + " sent cache ids out of order in round " +
                     std::to_string(message.round));
   }
   std::optional<RoundMessage>& slot = slots_[message.round == round_ ? 0 : 1][from];
   if (slot.has_value()) {
-    return Internal("fast path: " + who + " sent two messages for round " +
+    return Internal("fast path: " + who() + " sent two messages for round " +
                     std::to_string(message.round));
   }
   slot = std::move(message);
@@ -104,19 +105,25 @@ std::optional<RoundDecision> RoundAgreement::TakeDecision() {
   RoundDecision decision;
   decision.round = round_;
   decision.fusion_threshold = UINT64_MAX;
-  // Candidates: ids some rank reported; kept while every rank that has not joined has them.
-  std::vector<uint32_t> candidates;
+  // Runnable: the ids every rank that has not joined reported (any rank's, when every rank
+  // joined), minus those some rank diverted.
+  const std::vector<uint32_t>* first_ready = nullptr;  // of a rank that has not joined
   for (const auto& slot : slots_[0]) {
     decision.run_through_seq = std::max(decision.run_through_seq, slot->received_seq);
-    decision.diverted = Union(decision.diverted, slot->diverted);
+    if (!slot->diverted.empty()) decision.diverted = Union(decision.diverted, slot->diverted);
     decision.stopping = decision.stopping || slot->stopping;
     decision.fusion_threshold = std::min(decision.fusion_threshold, slot->fusion_threshold);
-    candidates = Union(candidates, slot->ready);
+    if (!slot->joined && first_ready == nullptr) first_ready = &slot->ready;
   }
-  for (const auto& slot : slots_[0]) {
-    if (!slot->joined) candidates = Intersection(candidates, slot->ready);
+  if (first_ready != nullptr) {
+    decision.runnable = *first_ready;
+    for (const auto& slot : slots_[0]) {
+      if (!slot->joined) Filter(&decision.runnable, slot->ready, /*keep=*/true);
+    }
+  } else {
+    for (const auto& slot : slots_[0]) decision.runnable = Union(decision.runnable, slot->ready);
   }
-  decision.runnable = Difference(candidates, decision.diverted);
+  Filter(&decision.runnable, decision.diverted, /*keep=*/false);
   slots_[0].swap(slots_[1]);
   slots_[1].assign(size_, std::nullopt);
   mine_sent_ = false;
