@@ -284,6 +284,12 @@ StatusOr<Handle> allreduce_async(const std::string& name, const TensorView& inpu
   });
 }
 
+StatusOr<Handle> allreduce_async_driven(const std::string& name, const TensorView& input,
+                                        const TensorView& output, const AllreduceOptions& options) {
+  return OnDefault(
+      [&](Runtime& rt) { return rt.AllreduceAsyncDriven(name, input, output, options); });
+}
+
 StatusOr<Handle> allgather_async(const std::string& name, const TensorView& input,
                                  Allocator allocate) {
   return internal::HandleAccess::Submit([&](Callback done) {

@@ -300,6 +300,22 @@ StatusOr<Handle> Runtime::AllreduceAsync(const std::string& name, const TensorVi
       [&](Callback done) { return AllreduceAsync(name, input, output, options, std::move(done)); });
 }
 
+StatusOr<Handle> Runtime::AllreduceAsyncDriven(const std::string& name, const TensorView& input,
+                                               const TensorView& output,
+                                               const AllreduceOptions& options) {
+  // On kolo's thread (a callback) nothing can run the op but that thread: a plain enqueue.
+  if (BackgroundLoop::IsBackgroundThread()) return AllreduceAsync(name, input, output, options);
+  StatusOr<Handle> handle = InvalidArgument("unreached");
+  {
+    TensorQueue::QuietScope quiet;  // DriveOrSpin wakes the loop, unless it runs the op here
+    handle = AllreduceAsync(name, input, output, options);
+  }
+  if (!handle.ok()) return handle;
+  const Handle& op = *handle;
+  impl_->DriveOrSpin([&op] { return op.Poll(); });
+  return handle;
+}
+
 StatusOr<Handle> Runtime::AllgatherAsync(const std::string& name, const TensorView& input,
                                          Allocator allocate) {
   return internal::HandleAccess::Submit([&](Callback done) {

@@ -272,7 +272,9 @@ void AllreduceInPlace(const std::string& name, const at::Tensor& tensor, int op,
   {
     py::gil_scoped_release release;
     ProcessSetScope in_set(process_set);
-    handle = kolo::allreduce_async(name, view, view, options);
+    // Runs the op on this thread when it can (no hand-off to kolo's thread); the rest of the
+    // wait stays interruptible.
+    handle = kolo::allreduce_async_driven(name, view, view, options);
   }
   ThrowIfError(handle.status());
   WaitInterruptibly(*handle, [&] {

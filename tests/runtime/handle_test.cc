@@ -153,3 +153,37 @@ TEST_CASE("A handle's failure is the op's; waiting in a callback is refused; unw
   });
   CHECK(failures == std::vector<std::string>{});
 }
+
+TEST_CASE(
+    "AllreduceAsyncDriven returns the op's handle, complete when the peers were there, still "
+    "running (and finished by kolo's thread) when one is late; enqueue errors come back",
+    "[runtime][handle]") {
+  Watchdog watchdog("driven handles", std::chrono::seconds(60));
+  LocalJob job(2);
+  // Every rank at once, many times: exact results, each handle complete or completing.
+  auto failures = job.RunOnAllRanks([](Runtime& rt) -> std::string {
+    for (int step = 0; step < 200; ++step) {
+      std::vector<float> v(64, static_cast<float>(rt.rank() + step));
+      StatusOr<Handle> h = rt.AllreduceAsyncDriven("driven", Floats(v), Floats(v));
+      if (!h.ok()) return h.status().ToString();
+      Status s = synchronize(*h);
+      if (!s.ok()) return "step " + std::to_string(step) + ": " + s.ToString();
+      if (v[63] != static_cast<float>(1 + 2 * step)) {
+        return "step " + std::to_string(step) + ": got " + std::to_string(v[63]);
+      }
+    }
+    return "";
+  });
+  CHECK(failures == std::vector<std::string>{});
+  // Rank 1 late: rank 0's call gives up driving after its wait budget and hands the op on.
+  std::vector<float> x0(4, 1.0f), x1(4, 2.0f);
+  StatusOr<Handle> h = job.rank(0).AllreduceAsyncDriven("late", Floats(x0), Floats(x0));
+  REQUIRE(h.ok());
+  CHECK_FALSE(poll(*h));
+  REQUIRE(job.rank(1).Allreduce("late", Floats(x1), Floats(x1)).ok());
+  CHECK(synchronize(*h).ok());
+  CHECK(x0 == std::vector<float>(4, 3.0f));
+  // An enqueue error is the call's result; no op was queued.
+  StatusOr<Handle> bad = job.rank(0).AllreduceAsyncDriven("", Floats(x0), Floats(x0));
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+}

@@ -219,6 +219,13 @@ class Runtime {
   // kolo's small pool of handle states is warm.
   StatusOr<Handle> AllreduceAsync(const std::string& name, const TensorView& input,
                                   const TensorView& output, const AllreduceOptions& options = {});
+  // AllreduceAsync for a caller about to wait for the op: the calling thread runs it itself
+  // when it can, as the blocking Allreduce does (up to KOLO_WAIT_SPIN_US), instead of handing
+  // it to kolo's thread, and returns its Handle, complete or not (poll()); synchronize() waits
+  // for the rest. For a wait that must stay interruptible (kolo.torch's allreduce_, Ctrl-C).
+  StatusOr<Handle> AllreduceAsyncDriven(const std::string& name, const TensorView& input,
+                                        const TensorView& output,
+                                        const AllreduceOptions& options = {});
   StatusOr<Handle> AllgatherAsync(const std::string& name, const TensorView& input,
                                   Allocator allocate);
   StatusOr<Handle> GroupedAllreduceAsync(const std::vector<std::string>& names,
@@ -375,6 +382,9 @@ Status barrier();
 //   ... kolo::poll(*h) ... kolo::synchronize(*h);
 StatusOr<Handle> allreduce_async(const std::string& name, const TensorView& input,
                                  const TensorView& output, const AllreduceOptions& options = {});
+StatusOr<Handle> allreduce_async_driven(const std::string& name, const TensorView& input,
+                                        const TensorView& output,
+                                        const AllreduceOptions& options = {});
 StatusOr<Handle> allgather_async(const std::string& name, const TensorView& input,
                                  Allocator allocate);
 StatusOr<Handle> grouped_allreduce_async(const std::vector<std::string>& names,
