@@ -107,7 +107,6 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
   // which would take the core this one runs on only to wait for loop_mu_.
   MuteRounds();
   SetBackgroundThread(true);
-  driving_ = true;
   drive_done_ = &done;
   bool finished = false;
   try {
@@ -123,7 +122,6 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
     Abort(Internal("background loop failed on a driving caller with an unknown exception"),
           TellController::kYes);
   }
-  driving_ = false;
   drive_done_ = nullptr;
   SetBackgroundThread(false);
   bool carry_on = !finished || state_ != LoopState::kRunning;

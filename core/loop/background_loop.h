@@ -292,8 +292,8 @@ class BackgroundLoop {
   RoundLane* const lane_;
   const std::unique_ptr<FastPath> fast_;
   bool rounds_muted_ = false;  // MuteRounds muted the round sockets in wakeup_
-  bool driving_ = false;       // a blocking caller runs the passes (Drive)
-  // Drive's `done`: StepRounds hands back as soon as the caller's op completed.
+  // Drive's `done` while a blocking caller runs the passes, else null: StepRounds hands back
+  // as soon as the caller's op completed, RootCause polls instead of sleeping on wakeup_.
   const std::function<bool()>* drive_done_ = nullptr;
 
   // Ops launched asynchronously and not completed yet; decremented by the completion thread.

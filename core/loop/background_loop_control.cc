@@ -209,7 +209,7 @@ Status BackgroundLoop::RootCause(const Status& local) {
       continue;  // responses after a failed one never run: the job aborts
     }
     if (clock_->Now() >= until) return local;
-    if (driving_) {
+    if (drive_done_ != nullptr) {  // on a driving caller
       // The loop's own thread may be asleep on wakeup_, which takes one waiter: poll instead.
       std::this_thread::sleep_for(kDrivingPoll);
     } else {
