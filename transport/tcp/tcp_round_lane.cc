@@ -1,6 +1,5 @@
 #include "transport/tcp/tcp_round_lane.h"
 
-#include <cerrno>
 #include <string>
 
 #include "core/errno_status.h"
