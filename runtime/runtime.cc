@@ -17,6 +17,54 @@ namespace kolo {
 Runtime::Runtime(std::unique_ptr<RuntimeImpl> impl) : impl_(std::move(impl)) {}
 Runtime::~Runtime() = default;
 
+namespace {
+
+// A blocking call's name for its error, built only when there is one.
+auto Plain(const char* op) {
+  return [op] { return std::string(op); };
+}
+auto Named(const char* op, const std::string& name) {
+  return [op, &name] { return std::string(op) + " '" + name + "'"; };
+}
+
+}  // namespace
+
+template <typename What, typename Enqueue>
+Status Runtime::Blocking(const What& what, const Enqueue& enqueue) {
+  // The wait ends when the op does: every failure path (mismatch, lost peer, data-plane
+  // deadline, shutdown, a stall abort) completes the callback within configured deadlines.
+  if (BackgroundLoop::IsBackgroundThread()) {
+    return FailedPrecondition(what() +
+                              ": the blocking form was called from a kolo callback, where it "
+                              "would wait on itself; use the _async form");
+  }
+  // On this stack: the callback runs at most once, and only if the enqueue succeeded (kolo.h's
+  // callback contract), and this call returns only after it released `mu`, its last touch.
+  struct Waiter {
+    Mutex mu;
+    CondVar cv;  // with mu: done was set
+    bool done KOLO_GUARDED_BY(mu) = false;
+    std::atomic<bool> finished{false};  // done, for the spin before the sleep
+    Status status KOLO_GUARDED_BY(mu);
+  } waiter;
+  {
+    TensorQueue::QuietScope quiet;  // DriveOrSpin wakes the loop, unless it runs the op here
+    KOLO_RETURN_IF_ERROR(enqueue([w = &waiter](const Status& s) {
+      MutexLock lock(&w->mu);
+      w->status = s;
+      w->done = true;
+      w->finished.store(true, std::memory_order_release);
+      w->cv.NotifyAll();
+    }));
+  }
+  // A small op often completes within a wake-up's time: run it here when the background
+  // thread is idle, or watch for it, before sleeping.
+  impl_->DriveOrSpin([&] { return waiter.finished.load(std::memory_order_acquire); });
+  MutexLock lock(&waiter.mu);
+  waiter.cv.Wait(&waiter.mu, [&]() KOLO_REQUIRES(waiter.mu) { return waiter.done; });
+  return waiter.status;
+}
+
 StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Options& options) {
   KOLO_ASSIGN_OR_RETURN(std::unique_ptr<RuntimeImpl> impl, RuntimeImpl::Create(options));
   std::unique_ptr<Runtime> runtime(new Runtime(std::move(impl)));
@@ -31,7 +79,7 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Options& options) {
   }
   for (size_t i = 0; i < sets.size(); ++i) {
     int id = 0;
-    Status failed = runtime->Blocking("KOLO_PROCESS_SETS", [&](Callback done) {
+    Status failed = runtime->Blocking(Plain("KOLO_PROCESS_SETS"), [&](Callback done) {
       return runtime->impl_->AddProcessSetAsync(sets[i], &id, std::move(done), agreed);
     });
     if (failed.ok() && id != static_cast<int>(i) + 1) {
@@ -82,7 +130,7 @@ int Runtime::cross_size() const {
 
 StatusOr<int> Runtime::AddProcessSet(const std::vector<int>& ranks) {
   int id = 0;  // set before the callback runs, which Blocking waits for
-  KOLO_RETURN_IF_ERROR(Blocking("add_process_set", [&](Callback done) {
+  KOLO_RETURN_IF_ERROR(Blocking(Plain("add_process_set"), [&](Callback done) {
     return AddProcessSetAsync(ranks, &id, std::move(done));
   }));
   return id;
@@ -93,9 +141,9 @@ Status Runtime::AddProcessSetAsync(const std::vector<int>& ranks, int* id, Callb
 }
 
 Status Runtime::RemoveProcessSet(int process_set) {
-  return Blocking("remove_process_set(" + std::to_string(process_set) + ")", [&](Callback done) {
-    return RemoveProcessSetAsync(process_set, std::move(done));
-  });
+  auto what = [process_set] { return "remove_process_set(" + std::to_string(process_set) + ")"; };
+  return Blocking(
+      what, [&](Callback done) { return RemoveProcessSetAsync(process_set, std::move(done)); });
 }
 
 Status Runtime::RemoveProcessSetAsync(int process_set, Callback callback) {
@@ -125,7 +173,7 @@ Status Runtime::AllreduceAsync(const std::string& name, const TensorView& input,
 
 Status Runtime::Allreduce(const std::string& name, const TensorView& input,
                           const TensorView& output, const AllreduceOptions& options) {
-  return Blocking("allreduce '" + name + "'", [&](Callback done) {
+  return Blocking(Named("allreduce", name), [&](Callback done) {
     return AllreduceAsync(name, input, output, options, std::move(done));
   });
 }
@@ -139,7 +187,7 @@ Status Runtime::AllgatherAsync(const std::string& name, const TensorView& input,
 }
 
 Status Runtime::Allgather(const std::string& name, const TensorView& input, Allocator allocate) {
-  return Blocking("allgather '" + name + "'", [&](Callback done) {
+  return Blocking(Named("allgather", name), [&](Callback done) {
     return AllgatherAsync(name, input, allocate, std::move(done));
   });
 }
@@ -157,7 +205,7 @@ Status Runtime::GroupedAllreduce(const std::vector<std::string>& names,
                                  const std::vector<TensorView>& inputs,
                                  const std::vector<TensorView>& outputs,
                                  const AllreduceOptions& options) {
-  return Blocking("grouped allreduce", [&](Callback done) {
+  return Blocking(Plain("grouped allreduce"), [&](Callback done) {
     return GroupedAllreduceAsync(names, inputs, outputs, options, std::move(done));
   });
 }
@@ -176,7 +224,7 @@ Status Runtime::GroupedAllgatherAsync(const std::vector<std::string>& names,
 Status Runtime::GroupedAllgather(const std::vector<std::string>& names,
                                  const std::vector<TensorView>& inputs,
                                  std::vector<Allocator> allocators) {
-  return Blocking("grouped allgather", [&](Callback done) {
+  return Blocking(Plain("grouped allgather"), [&](Callback done) {
     return GroupedAllgatherAsync(names, inputs, std::move(allocators), std::move(done));
   });
 }
@@ -196,7 +244,7 @@ Status Runtime::GroupedReducescatter(const std::vector<std::string>& names,
                                      const std::vector<TensorView>& inputs,
                                      const std::vector<TensorView>& outputs,
                                      const AllreduceOptions& options) {
-  return Blocking("grouped reducescatter", [&](Callback done) {
+  return Blocking(Plain("grouped reducescatter"), [&](Callback done) {
     return GroupedReducescatterAsync(names, inputs, outputs, options, std::move(done));
   });
 }
@@ -215,7 +263,7 @@ Status Runtime::AlltoallAsync(const std::string& name, const TensorView& input,
 Status Runtime::Alltoall(const std::string& name, const TensorView& input,
                          const std::vector<int64_t>& splits, Allocator allocate,
                          std::vector<int64_t>* received_splits) {
-  return Blocking("alltoall '" + name + "'", [&](Callback done) {
+  return Blocking(Named("alltoall", name), [&](Callback done) {
     return AlltoallAsync(name, input, splits, allocate, received_splits, std::move(done));
   });
 }
@@ -232,7 +280,7 @@ Status Runtime::ReducescatterAsync(const std::string& name, const TensorView& in
 
 Status Runtime::Reducescatter(const std::string& name, const TensorView& input,
                               const TensorView& output, const AllreduceOptions& options) {
-  return Blocking("reducescatter '" + name + "'", [&](Callback done) {
+  return Blocking(Named("reducescatter", name), [&](Callback done) {
     return ReducescatterAsync(name, input, output, options, std::move(done));
   });
 }
@@ -246,7 +294,7 @@ Status Runtime::BroadcastAsync(const std::string& name, const TensorView& tensor
 }
 
 Status Runtime::Broadcast(const std::string& name, const TensorView& tensor, int root) {
-  return Blocking("broadcast '" + name + "'", [&](Callback done) {
+  return Blocking(Named("broadcast", name), [&](Callback done) {
     return BroadcastAsync(name, tensor, root, std::move(done));
   });
 }
@@ -262,7 +310,7 @@ Status Runtime::BroadcastAsync(const std::string& name, const TensorView& input,
 
 Status Runtime::Broadcast(const std::string& name, const TensorView& input,
                           const TensorView& output, int root) {
-  return Blocking("broadcast '" + name + "'", [&](Callback done) {
+  return Blocking(Named("broadcast", name), [&](Callback done) {
     return BroadcastAsync(name, input, output, root, std::move(done));
   });
 }
@@ -278,7 +326,7 @@ Status Runtime::JoinAsync(int* last_rank, Callback callback) {
 StatusOr<int> Runtime::Join() {
   int last = -1;  // set before the callback runs, which Blocking waits for
   KOLO_RETURN_IF_ERROR(
-      Blocking("join", [&](Callback done) { return JoinAsync(&last, std::move(done)); }));
+      Blocking(Plain("join"), [&](Callback done) { return JoinAsync(&last, std::move(done)); }));
   return last;
 }
 
@@ -290,7 +338,7 @@ Status Runtime::BarrierAsync(Callback callback) {
 }
 
 Status Runtime::Barrier() {
-  return Blocking("barrier", [&](Callback done) { return BarrierAsync(std::move(done)); });
+  return Blocking(Plain("barrier"), [&](Callback done) { return BarrierAsync(std::move(done)); });
 }
 
 StatusOr<Handle> Runtime::AllreduceAsync(const std::string& name, const TensorView& input,
@@ -386,40 +434,6 @@ StatusOr<Handle> Runtime::JoinAsync(int* last_rank) {
 StatusOr<Handle> Runtime::BarrierAsync() {
   return internal::HandleAccess::Submit(
       [&](Callback done) { return BarrierAsync(std::move(done)); });
-}
-
-Status Runtime::Blocking(const std::string& what, const std::function<Status(Callback)>& enqueue) {
-  // The wait ends when the op does: every failure path (mismatch, lost peer, data-plane
-  // deadline, shutdown, a stall abort) completes the callback within configured deadlines.
-  if (BackgroundLoop::IsBackgroundThread()) {
-    return FailedPrecondition(what +
-                              ": the blocking form was called from a kolo callback, where it "
-                              "would wait on itself; use the _async form");
-  }
-  struct Waiter {
-    Mutex mu;
-    CondVar cv;  // with mu: done was set
-    bool done KOLO_GUARDED_BY(mu) = false;
-    std::atomic<bool> finished{false};  // done, for the spin before the sleep
-    Status status KOLO_GUARDED_BY(mu);
-  };
-  auto waiter = std::make_shared<Waiter>();
-  {
-    TensorQueue::QuietScope quiet;  // DriveOrSpin wakes the loop, unless it runs the op here
-    KOLO_RETURN_IF_ERROR(enqueue([waiter](const Status& s) {
-      MutexLock lock(&waiter->mu);
-      waiter->status = s;
-      waiter->done = true;
-      waiter->finished.store(true, std::memory_order_release);
-      waiter->cv.NotifyAll();
-    }));
-  }
-  // A small op often completes within a wake-up's time: run it here when the background
-  // thread is idle, or watch for it, before sleeping.
-  impl_->DriveOrSpin([&] { return waiter->finished.load(std::memory_order_acquire); });
-  MutexLock lock(&waiter->mu);
-  waiter->cv.Wait(&waiter->mu, [&]() KOLO_REQUIRES(waiter->mu) { return waiter->done; });
-  return waiter->status;
 }
 
 }  // namespace kolo

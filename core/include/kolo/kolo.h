@@ -286,8 +286,12 @@ class Runtime {
 
  private:
   explicit Runtime(std::unique_ptr<RuntimeImpl> impl);
-  // Enqueues through `enqueue` with a callback that wakes this thread, and waits for it.
-  Status Blocking(const std::string& what, const std::function<Status(Callback)>& enqueue);
+  // Enqueues through `enqueue` (a Status(Callback) callable) with a callback that wakes this
+  // thread, and waits for it; `what()` names the op in an error. Defined in runtime.cc, the
+  // only place that calls it: a template, so that a small op's call allocates neither its
+  // name nor a std::function.
+  template <typename What, typename Enqueue>
+  Status Blocking(const What& what, const Enqueue& enqueue);
   std::unique_ptr<RuntimeImpl> impl_;
   friend class internal::RuntimeAccess;
 };
