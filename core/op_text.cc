@@ -7,11 +7,17 @@ namespace kolo {
 std::string DescribeOp(OpType op, const std::vector<TensorEntry*>& entries) {
   std::string text = OpTypeName(op);
   if (entries.empty()) return text;
+  // One allocation for the common case of one tensor: this runs for every op.
+  text.reserve(text.size() + entries[0]->meta.name.size() + 3);
   constexpr size_t kNamed = 2;  // tensors named before "and N more"
   size_t bytes = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     bytes += entries[i]->output.num_bytes();
-    if (i < kNamed) text += std::string(i == 0 ? " '" : ", '") + entries[i]->meta.name + "'";
+    if (i < kNamed) {  // appended in place: this runs for every op
+      text += i == 0 ? " '" : ", '";
+      text += entries[i]->meta.name;
+      text += '\'';
+    }
   }
   if (entries.size() == 1) return text;
   if (entries.size() > kNamed) text += " and " + std::to_string(entries.size() - kNamed) + " more";

@@ -23,13 +23,14 @@ Status TensorQueue::Enqueue(std::unique_ptr<TensorEntry>&& entry) {
     MutexLock lock(&mu_);
     if (is_closed_) return closed_;
     const std::string& name = entry->meta.name;
-    if (table_.count(name) != 0) {
-      return InvalidArgument("a " + OpTypeName(table_[name]->meta.op) + " named '" + name +
+    auto [slot, added] = table_.try_emplace(name);  // one lookup: this runs for every op
+    if (!added) {
+      return InvalidArgument("a " + OpTypeName(slot->second->meta.op) + " named '" + name +
                              "' is already in flight on this rank; wait for its callback "
                              "before reusing the name");
     }
     new_entries_.push_back(entry.get());
-    table_.emplace(name, std::move(entry));
+    slot->second = std::move(entry);
   }
   if (!tls_quiet) wakeup_->Notify();
   return Status::Ok();
@@ -65,10 +66,15 @@ size_t TensorQueue::InFlight() {
 }
 
 std::vector<TensorEntry*> TensorQueue::TakeNew() {
-  MutexLock lock(&mu_);
   std::vector<TensorEntry*> taken;
-  taken.swap(new_entries_);
+  TakeNew(&taken);
   return taken;
+}
+
+void TensorQueue::TakeNew(std::vector<TensorEntry*>* taken) {
+  taken->clear();
+  MutexLock lock(&mu_);
+  taken->swap(new_entries_);
 }
 
 TensorEntry* TensorQueue::Find(const std::string& name) {

@@ -48,6 +48,9 @@ class TensorQueue {
 
   // Entries enqueued since the last call, in enqueue order.
   std::vector<TensorEntry*> TakeNew();
+  // The same into `*taken` (cleared first), whose buffer the queue keeps for the next
+  // entries: a loop that passes the same vector each time allocates nothing per op.
+  void TakeNew(std::vector<TensorEntry*>* taken);
 
   // The in-flight entry `name`, still owned by the table; nullptr if there is none.
   TensorEntry* Find(const std::string& name);

@@ -37,21 +37,22 @@ Status CheckEntries(const Response& response, const std::vector<TensorEntry*>& e
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     const TensorEntry& entry = *entries[i];
-    const std::string tensor = "'" + entry.meta.name + "'";
+    // For an error only: this runs for every op.
+    auto tensor = [&entry] { return "'" + entry.meta.name + "'"; };
     if (entry.input.dtype != response.dtype || entry.output.dtype != response.dtype) {
-      return Internal(what + ": tensor " + tensor + " is not " + DataTypeName(response.dtype));
+      return Internal(what + ": tensor " + tensor() + " is not " + DataTypeName(response.dtype));
     }
     if (!entry.input.device.is_cpu() || !entry.output.device.is_cpu()) {
-      return Internal(what + ": tensor " + tensor + " is not in host memory");
+      return Internal(what + ": tensor " + tensor() + " is not in host memory");
     }
     const int64_t count = entry.output.num_elements();
     if (entry.input.num_elements() != count ||
         (i < response.num_elements.size() && response.num_elements[i] != count)) {
-      return Internal(what + ": tensor " + tensor + " has a different element count than its " +
+      return Internal(what + ": tensor " + tensor() + " has a different element count than its " +
                       "input or the response");
     }
     if (count > 0 && (entry.input.data == nullptr || entry.output.data == nullptr)) {
-      return Internal(what + ": tensor " + tensor + " has no data");
+      return Internal(what + ": tensor " + tensor() + " has no data");
     }
   }
   return Status::Ok();

@@ -164,7 +164,7 @@ class BackgroundLoop {
   void RunControllerResponse(const Response& response);
   // Executes a decided `response` (the controller's or a round's) over `entries` (this
   // rank's, or stand-ins) and completes them.
-  void Execute(const Response& response, std::vector<TensorEntry*> entries);
+  void Execute(const Response& response, const std::vector<TensorEntry*>& entries);
   // The executor of `process_set` (0: the job's), or null when that set has none.
   Executor* ExecutorFor(int process_set) const;
   // A join decided: this rank's join (of the job or of a set) is over; its callers learn the
@@ -191,13 +191,13 @@ class BackgroundLoop {
 
   // Fast path I/O (core/loop/background_loop_rounds.cc). Loop thread only.
   bool fast_path_on() const { return fast_ != nullptr; }
-  void PollLane();
+  void PollLane(Clock::TimePoint now);
   // Sends, answers and completes rounds and runs what they decided, as far as possible now.
   void StepRounds();
   bool SpinForAnswer() const;
   // Runs what the rounds decided, in order, as far as received. True if anything ran.
   bool RunDecided();
-  void RunFastWork(FastPath::Work work);
+  void RunFastWork(FastPath::Work& work);
   void SendCachedRequests(const std::vector<uint32_t>& ids);
   void SendNewRequests();
   // Sends a batch of requests (nothing if it is empty); a broken stream aborts the job.
@@ -287,10 +287,12 @@ class BackgroundLoop {
     TensorMeta meta;
   };
   std::unordered_map<std::string, CacheSlot> cache_;
+  std::vector<TensorEntry*> fresh_entries_;  // SendNewRequests' take, its buffer kept
 
   // Fast path; loop thread only. Both null without a lane.
   RoundLane* const lane_;
   const std::unique_ptr<FastPath> fast_;
+  FastPath::Work fast_work_;   // RunDecided's, its buffers reused from op to op
   bool rounds_muted_ = false;  // MuteRounds muted the round sockets in wakeup_
   // Drive's `done` while a blocking caller runs the passes, else null: StepRounds hands back
   // as soon as the caller's op completed, RootCause polls instead of sleeping on wakeup_.

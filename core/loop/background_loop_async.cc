@@ -29,7 +29,9 @@ void BackgroundLoop::Launch(const Response& response, std::vector<TensorEntry*> 
   op->stand_ins.swap(stand_ins_);
   op->stand_in_data.swap(stand_in_data_);
   for (TensorEntry* e : op->entries) e->in_flight = true;
-  if (tracer_ != nullptr) op->phases.emplace(*tracer_, op->entries);
+  if (tracer_ != nullptr && OpTracer::AnyOpened(op->entries)) {
+    op->phases.emplace(*tracer_, op->entries);
+  }
   ++in_flight_;
   Status launched =
       executor_->Launch(op->response, op->entries, op->phases ? &*op->phases : nullptr,

@@ -152,11 +152,11 @@ Request BackgroundLoop::MakeRequest(const TensorEntry& entry) {
 }
 
 void BackgroundLoop::SendNewRequests() {
-  std::vector<TensorEntry*> fresh = queue_->TakeNew();
+  std::vector<TensorEntry*>& fresh = fresh_entries_;
+  queue_->TakeNew(&fresh);
   if (fresh.empty()) return;
-  WorkerMessage batch;
+  WorkerMessage batch;  // what the fast path does not take: its requests stay unallocated
   batch.kind = WorkerMessage::Kind::kRequests;
-  batch.requests.reserve(fresh.size());
   const Clock::TimePoint now = clock_->Now();
   for (TensorEntry* entry : fresh) {
     if (entry->meta.op == OpType::kJoin && entry->meta.process_set != 0) {

@@ -54,7 +54,7 @@ void BackgroundLoop::RunControllerResponse(const Response& response) {
   } else {
     RememberCacheIds(response, entries);
   }
-  Execute(response, std::move(entries));
+  Execute(response, entries);
 }
 
 void BackgroundLoop::RememberCacheIds(const Response& response,
@@ -82,8 +82,9 @@ void BackgroundLoop::RememberCacheIds(const Response& response,
   }
 }
 
-void BackgroundLoop::Execute(const Response& response, std::vector<TensorEntry*> entries) {
-  if (tracer_ != nullptr) tracer_->Taken(entries, clock_->Now());
+void BackgroundLoop::Execute(const Response& response, const std::vector<TensorEntry*>& entries) {
+  const bool traced = tracer_ != nullptr && OpTracer::AnyOpened(entries);
+  if (traced) tracer_->Taken(entries, clock_->Now());
   // An error response must never reach a callback as OK, whatever code it carries.
   const StatusCode code =
       response.error_code == StatusCode::kOk ? StatusCode::kMismatch : response.error_code;
@@ -99,12 +100,12 @@ void BackgroundLoop::Execute(const Response& response, std::vector<TensorEntry*>
       return;
     }
     if (!entries.empty() && executor->RunsAsync(response)) {
-      Launch(response, std::move(entries));
+      Launch(response, entries);
       return;
     }
     if (!entries.empty()) {
       std::optional<OpTracer::Phases> phases;
-      if (tracer_ != nullptr) phases.emplace(*tracer_, entries);
+      if (traced) phases.emplace(*tracer_, entries);
       status = executor->Execute(response, entries, phases ? &*phases : nullptr);
       if (!status.ok()) {
         stand_ins_.clear();

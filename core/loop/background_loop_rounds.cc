@@ -13,11 +13,10 @@ constexpr std::chrono::microseconds kRoundSpin{60};
 
 }  // namespace
 
-void BackgroundLoop::PollLane() {
+void BackgroundLoop::PollLane(Clock::TimePoint now) {
   std::vector<std::pair<int, RoundMessage>> messages;
   std::vector<int> closed;
   Status polled = lane_->Poll(&messages, &closed);
-  const Clock::TimePoint now = clock_->Now();
   for (auto& [from, message] : messages) {
     if (!polled.ok()) break;
     polled = fast_->ReceiveRound(from, std::move(message), now);
@@ -36,10 +35,11 @@ void BackgroundLoop::StepRounds() {
       RunTasks();
       if (!serving()) return;
     }
-    PollLane();
+    const Clock::TimePoint now = clock_->Now();
+    PollLane(now);
     if (!serving()) return;
     FastPath::Outbox out;
-    Status advanced = fast_->Advance(clock_->Now(), &out);
+    Status advanced = fast_->Advance(now, &out);
     SendCachedRequests(out.to_controller);
     if (!advanced.ok()) {
       Abort(advanced, TellController::kYes);
@@ -94,24 +94,24 @@ void BackgroundLoop::SendCachedRequests(const std::vector<uint32_t>& ids) {
 bool BackgroundLoop::RunDecided() {
   bool ran = false;
   while (serving()) {
-    std::optional<FastPath::Work> work = fast_->NextWork(clock_->Now());
-    if (!work) break;
+    FastPath::Work& work = fast_work_;
+    if (!fast_->NextWork(clock_->Now(), &work)) break;
     ran = true;
-    if (work->from_controller) {
-      RunControllerResponse(work->response);
+    if (work.from_controller) {
+      RunControllerResponse(work.response);
     } else {
-      RunFastWork(std::move(*work));
+      RunFastWork(work);
     }
   }
   return ran;
 }
 
-void BackgroundLoop::RunFastWork(FastPath::Work work) {
+void BackgroundLoop::RunFastWork(FastPath::Work& work) {
   for (size_t i = 0; i < work.entries.size(); ++i) {
     // Joined without it: this rank contributes zeros.
     if (work.entries[i] == nullptr) work.entries[i] = StandIn(work.response, i);
   }
-  Execute(work.response, std::move(work.entries));
+  Execute(work.response, work.entries);
 }
 
 }  // namespace kolo

@@ -210,38 +210,51 @@ Status FastPath::ApplyDecision(RoundDecision decision, TimePoint now, Outbox* ou
   return Status::Ok();
 }
 
-std::optional<FastPath::Work> FastPath::NextWork(TimePoint now) {
+bool FastPath::NextWork(TimePoint now, Work* work) {
   while (!decided_.empty()) {
     Decided& front = decided_.front();
     if (handed_seq_ < front.decision.run_through_seq) {
       if (received_.empty()) {
         if (!blocked_) blocked_since_ = now;
         blocked_ = true;
-        return std::nullopt;
+        return false;
       }
-      Work work;
-      work.from_controller = true;
-      work.response = std::move(received_.front());
+      work->from_controller = true;
+      work->response = std::move(received_.front());
+      work->entries.clear();
       received_.pop_front();
-      handed_seq_ = work.response.seq;
-      return work;
+      handed_seq_ = work->response.seq;
+      return true;
     }
     blocked_ = false;
-    if (front.next < front.decision.runnable.size()) return CutHits();
+    if (front.next < front.decision.runnable.size()) {
+      CutHits(work);
+      return true;
+    }
     decided_.pop_front();
   }
-  return std::nullopt;
+  return false;
 }
 
 // The front decision's next batch of cached allreduces, in ascending id order, fused under
 // the same rule as the controller's (core/fusion_rule.h) and the round's smallest threshold.
-FastPath::Work FastPath::CutHits() {
+void FastPath::CutHits(Work* work) {
   Decided& decided = decided_.front();
   const RoundDecision& decision = decided.decision;
   const uint64_t threshold = std::min<uint64_t>(decision.fusion_threshold, INT64_MAX);
   FusionBatch batch(static_cast<int64_t>(threshold));
-  Work work;
-  Response& response = work.response;
+  // A fresh response around the previous work's buffers: its name strings are assigned over
+  // (no allocation while they fit), its vectors keep their capacity.
+  std::vector<std::string> names = std::move(work->response.names);
+  std::vector<uint32_t> cache_ids = std::move(work->response.cache_ids);
+  std::vector<int64_t> num_elements = std::move(work->response.num_elements);
+  cache_ids.clear();
+  num_elements.clear();
+  work->entries.clear();
+  work->from_controller = false;
+  work->response = Response();
+  Response& response = work->response;
+  size_t count = 0;
   response.seq = 0;  // the fast path: no controller sequence number
   response.fast_round = decision.round;
   for (; decided.next < decision.runnable.size(); ++decided.next) {
@@ -255,13 +268,21 @@ FastPath::Work FastPath::CutHits() {
       response.postscale = s.postscale;
     }
     batch.Add(KeyOf(s), BytesOf(s));
-    response.names.push_back(s.name);
-    response.cache_ids.push_back(id);
-    response.num_elements.push_back(s.num_elements);
-    work.entries.push_back(decided.entries[decided.next]);
+    if (count < names.size()) {
+      names[count] = s.name;
+    } else {
+      names.push_back(s.name);
+    }
+    ++count;
+    cache_ids.push_back(id);
+    num_elements.push_back(s.num_elements);
+    work->entries.push_back(decided.entries[decided.next]);
   }
+  names.resize(count);
+  response.names = std::move(names);
+  response.cache_ids = std::move(cache_ids);
+  response.num_elements = std::move(num_elements);
   response.fast_group = FastGroup(decision.round, decided.batches++);
-  return work;
 }
 
 Status FastPath::CheckDeadlines(TimePoint now) const {

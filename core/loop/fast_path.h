@@ -119,10 +119,12 @@ class FastPath {
   // Diverts what waited too long (between rounds), starts or answers a round, and applies
   // every round now complete. An error is job-fatal (an inconsistent decision).
   Status Advance(TimePoint now, Outbox* out);
-  // The next work in the agreed order; nullopt if none is decided, or if it waits for a
-  // controller response this rank has not received yet (the deadline runs from then). Hand
-  // the work out one at a time: a controller response run may teach new cache ids.
-  std::optional<Work> NextWork(TimePoint now);
+  // Fills `*work` with the next work in the agreed order and returns true; false if none is
+  // decided, or if it waits for a controller response this rank has not received yet (the
+  // deadline runs from then). Hand the work out one at a time: a controller response run may
+  // teach new cache ids. Pass the same Work each time: its buffers are reused, so a small
+  // op's work allocates nothing once the names fit.
+  bool NextWork(TimePoint now, Work* work);
   // DeadlineExceeded / Unavailable naming the ranks when a round or a controller response
   // waited too long, or a peer that has to answer closed its connection.
   Status CheckDeadlines(TimePoint now) const;
@@ -152,7 +154,7 @@ class FastPath {
   void DivertWaiting(TimePoint now, Outbox* out);
   void Divert(uint32_t id, Outbox* out);
   Status ApplyDecision(RoundDecision decision, TimePoint now, Outbox* out);
-  Work CutHits();
+  void CutHits(Work* work);
 
   // Constant after construction.
   const Config config_;

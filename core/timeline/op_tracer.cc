@@ -46,6 +46,13 @@ void OpTracer::Abandon(TensorEntry& entry, const Status& why) {
   ReleaseSlot(entry);
 }
 
+bool OpTracer::AnyOpened(const std::vector<TensorEntry*>& entries) {
+  for (const TensorEntry* entry : entries) {
+    if (entry->trace_generation != 0) return true;
+  }
+  return false;
+}
+
 void OpTracer::Taken(const std::vector<TensorEntry*>& entries, Clock::TimePoint now) const {
   for (const TensorEntry* entry : entries) {
     if (Traced(*entry)) RecordComplete(*entry, "QUEUE", entry->enqueued_at, now);

@@ -91,9 +91,8 @@ class Job {
   // Everything rank `r` may run now, in order.
   std::vector<FastPath::Work> Drain(int r) {
     std::vector<FastPath::Work> works;
-    while (std::optional<FastPath::Work> w = at(r).NextWork(clock_.Now())) {
-      works.push_back(std::move(*w));
-    }
+    FastPath::Work w;
+    while (at(r).NextWork(clock_.Now(), &w)) works.push_back(w);
     return works;
   }
 

@@ -28,6 +28,28 @@ TEST_CASE("Entries come out of the queue in enqueue order", "[core][queue]") {
   CHECK(queue.Find("a") == taken[0]);
 }
 
+TEST_CASE("Taking into a kept vector clears it first and hands its buffer to the queue",
+          "[core][queue]") {
+  Wakeup wakeup;
+  TensorQueue queue(&wakeup);
+  std::vector<TensorEntry*> taken;
+  REQUIRE(queue.Enqueue(Entry("a")).ok());
+  REQUIRE(queue.Enqueue(Entry("b")).ok());
+  queue.TakeNew(&taken);
+  REQUIRE(taken.size() == 2);
+  CHECK(taken[0]->meta.name == "a");
+  CHECK(taken[1]->meta.name == "b");
+  // The second take swaps the vectors back: what was taken before is not taken again.
+  REQUIRE(queue.Enqueue(Entry("c")).ok());
+  queue.TakeNew(&taken);
+  REQUIRE(taken.size() == 1);
+  CHECK(taken[0]->meta.name == "c");
+  queue.TakeNew(&taken);
+  CHECK(taken.empty());
+  REQUIRE(queue.Enqueue(Entry("d")).ok());
+  CHECK(queue.TakeNew().size() == 1);  // the returning form shares the queue's list
+}
+
 TEST_CASE("A name already in flight fails at enqueue until it is removed", "[core][queue]") {
   Wakeup wakeup;
   TensorQueue queue(&wakeup);
