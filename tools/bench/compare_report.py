@@ -124,6 +124,42 @@ def latency_table(out, raw, transports):
     print()
 
 
+def mode_check(out, raw):
+    """Flags a run during which the machine changed speed. Each side measures a 4 KiB allreduce
+    over shared memory twice, minutes apart: in its sweep and in its latency runs. On the
+    development VM cross-core transfers sometimes run at half speed for minutes (Open MPI 4 KiB
+    0.7 against 2.2 us); ratios between a fast and a slow measurement compare two machines."""
+    pairs = []
+    if raw:
+        sweep = peer_table(os.path.join(raw, "sweep__ompi-shm__np2.txt"), 4).get(4096)
+        lat = peer_table(os.path.join(raw, "lat__ompi-shm__np2.txt"), 4).get(4096)
+        pairs.append(("Open MPI (ompi-shm)", sweep, lat))
+    sweep = kolo_reps(out, "kolo-inplace", "shm", 2, 2).get(4096)
+    lat = kolo_reps(out, "kolo-lat", "shm", 2, 2).get(4096)
+    pairs.append(("kolo (in place, API)", statistics.median(sweep) if sweep else None,
+                  statistics.median(lat) if lat else None))
+    rows = [(name, a, b) for name, a, b in pairs if a and b]
+    if not rows:
+        return
+    print("## Mode check: 4 KiB over shared memory, 2 ranks, measured twice in this run (us)\n")
+    print("| who | in its sweep | in its latency runs | larger / smaller |")
+    print("|---|---:|---:|---:|")
+    flagged = []
+    for name, a, b in rows:
+        factor = max(a, b) / min(a, b)
+        if factor > 1.5:
+            flagged.append(name)
+        print(f"| {name} | {a:.2f} | {b:.2f} | {factor:.1f} |")
+    print()
+    if flagged:
+        print(f"**The machine changed speed during this run** ({', '.join(flagged)}: the two "
+              "measurements differ by more than 1.5x). Ratios between results taken in "
+              "different modes compare two machines; rerun, or read only ratios within one "
+              "mode.\n")
+    else:
+        print("Both sides measured the same speed twice (within 1.5x).\n")
+
+
 def model_table(out, transports):
     print("## ResNet-50 gradient step against one raw allreduce of the same bytes, 2 ranks\n")
     print("| transport | step median (us) | raw median (us) | step / raw |")
@@ -155,6 +191,7 @@ def main():
         busbw_tables(out, raw, transport, nps)
     latency_table(out, raw, transports)
     model_table(out, transports)
+    mode_check(out, raw)
 
 
 if __name__ == "__main__":
