@@ -326,7 +326,8 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=None):
     op = _reduce_op(average, op, "allreduce_")
-    if op != Adasum and isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu" \
+    # is_cpu, not device.type: building the device object costs 0.2 us, a tenth of a 4 KiB op.
+    if op != Adasum and isinstance(tensor, torch.Tensor) and tensor.is_cpu \
             and tensor.is_contiguous():
         # The common case, measured (docs/TORCH-RACE.md): one C++ call that enqueues and
         # waits, with no handle id, table entry, finishing closure or copy-back. (Adasum is not
