@@ -65,12 +65,6 @@ size_t TensorQueue::InFlight() {
   return table_.size();
 }
 
-std::vector<TensorEntry*> TensorQueue::TakeNew() {
-  std::vector<TensorEntry*> taken;
-  TakeNew(&taken);
-  return taken;
-}
-
 void TensorQueue::TakeNew(std::vector<TensorEntry*>* taken) {
   taken->clear();
   MutexLock lock(&mu_);

@@ -46,10 +46,9 @@ class TensorQueue {
   // two of them share a name.
   Status EnqueueGroup(std::vector<std::unique_ptr<TensorEntry>>& entries);
 
-  // Entries enqueued since the last call, in enqueue order.
-  std::vector<TensorEntry*> TakeNew();
-  // The same into `*taken` (cleared first), whose buffer the queue keeps for the next
-  // entries: a loop that passes the same vector each time allocates nothing per op.
+  // Entries enqueued since the last call, in enqueue order, into `*taken` (cleared first),
+  // whose buffer the queue keeps for the next entries: a loop that passes the same vector
+  // each time allocates nothing per op.
   void TakeNew(std::vector<TensorEntry*>* taken);
 
   // The in-flight entry `name`, still owned by the table; nullptr if there is none.

@@ -201,7 +201,7 @@ void BackgroundLoop::RunLoop() {
     const bool rounds = fast_path_on() && serving();
     const std::vector<int> fds = rounds ? lane_->fds() : std::vector<int>{};
     bool sleep = true;
-    if (rounds && RoundsMustWake()) {
+    if (RoundsMustWake()) {     // implies `rounds`
       sleep = WakeForRounds();  // false: a round message is in already
     } else if (rounds) {
       MuteRounds();  // quiet: the peers' rounds wait for this rank's next op or pass

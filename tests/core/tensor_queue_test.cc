@@ -13,6 +13,13 @@ std::unique_ptr<TensorEntry> Entry(const std::string& name) {
   entry->enqueued_at = std::chrono::steady_clock::now();
   return entry;
 }
+
+// What TakeNew hands out, into a fresh vector.
+std::vector<TensorEntry*> Take(TensorQueue& queue) {
+  std::vector<TensorEntry*> taken;
+  queue.TakeNew(&taken);
+  return taken;
+}
 }  // namespace
 
 TEST_CASE("Entries come out of the queue in enqueue order", "[core][queue]") {
@@ -20,11 +27,11 @@ TEST_CASE("Entries come out of the queue in enqueue order", "[core][queue]") {
   TensorQueue queue(&wakeup);
   REQUIRE(queue.Enqueue(Entry("a")).ok());
   REQUIRE(queue.Enqueue(Entry("b")).ok());
-  auto taken = queue.TakeNew();
+  auto taken = Take(queue);
   REQUIRE(taken.size() == 2);
   CHECK(taken[0]->meta.name == "a");
   CHECK(taken[1]->meta.name == "b");
-  CHECK(queue.TakeNew().empty());
+  CHECK(Take(queue).empty());
   CHECK(queue.Find("a") == taken[0]);
 }
 
@@ -47,7 +54,7 @@ TEST_CASE("Taking into a kept vector clears it first and hands its buffer to the
   queue.TakeNew(&taken);
   CHECK(taken.empty());
   REQUIRE(queue.Enqueue(Entry("d")).ok());
-  CHECK(queue.TakeNew().size() == 1);  // the returning form shares the queue's list
+  CHECK(Take(queue).size() == 1);  // a fresh vector takes from the same list
 }
 
 TEST_CASE("A name already in flight fails at enqueue until it is removed", "[core][queue]") {
@@ -58,7 +65,7 @@ TEST_CASE("A name already in flight fails at enqueue until it is removed", "[cor
   REQUIRE_FALSE(dup.ok());
   CHECK(dup.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(dup.message(), Catch::Contains("'grad/w1'") && Catch::Contains("already in flight"));
-  queue.TakeNew();
+  Take(queue);
   REQUIRE(queue.Remove("grad/w1") != nullptr);
   CHECK(queue.Enqueue(Entry("grad/w1")).ok());
 }
@@ -83,7 +90,7 @@ TEST_CASE("Removing an entry not yet taken also drops it from the new list", "[c
   TensorQueue queue(&wakeup);
   REQUIRE(queue.Enqueue(Entry("x")).ok());
   REQUIRE(queue.Remove("x") != nullptr);
-  CHECK(queue.TakeNew().empty());
+  CHECK(Take(queue).empty());
   CHECK(queue.Remove("x") == nullptr);
 }
 
@@ -104,7 +111,7 @@ TEST_CASE("Enqueue from many threads keeps every entry exactly once", "[core][qu
   size_t seen = 0;
   while (seen + static_cast<size_t>(refused.load()) < 1000) {
     wakeup.WaitUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
-    seen += queue.TakeNew().size();
+    seen += Take(queue).size();
   }
   for (auto& thread : threads) thread.join();
   CHECK(refused == 0);
