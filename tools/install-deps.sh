@@ -38,8 +38,21 @@ install_torch_venv() {
   fi
   echo "install-deps: creating the torch venv in $venv (pip: torch, pybind11, pytest)"
   python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q torch pybind11 pytest numpy
+  # PyPI's downloads do break off (CI lost a 286 MB wheel six times at the same byte once), so
+  # pip resumes a broken download many times, and the whole install is tried three times: the
+  # wheels already fetched stay in pip's cache, so a later try fetches only what is missing.
+  local try
+  for try in 1 2 3; do
+    if "$venv/bin/python" -m pip install -q --upgrade pip &&
+      "$venv/bin/python" -m pip install -q --retries 10 --timeout 60 --resume-retries 30 \
+        torch pybind11 pytest numpy; then
+      return
+    fi
+    echo "install-deps: pip failed (try $try of 3)" >&2
+    if [ "$try" -lt 3 ]; then sleep $((try * 20)); fi
+  done
+  echo "install-deps: could not install torch from PyPI into $venv after 3 tries" >&2
+  exit 1
 }
 
 missing=()
