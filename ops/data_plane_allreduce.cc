@@ -19,8 +19,14 @@ Status DataPlaneAllreduce(DataPlane& plane, void* buffer, size_t count, DataType
                             scratch, what);
 }
 
-Status DataPlaneAllreduce(DataPlane& plane, const SegmentedBuffer& buffer, DataType dtype,
-                          ReduceOp op, RingScratch& scratch, const std::string& what) {
+size_t AllreduceSlices(size_t bytes) {
+  return bytes < 2 * kAllreduceSliceBytes ? 1 : bytes / kAllreduceSliceBytes;
+}
+
+namespace {
+
+Status AllreduceOneSlice(DataPlane& plane, const SegmentedBuffer& buffer, DataType dtype,
+                         ReduceOp op, RingScratch& scratch, const std::string& what) {
   if (UseRecursiveDoubling(buffer.total(), plane.size(), scratch.size())) {
     return RecursiveDoublingAllreduce(plane, buffer, dtype, op, scratch, what);
   }
@@ -28,6 +34,25 @@ Status DataPlaneAllreduce(DataPlane& plane, const SegmentedBuffer& buffer, DataT
     return HalvingDoublingAllreduce(plane, buffer, dtype, op, scratch, what);
   }
   return RingAllreduce(plane, buffer, dtype, op, scratch, what);
+}
+
+}  // namespace
+
+Status DataPlaneAllreduce(DataPlane& plane, const SegmentedBuffer& buffer, DataType dtype,
+                          ReduceOp op, RingScratch& scratch, const std::string& what) {
+  const size_t slices = AllreduceSlices(buffer.total());
+  const size_t element = DataTypeSize(dtype);
+  if (slices == 1 || plane.size() == 1 || element == 0) {
+    return AllreduceOneSlice(plane, buffer, dtype, op, scratch, what);
+  }
+  const size_t count = buffer.total() / element;
+  for (size_t i = 0; i < slices; ++i) {
+    const ElementRange range = ChunkRange(count, static_cast<int>(slices), static_cast<int>(i));
+    KOLO_RETURN_IF_ERROR(
+        AllreduceOneSlice(plane, buffer.Slice(range.begin * element, range.count * element), dtype,
+                          op, scratch, what));
+  }
+  return Status::Ok();
 }
 
 }  // namespace kolo::ops

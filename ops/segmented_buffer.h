@@ -47,6 +47,20 @@ class SegmentedBuffer {
     return {pieces_[i].data + into, pieces_[i].bytes - into};
   }
 
+  // The logical bytes [offset, offset + bytes) as a buffer of their own (offset + bytes <=
+  // total()); it points into the same memory.
+  SegmentedBuffer Slice(size_t offset, size_t bytes) const {
+    std::vector<BytePiece> pieces;
+    while (bytes > 0) {
+      const Span span = Locate(offset);
+      const size_t take = std::min(span.bytes, bytes);
+      pieces.push_back({span.data, take});
+      offset += take;
+      bytes -= take;
+    }
+    return SegmentedBuffer(pieces);
+  }
+
  private:
   std::vector<BytePiece> pieces_;  // non-empty, in logical order
   std::vector<size_t> starts_;     // logical offset of each piece
