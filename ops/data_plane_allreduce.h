@@ -4,8 +4,9 @@
 // more than the extra bytes; halving-doubling (ops/halving_doubling.h) for larger ones on 4, 8,
 // ... ranks (2 log2(n) pairwise steps, the ring's bytes); the pipelined ring
 // (ops/ring_allreduce.h) otherwise (2 ranks, where it is the same exchange pipelined, and worlds
-// that are not a power of two). All give every rank the same bits, so the choice shows only in
-// time.
+// that are not a power of two). Messages of 2 MiB and more run as 1-2 MiB slices one after
+// another, each by the same rule (kAllreduceSliceBytes below). All give every rank the same
+// bits, so the choice shows only in time.
 //
 // Threading: on the caller's thread (the one that may call DataPlane::Exchange); the scratch
 // belongs to that thread.
@@ -35,7 +36,7 @@ constexpr size_t kRecursiveDoublingMaxBytes = size_t{8} << 10;
 // [kAllreduceSliceBytes, 2 * kAllreduceSliceBytes) each, so that what a rank sends, receives,
 // reduces and sends on stays in its cache from the first step to the last: one ring over
 // 16 MiB touches 16 MiB on each rank between reading a byte and writing its result. Measured
-// over TCP loopback, 2 ranks (docs/PERFORMANCE.md "Cache-sized slices"): 16 MiB 5.8 -> 3.2 ms,
+// over TCP loopback, 2 ranks (docs/PERFORMANCE.md, runs O and P): 16 MiB 5.8 -> 3.2 ms,
 // 64 MiB 23 -> 13 ms; 256 KiB and 512 KiB slices were slower, 2 MiB ones bimodal.
 constexpr size_t kAllreduceSliceBytes = size_t{1} << 20;
 
