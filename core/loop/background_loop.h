@@ -183,8 +183,11 @@ class BackgroundLoop {
   // Loop thread: fails the ops whose device work failed (the first failure aborts the job).
   void DrainAsyncFailures();
   // Waits, up to KOLO_TIMEOUT_SECONDS of the loop's clock (then interrupts the executor and
-  // waits as long again), until no launched op is in flight; then the loop may end.
+  // waits as long again), until no launched op is in flight and no completion thread is
+  // inside OnAsyncDone; then the loop may end.
   void AwaitInFlight();
+  // AwaitInFlight's wait for in_flight_ to reach 0.
+  void AwaitLaunchedOps();
   // The end of the loop's life: AwaitInFlight, then kDone.
   void Finish();
   void RememberCacheIds(const Response& response, const std::vector<TensorEntry*>& entries);

@@ -42,12 +42,13 @@ void BackgroundLoop::Launch(const Response& response, std::vector<TensorEntry*> 
   Abort(RootCause(launched), TellController::kYes);  // also fails these entries with it
 }
 
+// Once the loop can see this op as finished (its failure queued, or in_flight_ down), it may
+// end and be destroyed at any moment: so the hand-over and the notice happen under async_mu_,
+// which AwaitInFlight takes last, and nothing of the loop is touched after the lock is released.
 void BackgroundLoop::OnAsyncDone(const std::shared_ptr<AsyncOp>& op, const Status& status) {
   if (!status.ok()) {
-    {
-      MutexLock lock(&async_mu_);
-      async_failures_.push_back(AsyncFailure{op, status});
-    }
+    MutexLock lock(&async_mu_);
+    async_failures_.push_back(AsyncFailure{op, status});
     wakeup_->Notify();
     return;
   }
@@ -57,6 +58,7 @@ void BackgroundLoop::OnAsyncDone(const std::shared_ptr<AsyncOp>& op, const Statu
   for (TensorEntry* e : op->entries) e->in_flight = false;
   CompleteResponse(op->response, Status::Ok(), op->zero_names);
   SetBackgroundThread(was_background);
+  MutexLock lock(&async_mu_);
   --in_flight_;
   wakeup_->Notify();  // AwaitInFlight may be waiting for this
 }
@@ -83,7 +85,13 @@ void BackgroundLoop::DrainAsyncFailures() {
 
 void BackgroundLoop::AwaitInFlight() {
   DrainAsyncFailures();
-  if (in_flight_ == 0) return;
+  if (in_flight_ > 0) AwaitLaunchedOps();
+  // The completion thread that finished the last op may still be inside OnAsyncDone's critical
+  // section; once it has left it, it touches nothing of this loop again.
+  MutexLock lock(&async_mu_);
+}
+
+void BackgroundLoop::AwaitLaunchedOps() {
   Clock::TimePoint deadline = clock_->Now() + DurationOf(config_.timeout_seconds);
   bool interrupted = false;
   while (in_flight_ > 0) {
