@@ -13,7 +13,7 @@ std::string DescribeOp(OpType op, const std::vector<TensorEntry*>& entries) {
   size_t bytes = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     bytes += entries[i]->output.num_bytes();
-    if (i < kNamed) {  // appended in place: this runs for every op
+    if (i < kNamed) {  // appended in place, no temporaries
       text += i == 0 ? " '" : ", '";
       text += entries[i]->meta.name;
       text += '\'';

@@ -328,7 +328,7 @@ void BackgroundLoop::Complete(std::unique_ptr<TensorEntry> entry, const Status& 
   if (entry == nullptr) return;
   // The clock is read for a traced op only (the op's path is a few thousand cycles; each
   // read ~55).
-  const bool traced = tracer_ != nullptr && entry->trace_generation != 0;
+  const bool traced = tracer_ != nullptr && OpTracer::Opened(*entry);
   const Clock::TimePoint callback_start = traced ? clock_->Now() : Clock::TimePoint();
   if (entry->callback) {
     try {

@@ -39,7 +39,7 @@ void OpTracer::Begin(TensorEntry& entry) {
 }
 
 void OpTracer::Abandon(TensorEntry& entry, const Status& why) {
-  if (entry.trace_generation == 0) return;
+  if (!Opened(entry)) return;
   if (Traced(entry)) {
     RecordEnd(entry, entry.enqueued_at, "{\"status\":\"" + JsonEscape(why.ToString()) + "\"}");
   }
@@ -48,7 +48,7 @@ void OpTracer::Abandon(TensorEntry& entry, const Status& why) {
 
 bool OpTracer::AnyOpened(const std::vector<TensorEntry*>& entries) {
   for (const TensorEntry* entry : entries) {
-    if (entry->trace_generation != 0) return true;
+    if (Opened(*entry)) return true;
   }
   return false;
 }
@@ -61,7 +61,7 @@ void OpTracer::Taken(const std::vector<TensorEntry*>& entries, Clock::TimePoint 
 
 void OpTracer::Completed(const TensorEntry& entry, const Status& status, const Response* response,
                          Clock::TimePoint callback_start, Clock::TimePoint callback_end) {
-  if (entry.trace_generation == 0) return;
+  if (!Opened(entry)) return;
   if (Traced(entry)) {
     RecordComplete(entry, "CALLBACK", callback_start, callback_end);
     std::string args = "{";
@@ -87,7 +87,7 @@ void OpTracer::Phases::OnPhase(const char* name, Clock::TimePoint start, Clock::
 }
 
 bool OpTracer::Traced(const TensorEntry& entry) const {
-  return entry.trace_generation != 0 && hub_ != nullptr && hub_->enabled() &&
+  return Opened(entry) && hub_ != nullptr && hub_->enabled() &&
          hub_->generation() == entry.trace_generation;
 }
 

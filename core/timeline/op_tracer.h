@@ -29,8 +29,10 @@ class OpTracer {
   // Closes the span of an entry whose enqueue failed.
   void Abandon(TensorEntry& entry, const Status& why);
 
-  // Whether any of `entries` had its span opened (Begin while a timeline was on). Untraced
-  // ops skip the tracer's clock reads (~55 cycles each, several per op: a small op's path).
+  // Whether `entry` (any of `entries`) had its span opened (Begin while a timeline was on).
+  // Untraced ops skip the tracer's clock reads (~55 cycles each, several per op: a small op's
+  // path).
+  static bool Opened(const TensorEntry& entry) { return entry.trace_generation != 0; }
   static bool AnyOpened(const std::vector<TensorEntry*>& entries);
 
   // QUEUE for each traced entry: enqueue until the background thread took up its response.
