@@ -1,6 +1,6 @@
 #include "controller/fusion_planner.h"
 
-#include "core/fusion_rule.h"
+#include "core/fusion/fusion_rule.h"
 
 namespace kolo::controller {
 namespace {
@@ -8,16 +8,6 @@ namespace {
 // A tensor that may share a response (an error response always stands alone).
 bool Fusible(const ReadyTensor& t) {
   return !t.is_error() && IsFusibleOp(t.meta.op);
-}
-
-// Bytes `t` occupies in the fusion buffer: an allgather's whole gathered output.
-int64_t FusionBytes(const ReadyTensor& t) {
-  if (t.meta.op != OpType::kAllgather) return TensorBytes(t.meta);
-  int64_t row_elements = 1;
-  for (size_t d = 1; d < t.meta.shape.size(); ++d) row_elements *= t.meta.shape[d];
-  int64_t rows = 0;
-  for (int64_t dim : t.first_dims) rows += dim;
-  return rows * row_elements * static_cast<int64_t>(DataTypeSize(t.meta.dtype));
 }
 
 Response StartResponse(const ReadyTensor& t, uint64_t seq) {
@@ -72,10 +62,6 @@ size_t PlanGroup(const std::vector<ReadyTensor>& ready, size_t first, uint64_t* 
 
 }  // namespace
 
-int64_t TensorBytes(const TensorMeta& meta) {
-  return meta.num_elements() * static_cast<int64_t>(DataTypeSize(meta.dtype));
-}
-
 std::vector<Response> PlanResponses(const std::vector<ReadyTensor>& ready,
                                     int64_t fusion_threshold_bytes, uint64_t* next_seq) {
   std::vector<Response> responses;
@@ -91,10 +77,12 @@ std::vector<Response> PlanResponses(const std::vector<ReadyTensor>& ready,
     ++i;
     if (Fusible(head)) {
       FusionBatch batch(fusion_threshold_bytes);
-      batch.Add(FusionKey::Of(head.meta), FusionBytes(head));
-      while (i < ready.size() && Fusible(ready[i]) && ready[i].meta.group.empty() &&
-             batch.Admits(FusionKey::Of(ready[i].meta), FusionBytes(ready[i]))) {
-        batch.Add(FusionKey::Of(ready[i].meta), FusionBytes(ready[i]));
+      batch.Add(FusionKey::Of(head.meta), FusionBytes(head.meta, head.first_dims));
+      while (i < ready.size() && Fusible(ready[i]) && ready[i].meta.group.empty()) {
+        const FusionKey key = FusionKey::Of(ready[i].meta);
+        const int64_t bytes = FusionBytes(ready[i].meta, ready[i].first_dims);
+        if (!batch.Admits(key, bytes)) break;
+        batch.Add(key, bytes);
         AddTensor(ready[i], &response);
         ++i;
       }

@@ -1,5 +1,6 @@
-// Fusion planning: turns the ordered list of ready tensors into Responses (DESIGN.md §2).
-// Called by the Negotiator under the Controller's lock. Pure function; no threads.
+// Fusion planning: turns the ordered list of ready tensors into Responses (DESIGN.md §2), cut
+// by the fusion rule the fast path shares (core/fusion/fusion_rule.h). Called by the Negotiator
+// under the Controller's lock. Pure function; no threads.
 //
 // Rules: consecutive successful tensors of the same fusible op join one response while the
 // response's bytes stay <= the threshold: allreduces and reducescatters with the same dtype,
@@ -19,9 +20,6 @@
 #include "core/messages.h"
 
 namespace kolo::controller {
-
-// Bytes `meta` occupies in a fusion buffer.
-int64_t TensorBytes(const TensorMeta& meta);
 
 // Plans `ready` (in readiness order) into responses numbered *next_seq, *next_seq + 1, ...,
 // and advances *next_seq past them. `fusion_threshold_bytes` >= 0; 0 disables fusion of

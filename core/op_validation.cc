@@ -150,29 +150,6 @@ std::vector<int64_t> SplitRows(int64_t rows, int n) {
   return split;
 }
 
-StatusOr<ReducescatterLayout> LayOutReducescatter(const std::vector<TensorEntry*>& entries,
-                                                  DataType dtype, int rank, int n) {
-  ReducescatterLayout layout;
-  layout.parts.resize(entries.size() * n);
-  layout.block_elements.assign(n, 0);
-  for (size_t t = 0; t < entries.size(); ++t) {
-    const TensorEntry& entry = *entries[t];
-    const std::vector<int64_t>& shape = entry.input.shape;
-    const int64_t rows = shape.empty() ? 1 : shape[0];
-    const int64_t row_elements = rows == 0 ? 0 : entry.input.num_elements() / rows;
-    const std::vector<int64_t> split = SplitRows(rows, n);
-    for (int r = 0; r < n; ++r) {
-      layout.parts[t * n + r] = static_cast<size_t>(split[r] * row_elements);
-      layout.block_elements[r] += layout.parts[t * n + r];
-    }
-    if (entry.output.num_elements() != static_cast<int64_t>(layout.parts[t * n + rank]) ||
-        entry.input.dtype != dtype || entry.output.dtype != dtype) {
-      return Internal("the output of '" + entry.meta.name + "' does not match this rank's part");
-    }
-  }
-  return layout;
-}
-
 std::vector<int64_t> ReducescatterShape(const std::vector<int64_t>& input_shape, int rank,
                                         int size) {
   std::vector<int64_t> shape = input_shape.empty() ? std::vector<int64_t>{1} : input_shape;

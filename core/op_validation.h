@@ -5,7 +5,6 @@
 #include <string>
 
 #include "core/messages.h"
-#include "core/tensor_entry.h"
 #include "kolo/kolo.h"
 
 namespace kolo {
@@ -22,18 +21,6 @@ StatusOr<TensorMeta> ValidateAllgather(const std::string& name, const TensorView
 // How reducescatter splits `rows` rows (dimension 0) over `n` ranks: rank i gets rows / n, and
 // the first rows % n ranks one more (10 rows over 4 ranks: 3, 3, 2, 2).
 std::vector<int64_t> SplitRows(int64_t rows, int n);
-
-// How a (fused) reducescatter of `entries` splits over `n` ranks, the same on every data plane:
-// parts[t * n + r] is the number of elements of tensor t that rank r receives (whole rows,
-// SplitRows), block_elements[r] their sum over the tensors.
-struct ReducescatterLayout {
-  std::vector<size_t> parts;
-  std::vector<size_t> block_elements;
-};
-// Internal error, naming the tensor, when an entry's output is not rank `rank`'s part or an
-// entry's dtype is not `dtype`.
-StatusOr<ReducescatterLayout> LayOutReducescatter(const std::vector<TensorEntry*>& entries,
-                                                  DataType dtype, int rank, int n);
 
 // Checks a reducescatter of `input` (at least one dimension): `output` must hold this rank's
 // part (ReducescatterShape).

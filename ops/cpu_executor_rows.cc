@@ -1,8 +1,10 @@
 // CpuExecutor's collectives that move rows of dimension 0 between ranks: allgather,
-// reducescatter and alltoall (ops/cpu_executor.h states the contract). Allreduce, broadcast and
-// the dispatch are in cpu_executor.cc.
+// reducescatter and alltoall (ops/cpu_executor.h states the contract), their fused buffers laid
+// out as on every path (core/fusion/fusion_layout.h). Allreduce, broadcast and the dispatch are
+// in cpu_executor.cc.
 #include <cstring>
 
+#include "core/fusion/fusion_layout.h"
 #include "core/op_validation.h"
 #include "ops/cpu_executor.h"
 #include "ops/pairwise_alltoall.h"
@@ -16,64 +18,35 @@ namespace kolo::ops {
 Status CpuExecutor::Allgather(const Response& response, const std::vector<TensorEntry*>& entries,
                               PhaseObserver* observer) {
   const std::string what = DescribeOp(response.op, entries);
-  const int n = plane_.size();
   const int me = plane_.rank();
+  StatusOr<AllgatherLayout> layout = AllgatherLayout::Of(response, entries, me, plane_.size());
+  if (!layout.ok()) return layout.status().WithContext(what);
   const size_t tensors = entries.size();
-  if (tensors == 0 || response.first_dims.size() != tensors * n) {
-    return Internal(what + ": expected " + std::to_string(n) + " first dimensions for each of " +
-                    std::to_string(tensors) + " tensors, got " +
-                    std::to_string(response.first_dims.size()));
-  }
-  auto rows = [&](size_t t, int r) { return response.first_dims[t * n + r]; };
-  // rank_bytes[t * n + r]: bytes of tensor t's rows from rank r; a rank may send zero rows.
-  std::vector<size_t> rank_bytes(tensors * n);
-  std::vector<size_t> block_bytes(n, 0);  // every tensor's rows from rank r, back to back
   std::vector<void*> outputs(tensors);
   for (size_t t = 0; t < tensors; ++t) {
-    TensorEntry& entry = *entries[t];
-    const std::vector<int64_t>& in_shape = entry.input.shape;
-    if (in_shape.empty() || in_shape[0] != rows(t, me) || entry.input.dtype != response.dtype) {
-      return Internal(what + ": this rank's input '" + entry.meta.name +
-                      "' does not match the decision");
-    }
-    size_t row_bytes = DataTypeSize(response.dtype);
-    for (size_t d = 1; d < in_shape.size(); ++d) row_bytes *= static_cast<size_t>(in_shape[d]);
-    std::vector<int64_t> out_shape = in_shape;
-    out_shape[0] = 0;
-    for (int r = 0; r < n; ++r) {
-      rank_bytes[t * n + r] = static_cast<size_t>(rows(t, r)) * row_bytes;
-      block_bytes[r] += rank_bytes[t * n + r];
-      out_shape[0] += rows(t, r);
-    }
     // nullptr: the allocator failed; this rank still relays, only that tensor's op fails.
-    outputs[t] = AllocateOutput(entry, out_shape, what);
+    outputs[t] = AllocateOutput(*entries[t], layout->output_shape(t), what);
   }
-  size_t total = 0, own_offset = 0;
-  for (int r = 0; r < n; ++r) {
-    if (r == me) own_offset = total;
-    total += block_bytes[r];
-  }
+  const std::vector<size_t>& block_bytes = layout->block_bytes();
   if (tensors == 1 && outputs[0] != nullptr) {
     // Gather straight into the output: its layout is the ring's.
     uint8_t* output = static_cast<uint8_t*>(outputs[0]);
     {
       PhaseScope phase(observer, "COPY_INPUT");
       if (block_bytes[me] > 0)
-        std::memcpy(output + own_offset, entries[0]->input.data, block_bytes[me]);
+        std::memcpy(output + layout->own_offset(), entries[0]->input.data, block_bytes[me]);
     }
     PhaseScope phase(observer, "RING_ALLGATHER");
     return RingAllgather(plane_, output, block_bytes, what);
   }
-  // Through the fusion buffer, rank-major: rank r's block holds every tensor's rows from r.
-  fusion_buffer_.Reserve(total);
+  // Through the fusion buffer (core/fusion/fusion_layout.h).
+  fusion_buffer_.Reserve(layout->total_bytes());
   uint8_t* fused = fusion_buffer_.data();
   {
     PhaseScope phase(observer, "MEMCPY_IN_FUSION_BUFFER");
-    size_t offset = own_offset;
     for (size_t t = 0; t < tensors; ++t) {
-      const size_t bytes = rank_bytes[t * n + me];
-      if (bytes > 0) std::memcpy(fused + offset, entries[t]->input.data, bytes);
-      offset += bytes;
+      const AllgatherLayout::Piece& own = layout->piece(t, me);
+      if (own.bytes > 0) std::memcpy(fused + own.buffer_offset, entries[t]->input.data, own.bytes);
     }
   }
   {
@@ -81,19 +54,14 @@ Status CpuExecutor::Allgather(const Response& response, const std::vector<Tensor
     KOLO_RETURN_IF_ERROR(RingAllgather(plane_, fused, block_bytes, what));
   }
   PhaseScope phase(observer, "MEMCPY_OUT_FUSION_BUFFER");
-  size_t block_start = 0;
-  std::vector<size_t> out_offset(tensors, 0);
-  for (int r = 0; r < n; ++r) {
-    size_t offset = block_start;
+  for (int r = 0; r < plane_.size(); ++r) {
     for (size_t t = 0; t < tensors; ++t) {
-      const size_t bytes = rank_bytes[t * n + r];
-      if (outputs[t] != nullptr && bytes > 0) {
-        std::memcpy(static_cast<uint8_t*>(outputs[t]) + out_offset[t], fused + offset, bytes);
+      const AllgatherLayout::Piece& piece = layout->piece(t, r);
+      if (outputs[t] != nullptr && piece.bytes > 0) {
+        std::memcpy(static_cast<uint8_t*>(outputs[t]) + piece.output_offset,
+                    fused + piece.buffer_offset, piece.bytes);
       }
-      out_offset[t] += bytes;
-      offset += bytes;
     }
-    block_start += block_bytes[r];
   }
   return Status::Ok();
 }

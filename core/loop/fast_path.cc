@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/fusion_rule.h"
+#include "core/fusion/fusion_rule.h"
 
 namespace kolo {
 namespace {
@@ -237,7 +237,7 @@ bool FastPath::NextWork(TimePoint now, Work* work) {
 }
 
 // The front decision's next batch of cached allreduces, in ascending id order, fused under
-// the same rule as the controller's (core/fusion_rule.h) and the round's smallest threshold.
+// the same rule as the controller's (core/fusion/fusion_rule.h) and the round's smallest threshold.
 void FastPath::CutHits(Work* work) {
   Decided& decided = decided_.front();
   const RoundDecision& decision = decided.decision;

@@ -131,6 +131,11 @@ class GpuExecutor final : public Executor {
   Status OnComm(const std::function<Status(CommHandle)>& call);
   // Enqueues device-to-device `copies` (none: nothing) on kolo's stream.
   Status Copy(const std::vector<CopySpan>& copies);
+  // A fused op's three phases: `in` into the fusion buffer (MEMCPY_IN_FUSION_BUFFER), the
+  // `collective` on it (`phase`), `out` back to the outputs (MEMCPY_OUT_FUSION_BUFFER).
+  Status ThroughFusionBuffer(Op& op, const std::vector<CopySpan>& in,
+                             const std::vector<CopySpan>& out, const char* phase,
+                             const std::function<Status()>& collective);
 
   // Records `op`'s first event, where its first phase starts.
   Status Begin(Op& op);

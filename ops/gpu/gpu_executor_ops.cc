@@ -1,8 +1,10 @@
 // GpuExecutor's collectives: what each op kind enqueues on kolo's stream, with the same meaning
 // as on the CPU path (ops/cpu_executor.cc, cpu_executor_rows.cc) and the same rank-major
-// fusion-buffer layouts. Launch (gpu_executor.cc) adds the op's name to every error here.
+// fusion-buffer layouts (core/fusion/fusion_layout.h). Launch (gpu_executor.cc) adds the op's
+// name to every error here.
 #include <algorithm>
 
+#include "core/fusion/fusion_layout.h"
 #include "core/op_validation.h"
 #include "ops/gpu/gpu_executor.h"
 
@@ -65,6 +67,17 @@ Status GpuExecutor::Copy(const std::vector<CopySpan>& copies) {
   return device_->MemcpyBatchAsync(copies, CopyKind::kDeviceToDevice, stream_);
 }
 
+Status GpuExecutor::ThroughFusionBuffer(Op& op, const std::vector<CopySpan>& in,
+                                        const std::vector<CopySpan>& out, const char* phase,
+                                        const std::function<Status()>& collective) {
+  KOLO_RETURN_IF_ERROR(Copy(in));
+  KOLO_RETURN_IF_ERROR(EndPhase(op, "MEMCPY_IN_FUSION_BUFFER"));
+  KOLO_RETURN_IF_ERROR(collective());
+  KOLO_RETURN_IF_ERROR(EndPhase(op, phase));
+  KOLO_RETURN_IF_ERROR(Copy(out));
+  return EndPhase(op, "MEMCPY_OUT_FUSION_BUFFER");
+}
+
 Status GpuExecutor::Enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
                             Op& op) {
   switch (response.op) {
@@ -121,12 +134,8 @@ Status GpuExecutor::Allreduce(const Response& response, const std::vector<Tensor
     }
     offset += bytes;
   }
-  KOLO_RETURN_IF_ERROR(Copy(in));
-  KOLO_RETURN_IF_ERROR(EndPhase(op, "MEMCPY_IN_FUSION_BUFFER"));
-  KOLO_RETURN_IF_ERROR(all_reduce(*fused, *fused, total / element_size));
-  KOLO_RETURN_IF_ERROR(EndPhase(op, "NCCL_ALLREDUCE"));
-  KOLO_RETURN_IF_ERROR(Copy(out));
-  return EndPhase(op, "MEMCPY_OUT_FUSION_BUFFER");
+  return ThroughFusionBuffer(op, in, out, "NCCL_ALLREDUCE",
+                             [&] { return all_reduce(*fused, *fused, total / element_size); });
 }
 
 Status GpuExecutor::Broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -201,75 +210,43 @@ StatusOr<void*> GpuExecutor::AllocateOutput(TensorEntry& entry, const std::vecto
 Status GpuExecutor::Allgather(const Response& response, const std::vector<TensorEntry*>& entries,
                               Op& op) {
   KOLO_RETURN_IF_ERROR(CheckEntries(response, entries, /*same_count=*/false));
-  const int n = config_.size;
-  const int me = config_.rank;
+  KOLO_ASSIGN_OR_RETURN(const AllgatherLayout layout,
+                        AllgatherLayout::Of(response, entries, config_.rank, config_.size));
   const size_t tensors = entries.size();
-  if (response.first_dims.size() != tensors * static_cast<size_t>(n)) {
-    return Internal("expected " + std::to_string(n) + " first dimensions for each of " +
-                    std::to_string(tensors) + " tensors, got " +
-                    std::to_string(response.first_dims.size()));
-  }
-  auto rows = [&](size_t t, int r) { return response.first_dims[t * n + r]; };
-  std::vector<size_t> rank_bytes(tensors * n);  // tensor t's rows from rank r
-  std::vector<size_t> block_bytes(n, 0);        // every tensor's rows from rank r
   std::vector<uint8_t*> outputs(tensors);
   for (size_t t = 0; t < tensors; ++t) {
-    TensorEntry& e = *entries[t];
-    const std::vector<int64_t>& in_shape = e.input.shape;
-    if (in_shape.empty() || in_shape[0] != rows(t, me)) {
-      return Internal("this rank's input '" + e.meta.name + "' does not match the decision");
-    }
-    const size_t row_bytes = RowBytes(in_shape, response.dtype);
-    std::vector<int64_t> out_shape = in_shape;
-    out_shape[0] = 0;
-    for (int r = 0; r < n; ++r) {
-      rank_bytes[t * n + r] = static_cast<size_t>(rows(t, r)) * row_bytes;
-      block_bytes[r] += rank_bytes[t * n + r];
-      out_shape[0] += rows(t, r);
-    }
-    StatusOr<void*> out = AllocateOutput(e, out_shape, op);
+    StatusOr<void*> out = AllocateOutput(*entries[t], layout.output_shape(t), op);
     if (!out.ok()) return out.status();
     outputs[t] = static_cast<uint8_t*>(*out);
   }
-  size_t total = 0, own_offset = 0;
-  for (int r = 0; r < n; ++r) {
-    if (r == me) own_offset = total;
-    total += block_bytes[r];
-  }
+  const std::vector<size_t>& block_bytes = layout.block_bytes();
   if (tensors == 1) {
     // Straight into the output: its layout is the gather's.
     KOLO_RETURN_IF_ERROR(
         GatherBlocks(entries[0]->input.data, outputs[0], block_bytes, response.dtype));
     return EndPhase(op, "NCCL_ALLGATHER");
   }
-  // Through the fusion buffer, rank-major: rank r's block holds every tensor's rows from r.
-  StatusOr<uint8_t*> fused = Scratch(total, op);
+  // Through the fusion buffer (core/fusion/fusion_layout.h).
+  StatusOr<uint8_t*> fused = Scratch(layout.total_bytes(), op);
   if (!fused.ok()) return fused.status();
   std::vector<CopySpan> in, out;
-  size_t offset = own_offset;
   for (size_t t = 0; t < tensors; ++t) {
-    const size_t bytes = rank_bytes[t * n + me];
-    if (bytes > 0) in.push_back(CopySpan{*fused + offset, entries[t]->input.data, bytes});
-    offset += bytes;
+    const AllgatherLayout::Piece& own = layout.piece(t, config_.rank);
+    if (own.bytes > 0)
+      in.push_back(CopySpan{*fused + own.buffer_offset, entries[t]->input.data, own.bytes});
   }
-  size_t block_start = 0;
-  std::vector<size_t> out_offset(tensors, 0);
-  for (int r = 0; r < n; ++r) {
-    offset = block_start;
+  for (int r = 0; r < config_.size; ++r) {
     for (size_t t = 0; t < tensors; ++t) {
-      const size_t bytes = rank_bytes[t * n + r];
-      if (bytes > 0) out.push_back(CopySpan{outputs[t] + out_offset[t], *fused + offset, bytes});
-      out_offset[t] += bytes;
-      offset += bytes;
+      const AllgatherLayout::Piece& piece = layout.piece(t, r);
+      if (piece.bytes > 0) {
+        out.push_back(
+            CopySpan{outputs[t] + piece.output_offset, *fused + piece.buffer_offset, piece.bytes});
+      }
     }
-    block_start += block_bytes[r];
   }
-  KOLO_RETURN_IF_ERROR(Copy(in));
-  KOLO_RETURN_IF_ERROR(EndPhase(op, "MEMCPY_IN_FUSION_BUFFER"));
-  KOLO_RETURN_IF_ERROR(GatherBlocks(*fused + own_offset, *fused, block_bytes, response.dtype));
-  KOLO_RETURN_IF_ERROR(EndPhase(op, "NCCL_ALLGATHER"));
-  KOLO_RETURN_IF_ERROR(Copy(out));
-  return EndPhase(op, "MEMCPY_OUT_FUSION_BUFFER");
+  return ThroughFusionBuffer(op, in, out, "NCCL_ALLGATHER", [&] {
+    return GatherBlocks(*fused + layout.own_offset(), *fused, block_bytes, response.dtype);
+  });
 }
 
 Status GpuExecutor::Reducescatter(const Response& response,
@@ -319,12 +296,9 @@ Status GpuExecutor::Reducescatter(const Response& response,
       offset += bytes;
     }
   }
-  KOLO_RETURN_IF_ERROR(Copy(in));
-  KOLO_RETURN_IF_ERROR(EndPhase(op, "MEMCPY_IN_FUSION_BUFFER"));
-  KOLO_RETURN_IF_ERROR(reduce_scatter(*work, *work + block_bytes * me));  // in place
-  KOLO_RETURN_IF_ERROR(EndPhase(op, "NCCL_REDUCESCATTER"));
-  KOLO_RETURN_IF_ERROR(Copy(out));
-  return EndPhase(op, "MEMCPY_OUT_FUSION_BUFFER");
+  return ThroughFusionBuffer(op, in, out, "NCCL_REDUCESCATTER", [&] {
+    return reduce_scatter(*work, *work + block_bytes * me);  // in place
+  });
 }
 
 Status GpuExecutor::Alltoall(const Response& response, const std::vector<TensorEntry*>& entries,

@@ -1,4 +1,4 @@
-#include "core/fusion_rule.h"
+#include "core/fusion/fusion_rule.h"
 
 namespace kolo {
 
@@ -20,6 +20,19 @@ bool SameFusionKey(const FusionKey& a, const FusionKey& b) {
   if (a.process_set != b.process_set) return false;  // each set's members run their own
   if (a.op == OpType::kAllgather) return true;       // no reduction: nothing else to agree on
   return a.reduce_op == b.reduce_op && a.prescale == b.prescale && a.postscale == b.postscale;
+}
+
+int64_t TensorBytes(const TensorMeta& meta) {
+  return meta.num_elements() * static_cast<int64_t>(DataTypeSize(meta.dtype));
+}
+
+int64_t FusionBytes(const TensorMeta& meta, const std::vector<int64_t>& first_dims) {
+  if (meta.op != OpType::kAllgather) return TensorBytes(meta);
+  int64_t row_elements = 1;
+  for (size_t d = 1; d < meta.shape.size(); ++d) row_elements *= meta.shape[d];
+  int64_t rows = 0;
+  for (int64_t dim : first_dims) rows += dim;
+  return rows * row_elements * static_cast<int64_t>(DataTypeSize(meta.dtype));
 }
 
 bool IsFusibleOp(OpType op) {

@@ -1,12 +1,15 @@
 // FusionRule: which tensors may share one fused transfer, and up to how many bytes (DESIGN.md
 // §2, "Fusion"). The one rule for both places that cut responses: the controller's planner
 // (controller/fusion_planner.cc) and the fast path's rounds (core/loop/fast_path.cc), so a tensor
-// fuses the same way whichever path it takes.
+// fuses the same way whichever path it takes. A tensor counts for the bytes it takes in the
+// executors' fusion buffers (FusionBytes; the layouts are core/fusion/fusion_layout.h), so the
+// threshold the responses are cut under and the buffers the executors size by it agree.
 //
 // Pure functions and a value type; no threads, no I/O.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/messages.h"
 
@@ -26,6 +29,14 @@ struct FusionKey {
   static FusionKey Of(const TensorMeta& meta);
 };
 bool SameFusionKey(const FusionKey& a, const FusionKey& b);
+
+// Bytes `meta`'s tensor holds: its elements times its dtype's size.
+int64_t TensorBytes(const TensorMeta& meta);
+
+// Bytes a tensor takes in a fusion buffer: an allreduce's or reducescatter's whole tensor, an
+// allgather's gathered output (`first_dims`: every rank's dimension 0, by rank; the layout's
+// total, AllgatherLayout::total_bytes, for the tensors of one response).
+int64_t FusionBytes(const TensorMeta& meta, const std::vector<int64_t>& first_dims);
 
 // Ops whose tensors may share a fusion buffer: their per-tensor results do not depend on where
 // in the buffer a tensor sits. Broadcast (one root per tensor), alltoall (a split matrix per
