@@ -105,7 +105,7 @@ StatusOr<TensorMeta> ValidateReduction(OpType op, const std::string& name, const
       return InvalidArgument(what() + ": scale factors must be finite");
     }
     // Integer tensors scale in double, truncated. (NCCL cannot: the GPU path's nccl
-    // refuses that at enqueue, runtime/gpu_plane.cc.)
+    // refuses that at enqueue, ops/gpu_plane/gpu_plane.cc.)
   }
   if (input.dtype == DataType::kBool) {
     KOLO_RETURN_IF_ERROR(CheckBoolReduction(what(), input.dtype, options));

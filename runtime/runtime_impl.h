@@ -1,6 +1,6 @@
 // RuntimeImpl: the composition root (DESIGN.md §9). It wires the concrete backends — the gRPC
 // controller service (rank 0), the gRPC control channel, the TCP data mesh, the shared-memory
-// plane (one-host jobs), the CPU executor and the GPU path (runtime/gpu_plane.h) — to core's
+// plane (one-host jobs), the CPU executor and the GPU path (ops/gpu_plane/gpu_plane.h) — to core's
 // tensor queue and background loop, and owns all of them.
 //
 // Threading: Create and Shutdown are called by the Runtime's owner; Enqueue from any thread.
@@ -23,7 +23,7 @@
 #include "core/timeline/timeline_hub.h"
 #include "core/wakeup.h"
 #include "kolo/kolo.h"
-#include "runtime/gpu_plane.h"
+#include "ops/gpu_plane/gpu_plane.h"
 #include "transport/grpc/control_auth.h"
 
 namespace kolo {

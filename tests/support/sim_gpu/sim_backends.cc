@@ -3,7 +3,7 @@
 #include <memory>
 #include <thread>
 
-#include "runtime/gpu_backends.h"
+#include "ops/gpu_plane/gpu_backends.h"
 
 namespace kolo::gpu::sim {
 namespace {

@@ -1,6 +1,6 @@
 // SimGpuBackends: makes every kolo runtime created while it lives run its GPU path on a
 // simulated GPU (SimDevice) and simulated NCCL (SimCollectives), through the runtime's
-// backend factory (runtime/gpu_backends.h). Ranks may be threads of one process (LocalJob) or
+// backend factory (ops/gpu_plane/gpu_backends.h). Ranks may be threads of one process (LocalJob) or
 // processes (kolorun): SimCollectives meet through the unique id either way. device(rank)
 // gives a test the rank's SimDevice to allocate tensors on and to copy them with.
 //

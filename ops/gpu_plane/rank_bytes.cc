@@ -1,4 +1,4 @@
-#include "runtime/rank_bytes.h"
+#include "ops/gpu_plane/rank_bytes.h"
 
 #include "ops/ring_allgather.h"
 

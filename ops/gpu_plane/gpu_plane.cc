@@ -1,4 +1,4 @@
-#include "runtime/gpu_plane.h"
+#include "ops/gpu_plane/gpu_plane.h"
 
 #include <cstdlib>
 #include <utility>
@@ -8,10 +8,10 @@
 #include "core/op_text.h"
 #include "ops/gpu/gpu_executor.h"
 #include "ops/gpu/staged_executor.h"
+#include "ops/gpu_plane/comm_bootstrap.h"
+#include "ops/gpu_plane/rank_bytes.h"
 #include "ops/nccl/nccl_backend.h"
 #include "ops/nccl/nccl_environment.h"
-#include "runtime/comm_bootstrap.h"
-#include "runtime/rank_bytes.h"
 
 namespace kolo {
 namespace {

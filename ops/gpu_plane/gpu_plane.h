@@ -2,7 +2,7 @@
 // through: a response on GPU tensors (Response::gpu) goes to the GPU executor of
 // KOLO_GPU_OPERATIONS, every other one to the host executor.
 //   nccl: GpuExecutor (ops/gpu/gpu_executor.h) over the collective library, asynchronous; its
-//         communicator comes from CommBootstrap (runtime/comm_bootstrap.h);
+//         communicator comes from CommBootstrap (ops/gpu_plane/comm_bootstrap.h);
 //   ring: StagedExecutor (ops/gpu/staged_executor.h): staged through page-locked host memory
 //         over the host executor, synchronous.
 // Both are made at the first GPU response, so a job without GPU tensors never touches a GPU
@@ -28,7 +28,7 @@
 #include "core/mutex.h"
 #include "kolo/options.h"
 #include "kolo/types.h"
-#include "runtime/gpu_backends.h"
+#include "ops/gpu_plane/gpu_backends.h"
 
 namespace kolo {
 
@@ -52,7 +52,7 @@ class GpuPlane final : public Executor {
     std::string network_interface;
   };
 
-  // Makes the backends (runtime/gpu_backends.h). With KOLO_GPU_OPERATIONS set explicitly
+  // Makes the backends (ops/gpu_plane/gpu_backends.h). With KOLO_GPU_OPERATIONS set explicitly
   // (not auto) it also checks that the chosen path can run here — its libraries built in, a
   // usable GPU — and fails naming the variable when it cannot. `host` and `mesh` must outlive
   // the plane.

@@ -1,10 +1,10 @@
-#include "runtime/comm_bootstrap.h"
+#include "ops/gpu_plane/comm_bootstrap.h"
 
 #include <thread>
 #include <vector>
 
 #include "ops/chain_broadcast.h"
-#include "runtime/rank_bytes.h"
+#include "ops/gpu_plane/rank_bytes.h"
 
 namespace kolo {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/gpu_backends.h"
+#include "ops/gpu_plane/gpu_backends.h"
 
 #include <chrono>
 #include <utility>
