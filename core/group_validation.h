@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/messages.h"
-#include "kolo/kolo.h"
+#include "kolo/op_args.h"
 
 namespace kolo {
 

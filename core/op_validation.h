@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/messages.h"
-#include "kolo/kolo.h"
+#include "kolo/op_args.h"
 
 namespace kolo {
 

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cctype>
 
-#include "kolo/kolo.h"
-
 namespace kolo {
 namespace {
 
@@ -187,13 +185,5 @@ int SetCurrentProcessSet(int id) {
   return previous;
 }
 }  // namespace internal
-
-ProcessSetScope::ProcessSetScope(int process_set) : previous_(current_process_set) {
-  current_process_set = process_set;
-}
-
-ProcessSetScope::~ProcessSetScope() {
-  current_process_set = previous_;
-}
 
 }  // namespace kolo

@@ -150,6 +150,13 @@ Status Runtime::RemoveProcessSetAsync(int process_set, Callback callback) {
   return impl_->RemoveProcessSetAsync(process_set, std::move(callback));
 }
 
+ProcessSetScope::ProcessSetScope(int process_set)
+    : previous_(internal::SetCurrentProcessSet(process_set)) {}
+
+ProcessSetScope::~ProcessSetScope() {
+  internal::SetCurrentProcessSet(previous_);
+}
+
 int Runtime::ProcessSetRank(int process_set) const {
   StatusOr<SetMembership> m = impl_->process_sets().Resolve(process_set, "process_set_rank");
   return m.ok() ? m->rank : -1;

@@ -9,7 +9,9 @@ the including file and the folder of the included path; an include that crosses 
 not listed for its own is an error, printed as "file:line: rule". Also errors: an include
 with "../" or "./" (STYLE.md: includes from the repository root), an include of a project path
 that does not exist, and a source folder that has no rule (a new folder must say where it
-sits). Angle-bracket includes (system and third-party headers) are not checked.
+sits), and an include of the runtime's public API (kolo/kolo.h and the headers whose functions
+live in runtime/) from a folder below the runtime. Angle-bracket includes (system and
+third-party headers) are not checked.
 Exit status: 0 clean, 1 violations, 2 usage error. Standard library only.
 """
 import os
@@ -52,6 +54,13 @@ LAYERED = {
 UNRESTRICTED = ("tests", "tools", "fuzz")
 # Folders listed in LAYERED whose sub-folders inherit their rule instead of needing their own.
 INHERITED = ("examples", "core/include", "python", "libtorch")
+# The public headers of the runtime's API: their functions are defined in runtime/, so a folder
+# below it that included one would point back up at the composition root. Only the runtime,
+# the public headers themselves and the programs on the public API (and, as everywhere, tests,
+# tools and fuzz) include them; the rest of kolo takes the types it shares with the API from
+# kolo/op_args.h, kolo/types.h, kolo/status.h and kolo/options.h.
+RUNTIME_API = {"kolo/kolo.h", "kolo/handle.h", "kolo/gradient_sync.h", "kolo/c_api.h"}
+RUNTIME_API_USERS = {"runtime", "core/include", "examples", "python", "libtorch"}
 # Paths that exist only in the build tree (generated).
 GENERATED = {"kolo/version.h", "proto/kolo.pb.h", "proto/kolo.grpc.pb.h"}
 
@@ -121,6 +130,12 @@ def check_file(root, rel, errors):
             errors.append(f'{where}: "{target}": no such file in the source tree')
             continue
         if here in UNRESTRICTED or there == here:
+            continue
+        if target in RUNTIME_API and here not in RUNTIME_API_USERS:
+            errors.append(f'{where}: "{target}": {here}/ may not include the runtime\'s public '
+                          f'API ({", ".join(sorted(RUNTIME_API))}), whose functions live in '
+                          f'runtime/; take Callback, Allocator and AllreduceOptions from '
+                          f'kolo/op_args.h')
             continue
         if here == "core/include":
             if there != "kolo":

@@ -10,7 +10,7 @@
 // callback.
 //
 // Instead of a callback, the *_async forms without one return a Handle to poll or wait on
-// (kolo/handle.h).
+// (kolo/handle.h). Callback, Allocator and AllreduceOptions are in kolo/op_args.h.
 //
 // Callback contract: if an *_async call returns an error, the callback never runs. If it
 // returns OK, the callback runs exactly once, on kolo's background thread, never under a kolo
@@ -24,32 +24,13 @@
 #include <string>
 
 #include "kolo/handle.h"
+#include "kolo/op_args.h"
 #include "kolo/options.h"
 #include "kolo/status.h"
 #include "kolo/types.h"
 #include "kolo/version.h"
 
 namespace kolo {
-
-using Callback = std::function<void(const Status&)>;
-
-// Provides the output of an op whose size is known only after negotiation (allgather). Called
-// once, on kolo's background thread, with the output's shape (in elements of the op's dtype);
-// returns memory for that many elements that stays valid until the callback has run, or
-// nullptr, which fails that op (on this rank only) with kInvalidArgument, unless the shape
-// holds no elements (an empty vector's data() is fine).
-using Allocator = std::function<void*(const std::vector<int64_t>& shape)>;
-
-struct AllreduceOptions {
-  ReduceOp op = ReduceOp::kSum;
-  // Multiplies each input before the reduction / the result after it. Integer tensors are
-  // scaled in double and truncated toward zero, as Horovod does (an out-of-range result
-  // saturates); an integer average divides together with the postscale:
-  // trunc(sum * postscale / ranks). bool tensors must keep 1.0, and so must integer tensors
-  // on a GPU.
-  double prescale = 1.0;
-  double postscale = 1.0;
-};
 
 // ---- Process sets (README, "Process sets"; Horovod >= 0.23) ----
 // A process set is a subset of the ranks that run collectives among themselves: set 0 is the
