@@ -55,6 +55,8 @@ const std::vector<HorovodVariable>& HorovodVariables() {
                "kolo computes cross ranks from the host names the ranks report"),
       NoEffect("HOROVOD_CROSS_SIZE",
                "kolo computes the cross size from the host names the ranks report"),
+      NoEffect("HOROVOD_HOSTNAME",
+               "kolo reads this host's name from KOLO_HOSTNAME or gethostname()"),
       NoEffect("HOROVOD_DYNAMIC_PROCESS_SETS", "kolo can always add and remove process sets"),
       NoEffect("HOROVOD_MIXED_INSTALL", "only Horovod's tests read it"),
       NoEffect("HOROVOD_MPI_THREADS_DISABLE", "kolo does not use MPI"),

@@ -199,6 +199,19 @@ TEST_CASE("PlanJob starts this host's ranks directly and others over ssh with th
   CHECK(local.stdin_data.empty());
   CHECK(Value(local.rank_vars, "KOLO_LOCAL_RANK") == "1");
   CHECK(Value(local.rank_vars, "KOLO_HOSTNAME") == "localhost");
+  // horovodrun's variables: the cross communicator holds the ranks of one local rank, one per
+  // host (ranks 0 and 2 here; rank 1 is alone in its).
+  const std::vector<std::vector<std::string>> horovod = {
+      {"0", "0", "2", "localhost"}, {"1", "0", "1", "localhost"}, {"0", "1", "2", "node2"}};
+  for (size_t r = 0; r < 3; ++r) {
+    const std::vector<EnvVar>& vars = (*plan)[r].rank_vars;
+    CHECK(Value(vars, "HOROVOD_RANK") == std::to_string(r));
+    CHECK(Value(vars, "HOROVOD_SIZE") == "3");
+    CHECK(Value(vars, "HOROVOD_LOCAL_RANK") == horovod[r][0]);
+    CHECK(Value(vars, "HOROVOD_CROSS_RANK") == horovod[r][1]);
+    CHECK(Value(vars, "HOROVOD_CROSS_SIZE") == horovod[r][2]);
+    CHECK(Value(vars, "HOROVOD_HOSTNAME") == horovod[r][3]);
+  }
   CHECK(std::count(local.env.begin(), local.env.end(), "KOLO_SECRET=" + job.secret) == 1);
   CHECK(std::count(local.env.begin(), local.env.end(), "KOLO_SECRET=stale") == 0);
   CHECK(std::count(local.env.begin(), local.env.end(), "KOLO_RANK=1") == 1);
@@ -214,6 +227,7 @@ TEST_CASE("PlanJob starts this host's ranks directly and others over ssh with th
   CHECK_THAT(script, Catch::StartsWith("sh -c '"));
   CHECK_THAT(script, Catch::Contains("KOLO_RANK=2"));
   CHECK_THAT(script, Catch::Contains("KOLO_LOCAL_RANK=0"));
+  CHECK_THAT(script, Catch::Contains("HOROVOD_CROSS_RANK=1"));
   CHECK_THAT(script, Catch::Contains("KOLO_CONTROLLER=head.example.org:4242"));
   CHECK_THAT(script, Catch::Contains("KOLO_LOG_LEVEL=info"));  // configuration travels along
   CHECK_THAT(script, !Catch::Contains("HOME="));               // the rest of the env does not
@@ -293,6 +307,13 @@ TEST_CASE("FormatPlan prints each rank's host, command and variables but not the
                                    "  env: KOLO_JOB_ID=kolorun-test\n"
                                    "  env: KOLO_HOSTNAME=ns2\n"
                                    "  env: KOLO_START_TIMEOUT_SECONDS=20\n"
+                                   "  env: HOROVOD_HOSTNAME=ns2\n"
+                                   "  env: HOROVOD_RANK=2\n"
+                                   "  env: HOROVOD_SIZE=3\n"
+                                   "  env: HOROVOD_LOCAL_RANK=0\n"
+                                   "  env: HOROVOD_LOCAL_SIZE=1\n"
+                                   "  env: HOROVOD_CROSS_RANK=1\n"
+                                   "  env: HOROVOD_CROSS_SIZE=2\n"
                                    "  env: KOLO_SECRET=(a fresh 64-hex-digit job secret)\n"));
   CHECK(text.find(job.secret) == std::string::npos);
 }

@@ -72,7 +72,7 @@ TEST_CASE("LineSplitter cuts a line longer than its limit into pieces", "[tools]
   CHECK(splitter.Flush() == "");
 }
 
-TEST_CASE("RankEnvironment sets the KOLO_ variables and overrides inherited ones",
+TEST_CASE("RankEnvironment sets the KOLO_ and horovodrun's variables and overrides inherited ones",
           "[tools][launcher]") {
   JobLayout job{4, 5555, std::string(64, 'a'), "kolorun-job"};
   std::vector<std::string> env =
@@ -86,6 +86,13 @@ TEST_CASE("RankEnvironment sets the KOLO_ variables and overrides inherited ones
                                        "KOLO_LOCAL_SIZE=4",
                                        "KOLO_CONTROLLER=127.0.0.1:5555",
                                        "KOLO_JOB_ID=kolorun-job",
+                                       "HOROVOD_HOSTNAME=localhost",
+                                       "HOROVOD_RANK=2",
+                                       "HOROVOD_SIZE=4",
+                                       "HOROVOD_LOCAL_RANK=2",
+                                       "HOROVOD_LOCAL_SIZE=4",
+                                       "HOROVOD_CROSS_RANK=0",
+                                       "HOROVOD_CROSS_SIZE=1",
                                        "KOLO_SECRET=" + std::string(64, 'a')};
   CHECK(env == expected);
 }

@@ -104,6 +104,16 @@ std::vector<EnvVar> RankVariables(const RankIdentity& who, const JobLayout& job)
   if (!job.start_timeout_seconds.empty()) {
     vars.emplace_back("KOLO_START_TIMEOUT_SECONDS", job.start_timeout_seconds);
   }
+  const std::vector<EnvVar> horovod = {
+      {"HOROVOD_HOSTNAME", who.host},
+      {"HOROVOD_RANK", std::to_string(who.rank)},
+      {"HOROVOD_SIZE", std::to_string(job.size)},
+      {"HOROVOD_LOCAL_RANK", std::to_string(who.local_rank)},
+      {"HOROVOD_LOCAL_SIZE", std::to_string(who.local_size)},
+      {"HOROVOD_CROSS_RANK", std::to_string(who.cross_rank)},
+      {"HOROVOD_CROSS_SIZE", std::to_string(who.cross_size)},
+  };
+  vars.insert(vars.end(), horovod.begin(), horovod.end());
   return vars;
 }
 
@@ -122,7 +132,10 @@ std::vector<std::string> MergeEnvironment(const std::vector<std::string>& base,
 
 std::vector<std::string> RankEnvironment(const std::vector<std::string>& base, int rank,
                                          const JobLayout& job) {
-  RankIdentity who{rank, rank, job.size, ""};
+  RankIdentity who;
+  who.rank = rank;
+  who.local_rank = rank;
+  who.local_size = job.size;
   std::vector<EnvVar> vars = RankVariables(who, job);
   vars.emplace_back("KOLO_SECRET", job.secret);
   return MergeEnvironment(base, vars);

@@ -25,6 +25,11 @@ struct RankIdentity {
   int local_rank = 0;
   int local_size = 1;
   std::string hostname;  // KOLO_HOSTNAME; empty: not set (the runtime uses gethostname())
+  // Horovod's cross communicator, as horovodrun numbers it: the ranks with this local rank,
+  // one per host, in host order.
+  int cross_rank = 0;
+  int cross_size = 1;
+  std::string host = "localhost";  // the host as the launcher names it (HOROVOD_HOSTNAME)
 };
 
 using EnvVar = std::pair<std::string, std::string>;
@@ -49,8 +54,10 @@ Status UseUserSecretFile(std::vector<std::string>* base_env, JobLayout* job);
 
 // The variables kolorun sets for one rank, in this order: KOLO_RANK, KOLO_SIZE,
 // KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_CONTROLLER, KOLO_JOB_ID, then KOLO_HOSTNAME and
-// KOLO_START_TIMEOUT_SECONDS where set. Not KOLO_SECRET, which each launch path passes its own
-// way.
+// KOLO_START_TIMEOUT_SECONDS where set, then what horovodrun exports to every rank and scripts
+// read (before init, or to pick a device): HOROVOD_HOSTNAME, HOROVOD_RANK, HOROVOD_SIZE,
+// HOROVOD_LOCAL_RANK, HOROVOD_LOCAL_SIZE, HOROVOD_CROSS_RANK, HOROVOD_CROSS_SIZE. Not
+// KOLO_SECRET, which each launch path passes its own way.
 std::vector<EnvVar> RankVariables(const RankIdentity& who, const JobLayout& job);
 
 // `base` without any variable named in `vars`, followed by `vars` as "NAME=value".
@@ -58,9 +65,8 @@ std::vector<std::string> MergeEnvironment(const std::vector<std::string>& base,
                                           const std::vector<EnvVar>& vars);
 
 // The environment ("NAME=value" strings) of `rank` of a job on this host only (local rank =
-// rank): `base` without any variable kolorun sets,
-// followed by KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE,
-// KOLO_CONTROLLER, KOLO_SECRET and KOLO_JOB_ID. Cross ranks are computed by the runtime from host
+// rank, cross rank 0 of 1): `base` without any variable kolorun sets, followed by
+// RankVariables and KOLO_SECRET. kolo's own cross ranks are computed by the runtime from host
 // names.
 std::vector<std::string> RankEnvironment(const std::vector<std::string>& base, int rank,
                                          const JobLayout& job);

@@ -110,6 +110,12 @@ StatusOr<std::vector<RankLaunch>> PlanJob(const LaunchOptions& options, const Jo
   for (const RankPlacement& place : placements) {
     const Host& host = hosts[static_cast<size_t>(place.host_index)];
     RankIdentity who{place.rank, place.local_rank, place.local_size, host_list ? host.name : ""};
+    who.host = host.name;
+    for (const RankPlacement& other : placements) {
+      if (other.local_rank != place.local_rank) continue;
+      who.cross_rank += other.rank < place.rank ? 1 : 0;
+      who.cross_size += other.rank != place.rank ? 1 : 0;
+    }
     RankLaunch launch;
     launch.rank = place.rank;
     launch.host = host.name;
