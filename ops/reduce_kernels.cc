@@ -210,7 +210,8 @@ void ScaleHalfTyped(uint16_t* dst, const uint16_t* src, size_t count, double fac
   for (size_t begin = 0; begin < count; begin += kWideBlock) {
     const size_t n = count - begin < kWideBlock ? count - begin : kWideBlock;
     Codec::Widen(src + begin, a, n);
-    ApplyInPlace(a, n, [factor](float v) { return static_cast<float>(v * factor); });
+    const auto f = static_cast<float>(factor);  // Horovod's: the factor as float, float math
+    ApplyInPlace(a, n, [f](float v) { return f * v; });
     Codec::Narrow(a, dst + begin, n);
   }
 }
@@ -231,7 +232,7 @@ template <typename T>
 void ScaleTyped(T* dst, const T* src, size_t count, double factor) {
   auto scale = [factor](T v) {
     if constexpr (std::is_floating_point_v<T>) {
-      return static_cast<T>(static_cast<double>(v) * factor);
+      return static_cast<T>(factor) * v;  // in T, as Horovod's ScaleBuffer
     } else {
       return TruncateToInteger<T>(static_cast<double>(v) * factor);
     }
@@ -245,10 +246,9 @@ void ScaleTyped(T* dst, const T* src, size_t count, double factor) {
 
 template <typename T>
 void ScaleDivideTyped(T* buf, size_t count, double factor, int64_t divisor) {
-  const auto d = static_cast<double>(divisor);
-  ApplyInPlace(buf, count, [factor, d](T v) {
-    return TruncateToInteger<T>(static_cast<double>(v) * factor / d);
-  });
+  const double scale = factor / static_cast<double>(divisor);  // Horovod's postscale / size
+  ApplyInPlace(buf, count,
+               [scale](T v) { return TruncateToInteger<T>(static_cast<double>(v) * scale); });
 }
 
 // In int64 so that a divisor beyond T's range (300 ranks, uint8) stays exact.

@@ -30,22 +30,28 @@ void Reduce(void* dst, const void* src, size_t count, DataType dtype, ReduceOp o
 void ReduceInto(void* dst, const void* a, const void* b, size_t count, DataType dtype, ReduceOp op);
 
 // dst[i] = src[i] * factor. factor == 1.0 is a plain copy (nothing at all when dst == src), the
-// only factor allowed for bool. Floating types multiply in double and round once to the dtype
-// (float16/bfloat16 through float). Integer types multiply in double and truncate toward zero
-// (Horovod's rule: 7 * 0.5 == 3, -7 * 0.5 == -3); a product outside the type's range saturates
-// to its minimum or maximum. dst == src is allowed (in place); otherwise the buffers must not
-// overlap.
+// only factor allowed for bool. Bit for bit what Horovod's ScaleBuffer gives (kolo.torch's
+// results must equal horovod.torch's): floating types multiply in their own precision, the
+// factor first rounded to it (float32 and float64: float(factor) * x in float, factor * x in
+// double; float16/bfloat16: in float, rounded back to nearest even). Integer types multiply in
+// double and truncate toward zero (7 * 0.5 == 3, -7 * 0.5 == -3); a product outside the type's
+// range saturates to its minimum or maximum. dst == src is allowed (in place); otherwise the
+// buffers must not overlap.
 void ScaleCopy(void* dst, const void* src, size_t count, DataType dtype, double factor);
 
 // buf[i] = buf[i] / divisor for the integer dtypes (uint8, int8, uint16, int16, int32, int64),
 // truncating toward zero like C++ integer division (-7 / 2 == -3). Used for integer average,
-// so the result is the mean rounded toward zero. `divisor` must be > 0.
+// so the result is the mean rounded toward zero. Horovod computes buf[i] * (1.0 / divisor) in
+// double instead: the same for every divisor up to 48 and |sum| < 2^22 (checked exhaustively),
+// but not always beyond (49 ranks: 49 * (1.0 / 49) truncates to 0); kolo keeps the exact
+// quotient (docs/TORCH.md). `divisor` must be > 0.
 void DivideInPlace(void* buf, size_t count, DataType dtype, int64_t divisor);
 
 // buf[i] = buf[i] * factor / divisor for the integer dtypes: the end of an integer average
-// with a postscale, in one rounding. factor == 1.0 is DivideInPlace (exact in every integer
-// type); otherwise computed in double as (buf[i] * factor) / divisor, truncated toward zero
-// and saturated like ScaleCopy. `divisor` must be > 0.
+// with a postscale. factor == 1.0 is DivideInPlace (exact in every integer type); otherwise
+// Horovod's rule, bit for bit: buf[i] * (factor / divisor) in double, truncated toward zero
+// and saturated like ScaleCopy (so 10 * 0.3 averaged over 3 ranks is 0, as in Horovod, whose
+// 0.3 / 3 rounds below 0.1). `divisor` must be > 0.
 void ScaleDivideInPlace(void* buf, size_t count, DataType dtype, double factor, int64_t divisor);
 
 }  // namespace kolo::ops

@@ -164,8 +164,9 @@ void CheckScale(DataType dtype, size_t count, double factor, bool in_place) {
   auto dst = in_place ? src : std::vector<typename Codec::Storage>(count);
   ScaleCopy(dst.data(), in_place ? dst.data() : src.data(), count, dtype, factor);
   for (size_t i = 0; i < count; ++i) {
-    const double scaled = static_cast<double>(Codec::Widen(src[i])) * factor;
-    const auto expected = Codec::Narrow(static_cast<typename Codec::Compute>(scaled));
+    // Horovod's ScaleBuffer: the factor rounded to the compute type, one product in it.
+    const auto f = static_cast<typename Codec::Compute>(factor);
+    const auto expected = Codec::Narrow(f * Codec::Widen(src[i]));
     INFO(DataTypeName(dtype) << " x " << factor << " element " << i);
     REQUIRE(dst[i] == expected);
   }
@@ -179,6 +180,16 @@ TEST_CASE("ScaleCopy multiplies floating types in and out of place", "[ops][redu
   CheckScale<BFloat>(DataType::kBFloat16, count, factor, in_place);
   CheckScale<Native<float>>(DataType::kFloat32, count, factor, in_place);
   CheckScale<Native<double>>(DataType::kFloat64, count, factor, in_place);
+}
+
+TEST_CASE("ScaleCopy scales float32 in float32, as Horovod, not in double", "[ops][reduce]") {
+  // 0.7f * float(0.3) in float is 0x3e570a3e; the product in double, rounded once, would be
+  // 0x3e570a3d. Horovod casts the factor to float and multiplies in float.
+  const float x = 0.7f;
+  float out = 0;
+  ScaleCopy(&out, &x, 1, DataType::kFloat32, 0.3);
+  CHECK(out == 0.7f * static_cast<float>(0.3));
+  CHECK(out != static_cast<float>(static_cast<double>(x) * 0.3));
 }
 
 TEST_CASE("ScaleCopy with factor 1 copies integers unchanged", "[ops][reduce]") {
@@ -313,7 +324,7 @@ TEST_CASE("ScaleCopy of integers: Horovod's truncation, and the range's ends", "
   CHECK(copy == flags);
 }
 
-TEST_CASE("ScaleDivideInPlace scales and divides integers in one rounding", "[ops][reduce]") {
+TEST_CASE("ScaleDivideInPlace scales and divides integers as Horovod does", "[ops][reduce]") {
   // factor 1: exact integer division, even where double is not exact.
   const int64_t odd = (int64_t{1} << 60) + 1;
   std::vector<int64_t> i64 = {odd, -7};
@@ -321,7 +332,7 @@ TEST_CASE("ScaleDivideInPlace scales and divides integers in one rounding", "[op
   CHECK(i64 == std::vector<int64_t>{odd, -7});
   ScaleDivideInPlace(i64.data(), i64.size(), DataType::kInt64, 1.0, 2);
   CHECK(i64 == std::vector<int64_t>{odd / 2, -3});
-  // (v * factor) / divisor, truncated once: 7 * 3 / 4 = 5.25 -> 5 (3 if divided first).
+  // v * (factor / divisor), truncated once: 7 * 0.75 = 5.25 -> 5 (3 if divided first).
   std::vector<int32_t> i32 = {7, -7, 49};
   ScaleDivideInPlace(i32.data(), i32.size(), DataType::kInt32, 3.0, 4);
   CHECK(i32 == std::vector<int32_t>{5, -5, 36});
@@ -331,6 +342,10 @@ TEST_CASE("ScaleDivideInPlace scales and divides integers in one rounding", "[op
   std::vector<uint16_t> u16 = {65535, 3};
   ScaleDivideInPlace(u16.data(), u16.size(), DataType::kUInt16, 0.5, 3);
   CHECK(u16 == std::vector<uint16_t>{10922, 0});
+  // Horovod's order: v * (factor / divisor), whose 0.3 / 3 rounds below 0.1: 10 -> 0.
+  std::vector<int32_t> horovod = {10, 20};
+  ScaleDivideInPlace(horovod.data(), horovod.size(), DataType::kInt32, 0.3, 3);
+  CHECK(horovod == std::vector<int32_t>{0, 1});
 }
 
 }  // namespace
