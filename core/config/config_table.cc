@@ -451,9 +451,10 @@ std::vector<ConfigVar> BuildTable() {
           .Help("Warn when a tensor has waited this long for some ranks to submit it; 0 "
                 "disables."),
       Row("KOLO_STALL_SHUTDOWN_SECONDS", {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"})
-          .Number(&Options::stall_shutdown_seconds, 0, 86400, 0, "s")
-          .Help("Abort the job when a tensor has waited this long for some ranks; 0 never "
-                "aborts."),
+          .Number(&Options::stall_shutdown_seconds, 0, 86400, 1800, "s")
+          .Help("Abort the job when a tensor has waited this long for some ranks, so that ops "
+                "only some ranks submitted end in an error instead of waiting forever (30 "
+                "min: torch.distributed's default timeout); 0 never aborts."),
       Row("KOLO_LOG_LEVEL", {"HOROVOD_LOG_LEVEL"})
           .Choice(&Options::log_level, {std::begin(kLogLevels), std::end(kLogLevels)}, "warning")
           .Help("Level of kolo's messages on stderr."),

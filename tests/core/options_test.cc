@@ -21,6 +21,8 @@ TEST_CASE("An empty environment gives a valid one-rank job with the table's defa
   CHECK(options->cycle_time_ms == 1.0);
   CHECK(options->cache_capacity == 1024);
   CHECK(options->timeout_seconds == 30.0);
+  // No op waits forever for a name only some ranks submitted: the stall abort is on (30 min).
+  CHECK(options->stall_shutdown_seconds == 1800.0);
 }
 
 TEST_CASE("KOLO variables are parsed into options", "[core][options]") {
