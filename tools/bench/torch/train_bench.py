@@ -5,13 +5,18 @@
     torchrun --nproc_per_node 2 train_bench.py --ddp               # DistributedDataParallel, gloo
     kolorun -np 2 python train_bench.py --raw                      # no communication at all
 
-Every rank trains the same model on random data of a fixed batch (default 8 images of
-3x224x224, or 8 vectors for the MLP) with SGD, one compute thread (torch.set_num_threads(1)).
+Every rank trains the same model on random data of its own (seeded by its rank) of a fixed
+batch (default 8 images of 3x224x224, or 8 vectors for the MLP) with SGD, one compute thread
+(torch.set_num_threads(1)).
 --hvd wraps the optimizer in the module's DistributedOptimizer (gradients averaged as their
 hooks fire) after broadcasting the initial weights; --ddp wraps the model in
 DistributedDataParallel (gloo); --raw runs the same step with no library: under any launcher,
 every rank then computes alone, competing for the same cores as in the other modes, which is
 the floor the others are measured against.
+
+After the timed steps, --hvd and --ddp check, untimed, that every rank ends with rank 0's
+weights to the bit (their gradients were averaged identically; #wrong counts the ranks that
+do not) and exit non-zero otherwise, as allreduce_bench.py checks every result.
 
 Rank 0 prints the median (and min, max) time per step over --steps timed steps after
 --warmup ones, images per second over all ranks (batch * ranks / step time), and the CPU time
@@ -124,6 +129,11 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+def flat_weights(model):
+    """Every parameter of `model`, flattened into one tensor (a copy)."""
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
 def cpu_seconds():
     """(the process's CPU time, this thread's CPU time) in seconds."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -137,12 +147,13 @@ def main(argv):
         return 2
     torch.set_num_threads(args.threads)
     torch.manual_seed(1234)
+    model = ResNet50() if args.model == "resnet50" else mlp()
+    # Each rank's own data: ranks whose gradients were not averaged end with other weights.
+    torch.manual_seed(1234 + launcher_rank())
     if args.model == "resnet50":
-        model = ResNet50()
         data = torch.randn(args.batch, 3, args.image, args.image)
         target = torch.randint(0, 1000, (args.batch,))
     else:
-        model = mlp()
         data = torch.randn(args.batch, 1024)
         target = torch.randint(0, 10, (args.batch,))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -150,12 +161,21 @@ def main(argv):
     if args.raw:
         library, rank, ranks = "raw (no communication)", launcher_rank(), launcher_size()
         barrier, shutdown = (lambda: None), (lambda: None)
+        wrong_weights = lambda: 0  # noqa: E731  (nothing to compare: each rank on its own)
     elif args.ddp:
         import torch.distributed as dist
         dist.init_process_group("gloo")
         library, rank, ranks = "DDP(gloo)", dist.get_rank(), dist.get_world_size()
         model = nn.parallel.DistributedDataParallel(model)
         barrier, shutdown = dist.barrier, dist.destroy_process_group
+
+        def wrong_weights():
+            mine = flat_weights(model)
+            root = mine.clone()
+            dist.broadcast(root, 0)
+            wrong = torch.tensor([0 if torch.equal(root, mine) else 1])
+            dist.all_reduce(wrong)
+            return int(wrong.item())
     else:
         hvd = importlib.import_module(args.hvd)
         hvd.init()
@@ -165,6 +185,12 @@ def main(argv):
                                              named_parameters=model.named_parameters())
         barrier = lambda: hvd.allreduce(torch.zeros(1), name="bench.barrier")  # noqa: E731
         shutdown = hvd.shutdown
+
+        def wrong_weights():
+            mine = flat_weights(model)
+            root = hvd.broadcast(mine, 0, name="bench.weights")
+            wrong = torch.tensor([0 if torch.equal(root, mine) else 1])
+            return int(hvd.allreduce(wrong, op=hvd.Sum, name="bench.wrong").item())
 
     def step():
         optimizer.zero_grad()
@@ -187,6 +213,7 @@ def main(argv):
     barrier()
     if args.timeline:
         hvd.stop_timeline()
+    wrong = wrong_weights()
     main_cpu = (thread1 - thread0) / args.steps
     other_cpu = max(0.0, (process1 - process0) / args.steps - main_cpu)  # clock granularity
     median = statistics.median(times)
@@ -196,13 +223,18 @@ def main(argv):
               " %s, %d timed steps after %d" % (library, args.model, params / 1e6, args.batch,
                                                 ranks, args.threads, torch.__version__,
                                                 args.steps, args.warmup))
-        print("# %12s %10s %10s %10s %14s %14s" % ("ms/step", "min", "max", "img/s",
-                                                   "main-cpu-ms", "other-cpu-ms"))
-        print("  %12.1f %10.1f %10.1f %10.2f %14.1f %14.1f" % (
+        print("# %12s %10s %10s %10s %14s %14s %7s" % ("ms/step", "min", "max", "img/s",
+                                                       "main-cpu-ms", "other-cpu-ms",
+                                                       "#wrong"))
+        print("  %12.1f %10.1f %10.1f %10.2f %14.1f %14.1f %7d" % (
             median * 1e3, min(times) * 1e3, max(times) * 1e3, args.batch * ranks / median,
-            main_cpu * 1e3, other_cpu * 1e3))
+            main_cpu * 1e3, other_cpu * 1e3, wrong))
         sys.stdout.flush()
     shutdown()
+    if wrong:
+        print("rank %d: %d rank(s) ended with weights other than rank 0's" % (rank, wrong),
+              file=sys.stderr)
+        return 1
     return 0
 
 
