@@ -27,18 +27,28 @@ namespace kolo::torch_ext {
 namespace {
 
 // A failed kolo::Status on its way to Python (see the translator in the module body).
+// `submitted`: the op had been taken by kolo (it failed later, on the way or while waiting), as
+// opposed to refused before it was submitted; Python keeps an unnamed op's number only then.
 class StatusError : public std::exception {
  public:
-  explicit StatusError(Status status) : status_(std::move(status)) {}
+  StatusError(Status status, bool submitted) : status_(std::move(status)), submitted_(submitted) {}
   const char* what() const noexcept override { return status_.message().c_str(); }
   const Status& status() const { return status_; }
+  bool submitted() const { return submitted_; }
 
  private:
   Status status_;
+  bool submitted_;
 };
 
+// For errors before an op was submitted (bad arguments, a refused enqueue).
 void ThrowIfError(const Status& status) {
-  if (!status.ok()) throw StatusError(status);
+  if (!status.ok()) throw StatusError(status, false);
+}
+
+// For the outcome of an op kolo took.
+void ThrowIfOpFailed(const Status& status) {
+  if (!status.ok()) throw StatusError(status, true);
 }
 
 HandleTable& Table() {
@@ -283,7 +293,7 @@ void AllreduceInPlace(const std::string& name, const at::Tensor& tensor, int op,
     pending->handle = *handle;
     Table().Add(std::move(pending));
   });
-  ThrowIfError(handle->Synchronize());  // complete: returns at once
+  ThrowIfOpFailed(handle->Synchronize());  // complete: returns at once
 }
 
 // Waits for op `id` and returns (outputs, received splits, last joined rank). The op leaves the
@@ -293,7 +303,7 @@ py::tuple Synchronize(int64_t id) {
   WaitInterruptibly(op->handle, [] {});
   Status status = op->handle.Synchronize();  // complete: returns at once
   Table().Erase(id);
-  ThrowIfError(status);
+  ThrowIfOpFailed(status);
   std::vector<at::Tensor> outputs;
   {
     std::lock_guard<std::mutex> lock(op->allocated_mutex);
@@ -372,6 +382,7 @@ PYBIND11_MODULE(_C, m) {
       py::object from_status = py::module_::import("kolo.torch.errors").attr("from_status");
       py::object exception =
           from_status(kolo::StatusCodeName(error.status().code()), error.status().message());
+      exception.attr("submitted") = py::bool_(error.submitted());
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
     }
   });
@@ -404,5 +415,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("synchronize", &ext::Synchronize);
   // What this build of kolo has (CMake passes the same switches libkolo was built with).
   m.attr("cuda_built") = py::bool_(KOLO_TORCH_CUDA_BUILT != 0);
-  m.attr("nccl_built") = py::bool_(KOLO_TORCH_NCCL_BUILT != 0);
+  m.attr("nccl_version") = py::int_(KOLO_TORCH_NCCL_VERSION);  // NCCL_VERSION_CODE; 0: none
 }

@@ -151,6 +151,22 @@ def test_broadcast_state_then_identical_training():
         assert torch.equal(everyone[r], flat)
 
 
+def test_broadcast_state_of_a_fresh_optimizer_whose_parameters_have_no_gradient():
+    # Issue 32: no parameter has a gradient yet, one is frozen. As in Horovod, a step with
+    # zero gradients gives the optimizer its state, then rank 0's state and options win.
+    model = model_for(100 + hvd.rank())
+    frozen = next(model.parameters())
+    frozen.requires_grad_(False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1 * (hvd.rank() + 1), momentum=0.9)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    assert optimizer.param_groups[0]["lr"] == 0.1
+    training = [p for p in model.parameters() if p.requires_grad]
+    assert frozen not in optimizer.state and frozen.grad is None
+    for p in training:
+        assert torch.equal(optimizer.state[p]["momentum_buffer"], torch.zeros_like(p))
+        assert torch.equal(p.grad, torch.zeros_like(p))
+
+
 @pytest.mark.parametrize("sparse_as_dense", [False, True])
 def test_sparse_gradients(sparse_as_dense):
     # Each rank looks up its own rows of an embedding with sparse gradients; the averaged

@@ -27,7 +27,7 @@ def test_static_sets_have_ids_and_work(static_process_sets):
     assert hvd.remove_process_set(later)
     # A static set is removable like any other.
     assert hvd.remove_process_set(high)
-    with pytest.raises(hvd.KoloError, match="process set 2 is unknown"):
+    with pytest.raises(ValueError, match="process set 2 is unknown"):
         hvd.barrier(process_set=high)
 
 

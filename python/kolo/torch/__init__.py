@@ -11,7 +11,8 @@ import torch  # noqa: F401  (loads libtorch before the native module that links 
 from kolo.torch import _C  # noqa: F401
 from kolo.torch import elastic  # noqa: F401  (hvd.elastic, as in Horovod; unsupported)
 from kolo.torch.compression import Compression
-from kolo.torch.errors import HorovodInternalError, HostsUpdatedInterrupt, KoloError
+from kolo.torch.errors import (HorovodInternalError, HostsUpdatedInterrupt, KoloError,
+                               KoloValueError)
 from kolo.torch.functions import (allgather, allgather_object, allreduce, alltoall,
                                   broadcast, broadcast_object, broadcast_optimizer_state,
                                   broadcast_parameters, grouped_allgather, grouped_allreduce,
@@ -27,6 +28,7 @@ from kolo.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgath
                                 is_initialized, join, local_rank, local_size, mpi_built,
                                 mpi_enabled, mpi_threads_supported, nccl_built, poll, rank,
                                 reducescatter_async, rocm_built, shutdown, size,
+                                sparse_allreduce_async,
                                 start_timeline, stop_timeline, synchronize, alltoall_async)
 from kolo.torch.optimizer import DistributedOptimizer
 from kolo.torch.process_sets import (ProcessSet, add_process_set, global_process_set,

@@ -1,10 +1,13 @@
 """The exceptions kolo.torch raises, and the mapping from kolo's status codes to them.
 
-Horovod raises HorovodInternalError when the job itself failed (a lost rank, a deadline): the
-job cannot go on and a training loop catches it to restart. kolo's kAborted, kUnavailable,
-kDeadlineExceeded, kShutdown and kInternal are that. Every other failed status (a mismatch
-between ranks, a bad argument, a call before init) raises KoloError, a RuntimeError as in
-Horovod, and the job goes on.
+The Python classes are Horovod's (horovod.torch raises what its C++ status types become): a
+bad argument (kolo's INVALID_ARGUMENT: a name already in flight, an unsupported dtype, a rank
+outside the process set) raises ValueError, as Horovod's InvalidArgument status does; every
+other failure of an op raises HorovodInternalError, a RuntimeError, as every other failure in
+Horovod does (its mismatches and precondition errors included). kolo keeps its status code on
+the exception (`code`): ABORTED, UNAVAILABLE, DEADLINE_EXCEEDED, SHUTDOWN and INTERNAL say the
+job failed and cannot go on (a lost rank, a deadline); MISMATCH and FAILED_PRECONDITION failed
+that op only, and the job goes on.
 """
 
 
@@ -17,7 +20,20 @@ class KoloError(RuntimeError):
 
 
 class HorovodInternalError(KoloError):
-    """The job failed (a rank was lost, a deadline passed, the runtime shut down)."""
+    """An op or call failed (Horovod's class for it); `code` says whether the job failed
+    (job_failed) or only that op."""
+
+    @property
+    def job_failed(self):
+        return self.code in _JOB_FATAL
+
+
+class KoloValueError(ValueError):
+    """A bad argument (kolo's INVALID_ARGUMENT), raised as the ValueError Horovod raises."""
+
+    def __init__(self, message, code="INVALID_ARGUMENT"):
+        super().__init__(message)
+        self.code = code
 
 
 class HostsUpdatedInterrupt(RuntimeError):
@@ -29,6 +45,7 @@ _JOB_FATAL = {"ABORTED", "UNAVAILABLE", "DEADLINE_EXCEEDED", "SHUTDOWN", "INTERN
 
 def from_status(code, message):
     """The exception for a failed kolo status (called by the native module)."""
-    code = str(code)
-    cls = HorovodInternalError if code.upper() in _JOB_FATAL else KoloError
-    return cls(message, code.upper())
+    code = str(code).upper()
+    if code == "INVALID_ARGUMENT":
+        return KoloValueError(message, code)
+    return HorovodInternalError(message, code)

@@ -1,14 +1,16 @@
 """The blocking out-of-place ops as autograd Functions, and Horovod's helpers built on the ops:
 broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object.
 
-Gradients flow through the ops as in Horovod, for a total loss that is the sum of every rank's
-loss: allreduce's gradient is the allreduce (same op and factors) of the output's gradient;
-allgather's is this rank's rows of the summed gradient; broadcast's is the summed gradient on
-the root and zero elsewhere; alltoall's sends the gradient back the way the rows came;
-reducescatter's is the allgather of the gradient (divided by the ranks for Average).
+Gradients are Horovod's (horovod/torch/mpi_ops.py), so that a script trains to the same bits:
+allreduce's is the allreduce of the output's gradient with the same op and factors;
+allgather's is this rank's rows of the *averaged* gradient; broadcast's is the averaged
+gradient on the root and zero elsewhere; alltoall's sends the gradient back the way the rows
+came; reducescatter's is the allgather of the gradient, multiplied by the set's size for Sum
+and by the prescale and postscale factors (not divided for Average). The grouped forms do the
+same per tensor, as one grouped op.
 """
 
-import io
+import collections
 import pickle
 
 import torch
@@ -58,6 +60,11 @@ class _GroupedAllreduce(torch.autograd.Function):
         return (None, None, None, None, None) + tuple(grads)
 
 
+def _rows_before(rows, process_set):
+    """This rank's first row in an allgather whose ranks gave `rows` rows each."""
+    return int(rows[:_rank_in(process_set)].sum().item())
+
+
 class _Allgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, process_set):
@@ -68,11 +75,27 @@ class _Allgather(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         ps = ctx.process_set
-        summed = synchronize(mpi_ops.allreduce_async(grad_output, op=Sum, process_set=ps))
-        rows = synchronize(mpi_ops.allgather_async(torch.tensor([ctx.rows], dtype=torch.int64),
-                                                   process_set=ps))
-        offset = int(rows[:_rank_in(ps)].sum().item())
-        return summed.narrow(0, offset, ctx.rows), None, None
+        averaged = allreduce(grad_output, op=Average, process_set=ps)
+        rows = allgather(torch.tensor([ctx.rows], dtype=torch.int32), process_set=ps)
+        return averaged.narrow(0, _rows_before(rows, ps), ctx.rows), None, None
+
+
+class _GroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.rows = [t.shape[0] if t.dim() > 0 else 1 for t in tensors]
+        ctx.process_set = process_set
+        return tuple(synchronize(mpi_ops.grouped_allgather_async(list(tensors), name,
+                                                                 process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        ps = ctx.process_set
+        averaged = grouped_allreduce(list(grad_outputs), op=Average, process_set=ps)
+        rows = grouped_allgather([torch.tensor([r], dtype=torch.int32) for r in ctx.rows],
+                                 process_set=ps)
+        return (None, None) + tuple(g.narrow(0, _rows_before(r, ps), n)
+                                    for g, r, n in zip(averaged, rows, ctx.rows))
 
 
 class _Broadcast(torch.autograd.Function):
@@ -83,11 +106,10 @@ class _Broadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        summed = synchronize(mpi_ops.allreduce_async(grad_output, op=Sum,
-                                                     process_set=ctx.process_set))
-        if mpi_ops.rank() != ctx.root_rank:
-            summed = summed * 0
-        return summed, None, None, None
+        averaged = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        if mpi_ops.rank() != ctx.root_rank:  # the job rank, as Horovod compares it
+            averaged = averaged * 0
+        return averaged, None, None, None
 
 
 class _Alltoall(torch.autograd.Function):
@@ -96,33 +118,52 @@ class _Alltoall(torch.autograd.Function):
         output, received = synchronize(mpi_ops.alltoall_async(tensor, splits, name,
                                                               process_set))
         ctx.received, ctx.process_set = received, process_set
+        if splits is None:  # Horovod returns the received splits only when given splits
+            return output
         ctx.mark_non_differentiable(received)
         return output, received
 
     @staticmethod
-    def backward(ctx, grad_output, grad_splits):
-        grad, _ = synchronize(mpi_ops.alltoall_async(grad_output.contiguous(), ctx.received,
-                                                     process_set=ctx.process_set))
+    def backward(ctx, grad_output, *unused):
+        grad, _ = alltoall(grad_output, splits=ctx.received, process_set=ctx.process_set)
         return grad, None, None, None
+
+
+def _reducescatter_grad_scale(ctx):
+    """What reducescatter's gradient is multiplied by before its allgather (Horovod's)."""
+    factors = [_size_of(ctx.process_set)] if ctx.op == Sum else []
+    return factors + [f for f in (ctx.prescale_factor, ctx.postscale_factor) if f != 1.0]
 
 
 class _Reducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
         ctx.op, ctx.process_set = op, process_set
-        ctx.scale = prescale_factor * postscale_factor
+        ctx.prescale_factor, ctx.postscale_factor = prescale_factor, postscale_factor
         return synchronize(mpi_ops.reducescatter_async(tensor, name, op, process_set,
                                                        prescale_factor, postscale_factor))
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = synchronize(mpi_ops.allgather_async(grad_output.contiguous(),
-                                                   process_set=ctx.process_set))
-        if ctx.op == Average:
-            grad = grad / _size_of(ctx.process_set)
-        if ctx.scale != 1.0:
-            grad = grad * ctx.scale
-        return grad, None, None, None, None, None
+        for factor in _reducescatter_grad_scale(ctx):
+            grad_output = grad_output * factor
+        return allgather(grad_output, process_set=ctx.process_set), None, None, None, None, None
+
+
+class _GroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
+        ctx.op, ctx.process_set = op, process_set
+        ctx.prescale_factor, ctx.postscale_factor = prescale_factor, postscale_factor
+        return tuple(synchronize(mpi_ops.grouped_reducescatter_async(
+            list(tensors), name, op, process_set, prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = list(grad_outputs)
+        for factor in _reducescatter_grad_scale(ctx):
+            grads = [g * factor for g in grads]
+        return (None,) * 5 + tuple(grouped_allgather(grads, process_set=ctx.process_set))
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
@@ -154,8 +195,10 @@ def allgather(tensor, name=None, process_set=None):
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
-    """Returns the allgather of each tensor of the list, in one fused op."""
-    return synchronize(mpi_ops.grouped_allgather_async(tensors, name, process_set))
+    """Returns the allgather of each tensor of the list, in one fused op (a list; gradients
+    flow through it)."""
+    mpi_ops._set_id(process_set)
+    return list(_GroupedAllgather.apply(name, process_set, *tensors))
 
 
 def broadcast(tensor, root_rank, name=None, process_set=None):
@@ -165,7 +208,8 @@ def broadcast(tensor, root_rank, name=None, process_set=None):
 
 
 def alltoall(tensor, splits=None, name=None, process_set=None):
-    """Returns (the rows every rank sent this one, the received splits)."""
+    """Returns the rows every rank sent this one; with `splits`, (those rows, the received
+    splits), as Horovod."""
     mpi_ops._set_id(process_set)
     return _Alltoall.apply(tensor, splits, name, process_set)
 
@@ -181,9 +225,10 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+    mpi_ops._set_id(process_set)
     pairs = [compression.compress(t) for t in tensors]
-    parts = synchronize(mpi_ops.grouped_reducescatter_async(
-        [t for t, _ in pairs], name, op, process_set, prescale_factor, postscale_factor))
+    parts = _GroupedReducescatter.apply(name, op, prescale_factor, postscale_factor,
+                                        process_set, *[t for t, _ in pairs])
     return [compression.decompress(t, ctx) for t, (_, ctx) in zip(parts, pairs)]
 
 
@@ -211,40 +256,94 @@ def broadcast_parameters(params, root_rank, process_set=None):
         synchronize(handle)
 
 
-def broadcast_optimizer_state(optimizer, root_rank, process_set=None):
-    """Makes every rank's optimizer state (its state_dict: step counts, moments, the param
-    groups' hyperparameters) root_rank's. Call it after broadcast_parameters."""
+def _init_optimizer_state(optimizer, model):
+    """Horovod's way of giving a fresh optimizer its state: a zero gradient for every
+    parameter that trains (sparse for SparseAdam, and for SGD on a sparse Embedding of
+    `model`), then one step of the wrapped optimizer (a DistributedOptimizer's own step would
+    allreduce, which every rank would have to call)."""
+    sparse = set()
+    if model is not None:
+        for module in model.modules():
+            if isinstance(module, torch.nn.Embedding) and module.sparse:
+                sparse.update(id(p) for p in module.parameters())
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p.data)
+                if isinstance(optimizer, torch.optim.SparseAdam) or \
+                        (isinstance(optimizer, torch.optim.SGD) and id(p) in sparse):
+                    p.grad = p.grad.to_sparse()
+    if type(optimizer).__module__ in _DISTRIBUTED_OPTIMIZER_MODULES:
+        super(type(optimizer), optimizer).step()
+    else:
+        optimizer.step()
+
+
+_DISTRIBUTED_OPTIMIZER_MODULES = ("kolo.torch.optimizer", "kolo.torch.adasum_optimizer")
+
+
+def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=None):
+    """Makes every rank's optimizer state root_rank's, as Horovod does: a fresh optimizer
+    first gets its state from a step with zero gradients (on every rank), then the state's
+    tensors are broadcast in place (named by state key and occurrence) and its other values
+    and every param group's options (the learning rate, ...) go in one broadcast_object.
+    `model` (Horovod's argument) marks sparse Embeddings. Call it after broadcast_parameters."""
     mpi_ops._set_id(process_set)
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
-    state = broadcast_object(optimizer.state_dict() if mpi_ops.rank() == root_rank else None,
-                             root_rank, name="broadcast_optimizer_state",
-                             process_set=process_set)
-    if mpi_ops.rank() != root_rank:
-        optimizer.load_state_dict(state)
+    state_dict = optimizer.state_dict()
+    if not state_dict["state"]:
+        _init_optimizer_state(optimizer, model)
+        state_dict = optimizer.state_dict()
+    if not state_dict["state"]:
+        return  # a stateless optimizer: nothing to send
+    tensors, scalars, assign = [], {}, {}
+    occurrences = collections.Counter()
+    for index, group in enumerate(state_dict["param_groups"]):
+        for key, value in group.items():
+            if key != "params":
+                scalars["%s.%d" % (key, index)] = value
+                assign["%s.%d" % (key, index)] = (optimizer.param_groups[index], key)
+        for pid in group["params"]:
+            for key, value in state_dict["state"].get(pid, {}).items():
+                occurrences[key] += 1
+                unique = "%s.%d" % (key, occurrences[key])
+                if torch.is_tensor(value):
+                    tensors.append((unique, value))
+                else:
+                    scalars[unique] = value
+                    assign[unique] = (state_dict["state"][pid], key)
+    broadcast_parameters(tensors, root_rank, process_set)
+    for key, value in broadcast_object(scalars, root_rank, process_set=process_set).items():
+        target, field = assign[key]
+        target[field] = value
+
+
+try:  # Horovod pickles objects with cloudpickle (lambdas, local classes): so does kolo, when
+    import cloudpickle as _pickler  # it is installed (it is wherever Horovod is)
+except ImportError:
+    _pickler = pickle
 
 
 def _to_bytes(obj):
-    buffer = io.BytesIO()
-    torch.save(obj, buffer, pickle_module=pickle)
-    return torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+    return torch.frombuffer(bytearray(_pickler.dumps(obj)), dtype=torch.uint8)
 
 
 def _from_bytes(tensor):
-    return torch.load(io.BytesIO(tensor.numpy().tobytes()), weights_only=False)
+    return pickle.loads(tensor.numpy().tobytes())
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=None):
-    """Returns root_rank's `obj` (pickled; tensors inside are saved as torch.save does).
-    Without a name, the ops are numbered like other unnamed ops (same call order on all
-    ranks)."""
+    """Returns root_rank's `obj` (pickled, with cloudpickle where installed, as Horovod).
+    Without a name, the ops are numbered like other unnamed ops (docs/TORCH.md: Horovod names
+    them after the object's type, which differs between ranks in `obj if root else None`)."""
     mpi_ops._set_id(process_set)
-    names = (None, None) if name is None else ("%s.size" % name, "%s.data" % name)
+    names = (None, None) if name is None else (name + ".sz", name + ".t")
     if mpi_ops.rank() == root_rank:
         payload = _to_bytes(obj)
-        length = torch.tensor([payload.numel()], dtype=torch.int64)
+        length = torch.tensor([payload.numel()], dtype=torch.int32)
     else:
-        length = torch.zeros(1, dtype=torch.int64)
+        length = torch.zeros(1, dtype=torch.int32)
     mpi_ops.broadcast_(length, root_rank, name=names[0], process_set=process_set)
     if mpi_ops.rank() != root_rank:
         payload = torch.zeros(int(length.item()), dtype=torch.uint8)
@@ -253,11 +352,12 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
 
 
 def allgather_object(obj, name=None, process_set=None):
-    """Returns the list of every rank's `obj`, in rank order."""
+    """Returns the list of every rank's `obj`, in rank order. Without a name, the ops are
+    numbered like other unnamed ops (see broadcast_object)."""
     mpi_ops._set_id(process_set)
-    names = (None, None) if name is None else ("%s.size" % name, "%s.data" % name)
+    names = (None, None) if name is None else (name + ".sz", name + ".t")
     payload = _to_bytes(obj)
-    lengths = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=names[0],
+    lengths = allgather(torch.tensor([payload.numel()], dtype=torch.int32), name=names[0],
                         process_set=process_set)
     data = allgather(payload, name=names[1], process_set=process_set)
     objects, offset = [], 0

@@ -9,10 +9,11 @@ for the in-place forms, back afterwards). The out-of-place ops are autograd Func
 
 Ops are matched across ranks by name. Without a name, each process numbers its unnamed ops in
 the order it submits them, as Horovod does: then every rank must submit them in the same order.
+Only ops kolo took count, and a completed join starts the numbering anew (see _submit), so a
+failure on one rank does not leave the ranks' numbers apart.
 """
 
 import atexit
-import itertools
 import threading
 import warnings
 
@@ -33,12 +34,11 @@ Max = 4
 Product = 5
 
 _KOLO_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
-_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max",
-             Product: "Product"}
 
 _handle_map = {}  # handle -> function turning the native result into the Python one
 _handle_lock = threading.Lock()
-_noname_counters = {}  # process set id -> counter of its unnamed ops
+_next_number = {}  # process set id -> the number of its next unnamed op
+_joins = {}  # process set id -> joins completed in it (0: the global set)
 
 
 # ---- init, identity, timeline ----
@@ -137,9 +137,14 @@ def stop_timeline():
     _C.stop_timeline()
 
 
-# What this build has: kolo is neither MPI nor Gloo, and has no DDL, CCL or ROCm backends.
+# What this build has, answered as Horovod built with Gloo and without MPI (horovodrun --gloo,
+# the configuration kolo stands in for) answers, types included: scripts gate on these
+# (`nccl_built() >= 2700`, `gloo_enabled()`). kolo's CPU data plane does Gloo's job; it has no
+# MPI, DDL, oneCCL or ROCm.
 def mpi_threads_supported():
-    return False
+    """Horovod raises ValueError when MPI is not enabled, as here."""
+    raise ValueError("Horovod MPI is not enabled: kolo does not use MPI "
+                     "(mpi_threads_supported is about MPI multi-threading)")
 
 
 def mpi_enabled():
@@ -151,15 +156,17 @@ def mpi_built():
 
 
 def gloo_enabled():
-    return False
+    return True
 
 
 def gloo_built():
-    return False
+    return True
 
 
 def nccl_built():
-    return bool(_C.nccl_built)
+    """NCCL's version code (22809 for 2.28.9) when kolo was built with NCCL, else 0 (an int,
+    as Horovod)."""
+    return int(_C.nccl_version)
 
 
 def ddl_built():
@@ -201,14 +208,64 @@ def _kolo_op(op):
     return _KOLO_OPS[op]
 
 
-def _op_name(kind, name, set_id):
-    """An unnamed op's name counts per process set, so that ops of a set the rank is not in
-    do not shift the numbering of the others."""
+# ---- names of unnamed ops ----
+# Ranks pair ops by name; an unnamed op is numbered, and the nth unnamed op of a process set on
+# one rank pairs with the nth on the others (docs/TORCH.md, "Unnamed ops"). So that the
+# numbers stay paired whatever failed on one rank only:
+# - a number is used only by an op kolo took: an op refused before it was submitted (a bad
+#   argument, a dtype kolo lacks) gives its number back;
+# - a completed join starts a new numbering (an epoch) in its set, the global set's in every
+#   set: it returns on every rank of the set at once, whatever each submitted before (a rank
+#   may have submitted ops its joined peers never will).
+
+def _epoch(set_id):
+    return _joins.get(0, 0) + (_joins.get(set_id, 0) if set_id != 0 else 0)
+
+
+def _take_number(set_id):
+    with _handle_lock:
+        number = _next_number.get(set_id, 0)
+        _next_number[set_id] = number + 1
+        return _epoch(set_id), number
+
+
+def _give_back(set_id, epoch, number):
+    """Returns an unused number, unless a later one was taken since (ops submitted from
+    several threads at once have no order to pair by anyway)."""
+    with _handle_lock:
+        if _epoch(set_id) == epoch and _next_number.get(set_id) == number + 1:
+            _next_number[set_id] = number
+
+
+def _joined(set_id):
+    """A join of `set_id` (0: every rank) completed: its sets number from 0 in a new epoch."""
+    with _handle_lock:
+        _joins[set_id] = _joins.get(set_id, 0) + 1
+        for numbered in list(_next_number):
+            if set_id == 0 or numbered == set_id:
+                _next_number[numbered] = 0
+
+
+def _submit(kind, name, set_id, enqueue, count=None):
+    """Returns enqueue(names): [the op's name], or for a group of `count` tensors its members'
+    names (base.0, base.1, ...). Without a name, the base is the next number of the set
+    (kind.noname.<n>, kind.noname.<epoch>.<n> after a join), given back when enqueue raises
+    before kolo took the op (an exception without `submitted`)."""
+    taken = None
     if name is None:
-        with _handle_lock:
-            counter = _noname_counters.setdefault(set_id, itertools.count())
-            return "%s.noname.%d" % (kind, next(counter))
-    return str(name)
+        taken = _take_number(set_id)
+        epoch, number = taken
+        base = "%s.noname.%d" % (kind, number) if epoch == 0 else \
+            "%s.noname.%d.%d" % (kind, epoch, number)
+    else:
+        base = str(name)
+    names = [base] if count is None else ["%s.%d" % (base, i) for i in range(count)]
+    try:
+        return enqueue(names)
+    except BaseException as error:
+        if taken is not None and not getattr(error, "submitted", False):
+            _give_back(set_id, *taken)
+        raise
 
 
 def _set_id(process_set):
@@ -250,8 +307,9 @@ def poll(handle):
 
 
 def synchronize(handle):
-    """Waits for the op of `handle` and returns its output. Raises KoloError (or
-    HorovodInternalError when the job failed) with kolo's message. The GIL is released while
+    """Waits for the op of `handle` and returns its output. Raises HorovodInternalError (a
+    RuntimeError) or, for a bad argument, ValueError with kolo's message, as Horovod (errors.py).
+    An unknown handle returns None, as in Horovod. The GIL is released while
     waiting, and Ctrl-C interrupts the wait (the op stays in flight)."""
     with _handle_lock:
         if handle not in _handle_map:
@@ -271,13 +329,17 @@ def synchronize(handle):
 
 # ---- allreduce ----
 
-def _allreduce_async(tensors, outputs, names, op, prescale_factor, postscale_factor, grouped,
-                     set_id, finish):
+def _allreduce_async(tensors, outputs, kind, name, op, prescale_factor, postscale_factor,
+                     grouped, set_id, finish):
+    count = len(tensors) if grouped else None
     if op == Adasum:
-        return _adasum_async(tensors, outputs, names, prescale_factor, postscale_factor, grouped,
-                             set_id, finish)
-    handle = _C.allreduce_async(names, tensors, outputs, _kolo_op(op), float(prescale_factor),
-                                float(postscale_factor), grouped, set_id)
+        return _submit(kind, name, set_id, lambda names: _adasum_async(
+            tensors, outputs, names, prescale_factor, postscale_factor, grouped, set_id,
+            finish), count)
+    kolo_op = _kolo_op(op)
+    handle = _submit(kind, name, set_id, lambda names: _C.allreduce_async(
+        names, tensors, outputs, kolo_op, float(prescale_factor), float(postscale_factor),
+        grouped, set_id), count)
     return _register(handle, finish)
 
 
@@ -307,9 +369,8 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     op = _reduce_op(average, op, "allreduce_async")
     source = _ready(tensor)
     output = torch.empty_like(source, memory_format=torch.contiguous_format)
-    return _allreduce_async([source], [output], [_op_name("allreduce", name, set_id)], op,
-                            prescale_factor, postscale_factor, False, set_id,
-                            lambda outs, *_: outs[0])
+    return _allreduce_async([source], [output], "allreduce", name, op, prescale_factor,
+                            postscale_factor, False, set_id, lambda outs, *_: outs[0])
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -318,8 +379,8 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     set_id = _set_id(process_set)
     op = _reduce_op(average, op, "allreduce_async_")
     buffer = _ready(tensor)
-    return _allreduce_async([buffer], [buffer], [_op_name("allreduce", name, set_id)], op,
-                            prescale_factor, postscale_factor, False, set_id,
+    return _allreduce_async([buffer], [buffer], "allreduce", name, op, prescale_factor,
+                            postscale_factor, False, set_id,
                             lambda *_: _in_place([tensor], [buffer])[0])
 
 
@@ -333,16 +394,12 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
         # waits, with no handle id, table entry, finishing closure or copy-back. (Adasum is not
         # one kolo reduction: it takes the general path, adasum.py.)
         set_id = _set_id(process_set)
-        _C.allreduce_in_place(_op_name("allreduce", name, set_id), tensor, _kolo_op(op),
-                              float(prescale_factor), float(postscale_factor), set_id)
+        kolo_op = _kolo_op(op)
+        _submit("allreduce", name, set_id, lambda names: _C.allreduce_in_place(
+            names[0], tensor, kolo_op, float(prescale_factor), float(postscale_factor), set_id))
         return tensor
     return synchronize(allreduce_async_(tensor, None, name, op, prescale_factor,
                                         postscale_factor, process_set))
-
-
-def _group_names(kind, name, set_id, count):
-    base = _op_name(kind, name, set_id)
-    return ["%s.%d" % (base, i) for i in range(count)]
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -353,10 +410,8 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     op = _reduce_op(average, op, "grouped_allreduce_async")
     sources = [_ready(t) for t in tensors]
     outputs = [torch.empty_like(s, memory_format=torch.contiguous_format) for s in sources]
-    return _allreduce_async(sources, outputs, _group_names("grouped_allreduce", name, set_id,
-                                                           len(sources)),
-                            op, prescale_factor, postscale_factor, True, set_id,
-                            lambda outs, *_: list(outs))
+    return _allreduce_async(sources, outputs, "grouped_allreduce", name, op, prescale_factor,
+                            postscale_factor, True, set_id, lambda outs, *_: list(outs))
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -365,9 +420,8 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     op = _reduce_op(average, op, "grouped_allreduce_async_")
     tensors = list(tensors)
     buffers = [_ready(t) for t in tensors]
-    return _allreduce_async(buffers, buffers, _group_names("grouped_allreduce", name, set_id,
-                                                           len(buffers)),
-                            op, prescale_factor, postscale_factor, True, set_id,
+    return _allreduce_async(buffers, buffers, "grouped_allreduce", name, op, prescale_factor,
+                            postscale_factor, True, set_id,
                             lambda *_: _in_place(tensors, buffers))
 
 
@@ -382,40 +436,39 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 def allgather_async(tensor, name=None, process_set=None):
     """Starts concatenating every rank's `tensor` along dimension 0 (which may differ)."""
     set_id = _set_id(process_set)
-    handle = _C.allgather_async([_op_name("allgather", name, set_id)], [_ready(tensor)], False,
-                                set_id)
+    source = _ready(tensor)
+    handle = _submit("allgather", name, set_id,
+                     lambda names: _C.allgather_async(names, [source], False, set_id))
     return _register(handle, lambda outs, *_: outs[0])
 
 
 def grouped_allgather_async(tensors, name=None, process_set=None):
     set_id = _set_id(process_set)
     sources = [_ready(t) for t in tensors]
-    names = _group_names("grouped_allgather", name, set_id, len(sources))
-    handle = _C.allgather_async(names, sources, True, set_id)
+    handle = _submit("grouped_allgather", name, set_id,
+                     lambda names: _C.allgather_async(names, sources, True, set_id), len(sources))
     return _register(handle, lambda outs, *_: list(outs))
 
 
 def sparse_allreduce_async(tensor, name, op, process_set=None):
     """Reduces a sparse tensor as Horovod does: allgathers of its indices (transposed, so
-    that they concatenate along the nonzeros) and values, summed by the sparse tensor they
-    make (duplicates add up). Returns a callable that waits and returns that tensor (values
-    divided by the ranks for Average)."""
-    if op not in (Average, Sum):
-        raise NotImplementedError("sparse allreduce supports only Average and Sum, got %s"
-                                  % _OP_NAMES.get(op, op))
+    that they concatenate along the nonzeros) and values, uncoalesced (duplicates add up when
+    the tensor is used). Returns a callable that waits and returns that tensor (values divided
+    by the ranks for Average; Horovod treats every other op as Sum, and so does this)."""
     ranks = size() if process_set is None else process_set.size()
-    sparse = tensor.coalesce()
-    values = allgather_async(sparse._values(), name="%s.values" % name,
-                             process_set=process_set)
-    indices = allgather_async(sparse._indices().t().contiguous(), name="%s.indices" % name,
+    indices = allgather_async(tensor._indices().t().contiguous(), name="%s.indices" % name,
                               process_set=process_set)
+    values = allgather_async(tensor._values(), name="%s.values" % name,
+                             process_set=process_set)
 
     def wait():
         gathered_values = synchronize(values)
         gathered_indices = synchronize(indices)
         if op == Average:
             gathered_values = gathered_values / ranks
-        return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, sparse.size(),
+        if gathered_indices.dim() == 0 or gathered_values.dim() == 0:
+            return torch.sparse_coo_tensor(size=tensor.size(), dtype=tensor.dtype)
+        return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, tensor.size(),
                                        check_invariants=True)
     return wait
 
@@ -427,8 +480,8 @@ def broadcast_async(tensor, root_rank, name=None, process_set=None):
     set_id = _set_id(process_set)
     source = _ready(tensor)
     output = torch.empty_like(source, memory_format=torch.contiguous_format)
-    handle = _C.broadcast_async(_op_name("broadcast", name, set_id), source, output, int(root_rank),
-                                set_id)
+    handle = _submit("broadcast", name, set_id, lambda names: _C.broadcast_async(
+        names[0], source, output, int(root_rank), set_id))
     return _register(handle, lambda outs, *_: outs[0])
 
 
@@ -436,8 +489,8 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=None):
     """Starts broadcasting root_rank's `tensor` into `tensor` of every rank."""
     set_id = _set_id(process_set)
     buffer = _ready(tensor)
-    handle = _C.broadcast_async(_op_name("broadcast", name, set_id), buffer, buffer, int(root_rank),
-                                set_id)
+    handle = _submit("broadcast", name, set_id, lambda names: _C.broadcast_async(
+        names[0], buffer, buffer, int(root_rank), set_id))
     return _register(handle, lambda *_: _in_place([tensor], [buffer])[0])
 
 
@@ -459,8 +512,9 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
     """Starts sending splits[d] rows of `tensor` to rank d (no splits: equal parts);
     synchronize() returns (received rows, received splits as an int32 tensor)."""
     set_id = _set_id(process_set)
-    handle = _C.alltoall_async(_op_name("alltoall", name, set_id), _ready(tensor),
-                               _splits_list(splits), set_id)
+    source, split_list = _ready(tensor), _splits_list(splits)
+    handle = _submit("alltoall", name, set_id, lambda names: _C.alltoall_async(
+        names[0], source, split_list, set_id))
     return _register(handle, lambda outs, received, _: (
         outs[0], torch.tensor(received, dtype=torch.int32)))
 
@@ -471,19 +525,20 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescal
                         postscale_factor=1.0):
     """Starts reducing `tensor` over the ranks; each gets its part of dimension 0."""
     set_id = _set_id(process_set)
-    handle = _C.reducescatter_async([_op_name("reducescatter", name, set_id)], [_ready(tensor)],
-                                    _kolo_op(op), float(prescale_factor),
-                                    float(postscale_factor), False, set_id)
+    source, kolo_op = _ready(tensor), _kolo_op(op)
+    handle = _submit("reducescatter", name, set_id, lambda names: _C.reducescatter_async(
+        names, [source], kolo_op, float(prescale_factor), float(postscale_factor), False,
+        set_id))
     return _register(handle, lambda outs, *_: outs[0])
 
 
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None,
                                 prescale_factor=1.0, postscale_factor=1.0):
     set_id = _set_id(process_set)
-    sources = [_ready(t) for t in tensors]
-    names = _group_names("grouped_reducescatter", name, set_id, len(sources))
-    handle = _C.reducescatter_async(names, sources, _kolo_op(op), float(prescale_factor),
-                                    float(postscale_factor), True, set_id)
+    sources, kolo_op = [_ready(t) for t in tensors], _kolo_op(op)
+    handle = _submit("grouped_reducescatter", name, set_id, lambda names: _C.reducescatter_async(
+        names, sources, kolo_op, float(prescale_factor), float(postscale_factor), True, set_id),
+        len(sources))
     return _register(handle, lambda outs, *_: list(outs))
 
 
@@ -493,9 +548,11 @@ def join(device=-1, process_set=None):
     """Called by a rank that ran out of data: it contributes zeros to the allreduces the others
     still submit until every rank (of `process_set`) joined. Returns the last rank to join (a
     job rank)."""
-    handle = _register(_C.join_async(_set_id(process_set)),
-                       lambda outs, splits, last_rank: last_rank)
-    return synchronize(handle)
+    set_id = _set_id(process_set)
+    handle = _register(_C.join_async(set_id), lambda outs, splits, last_rank: last_rank)
+    last_rank = synchronize(handle)
+    _joined(set_id)  # every rank of the set is here at once: unnamed ops number anew
+    return last_rank
 
 
 def barrier(process_set=None):
