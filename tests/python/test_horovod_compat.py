@@ -1,7 +1,7 @@
 """What a Horovod script may do that kolo refuses, with a message: a HOROVOD_* switch asking
-for a feature kolo lacks fails init with kolo's message; init(comm=...) with a subset of the
-ranks or an MPI communicator; hvd.elastic. Runs a one-rank job in a fresh process (init must
-not have run)."""
+for a feature kolo lacks fails init with kolo's message (ValueError); init(comm=...) with a
+subset of the ranks or an MPI communicator; hvd.elastic. Runs a one-rank job in a fresh process
+(init must not have run)."""
 
 import os
 import subprocess
@@ -19,7 +19,7 @@ def refused(call, error, text):
         raise SystemExit("no %s from %s" % (error.__name__, call))
 
 os.environ["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
-refused(hvd.init, hvd.KoloError, "HOROVOD_HIERARCHICAL_ALLREDUCE=1 is not supported: kolo has "
+refused(hvd.init, ValueError, "HOROVOD_HIERARCHICAL_ALLREDUCE=1 is not supported: kolo has "
         "no hierarchical allreduce")
 del os.environ["HOROVOD_HIERARCHICAL_ALLREDUCE"]
 os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"  # Horovod's test suites set it: accepted

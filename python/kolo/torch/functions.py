@@ -195,10 +195,10 @@ def allgather(tensor, name=None, process_set=None):
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
-    """Returns the allgather of each tensor of the list, in one fused op (a list; gradients
-    flow through it)."""
+    """Returns the allgather of each tensor of the list, in one fused op (gradients flow
+    through it)."""
     mpi_ops._set_id(process_set)
-    return list(_GroupedAllgather.apply(name, process_set, *tensors))
+    return _GroupedAllgather.apply(name, process_set, *tensors)  # a tuple, as in Horovod
 
 
 def broadcast(tensor, root_rank, name=None, process_set=None):

@@ -22,7 +22,7 @@ import torch
 from kolo.torch import _C
 from kolo.torch import adasum as _adasum
 from kolo.torch import process_sets as _process_sets
-from kolo.torch.errors import KoloError
+from kolo.torch.errors import HorovodInternalError, KoloError
 from kolo.torch.process_sets import global_process_set  # noqa: F401  (Horovod has it here)
 
 # Horovod's reduce op constants (its values, so that code comparing them keeps working).
@@ -199,12 +199,14 @@ def _reduce_op(average, op, name="op"):
 
 
 def _kolo_op(op):
+    """kolo's reduce op for Horovod's `op`; HorovodInternalError (Horovod's class: its C++
+    refuses these) for Adasum outside allreduce and for an unknown op."""
     if op == Adasum:
-        raise NotImplementedError("Adasum is an allreduce reduction (allreduce, "
-                                  "grouped_allreduce and DistributedOptimizer); kolo, like "
-                                  "Horovod, has no Adasum for other ops")
+        raise HorovodInternalError("Adasum is an allreduce reduction (allreduce, "
+                                   "grouped_allreduce and DistributedOptimizer); kolo, like "
+                                   "Horovod, has no Adasum for other ops", "INVALID_ARGUMENT")
     if op not in _KOLO_OPS:
-        raise ValueError("unknown reduce op %r" % (op,))
+        raise HorovodInternalError("unknown reduce op %r" % (op,), "INVALID_ARGUMENT")
     return _KOLO_OPS[op]
 
 
@@ -262,7 +264,7 @@ def _submit(kind, name, set_id, enqueue, count=None):
     names = [base] if count is None else ["%s.%d" % (base, i) for i in range(count)]
     try:
         return enqueue(names)
-    except BaseException as error:
+    except Exception as error:  # not KeyboardInterrupt: a wait interrupted, the op in flight
         if taken is not None and not getattr(error, "submitted", False):
             _give_back(set_id, *taken)
         raise
@@ -411,7 +413,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     sources = [_ready(t) for t in tensors]
     outputs = [torch.empty_like(s, memory_format=torch.contiguous_format) for s in sources]
     return _allreduce_async(sources, outputs, "grouped_allreduce", name, op, prescale_factor,
-                            postscale_factor, True, set_id, lambda outs, *_: list(outs))
+                            postscale_factor, True, set_id, lambda outs, *_: tuple(outs))
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -422,7 +424,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     buffers = [_ready(t) for t in tensors]
     return _allreduce_async(buffers, buffers, "grouped_allreduce", name, op, prescale_factor,
                             postscale_factor, True, set_id,
-                            lambda *_: _in_place(tensors, buffers))
+                            lambda *_: tuple(_in_place(tensors, buffers)))
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -447,7 +449,7 @@ def grouped_allgather_async(tensors, name=None, process_set=None):
     sources = [_ready(t) for t in tensors]
     handle = _submit("grouped_allgather", name, set_id,
                      lambda names: _C.allgather_async(names, sources, True, set_id), len(sources))
-    return _register(handle, lambda outs, *_: list(outs))
+    return _register(handle, lambda outs, *_: tuple(outs))
 
 
 def sparse_allreduce_async(tensor, name, op, process_set=None):
@@ -504,8 +506,12 @@ def _splits_list(splits):
     if splits is None:
         return []
     if isinstance(splits, torch.Tensor):
-        return [int(s) for s in splits.reshape(-1).tolist()]
-    return [int(s) for s in splits]
+        splits = splits.reshape(-1).tolist()
+    splits = [int(s) for s in splits]
+    if any(s < 0 for s in splits):  # Horovod's C++ refuses them: a RuntimeError there too
+        raise HorovodInternalError("alltoall: splits must not be negative, got %s" % splits,
+                                   "INVALID_ARGUMENT")
+    return splits
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=None):
@@ -539,7 +545,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None
     handle = _submit("grouped_reducescatter", name, set_id, lambda names: _C.reducescatter_async(
         names, sources, kolo_op, float(prescale_factor), float(postscale_factor), True, set_id),
         len(sources))
-    return _register(handle, lambda outs, *_: list(outs))
+    return _register(handle, lambda outs, *_: tuple(outs))
 
 
 # ---- join and barrier ----

@@ -19,11 +19,12 @@ horovodrun="$(dirname "$python")/horovodrun"
 versions="$("$python" -c 'import horovod, torch; print(horovod.__version__, torch.__version__)')"
 read -r horovod_version torch_version <<<"$versions"
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
 for n in "${ranks[@]}"; do
   echo "[record_horovod] $n rank(s): Horovod $horovod_version, torch $torch_version" >&2
-  OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1 \
+  # Gloo's 30 s default timeout closes the job when a loaded machine is slow to schedule.
+  OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1 HOROVOD_GLOO_TIMEOUT_SECONDS=600 \
     "$horovodrun" -np "$n" -H "localhost:$n" --gloo \
     "$python" "$here/parity.py" --hvd horovod.torch --record "$work/$n" >"$work/log.$n" 2>&1 || {
     tail -40 "$work/log.$n" >&2

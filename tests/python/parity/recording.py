@@ -26,14 +26,18 @@ INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 
 
 class Scenario:
-    def __init__(self, function, min_ranks, ranks):
+    def __init__(self, function, min_ranks, ranks, last):
         self.function, self.name = function, function.__name__
-        self.min_ranks, self.ranks = min_ranks, ranks
+        self.min_ranks, self.ranks, self.last = min_ranks, ranks, last
 
 
-def scenario(min_ranks=1, ranks=None):
+def scenario(min_ranks=1, ranks=None, last=0):
+    """Registers a scenario for jobs of min_ranks or more (or only of `ranks`). Scenarios run
+    in order of `last`, then of registration: those in which ranks make different calls run
+    after the others (1), the join one after all (2), because Horovod numbers unnamed ops by
+    its handles, which every call takes, so that its unnamed ops never pair again after them."""
     def register(function):
-        SCENARIOS.append(Scenario(function, min_ranks, ranks))
+        SCENARIOS.append(Scenario(function, min_ranks, ranks, last))
         return function
     return register
 

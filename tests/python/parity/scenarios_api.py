@@ -59,7 +59,7 @@ def _hold_back(hvd, name, start, second):
     return record
 
 
-@scenario()
+@scenario(last=1)
 def errors(hvd, rec):
     size = hvd.size()
     t = torch.ones(4)
@@ -101,11 +101,12 @@ def errors(hvd, rec):
     hvd.barrier()
 
 
-@scenario()
+@scenario(last=1)
 def barrier_and_join(hvd, rec):
     rank, size = hvd.rank(), hvd.size()
     rec.call("barrier", hvd.barrier)
-    rec.call("join_all", hvd.join)
+    last = hvd.join()  # whichever rank joined last: record what does not depend on timing
+    rec.value("join_all", [type(last).__name__, 0 <= last < size])
     # The last rank keeps reducing while the others joined: they contribute zeros.
     if rank == size - 1:
         rec.call("allreduce_after_others_joined", lambda: hvd.allreduce(
@@ -116,18 +117,22 @@ def barrier_and_join(hvd, rec):
     rec.call("after_join", lambda: hvd.allreduce(torch.ones(2), op=hvd.Sum, name="join.after"))
 
 
-@scenario(min_ranks=2)
-def join_then_failed_op_then_unnamed(hvd, rec):
-    """Issue 32's hang: rank 0 joins while the others allgather (which fails: allgather does not
-    take part in join), then they join too; unnamed ops after that must still pair up."""
+@scenario(min_ranks=2, last=2)
+def join_then_failed_op(hvd, rec):
+    """Issue 32's hang: rank 0 joins while the others allgather (which fails: allgather does
+    not take part in join), then they join too, then allgather_object. Horovod's unnamed ops
+    never pair again after this (the others' failed allgather took a handle number rank 0 did
+    not): it hangs in any unnamed op, so this scenario runs last, names its allgather (the
+    ranks' handles differ after the scenarios before) and has no unnamed op after
+    allgather_object, which Horovod names after the object's type (kolo's pairing of unnamed
+    ops here: test_unnamed_ops.py)."""
     if hvd.rank() == 0:
-        rec.call("join", hvd.join)
+        rec.value("join", hvd.join() > 0)
     else:
-        rec.call("allgather_while_joined", lambda: hvd.allgather(torch.ones(1)))
-        rec.call("join", hvd.join)
+        rec.call("allgather_while_joined", lambda: hvd.allgather(torch.ones(1),
+                                                                 name="join.allgather"))
+        rec.value("join", hvd.join() > 0)
     rec.call("allgather_object", lambda: hvd.allgather_object({"rank": hvd.rank()}))
-    rec.call("unnamed_allreduce", lambda: hvd.allreduce(torch.ones(2), op=hvd.Sum))
-    rec.call("unnamed_broadcast", lambda: hvd.broadcast(ranked(hvd, 2, torch.int32), 0))
 
 
 @scenario()
@@ -268,7 +273,7 @@ def sync_batch_norm(hvd, rec):
     rec.close("forward_backward", forward_backward)
 
 
-@scenario(min_ranks=2)
+@scenario(min_ranks=2, last=1)
 def process_sets(hvd, rec):
     rank, size = hvd.rank(), hvd.size()
     evens = hvd.add_process_set([r for r in range(size) if r % 2 == 0])
@@ -307,7 +312,7 @@ def sparse_allreduce(hvd, rec):
     rank, size = hvd.rank(), hvd.size()
     indices = torch.tensor([[rank % 3, 2]])
     values = torch.tensor([float(rank + 1), 0.5])
-    sparse = torch.sparse_coo_tensor(indices, values, (4,))
+    sparse = torch.sparse_coo_tensor(indices, values, (4,), check_invariants=True)
     for op in ("Sum", "Average"):
         rec.call("async." + op, lambda: hvd.sparse_allreduce_async(
             sparse, "sp." + op, getattr(hvd, op))().to_dense())

@@ -89,7 +89,7 @@ def scaling(hvd, rec):
                 t, op=hvd.Sum, prescale_factor=a, postscale_factor=b, name="sc.ip." + name),
                 dtype, vals, pre, post)
             _scaled(hvd, rec, "grouped.%s" % name, lambda t, a, b: hvd.grouped_allreduce(
-                [t, t + 1], op=hvd.Sum, prescale_factor=a, postscale_factor=b,
+                [t, t * 3], op=hvd.Sum, prescale_factor=a, postscale_factor=b,
                 name="sc.g." + name), dtype, vals, pre, post)
             rows = torch.tensor(vals * hvd.size(), dtype=torch.float64).reshape(hvd.size(), -1)
             for op in ("Sum", "Average"):
