@@ -244,8 +244,9 @@ def gradients(hvd, rec):
         _grad(rec, "broadcast.root%d" % root, lambda t: hvd.broadcast(
             t, root, name="g.bc%d" % root), x)
     splits = [(rank + d) % 3 for d in range(size)]
-    _grad(rec, "alltoall", lambda t: hvd.alltoall(t, splits=splits, name="g.a2a")[0],
-          torch.arange(sum(splits) * 2, dtype=torch.float32).reshape(-1, 2) + 10 * rank)
+    if size <= 3:  # at 4 ranks Horovod 0.28.1's Gloo alltoall never returned here (recorder)
+        _grad(rec, "alltoall", lambda t: hvd.alltoall(t, splits=splits, name="g.a2a")[0],
+              torch.arange(sum(splits) * 2, dtype=torch.float32).reshape(-1, 2) + 10 * rank)
     _grad(rec, "compression_fp16", lambda t: hvd.allreduce(
         t, op=hvd.Sum, compression=hvd.Compression.fp16, name="g.fp16"), x)
     hvd.barrier()
