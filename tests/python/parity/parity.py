@@ -72,6 +72,15 @@ KNOWN = [
      "Horovod's SyncBatchNorm refuses CPU tensors (ValueError); kolo's runs on CPU"),
 ]
 
+# Records compared with a tolerance: (scenario:key regex, relative tolerance, why). Where the
+# rounding of Horovod's result depends on the order in which it adds the ranks' values, kolo's
+# reduction (in another order) may differ in the last bits: float16 sums of 3 or more ranks.
+TOLERANT = [
+    (r"^distributed_optimizer:fp16$", 2e-3,
+     "fp16 compression: gradients are summed in float16, rounded after each addition in the "
+     "order of the library's ring; at 3-4 ranks the orders differ"),
+]
+
 DEADLINE_SECONDS = float(os.environ.get("PARITY_DEADLINE_SECONDS", "120"))
 
 
@@ -107,6 +116,9 @@ def compare(expected, got, rank, size):
     for key in list(expected) + [k for k in got if k not in expected]:
         want, have = expected.get(key, "<absent>"), got.get(key, "<absent>")
         if recording.same(want, have):
+            continue
+        tolerance = next((tol for pattern, tol, _ in TOLERANT if re.search(pattern, key)), None)
+        if tolerance is not None and recording.within(want, have, tolerance):
             continue
         scenario, _, item = key.partition(":")
         reason = next((why for pattern, test, why in KNOWN

@@ -113,6 +113,20 @@ def _close(want, have):
     return want == have
 
 
+def within(want, have, rel_tol):
+    """Whether two records are equal but for their tensors' values, which may differ by
+    rel_tol (relative to the larger) or 1e-6 (absolute)."""
+    if isinstance(want, dict) and isinstance(have, dict):
+        if want.keys() != have.keys():
+            return False
+        return all(within(want[k], have[k], rel_tol) for k in want)
+    if isinstance(want, list) and isinstance(have, list):
+        return len(want) == len(have) and all(within(a, b, rel_tol) for a, b in zip(want, have))
+    if isinstance(want, float) and isinstance(have, float):
+        return math.isclose(want, have, rel_tol=rel_tol, abs_tol=1e-6)
+    return want == have
+
+
 def same(want, have):
     if json.dumps(want, sort_keys=True) == json.dumps(have, sort_keys=True):
         return True

@@ -56,3 +56,15 @@ def test_known_differences_are_reported_not_failed():
         parity.KNOWN.pop()
     assert len(lines) == 1 and lines[0].startswith("parity known difference (a reason)")
     assert len(other) == 1 and other[0].startswith("parity DIFFERS")  # not the known one
+
+
+def test_a_tolerant_record_forgives_last_bits_only():
+    parity.TOLERANT.append((r"^demo:t$", 1e-3, "demo"))
+    try:
+        want = records(t=torch.tensor([1.0, 2.0]))
+        assert parity.compare(want, records(t=torch.tensor([1.0, 2.0002])), 0, 1) == []
+        assert len(parity.compare(want, records(t=torch.tensor([1.0, 2.1])), 0, 1)) == 1
+        assert len(parity.compare(want, records(t=torch.tensor([1.0, 2.0]).double()), 0,
+                                  1)) == 1  # the dtype still counts
+    finally:
+        parity.TOLERANT.pop()
