@@ -45,22 +45,31 @@ double Input(const Scenario& s, int rank, size_t t, size_t i) {
   return testing::RankInput(s.dtype, own_values ? s.op : ReduceOp::kSum, rank, i + 100 * t);
 }
 
-// The result the executor must produce, rounded to the dtype as it is stored. Integers are
-// scaled as Horovod does: in double, truncated toward zero (each rank's prescaled input, then
-// the result; an average divides together with the postscale). The scenarios stay in range.
+// x * factor as Horovod's ScaleBuffer computes it: integers in double; float64 in double;
+// float32, float16 and bfloat16 in float, the factor rounded to float first.
+double ScaleAsHorovod(DataType dtype, double x, double factor) {
+  if (!IsFloatingPoint(dtype) || dtype == DataType::kFloat64) return x * factor;
+  return static_cast<double>(static_cast<float>(factor) * static_cast<float>(x));
+}
+
+// The result the executor must produce, rounded to the dtype as it is stored. Scaled as Horovod
+// does (ScaleAsHorovod), integers truncated toward zero (each rank's prescaled input, then the
+// result); an average folds 1/ranks into the postscale, but an integer average without one is
+// exact division. The scenarios stay in range.
 double Expected(const Scenario& s, int n, size_t t, size_t i) {
   const bool integer = !IsFloatingPoint(s.dtype);
   auto contribution = [&](int rank) {
-    const double v = Input(s, rank, t, i) * s.prescale;
+    const double v = ScaleAsHorovod(s.dtype, Input(s, rank, t, i), s.prescale);
     return integer ? std::trunc(v) : v;
   };
   double reduced = contribution(0);
   for (int rank = 1; rank < n; ++rank) {
     reduced = testing::ReferenceReduce(s.op, reduced, contribution(rank), s.dtype);
   }
-  double result = reduced * s.postscale;
+  double result = ScaleAsHorovod(s.dtype, reduced, s.postscale);
   if (s.op == ReduceOp::kAverage) {
-    result = integer ? reduced * s.postscale / n : reduced * (s.postscale / n);
+    result = integer && s.postscale == 1.0 ? reduced / n
+                                           : ScaleAsHorovod(s.dtype, reduced, s.postscale / n);
   }
   if (integer) result = std::trunc(result);
   ElementBuffer stored(s.dtype, 1);

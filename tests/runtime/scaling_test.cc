@@ -56,7 +56,8 @@ struct Scaling {
 };
 
 // Horovod's integer scaling, written out: each rank contributes trunc(v * prescale); the result
-// is trunc(reduced * postscale), or trunc(reduced * postscale / ranks) for an average.
+// is trunc(reduced * postscale), or trunc(reduced * (postscale / ranks)) for an average (exact
+// division when postscale is 1, equal to that for these sizes and values).
 double Expected(DataType dtype, ReduceOp op, Scaling scale, int n, int64_t i) {
   double reduced = Saturate(dtype, Input(dtype, op, 0, i) * scale.prescale);
   for (int r = 1; r < n; ++r) {
@@ -64,7 +65,7 @@ double Expected(DataType dtype, ReduceOp op, Scaling scale, int n, int64_t i) {
     reduced = kolo::testing::ReferenceReduce(op, reduced, v, dtype);
   }
   const double result =
-      op == ReduceOp::kAverage ? reduced * scale.postscale / n : reduced * scale.postscale;
+      op == ReduceOp::kAverage ? reduced * (scale.postscale / n) : reduced * scale.postscale;
   return Saturate(dtype, result);
 }
 
