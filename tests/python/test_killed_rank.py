@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 
-DEADLINE_SECONDS = 30
+DEADLINE_SECONDS = 60  # watchdog on each whole process, torch import included (bound: below)
 
 
 def free_port():
