@@ -3,6 +3,7 @@ default: 1800 s; 2 s here), naming the rank and the op, on every rank: no job wa
 for a name that cannot match (issue 32). Starts its own 2-rank job (one pytest process)."""
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -57,5 +58,5 @@ def test_an_op_only_some_ranks_submitted_fails_everywhere_within_the_bound():
         assert code == "ABORTED", line
         assert SHUTDOWN_SECONDS / 2 <= seconds < 2 * SHUTDOWN_SECONDS + 1, line
         assert "KOLO_STALL_SHUTDOWN_SECONDS" in line, line
-        assert "never submitted 'only.rank0'" in line or "never submitted 'only.rank1'" in line, line
+        assert re.search("never submitted 'only.rank[01]'", line), line
     assert time.monotonic() - start < 40

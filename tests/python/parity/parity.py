@@ -1,8 +1,8 @@
 """The differential test of kolo.torch against Horovod (issue 32): runs the scenarios of
-scenarios_api.py and scenarios_ops.py with the module --hvd names (horovod.torch or kolo.torch, the scripts' only
-difference), records what every op gave on this rank, and either writes the records (--record,
-the Horovod side: tools/parity/record_horovod.sh) or compares them with recorded expectations
-(--check, the kolo side: ctest torch_parity_<N>_ranks).
+scenarios_api.py and scenarios_ops.py with the module --hvd names (horovod.torch or
+kolo.torch, the scripts' only difference), records what every op gave on this rank, and either
+writes the records (--record, the Horovod side: record_horovod.sh) or compares them with
+recorded expectations (--check, the kolo side: ctest torch_parity_<N>_ranks).
 
     horovodrun -np 2 -H localhost:2 --gloo python parity.py --hvd horovod.torch --record DIR
     kolorun -np 2 python parity.py --hvd kolo.torch --check expected/ranks_2.json

@@ -1,8 +1,9 @@
 """What the differential test (parity.py) records and how: the scenario registry, the
 Recorder and the encoding of results. A scenario (scenarios_ops.py, scenarios_api.py) is a
 function of (hvd, rec) that calls Horovod's torch API on `hvd` exactly as a user's script
-would, and records what it got with `rec`. The same code runs under horovodrun with horovod.torch and under kolorun with
-kolo.torch. Every rank runs every scenario of its job size in the same order.
+would, and records what it got with `rec`. The same code runs under horovodrun with
+horovod.torch and under kolorun with kolo.torch. Every rank runs every scenario of its job size
+in the same order.
 
 Inputs are chosen so that Horovod's results do not depend on the order in which ranks' values
 are added (small integers, or one non-zero addend per element: see `spread`): then kolo must
