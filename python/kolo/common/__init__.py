@@ -1,0 +1,4 @@
+"""Pure-Python pieces of kolo's framework bindings that do not depend on a framework: the
+exceptions and status mapping (errors), Horovod's process sets over a native backend
+(process_sets), and the byte framing of broadcast_object / allgather_object (objects).
+Used by kolo.tensorflow; kolo.torch keeps its own copies for now."""

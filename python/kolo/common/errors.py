@@ -1,0 +1,34 @@
+"""The exceptions kolo's bindings raise for calls that are not framework ops, and the mapping
+from kolo's status codes to them.
+
+Horovod raises HorovodInternalError when the job itself failed (a lost rank, a deadline): the job
+cannot go on and a training loop catches it to restart. kolo's ABORTED, UNAVAILABLE,
+DEADLINE_EXCEEDED, SHUTDOWN and INTERNAL are that. Every other failed status (a mismatch between
+ranks, a bad argument, a call before init) raises KoloError, a RuntimeError as in Horovod, and the
+job goes on.
+"""
+
+JOB_FATAL = frozenset({"ABORTED", "UNAVAILABLE", "DEADLINE_EXCEEDED", "SHUTDOWN", "INTERNAL"})
+
+
+class KoloError(RuntimeError):
+    """A failed kolo call; `code` is kolo's status code name ("MISMATCH", ...)."""
+
+    def __init__(self, message, code="UNKNOWN"):
+        super().__init__(message)
+        self.code = code
+
+
+class HorovodInternalError(KoloError):
+    """The job failed (a rank was lost, a deadline passed, the runtime shut down)."""
+
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """Horovod's elastic signal; kolo has no elastic mode, so it is never raised."""
+
+
+def from_status(code, message):
+    """The exception for a failed kolo status."""
+    code = str(code).upper()
+    cls = HorovodInternalError if code in JOB_FATAL else KoloError
+    return cls(message, code)

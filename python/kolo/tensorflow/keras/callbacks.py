@@ -1,0 +1,190 @@
+"""Horovod's Keras callbacks (horovod/tensorflow/keras/callbacks.py, horovod/_keras/callbacks.py)
+on kolo, for Keras 3 and tf-keras: BroadcastGlobalVariablesCallback, MetricAverageCallback,
+LearningRateScheduleCallback, LearningRateWarmupCallback and BestModelCheckpoint. They derive
+from tf.keras's Callback, which is Keras 3's, or tf-keras's under TF_USE_LEGACY_KERAS=1."""
+
+import tensorflow as tf
+
+from kolo.tensorflow import collectives as _collectives
+from kolo.tensorflow import mpi_ops as _mpi_ops
+from kolo.tensorflow.functions import broadcast_variables
+from kolo.tensorflow.gradient_tape import variable_key
+
+_keras = tf.keras
+
+
+def _optimizer_variables(optimizer):
+    variables = optimizer.variables
+    return list(variables() if callable(variables) else variables)
+
+
+def _value(variable):
+    return float(variable.numpy() if hasattr(variable, "numpy")
+                 else _keras.backend.get_value(variable))
+
+
+def _assignable(value):
+    return hasattr(value, "assign")
+
+
+class BroadcastGlobalVariablesCallback(_keras.callbacks.Callback):
+    """Broadcasts the model's and the optimizer's variables from root_rank at the end of the
+    first batch, so that every rank trains from the same state (Horovod's)."""
+
+    def __init__(self, root_rank, device="", local_variables=None):
+        super().__init__()
+        self.root_rank = root_rank
+        self.device = device
+        self.broadcast_done = False
+        self._local_vars = set()
+        if local_variables is None:
+            local_variables = []
+        elif not isinstance(local_variables, (list, tuple)):
+            local_variables = [local_variables]
+        for var in local_variables:
+            self.register_local_var(var)
+
+    def register_local_var(self, var):
+        """`var` is not broadcast."""
+        self._local_vars.add(variable_key(var))
+
+    def on_batch_end(self, batch, logs=None):
+        if self.broadcast_done:
+            return
+        model_variables = [v for v in self.model.variables
+                           if variable_key(v) not in self._local_vars]
+        broadcast_variables(model_variables, root_rank=self.root_rank)
+        broadcast_variables(_optimizer_variables(self.model.optimizer), root_rank=self.root_rank)
+        self.broadcast_done = True
+
+    on_train_batch_end = on_batch_end
+
+
+class MetricAverageCallback(_keras.callbacks.Callback):
+    """Averages the epoch's metrics (logs) over the ranks at the end of every epoch; put it
+    before callbacks that read them (ReduceLROnPlateau, TensorBoard, ...)."""
+
+    def __init__(self, device=""):
+        super().__init__()
+        self.device = device
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not logs:
+            return
+        for metric, value in sorted(logs.items()):  # the same order on every rank
+            reduced = _collectives.allreduce(tf.constant(value, dtype=tf.float64),
+                                             name="MetricAverageCallback.%s" % metric)
+            logs[metric] = float(reduced.numpy())
+
+
+class LearningRateScheduleCallback(_keras.callbacks.Callback):
+    """Sets the learning rate to initial_lr * multiplier(epoch) from start_epoch until
+    end_epoch (exclusive): at each epoch's start (staircase) or each batch's (epoch then counts
+    fractions of an epoch). With momentum_correction, an optimizer whose momentum is a variable
+    (tf-keras's) has it scaled by new_lr / old_lr for the batch where the rate changes (Keras 3
+    optimizers keep momentum as a Python number, baked into the compiled step: left alone)."""
+
+    def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
+                 momentum_correction=True, steps_per_epoch=None):
+        super().__init__()
+        if initial_lr is None:
+            raise ValueError("Parameter `initial_lr` is required")
+        self.start_epoch = start_epoch
+        self.end_epoch = end_epoch
+        self.staircase = staircase
+        self.momentum_correction = momentum_correction
+        self.initial_lr = initial_lr
+        self.restore_momentum = None
+        self.steps_per_epoch = steps_per_epoch
+        self.current_epoch = None
+        if not callable(multiplier):
+            self.multiplier = lambda epoch: multiplier ** (epoch - start_epoch)
+        else:
+            self.multiplier = multiplier
+
+    def _autodetect_steps_per_epoch(self):
+        if self.params.get("steps"):
+            return self.params["steps"]
+        if self.params.get("samples") and self.params.get("batch_size"):
+            return self.params["samples"] // self.params["batch_size"]
+        raise ValueError("Could not autodetect the number of steps per epoch. Please specify the "
+                         "steps_per_epoch parameter to the %s()." % type(self).__name__)
+
+    def _adjust_learning_rate(self, epoch):
+        optimizer = self.model.optimizer
+        old_lr = _value(optimizer.learning_rate)
+        new_lr = self.initial_lr * self.multiplier(epoch)
+        if _assignable(optimizer.learning_rate):
+            optimizer.learning_rate.assign(new_lr)
+        else:
+            optimizer.learning_rate = new_lr
+        momentum = getattr(optimizer, "momentum", None)
+        if self.momentum_correction and _assignable(momentum) and old_lr != 0:
+            self.restore_momentum = _value(momentum)
+            momentum.assign(self.restore_momentum * new_lr / old_lr)
+
+    def _restore_momentum_if_needed(self):
+        if self.restore_momentum:
+            self.model.optimizer.momentum.assign(self.restore_momentum)
+            self.restore_momentum = None
+
+    def on_train_begin(self, logs=None):
+        if not self.staircase and not self.steps_per_epoch:
+            self.steps_per_epoch = self._autodetect_steps_per_epoch()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.current_epoch = epoch
+
+    def on_batch_begin(self, batch, logs=None):
+        if (self.current_epoch < self.start_epoch or
+                (self.end_epoch is not None and self.current_epoch >= self.end_epoch)):
+            return
+        if self.staircase and batch == 0:
+            self._adjust_learning_rate(self.current_epoch)
+        elif not self.staircase:
+            self._adjust_learning_rate(self.current_epoch + float(batch) / self.steps_per_epoch)
+
+    def on_batch_end(self, batch, logs=None):
+        self._restore_momentum_if_needed()
+
+    on_train_batch_begin = on_batch_begin
+    on_train_batch_end = on_batch_end
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["lr"] = _value(self.model.optimizer.learning_rate)
+
+
+class LearningRateWarmupCallback(LearningRateScheduleCallback):
+    """Horovod's gradual warmup: the learning rate goes from initial_lr / size to initial_lr
+    over warmup_epochs, batch by batch (lr'(epoch) = lr / size * (epoch * (size - 1) / warmup
+    + 1))."""
+
+    def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
+                 steps_per_epoch=None, verbose=0):
+        def multiplier(epoch):
+            # Round numbers at the end of each epoch, as Horovod's.
+            epoch += 1. / self.steps_per_epoch
+            size = _mpi_ops.size()
+            return 1. / size * (epoch * (size - 1) / warmup_epochs + 1)
+        super().__init__(initial_lr, multiplier, start_epoch=0, end_epoch=warmup_epochs,
+                         staircase=False, momentum_correction=momentum_correction,
+                         steps_per_epoch=steps_per_epoch)
+        self.verbose = verbose
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, logs)
+        if epoch == self.end_epoch - 1 and self.verbose > 0 and _mpi_ops.rank() == 0:
+            print("\nEpoch %d: finished gradual learning rate warmup to %g." %
+                  (epoch + 1, _value(self.model.optimizer.learning_rate)))
+
+
+class BestModelCheckpoint(_keras.callbacks.ModelCheckpoint):
+    """ModelCheckpoint that saves only the best model (Horovod's; give filepath, which Keras 3
+    requires)."""
+
+    def __init__(self, filepath=None, monitor="val_loss", verbose=0, save_weights_only=False,
+                 mode="auto", save_freq="epoch"):
+        super().__init__(filepath=filepath, monitor=monitor, verbose=verbose,
+                         save_best_only=True, save_weights_only=save_weights_only, mode=mode,
+                         save_freq=save_freq)

@@ -1,0 +1,519 @@
+"""Horovod's TensorFlow ops (horovod/tensorflow/mpi_ops.py names, arguments and semantics) on
+kolo: the op library's TensorFlow ops wrapped with the names kolo matches them by
+(op_names.py), their gradients registered as Horovod registers them, and init, shutdown,
+identity and process sets.
+
+Every op runs eagerly and inside tf.function. Its kernel enqueues into kolo and completes from
+kolo's callback: no TensorFlow thread waits for the network. An op that fails raises a TensorFlow
+error carrying kolo's message (tf.errors.FailedPreconditionError for ranks that disagree,
+InvalidArgumentError for a bad argument); eagerly, a job failure (a lost rank, a deadline) raises
+HorovodInternalError instead. Inside a tf.function the job failure stays the TensorFlow error
+(AbortedError, DeadlineExceededError, UnavailableError, InternalError).
+"""
+
+import atexit
+import ctypes
+import functools
+import os
+import warnings
+
+import tensorflow as tf
+from tensorflow.python.framework import ops
+
+from kolo.common import process_sets as _process_sets
+from kolo.common.errors import HorovodInternalError, KoloError
+from kolo.common.process_sets import (ProcessSet, add_process_set,  # noqa: F401 (re-exported)
+                                      global_process_set, remove_process_set)
+from kolo.tensorflow.basics import Basics
+from kolo.tensorflow.op_names import executing_eagerly, op_name
+
+def _load_libkolo():
+    """Loads libkolo.so (and gRPC, protobuf, OpenSSL with it) before the op library, with
+    RTLD_DEEPBIND: TensorFlow has put its own protobuf, BoringSSL, zlib and re2 symbols in the
+    process's global scope, and without deep binding libkolo.so's dependencies would call those
+    instead of their own (a crash in the first handshake). The op library then finds libkolo.so
+    loaded."""
+    from kolo.tensorflow._libkolo import LIBKOLO
+    path = LIBKOLO if os.path.isabs(LIBKOLO) else os.path.join(_HERE, LIBKOLO)
+    return ctypes.CDLL(path, mode=os.RTLD_DEEPBIND | os.RTLD_LOCAL | os.RTLD_NOW)
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_LIBRARY = os.path.join(_HERE, "_kolo_ops.so")
+_libkolo = _load_libkolo()
+_ops = tf.load_op_library(_LIBRARY)
+_basics = Basics(_LIBRARY)
+_process_sets.bind(_basics, "kolo.tensorflow")
+
+# Horovod's reduce op constants (its values: the ops keep them in their reduce_op attribute).
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+
+_JOB_FATAL_CODES = frozenset({tf.errors.ABORTED, tf.errors.DEADLINE_EXCEEDED,
+                              tf.errors.UNAVAILABLE, tf.errors.INTERNAL})
+
+
+def _job_failure_raises_internal_error(fn):
+    """Eagerly, a kolo op that failed because the job failed raises HorovodInternalError (with
+    the TensorFlow error as its cause); other failures stay TensorFlow errors."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except tf.errors.OpError as error:
+            if error.error_code in _JOB_FATAL_CODES:
+                raise HorovodInternalError(error.message, tf.errors.error_code_to_exception_type(
+                    error.error_code).__name__) from error
+            raise
+    return wrapper
+
+
+# ---- init, identity, timeline ----
+
+def init(comm=None, process_sets=None):
+    """Joins the job the environment describes (kolorun, torchrun, mpirun or SLURM variables).
+    A second call while initialized does nothing, as in Horovod. `process_sets`: a list of
+    ProcessSet made at init with ids 1, 2, ... (every rank passes the same), or "dynamic".
+    `comm`: a list of ranks is accepted when it names every rank of the job; an MPI
+    communicator is refused (kolo does not use MPI)."""
+    if comm is not None and not isinstance(comm, (list, tuple)):
+        raise ValueError("kolo.tensorflow.init: comm must be a list of ranks; kolo does not use "
+                         "MPI, so an MPI communicator cannot be passed (kolo reads the job from "
+                         "the environment)")
+    if _basics.is_initialized():
+        return
+    static_sets = _process_sets._before_init(process_sets)
+    _basics.init()
+    if comm is not None and sorted(int(r) for r in comm) != list(range(_basics.size())):
+        job_size = _basics.size()
+        _basics.shutdown()
+        raise ValueError(
+            "kolo.tensorflow.init(comm=%s): kolo's job is every rank the launcher started "
+            "(0..%d); it cannot run on a subset of them. Start only those ranks (kolorun -np "
+            "%d), or init() every rank and use hvd.add_process_set(%s) and process_set= on the "
+            "ops" % (list(comm), job_size - 1, len(comm), list(comm)))
+    _process_sets._after_init(static_sets)
+
+
+def shutdown():
+    """Leaves the job (waits for every rank to shut down too). No-op when not initialized."""
+    if _basics.is_initialized():
+        try:
+            _basics.shutdown()
+        finally:
+            _process_sets._after_shutdown()
+
+
+def _shutdown_at_exit():
+    try:
+        shutdown()
+    except KoloError as error:
+        warnings.warn("kolo.tensorflow: shutdown at exit failed: %s" % error)
+
+
+atexit.register(_shutdown_at_exit)
+
+
+def is_initialized():
+    return _basics.is_initialized()
+
+
+def _identity(value):
+    if value < 0:
+        raise ValueError("kolo has not been initialized; use kolo.tensorflow.init().")
+    return value
+
+
+def rank():
+    return _identity(_basics.rank())
+
+
+def size():
+    return _identity(_basics.size())
+
+
+def local_rank():
+    return _identity(_basics.local_rank())
+
+
+def local_size():
+    return _identity(_basics.local_size())
+
+
+def cross_rank():
+    return _identity(_basics.cross_rank())
+
+
+def cross_size():
+    return _identity(_basics.cross_size())
+
+
+def is_homogeneous():
+    """Whether every host runs the same number of ranks."""
+    return size() == local_size() * cross_size()
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing this rank's timeline (kolo inserts .rank<r> before the extension)."""
+    _basics.start_timeline(file_path, mark_cycles)
+
+
+def stop_timeline():
+    _basics.stop_timeline()
+
+
+# What this build has: kolo's TensorFlow ops are CPU ops; kolo is neither MPI nor Gloo.
+def mpi_threads_supported():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def mpi_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def nccl_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def _set_id(process_set):
+    return _process_sets._set_id(process_set)
+
+
+def _temp_process_set_object(process_set_id):
+    """The ProcessSet an op's process_set_id attribute names (for its gradient)."""
+    if process_set_id == 0:
+        return global_process_set
+    ps = _process_sets._live.get(process_set_id)
+    if ps is None:
+        ps = ProcessSet(_basics.process_set_ranks(process_set_id))
+        ps.process_set_id = process_set_id
+    return ps
+
+
+def _check_op(op):
+    if op == Adasum:
+        raise NotImplementedError("kolo.tensorflow has no Adasum reduction (kolo.torch has one)")
+    if op not in (Average, Sum, Min, Max, Product):
+        raise ValueError("unknown reduce op %r" % (op,))
+    return op
+
+
+# ---- allreduce ----
+
+@_job_failure_raises_internal_error
+def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
+               ignore_name_scope=False, process_set=global_process_set):
+    """Reduces `tensor` over the ranks (of `process_set`); returns a tensor of its shape and
+    dtype."""
+    set_id = _set_id(process_set)
+    tensor = tf.convert_to_tensor(tensor)
+    return _ops.kolo_allreduce(
+        tensor, op_name("allreduce", name, set_id, tensor, ignore_name_scope),
+        reduce_op=_check_op(op), prescale_factor=prescale_factor,
+        postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+        process_set_id=set_id)
+
+
+@ops.RegisterGradient("KoloAllreduce")
+def _allreduce_grad(op, grad):
+    """Horovod's: the allreduce of the output's gradient with the same op and factors."""
+    return [_allreduce(grad, op=op.get_attr("reduce_op"),
+                       prescale_factor=op.get_attr("prescale_factor"),
+                       postscale_factor=op.get_attr("postscale_factor"),
+                       ignore_name_scope=op.get_attr("ignore_name_scope"),
+                       process_set=_temp_process_set_object(op.get_attr("process_set_id"))),
+            None]
+
+
+def _group_names(kind, name, set_id, tensors, ignore_name_scope):
+    base = op_name(kind, name, set_id, tensors[0] if tensors else None, ignore_name_scope)
+    return ["%s.%d" % (base, i) for i in range(len(tensors))]
+
+
+@_job_failure_raises_internal_error
+def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
+                       ignore_name_scope=False, process_set=global_process_set):
+    """Reduces every tensor of the list as one fused transfer; returns the list of results."""
+    set_id = _set_id(process_set)
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    return _ops.kolo_grouped_allreduce(
+        tensors, _group_names("grouped_allreduce", name, set_id, tensors, ignore_name_scope),
+        reduce_op=_check_op(op), prescale_factor=prescale_factor,
+        postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+        process_set_id=set_id)
+
+
+@ops.RegisterGradient("KoloGroupedAllreduce")
+def _grouped_allreduce_grad(op, *grads):
+    return list(_grouped_allreduce(
+        list(grads), op=op.get_attr("reduce_op"), prescale_factor=op.get_attr("prescale_factor"),
+        postscale_factor=op.get_attr("postscale_factor"),
+        ignore_name_scope=op.get_attr("ignore_name_scope"),
+        process_set=_temp_process_set_object(op.get_attr("process_set_id")))) + [None]
+
+
+# ---- allgather ----
+
+@_job_failure_raises_internal_error
+def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
+    """Concatenates every rank's `tensor` along dimension 0 (which may differ per rank), in
+    rank order."""
+    set_id = _set_id(process_set)
+    tensor = tf.convert_to_tensor(tensor)
+    return _ops.kolo_allgather(tensor, op_name("allgather", name, set_id, tensor,
+                                               ignore_name_scope),
+                               ignore_name_scope=ignore_name_scope, process_set_id=set_id)
+
+
+def _my_rows(grad, x, ignore_name_scope, process_set):
+    """This rank's rows of `grad`, the gradient of an allgather of `x` (Horovod's: the rows of
+    every rank come from an allgather of their first dimensions)."""
+    with tf.device("/cpu:0"):
+        rows = tf.reshape(tf.shape(x, out_type=tf.int64)[0], [1])
+        rows = tf.reshape(allgather(rows, ignore_name_scope=ignore_name_scope,
+                                    process_set=process_set), [process_set.size()])
+    return tf.split(grad, num_or_size_splits=rows, axis=0)[process_set.rank()]
+
+
+@ops.RegisterGradient("KoloAllgather")
+def _allgather_grad(op, grad):
+    """Horovod's: the average of the output's gradient over the ranks, this rank's rows of it."""
+    ignore_name_scope = op.get_attr("ignore_name_scope")
+    process_set = _temp_process_set_object(op.get_attr("process_set_id"))
+    grad = _allreduce(grad, op=Average, ignore_name_scope=ignore_name_scope,
+                      process_set=process_set)
+    return [_my_rows(grad, op.inputs[0], ignore_name_scope, process_set), None]
+
+
+@_job_failure_raises_internal_error
+def grouped_allgather(tensors, name=None, ignore_name_scope=False,
+                      process_set=global_process_set):
+    """Allgathers every tensor of the list as one fused transfer."""
+    set_id = _set_id(process_set)
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    return _ops.kolo_grouped_allgather(
+        tensors, _group_names("grouped_allgather", name, set_id, tensors, ignore_name_scope),
+        ignore_name_scope=ignore_name_scope, process_set_id=set_id)
+
+
+@ops.RegisterGradient("KoloGroupedAllgather")
+def _grouped_allgather_grad(op, *grads):
+    ignore_name_scope = op.get_attr("ignore_name_scope")
+    process_set = _temp_process_set_object(op.get_attr("process_set_id"))
+    # One allreduce each, as Horovod: TensorFlow may give float32 zeros for an unused float64.
+    grads = [_allreduce(g, op=Average, ignore_name_scope=ignore_name_scope,
+                        process_set=process_set) for g in grads]
+    return [_my_rows(g, x, ignore_name_scope, process_set)
+            for g, x in zip(grads, op.inputs[:-1])] + [None]
+
+
+# ---- broadcast ----
+
+@_job_failure_raises_internal_error
+def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
+              process_set=global_process_set):
+    """Returns root_rank's `tensor` on every rank (root_rank is a job rank, also in a process
+    set)."""
+    set_id = _set_id(process_set)
+    tensor = tf.convert_to_tensor(tensor)
+    return _ops.kolo_broadcast(tensor, op_name("broadcast", name, set_id, tensor,
+                                               ignore_name_scope),
+                               root_rank=int(root_rank), ignore_name_scope=ignore_name_scope,
+                               process_set_id=set_id)
+
+
+@ops.RegisterGradient("KoloBroadcast")
+def _broadcast_grad(op, grad):
+    """Horovod's: the average of the output's gradient over the ranks on the root, zeros
+    elsewhere."""
+    reduced = _allreduce(grad, op=Average, ignore_name_scope=op.get_attr("ignore_name_scope"),
+                         process_set=_temp_process_set_object(op.get_attr("process_set_id")))
+    if rank() != op.get_attr("root_rank"):
+        return [reduced * 0, None]
+    return [reduced, None]
+
+
+def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
+    """Assigns root_rank's value of each variable to it on every rank; returns their new
+    values. (Horovod's broadcasts into the variables' memory; kolo's assigns the broadcast
+    result, the same values.)"""
+    variables = list(variables)
+    values = [broadcast(v, root_rank, name=None if name is None else "%s.%d" % (name, i),
+                        process_set=process_set) for i, v in enumerate(variables)]
+    return [v.assign(value) for v, value in zip(variables, values)]
+
+
+# ---- alltoall ----
+
+@_job_failure_raises_internal_error
+def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
+             process_set=global_process_set):
+    """Sends splits[d] rows of `tensor` to rank d of the set (no splits: equal parts) and
+    returns the rows received, in rank order, and, when `splits` was given, the rows received
+    from each rank."""
+    set_id = _set_id(process_set)
+    tensor = tf.convert_to_tensor(tensor)
+    splits_ = (tf.cast(tf.convert_to_tensor(splits), tf.int32) if splits is not None
+               else tf.constant([], dtype=tf.int32))
+    output, received_splits = _ops.kolo_alltoall(
+        tensor, splits_, op_name("alltoall", name, set_id, tensor, ignore_name_scope),
+        ignore_name_scope=ignore_name_scope, process_set_id=set_id)
+    return (output, received_splits) if splits is not None else output
+
+
+@ops.RegisterGradient("KoloAlltoall")
+def _alltoall_grad(op, grad_wrt_output, grad_wrt_received_splits):
+    """Horovod's: the output's gradient sent back where its rows came from."""
+    grad, _ = alltoall(grad_wrt_output, splits=op.outputs[1],
+                       ignore_name_scope=op.get_attr("ignore_name_scope"),
+                       process_set=_temp_process_set_object(op.get_attr("process_set_id")))
+    return [grad, None, None]
+
+
+# ---- reducescatter ----
+
+@_job_failure_raises_internal_error
+def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False,
+                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduces `tensor` over the ranks; each gets its part of dimension 0 (rows / size, the
+    first rows % size ranks one more)."""
+    set_id = _set_id(process_set)
+    tensor = tf.convert_to_tensor(tensor)
+    return _ops.kolo_reducescatter(
+        tensor, op_name("reducescatter", name, set_id, tensor, ignore_name_scope),
+        reduce_op=_check_op(op), prescale_factor=prescale_factor,
+        postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+        process_set_id=set_id)
+
+
+def _scaled_for_reducescatter_grad(op, grads):
+    """Horovod's reducescatter gradient: the output's gradient times the set's size for Sum,
+    times the scale factors, then allgathered."""
+    process_set = _temp_process_set_object(op.get_attr("process_set_id"))
+    factor = 1.0
+    if op.get_attr("reduce_op") == Sum:
+        factor *= process_set.size()
+    factor *= op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
+    ignore_name_scope = op.get_attr("ignore_name_scope")
+    return [allgather(g * tf.cast(factor, g.dtype) if factor != 1.0 else g,
+                      ignore_name_scope=ignore_name_scope, process_set=process_set)
+            for g in grads]
+
+
+@ops.RegisterGradient("KoloReducescatter")
+def _reducescatter_grad(op, grad):
+    return _scaled_for_reducescatter_grad(op, [grad]) + [None]
+
+
+@_job_failure_raises_internal_error
+def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
+                           process_set=global_process_set, prescale_factor=1.0,
+                           postscale_factor=1.0):
+    set_id = _set_id(process_set)
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    return _ops.kolo_grouped_reducescatter(
+        tensors, _group_names("grouped_reducescatter", name, set_id, tensors,
+                              ignore_name_scope),
+        reduce_op=_check_op(op), prescale_factor=prescale_factor,
+        postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+        process_set_id=set_id)
+
+
+@ops.RegisterGradient("KoloGroupedReducescatter")
+def _grouped_reducescatter_grad(op, *grads):
+    return _scaled_for_reducescatter_grad(op, grads) + [None]
+
+
+# ---- join, barrier and the identity ops ----
+
+@_job_failure_raises_internal_error
+def join(process_set=global_process_set):
+    """Called by a rank that ran out of data: it contributes zeros to the allreduces the others
+    still submit until every rank joined. Returns the last rank to join (an int32 tensor)."""
+    return _ops.kolo_join(process_set_id=_set_id(process_set))
+
+
+@_job_failure_raises_internal_error
+def barrier(process_set=global_process_set):
+    """Returns once every rank (of `process_set`) called it (in a graph: the op to run)."""
+    return _ops.kolo_barrier(process_set_id=_set_id(process_set))
+
+
+def size_op(process_set_id=0, name=None):
+    """The set's size, read when the op runs (Horovod's size_op)."""
+    return _ops.kolo_size(process_set_id=process_set_id, name=name)
+
+
+def local_size_op(name=None):
+    return _ops.kolo_local_size(name=name)
+
+
+def rank_op(name=None):
+    return _ops.kolo_rank(name=name)
+
+
+def local_rank_op(name=None):
+    return _ops.kolo_local_rank(name=name)
+
+
+def process_set_included_op(process_set_id=0, name=None):
+    """1 when this rank is in the set, 0 when not; -1 before init, -2 for an unknown set."""
+    return _ops.kolo_process_set_included(process_set_id=process_set_id, name=name)
+
+
+for _op_type in ("KoloJoin", "KoloBarrier", "KoloSize", "KoloLocalSize", "KoloRank",
+                 "KoloLocalRank", "KoloProcessSetIncluded"):
+    ops.NotDifferentiable(_op_type)
+
+
+def handle_average_backwards_compatibility(op, average):
+    """Horovod's handling of the deprecated `average` argument beside `op`."""
+    if op is not None:
+        if average is not None:
+            raise ValueError("The op parameter supersedes average. Please provide only one "
+                             "of them.")
+        return op
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed in "
+                      "v1.0", DeprecationWarning)
+        return Average if average else Sum
+    return Average
+
+
+def check_num_rank_power_of_2(num_rank):
+    return num_rank != 0 and (num_rank & (num_rank - 1)) == 0
+
+
+_executing_eagerly = executing_eagerly
