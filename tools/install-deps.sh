@@ -3,9 +3,13 @@
 # With --ci, also what .ci/run's extra checks need: clang-14 with its sanitizer runtimes (the
 # ASan+UBSan build, -Wthread-safety) and clang-format-14. With --torch, also a Python venv in
 # .venv/torch (KOLO_TORCH_VENV overrides) holding the current torch, pybind11 and pytest from
-# PyPI, which KOLO_WITH_TORCH=AUTO finds (README "PyTorch"; ~5.4 GB, ~1.5 min). Uses sudo when
-# not run as root. Touches nothing else.
+# PyPI, which KOLO_WITH_TORCH=AUTO finds (README "PyTorch"; ~5.4 GB, ~1.5 min). With
+# --tensorflow, also a venv in .venv/tensorflow (KOLO_TENSORFLOW_VENV overrides) holding
+# tensorflow-cpu, tf-keras (Keras 2, for the tf-keras suite) and pytest from PyPI, which
+# KOLO_WITH_TENSORFLOW=AUTO finds (README "TensorFlow and Keras"; ~2.2 GB, 1.5-3.5 min). Uses sudo
+# when not run as root. Touches nothing else.
 set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
 
 packages=(
   cmake g++ make pkg-config
@@ -16,43 +20,57 @@ packages=(
   libssl-dev openssl
 )
 with_torch=0
+with_tensorflow=0
 for arg in "$@"; do
   case "$arg" in
     --ci) packages+=(clang-14 libclang-rt-14-dev clang-format-14) ;;
     --torch) with_torch=1 packages+=(python3 python3-venv python3-dev) ;;
+    --tensorflow) with_tensorflow=1 packages+=(python3 python3-venv) ;;
     *)
-      echo "usage: tools/install-deps.sh [--ci] [--torch]" >&2
+      echo "usage: tools/install-deps.sh [--ci] [--torch] [--tensorflow]" >&2
       exit 2
       ;;
   esac
 done
 
-# The torch venv: pip from PyPI is the one source of torch (Debian's is 1.13). Idempotent: a
-# venv whose torch, pybind11 and pytest import is left as it is.
-install_torch_venv() {
-  local venv="${KOLO_TORCH_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv/torch}"
-  if [ -x "$venv/bin/python" ] &&
-    "$venv/bin/python" -c "import torch, pybind11, pytest" 2>/dev/null; then
-    echo "install-deps: torch venv present in $venv"
+# A venv from PyPI: install_venv NAME VENV IMPORTS PACKAGES... Idempotent: a venv where
+# `import IMPORTS` works is left as it is. PyPI's downloads do break off (CI lost a 286 MB wheel
+# six times at the same byte once), so pip resumes a broken download many times, and the whole
+# install is tried three times: the wheels already fetched stay in pip's cache, so a later try
+# fetches only what is missing.
+install_venv() {
+  local name=$1 venv=$2 imports=$3
+  shift 3
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import $imports" 2>/dev/null; then
+    echo "install-deps: $name venv present in $venv"
     return
   fi
-  echo "install-deps: creating the torch venv in $venv (pip: torch, pybind11, pytest)"
+  echo "install-deps: creating the $name venv in $venv (pip: $*)"
   python3 -m venv "$venv"
-  # PyPI's downloads do break off (CI lost a 286 MB wheel six times at the same byte once), so
-  # pip resumes a broken download many times, and the whole install is tried three times: the
-  # wheels already fetched stay in pip's cache, so a later try fetches only what is missing.
   local try
   for try in 1 2 3; do
     if "$venv/bin/python" -m pip install -q --upgrade pip &&
-      "$venv/bin/python" -m pip install -q --retries 10 --timeout 60 --resume-retries 30 \
-        torch pybind11 pytest numpy; then
+      "$venv/bin/python" -m pip install -q --retries 10 --timeout 60 --resume-retries 30 "$@"; then
       return
     fi
     echo "install-deps: pip failed (try $try of 3)" >&2
     if [ "$try" -lt 3 ]; then sleep $((try * 20)); fi
   done
-  echo "install-deps: could not install torch from PyPI into $venv after 3 tries" >&2
+  echo "install-deps: could not install $name from PyPI into $venv after 3 tries" >&2
   exit 1
+}
+
+# The torch venv: pip from PyPI is the one source of torch (Debian's is 1.13).
+install_torch_venv() {
+  install_venv torch "${KOLO_TORCH_VENV:-$repo/.venv/torch}" "torch, pybind11, pytest" \
+    torch pybind11 pytest numpy
+}
+
+# The TensorFlow venv, its own (docs/TENSORFLOW.md, "Where TensorFlow comes from"):
+# tensorflow-cpu (Keras 3 comes with it), tf-keras for the Keras 2 suite, pytest.
+install_tensorflow_venv() {
+  install_venv tensorflow "${KOLO_TENSORFLOW_VENV:-$repo/.venv/tensorflow}" \
+    "tensorflow, tf_keras, pytest" tensorflow-cpu tf-keras pytest numpy
 }
 
 missing=()
@@ -72,3 +90,4 @@ else
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 if [ "$with_torch" = 1 ]; then install_torch_venv; fi
+if [ "$with_tensorflow" = 1 ]; then install_tensorflow_venv; fi

@@ -1,7 +1,7 @@
 """Horovod's TensorFlow ops (horovod/tensorflow/mpi_ops.py names, arguments and semantics) on
 kolo: the op library's TensorFlow ops wrapped with the names kolo matches them by
 (op_names.py), their gradients registered as Horovod registers them, and init, shutdown,
-identity and process sets.
+identity and process sets (kolo.common, over the op library's C functions).
 
 Every op runs eagerly and inside tf.function. Its kernel enqueues into kolo and completes from
 kolo's callback: no TensorFlow thread waits for the network. An op that fails raises a TensorFlow
@@ -11,7 +11,6 @@ HorovodInternalError instead. Inside a tf.function the job failure stays the Ten
 (AbortedError, DeadlineExceededError, UnavailableError, InternalError).
 """
 
-import atexit
 import ctypes
 import functools
 import os
@@ -21,7 +20,8 @@ import tensorflow as tf
 from tensorflow.python.framework import ops
 
 from kolo.common import process_sets as _process_sets
-from kolo.common.errors import HorovodInternalError, KoloError
+from kolo.common.basics import HorovodBasics
+from kolo.common.errors import HorovodInternalError
 from kolo.common.process_sets import (ProcessSet, add_process_set,  # noqa: F401 (re-exported)
                                       global_process_set, remove_process_set)
 from kolo.tensorflow.basics import Basics
@@ -72,98 +72,21 @@ def _job_failure_raises_internal_error(fn):
     return wrapper
 
 
-# ---- init, identity, timeline ----
+# ---- init, identity, timeline (kolo.common.basics) ----
 
-def init(comm=None, process_sets=None):
-    """Joins the job the environment describes (kolorun, torchrun, mpirun or SLURM variables).
-    A second call while initialized does nothing, as in Horovod. `process_sets`: a list of
-    ProcessSet made at init with ids 1, 2, ... (every rank passes the same), or "dynamic".
-    `comm`: a list of ranks is accepted when it names every rank of the job; an MPI
-    communicator is refused (kolo does not use MPI)."""
-    if comm is not None and not isinstance(comm, (list, tuple)):
-        raise ValueError("kolo.tensorflow.init: comm must be a list of ranks; kolo does not use "
-                         "MPI, so an MPI communicator cannot be passed (kolo reads the job from "
-                         "the environment)")
-    if _basics.is_initialized():
-        return
-    static_sets = _process_sets._before_init(process_sets)
-    _basics.init()
-    if comm is not None and sorted(int(r) for r in comm) != list(range(_basics.size())):
-        job_size = _basics.size()
-        _basics.shutdown()
-        raise ValueError(
-            "kolo.tensorflow.init(comm=%s): kolo's job is every rank the launcher started "
-            "(0..%d); it cannot run on a subset of them. Start only those ranks (kolorun -np "
-            "%d), or init() every rank and use hvd.add_process_set(%s) and process_set= on the "
-            "ops" % (list(comm), job_size - 1, len(comm), list(comm)))
-    _process_sets._after_init(static_sets)
-
-
-def shutdown():
-    """Leaves the job (waits for every rank to shut down too). No-op when not initialized."""
-    if _basics.is_initialized():
-        try:
-            _basics.shutdown()
-        finally:
-            _process_sets._after_shutdown()
-
-
-def _shutdown_at_exit():
-    try:
-        shutdown()
-    except KoloError as error:
-        warnings.warn("kolo.tensorflow: shutdown at exit failed: %s" % error)
-
-
-atexit.register(_shutdown_at_exit)
-
-
-def is_initialized():
-    return _basics.is_initialized()
-
-
-def _identity(value):
-    if value < 0:
-        raise ValueError("kolo has not been initialized; use kolo.tensorflow.init().")
-    return value
-
-
-def rank():
-    return _identity(_basics.rank())
-
-
-def size():
-    return _identity(_basics.size())
-
-
-def local_rank():
-    return _identity(_basics.local_rank())
-
-
-def local_size():
-    return _identity(_basics.local_size())
-
-
-def cross_rank():
-    return _identity(_basics.cross_rank())
-
-
-def cross_size():
-    return _identity(_basics.cross_size())
-
-
-def is_homogeneous():
-    """Whether every host runs the same number of ranks."""
-    return size() == local_size() * cross_size()
-
-
-def start_timeline(file_path, mark_cycles=False):
-    """Starts writing this rank's timeline (kolo inserts .rank<r> before the extension)."""
-    _basics.start_timeline(file_path, mark_cycles)
-
-
-def stop_timeline():
-    _basics.stop_timeline()
+_api = HorovodBasics(_basics, "kolo.tensorflow")
+init = _api.init
+shutdown = _api.shutdown
+is_initialized = _api.is_initialized
+rank = _api.rank
+size = _api.size
+local_rank = _api.local_rank
+local_size = _api.local_size
+cross_rank = _api.cross_rank
+cross_size = _api.cross_size
+is_homogeneous = _api.is_homogeneous
+start_timeline = _api.start_timeline
+stop_timeline = _api.stop_timeline
 
 
 # What this build has: kolo's TensorFlow ops are CPU ops; kolo is neither MPI nor Gloo.
