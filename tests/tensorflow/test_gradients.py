@@ -72,3 +72,13 @@ def test_reducescatter_gradient_is_the_scaled_allgather(eager):
     np.testing.assert_allclose(grad.numpy(), SIZE * np.tile([0.0, 1.0], SIZE))
     grad = gradient(lambda v: hvd.reducescatter(v, op=hvd.Average), x, eager)
     np.testing.assert_allclose(grad.numpy(), np.tile([0.0, 1.0], SIZE))
+
+
+@pytest.mark.parametrize("eager", [True, False], ids=["eager", "tf_function"])
+def test_grouped_allgather_and_grouped_reducescatter_gradients(eager):
+    grad = gradient(lambda v: hvd.grouped_allgather([v])[0], tf.ones([RANK + 1]), eager)
+    offset = RANK * (RANK + 1) // 2
+    np.testing.assert_allclose(grad.numpy(), np.arange(offset, offset + RANK + 1))
+    grad = gradient(lambda v: hvd.grouped_reducescatter([v], op=hvd.Sum)[0], tf.ones([SIZE * 2]),
+                    eager)
+    np.testing.assert_allclose(grad.numpy(), SIZE * np.tile([0.0, 1.0], SIZE))

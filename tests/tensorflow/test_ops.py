@@ -81,6 +81,16 @@ def test_allreduce_inside_tf_function_names_each_call_site():
         np.testing.assert_allclose(b.numpy(), 2 * expected_reduce([6], tf.float32, np.sum))
 
 
+def test_allreduce_of_a_constant_inside_tf_function():
+    # Stateless, as Horovod's ops: whether or not TensorFlow's optimizer folds the constant
+    # away, every rank runs the same collectives and gets the sum.
+    @tf.function
+    def reduce_constant():
+        return hvd.allreduce(tf.constant([1.0, 2.0]), op=hvd.Sum)
+    for _ in range(2):
+        assert reduce_constant().numpy().tolist() == [SIZE, 2.0 * SIZE]
+
+
 def test_allreduce_of_a_variable_and_of_indexed_slices():
     variable = tf.Variable(values([2], tf.float32))
     np.testing.assert_allclose(hvd.allreduce(variable, op=hvd.Sum).numpy(),

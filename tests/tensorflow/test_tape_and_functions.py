@@ -105,3 +105,15 @@ def test_horovod_internal_error_is_a_runtime_error():
     assert issubclass(hvd.HorovodInternalError, RuntimeError)
     with pytest.raises(NotImplementedError):
         hvd.elastic.run
+
+
+def test_partial_tape_keeps_local_layers_gradients_local():
+    shared = tf.keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")
+    local = tf.keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")
+    x = tf.constant([[float(RANK + 1)]])
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(shared(x) + local(x))
+    tape = hvd.PartialDistributedGradientTape(tape, local_layers=[local])
+    g_shared, g_local = tape.gradient(loss, [shared.kernel, local.kernel])
+    np.testing.assert_allclose(g_shared.numpy(), [[MEAN_RANK_PLUS_ONE]])
+    np.testing.assert_allclose(g_local.numpy(), [[(RANK + 1) / SIZE]])  # scaled, not reduced

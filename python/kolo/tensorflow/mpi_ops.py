@@ -53,8 +53,9 @@ Min = 3
 Max = 4
 Product = 5
 
-_JOB_FATAL_CODES = frozenset({tf.errors.ABORTED, tf.errors.DEADLINE_EXCEEDED,
-                              tf.errors.UNAVAILABLE, tf.errors.INTERNAL})
+# TensorFlow's codes for kolo's job-fatal statuses (tf_tensor_view.cc), named as kolo names them.
+_JOB_FATAL_CODES = {tf.errors.ABORTED: "ABORTED", tf.errors.DEADLINE_EXCEEDED: "DEADLINE_EXCEEDED",
+                    tf.errors.UNAVAILABLE: "UNAVAILABLE", tf.errors.INTERNAL: "INTERNAL"}
 
 
 def _job_failure_raises_internal_error(fn):
@@ -66,8 +67,8 @@ def _job_failure_raises_internal_error(fn):
             return fn(*args, **kwargs)
         except tf.errors.OpError as error:
             if error.error_code in _JOB_FATAL_CODES:
-                raise HorovodInternalError(error.message, tf.errors.error_code_to_exception_type(
-                    error.error_code).__name__) from error
+                raise HorovodInternalError(error.message,
+                                           _JOB_FATAL_CODES[error.error_code]) from error
             raise
     return wrapper
 

@@ -14,7 +14,7 @@ import re
 import statistics
 import sys
 
-ROW = re.compile(r"^\s+(\d+)\s+\d+\s+\w+\s+\w+\s+([0-9.]+)\s")
+ROW = re.compile(r"^\s+(\d+)\s+\d+\s+\w+\s+\w+\s+(?:-?\d+\s+)?([0-9.]+)\s")  # kolo-bench has a root column
 SWEEP = ["kolo-bench", "kolo-eager", "kolo-function", "mwms"]
 TRAIN = ["none", "kolo-keras3", "kolo-keras2", "mwms-keras2"]
 
