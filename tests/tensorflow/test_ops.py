@@ -278,3 +278,22 @@ def test_identity_and_build_queries():
     assert not hvd.mpi_built() and not hvd.gloo_built() and not hvd.cuda_built()
     hvd.init()  # a second init does nothing
     assert hvd.size() == SIZE
+
+
+@pytest.mark.skipif(SIZE == 1, reason="needs a rank that joins while others reduce")
+def test_a_joined_rank_contributes_zeros_until_all_join():
+    if RANK != 0:
+        # Every rank but 0 reduces; rank 0 has joined and adds zeros.
+        result = hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="join.others")
+        assert result.numpy().tolist() == [SIZE - 1] * 2
+    last = int(hvd.join())
+    assert 1 <= last < SIZE  # rank 0 joined first
+
+
+def test_timeline_writes_this_ranks_file(tmp_path):
+    path = tmp_path / "timeline.json"
+    hvd.start_timeline(str(path))
+    hvd.allreduce(tf.ones([3]), op=hvd.Sum, name="timeline.op")
+    hvd.stop_timeline()
+    written = tmp_path / ("timeline.rank%d.json" % RANK)
+    assert "timeline.op" in written.read_text()
