@@ -26,6 +26,12 @@ class AllgatherKernel : public KoloAsyncKernel {
     std::vector<TensorView> inputs(count);
     std::vector<Allocator> allocators;
     for (int i = 0; i < count; ++i) {
+      // Horovod refuses a scalar with a precondition error; kolo would say invalid argument.
+      OP_REQUIRES_ASYNC(context, context->input(i).dims() > 0,
+                        absl::FailedPreconditionError(
+                            "allgather '" + names[i] +
+                            "': a scalar has no dimension 0 to concatenate; reshape it to [1]"),
+                        done);
       OP_REQUIRES_OK_ASYNC(
           context, ToView(context->input(i), "allgather '" + names[i] + "'", &inputs[i]), done);
       allocators.push_back(OutputAllocator(context, i));

@@ -149,8 +149,8 @@ def test_grouped_allgather_gathers_each_tensor():
     assert results[1].shape == (2 * SIZE, 2)
 
 
-def test_allgather_of_a_scalar_fails_with_kolos_message():
-    with pytest.raises(tf.errors.InvalidArgumentError, match="scalar"):
+def test_allgather_of_a_scalar_fails_as_in_horovod():
+    with pytest.raises(tf.errors.FailedPreconditionError, match="scalar"):
         hvd.allgather(tf.constant(1.0))
 
 
