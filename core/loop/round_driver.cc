@@ -1,0 +1,143 @@
+#include "core/loop/round_driver.h"
+
+#include <sched.h>
+
+#include <utility>
+
+namespace kolo {
+namespace {
+
+// See busy_poll: a peer that has its tensor ready answers within one loopback transit.
+constexpr std::chrono::microseconds kRoundSpin{60};
+
+}  // namespace
+
+RoundDriver::RoundDriver(FastPath* fast, RoundLane* lane, ResponseRunner* runner,
+                         ControllerSession* session, Wakeup* wakeup, const Clock* clock,
+                         Logger logger, bool busy_poll)
+    : fast_(fast),
+      lane_(lane),
+      runner_(runner),
+      session_(session),
+      wakeup_(wakeup),
+      clock_(clock),
+      logger_(std::move(logger)),
+      busy_poll_(busy_poll) {}
+
+bool RoundDriver::Take(TensorEntry* entry, uint32_t cache_id, Clock::TimePoint now) {
+  if (entry->meta.process_set != 0) return false;  // the fast path is the global set's
+  // This rank's waiting cached allreduces come first, as they would on the controller's
+  // stream: the join goes out once they are decided (StepOnce).
+  if (entry->meta.op == OpType::kJoin && fast_->HoldJoin(entry)) return true;
+  if (fast_->Offer(entry, cache_id, now)) return true;
+  if (cache_id == 0) {
+    // Its metadata changed: the peers' cached copies must meet it at the controller (which
+    // names the mismatch) instead of waiting for a round.
+    const uint32_t old_id = runner_->CachedId(entry->meta.name);
+    if (old_id != 0) fast_->DivertChanged(old_id);
+  }
+  return false;
+}
+
+RoundDriver::Step RoundDriver::StepOnce(const std::function<bool()>* done) {
+  Step step;
+  const Clock::TimePoint now = clock_->Now();
+  step.fault = PollLane(now);
+  if (!step.fault.ok()) return step;
+  FastPath::Outbox out;
+  const Status advanced = fast_->Advance(now, &out);
+  step.fault = SendToController(out.to_controller);
+  if (!step.fault.ok()) return step;
+  if (!advanced.ok()) {
+    step.fault = Fault::Here(advanced);
+    return step;
+  }
+  if (out.round) {
+    step.fault = Fault::InCollective(lane_->SendToAll(*out.round));
+    if (!step.fault.ok()) return step;
+  }
+  step.progress = out.progress;
+  bool ran = false;
+  step.fault = RunDecided(&ran);
+  if (!step.fault.ok()) return step;
+  if (ran) {
+    step.progress = true;
+    if (done != nullptr && (*done)()) {
+      step.caller_done = true;
+      return step;
+    }
+  }
+  if (TensorEntry* join = fast_->TakeReleasedJoin(); join != nullptr) {
+    WorkerMessage batch;
+    batch.kind = WorkerMessage::Kind::kRequests;
+    batch.requests.push_back(runner_->RequestFor(*join));
+    step.fault = Fault::FromController(session_->Send(batch));
+  }
+  return step;
+}
+
+bool RoundDriver::SpinForAnswer() const {
+  if (!busy_poll_ || !fast_->waiting() || clock_->Now() - fast_->waiting_since() >= kRoundSpin) {
+    return false;
+  }
+  sched_yield();
+  return true;
+}
+
+Fault RoundDriver::CheckDeadlines() const {
+  return Fault::InCollective(fast_->CheckDeadlines(clock_->Now()));
+}
+
+bool RoundDriver::WakeForRounds() {
+  if (lane_->wakes_only_when_armed()) return lane_->Arm();
+  if (muted_) {
+    wakeup_->Unmute();
+    muted_ = false;
+  }
+  return true;
+}
+
+void RoundDriver::MuteRounds() {
+  if (lane_->wakes_only_when_armed() || muted_) return;
+  wakeup_->Mute();
+  muted_ = true;
+}
+
+Fault RoundDriver::PollLane(Clock::TimePoint now) {
+  std::vector<std::pair<int, RoundMessage>> messages;
+  std::vector<int> closed;
+  Status polled = lane_->Poll(&messages, &closed);
+  for (auto& [from, message] : messages) {
+    if (!polled.ok()) break;
+    polled = fast_->ReceiveRound(from, std::move(message), now);
+  }
+  if (!polled.ok()) return Fault::InCollective(polled);
+  for (int r : closed) fast_->PeerClosed(r);
+  return Fault();
+}
+
+Fault RoundDriver::SendToController(const std::vector<uint32_t>& cache_ids) {
+  if (cache_ids.empty()) return Fault();
+  WorkerMessage batch;
+  batch.kind = WorkerMessage::Kind::kRequests;
+  for (uint32_t id : cache_ids) {
+    Request request;
+    request.cache_id = id;
+    batch.requests.push_back(request);
+  }
+  logger_->debug("fast path: {} cached tensor(s) go to the controller", cache_ids.size());
+  return Fault::FromController(session_->Send(batch));
+}
+
+Fault RoundDriver::RunDecided(bool* ran) {
+  for (;;) {
+    FastPath::Work& work = work_;
+    if (!fast_->NextWork(clock_->Now(), &work)) return Fault();
+    *ran = true;
+    Fault fault = work.from_controller ? runner_->RunControllerResponse(work.response)
+                                       : runner_->RunRoundWork(work);
+    if (!fault.ok()) return fault;
+  }
+}
+
+}  // namespace kolo

@@ -1,0 +1,89 @@
+// RoundDriver: the fast path's I/O (docs/FAST-PATH.md) around FastPath's decisions
+// (core/loop/fast_path.h). It offers this rank's new cached allreduces to the fast path, reads
+// the peers' round messages from the lane and sends this rank's, sends to the controller the
+// cached allreduces that leave the path (and a join the path held back), runs what the rounds
+// decided, in order, through the ResponseRunner, and says when the lane must wake the
+// sleeping loop (RoundsMustWake in core/loop/background_loop.h). Whatever must end the job
+// comes back as a Fault for the loop.
+//
+// Threading: not thread-safe; the thread that does the loop's work (under
+// BackgroundLoop::loop_mu_). Everything it is given must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/logging.h"
+#include "core/loop/controller_session.h"
+#include "core/loop/fast_path.h"
+#include "core/loop/fault.h"
+#include "core/loop/response_runner.h"
+#include "core/round_lane.h"
+#include "core/tensor_entry.h"
+#include "core/wakeup.h"
+
+namespace kolo {
+
+class RoundDriver {
+ public:
+  // `busy_poll`: every rank of this host has a core, so an open round is polled (yielding the
+  // core to any thread that wants it) for up to a round trip before the thread sleeps.
+  RoundDriver(FastPath* fast, RoundLane* lane, ResponseRunner* runner, ControllerSession* session,
+              Wakeup* wakeup, const Clock* clock, Logger logger, bool busy_poll);
+
+  // A new op of this rank: true if the fast path takes it (it waits for a round; a join
+  // waits for this rank's cached allreduces), false if it goes to the controller as
+  // `cache_id` (0: in full) says.
+  bool Take(TensorEntry* entry, uint32_t cache_id, Clock::TimePoint now);
+
+  // One step of the rounds: reads the peers' messages, advances the decisions, sends what is
+  // due, runs what was decided. `progress`: something was sent, decided or run. `caller_done`:
+  // `*done` (a driving caller's op is complete; null when none drives) turned true after work
+  // ran, so the rest of the pass is the next one's (the caller's return is the op's latency).
+  struct Step {
+    Fault fault;
+    bool progress = false;
+    bool caller_done = false;
+  };
+  Step StepOnce(const std::function<bool()>* done);
+  // Between steps with no progress: true (after yielding the core) while a round of this
+  // rank's is open and young enough to poll for its answer instead of sleeping (busy_poll).
+  bool SpinForAnswer() const;
+  // After the steps: a round or a controller response that waited too long.
+  Fault CheckDeadlines() const;
+
+  // --- Waking the sleeping loop for rounds. ---
+  // The lane's file descriptors, for the loop's wait.
+  std::vector<int> fds() const { return lane_->fds(); }
+  // Lets the peers' round messages wake the sleeping thread: arms a lane that wakes only when
+  // armed (false: a message is in already; do not sleep), else unmutes the round sockets.
+  bool WakeForRounds();
+  // The opposite, for a lane whose sockets wake the wait: mutes them (a lane that wakes only
+  // when armed is disarmed by its next poll).
+  void MuteRounds();
+  // The loop's wait on fds() returned.
+  void Woken() { lane_->Woken(); }
+
+ private:
+  Fault PollLane(Clock::TimePoint now);
+  Fault SendToController(const std::vector<uint32_t>& cache_ids);
+  // Runs what the rounds decided, in order, as far as received; `*ran`: anything ran.
+  Fault RunDecided(bool* ran);
+
+  // Constant after construction.
+  FastPath* const fast_;
+  RoundLane* const lane_;
+  ResponseRunner* const runner_;
+  ControllerSession* const session_;
+  Wakeup* const wakeup_;
+  const Clock* const clock_;
+  const Logger logger_;
+  const bool busy_poll_;
+
+  FastPath::Work work_;  // RunDecided's, its buffers reused from op to op
+  bool muted_ = false;   // MuteRounds muted the round sockets in wakeup_
+};
+
+}  // namespace kolo
