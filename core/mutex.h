@@ -1,7 +1,7 @@
 // Mutex, MutexLock and CondVar: std::mutex and std::condition_variable with clang
 // thread-safety annotations, so that members marked KOLO_GUARDED_BY(mu_) are checked by the
 // compiler (see core/thread_annotations.h). Same costs and semantics as the std types; not
-// recursive. Every kolo lock is one of these, except those of files not yet converted.
+// recursive. Every lock of kolo's libraries is one of these.
 #pragma once
 
 #include <chrono>

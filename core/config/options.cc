@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <mutex>
 #include <optional>
 #include <set>
 
@@ -14,6 +13,7 @@
 #include "core/config/horovod_env.h"
 #include "core/config/launcher_env.h"
 #include "core/config/near_miss.h"
+#include "core/mutex.h"
 #include "core/process_sets.h"
 
 extern char** environ;
@@ -86,9 +86,9 @@ StatusOr<Options> Options::FromEnvironment() {
   // KOLO_SECRET leaves the environment at the first read, so that child processes of the
   // training program (data loaders, shells) do not inherit it; later reads (init() after
   // shutdown()) get the remembered value.
-  static std::mutex secret_mu;
-  static std::optional<std::string> remembered_secret;  // GUARDED_BY(secret_mu)
-  std::lock_guard<std::mutex> lock(secret_mu);
+  static Mutex secret_mu;
+  static std::optional<std::string> remembered_secret KOLO_GUARDED_BY(secret_mu);
+  MutexLock lock(&secret_mu);
   std::map<std::string, std::string> env;
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
     std::string text(*entry);

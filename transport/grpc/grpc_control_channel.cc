@@ -2,12 +2,11 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 
 #include "core/clock.h"
+#include "core/mutex.h"
 #include "proto/kolo.grpc.pb.h"
 #include "transport/deadline.h"
 #include "transport/grpc/grpc_credentials.h"
@@ -71,7 +70,7 @@ class GrpcControlChannel::Impl {
     NewGrpcChannel();
   }
   std::string generation() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return generation_;
   }
 
@@ -140,16 +139,16 @@ class GrpcControlChannel::Impl {
   bool welcomed_ = false;
 
   // Orders Write/WritesDone (background thread) against Finish (reader thread).
-  std::mutex write_mu_;
-  bool finished_ = false;  // GUARDED_BY(write_mu_): Finish ran or WritesDone was sent
+  Mutex write_mu_;
+  bool finished_ KOLO_GUARDED_BY(write_mu_) = false;  // Finish ran or WritesDone was sent
 
-  std::mutex mu_;
-  std::condition_variable changed_;      // with mu_: a message arrived or the stream ended
-  std::deque<ControllerMessage> inbox_;  // GUARDED_BY(mu_)
-  bool reader_done_ = false;             // GUARDED_BY(mu_)
-  Status stream_error_;                  // GUARDED_BY(mu_), set with reader_done_
-  bool retryable_end_ = false;           // GUARDED_BY(mu_), set with reader_done_ (MayRetry)
-  std::string generation_;               // GUARDED_BY(mu_), from the Welcome
+  Mutex mu_;
+  CondVar changed_;  // with mu_: a message arrived or the stream ended
+  std::deque<ControllerMessage> inbox_ KOLO_GUARDED_BY(mu_);
+  bool reader_done_ KOLO_GUARDED_BY(mu_) = false;
+  Status stream_error_ KOLO_GUARDED_BY(mu_);         // set with reader_done_
+  bool retryable_end_ KOLO_GUARDED_BY(mu_) = false;  // set with reader_done_ (MayRetry)
+  std::string generation_ KOLO_GUARDED_BY(mu_);      // from the Welcome
 };
 
 StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::Connect(const Hello& hello,
@@ -238,7 +237,7 @@ StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::Attempt(SteadyTime dea
   message.kind = WorkerMessage::Kind::kHello;
   message.hello = hello_;
   {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(&write_mu_);
     // A failed write shows up as the end of the stream, which the reader reports.
     wire::WorkerMessage out = ToWire(message);
     out.mutable_hello()->set_worker_nonce(worker_nonce_);
@@ -247,7 +246,7 @@ StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::Attempt(SteadyTime dea
   reader_ = std::thread([this] { ReaderLoop(); });
   StatusOr<std::vector<PeerInfo>> peers = AwaitWelcome(hello_.rank, deadline);
   if (!peers.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     *retryable = reader_done_ && retryable_end_;
   }
   return peers;
@@ -263,10 +262,10 @@ void GrpcControlChannel::Impl::EndAttempt() {
   welcomed_ = false;
   saw_shutdown_ = false;
   {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(&write_mu_);
     finished_ = false;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   inbox_.clear();
   reader_done_ = false;
   retryable_end_ = false;
@@ -276,8 +275,9 @@ void GrpcControlChannel::Impl::EndAttempt() {
 
 StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::AwaitWelcome(int rank,
                                                                        SteadyTime deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!changed_.wait_until(lock, deadline, [&] { return !inbox_.empty() || reader_done_; })) {
+  MutexLock lock(&mu_);
+  if (!changed_.WaitUntil(&mu_, deadline,
+                          [&]() KOLO_REQUIRES(mu_) { return !inbox_.empty() || reader_done_; })) {
     return DeadlineExceeded("rank " + std::to_string(rank) + ": no Welcome from the controller " +
                             "at " + address_ + " by the deadline (have all ranks started?)");
   }
@@ -303,7 +303,7 @@ void GrpcControlChannel::Impl::ReaderLoop() {
         continue;
       }
       if (in.kind_case() == wire::ControllerMessage::kWelcome) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         generation_ = in.welcome().generation();
         welcomed_ = true;
       }
@@ -317,17 +317,17 @@ void GrpcControlChannel::Impl::ReaderLoop() {
       const ControllerMessage::Kind kind = message->kind;
       const std::string reason = message->reason;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         inbox_.push_back(std::move(message).value());
       }
-      changed_.notify_all();
+      changed_.NotifyAll();
       if (wake_) wake_();
       if (kind == ControllerMessage::Kind::kShutdown) saw_shutdown_ = true;
       if (kind == ControllerMessage::Kind::kAbort && welcomed_ && on_fatal_) {
         on_fatal_(Aborted(reason));
       }
     }
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(&write_mu_);
     const grpc::Status final_status = stream_->Finish();
     finished_ = true;
     if (error.ok()) {
@@ -357,19 +357,19 @@ Status GrpcControlChannel::Impl::AnswerChallenge(const wire::Challenge& challeng
   answer.mutable_proof()->set_proof(ControlProof(security_.credentials, ControlRole::kWorker,
                                                  hello_, worker_nonce_,
                                                  challenge.controller_nonce()));
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   if (!finished_) stream_->Write(answer);  // a failure shows up as the end of the stream
   return Status::Ok();
 }
 
 void GrpcControlChannel::Impl::EndStream(const Status& error, bool retryable) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     reader_done_ = true;
     stream_error_ = error;
     retryable_end_ = retryable;
   }
-  changed_.notify_all();
+  changed_.NotifyAll();
   if (wake_) wake_();
   if (welcomed_ && !saw_shutdown_ && on_fatal_) on_fatal_(error);
 }
@@ -380,10 +380,10 @@ Status GrpcControlChannel::Impl::Send(const WorkerMessage& message) {
                               (closed_ ? "closed" : "not connected"));
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (reader_done_) return stream_error_;
   }
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   if (finished_ || !stream_->Write(ToWire(message))) {
     return Unavailable(Lost("the write failed (the stream is closing)"));
   }
@@ -391,7 +391,7 @@ Status GrpcControlChannel::Impl::Send(const WorkerMessage& message) {
 }
 
 StatusOr<std::optional<ControllerMessage>> GrpcControlChannel::Impl::TryReceive() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!inbox_.empty()) {
     ControllerMessage message = std::move(inbox_.front());
     inbox_.pop_front();
@@ -409,15 +409,15 @@ void GrpcControlChannel::Impl::Close(SteadyTime deadline) {
   closed_ = true;
   if (stream_ == nullptr) return;
   {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(&write_mu_);
     if (!finished_) {
       finished_ = true;
       stream_->WritesDone();
     }
   }
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!changed_.wait_until(lock, deadline, [&] { return reader_done_; })) {
+    MutexLock lock(&mu_);
+    if (!changed_.WaitUntil(&mu_, deadline, [&]() KOLO_REQUIRES(mu_) { return reader_done_; })) {
       context_->TryCancel();  // the reader's Read returns at once
     }
   }
