@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <utility>
 
@@ -13,26 +12,11 @@
 namespace kolo::controller {
 namespace {
 
-Negotiator::Config NegotiatorConfig(const Controller::Config& c) {
-  return Negotiator::Config{c.size, c.fusion_threshold_bytes, c.cache_capacity};
+StallInspector::Config StallConfig(const Options& options) {
+  return StallInspector::Config{options.stall_check_seconds, options.stall_shutdown_seconds};
 }
 
-StallInspector::Config StallConfig(const Controller::Config& c) {
-  return StallInspector::Config{c.stall_check_seconds, c.stall_shutdown_seconds};
-}
-
-// Whether `value` lies in the range of the config table's row `name`; NaN does not.
-bool InRange(const char* name, double value) {
-  const ConfigVar& row = FindConfigVar(name);
-  return value >= row.lo && value <= row.hi;
-}
-
-// "in [0.1, 86400] s" for the config table's row `name`.
-std::string RangeText(const char* name) {
-  return "in " + FindConfigVar(name).range;
-}
-
-std::chrono::steady_clock::duration StallPoll(const Controller::Config& c) {
+std::chrono::steady_clock::duration StallPoll(const Options& c) {
   double shortest = 60;
   for (double seconds : {c.stall_check_seconds, c.stall_shutdown_seconds}) {
     if (seconds > 0) shortest = std::min(shortest, seconds);
@@ -46,11 +30,11 @@ Clock::TimePoint::duration CycleDuration(double ms) {
       std::chrono::duration<double, std::milli>(ms));
 }
 
-const Controller::Config& CheckedConfig(const Controller::Config& config) {
-  // The runtime validates Options before building a controller from them.
-  const Status status = config.Validate();
-  KOLO_CHECK(status.ok()) << "invalid controller config: " << status.message();
-  return config;
+const Options& Checked(const Options& options) {
+  // The runtime validates Options before it builds a controller from them; the tables are
+  // sized by the job's size.
+  KOLO_CHECK(options.size >= 1) << "a controller for " << options.size << " ranks";
+  return options;
 }
 
 // One debug line per planned batch; formatted only when debug is on.
@@ -71,61 +55,27 @@ void LogBatch(const Logger& logger, const std::vector<Response>& responses) {
 
 }  // namespace
 
-Status Controller::Config::Validate() const {
-  if (size < 1) return InvalidArgument("controller size must be >= 1, got " + std::to_string(size));
-  if (fusion_threshold_bytes < 0) {
-    return InvalidArgument("fusion threshold must be >= 0 bytes, got " +
-                           std::to_string(fusion_threshold_bytes));
-  }
-  if (!std::isfinite(cycle_time_ms) || cycle_time_ms < 0) {
-    return InvalidArgument("cycle time must be a finite number of ms >= 0, got " +
-                           std::to_string(cycle_time_ms));
-  }
-  if (cache_capacity < 0) {
-    return InvalidArgument("cache capacity must be >= 0, got " + std::to_string(cache_capacity));
-  }
-  if (!InRange("KOLO_STALL_CHECK_SECONDS", stall_check_seconds)) {
-    return InvalidArgument("stall check time must be " + RangeText("KOLO_STALL_CHECK_SECONDS") +
-                           " (0: off), got " + SecondsText(stall_check_seconds));
-  }
-  // 0: not given (tests that drive the controller by hand); else as the table accepts it.
-  if (timeout_seconds != 0 && !InRange("KOLO_TIMEOUT_SECONDS", timeout_seconds)) {
-    return InvalidArgument("timeout must be 0 (unknown) or " + RangeText("KOLO_TIMEOUT_SECONDS") +
-                           ", got " + SecondsText(timeout_seconds));
-  }
-  if (start_timeout_seconds != 0 && !InRange("KOLO_START_TIMEOUT_SECONDS", start_timeout_seconds)) {
-    return InvalidArgument("start timeout must be 0 (none) or " +
-                           RangeText("KOLO_START_TIMEOUT_SECONDS") + ", got " +
-                           SecondsText(start_timeout_seconds));
-  }
-  if (!InRange("KOLO_STALL_SHUTDOWN_SECONDS", stall_shutdown_seconds)) {
-    return InvalidArgument("stall shutdown time must be " +
-                           RangeText("KOLO_STALL_SHUTDOWN_SECONDS") + " (0: off), got " +
-                           SecondsText(stall_shutdown_seconds));
-  }
-  return Status::Ok();
-}
-
-Controller::Controller(const Config& config, Clock* clock, Logger logger)
-    : config_(CheckedConfig(config)),
-      cycle_(CycleDuration(config.cycle_time_ms)),
-      stall_poll_(StallPoll(config)),
+Controller::Controller(const Options& options, TraceSink* trace, Clock* clock, Logger logger)
+    : options_(Checked(options)),
+      trace_(trace),
+      cycle_(CycleDuration(options.cycle_time_ms)),
+      stall_poll_(StallPoll(options)),
       clock_(clock),
       logger_(std::move(logger)),
       start_deadline_(clock->Now() + std::chrono::duration_cast<Clock::TimePoint::duration>(
                                          std::chrono::duration<double>(
-                                             std::max(0.0, config.start_timeout_seconds)))),
-      mark_cycles_(config.mark_cycles),
-      negotiator_(NegotiatorConfig(config)),
-      stall_inspector_(StallConfig(config)),
-      rendezvous_(config.size),
-      last_heard_(static_cast<size_t>(config.size)),
-      refused_after_abort_(static_cast<size_t>(config.size), false) {
+                                             std::max(0.0, options.start_timeout_seconds)))),
+      mark_cycles_(options.timeline_mark_cycles),
+      negotiator_(options),
+      stall_inspector_(StallConfig(options)),
+      rendezvous_(options.size),
+      last_heard_(static_cast<size_t>(options.size)),
+      refused_after_abort_(static_cast<size_t>(options.size), false) {
   logger_->info(
       "controller: size {}, fusion threshold {} bytes, cycle time {} ms, cache {}, stall check "
       "{} s, stall shutdown {} s (0: off)",
-      config_.size, config_.fusion_threshold_bytes, config_.cycle_time_ms, config_.cache_capacity,
-      config_.stall_check_seconds, config_.stall_shutdown_seconds);
+      options_.size, options_.fusion_threshold_bytes, options_.cycle_time_ms,
+      options_.cache_capacity, options_.stall_check_seconds, options_.stall_shutdown_seconds);
 }
 
 Controller::~Controller() {
@@ -165,7 +115,7 @@ Status Controller::OnHello(const Hello& hello) {
     }
     if (aborted_) {
       // A late rank of an aborted start: it learns the verdict (RanksNotTold).
-      if (hello.rank >= 0 && hello.rank < config_.size) refused_after_abort_[hello.rank] = true;
+      if (hello.rank >= 0 && hello.rank < options_.size) refused_after_abort_[hello.rank] = true;
       return Aborted("the job was aborted: " + abort_reason_);
     }
     Status status = rendezvous_.Admit(hello);
@@ -181,7 +131,7 @@ Status Controller::OnHello(const Hello& hello) {
       welcome.kind = ControllerMessage::Kind::kWelcome;
       welcome.peers = rendezvous_.peers();
       QueueLocked(-1, std::move(welcome));
-      logger_->info("all {} ranks joined; sent Welcome", config_.size);
+      logger_->info("all {} ranks joined; sent Welcome", options_.size);
       wake_.NotifyAll();  // the sequencer's start-timeout timer is moot; stall polling begins
     }
   }
@@ -242,7 +192,7 @@ void Controller::OnStreamClosed(int rank, const Status& why) {
       const int before = negotiator_.ready_count();
       std::vector<NegotiationEvent> events;
       negotiator_.AddGone(rank, tracing() ? &events : nullptr);
-      if (!events.empty()) RecordNegotiation(config_.trace, events, clock_->Now());
+      if (!events.empty()) RecordNegotiation(trace_, events, clock_->Now());
       NoteReadyLocked(before);
       return;  // the sequencer plans and sends the failures
     }
@@ -254,11 +204,11 @@ void Controller::OnStreamClosed(int rank, const Status& why) {
 std::string Controller::LostReasonLocked(int rank, const Status& why) const {
   const std::string who = "rank " + std::to_string(rank) + " lost: ";
   const double silent = std::chrono::duration<double>(clock_->Now() - last_heard_[rank]).count();
-  if (config_.timeout_seconds > 0 && silent >= config_.timeout_seconds / 2) {
+  if (options_.timeout_seconds > 0 && silent >= options_.timeout_seconds / 2) {
     char heard[32];
     std::snprintf(heard, sizeof(heard), "%.1f s", silent);
     return who + "nothing heard from it for " + heard + "; its control stream timed out after " +
-           SecondsText(config_.timeout_seconds) +
+           SecondsText(options_.timeout_seconds) +
            " (KOLO_TIMEOUT_SECONDS): process stopped, or its host or network gone";
   }
   return who +
@@ -271,7 +221,7 @@ void Controller::HandleRequestsLocked(int rank, const std::vector<Request>& requ
   const int before = negotiator_.ready_count();
   std::vector<NegotiationEvent> events;  // the steps of the requests applied, even on error
   Status status = negotiator_.AddRequests(rank, requests, now, tracing() ? &events : nullptr);
-  if (!events.empty()) RecordNegotiation(config_.trace, events, now);
+  if (!events.empty()) RecordNegotiation(trace_, events, now);
   if (!status.ok()) {
     AbortLocked("protocol error: " + status.message());
     return;
@@ -293,9 +243,9 @@ void Controller::HandleShutdownLocked(int rank) {
   const int before = negotiator_.ready_count();
   std::vector<NegotiationEvent> events;
   negotiator_.AddShutdown(rank, tracing() ? &events : nullptr);
-  if (!events.empty()) RecordNegotiation(config_.trace, events, clock_->Now());
+  if (!events.empty()) RecordNegotiation(trace_, events, clock_->Now());
   logger_->info("rank {} sent its shutdown notice ({} of {})", rank,
-                negotiator_.table().num_shut_down(), config_.size);
+                negotiator_.table().num_shut_down(), options_.size);
   if (!negotiator_.all_shut_down()) {
     NoteReadyLocked(before);
     return;
@@ -321,7 +271,7 @@ void Controller::AbortLocked(const std::string& reason) {
     for (const PendingName& name : negotiator_.table().WaitingSince(Clock::TimePoint::max())) {
       ends.push_back(NegotiationEvent{NegotiationEvent::Kind::kEnd, name.name, name.op, -1});
     }
-    RecordNegotiation(config_.trace, ends, clock_->Now());
+    RecordNegotiation(trace_, ends, clock_->Now());
   }
   ControllerMessage abort;
   abort.kind = ControllerMessage::Kind::kAbort;
@@ -348,7 +298,7 @@ bool Controller::PlanIfDueLocked(Clock::TimePoint now, bool force, Clock::TimePo
   std::vector<Response> responses = negotiator_.Plan();
   LogBatch(logger_, responses);
   if (mark_cycles_.load(std::memory_order_relaxed) && tracing()) {
-    RecordCycle(config_.trace, responses, now);
+    RecordCycle(trace_, responses, now);
   }
   ControllerMessage batch;
   batch.kind = ControllerMessage::Kind::kResponses;
@@ -374,7 +324,7 @@ void Controller::Flush() {
       outbox_->Send(out.rank, out.message);
       continue;
     }
-    outbox_->SendToAll(config_.size, out.message);
+    outbox_->SendToAll(options_.size, out.message);
   }
 }
 
@@ -392,7 +342,7 @@ std::vector<int> Controller::RanksNotTold() const {
   MutexLock lock(&mu_);
   std::vector<int> ranks;
   if (!aborted_ || rendezvous_.complete()) return ranks;
-  for (int rank = 0; rank < config_.size; ++rank) {
+  for (int rank = 0; rank < options_.size; ++rank) {
     if (!rendezvous_.admitted(rank) && !refused_after_abort_[rank]) ranks.push_back(rank);
   }
   return ranks;

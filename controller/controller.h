@@ -22,53 +22,34 @@
 #include "controller/rendezvous.h"
 #include "controller/stall_inspector.h"
 #include "core/clock.h"
-#include "core/config/config_table.h"
 #include "core/controller_link.h"
 #include "core/logging.h"
 #include "core/messages.h"
 #include "core/mutex.h"
 #include "core/trace_sink.h"
+#include "kolo/options.h"
 #include "kolo/status.h"
 
 namespace kolo::controller {
 
 class Controller final : public ControllerHandler {
  public:
-  // The runtime fills it from Options; the KOLO_ fields default to Options' defaults (the
-  // config table's) and must lie in the table's ranges.
-  struct Config {
-    int size = 1;                                                              // ranks in the job
-    int64_t fusion_threshold_bytes = DefaultOptions().fusion_threshold_bytes;  // KOLO_FUSION_…
-    double cycle_time_ms = DefaultOptions().cycle_time_ms;  // KOLO_CYCLE_TIME_MS: fusion window
-    int cache_capacity = DefaultOptions().cache_capacity;   // KOLO_CACHE_CAPACITY; 0: no cache
-    // KOLO_STALL_CHECK_SECONDS: warn (rate-limited to once per this period) while a tensor
-    // some ranks announced has waited this long for the others. 0 disables.
-    double stall_check_seconds = DefaultOptions().stall_check_seconds;
-    // KOLO_STALL_SHUTDOWN_SECONDS: abort the job once a tensor has waited this long for the
-    // other ranks. 0 disables; independent of stall_check_seconds.
-    double stall_shutdown_seconds = DefaultOptions().stall_shutdown_seconds;
-    // Where negotiation events go (docs/TIMELINE.md, controller process); null: nowhere.
-    // Must outlive the controller. Events are built only while trace->enabled().
-    TraceSink* trace = nullptr;
-    // KOLO_TIMELINE_MARK_CYCLES: also record a "CYCLE" instant per planned batch (until
-    // SetMarkCycles says otherwise).
-    bool mark_cycles = false;
-    // KOLO_START_TIMEOUT_SECONDS: once this long has passed since construction without every
-    // rank's Hello, the sequencer aborts the job, telling the ranks already connected which
-    // ranks never arrived. 0: wait forever (tests that drive the controller by hand).
-    double start_timeout_seconds = 0;
-    // KOLO_TIMEOUT_SECONDS: a rank whose stream closes after at least half this long without
-    // a message (workers send a keepalive Ping every quarter of it) is reported as timed out
-    // (stopped, or its host or network gone) rather than as dead. 0: unknown, never said.
-    double timeout_seconds = 0;
-
-    // InvalidArgument naming the field when a value is out of range.
-    Status Validate() const;
-  };
-
-  // `config` must be valid (Config::Validate; the process aborts otherwise). `clock` must
-  // outlive the controller; `logger` must be non-null.
-  Controller(const Config& config, Clock* clock, Logger logger);
+  // `options` is the job's configuration (Options::Validate'd, as the runtime does), of which
+  // the controller reads the size, KOLO_FUSION_THRESHOLD, KOLO_CYCLE_TIME_MS (the fusion
+  // window), KOLO_CACHE_CAPACITY (0: no cache), KOLO_STALL_CHECK_SECONDS (warn, rate-limited to
+  // once per this period, while a tensor some ranks announced waited this long for the
+  // others; 0: off), KOLO_STALL_SHUTDOWN_SECONDS (abort the job then; 0: off),
+  // KOLO_TIMELINE_MARK_CYCLES (a "CYCLE" instant per planned batch, until SetMarkCycles),
+  // KOLO_START_TIMEOUT_SECONDS (once this long passed since construction without every rank's
+  // Hello, the sequencer aborts the job naming the ranks that never arrived) and
+  // KOLO_TIMEOUT_SECONDS (a rank whose stream closes after at least half this long without a
+  // message is reported as timed out, stopped or its host gone, rather than as dead). Tests
+  // that drive the controller by hand may set those last two to 0: no start timeout, and the
+  // timeout unknown. `options` and `clock` must outlive the controller. `trace`: where
+  // negotiation events go (docs/TIMELINE.md, controller process), built only while
+  // trace->enabled(); null: nowhere; must outlive the controller. `logger` must be non-null.
+  Controller(const Options& options, TraceSink* trace, Clock* clock, Logger logger);
+  Controller(Options&&, TraceSink*, Clock*, Logger) = delete;  // it keeps a reference
   // Stops the sequencer thread if it runs.
   ~Controller() override;
   Controller(const Controller&) = delete;
@@ -101,7 +82,7 @@ class Controller final : public ControllerHandler {
   std::optional<Clock::TimePoint> CheckStalls();
 
   // One start-timeout step at clock->Now() (the sequencer thread takes it too): aborts the
-  // job, naming the ranks that never said hello, once config.start_timeout_seconds passed.
+  // job, naming the ranks that never said hello, once KOLO_START_TIMEOUT_SECONDS passed.
   // Returns the deadline while it is ahead; nullopt once every rank arrived, the job aborted,
   // or there is no start timeout.
   std::optional<Clock::TimePoint> CheckStart();
@@ -140,8 +121,8 @@ class Controller final : public ControllerHandler {
   // Aborts the job if the start deadline passed before every rank said hello; returns the
   // deadline while it is still ahead, nullopt when there is nothing to wait for.
   std::optional<Clock::TimePoint> CheckStartLocked(Clock::TimePoint now) KOLO_REQUIRES(mu_);
-  // Whether negotiation events should be built now (config_.trace set and enabled).
-  bool tracing() const { return config_.trace != nullptr && config_.trace->enabled(); }
+  // Whether negotiation events should be built now (trace_ set and enabled).
+  bool tracing() const { return trace_ != nullptr && trace_->enabled(); }
   // Plans ready tensors into a response batch for every rank if the window closed at `now`
   // (or `force`). Returns false and sets *due to the window's end when it is still open.
   bool PlanIfDueLocked(Clock::TimePoint now, bool force, Clock::TimePoint* due) KOLO_REQUIRES(mu_);
@@ -151,16 +132,17 @@ class Controller final : public ControllerHandler {
   void SequencerLoop();
 
   // Constant after construction.
-  const Config config_;
+  const Options& options_;
+  TraceSink* const trace_;
   const Clock::TimePoint::duration cycle_;
   // How often the idle sequencer looks for newly pending names when stall checks are on: a
   // quarter of the shorter stall time, so that it never misses one's first check.
   const std::chrono::steady_clock::duration stall_poll_;
   Clock* const clock_;
   const Logger logger_;
-  const Clock::TimePoint start_deadline_;  // meaningful when config_.start_timeout_seconds > 0
+  const Clock::TimePoint start_deadline_;  // meaningful when a start timeout is set
 
-  std::atomic<bool> mark_cycles_;  // config_.mark_cycles, then SetMarkCycles
+  std::atomic<bool> mark_cycles_;  // KOLO_TIMELINE_MARK_CYCLES, then SetMarkCycles
 
   // Serialises Flush so that messages leave in decision order. Taken before mu_, never after.
   Mutex send_mu_;

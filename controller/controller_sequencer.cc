@@ -87,12 +87,12 @@ std::optional<Clock::TimePoint> Controller::CheckStart() {
 }
 
 std::optional<Clock::TimePoint> Controller::CheckStartLocked(Clock::TimePoint now) {
-  if (config_.start_timeout_seconds <= 0 || rendezvous_.complete() || aborted_) {
+  if (options_.start_timeout_seconds <= 0 || rendezvous_.complete() || aborted_) {
     return std::nullopt;
   }
   if (now < start_deadline_) return start_deadline_;
   std::vector<int> missing;
-  for (int rank = 0; rank < config_.size; ++rank) {
+  for (int rank = 0; rank < options_.size; ++rank) {
     if (!rendezvous_.admitted(rank)) missing.push_back(rank);
   }
   std::string ranks;
@@ -101,7 +101,7 @@ std::optional<Clock::TimePoint> Controller::CheckStartLocked(Clock::TimePoint no
   }
   AbortLocked((missing.size() == 1 ? "rank " : "ranks ") + ranks +
               " never connected to the controller within " +
-              SecondsText(config_.start_timeout_seconds) +
+              SecondsText(options_.start_timeout_seconds) +
               " (KOLO_START_TIMEOUT_SECONDS; is every rank started, with the same "
               "KOLO_CONTROLLER?)");
   return std::nullopt;

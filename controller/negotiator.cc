@@ -7,8 +7,8 @@
 
 namespace kolo::controller {
 
-Negotiator::Negotiator(const Config& config)
-    : config_(config), table_(config.size), cache_(config.cache_capacity) {}
+Negotiator::Negotiator(const Options& options)
+    : options_(options), table_(options.size), cache_(options.cache_capacity) {}
 
 Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, Clock::TimePoint now,
                                std::vector<NegotiationEvent>* events) {
@@ -83,7 +83,7 @@ Status Negotiator::CheckProcessSetOp(int rank, const TensorMeta& meta) const {
     bool ascending = !meta.splits.empty();
     for (size_t i = 0; i < meta.splits.size() && ascending; ++i) {
       ascending =
-          meta.splits[i] >= (i == 0 ? 0 : meta.splits[i - 1] + 1) && meta.splits[i] < config_.size;
+          meta.splits[i] >= (i == 0 ? 0 : meta.splits[i - 1] + 1) && meta.splits[i] < options_.size;
     }
     if (!ascending) {
       return Internal(what + "members " + ShapeToString(meta.splits) +
@@ -179,7 +179,7 @@ void Negotiator::CommitToCache(size_t first) {
 std::vector<Response> Negotiator::Plan() {
   DecideProcessSets();
   std::vector<Response> responses =
-      PlanResponses(ready_, config_.fusion_threshold_bytes, &next_seq_);
+      PlanResponses(ready_, options_.fusion_threshold_bytes, &next_seq_);
   ready_.clear();
   return responses;
 }

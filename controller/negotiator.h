@@ -13,21 +13,18 @@
 #include "controller/response_cache.h"
 #include "controller/stall_inspector.h"
 #include "core/clock.h"
-#include "core/config/config_table.h"
 #include "core/messages.h"
+#include "kolo/options.h"
 #include "kolo/status.h"
 
 namespace kolo::controller {
 
 class Negotiator {
  public:
-  struct Config {  // from Controller::Config
-    int size = 1;
-    int64_t fusion_threshold_bytes = DefaultOptions().fusion_threshold_bytes;
-    int cache_capacity = DefaultOptions().cache_capacity;
-  };
-
-  explicit Negotiator(const Config& config);
+  // Reads the job's size, KOLO_FUSION_THRESHOLD and KOLO_CACHE_CAPACITY from `options`, which
+  // must outlive it (the Controller's).
+  explicit Negotiator(const Options& options);
+  Negotiator(Options&&) = delete;  // it keeps a reference
 
   // Applies one request batch from `rank`, received at `now` (non-decreasing from call to
   // call), in order. A non-OK status is a protocol error that names the rank (unknown cache
@@ -46,7 +43,7 @@ class Negotiator {
 
   // Number of tensors ready and not yet planned.
   int ready_count() const { return static_cast<int>(ready_.size()); }
-  bool all_shut_down() const { return table_.num_shut_down() == config_.size; }
+  bool all_shut_down() const { return table_.num_shut_down() == options_.size; }
   // Names pending in the global set and in every process set.
   int pending_count() const;
 
@@ -86,7 +83,7 @@ class Negotiator {
   // `id` (the set's table numbers its members 0, 1, ...), and which job ranks those are.
   void AnnotateSetErrors(size_t first, int id, const ProcessSet& set);
 
-  const Config config_;
+  const Options& options_;
   ReadinessTable table_;
   ResponseCache cache_;
   std::vector<ReadyTensor> ready_;  // in readiness order

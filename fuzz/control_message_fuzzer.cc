@@ -67,7 +67,11 @@ void CheckResponses(const std::vector<Response>& responses, uint64_t* last_seq) 
 // protocol error aborts the job, so nothing after it is applied.
 void ToController(fuzz::FuzzInput& in) {
   const int size = static_cast<int>(in.Range(1, 4));
-  controller::Negotiator negotiator({size, int64_t{1} << 12, static_cast<int>(in.Byte() % 8)});
+  Options options;
+  options.size = size;
+  options.fusion_threshold_bytes = int64_t{1} << 12;
+  options.cache_capacity = static_cast<int>(in.Byte() % 8);
+  controller::Negotiator negotiator(options);
   Clock::TimePoint now{};
   uint64_t last_seq = 0;
   while (in.remaining() > 0) {

@@ -99,11 +99,39 @@ class RuntimeImpl {
 
  private:
   RuntimeImpl(const Options& options, spdlog::level::level_enum level);
+
+  // The start (init()), in the order Start takes the steps; each fails with its own message.
   Status Start();
+  // KOLO_TIMELINE: the trace file, open from the start.
+  Status OpenTimeline();
+  // The job's secret and TLS files; refuses an unauthenticated job whose controller address
+  // is not a loopback address.
+  Status LoadSecurity();
+  // To the hard limit: a large job holds a connection per peer (never fails).
+  void RaiseFdLimit();
+  // Rank 0: the controller, its gRPC server and rank 0's in-process channel to it; sets the
+  // address it listens on (a free port when none was given).
   Status StartController(std::string* controller_address);
+  // The rendezvous through the controller, then the data connections to every peer and the
+  // shared-memory plane: ListenForPeers, OpenControlChannel, MeetPeers, ConnectPeers,
+  // StartSharedMemory.
   Status JoinJob(const std::string& controller_address);
+  // The data plane's listener, on KOLO_DATA_ADDR or the interface that routes to the
+  // controller.
+  Status ListenForPeers(const std::string& controller_address);
+  void OpenControlChannel(const std::string& controller_address);
+  // Says hello and waits for every rank's (the peer table), until `deadline`; sets topology_.
+  StatusOr<std::vector<PeerInfo>> MeetPeers(std::chrono::steady_clock::time_point deadline);
+  Status ConnectPeers(const std::vector<PeerInfo>& peers,
+                      std::chrono::steady_clock::time_point deadline);
   // Maps the shared-memory plane when Options::transport asks for it (collective).
   Status StartSharedMemory();
+  // The CPU executor and the GPU path (GpuPlane; nothing GPU is made until a GPU response).
+  Status StartExecutors();
+  // The fast path's round lane and the background loop, started.
+  void StartLoop();
+  // One info line: where this rank stands, and which paths its ops take.
+  void LogReady(const std::string& controller_address) const;
   // init()'s error when joining failed with `connect_error`: a deadline names the start
   // timeout and the controller address's variable. (When the controller is reachable, its
   // verdict naming the ranks that never arrived comes first.)

@@ -55,8 +55,9 @@ const std::vector<ConfigVar>& ConfigTable();
 // The row named `name` (not an alias). Aborts when there is none: a programmer error.
 const ConfigVar& FindConfigVar(const std::string& name);
 
-// A default-constructed Options, built once: the defaults of component configs that take
-// their values from Options (e.g. Controller::Config) in tests that build them by hand.
+// A default-constructed Options, built once: the defaults of the slices of Options that some
+// parts take instead of the whole (e.g. TcpMesh::Config's timeout), for tests that build them
+// by hand; the runtime fills them from its Options.
 const Options& DefaultOptions();
 
 // Every row's range check over `options`, in table order; the first failure.

@@ -17,33 +17,32 @@ constexpr std::chrono::milliseconds kMaxIdleWait{200};
 
 }  // namespace
 
-BackgroundLoop::BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup,
-                               ControlChannel* channel, Executor* executor, DataPlane* data_plane,
-                               OpTracer* tracer, Logger logger, RoundLane* lane)
-    : config_(config),
+BackgroundLoop::BackgroundLoop(const Options& options, Wiring wiring, TensorQueue* queue,
+                               Wakeup* wakeup, ControlChannel* channel, Executor* executor,
+                               DataPlane* data_plane, OpTracer* tracer, Logger logger,
+                               RoundLane* lane)
+    : options_(options),
       queue_(queue),
       wakeup_(wakeup),
       executor_(executor),
       data_plane_(data_plane),
       logger_(std::move(logger)),
-      clock_(config.clock != nullptr ? config.clock : SteadyClock::Get()),
+      clock_(wiring.clock != nullptr ? wiring.clock : SteadyClock::Get()),
       tasks_(wakeup),
       completer_(queue, tracer, clock_, logger_),
-      session_(ControllerSession::Config{config.timeout_seconds, config.on_clock_offset}, channel,
-               clock_),
-      async_(executor, &completer_, tracer, wakeup, clock_, config.timeout_seconds, logger_),
-      fast_(lane == nullptr
-                ? nullptr
-                : std::make_unique<FastPath>(
-                      FastPath::Config{config.rank, config.size, config.fusion_threshold_bytes,
-                                       config.divert_after_seconds, config.timeout_seconds},
-                      config.negotiation_sink)),
-      runner_(ResponseRunner::Config{config.process_sets, config.set_executor, config.set_removed},
+      session_(
+          ControllerSession::Config{options.timeout_seconds, std::move(wiring.on_clock_offset)},
+          channel, clock_),
+      async_(executor, &completer_, tracer, wakeup, clock_, options.timeout_seconds, logger_),
+      fast_(lane == nullptr ? nullptr
+                            : std::make_unique<FastPath>(options, wiring.negotiation_sink)),
+      runner_(ResponseRunner::Config{wiring.process_sets, std::move(wiring.set_executor),
+                                     std::move(wiring.set_removed)},
               queue, executor, &completer_, &async_, fast_.get(), tracer, clock_),
       rounds_(lane == nullptr
                   ? nullptr
                   : std::make_unique<RoundDriver>(fast_.get(), lane, &runner_, &session_, wakeup,
-                                                  clock_, logger_, config.busy_poll)) {}
+                                                  clock_, logger_, wiring.busy_poll)) {}
 
 BackgroundLoop::~BackgroundLoop() {
   Stop().IgnoreError(); /* reported by an explicit Stop */
@@ -58,7 +57,7 @@ Status BackgroundLoop::RunOnLoop(std::function<void()> task) {
   if (IsBackgroundThread()) {
     return FailedPrecondition("this call may not be made from a kolo callback");
   }
-  return tasks_.Hand(std::move(task), config_.timeout_seconds);
+  return tasks_.Hand(std::move(task), options_.timeout_seconds);
 }
 
 Status BackgroundLoop::RunWithDataPlane(const std::function<void()>& task) {

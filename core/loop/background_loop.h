@@ -18,7 +18,7 @@
 // work runs on its own thread, or on a blocking caller's thread that Drive()s the loop while
 // the loop's thread is idle, one of them at a time, under loop_mu_ ("the loop thread" in the
 // collaborators' headers). The queue, channel, executor, data plane and clock must outlive the
-// loop. Every deadline the loop computes comes from Config::clock.
+// loop. Every deadline the loop computes comes from Wiring::clock.
 #pragma once
 
 #include <atomic>
@@ -29,7 +29,6 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/config/config_table.h"
 #include "core/control_channel.h"
 #include "core/data_plane.h"
 #include "core/executor.h"
@@ -49,24 +48,18 @@
 #include "core/tensor_queue.h"
 #include "core/timeline/op_tracer.h"
 #include "core/wakeup.h"
+#include "kolo/options.h"
 
 namespace kolo {
 
 class BackgroundLoop {
  public:
-  struct Config {
-    int rank = 0;
-    double timeout_seconds =
-        DefaultOptions().timeout_seconds;  // bound on waiting for the job-wide shutdown
+  // What the composition root wires in besides the job's options.
+  struct Wiring {
     // Told the best estimate so far of (controller wall clock - this rank's wall clock) and
-    // the round trip it was measured with, in µs (timeline alignment across hosts).
+    // the round trip it was measured with, in µs (timeline alignment across hosts). Null: no
+    // clock pings.
     std::function<void(double offset_us, double rtt_us)> on_clock_offset;
-    int size = 1;
-    // Fast path: the fusion threshold its responses are planned with (KOLO_FUSION_THRESHOLD),
-    // and how long a cached allreduce waits for the other ranks before it is sent to the
-    // controller instead (whose stall inspector then sees it).
-    int64_t fusion_threshold_bytes = DefaultOptions().fusion_threshold_bytes;
-    double divert_after_seconds = 1.0;
     // Where the fast path's negotiations are drawn (rank 0: the timeline;
     // core/timeline/round_trace.h).
     TraceSink* negotiation_sink = nullptr;
@@ -84,18 +77,24 @@ class BackgroundLoop {
     std::function<void(int process_set)> set_removed;
   };
 
-  // `tracer` may be null (no timeline); `lane` may be null (no fast path: every op goes
-  // through the controller). All ranks of a job must agree on whether there is a lane.
-  BackgroundLoop(const Config& config, TensorQueue* queue, Wakeup* wakeup, ControlChannel* channel,
-                 Executor* executor, DataPlane* data_plane, OpTracer* tracer, Logger logger,
-                 RoundLane* lane = nullptr);
-  ~BackgroundLoop();  // Stop()s if still running
+  // Reads this rank's rank and the job's size and KOLO_TIMEOUT_SECONDS (the longest wait for
+  // the job-wide shutdown, for a launched op at the end, for RunOnLoop's task; the control
+  // stream's keepalives), and with a lane what FastPath reads, from `options`, which must
+  // outlive the loop. `tracer` may be null (no timeline); `lane` may be null (no fast path:
+  // every op goes through the controller). All ranks of a job must agree on whether there is
+  // a lane.
+  BackgroundLoop(const Options& options, Wiring wiring, TensorQueue* queue, Wakeup* wakeup,
+                 ControlChannel* channel, Executor* executor, DataPlane* data_plane,
+                 OpTracer* tracer, Logger logger, RoundLane* lane = nullptr);
+  BackgroundLoop(Options&&, Wiring, TensorQueue*, Wakeup*, ControlChannel*, Executor*, DataPlane*,
+                 OpTracer*, Logger, RoundLane* = nullptr) = delete;  // it keeps a reference
+  ~BackgroundLoop();                                                 // Stop()s if still running
 
   void Start();
 
   // Runs `task` (which must be short) on the background thread between two responses, so
   // after the callbacks and trace events of everything already completed, and waits for it.
-  // If the loop does not take it within config.timeout_seconds (a long ring), withdraws it
+  // If the loop does not take it within KOLO_TIMEOUT_SECONDS (a long ring), withdraws it
   // and fails with DeadlineExceeded: a task never runs after RunOnLoop returned. Runs it on
   // the calling thread when the loop is not running. FailedPrecondition from a callback.
   Status RunOnLoop(std::function<void()> task);
@@ -122,7 +121,7 @@ class BackgroundLoop {
 
   // Closes the queue, tells the controller this rank is leaving, keeps executing responses
   // for ops already submitted until the controller's job-wide Shutdown arrives (or
-  // config.timeout_seconds pass), fails what is left with kShutdown, and joins the thread.
+  // KOLO_TIMEOUT_SECONDS pass), fails what is left with kShutdown, and joins the thread.
   // Returns OK after a clean shutdown, the abort's root cause after an abort, or
   // DeadlineExceeded if the job-wide shutdown did not come in time. Idempotent. Fails with
   // FailedPrecondition, changing nothing, when called from a background thread (a callback).
@@ -174,7 +173,7 @@ class BackgroundLoop {
   void Sleep(Clock::TimePoint deadline, const std::vector<int>& fds = {});
 
   // Constant after construction.
-  const Config config_;
+  const Options& options_;
   TensorQueue* const queue_;
   Wakeup* const wakeup_;
   Executor* const executor_;

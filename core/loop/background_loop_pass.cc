@@ -150,13 +150,13 @@ void BackgroundLoop::AdvanceLife() {
         return;
       }
       MoveTo(LoopState::kDraining);
-      stop_deadline_ = clock_->Now() + DurationOf(config_.timeout_seconds);
+      stop_deadline_ = clock_->Now() + DurationOf(options_.timeout_seconds);
       return;
     }
     case LoopState::kDraining:
       if (clock_->Now() < stop_deadline_) return;
       final_status_ = DeadlineExceeded("shutdown: not every rank called shutdown() within " +
-                                       SecondsText(config_.timeout_seconds) +
+                                       SecondsText(options_.timeout_seconds) +
                                        " (KOLO_TIMEOUT_SECONDS); leaving without them");
       logger_->warn("{}", final_status_.message());
       FailAll(ShutDownBeforeCompletion());

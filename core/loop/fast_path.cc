@@ -37,12 +37,17 @@ uint64_t FastGroup(uint64_t round, uint64_t batch) {
 
 }  // namespace
 
-FastPath::FastPath(const Config& config, TraceSink* negotiation_sink)
-    : config_(config),
-      rounds_(config.rank, config.size),
-      round_trace_(negotiation_sink, config.size),
-      lane_closed_(config.size, false),
-      peer_stopping_(config.size, false) {}
+FastPath::FastPath(const Options& options, TraceSink* negotiation_sink)
+    : options_(options),
+      divert_after_seconds_(DivertAfterSeconds(options)),
+      rounds_(options.rank, options.size),
+      round_trace_(negotiation_sink, options.size),
+      lane_closed_(options.size, false),
+      peer_stopping_(options.size, false) {}
+
+double FastPath::DivertAfterSeconds(const Options& options) {
+  return options.stall_check_seconds > 0 ? std::min(1.0, options.stall_check_seconds / 2) : 1.0;
+}
 
 void FastPath::Learn(uint32_t id, FastSpec spec) {
   specs_[id] = std::move(spec);
@@ -60,7 +65,7 @@ bool FastPath::Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now) {
     return false;
   }
   hits_[cache_id] = Hit{entry, now, false};
-  round_trace_.Ready(config_.rank, cache_id, meta.name, now);
+  round_trace_.Ready(options_.rank, cache_id, meta.name, now);
   return true;
 }
 
@@ -94,7 +99,7 @@ Status FastPath::ReceiveResponse(Response response) {
 }
 
 Status FastPath::ReceiveRound(int from, RoundMessage message, TimePoint now) {
-  if (from >= 0 && from < config_.size) peer_stopping_[from] = message.stopping;
+  if (from >= 0 && from < options_.size) peer_stopping_[from] = message.stopping;
   for (uint32_t id : message.ready) {
     auto spec = specs_.find(id);
     if (spec != specs_.end()) round_trace_.Ready(from, id, spec->second.name, now);
@@ -103,7 +108,7 @@ Status FastPath::ReceiveRound(int from, RoundMessage message, TimePoint now) {
 }
 
 void FastPath::PeerClosed(int rank) {
-  if (rank < 0 || rank >= config_.size) return;
+  if (rank < 0 || rank >= options_.size) return;
   lane_closed_[rank] = true;
   // Its messages came before its end of stream: a peer that said `stopping` and then closed
   // left after shutdown() (e.g. it stopped waiting for the others); rounds go on without it.
@@ -137,7 +142,7 @@ RoundMessage FastPath::MakeRound(TimePoint now) {
   message.joined = joined_;
   message.stopping = stopping_;
   message.fusion_threshold =
-      static_cast<uint64_t>(std::max<int64_t>(config_.fusion_threshold_bytes, 0));
+      static_cast<uint64_t>(std::max<int64_t>(options_.fusion_threshold_bytes, 0));
   message.ready.reserve(hits_.size());
   for (auto& [id, hit] : hits_) {
     message.ready.push_back(id);
@@ -156,7 +161,7 @@ RoundMessage FastPath::MakeRound(TimePoint now) {
 // or a peer is stopping, else what waited longer than divert_after_seconds for the other ranks
 // (the controller's stall inspector then sees it and names who is late).
 void FastPath::DivertWaiting(TimePoint now, Outbox* out) {
-  const auto patience = DurationOf(config_.divert_after_seconds);
+  const auto patience = DurationOf(divert_after_seconds_);
   std::vector<uint32_t> ids;
   for (const auto& [id, hit] : hits_) {
     if (stopping_ || closed_ || now - hit.since >= patience) ids.push_back(id);
@@ -286,7 +291,7 @@ void FastPath::CutHits(Work* work) {
 }
 
 Status FastPath::CheckDeadlines(TimePoint now) const {
-  const auto limit = DurationOf(config_.timeout_seconds);
+  const auto limit = DurationOf(options_.timeout_seconds);
   if (rounds_.waiting()) {
     const std::vector<int> missing = rounds_.missing();
     std::vector<int> gone;
@@ -301,11 +306,11 @@ Status FastPath::CheckDeadlines(TimePoint now) const {
     if (now - rounds_.waiting_since() >= limit) {
       return DeadlineExceeded("fast path: no answer to " + round + " from rank(s) " +
                               RankList(missing) + " within " +
-                              SecondsText(config_.timeout_seconds) + " (KOLO_TIMEOUT_SECONDS)");
+                              SecondsText(options_.timeout_seconds) + " (KOLO_TIMEOUT_SECONDS)");
     }
   }
   if (blocked_ && now - blocked_since_ >= limit) {
-    return DeadlineExceeded("waited " + SecondsText(config_.timeout_seconds) +
+    return DeadlineExceeded("waited " + SecondsText(options_.timeout_seconds) +
                             " (KOLO_TIMEOUT_SECONDS) for controller response " +
                             std::to_string(handed_seq_ + 1) + ", which another rank has received");
   }

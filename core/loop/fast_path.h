@@ -20,13 +20,13 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/config/config_table.h"
 #include "core/loop/round_agreement.h"
 #include "core/messages.h"
 #include "core/round_lane.h"
 #include "core/tensor_entry.h"
 #include "core/timeline/round_trace.h"
 #include "core/trace_sink.h"
+#include "kolo/options.h"
 #include "kolo/status.h"
 
 namespace kolo {
@@ -46,19 +46,6 @@ class FastPath {
  public:
   using TimePoint = Clock::TimePoint;
 
-  struct Config {
-    int rank = 0;
-    int size = 1;
-    // This rank's KOLO_FUSION_THRESHOLD; a round fuses under the smallest any rank sent.
-    int64_t fusion_threshold_bytes = DefaultOptions().fusion_threshold_bytes;
-    // How long a cached allreduce waits for the other ranks before it goes to the controller
-    // instead (whose stall inspector then sees it).
-    double divert_after_seconds = 1.0;
-    // KOLO_TIMEOUT_SECONDS: the longest wait for a peer's round message, and for a controller
-    // response that another rank has received.
-    double timeout_seconds = DefaultOptions().timeout_seconds;
-  };
-
   // The next thing to run, in the order every rank runs it: a controller response
   // (`entries` empty: the loop finds this rank's entries by name), or a fused batch of cached
   // allreduces a round decided (`entries` parallel to response.names; null where this rank
@@ -77,9 +64,19 @@ class FastPath {
     bool progress = false;  // something was sent or decided
   };
 
+  // Reads this rank's rank and the job's size, KOLO_FUSION_THRESHOLD (a round fuses under the
+  // smallest any rank sent), KOLO_TIMEOUT_SECONDS (the longest wait for a peer's round
+  // message, and for a controller response another rank has received) and
+  // KOLO_STALL_CHECK_SECONDS (DivertAfterSeconds) from `options`, which must outlive it.
   // `negotiation_sink` may be null (rank 0 draws the rounds' negotiations;
   // core/timeline/round_trace.h).
-  FastPath(const Config& config, TraceSink* negotiation_sink);
+  FastPath(const Options& options, TraceSink* negotiation_sink);
+  FastPath(Options&&, TraceSink*) = delete;  // it keeps a reference
+
+  // How long a cached allreduce waits for the other ranks before it goes to the controller
+  // instead, whose stall inspector then watches it: well within KOLO_STALL_CHECK_SECONDS
+  // (half of it, at most 1 s; 1 s when stall checks are off).
+  static double DivertAfterSeconds(const Options& options);
 
   // --- What the controller's responses taught about cache ids. ---
   // `id` now stands for `spec`; a cached allreduce of it may take the fast path.
@@ -157,7 +154,8 @@ class FastPath {
   void CutHits(Work* work);
 
   // Constant after construction.
-  const Config config_;
+  const Options& options_;
+  const double divert_after_seconds_;
 
   RoundAgreement rounds_;
   RoundTrace round_trace_;

@@ -25,11 +25,11 @@ const char* PathText(uint8_t path) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<GpuPlane>> GpuPlane::Create(const Config& config, const Options& options,
+StatusOr<std::unique_ptr<GpuPlane>> GpuPlane::Create(const Options& options, Wiring wiring,
                                                      Executor* host, DataPlane* mesh,
                                                      Logger logger) {
   GpuBackends backends = MakeGpuBackends(options);
-  const GpuOperations asked = config.operations;
+  const GpuOperations asked = options.gpu_operations;
   const bool nccl = asked == GpuOperations::kNccl ||
                     (asked == GpuOperations::kAuto && backends.collectives != nullptr);
   if (asked != GpuOperations::kAuto) {
@@ -50,13 +50,14 @@ StatusOr<std::unique_ptr<GpuPlane>> GpuPlane::Create(const Config& config, const
                                 backends.device->name() + " reports 0 devices)");
     }
   }
-  return std::unique_ptr<GpuPlane>(
-      new GpuPlane(config, std::move(backends), nccl, host, mesh, std::move(logger)));
+  return std::unique_ptr<GpuPlane>(new GpuPlane(options, std::move(wiring), std::move(backends),
+                                                nccl, host, mesh, std::move(logger)));
 }
 
-GpuPlane::GpuPlane(const Config& config, GpuBackends backends, bool nccl, Executor* host,
-                   DataPlane* mesh, Logger logger)
-    : config_(config),
+GpuPlane::GpuPlane(const Options& options, Wiring wiring, GpuBackends backends, bool nccl,
+                   Executor* host, DataPlane* mesh, Logger logger)
+    : options_(options),
+      wiring_(std::move(wiring)),
       backends_(std::move(backends)),
       nccl_(nccl),
       host_(host),
@@ -201,13 +202,13 @@ Status GpuPlane::AgreeOnPath(const std::string& what, int* device) {
     local = FailedPrecondition("no GPU is visible to this process");
   } else {
     MutexLock lock(&mu_);
-    *device = device_ >= 0 ? device_ : config_.local_rank % *count;
+    *device = device_ >= 0 ? device_ : wiring_.local_rank % *count;
   }
   const uint8_t mine = !local.ok() ? kNoGpu : nccl_ ? kNccl : kRing;
   KOLO_ASSIGN_OR_RETURN(std::vector<uint8_t> paths,
-                        AllgatherRankBytes(*mesh_, config_.rank, config_.size, mine, what));
+                        AllgatherRankBytes(*mesh_, options_.rank, options_.size, mine, what));
   std::string differ;
-  for (int r = 0; r < config_.size; ++r) {
+  for (int r = 0; r < options_.size; ++r) {
     const uint8_t path = paths[static_cast<size_t>(r)];
     if (path == kNoGpu || path != mine) {
       differ +=
@@ -226,25 +227,25 @@ void GpuPlane::MakeExecutor(int device) {
   if (nccl_) {
     // NCCL reads its variables once, at its first bootstrap: set what the user left unset
     // (setenv, on the background thread, before any NCCL call that reads them).
-    for (const gpu::NcclEnvDefault& var : gpu::NcclEnvironmentDefaults(config_.network_interface)) {
+    for (const gpu::NcclEnvDefault& var : gpu::NcclEnvironmentDefaults(wiring_.network_interface)) {
       if (std::getenv(var.name.c_str()) != nullptr) continue;
       setenv(var.name.c_str(), var.value.c_str(), /*overwrite=*/0);
       logger_->info("{}={} ({})", var.name, var.value, var.why);
     }
     CommBootstrap::Config bootstrap;
-    bootstrap.rank = config_.rank;
-    bootstrap.size = config_.size;
-    bootstrap.timeout_seconds = config_.timeout_seconds;
-    bootstrap.clock = config_.clock;
+    bootstrap.rank = options_.rank;
+    bootstrap.size = options_.size;
+    bootstrap.timeout_seconds = options_.timeout_seconds;
+    bootstrap.clock = wiring_.clock;
     comms_ =
         std::make_unique<CommBootstrap>(backends_.collectives.get(), mesh_, bootstrap, logger_);
     gpu::GpuExecutor::Config executor;
-    executor.rank = config_.rank;
-    executor.size = config_.size;
+    executor.rank = options_.rank;
+    executor.size = options_.size;
     executor.device = device;
-    executor.fusion_threshold_bytes = static_cast<size_t>(config_.fusion_threshold_bytes);
-    executor.completion.timeout_seconds = config_.timeout_seconds;
-    executor.completion.clock = config_.clock;
+    executor.fusion_threshold_bytes = static_cast<size_t>(options_.fusion_threshold_bytes);
+    executor.completion.timeout_seconds = options_.timeout_seconds;
+    executor.completion.clock = wiring_.clock;
     CommBootstrap* comms = comms_.get();
     auto made = std::make_unique<gpu::GpuExecutor>(
         backends_.device.get(), backends_.collectives.get(),
@@ -253,7 +254,7 @@ void GpuPlane::MakeExecutor(int device) {
     gpu_executor_ = std::move(made);
   } else {
     staged_executor_ = std::make_unique<gpu::StagedExecutor>(
-        backends_.device.get(), host_, config_.timeout_seconds, config_.clock);
+        backends_.device.get(), host_, options_.timeout_seconds, wiring_.clock);
   }
   logger_->info("GPU tensors run over {} ({}) on cuda:{}", path_name(),
                 nccl_ ? backends_.collectives->name() : backends_.device->name(), device);

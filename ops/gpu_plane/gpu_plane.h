@@ -40,24 +40,24 @@ class CommBootstrap;
 
 class GpuPlane final : public Executor {
  public:
-  struct Config {
-    int rank = 0;
-    int size = 1;
+  // What the runtime wires in besides the job's options.
+  struct Wiring {
     int local_rank = 0;  // a joined rank's stand-ins use GPU local_rank % devices before any op
-    GpuOperations operations = GpuOperations::kAuto;
-    double timeout_seconds = 30;         // KOLO_TIMEOUT_SECONDS
-    int64_t fusion_threshold_bytes = 0;  // KOLO_FUSION_THRESHOLD: the device fusion buffer
     const Clock* clock = SteadyClock::Get();
     // The network interface of kolo's data connections: NCCL_SOCKET_IFNAME's default.
     std::string network_interface;
   };
 
-  // Makes the backends (ops/gpu_plane/gpu_backends.h). With KOLO_GPU_OPERATIONS set explicitly
-  // (not auto) it also checks that the chosen path can run here — its libraries built in, a
-  // usable GPU — and fails naming the variable when it cannot. `host` and `mesh` must outlive
-  // the plane.
-  static StatusOr<std::unique_ptr<GpuPlane>> Create(const Config& config, const Options& options,
+  // Makes the backends (ops/gpu_plane/gpu_backends.h). Reads this rank's rank and the job's size,
+  // KOLO_GPU_OPERATIONS, KOLO_TIMEOUT_SECONDS and KOLO_FUSION_THRESHOLD (the device fusion
+  // buffer) from `options`, which must outlive the plane. With KOLO_GPU_OPERATIONS set
+  // explicitly (not auto) it also checks that the chosen path can run here — its libraries
+  // built in, a usable GPU — and fails naming the variable when it cannot. `host` and `mesh`
+  // must outlive the plane.
+  static StatusOr<std::unique_ptr<GpuPlane>> Create(const Options& options, Wiring wiring,
                                                     Executor* host, DataPlane* mesh, Logger logger);
+  static StatusOr<std::unique_ptr<GpuPlane>> Create(Options&&, Wiring, Executor*, DataPlane*,
+                                                    Logger) = delete;  // it keeps a reference
   // Stop().
   ~GpuPlane() override;
 
@@ -81,8 +81,8 @@ class GpuPlane final : public Executor {
   void Interrupt(const Status& why) override;
 
  private:
-  GpuPlane(const Config& config, GpuBackends backends, bool nccl, Executor* host, DataPlane* mesh,
-           Logger logger);
+  GpuPlane(const Options& options, Wiring wiring, GpuBackends backends, bool nccl, Executor* host,
+           DataPlane* mesh, Logger logger);
   // Whether this rank has a usable GPU: DeviceCount once, remembered. Any thread.
   StatusOr<int> UsableDevices();
   // At the first GPU response: the ranks agree on the path, then the executor is made; a
@@ -95,7 +95,8 @@ class GpuPlane final : public Executor {
   void MakeExecutor(int device);
 
   // Constant after construction.
-  const Config config_;
+  const Options& options_;
+  const Wiring wiring_;
   GpuBackends backends_;
   const bool nccl_;  // KOLO_GPU_OPERATIONS resolved: nccl, else ring
   Executor* const host_;

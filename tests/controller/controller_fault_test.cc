@@ -12,8 +12,8 @@ namespace {
 using namespace std::chrono_literals;
 using Lines = Job::Lines;
 
-Controller::Config FaultConfig(int size) {
-  Controller::Config config = TestConfig(size);
+Options FaultOptions(int size) {
+  Options config = TestOptions(size);
   config.timeout_seconds = 2;
   config.start_timeout_seconds = 1.5;
   return config;
@@ -28,7 +28,7 @@ WorkerMessage Keepalive() {
 
 TEST_CASE("A rank silent for half the timeout before its stream closed has timed out",
           "[controller][fault]") {
-  Job job(FaultConfig(3), MakeLogger(0, "controller", spdlog::level::off));
+  Job job(FaultOptions(3), MakeLogger(0, "controller", spdlog::level::off));
   job.JoinAll();
   job.clock.Advance(1500ms);
   job.controller.OnStreamClosed(2, Unavailable("control stream of rank 2 closed"));
@@ -39,7 +39,7 @@ TEST_CASE("A rank silent for half the timeout before its stream closed has timed
 
 TEST_CASE("A rank whose stream closes soon after its last keepalive is dead, not timed out",
           "[controller][fault]") {
-  Job job(FaultConfig(3), MakeLogger(0, "controller", spdlog::level::off));
+  Job job(FaultOptions(3), MakeLogger(0, "controller", spdlog::level::off));
   job.JoinAll();
   job.clock.Advance(1500ms);
   job.controller.OnMessage(2, Keepalive());
@@ -50,7 +50,7 @@ TEST_CASE("A rank whose stream closes soon after its last keepalive is dead, not
 
 TEST_CASE("The rendezvous expires at the start timeout, naming the ranks that never arrived",
           "[controller][fault]") {
-  Job job(FaultConfig(4), MakeLogger(0, "controller", spdlog::level::off));
+  Job job(FaultOptions(4), MakeLogger(0, "controller", spdlog::level::off));
   const auto start = job.clock.Now();
   REQUIRE(job.controller.OnHello(MakeHello(0, 4)).ok());
   REQUIRE(job.controller.OnHello(MakeHello(2, 4)).ok());
@@ -71,7 +71,7 @@ TEST_CASE("The rendezvous expires at the start timeout, naming the ranks that ne
 }
 
 TEST_CASE("A complete rendezvous has no start deadline", "[controller][fault]") {
-  Job job(FaultConfig(2), MakeLogger(0, "controller", spdlog::level::off));
+  Job job(FaultOptions(2), MakeLogger(0, "controller", spdlog::level::off));
   job.JoinAll();
   job.clock.Advance(10s);
   CHECK_FALSE(job.controller.CheckStart().has_value());

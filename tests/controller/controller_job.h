@@ -38,14 +38,19 @@ inline WorkerMessage Notice(WorkerMessage::Kind kind, std::string reason = "") {
   return m;
 }
 
-// The tests' usual configuration: a 1 ms cycle, 1 MiB fusion, 16 cache ids, defaults else.
-inline Controller::Config TestConfig(int size) {
-  Controller::Config config;
-  config.size = size;
-  config.fusion_threshold_bytes = 1 << 20;
-  config.cycle_time_ms = 1.0;
-  config.cache_capacity = 16;
-  return config;
+// The tests' usual configuration: a 1 ms cycle, 1 MiB fusion, 16 cache ids, the table's
+// defaults else, except that the controller is driven by hand: no start timeout, and the
+// timeout unknown (0).
+inline Options TestOptions(int size, int64_t fusion_threshold_bytes = 1 << 20,
+                           double cycle_time_ms = 1.0, int cache_capacity = 16) {
+  Options options;
+  options.size = size;
+  options.fusion_threshold_bytes = fusion_threshold_bytes;
+  options.cycle_time_ms = cycle_time_ms;
+  options.cache_capacity = cache_capacity;
+  options.start_timeout_seconds = 0;
+  options.timeout_seconds = 0;
+  return options;
 }
 
 // A controller for `size` ranks on a ManualClock with a 1 ms cycle, wired to a recorder.
@@ -53,9 +58,13 @@ struct Job {
   using Lines = std::vector<std::string>;
 
   explicit Job(int size, spdlog::level::level_enum level = spdlog::level::off)
-      : Job(TestConfig(size), MakeLogger(0, "controller", level)) {}
-  Job(const Controller::Config& config, Logger logger)
-      : size(config.size), outbox(config.size), controller(config, &clock, std::move(logger)) {
+      : Job(TestOptions(size), MakeLogger(0, "controller", level)) {}
+  // `trace`, if any, must outlive the job.
+  Job(const Options& job_options, Logger logger, TraceSink* trace = nullptr)
+      : options(job_options),
+        size(options.size),
+        outbox(options.size),
+        controller(options, trace, &clock, std::move(logger)) {
     controller.Attach(&outbox);
   }
 
@@ -78,6 +87,7 @@ struct Job {
     return first;
   }
 
+  const Options options;
   const int size;
   ManualClock clock;
   RecordingOutbox outbox;

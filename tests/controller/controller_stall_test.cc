@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "controller/controller.h"
+#include "core/config/config_table.h"
 #include "tests/controller/controller_job.h"
 #include "tests/controller/recording_outbox.h"
 #include "tests/controller/test_requests.h"
@@ -26,7 +27,7 @@ using testing::MakeHello;
 using testing::Meta;
 using testing::RecordingOutbox;
 using testing::Requests;
-using testing::TestConfig;
+using testing::TestOptions;
 using Lines = std::vector<std::string>;
 
 // A logger whose lines ("warning: <text>") the test reads back.
@@ -50,8 +51,8 @@ struct CapturedLog {
   Logger logger;
 };
 
-Controller::Config StallConfig(int size, double check, double shutdown) {
-  Controller::Config config = TestConfig(size);
+Options StallOptions(int size, double check, double shutdown) {
+  Options config = TestOptions(size);
   config.stall_check_seconds = check;
   config.stall_shutdown_seconds = shutdown;
   return config;
@@ -60,7 +61,7 @@ Controller::Config StallConfig(int size, double check, double shutdown) {
 TEST_CASE("The controller logs one stall warning per check period while a rank lags",
           "[controller][stall]") {
   CapturedLog log;
-  Job job(StallConfig(3, 60, 0), log.logger);
+  Job job(StallOptions(3, 60, 0), log.logger);
   job.JoinAll();
   CHECK_FALSE(job.controller.CheckStalls().has_value());  // nothing pending: no timer
   const Clock::TimePoint start = job.clock.Now();
@@ -98,7 +99,7 @@ TEST_CASE("The controller logs one stall warning per check period while a rank l
 TEST_CASE("A stall past the shutdown time aborts the job on every rank",
           "[controller][stall][abort]") {
   CapturedLog log;
-  Job job(StallConfig(4, 0, 30), log.logger);
+  Job job(StallOptions(4, 0, 30), log.logger);
   job.JoinAll();
   const Clock::TimePoint start = job.clock.Now();
   for (int rank : {0, 1, 3}) job.controller.OnMessage(rank, Requests({Full(Meta("grad/w1"))}));
@@ -128,7 +129,7 @@ TEST_CASE("A stall past the shutdown time aborts the job on every rank",
 TEST_CASE("Names a departed rank announced still stall until the job shuts down",
           "[controller][stall][shutdown]") {
   CapturedLog log;
-  Job job(StallConfig(2, 1, 0), log.logger);
+  Job job(StallOptions(2, 1, 0), log.logger);
   job.JoinAll();
   job.controller.OnMessage(0, Requests({Full(Meta("x"))}));
   job.controller.OnMessage(0, testing::Notice(WorkerMessage::Kind::kShutdown));
@@ -145,29 +146,31 @@ TEST_CASE("Names a departed rank announced still stall until the job shuts down"
   CHECK(log.Take().empty());
 }
 
-TEST_CASE("Stall settings are validated with the field named", "[controller][stall]") {
-  Controller::Config config = TestConfig(2);
+TEST_CASE("Stall settings are validated with the variable named", "[controller][stall]") {
+  // The controller reads them from Options, whose ranges are the config table's.
+  Options config;
   config.stall_check_seconds = 0;
   config.stall_shutdown_seconds = 0;
-  CHECK(config.Validate().ok());
+  CHECK(CheckConfigRanges(config).ok());
   config.stall_check_seconds = -1;
-  CHECK(config.Validate().message() ==
-        "stall check time must be in [0, 86400] s (0: off), got -1 s");
+  CHECK(CheckConfigRanges(config).message() ==
+        "KOLO_STALL_CHECK_SECONDS=-1 is invalid: expected a number in [0, 86400]");
   config.stall_check_seconds = std::nan("");
-  CHECK(config.Validate().code() == StatusCode::kInvalidArgument);
+  CHECK(CheckConfigRanges(config).code() == StatusCode::kInvalidArgument);
   config.stall_check_seconds = 60;
   config.stall_shutdown_seconds = std::numeric_limits<double>::infinity();
-  CHECK(config.Validate().message() ==
-        "stall shutdown time must be in [0, 86400] s (0: off), got inf s");
+  CHECK(CheckConfigRanges(config).message() ==
+        "KOLO_STALL_SHUTDOWN_SECONDS=inf is invalid: expected a number in [0, 86400]");
   config.stall_shutdown_seconds = 1e9;
-  CHECK(config.Validate().code() == StatusCode::kInvalidArgument);
+  CHECK(CheckConfigRanges(config).code() == StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("The sequencer thread wakes for a stall deadline without being driven",
           "[controller][stall][thread]") {
   const int size = 3;
   RecordingOutbox outbox(size);
-  Controller controller(StallConfig(size, 0.02, 0.05), SteadyClock::Get(),
+  const Options options = StallOptions(size, 0.02, 0.05);
+  Controller controller(options, nullptr, SteadyClock::Get(),
                         MakeLogger(0, "controller", spdlog::level::off));
   controller.Attach(&outbox);
   controller.Start();

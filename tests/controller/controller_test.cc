@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/config/config_table.h"
 #include "tests/controller/controller_job.h"
 #include "tests/controller/recording_outbox.h"
 #include "tests/controller/test_requests.h"
@@ -220,8 +221,8 @@ TEST_CASE("Protocol errors abort the job with a message naming the rank", "[cont
 TEST_CASE("Messages decided before Attach are delivered by Attach, in order", "[controller]") {
   ManualClock clock;
   RecordingOutbox outbox(2);
-  Controller controller(Controller::Config{2, 1 << 20, 1.0, 16}, &clock,
-                        MakeLogger(0, "controller", spdlog::level::off));
+  const Options options = testing::TestOptions(2);
+  Controller controller(options, nullptr, &clock, MakeLogger(0, "controller", spdlog::level::off));
   REQUIRE(controller.OnHello(MakeHello(0, 2)).ok());
   REQUIRE(controller.OnHello(MakeHello(1, 2)).ok());
   controller.OnMessage(0, Requests({Full(Meta("x"))}));
@@ -234,27 +235,34 @@ TEST_CASE("Messages decided before Attach are delivered by Attach, in order", "[
                                "responses {seq 1 allreduce float32 sum 1 1 root -1 x#1x4}"});
 }
 
-TEST_CASE("Config validation names the bad field", "[controller]") {
-  Controller::Config config;
-  CHECK(config.Validate().ok());
+TEST_CASE("The settings the controller reads are validated with the variable named",
+          "[controller]") {
+  // The controller reads them from Options, whose ranges are the config table's.
+  Options config;
+  CHECK(CheckConfigRanges(config).ok());
   config.size = 0;
-  CHECK(config.Validate().message() == "controller size must be >= 1, got 0");
-  config = Controller::Config{};
+  CHECK(CheckConfigRanges(config).message() ==
+        "KOLO_SIZE=0 is invalid: expected an integer in [1, 1048576]");
+  config = Options{};
   config.cycle_time_ms = -1;
-  CHECK(config.Validate().code() == StatusCode::kInvalidArgument);
-  config = Controller::Config{};
+  CHECK(CheckConfigRanges(config).message() ==
+        "KOLO_CYCLE_TIME_MS=-1 is invalid: expected a number in [0, 1000]");
+  config = Options{};
   config.fusion_threshold_bytes = -5;
-  CHECK(config.Validate().message() == "fusion threshold must be >= 0 bytes, got -5");
-  config = Controller::Config{};
+  CHECK_THAT(CheckConfigRanges(config).message(),
+             Catch::StartsWith("KOLO_FUSION_THRESHOLD=-5 is invalid"));
+  config = Options{};
   config.cache_capacity = -1;
-  CHECK(config.Validate().message() == "cache capacity must be >= 0, got -1");
+  CHECK(CheckConfigRanges(config).message() ==
+        "KOLO_CACHE_CAPACITY=-1 is invalid: expected an integer in [0, 1000000]");
 }
 
 TEST_CASE("The sequencer thread sends ready tensors without being driven", "[controller][thread]") {
   const int size = 4;
   RecordingOutbox outbox(size);
-  Controller controller(Controller::Config{size, 1 << 20, /*cycle_time_ms=*/0.5, 16},
-                        SteadyClock::Get(), MakeLogger(0, "controller", spdlog::level::off));
+  const Options options = testing::TestOptions(size, 1 << 20, /*cycle_time_ms=*/0.5);
+  Controller controller(options, nullptr, SteadyClock::Get(),
+                        MakeLogger(0, "controller", spdlog::level::off));
   controller.Attach(&outbox);
   controller.Start();
   for (int rank = 0; rank < size; ++rank) REQUIRE(controller.OnHello(MakeHello(rank, size)).ok());
@@ -285,8 +293,9 @@ TEST_CASE("Ranks announcing concurrently all receive one identical, complete seq
   const int num_names = 60;
   static constexpr int kStrides[size] = {1, 7, 11, 13};  // coprime with num_names
   RecordingOutbox outbox(size);
-  Controller controller(Controller::Config{size, /*fusion_threshold_bytes=*/64, 0.2, 16},
-                        SteadyClock::Get(), MakeLogger(0, "controller", spdlog::level::off));
+  const Options options = testing::TestOptions(size, /*fusion_threshold_bytes=*/64, 0.2);
+  Controller controller(options, nullptr, SteadyClock::Get(),
+                        MakeLogger(0, "controller", spdlog::level::off));
   controller.Attach(&outbox);
   controller.Start();
   for (int rank = 0; rank < size; ++rank) REQUIRE(controller.OnHello(MakeHello(rank, size)).ok());

@@ -23,7 +23,7 @@ using testing::Job;
 using testing::Meta;
 using testing::Notice;
 using testing::Requests;
-using testing::TestConfig;
+using testing::TestOptions;
 using Lines = std::vector<std::string>;
 
 // A TraceSink that keeps every event. Test thread only (the Controller records under its lock
@@ -58,11 +58,10 @@ class RecordingSink final : public TraceSink {
   std::vector<TraceEvent> events_;
 };
 
-Controller::Config TraceConfig(int size, TraceSink* sink, bool mark_cycles) {
-  Controller::Config config = TestConfig(size);
-  config.trace = sink;
-  config.mark_cycles = mark_cycles;
-  return config;
+Options TraceOptions(int size, bool mark_cycles) {
+  Options options = TestOptions(size);
+  options.timeline_mark_cycles = mark_cycles;
+  return options;
 }
 
 Logger Quiet() {
@@ -77,7 +76,7 @@ TEST_CASE("Op names become NEGOTIATE_ span names", "[controller][trace]") {
 TEST_CASE("A negotiation is a span from the first announcement to the last, with a tick per rank",
           "[controller][trace]") {
   RecordingSink sink;
-  Job job(TraceConfig(3, &sink, /*mark_cycles=*/false), Quiet());
+  Job job(TraceOptions(3, /*mark_cycles=*/false), Quiet(), &sink);
   job.JoinAll();
   const Clock::TimePoint t0 = job.clock.Now();
   job.controller.OnMessage(1, Requests({Full(Meta("a")), Full(Meta("b"))}));
@@ -104,7 +103,7 @@ TEST_CASE("A negotiation is a span from the first announcement to the last, with
 
 TEST_CASE("Announcements by cache id get their ticks too", "[controller][trace][cache]") {
   RecordingSink sink;
-  Job job(TraceConfig(2, &sink, false), Quiet());
+  Job job(TraceOptions(2, false), Quiet(), &sink);
   job.JoinAll();
   job.AllSend({Full(Meta("grad/w1"))});
   job.Cycle();
@@ -126,7 +125,7 @@ TEST_CASE("Announcements by cache id get their ticks too", "[controller][trace][
 
 TEST_CASE("A mismatched name's span ends when its last rank announces", "[controller][trace]") {
   RecordingSink sink;
-  Job job(TraceConfig(3, &sink, false), Quiet());
+  Job job(TraceOptions(3, false), Quiet(), &sink);
   job.JoinAll();
   const Clock::TimePoint t0 = job.clock.Now();
   job.controller.OnMessage(2, Requests({Full(Meta("grad/w1", {3, 2}))}));
@@ -147,7 +146,7 @@ TEST_CASE("A mismatched name's span ends when its last rank announces", "[contro
 TEST_CASE("Names failed by a shutdown, a departure or an abort end with last_rank -1",
           "[controller][trace][shutdown]") {
   RecordingSink sink;
-  Job job(TraceConfig(3, &sink, false), Quiet());
+  Job job(TraceOptions(3, false), Quiet(), &sink);
   job.JoinAll();
   const Clock::TimePoint t0 = job.clock.Now();
   job.controller.OnMessage(0, Requests({Full(Meta("x"))}));
@@ -170,7 +169,7 @@ TEST_CASE("Names failed by a shutdown, a departure or an abort end with last_ran
 
 TEST_CASE("An abort closes the spans still open with last_rank -1", "[controller][trace][abort]") {
   RecordingSink sink;
-  Job job(TraceConfig(2, &sink, false), Quiet());
+  Job job(TraceOptions(2, false), Quiet(), &sink);
   job.JoinAll();
   const Clock::TimePoint t0 = job.clock.Now();
   job.controller.OnMessage(0, Requests({Full(Meta("p")), Full(Meta("q"))}));
@@ -187,7 +186,7 @@ TEST_CASE("An abort closes the spans still open with last_rank -1", "[controller
 
 TEST_CASE("With mark_cycles, each planned batch is a global CYCLE instant", "[controller][trace]") {
   RecordingSink sink;
-  Job job(TraceConfig(2, &sink, /*mark_cycles=*/true), Quiet());
+  Job job(TraceOptions(2, /*mark_cycles=*/true), Quiet(), &sink);
   job.JoinAll();
   const Clock::TimePoint t0 = job.clock.Now();
   // Rank 0 has also announced 'later', which rank 1 has not: the window stays open.
@@ -212,7 +211,7 @@ TEST_CASE("With mark_cycles, each planned batch is a global CYCLE instant", "[co
 TEST_CASE("SetMarkCycles turns CYCLE instants on and off while the controller runs",
           "[controller][trace]") {
   RecordingSink sink;
-  Job job(TraceConfig(2, &sink, /*mark_cycles=*/false), Quiet());
+  Job job(TraceOptions(2, /*mark_cycles=*/false), Quiet(), &sink);
   job.JoinAll();
   const Clock::TimePoint t0 = job.clock.Now();
   // The CYCLE lines of one batch (nothing is half-announced, so it is planned on arrival).
@@ -253,12 +252,12 @@ TEST_CASE("Nothing is recorded while tracing is off", "[controller][trace]") {
   SECTION("a sink that is not enabled") {
     RecordingSink sink;
     sink.set_enabled(false);
-    Job job(TraceConfig(2, &sink, /*mark_cycles=*/true), Quiet());
+    Job job(TraceOptions(2, /*mark_cycles=*/true), Quiet(), &sink);
     RunEverything(&job);
     CHECK(sink.size() == 0);
   }
   SECTION("no sink") {
-    Job job(TraceConfig(2, nullptr, /*mark_cycles=*/true), Quiet());
+    Job job(TraceOptions(2, /*mark_cycles=*/true), Quiet(), nullptr);
     RunEverything(&job);
   }
 }

@@ -15,8 +15,13 @@ using testing::Full;
 using testing::kT0;
 using testing::Meta;
 
-Negotiator::Config MakeConfig(int size, int cache_capacity = 16) {
-  return Negotiator::Config{size, /*fusion_threshold_bytes=*/1 << 20, cache_capacity};
+// The job's size, 1 MiB fusion, `cache_capacity` ids; the table's defaults else.
+Options MakeOptions(int size, int cache_capacity = 16) {
+  Options options;
+  options.size = size;
+  options.fusion_threshold_bytes = 1 << 20;
+  options.cache_capacity = cache_capacity;
+  return options;
 }
 
 // Every rank sends `requests`; returns the planned responses.
@@ -28,7 +33,8 @@ std::vector<Response> AllSend(Negotiator* n, int size, const std::vector<Request
 TEST_CASE("A completed name gets a cache id that every rank may then use",
           "[controller][negotiator][cache]") {
   const int size = GENERATE(1, 2, 5);
-  Negotiator n(MakeConfig(size));
+  const Options options = MakeOptions(size);
+  Negotiator n(options);
   std::vector<Response> first = AllSend(&n, size, {Full(Meta("a")), Full(Meta("b"))});
   REQUIRE(first.size() == 1);
   CHECK(first[0].names == std::vector<std::string>{"a", "b"});
@@ -44,7 +50,8 @@ TEST_CASE("A completed name gets a cache id that every rank may then use",
 }
 
 TEST_CASE("Ids and full metadata mix freely when they agree", "[controller][negotiator][cache]") {
-  Negotiator n(MakeConfig(2));
+  const Options options = MakeOptions(2);
+  Negotiator n(options);
   AllSend(&n, 2, {Full(Meta("a"))});
   REQUIRE(n.AddRequests(0, {ById(1)}, kT0).ok());
   REQUIRE(n.AddRequests(1, {Full(Meta("a"))}, kT0).ok());
@@ -56,7 +63,8 @@ TEST_CASE("Ids and full metadata mix freely when they agree", "[controller][nego
 
 TEST_CASE("An unknown cache id is a protocol error naming the rank",
           "[controller][negotiator][cache]") {
-  Negotiator n(MakeConfig(2));
+  const Options options = MakeOptions(2);
+  Negotiator n(options);
   Status status = n.AddRequests(1, {ById(7)}, kT0);
   CHECK(status.code() == StatusCode::kInternal);
   CHECK(status.message() == "rank 1 sent unknown cache id 7");
@@ -64,7 +72,8 @@ TEST_CASE("An unknown cache id is a protocol error naming the rank",
 
 TEST_CASE("Once the cache is full, new names complete without an id",
           "[controller][negotiator][cache]") {
-  Negotiator n(MakeConfig(2, /*cache_capacity=*/2));
+  const Options options = MakeOptions(2, /*cache_capacity=*/2);
+  Negotiator n(options);
   std::vector<Response> r = AllSend(&n, 2, {Full(Meta("a")), Full(Meta("b")), Full(Meta("c"))});
   REQUIRE(r.size() == 1);
   CHECK(r[0].cache_ids == std::vector<uint32_t>{1, 2, 0});
@@ -76,7 +85,8 @@ TEST_CASE("Once the cache is full, new names complete without an id",
 
 TEST_CASE("A shape change replaces the name's cache entry on success",
           "[controller][negotiator][cache]") {
-  Negotiator n(MakeConfig(2));
+  const Options options = MakeOptions(2);
+  Negotiator n(options);
   AllSend(&n, 2, {Full(Meta("a", {4}))});
   std::vector<Response> r = AllSend(&n, 2, {Full(Meta("a", {8}))});
   CHECK(r.at(0).cache_ids == std::vector<uint32_t>{2});
@@ -86,7 +96,8 @@ TEST_CASE("A shape change replaces the name's cache entry on success",
 
 TEST_CASE("A mismatch between an id and new metadata fails the op and keeps the cache",
           "[controller][negotiator][cache]") {
-  Negotiator n(MakeConfig(2));
+  const Options options = MakeOptions(2);
+  Negotiator n(options);
   AllSend(&n, 2, {Full(Meta("a", {4}))});
   REQUIRE(n.AddRequests(0, {ById(1)}, kT0).ok());
   REQUIRE(n.AddRequests(1, {Full(Meta("a", {5}))}, kT0).ok());
@@ -100,7 +111,8 @@ TEST_CASE("A mismatch between an id and new metadata fails the op and keeps the 
 
 TEST_CASE("Malformed metadata and duplicate announcements are protocol errors",
           "[controller][negotiator]") {
-  Negotiator n(MakeConfig(3));
+  const Options options = MakeOptions(3);
+  Negotiator n(options);
   CHECK(n.AddRequests(2, {Full(Meta(""))}, kT0).message() ==
         "rank 2 announced a tensor without a name");
   CHECK(n.AddRequests(1, {Full(Meta("x")), Full(Meta("x"))}, kT0).message() ==
@@ -109,7 +121,8 @@ TEST_CASE("Malformed metadata and duplicate announcements are protocol errors",
 
 TEST_CASE("Errors and successes keep readiness order and global sequence numbers",
           "[controller][negotiator]") {
-  Negotiator n(MakeConfig(2));
+  const Options options = MakeOptions(2);
+  Negotiator n(options);
   REQUIRE(n.AddRequests(0, {Full(Meta("a")), Full(Meta("bad")), Full(Meta("b"))}, kT0).ok());
   REQUIRE(n.AddRequests(1, {Full(Meta("a")), Full(Meta("bad", {5})), Full(Meta("b"))}, kT0).ok());
   CHECK(n.ready_count() == 3);
@@ -128,7 +141,8 @@ TEST_CASE("Errors and successes keep readiness order and global sequence numbers
 
 TEST_CASE("Shutdown notices fail pending names and count towards all_shut_down",
           "[controller][negotiator][shutdown]") {
-  Negotiator n(MakeConfig(2));
+  const Options options = MakeOptions(2);
+  Negotiator n(options);
   REQUIRE(n.AddRequests(0, {Full(Meta("x"))}, kT0).ok());
   n.AddShutdown(1);
   CHECK_FALSE(n.all_shut_down());
@@ -142,7 +156,8 @@ TEST_CASE("Shutdown notices fail pending names and count towards all_shut_down",
 TEST_CASE("Announcements by cache id report their steps under the tensor's name",
           "[controller][negotiator][trace]") {
   using Kind = NegotiationEvent::Kind;
-  Negotiator n(MakeConfig(2));
+  const Options options = MakeOptions(2);
+  Negotiator n(options);
   AllSend(&n, 2, {Full(Meta("a"))});
   std::vector<NegotiationEvent> events;
   REQUIRE(n.AddRequests(1, {ById(1)}, kT0, &events).ok());
@@ -180,7 +195,8 @@ TensorMeta InSet(const std::string& name, int set) {
 
 TEST_CASE("A process set gets an id, its own readiness among its members, and its own responses",
           "[controller][negotiator][process_sets]") {
-  Negotiator n(MakeConfig(4));
+  const Options options = MakeOptions(4);
+  Negotiator n(options);
   std::vector<Response> added = AllSend(&n, 4, {testing::Full(AddSet({1, 3}))});
   REQUIRE(added.size() == 1);
   CHECK_FALSE(added[0].is_error());
@@ -223,7 +239,8 @@ TEST_CASE("A process set gets an id, its own readiness among its members, and it
 
 TEST_CASE("Removing a process set fails while one of its names is pending",
           "[controller][negotiator][process_sets]") {
-  Negotiator n(MakeConfig(2));
+  const Options options = MakeOptions(2);
+  Negotiator n(options);
   AllSend(&n, 2, {testing::Full(AddSet({0, 1}))});
   TensorMeta remove = testing::Meta("kolo.remove_process_set", {0});
   remove.op = OpType::kRemoveProcessSet;
@@ -250,7 +267,8 @@ TEST_CASE("Removing a process set fails while one of its names is pending",
 
 TEST_CASE("The stall inspector watches process sets, naming job ranks",
           "[controller][negotiator][process_sets][stall]") {
-  Negotiator n(MakeConfig(4));
+  const Options options = MakeOptions(4);
+  Negotiator n(options);
   AllSend(&n, 4, {testing::Full(AddSet({1, 3}))});
   REQUIRE(n.AddRequests(1, {testing::Full(InSet("x", 1))}, testing::kT0).ok());
   StallInspector::Config config;
@@ -266,7 +284,8 @@ TEST_CASE("The stall inspector watches process sets, naming job ranks",
 
 TEST_CASE("A malformed add_process_set is a protocol error naming the rank",
           "[controller][negotiator][process_sets]") {
-  Negotiator n(MakeConfig(3));
+  const Options options = MakeOptions(3);
+  Negotiator n(options);
   for (const std::vector<int64_t>& members :
        {std::vector<int64_t>{}, {1, 0}, {0, 0}, {0, 3}, {-1, 1}}) {
     Status status = n.AddRequests(2, {testing::Full(AddSet(members))}, testing::kT0);
@@ -278,7 +297,8 @@ TEST_CASE("A malformed add_process_set is a protocol error naming the rank",
 
 TEST_CASE("Ranks that disagree on a new set's members all get the mismatch",
           "[controller][negotiator][process_sets]") {
-  Negotiator n(MakeConfig(3));
+  const Options options = MakeOptions(3);
+  Negotiator n(options);
   REQUIRE(n.AddRequests(0, {testing::Full(AddSet({0, 1}))}, testing::kT0).ok());
   REQUIRE(n.AddRequests(1, {testing::Full(AddSet({0, 1}))}, testing::kT0).ok());
   REQUIRE(n.AddRequests(2, {testing::Full(AddSet({0, 2}))}, testing::kT0).ok());

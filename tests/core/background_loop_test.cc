@@ -223,12 +223,12 @@ class LoopJob {
  public:
   // `executor`: runs the responses (the recording one when null); must outlive the job.
   explicit LoopJob(int size, Executor* executor = nullptr) : queue_(&wakeup_) {
-    controller::Controller::Config config;
-    config.size = size;
-    config.fusion_threshold_bytes = 1 << 20;
-    config.timeout_seconds = 30;
+    options_.size = size;
+    options_.fusion_threshold_bytes = 1 << 20;
+    options_.timeout_seconds = 30;
+    options_.start_timeout_seconds = 0;  // the test drives the start by hand
     controller_ = std::make_unique<controller::Controller>(
-        config, SteadyClock::Get(), MakeLogger(0, "controller", spdlog::level::warn));
+        options_, nullptr, SteadyClock::Get(), MakeLogger(0, "controller", spdlog::level::warn));
     channel_ = std::make_unique<LocalControlChannel>(0, controller_.get(), &others_, "gen-1");
     controller_->Attach(channel_.get());
     controller_->Start();
@@ -249,15 +249,12 @@ class LoopJob {
         channel_
             ->Connect(hello, std::chrono::steady_clock::now() + 10s, [this] { wakeup_.Notify(); })
             .ok());
-    BackgroundLoop::Config loop_config;
-    loop_config.rank = 0;
-    loop_config.size = size;
-    loop_config.timeout_seconds = 30;
-    loop_config.fusion_threshold_bytes = 1 << 20;
-    loop_config.clock = &clock_;
-    loop_ = std::make_unique<BackgroundLoop>(
-        loop_config, &queue_, &wakeup_, channel_.get(), executor != nullptr ? executor : &executor_,
-        &data_plane_, nullptr, MakeLogger(0, "loop", spdlog::level::warn));
+    BackgroundLoop::Wiring wiring;
+    wiring.clock = &clock_;
+    loop_ =
+        std::make_unique<BackgroundLoop>(options_, wiring, &queue_, &wakeup_, channel_.get(),
+                                         executor != nullptr ? executor : &executor_, &data_plane_,
+                                         nullptr, MakeLogger(0, "loop", spdlog::level::warn));
     loop_->Start();
   }
 
@@ -329,6 +326,7 @@ class LoopJob {
   OtherRanks& others() { return others_; }
 
  private:
+  Options options_;  // rank 0 of `size`; the controller's and the loop's
   ManualClock clock_;
   Wakeup wakeup_;
   TensorQueue queue_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <deque>
 #include <map>
 #include <memory>
 
@@ -28,13 +29,13 @@ class Job {
  public:
   explicit Job(int size, int64_t threshold = 1 << 20, std::vector<int64_t> thresholds = {}) {
     for (int r = 0; r < size; ++r) {
-      FastPath::Config config;
-      config.rank = r;
-      config.size = size;
-      config.fusion_threshold_bytes = thresholds.empty() ? threshold : thresholds[r];
-      config.divert_after_seconds = 1.0;
-      config.timeout_seconds = 30.0;
-      ranks_.push_back(std::make_unique<FastPath>(config, nullptr));
+      Options& options = options_.emplace_back();  // the defaults: a patience of 1 s
+      options.rank = r;
+      options.size = size;
+      options.fusion_threshold_bytes = thresholds.empty() ? threshold : thresholds[r];
+      options.timeout_seconds = 30.0;
+      REQUIRE(FastPath::DivertAfterSeconds(options) == 1.0);
+      ranks_.push_back(std::make_unique<FastPath>(options, nullptr));
       to_controller_.emplace_back();
     }
   }
@@ -98,6 +99,7 @@ class Job {
 
  private:
   ManualClock clock_;
+  std::deque<Options> options_;  // each rank's; a deque keeps them in place as it grows
   std::vector<std::unique_ptr<FastPath>> ranks_;
   std::vector<std::unique_ptr<TensorEntry>> entries_;
   std::vector<std::vector<uint32_t>> to_controller_;

@@ -74,7 +74,7 @@ class Rank {
         lane_(rank, mail),
         completer_(&queue_, nullptr, clock, logger_),
         async_(&executor, &completer_, nullptr, &wakeup_, clock, 30, logger_),
-        fast_(FastPath::Config{rank, size, 1 << 20, 1.0, 30.0}, nullptr),
+        fast_(Configured(&options_, rank, size), nullptr),
         runner_(ResponseRunner::Config{}, &queue_, &executor, &completer_, &async_, &fast_, nullptr,
                 clock),
         session_(ControllerSession::Config{30, nullptr}, &channel, clock),
@@ -106,6 +106,13 @@ class Rank {
   std::vector<std::pair<std::string, Status>> completed;
 
  private:
+  static const Options& Configured(Options* options, int rank, int size) {
+    options->rank = rank;
+    options->size = size;
+    return *options;
+  }
+
+  Options options_;  // the defaults: 64 MiB fusion, a patience of 1 s, a timeout of 30 s
   const Logger logger_;
   std::vector<float> data_ = std::vector<float>(4, 1.0f);
   Wakeup wakeup_;
@@ -164,7 +171,6 @@ class Job {
   Mailboxes mail_;
   std::vector<std::unique_ptr<Rank>> ranks_;
 };
-
 
 }  // namespace
 

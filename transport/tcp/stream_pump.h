@@ -10,7 +10,6 @@
 #include <functional>
 #include <string>
 
-#include "core/config/config_table.h"
 #include "core/data_plane.h"
 #include "kolo/status.h"
 
@@ -23,9 +22,8 @@ struct PumpEnds {
   int recv_peer = -1;
   int interrupt_fd = -1;                     // readable once the mesh is interrupted
   std::function<Status()> interrupt_status;  // what to return then
-  double timeout_seconds =
-      DefaultOptions().timeout_seconds;  // KOLO_TIMEOUT_SECONDS: longest time with no progress
-  bool busy_poll = true;                 // false: block in poll() at once (no spinning)
+  double timeout_seconds = 0;  // the mesh's KOLO_TIMEOUT_SECONDS: longest time with no progress
+  bool busy_poll = true;       // false: block in poll() at once (no spinning)
 };
 
 // Blocks until both streams of `exchange` are complete. Errors name the peer and start with

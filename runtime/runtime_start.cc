@@ -1,0 +1,327 @@
+// RuntimeImpl's start (init()), step by step: Create, Start and its named steps, each of which
+// fails with its own message, and what rank 0 does after a start that failed (TellLateRanks).
+// The rest of RuntimeImpl is in runtime_impl.cc.
+#include <algorithm>
+#include <thread>
+
+#include "controller/controller.h"
+#include "core/config/config_table.h"
+#include "ops/cpu_executor.h"
+#include "runtime/fd_limit.h"
+#include "runtime/job_credentials.h"
+#include "runtime/local_address.h"
+#include "runtime/runtime_impl.h"
+#include "transport/deadline.h"
+#include "transport/grpc/grpc_control_channel.h"
+#include "transport/grpc/grpc_control_server.h"
+#include "transport/shm/shm_mesh.h"
+#include "transport/shm/shm_round_lane.h"
+#include "transport/tcp/tcp_mesh.h"
+#include "transport/tcp/tcp_round_lane.h"
+
+namespace kolo {
+namespace {
+
+using SteadyTime = std::chrono::steady_clock;
+
+}  // namespace
+
+StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const Options& options) {
+  KOLO_RETURN_IF_ERROR(options.Validate());
+  StatusOr<spdlog::level::level_enum> level = ParseLogLevel(options.log_level);
+  if (!level.ok()) return level.status().WithContext("KOLO_LOG_LEVEL");
+  std::unique_ptr<RuntimeImpl> impl(new RuntimeImpl(options, *level));
+  Status started = impl->Start();
+  if (!started.ok()) {
+    impl->TellLateRanks();
+    impl->Teardown();
+    std::string where =
+        options.controller_source.empty()
+            ? ""
+            : ", controller " + options.controller_address + " (" + options.controller_source + ")";
+    return started.WithContext("init() of rank " + std::to_string(options.rank) + " of " +
+                               std::to_string(options.size) + where);
+  }
+  return impl;
+}
+
+// The start, one named step after another; each step's failure says what failed (Create adds
+// the rank and the controller address, and tears down what the steps before built).
+Status RuntimeImpl::Start() {
+  KOLO_RETURN_IF_ERROR(OpenTimeline());
+  for (const std::string& warning : options_.environment_warnings) logger_->warn("{}", warning);
+  KOLO_RETURN_IF_ERROR(LoadSecurity());
+  RaiseFdLimit();
+  std::string controller_address = options_.controller_address;
+  if (options_.rank == 0) KOLO_RETURN_IF_ERROR(StartController(&controller_address));
+  KOLO_RETURN_IF_ERROR(JoinJob(controller_address));
+  KOLO_RETURN_IF_ERROR(StartExecutors());
+  StartLoop();
+  LogReady(controller_address);
+  return Status::Ok();
+}
+
+Status RuntimeImpl::OpenTimeline() {
+  // "DYNAMIC" is Horovod's "off until start_timeline()" (HOROVOD_TIMELINE=DYNAMIC), not a file.
+  if (options_.timeline_path.empty() || options_.timeline_path == "DYNAMIC") return Status::Ok();
+  return timeline_.Start(options_.timeline_path).WithContext("KOLO_TIMELINE");
+}
+
+Status RuntimeImpl::LoadSecurity() {
+  KOLO_ASSIGN_OR_RETURN(security_.credentials, LoadJobCredentials(options_));
+  security_.tls_cert = options_.tls_cert;
+  security_.tls_key = options_.tls_key;
+  security_.tls_ca = options_.tls_ca;
+  if (!options_.controller_address.empty()) {
+    std::string host;
+    int port = 0;
+    KOLO_RETURN_IF_ERROR(
+        SplitHostPort(options_.controller_address, "KOLO_CONTROLLER", &host, &port));
+    KOLO_RETURN_IF_ERROR(CheckUnauthenticatedJob(
+        options_, security_.credentials, !IsLoopbackHost(host),
+        "the controller address " + options_.controller_address + " is not a loopback address"));
+  }
+  if (security_.credentials.key.empty() && options_.size > 1) {  // one rank has no peers to admit
+    logger_->warn(
+        "no job secret (KOLO_SECRET): this single-host job's ports are not authenticated; any "
+        "local process could join it. kolorun makes a secret");
+  }
+  return Status::Ok();
+}
+
+void RuntimeImpl::RaiseFdLimit() {
+  const FdLimitChange fds = RaiseFdLimitToHard();
+  if (!fds.error.empty()) {
+    logger_->debug("file descriptor limit stays at {}: {}", fds.before, fds.error);
+  } else if (fds.after != fds.before) {
+    logger_->debug("raised the file descriptor limit from {} to the hard limit {}", fds.before,
+                   fds.after);
+  }
+}
+
+Status RuntimeImpl::StartController(std::string* controller_address) {
+  // A one-rank job needs no fixed port: the controller takes any free loopback port.
+  if (controller_address->empty()) *controller_address = "127.0.0.1:0";
+  std::string host;
+  int port = 0;
+  KOLO_RETURN_IF_ERROR(SplitHostPort(*controller_address, "KOLO_CONTROLLER", &host, &port));
+  controller_ = std::make_unique<controller::Controller>(
+      options_, &timeline_, SteadyClock::Get(),
+      MakeLogger(options_.rank, "controller", logger_->level()));
+  StatusOr<std::unique_ptr<transport::GrpcControlServer>> server =
+      transport::GrpcControlServer::Start(
+          *controller_address, controller_.get(), options_.timeout_seconds,
+          MakeLogger(options_.rank, "control-server", logger_->level()), security_);
+  if (!server.ok()) return server.status().WithContext("starting the controller");
+  server_ = std::move(server).value();
+  controller_started_ = SteadyTime::now();
+  local_channel_ = std::make_unique<LocalControlChannel>(options_.rank, controller_.get(),
+                                                         server_.get(), server_->generation());
+  controller_->Attach(local_channel_.get());
+  controller_->Start();
+  *controller_address = host + ":" + std::to_string(server_->port());
+  return Status::Ok();
+}
+
+Status RuntimeImpl::JoinJob(const std::string& controller_address) {
+  // At the start timeout the controller gives up and tells the ranks already connected which
+  // ranks never arrived; every rank waits a little longer than that for the verdict.
+  const double grace = std::min(2.0, options_.start_timeout_seconds);
+  const SteadyTime::time_point deadline =
+      transport::AddSeconds(SteadyTime::now(), options_.start_timeout_seconds + grace);
+  KOLO_RETURN_IF_ERROR(ListenForPeers(controller_address));
+  OpenControlChannel(controller_address);
+  KOLO_ASSIGN_OR_RETURN(const std::vector<PeerInfo> peers, MeetPeers(deadline));
+  // Before connecting: a rank that fails here leaves, and a peer still connecting would
+  // report that as a lost rank instead of this reason (every rank sees the same peer table).
+  if (options_.transport == Transport::kShm && topology_.local_size != options_.size) {
+    return StartSharedMemory();
+  }
+  KOLO_RETURN_IF_ERROR(ConnectPeers(peers, deadline));
+  return StartSharedMemory();
+}
+
+Status RuntimeImpl::ListenForPeers(const std::string& controller_address) {
+  std::string controller_host;
+  int controller_port = 0;
+  KOLO_RETURN_IF_ERROR(
+      SplitHostPort(controller_address, "KOLO_CONTROLLER", &controller_host, &controller_port));
+  std::string data_host = options_.data_address;
+  if (data_host.empty()) {
+    KOLO_ASSIGN_OR_RETURN(data_host, LocalAddressRouting(controller_host));
+  }
+  transport::TcpMesh::Config mesh_config;
+  mesh_config.rank = options_.rank;
+  mesh_config.size = options_.size;
+  mesh_config.bind_host = data_host;
+  mesh_config.auth.credentials = security_.credentials;
+  mesh_config.timeout_seconds = options_.timeout_seconds;
+  mesh_config.logger = MakeLogger(options_.rank, "data-plane", logger_->level());
+  mesh_config.round_lane = options_.fast_path;
+  mesh_config.transport = options_.transport;
+  StatusOr<std::unique_ptr<transport::TcpMesh>> mesh = transport::TcpMesh::Listen(mesh_config);
+  if (!mesh.ok()) return mesh.status().WithContext("data-plane listener on " + data_host);
+  mesh_ = std::move(mesh).value();
+  return Status::Ok();
+}
+
+void RuntimeImpl::OpenControlChannel(const std::string& controller_address) {
+  if (local_channel_) {
+    channel_ = local_channel_.get();
+  } else {
+    grpc_channel_ = transport::GrpcControlChannel::Create(
+        controller_address, options_.timeout_seconds,
+        MakeLogger(options_.rank, "control", logger_->level()), security_);
+    channel_ = grpc_channel_.get();
+  }
+  // An abort must reach a background thread blocked in the ring at once, not at the ring's
+  // deadline.
+  channel_->SetFatalHandler([this](const Status& why) {
+    mesh_->Interrupt(why);
+    if (SharedMemoryPlane* shm = shm_plane_.load()) shm->Interrupt(why);
+  });
+}
+
+StatusOr<std::vector<PeerInfo>> RuntimeImpl::MeetPeers(SteadyTime::time_point deadline) {
+  Hello hello;
+  hello.rank = options_.rank;
+  hello.size = options_.size;
+  hello.host = options_.host.empty() ? LocalHostName() : options_.host;
+  hello.data_address = mesh_->listen_address();
+  StatusOr<std::vector<PeerInfo>> peers =
+      channel_->Connect(hello, deadline, [this] { wakeup_.Notify(); });
+  if (!peers.ok()) return StartFailure(peers.status());
+  topology_ = ComputeTopology(*peers, options_.rank);
+  KOLO_RETURN_IF_ERROR(CheckUnauthenticatedJob(
+      options_, security_.credentials, topology_.cross_size > 1,
+      "its ranks report " + std::to_string(topology_.cross_size) + " host names"));
+  if (options_.local_rank >= 0) topology_.local_rank = options_.local_rank;
+  if (options_.local_size >= 0) topology_.local_size = options_.local_size;
+  return peers;
+}
+
+Status RuntimeImpl::ConnectPeers(const std::vector<PeerInfo>& peers,
+                                 SteadyTime::time_point deadline) {
+  mesh_->SetGeneration(channel_->generation());
+  std::vector<std::string> addresses;
+  for (const PeerInfo& peer : peers) addresses.push_back(peer.data_address);
+  KOLO_RETURN_IF_ERROR(mesh_->Connect(addresses, deadline));
+  mesh_->SetLocalRanks(topology_.local_size, options_.cpu_bind == "core");
+  return Status::Ok();
+}
+
+Status RuntimeImpl::StartSharedMemory() {
+  const bool one_host = topology_.local_size == options_.size;
+  if (options_.transport == Transport::kShm && !one_host) {
+    return FailedPrecondition(
+        "KOLO_TRANSPORT=shm needs every rank on one host, but this host has " +
+        std::to_string(topology_.local_size) + " of the " + std::to_string(options_.size) +
+        " ranks; multi-host jobs use tcp (KOLO_TRANSPORT=auto or tcp)");
+  }
+  const bool use_shm = options_.transport == Transport::kShm ||
+                       (options_.transport == Transport::kAuto && one_host && options_.size > 1);
+  if (!use_shm) return Status::Ok();
+  transport::ShmMesh::Config config;
+  config.rank = options_.rank;
+  config.size = options_.size;
+  config.timeout_seconds = options_.timeout_seconds;
+  config.spin = mesh_->busy_poll();  // decided by SetLocalRanks, KOLO_CPU_BIND included
+  config.logger = MakeLogger(options_.rank, "shm", logger_->level());
+  StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(config, *mesh_);
+  if (!shm.ok()) {
+    return shm.status().WithContext(std::string("KOLO_TRANSPORT=") +
+                                    TransportName(options_.transport));
+  }
+  shm_ = std::move(shm).value();
+  shm_plane_.store(shm_.get());
+  return Status::Ok();
+}
+
+Status RuntimeImpl::StartFailure(const Status& connect_error) {
+  if (connect_error.code() != StatusCode::kDeadlineExceeded) return connect_error;
+  return Status(connect_error.code(),
+                connect_error.message() +
+                    " (KOLO_START_TIMEOUT_SECONDS=" + SecondsText(options_.start_timeout_seconds) +
+                    "; is rank 0 running, and is KOLO_CONTROLLER, or the launcher's rule, right?)");
+}
+
+Status RuntimeImpl::StartExecutors() {
+  executor_ =
+      std::make_unique<ops::CpuExecutor>(*mesh_, MakeLogger(options_.rank, "ops", logger_->level()),
+                                         ops::RingScratch::kDefaultBytes, shm_.get());
+  GpuPlane::Wiring gpu_wiring;
+  gpu_wiring.local_rank = topology_.local_rank;
+  std::string data_host;
+  int data_port = 0;
+  if (SplitHostPort(mesh_->listen_address(), "the data address", &data_host, &data_port).ok()) {
+    StatusOr<std::string> interface = InterfaceOfAddress(data_host);
+    if (interface.ok()) gpu_wiring.network_interface = *interface;  // else NCCL picks its own
+  }
+  KOLO_ASSIGN_OR_RETURN(
+      gpu_, GpuPlane::Create(options_, std::move(gpu_wiring), executor_.get(), mesh_.get(),
+                             MakeLogger(options_.rank, "gpu", logger_->level())));
+  return Status::Ok();
+}
+
+void RuntimeImpl::StartLoop() {
+  BackgroundLoop::Wiring loop_wiring;
+  loop_wiring.on_clock_offset = [this](double offset_us, double rtt_us) {
+    timeline_.SetClockOffset(offset_us, rtt_us);
+  };
+  loop_wiring.busy_poll = mesh_->busy_poll();
+  wait_spin_ = mesh_->busy_poll() ? std::chrono::microseconds(options_.wait_spin_us)
+                                  : std::chrono::microseconds::zero();
+  if (options_.rank == 0) loop_wiring.negotiation_sink = &timeline_;
+  loop_wiring.process_sets = &sets_;
+  loop_wiring.set_executor = [this](int id) { return SetExecutor(id); };
+  loop_wiring.set_removed = [this](int id) { set_planes_.erase(id); };
+  if (options_.fast_path) {
+    Logger lane_logger = MakeLogger(options_.rank, "fast-path", logger_->level());
+    if (shm_) {  // round messages through the segment, the connections as doorbells
+      round_lane_ = std::make_unique<transport::ShmRoundLane>(
+          options_.rank, mesh_->TakeRoundConnections(), shm_->round_area(), lane_logger);
+    } else {
+      round_lane_ = std::make_unique<transport::TcpRoundLane>(
+          options_.rank, mesh_->TakeRoundConnections(), lane_logger);
+    }
+  }
+  loop_ = std::make_unique<BackgroundLoop>(options_, std::move(loop_wiring), &queue_, &wakeup_,
+                                           channel_, gpu_.get(), mesh_.get(), &tracer_, logger_,
+                                           round_lane_.get());
+  loop_->Start();
+}
+
+void RuntimeImpl::LogReady(const std::string& controller_address) const {
+  logger_->info(
+      "rank {} of {} ready (local {}/{}, cross {}/{}), controller {}{}; identity from {}; "
+      "allreduce over {}; GPU tensors over {}",
+      options_.rank, options_.size, topology_.local_rank, topology_.local_size,
+      topology_.cross_rank, topology_.cross_size, controller_address,
+      options_.controller_source.empty() ? "" : " (" + options_.controller_source + ")",
+      options_.identity_source.empty() ? "no launcher variables" : options_.identity_source,
+      shm_ ? "shared memory" : "tcp", gpu_->path_name());
+}
+
+void RuntimeImpl::TellLateRanks() {
+  if (!controller_ || !server_ || options_.start_timeout_seconds <= 0) return;
+  std::vector<int> untold = controller_->RanksNotTold();
+  if (untold.empty()) return;
+  const SteadyTime::time_point deadline =
+      controller_started_ + std::chrono::duration_cast<SteadyTime::duration>(
+                                std::chrono::duration<double>(options_.start_timeout_seconds));
+  std::string ranks;
+  for (size_t i = 0; i < untold.size(); ++i)
+    ranks += (i == 0 ? "" : ", ") + std::to_string(untold[i]);
+  logger_->info(
+      "the start was aborted; rank{} {} {} not connected yet: the controller stays up to tell "
+      "{} why, at most until the start timeout (KOLO_START_TIMEOUT_SECONDS={})",
+      untold.size() == 1 ? "" : "s", ranks, untold.size() == 1 ? "has" : "have",
+      untold.size() == 1 ? "it" : "them", SecondsText(options_.start_timeout_seconds));
+  while (!untold.empty() && SteadyTime::now() < deadline) {
+    // Polls a rare error path at a coarse step; the deadline bounds it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    untold = controller_->RanksNotTold();
+  }
+}
+
+}  // namespace kolo
