@@ -109,10 +109,6 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
   return true;
 }
 
-bool BackgroundLoop::IsBackgroundThread() {
-  return OnCallbackThread();
-}
-
 Status BackgroundLoop::Stop() {
   if (IsBackgroundThread()) {
     return FailedPrecondition(

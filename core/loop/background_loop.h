@@ -34,6 +34,7 @@
 #include "core/executor.h"
 #include "core/logging.h"
 #include "core/loop/async_ops.h"
+#include "core/loop/callback_thread.h"
 #include "core/loop/controller_session.h"
 #include "core/loop/fast_path.h"
 #include "core/loop/fault.h"
@@ -117,7 +118,7 @@ class BackgroundLoop {
 
   // True when called from any runtime's background thread, where callbacks run: blocking
   // kolo calls must refuse there, since the thread would wait on itself.
-  static bool IsBackgroundThread();
+  static bool IsBackgroundThread() { return OnCallbackThread(); }
 
   // Closes the queue, tells the controller this rank is leaving, keeps executing responses
   // for ops already submitted until the controller's job-wide Shutdown arrives (or

@@ -6,6 +6,7 @@
 // Threading: a value type.
 #pragma once
 
+#include <optional>
 #include <utility>
 
 #include "kolo/status.h"
@@ -34,14 +35,22 @@ class [[nodiscard]] Fault {
 
   bool ok() const { return origin_ == Origin::kNone; }
   Origin origin() const { return origin_; }
-  const Status& why() const { return why_; }
+  // The error; OK when there is no fault.
+  const Status& why() const {
+    static const Status kNone;
+    return why_ ? *why_ : kNone;
+  }
 
  private:
-  Fault(Origin origin, Status why)
-      : origin_(why.ok() ? Origin::kNone : origin), why_(std::move(why)) {}
+  Fault(Origin origin, Status why) {
+    if (why.ok()) return;
+    origin_ = origin;
+    why_.emplace(std::move(why));
+  }
 
   Origin origin_ = Origin::kNone;
-  Status why_;
+  // Empty when there is no fault: a step that went on (the per-op path) builds no Status here.
+  std::optional<Status> why_;
 };
 
 }  // namespace kolo
