@@ -8,13 +8,17 @@ ranks, a bad argument, a call before init) raises KoloError, a RuntimeError as i
 job goes on.
 """
 
-JOB_FATAL = frozenset({"ABORTED", "UNAVAILABLE", "DEADLINE_EXCEEDED", "SHUTDOWN", "INTERNAL"})
+from __future__ import annotations
+
+# The status codes that say the job failed and cannot go on.
+JOB_FATAL: frozenset[str] = frozenset({"ABORTED", "UNAVAILABLE", "DEADLINE_EXCEEDED", "SHUTDOWN",
+                                       "INTERNAL"})
 
 
 class KoloError(RuntimeError):
     """A failed kolo call; `code` is kolo's status code name ("MISMATCH", ...)."""
 
-    def __init__(self, message, code="UNKNOWN"):
+    def __init__(self, message: str, code: str = "UNKNOWN") -> None:
         super().__init__(message)
         self.code = code
 
@@ -27,8 +31,9 @@ class HostsUpdatedInterrupt(RuntimeError):
     """Horovod's elastic signal; kolo has no elastic mode, so it is never raised."""
 
 
-def from_status(code, message):
-    """The exception for a failed kolo status."""
+def from_status(code: object, message: str) -> KoloError:
+    """The exception for a failed kolo status: HorovodInternalError for a code in JOB_FATAL,
+    else KoloError; `code` is kolo's status code name (any case)."""
     code = str(code).upper()
     cls = HorovodInternalError if code in JOB_FATAL else KoloError
     return cls(message, code)
