@@ -19,10 +19,16 @@ As in Horovod, the job size must be a power of two and only the global process s
 the dtypes are float16, bfloat16, float32 and float64.
 """
 
+from __future__ import annotations
+
 import math
 import sys
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 # Horovod's threshold below which a squared norm counts as zero: sqrt(DBL_MIN).
 _ZERO_NORM_SQUARED = math.sqrt(sys.float_info.min)
@@ -30,11 +36,12 @@ _ZERO_NORM_SQUARED = math.sqrt(sys.float_info.min)
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-def is_power_of_two(number):
+def is_power_of_two(number: int) -> bool:
+    """Whether `number` is 1, 2, 4, ..."""
     return number > 0 and number & (number - 1) == 0
 
 
-def check(tensor, process_set_id, job_size):
+def check(tensor: torch.Tensor, process_set_id: int, job_size: int) -> None:
     """Raises what Horovod raises for an Adasum it would not run."""
     if process_set_id != 0:
         raise NotImplementedError("Adasum does not support non-global process sets yet.")
@@ -46,7 +53,7 @@ def check(tensor, process_set_id, job_size):
                         "float64), got %s" % tensor.dtype)
 
 
-def pair(a, b):
+def pair(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Horovod's pairwise combination of two tensors of the same shape and dtype."""
     a64, b64 = a.double().reshape(-1), b.double().reshape(-1)
     dot = float(torch.dot(a64, b64))
@@ -57,7 +64,7 @@ def pair(a, b):
     return (a_coeff * a.double() + b_coeff * b.double()).to(a.dtype)
 
 
-def tree(tensors):
+def tree(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     """Combines the ranks' tensors (a list in rank order, a power of two long) level by level,
     neighbours first, as Horovod's recursive pairing does."""
     level = list(tensors)
@@ -66,7 +73,8 @@ def tree(tensors):
     return level[0]
 
 
-def reduce_gathered(gathered, shape, postscale_factor):
+def reduce_gathered(gathered: torch.Tensor, shape: Sequence[int],
+                    postscale_factor: float) -> torch.Tensor:
     """The Adasum of an allgather of every rank's tensor flattened to one row: `gathered` has
     one row per rank. Returns a tensor of `shape` (postscaled)."""
     result = tree(list(gathered.unbind(0))).reshape(shape)

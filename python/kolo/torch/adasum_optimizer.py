@@ -10,7 +10,10 @@ Single-threaded, as torch optimizers are; DistributedOptimizer uses it on more t
 on the global process set only.
 """
 
+from __future__ import annotations
+
 import contextlib
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -19,29 +22,41 @@ from kolo.torch.backward_passes import count_pass, refuse_zero_grad_in_flight
 from kolo.torch.mpi_ops import Adasum
 from kolo.torch.parameter_names import check_names
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+    from kolo.torch.compression import Compressor
+
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
-    def __init__(self, params, named_parameters, compression, backward_passes_per_step=1):
-        super(self.__class__, self).__init__(params)
+    """The methods of DistributedOptimizer(op=Adasum)'s class, a subclass of the wrapped
+    optimizer's class (super(self.__class__, self) is that class)."""
+
+    def __init__(self, params: Iterable[dict[str, Any]],
+                 named_parameters: Iterable[tuple[str, torch.Tensor]] | None,
+                 compression: type[Compressor], backward_passes_per_step: int = 1) -> None:
+        super(self.__class__, self).__init__(params)  # type: ignore[call-arg]
         self._compression = compression
         self._parameter_names = check_names(self.param_groups, named_parameters)
         self.backward_passes_per_step = backward_passes_per_step
         all_params = [p for group in self.param_groups for p in group["params"]]
         self._allreduce_delay = {p: backward_passes_per_step for p in all_params}
-        self._handles = {}
-        self._grad_accs = []
-        self._requires_update = set()
+        self._handles: dict[torch.Tensor, tuple[int | None, Any]] = {}
+        self._grad_accs: list[Any] = []
+        self._requires_update: set[torch.Tensor] = set()
         # Each parameter's value before its local step.
         self._starting_models = {p: torch.zeros_like(p, requires_grad=False)
                                  for p in all_params}
         self._register_hooks()
 
-    def set_backward_passes_per_step(self, passes):
+    def set_backward_passes_per_step(self, passes: int) -> None:
+        """Reduces every `passes`-th backward pass from now on (the passes between add up
+        locally)."""
         self.backward_passes_per_step = passes
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
 
-    def _register_hooks(self):
+    def _register_hooks(self) -> None:
         for group in self.param_groups:
             for p in group["params"]:
                 if p.requires_grad:
@@ -51,7 +66,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
                     grad_acc.register_hook(self._make_hook(p))
                     self._grad_accs.append(grad_acc)
 
-    def _allreduce_grad_async(self, p):
+    def _allreduce_grad_async(self, p: torch.Tensor) -> tuple[int, Any]:
         """Steps `p` alone with the wrapped optimizer, leaves the step's delta in p and
         starts its Adasum allreduce."""
         start = self._starting_models[p]
@@ -71,23 +86,28 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
                                           op=Adasum)
         return handle, ctx
 
-    def _make_hook(self, p):
-        def hook(*ignore):
-            handle, ctx = None, None
+    def _make_hook(self, p: torch.Tensor) -> Callable[..., None]:
+        def hook(*ignore: Any) -> None:
+            handle: int | None = None
+            ctx: Any = None
             if count_pass(self, p):
                 handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
         return hook
 
-    def synchronize(self):
-        pass
+    def synchronize(self) -> None:
+        """Does nothing: with Adasum, step() combines the parameters' deltas."""
 
     @contextlib.contextmanager
-    def skip_synchronize(self):
+    def skip_synchronize(self) -> Iterator[None]:
+        """Refused with Adasum (AssertionError), as in Horovod."""
         raise AssertionError("Skipping synchronization is not supported when using Adasum "
                              "optimizer.")
 
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+        """Waits for every delta's Adasum allreduce (starting those whose hook did not run) and
+        sets each parameter to its value before the step plus the combined delta. Returns
+        closure()'s loss when given a closure."""
         loss = None
         if closure is not None:
             loss = closure()
@@ -105,6 +125,8 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._handles.clear()
         return loss
 
-    def zero_grad(self, *args, **kwargs):
+    def zero_grad(self, *args: Any, **kwargs: Any) -> None:
+        """The wrapped optimizer's zero_grad; AssertionError while reductions are in flight
+        (after backward, before step or synchronize)."""
         refuse_zero_grad_in_flight(self)
         return super(self.__class__, self).zero_grad(*args, **kwargs)

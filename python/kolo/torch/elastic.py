@@ -6,8 +6,12 @@ samplers to resume. The module exists so that `hvd.elastic` resolves as in Horov
 taken from it raises NotImplementedError saying so.
 """
 
+from __future__ import annotations
 
-def __getattr__(name):
+
+def __getattr__(name: str) -> object:
+    """Raises NotImplementedError for every Horovod elastic name (AttributeError for the
+    module protocol's dunder lookups)."""
     if name.startswith("__"):  # module protocol lookups (__path__, __wrapped__, ...)
         raise AttributeError(name)
     raise NotImplementedError(

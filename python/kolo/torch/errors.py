@@ -7,16 +7,17 @@ other failure of an op raises HorovodInternalError, a RuntimeError, as every oth
 Horovod does (its mismatches and precondition errors included). kolo keeps its status code on
 the exception (`code`): ABORTED, UNAVAILABLE, DEADLINE_EXCEEDED, SHUTDOWN and INTERNAL say the
 job failed and cannot go on (a lost rank, a deadline); MISMATCH and FAILED_PRECONDITION failed
-that op only, and the job goes on.
+that op only, and the job goes on. KoloError and HostsUpdatedInterrupt are kolo.common's, the
+same classes kolo.tensorflow raises.
 """
 
 
-class KoloError(RuntimeError):
-    """A failed kolo op or call; `code` is kolo's status code name ("MISMATCH", ...)."""
+from __future__ import annotations
 
-    def __init__(self, message, code="UNKNOWN"):
-        super().__init__(message)
-        self.code = code
+from kolo.common.errors import JOB_FATAL, HostsUpdatedInterrupt, KoloError
+
+__all__ = ["HorovodInternalError", "HostsUpdatedInterrupt", "KoloError", "KoloValueError",
+           "from_status"]
 
 
 class HorovodInternalError(KoloError):
@@ -24,27 +25,22 @@ class HorovodInternalError(KoloError):
     (job_failed) or only that op."""
 
     @property
-    def job_failed(self):
-        return self.code in _JOB_FATAL
+    def job_failed(self) -> bool:
+        """Whether the job failed and cannot go on (a lost rank, a deadline, shutdown)."""
+        return self.code in JOB_FATAL
 
 
 class KoloValueError(ValueError):
     """A bad argument (kolo's INVALID_ARGUMENT), raised as the ValueError Horovod raises."""
 
-    def __init__(self, message, code="INVALID_ARGUMENT"):
+    def __init__(self, message: str, code: str = "INVALID_ARGUMENT") -> None:
         super().__init__(message)
         self.code = code
 
 
-class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod's elastic signal; kolo has no elastic mode, so it is never raised."""
-
-
-_JOB_FATAL = {"ABORTED", "UNAVAILABLE", "DEADLINE_EXCEEDED", "SHUTDOWN", "INTERNAL"}
-
-
-def from_status(code, message):
-    """The exception for a failed kolo status (called by the native module)."""
+def from_status(code: object, message: str) -> HorovodInternalError | KoloValueError:
+    """The exception for a failed kolo status (called by the native module): KoloValueError
+    for INVALID_ARGUMENT, HorovodInternalError for every other code."""
     code = str(code).upper()
     if code == "INVALID_ARGUMENT":
         return KoloValueError(message, code)

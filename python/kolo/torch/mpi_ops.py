@@ -13,17 +13,29 @@ Only ops kolo took count, and a completed join starts the numbering anew (see _s
 failure on one rank does not leave the ranks' numbers apart.
 """
 
-import atexit
+from __future__ import annotations
+
 import threading
 import warnings
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from kolo.common.basics import HorovodBasics
 from kolo.torch import _C
 from kolo.torch import adasum as _adasum
 from kolo.torch import process_sets as _process_sets
-from kolo.torch.errors import HorovodInternalError, KoloError
+from kolo.torch.errors import HorovodInternalError
 from kolo.torch.process_sets import global_process_set  # noqa: F401  (Horovod has it here)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from kolo.torch.process_sets import ProcessSet
+
+    # Turns the native result of a handle's op (outputs, received splits, last joined rank)
+    # into what synchronize() returns.
+    _Finish = Callable[[list[torch.Tensor], list[int], int], Any]
 
 # Horovod's reduce op constants (its values, so that code comparing them keeps working).
 Average = 0
@@ -33,161 +45,93 @@ Min = 3
 Max = 4
 Product = 5
 
-_KOLO_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
+_KOLO_OPS: dict[int, int] = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
 
-_handle_map = {}  # handle -> function turning the native result into the Python one
+# handle -> the function turning the native result into the Python one
+_handle_map: dict[int, _Finish] = {}
 _handle_lock = threading.Lock()
-_next_number = {}  # process set id -> the number of its next unnamed op
-_joins = {}  # process set id -> joins completed in it (0: the global set)
+_next_number: dict[int, int] = {}  # process set id -> the number of its next unnamed op
+_joins: dict[int, int] = {}  # process set id -> joins completed in it (0: the global set)
 
 
 # ---- init, identity, timeline ----
+# kolo.common's, over the native module, as Horovod's mpi_ops takes them from its basics.
 
-def init(comm=None, process_sets=None):
-    """Joins the job the environment describes (kolorun, torchrun, mpirun or SLURM variables).
-    A second call while initialized does nothing, as in Horovod. `process_sets`: a list of
-    ProcessSet made at init with ids 1, 2, ... (kolo's KOLO_PROCESS_SETS; every rank passes
-    the same), or "dynamic" (accepted: kolo can always add sets later). `comm`: a list of
-    ranks is accepted when it names every rank of the job (kolo's job is always every rank
-    the launcher started); an MPI communicator is refused (kolo does not use MPI)."""
-    if comm is not None and not isinstance(comm, (list, tuple)):
-        raise ValueError("kolo.torch.init: comm must be a list of ranks; kolo does not use "
-                         "MPI, so an MPI communicator cannot be passed (kolo reads the job "
-                         "from the environment)")
-    if _C.is_initialized():
-        return
-    static_sets = _process_sets._before_init(process_sets)
-    _C.init()
-    if comm is not None and sorted(int(r) for r in comm) != list(range(_C.size())):
-        # Every rank sees the same comm, so every rank leaves the job here.
-        job_size = _C.size()
-        _C.shutdown()
-        raise ValueError(
-            "kolo.torch.init(comm=%s): kolo's job is every rank the launcher started "
-            "(0..%d); it cannot run on a subset of them. Start only those ranks (kolorun -np "
-            "%d), or init() every rank and use hvd.add_process_set(%s) and "
-            "process_set= on the ops" % (list(comm), job_size - 1, len(comm), list(comm)))
-    _process_sets._after_init(static_sets)
-
-
-def shutdown():
-    """Leaves the job (waits for every rank to shut down too). No-op when not initialized."""
-    if _C.is_initialized():
-        try:
-            _C.shutdown()
-        finally:
-            _process_sets._after_shutdown()
-
-
-def _shutdown_at_exit():
-    try:
-        shutdown()
-    except KoloError as error:
-        warnings.warn("kolo.torch: shutdown at exit failed: %s" % error)
-
-
-atexit.register(_shutdown_at_exit)
-
-
-def is_initialized():
-    return _C.is_initialized()
-
-
-def _identity(value):
-    if value < 0:
-        raise ValueError("kolo has not been initialized; use kolo.torch.init().")
-    return value
-
-
-def rank():
-    return _identity(_C.rank())
-
-
-def size():
-    return _identity(_C.size())
-
-
-def local_rank():
-    return _identity(_C.local_rank())
-
-
-def local_size():
-    return _identity(_C.local_size())
-
-
-def cross_rank():
-    return _identity(_C.cross_rank())
-
-
-def cross_size():
-    return _identity(_C.cross_size())
-
-
-def is_homogeneous():
-    """Whether every host runs the same number of ranks."""
-    return size() == local_size() * cross_size()
-
-
-def start_timeline(file_path, mark_cycles=False):
-    """Starts writing this rank's timeline (kolo inserts .rank<r> before the extension)."""
-    _C.start_timeline(str(file_path), bool(mark_cycles))
-
-
-def stop_timeline():
-    _C.stop_timeline()
+_basics = HorovodBasics(_C, "kolo.torch")
+init = _basics.init
+shutdown = _basics.shutdown
+is_initialized = _basics.is_initialized
+rank = _basics.rank
+size = _basics.size
+local_rank = _basics.local_rank
+local_size = _basics.local_size
+cross_rank = _basics.cross_rank
+cross_size = _basics.cross_size
+is_homogeneous = _basics.is_homogeneous
+start_timeline = _basics.start_timeline
+stop_timeline = _basics.stop_timeline
 
 
 # What this build has, answered as Horovod built with Gloo and without MPI (horovodrun --gloo,
 # the configuration kolo stands in for) answers, types included: scripts gate on these
 # (`nccl_built() >= 2700`, `gloo_enabled()`). kolo's CPU data plane does Gloo's job; it has no
 # MPI, DDL, oneCCL or ROCm.
-def mpi_threads_supported():
-    """Horovod raises ValueError when MPI is not enabled, as here."""
+def mpi_threads_supported() -> bool:
+    """Whether MPI supports multi-threading: Horovod raises ValueError when MPI is not enabled,
+    as here (kolo does not use MPI)."""
     raise ValueError("Horovod MPI is not enabled: kolo does not use MPI "
                      "(mpi_threads_supported is about MPI multi-threading)")
 
 
-def mpi_enabled():
+def mpi_enabled() -> bool:
+    """False: kolo does not use MPI."""
     return False
 
 
-def mpi_built():
+def mpi_built() -> bool:
+    """False: kolo is not built with MPI."""
     return False
 
 
-def gloo_enabled():
+def gloo_enabled() -> bool:
+    """True: kolo's CPU data plane does what Horovod's Gloo does."""
     return True
 
 
-def gloo_built():
+def gloo_built() -> bool:
+    """True, as Horovod built with Gloo answers (kolo's CPU data plane stands in)."""
     return True
 
 
-def nccl_built():
+def nccl_built() -> int:
     """NCCL's version code (22809 for 2.28.9) when kolo was built with NCCL, else 0 (an int,
     as Horovod)."""
     return int(_C.nccl_version)
 
 
-def ddl_built():
+def ddl_built() -> bool:
+    """False: kolo has no IBM DDL."""
     return False
 
 
-def ccl_built():
+def ccl_built() -> bool:
+    """False: kolo has no oneCCL."""
     return False
 
 
-def cuda_built():
+def cuda_built() -> bool:
+    """Whether kolo was built with CUDA (GPU tensors go through its GPU path)."""
     return bool(_C.cuda_built)
 
 
-def rocm_built():
+def rocm_built() -> bool:
+    """False: kolo has no ROCm."""
     return False
 
 
 # ---- helpers ----
 
-def _reduce_op(average, op, name="op"):
+def _reduce_op(average: bool | None, op: int | None, name: str = "op") -> int:
     """Horovod's handling of the deprecated `average` argument beside `op`."""
     if op is not None and average is not None:
         raise ValueError("%s: the op parameter supersedes average; do not pass both" % name)
@@ -198,7 +142,7 @@ def _reduce_op(average, op, name="op"):
     return Average if op is None else op
 
 
-def _kolo_op(op):
+def _kolo_op(op: int) -> int:
     """kolo's reduce op for Horovod's `op`; HorovodInternalError (Horovod's class: its C++
     refuses these) for Adasum outside allreduce and for an unknown op."""
     if op == Adasum:
@@ -220,18 +164,18 @@ def _kolo_op(op):
 #   set: it returns on every rank of the set at once, whatever each submitted before (a rank
 #   may have submitted ops its joined peers never will).
 
-def _epoch(set_id):
+def _epoch(set_id: int) -> int:
     return _joins.get(0, 0) + (_joins.get(set_id, 0) if set_id != 0 else 0)
 
 
-def _take_number(set_id):
+def _take_number(set_id: int) -> tuple[int, int]:
     with _handle_lock:
         number = _next_number.get(set_id, 0)
         _next_number[set_id] = number + 1
         return _epoch(set_id), number
 
 
-def _give_back(set_id, epoch, number):
+def _give_back(set_id: int, epoch: int, number: int) -> None:
     """Returns an unused number, unless a later one was taken since (ops submitted from
     several threads at once have no order to pair by anyway)."""
     with _handle_lock:
@@ -239,7 +183,7 @@ def _give_back(set_id, epoch, number):
             _next_number[set_id] = number
 
 
-def _joined(set_id):
+def _joined(set_id: int) -> None:
     """A join of `set_id` (0: every rank) completed: its sets number from 0 in a new epoch."""
     with _handle_lock:
         _joins[set_id] = _joins.get(set_id, 0) + 1
@@ -248,7 +192,8 @@ def _joined(set_id):
                 _next_number[numbered] = 0
 
 
-def _submit(kind, name, set_id, enqueue, count=None):
+def _submit(kind: str, name: str | None, set_id: int, enqueue: Callable[[list[str]], Any],
+            count: int | None = None) -> Any:
     """Returns enqueue(names): [the op's name], or for a group of `count` tensors its members'
     names (base.0, base.1, ...). Without a name, the base is the next number of the set
     (kind.noname.<n>, kind.noname.<epoch>.<n> after a join), given back when enqueue raises
@@ -270,12 +215,12 @@ def _submit(kind, name, set_id, enqueue, count=None):
         raise
 
 
-def _set_id(process_set):
+def _set_id(process_set: ProcessSet | None) -> int:
     """The kolo process set id of `process_set` (None: the global set)."""
     return _process_sets._set_id(process_set)
 
 
-def _ready(tensor):
+def _ready(tensor: torch.Tensor) -> torch.Tensor:
     """The contiguous tensor kolo reads; a GPU tensor's pending work is waited for first,
     because kolo runs on its own stream."""
     if not isinstance(tensor, torch.Tensor):
@@ -286,13 +231,13 @@ def _ready(tensor):
     return tensor.contiguous()
 
 
-def _register(handle, finish):
+def _register(handle: int, finish: _Finish) -> int:
     with _handle_lock:
         _handle_map[handle] = finish
     return handle
 
 
-def _in_place(targets, buffers):
+def _in_place(targets: list[torch.Tensor], buffers: list[torch.Tensor]) -> list[torch.Tensor]:
     """After an in-place op on copies of non-contiguous tensors: copies the results back."""
     for target, buffer in zip(targets, buffers):
         if target.data_ptr() != buffer.data_ptr():
@@ -303,12 +248,13 @@ def _in_place(targets, buffers):
 
 # ---- poll and synchronize ----
 
-def poll(handle):
-    """Whether the op of `handle` completed (synchronize then returns at once)."""
+def poll(handle: int) -> bool:
+    """Whether the op of `handle` completed (synchronize then returns at once). Raises
+    ValueError for an unknown handle."""
     return _C.poll(handle)
 
 
-def synchronize(handle):
+def synchronize(handle: int) -> Any:
     """Waits for the op of `handle` and returns its output. Raises HorovodInternalError (a
     RuntimeError) or, for a bad argument, ValueError with kolo's message, as Horovod (errors.py).
     An unknown handle returns None, as in Horovod. The GIL is released while
@@ -331,8 +277,9 @@ def synchronize(handle):
 
 # ---- allreduce ----
 
-def _allreduce_async(tensors, outputs, kind, name, op, prescale_factor, postscale_factor,
-                     grouped, set_id, finish):
+def _allreduce_async(tensors: list[torch.Tensor], outputs: list[torch.Tensor], kind: str,
+                     name: str | None, op: int, prescale_factor: float, postscale_factor: float,
+                     grouped: bool, set_id: int, finish: _Finish) -> int:
     count = len(tensors) if grouped else None
     if op == Adasum:
         return _submit(kind, name, set_id, lambda names: _adasum_async(
@@ -345,8 +292,9 @@ def _allreduce_async(tensors, outputs, kind, name, op, prescale_factor, postscal
     return _register(handle, finish)
 
 
-def _adasum_async(tensors, outputs, names, prescale_factor, postscale_factor, grouped, set_id,
-                  finish):
+def _adasum_async(tensors: list[torch.Tensor], outputs: list[torch.Tensor], names: list[str],
+                  prescale_factor: float, postscale_factor: float, grouped: bool, set_id: int,
+                  finish: _Finish) -> int:
     """op=Adasum: an allgather of the (prescaled) tensors, each flattened to one row, then
     Horovod's Adasum tree on every rank (adasum.py), written into `outputs`."""
     for tensor in tensors:
@@ -355,7 +303,7 @@ def _adasum_async(tensors, outputs, names, prescale_factor, postscale_factor, gr
             for t in tensors]
     handle = _C.allgather_async(names, rows, grouped, set_id)
 
-    def combine(gathered, splits, last_rank):
+    def combine(gathered: list[torch.Tensor], splits: list[int], last_rank: int) -> Any:
         for tensor, output, rows_of_ranks in zip(tensors, outputs, gathered):
             with torch.no_grad():
                 output.copy_(_adasum.reduce_gathered(rows_of_ranks, tensor.shape,
@@ -364,9 +312,11 @@ def _adasum_async(tensors, outputs, names, prescale_factor, postscale_factor, gr
     return _register(handle, combine)
 
 
-def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                    postscale_factor=1.0, process_set=None):
-    """Starts an out-of-place allreduce of `tensor`; synchronize() returns the result."""
+def allreduce_async(tensor: torch.Tensor, average: bool | None = None, name: str | None = None,
+                    op: int | None = None, prescale_factor: float = 1.0,
+                    postscale_factor: float = 1.0, process_set: ProcessSet | None = None) -> int:
+    """Starts an out-of-place allreduce of `tensor` and returns its handle; synchronize()
+    returns the result (a new tensor). Arguments and errors as allreduce_."""
     set_id = _set_id(process_set)
     op = _reduce_op(average, op, "allreduce_async")
     source = _ready(tensor)
@@ -375,9 +325,11 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                             postscale_factor, False, set_id, lambda outs, *_: outs[0])
 
 
-def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                     postscale_factor=1.0, process_set=None):
-    """Starts an in-place allreduce of `tensor`; synchronize() returns `tensor`."""
+def allreduce_async_(tensor: torch.Tensor, average: bool | None = None, name: str | None = None,
+                     op: int | None = None, prescale_factor: float = 1.0,
+                     postscale_factor: float = 1.0, process_set: ProcessSet | None = None) -> int:
+    """Starts an in-place allreduce of `tensor` and returns its handle; synchronize()
+    returns `tensor`. Arguments and errors as allreduce_."""
     set_id = _set_id(process_set)
     op = _reduce_op(average, op, "allreduce_async_")
     buffer = _ready(tensor)
@@ -386,8 +338,13 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                             lambda *_: _in_place([tensor], [buffer])[0])
 
 
-def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-               postscale_factor=1.0, process_set=None):
+def allreduce_(tensor: torch.Tensor, average: bool | None = None, name: str | None = None,
+               op: int | None = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+               process_set: ProcessSet | None = None) -> torch.Tensor:
+    """Allreduces `tensor` in place and returns it: the average over the ranks (of
+    `process_set`), or op=Sum/Min/Max/Product/Adasum. `average` is Horovod's deprecated form of
+    op; `name` pairs the op across ranks (without one, unnamed ops pair in submission order).
+    Raises ValueError for a bad argument, HorovodInternalError when the op fails."""
     op = _reduce_op(average, op, "allreduce_")
     # is_cpu, not device.type: building the device object costs 0.2 us, a tenth of a 4 KiB op.
     if op != Adasum and isinstance(tensor, torch.Tensor) and tensor.is_cpu \
@@ -404,8 +361,10 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                         postscale_factor, process_set))
 
 
-def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                            postscale_factor=1.0, process_set=None):
+def grouped_allreduce_async(tensors: Sequence[torch.Tensor], average: bool | None = None,
+                            name: str | None = None, op: int | None = None,
+                            prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                            process_set: ProcessSet | None = None) -> int:
     """Starts one fused allreduce of every tensor of the list; synchronize() returns the list
     of results."""
     set_id = _set_id(process_set)
@@ -416,8 +375,12 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
                             postscale_factor, True, set_id, lambda outs, *_: tuple(outs))
 
 
-def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                             postscale_factor=1.0, process_set=None):
+def grouped_allreduce_async_(tensors: Sequence[torch.Tensor], average: bool | None = None,
+                             name: str | None = None, op: int | None = None,
+                             prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                             process_set: ProcessSet | None = None) -> int:
+    """Starts one fused in-place allreduce of every tensor of the list;
+    synchronize() returns them as a tuple. Arguments as allreduce_."""
     set_id = _set_id(process_set)
     op = _reduce_op(average, op, "grouped_allreduce_async_")
     tensors = list(tensors)
@@ -427,16 +390,23 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                             lambda *_: tuple(_in_place(tensors, buffers)))
 
 
-def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                       postscale_factor=1.0, process_set=None):
+def grouped_allreduce_(tensors: Sequence[torch.Tensor], average: bool | None = None,
+                       name: str | None = None, op: int | None = None, prescale_factor: float = 1.0,
+                       postscale_factor: float = 1.0,
+                       process_set: ProcessSet | None = None) -> tuple[torch.Tensor, ...]:
+    """Allreduces every tensor of the list in place, as one fused op, and returns
+    them as a tuple. Arguments and errors as allreduce_."""
     return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
                                                 postscale_factor, process_set))
 
 
 # ---- allgather ----
 
-def allgather_async(tensor, name=None, process_set=None):
-    """Starts concatenating every rank's `tensor` along dimension 0 (which may differ)."""
+def allgather_async(tensor: torch.Tensor, name: str | None = None,
+                    process_set: ProcessSet | None = None) -> int:
+    """Starts concatenating every rank's `tensor` (of `process_set`) along dimension 0,
+    whose length may differ between ranks, and returns its handle; synchronize() returns the
+    result."""
     set_id = _set_id(process_set)
     source = _ready(tensor)
     handle = _submit("allgather", name, set_id,
@@ -444,7 +414,10 @@ def allgather_async(tensor, name=None, process_set=None):
     return _register(handle, lambda outs, *_: outs[0])
 
 
-def grouped_allgather_async(tensors, name=None, process_set=None):
+def grouped_allgather_async(tensors: Sequence[torch.Tensor], name: str | None = None,
+                            process_set: ProcessSet | None = None) -> int:
+    """Starts one fused allgather of every tensor of the list;
+    synchronize() returns the tuple of results."""
     set_id = _set_id(process_set)
     sources = [_ready(t) for t in tensors]
     handle = _submit("grouped_allgather", name, set_id,
@@ -452,7 +425,8 @@ def grouped_allgather_async(tensors, name=None, process_set=None):
     return _register(handle, lambda outs, *_: tuple(outs))
 
 
-def sparse_allreduce_async(tensor, name, op, process_set=None):
+def sparse_allreduce_async(tensor: torch.Tensor, name: str, op: int,
+                           process_set: ProcessSet | None = None) -> Callable[[], torch.Tensor]:
     """Reduces a sparse tensor as Horovod does: allgathers of its indices (transposed, so
     that they concatenate along the nonzeros) and values, uncoalesced (duplicates add up when
     the tensor is used). Returns a callable that waits and returns that tensor (values divided
@@ -463,13 +437,15 @@ def sparse_allreduce_async(tensor, name, op, process_set=None):
     values = allgather_async(tensor._values(), name="%s.values" % name,
                              process_set=process_set)
 
-    def wait():
+    def wait() -> torch.Tensor:
         gathered_values = synchronize(values)
         gathered_indices = synchronize(indices)
         if op == Average:
             gathered_values = gathered_values / ranks
         if gathered_indices.dim() == 0 or gathered_values.dim() == 0:
-            return torch.sparse_coo_tensor(size=tensor.size(), dtype=tensor.dtype)
+            # (torch's stubs lack its size-only form: an empty sparse tensor)
+            return torch.sparse_coo_tensor(size=tensor.size(),  # type: ignore[call-arg]
+                                           dtype=tensor.dtype)
         return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, tensor.size(),
                                        check_invariants=True)
     return wait
@@ -477,8 +453,10 @@ def sparse_allreduce_async(tensor, name, op, process_set=None):
 
 # ---- broadcast ----
 
-def broadcast_async(tensor, root_rank, name=None, process_set=None):
-    """Starts an out-of-place broadcast of root_rank's `tensor`."""
+def broadcast_async(tensor: torch.Tensor, root_rank: int, name: str | None = None,
+                    process_set: ProcessSet | None = None) -> int:
+    """Starts an out-of-place broadcast of root_rank's `tensor` and returns its handle;
+    synchronize() returns the result (a new tensor)."""
     set_id = _set_id(process_set)
     source = _ready(tensor)
     output = torch.empty_like(source, memory_format=torch.contiguous_format)
@@ -487,8 +465,10 @@ def broadcast_async(tensor, root_rank, name=None, process_set=None):
     return _register(handle, lambda outs, *_: outs[0])
 
 
-def broadcast_async_(tensor, root_rank, name=None, process_set=None):
-    """Starts broadcasting root_rank's `tensor` into `tensor` of every rank."""
+def broadcast_async_(tensor: torch.Tensor, root_rank: int, name: str | None = None,
+                     process_set: ProcessSet | None = None) -> int:
+    """Starts broadcasting root_rank's `tensor` into `tensor` of every rank and returns its
+    handle; synchronize() returns `tensor`."""
     set_id = _set_id(process_set)
     buffer = _ready(tensor)
     handle = _submit("broadcast", name, set_id, lambda names: _C.broadcast_async(
@@ -496,13 +476,17 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=None):
     return _register(handle, lambda *_: _in_place([tensor], [buffer])[0])
 
 
-def broadcast_(tensor, root_rank, name=None, process_set=None):
+def broadcast_(tensor: torch.Tensor, root_rank: int, name: str | None = None,
+               process_set: ProcessSet | None = None) -> torch.Tensor:
+    """Copies root_rank's `tensor` into `tensor` of every rank (of `process_set`;
+    root_rank is a job rank) and returns it. Raises ValueError for a bad argument,
+    HorovodInternalError when the op fails."""
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
 # ---- alltoall ----
 
-def _splits_list(splits):
+def _splits_list(splits: torch.Tensor | Sequence[int] | None) -> list[int]:
     if splits is None:
         return []
     if isinstance(splits, torch.Tensor):
@@ -514,9 +498,12 @@ def _splits_list(splits):
     return splits
 
 
-def alltoall_async(tensor, splits=None, name=None, process_set=None):
-    """Starts sending splits[d] rows of `tensor` to rank d (no splits: equal parts);
-    synchronize() returns (received rows, received splits as an int32 tensor)."""
+def alltoall_async(tensor: torch.Tensor,
+                   splits: torch.Tensor | Sequence[int] | None = None,
+                   name: str | None = None, process_set: ProcessSet | None = None) -> int:
+    """Starts sending splits[d] rows of `tensor` to rank d (no splits: equal parts) and
+    returns its handle; synchronize() returns (received rows, received splits as an int32
+    tensor). Raises HorovodInternalError for a negative split, as Horovod."""
     set_id = _set_id(process_set)
     source, split_list = _ready(tensor), _splits_list(splits)
     handle = _submit("alltoall", name, set_id, lambda names: _C.alltoall_async(
@@ -527,9 +514,11 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
 
 # ---- reducescatter ----
 
-def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0,
-                        postscale_factor=1.0):
-    """Starts reducing `tensor` over the ranks; each gets its part of dimension 0."""
+def reducescatter_async(tensor: torch.Tensor, name: str | None = None, op: int = Average,
+                        process_set: ProcessSet | None = None, prescale_factor: float = 1.0,
+                        postscale_factor: float = 1.0) -> int:
+    """Starts reducing `tensor` over the ranks (of `process_set`; op Average by default)
+    and returns its handle; synchronize() returns this rank's part of dimension 0."""
     set_id = _set_id(process_set)
     source, kolo_op = _ready(tensor), _kolo_op(op)
     handle = _submit("reducescatter", name, set_id, lambda names: _C.reducescatter_async(
@@ -538,8 +527,11 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescal
     return _register(handle, lambda outs, *_: outs[0])
 
 
-def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None,
-                                prescale_factor=1.0, postscale_factor=1.0):
+def grouped_reducescatter_async(tensors: Sequence[torch.Tensor], name: str | None = None,
+                                op: int = Average, process_set: ProcessSet | None = None,
+                                prescale_factor: float = 1.0, postscale_factor: float = 1.0) -> int:
+    """Starts one fused reducescatter of every tensor of the list;
+    synchronize() returns the tuple of this rank's parts."""
     set_id = _set_id(process_set)
     sources, kolo_op = [_ready(t) for t in tensors], _kolo_op(op)
     handle = _submit("grouped_reducescatter", name, set_id, lambda names: _C.reducescatter_async(
@@ -550,7 +542,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None
 
 # ---- join and barrier ----
 
-def join(device=-1, process_set=None):
+def join(device: int = -1, process_set: ProcessSet | None = None) -> int:
     """Called by a rank that ran out of data: it contributes zeros to the allreduces the others
     still submit until every rank (of `process_set`) joined. Returns the last rank to join (a
     job rank)."""
@@ -561,7 +553,7 @@ def join(device=-1, process_set=None):
     return last_rank
 
 
-def barrier(process_set=None):
+def barrier(process_set: ProcessSet | None = None) -> None:
     """Returns once every rank (of `process_set`) called it."""
     set_id = _set_id(process_set)
     synchronize(_register(_C.barrier_async(set_id), lambda *_: None))

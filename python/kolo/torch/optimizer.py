@@ -7,8 +7,11 @@ step() (or synchronize()) waits for them and writes the averaged gradients back 
 before the wrapped optimizer's step runs. Single-threaded, as torch optimizers are.
 """
 
+from __future__ import annotations
+
 import contextlib
 import warnings
+from typing import TYPE_CHECKING, Any, Callable, Union, cast
 
 import torch
 
@@ -19,8 +22,20 @@ from kolo.torch.compression import Compression
 from kolo.torch.mpi_ops import Adasum, Average
 from kolo.torch.parameter_names import check_names
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
 
-def _check_groups(groups):
+    from kolo.torch.compression import Compressor
+    from kolo.torch.process_sets import ProcessSet
+
+    # DistributedOptimizer's groups: a number of groups, or lists of parameters.
+    Groups = Union[int, list[list[torch.Tensor]]]
+    # A reduction in flight: its handle (a sparse one's waiting function; None before its
+    # hook ran) and the compression context(s).
+    InFlight = tuple[Any, Any]
+
+
+def _check_groups(groups: Groups | None) -> None:
     """Horovod's checks of DistributedOptimizer's groups: a positive number of groups, or a
     list of lists of parameters, each parameter in one group at most."""
     if groups is None:
@@ -39,7 +54,7 @@ def _check_groups(groups):
                 seen.add(id(p))
 
 
-def _split(items, parts):
+def _split(items: list[torch.Tensor], parts: int) -> list[list[torch.Tensor]]:
     """`items` in `parts` consecutive runs whose lengths differ by one at most, the longer
     first (empty runs left out)."""
     base, extra = divmod(len(items), parts)
@@ -53,18 +68,24 @@ def _split(items, parts):
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
-    def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
-                 op=Average, gradient_predivide_factor=1.0, groups=None,
-                 sparse_as_dense=False, process_set=None):
-        super(self.__class__, self).__init__(params)
+    """The methods of DistributedOptimizer's class, a subclass of the wrapped optimizer's
+    class (super(self.__class__, self) is that class)."""
+
+    def __init__(self, params: Iterable[dict[str, Any]],
+                 named_parameters: Iterable[tuple[str, torch.Tensor]] | None,
+                 compression: type[Compressor], backward_passes_per_step: int = 1,
+                 op: int = Average, gradient_predivide_factor: float = 1.0,
+                 groups: Groups | None = None, sparse_as_dense: bool = False,
+                 process_set: ProcessSet | None = None) -> None:
+        super(self.__class__, self).__init__(params)  # type: ignore[call-arg]
         mpi_ops._set_id(process_set)  # a set that was never added fails here
         self._process_set = process_set
         if gradient_predivide_factor != 1.0 and op != Average:
             raise ValueError("gradient_predivide_factor not supported with op != Average")
         _check_groups(groups)
         self._groups = groups
-        self._p_to_group = {}
-        self._group_counts = {}
+        self._p_to_group: dict[torch.Tensor, tuple[torch.Tensor, ...]] = {}
+        self._group_counts: dict[tuple[torch.Tensor, ...], int] = {}
         self._compression = compression
         self._sparse_as_dense = sparse_as_dense
         self.op = op
@@ -73,35 +94,40 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
         all_params = [p for group in self.param_groups for p in group["params"]]
         self._parameter_names = check_names(self.param_groups, named_parameters)
-        self._handles = {}
-        self._grad_accs = []
-        self._requires_update = set()
+        self._handles: dict[Any, InFlight] = {}  # a parameter or a group -> its reduction
+        self._grad_accs: list[Any] = []
+        self._requires_update: set[torch.Tensor] = set()
         self._synchronized = False
         self._should_synchronize = True
         self._allreduce_delay = {p: backward_passes_per_step for p in all_params}
         if self._reduces():
             self._register_hooks()
 
-    def _reduces(self):
+    def _reduces(self) -> bool:
         """Whether gradients travel: this rank is in the process set, of more than one rank
         (as in Horovod, a rank outside the set steps on its own gradients)."""
         if self._process_set is None:
             return mpi_ops.size() > 1
-        return bool(self._process_set.included()) and self._process_set.size() > 1
+        # A registered set (checked at construction): size() is an int.
+        return bool(self._process_set.included()) and \
+            cast(int, self._process_set.size()) > 1
 
-    def set_backward_passes_per_step(self, passes):
+    def set_backward_passes_per_step(self, passes: int) -> None:
+        """Reduces every `passes`-th backward pass from now on (the passes between add up
+        locally)."""
         self.backward_passes_per_step = passes
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
 
-    def load_state_dict(self, *args, **kwargs):
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        """The wrapped optimizer's load_state_dict; forgets reductions in flight."""
         self._handles = {}
         self._synchronized = False
         self._should_synchronize = True
         self.set_backward_passes_per_step(self.backward_passes_per_step)
         return super(self.__class__, self).load_state_dict(*args, **kwargs)
 
-    def _form_groups(self):
+    def _form_groups(self) -> None:
         """groups: the parameters with gradients, in rank 0's order (broadcast, so that every
         rank forms the same groups), split into that many groups or into the given ones
         (a parameter in none of them is a group of its own)."""
@@ -115,16 +141,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             grouped = {id(p) for group in groups for p in group}
             groups += [[p] for p in params if id(p) not in grouped]
         else:
-            groups = _split(params, self._groups)
-        for group in groups:
-            group = tuple(group)
+            groups = _split(params, self._groups)  # type: ignore[arg-type]  # a number
+        for members in groups:
+            group = tuple(members)
             if not group:
                 continue
             for p in group:
                 self._p_to_group[p] = group
             self._group_counts[group] = 0
 
-    def _register_hooks(self):
+    def _register_hooks(self) -> None:
         if self._groups is not None:
             self._form_groups()
         for group in self.param_groups:
@@ -136,7 +162,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     grad_acc.register_hook(self._make_hook(p))
                     self._grad_accs.append(grad_acc)
 
-    def _allreduce_grad_async(self, p):
+    def _allreduce_grad_async(self, p: torch.Tensor) -> InFlight:
         if p.grad is None:
             # Another rank may have a gradient for it (a dynamic graph): take part with zeros.
             p.grad = p.data.new_zeros(p.size())
@@ -152,10 +178,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                           process_set=self._process_set)
         return handle, ctx
 
-    def _grouped_allreduce_grad_async(self, group):
+    def _grouped_allreduce_grad_async(self, group: Sequence[torch.Tensor]) -> InFlight:
         """One grouped allreduce of the gradients of `group` (named after its first
         parameter); returns its handle and the compression contexts."""
-        compressed, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
+        # Every member's hook ran: its p.grad is set.
+        compressed, ctxs = zip(*[self._compression.compress(cast(torch.Tensor, p.grad))
+                                 for p in group])
         prescale, postscale = self._scale_factors()
         handle = mpi_ops.grouped_allreduce_async_(list(compressed),
                                                   name=self._parameter_names.get(group[0]),
@@ -164,20 +192,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                                   process_set=self._process_set)
         return handle, ctxs
 
-    def _scale_factors(self):
+    def _scale_factors(self) -> tuple[float, float]:
         if self.op == Average:
             # kolo divides by the ranks after the postscale: the predivide factor splits the
             # average into a division before the sum and the rest after it.
             return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
         return 1.0, 1.0
 
-    def _sparse_allreduce_async(self, p):
-        return mpi_ops.sparse_allreduce_async(p.grad, self._parameter_names.get(p), self.op,
+    def _sparse_allreduce_async(self, p: torch.Tensor) -> Callable[[], torch.Tensor]:
+        return mpi_ops.sparse_allreduce_async(cast(torch.Tensor, p.grad),
+                                              cast(str, self._parameter_names.get(p)), self.op,
                                               self._process_set)
 
-    def _make_hook(self, p):
-        def hook(*ignore):
-            handle, ctx = None, None
+    def _make_hook(self, p: torch.Tensor) -> Callable[..., None]:
+        def hook(*ignore: Any) -> None:
+            handle: Any = None
+            ctx: Any = None
             if count_pass(self, p):
                 if self._groups is not None:
                     # A group goes once its last gradient arrived; a member whose group
@@ -195,13 +225,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._handles[p] = (handle, ctx)
         return hook
 
-    def synchronize(self):
+    def synchronize(self) -> None:
         """Waits for every gradient's allreduce (starting those whose hook did not run) and
-        writes the results to p.grad."""
+        writes the results to p.grad. Raises HorovodInternalError when a reduction failed."""
         if not self._reduces():
             self._synchronized = True
             return
-        started = set()
+        started: set[torch.Tensor] = set()
         for key in self._handles:
             started.update(key) if isinstance(key, tuple) else started.add(key)
         for p in self._requires_update - started:
@@ -229,12 +259,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = True
 
     @staticmethod
-    def _write_grad(p, result):
+    def _write_grad(p: torch.Tensor, result: torch.Tensor) -> None:
         if result is not p.grad:
-            p.grad.copy_(result)
+            cast(torch.Tensor, p.grad).copy_(result)
 
     @contextlib.contextmanager
-    def skip_synchronize(self):
+    def skip_synchronize(self) -> Iterator[None]:
         """For step() after an explicit synchronize() (e.g. to clip gradients in between)."""
         self._should_synchronize = False
         try:
@@ -242,7 +272,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         finally:
             self._should_synchronize = True
 
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+        """synchronize() (unless inside skip_synchronize()), then the wrapped optimizer's step;
+        returns its result."""
         if self._should_synchronize:
             if self._synchronized:
                 warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
@@ -254,14 +286,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         return super(self.__class__, self).step(closure)
 
-    def zero_grad(self, *args, **kwargs):
+    def zero_grad(self, *args: Any, **kwargs: Any) -> None:
+        """The wrapped optimizer's zero_grad; AssertionError while reductions are in flight
+        (after backward, before step or synchronize)."""
         refuse_zero_grad_in_flight(self)
         return super(self.__class__, self).zero_grad(*args, **kwargs)
 
 
-def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
-                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
-                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
+def DistributedOptimizer(optimizer: torch.optim.Optimizer,
+                         named_parameters: Iterable[tuple[str, torch.Tensor]] | None = None,
+                         compression: type[Compressor] = Compression.none,
+                         backward_passes_per_step: int = 1, op: int = Average,
+                         gradient_predivide_factor: float = 1.0, num_groups: int = 0,
+                         groups: Groups | None = None, sparse_as_dense: bool = False,
+                         process_set: ProcessSet | None = None) -> torch.optim.Optimizer:
     """Wraps `optimizer` (an instance) so that its step() uses the gradients averaged (op=Sum:
     summed) over every rank, or over the ranks of `process_set` (ranks outside it step on
     their own gradients). Horovod's arguments: `groups` (a number of groups, or lists of

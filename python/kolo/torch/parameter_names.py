@@ -1,7 +1,18 @@
 """named_parameters of the DistributedOptimizers, checked as Horovod checks them."""
 
+from __future__ import annotations
 
-def check_names(param_groups, named_parameters):
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    import torch
+
+
+def check_names(param_groups: list[dict[str, Any]],
+                named_parameters: Iterable[tuple[str, torch.Tensor]] | None
+                ) -> dict[torch.Tensor, str]:
     """Horovod's checks of named_parameters (tuples, unique names, every parameter named);
     returns {parameter: name} (without names: allreduce.noname.<i>)."""
     all_params = [p for group in param_groups for p in group["params"]]

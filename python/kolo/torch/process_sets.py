@@ -1,4 +1,6 @@
-"""Horovod's process sets (horovod.common.process_sets names and semantics) on kolo's.
+"""Horovod's process sets (horovod.common.process_sets names and semantics) on kolo's, for
+kolo.torch: kolo.common.process_sets bound to the native module, whose names this module
+re-exports (ProcessSet, global_process_set, add_process_set, remove_process_set).
 
 A ProcessSet is a subset of the job's ranks; ops given `process_set=` run among its members
 only (kolo::ProcessSetScope around the enqueue, in the native module). Sets are registered
@@ -10,191 +12,14 @@ Threading: add_process_set / remove_process_set are collective and one at a time
 the rest may be called from any thread.
 """
 
-import os
-import threading
+from __future__ import annotations
 
+from kolo.common import process_sets as _common
+from kolo.common.process_sets import (ProcessSet, _after_init, _after_shutdown,  # noqa: F401
+                                      _before_init, _set_id, add_process_set,
+                                      global_process_set, remove_process_set)
 from kolo.torch import _C
 
-_registry_lock = threading.Lock()
-_live = {}  # process set id -> ProcessSet, for the sets kolo has now (not the global one)
+__all__ = ["ProcessSet", "add_process_set", "global_process_set", "remove_process_set"]
 
-
-class ProcessSet:
-    """A set of job ranks. `ranks` is sorted; `process_set_id` is None until the set is
-    registered (init(process_sets=...) or add_process_set) and again after removal."""
-
-    def __init__(self, ranks_or_comm):
-        if not isinstance(ranks_or_comm, (list, tuple, range)):
-            raise ValueError("kolo.torch.ProcessSet takes a list of ranks (MPI communicators "
-                             "are not supported), got %s" % type(ranks_or_comm).__name__)
-        ranks = [int(r) for r in ranks_or_comm]
-        if len(set(ranks)) != len(ranks):
-            raise ValueError("ProcessSet: rank listed twice in %s" % (ranks,))
-        self.ranks = sorted(ranks)
-        self.process_set_id = None
-        self._removed_id = None  # the id it had before remove_process_set
-
-    def size(self):
-        """The number of ranks in the set; None when the set is not registered."""
-        if self.process_set_id is None:
-            return None
-        return _checked(self.process_set_id, _C.process_set_size(self.process_set_id))
-
-    def rank(self):
-        """This process's rank within the set; None when the set is not registered. Raises
-        ValueError when this process is not a member."""
-        if self.process_set_id is None:
-            return None
-        rank = _C.process_set_rank(self.process_set_id)
-        if rank < 0:
-            _checked(self.process_set_id, _C.process_set_size(self.process_set_id))
-            raise ValueError("rank %d is not in process set %d (ranks %s)"
-                             % (_C.rank(), self.process_set_id, self.ranks))
-        return rank
-
-    def included(self):
-        """Whether this process is a member; None when the set is not registered."""
-        if self.process_set_id is None:
-            return None
-        _checked(self.process_set_id, _C.process_set_size(self.process_set_id))
-        return _C.process_set_rank(self.process_set_id) >= 0
-
-    def __repr__(self):
-        if self.process_set_id == 0:
-            return "ProcessSet(process_set_id=0, ranks=%s, global)" % (self.ranks,)
-        return "ProcessSet(process_set_id=%s, ranks=%s)" % (self.process_set_id, self.ranks)
-
-
-def _checked(process_set_id, value):
-    if value < 0:
-        if not _C.is_initialized():
-            raise ValueError("kolo has not been initialized; use kolo.torch.init().")
-        raise ValueError("process set %d is unknown or was removed" % process_set_id)
-    return value
-
-
-global_process_set = ProcessSet([])
-global_process_set.process_set_id = 0
-
-
-def _set_id(process_set):
-    """The kolo id an op runs in: 0 for None or the global set. A removed set passes its old
-    id, so that kolo refuses the op with its own message."""
-    if process_set is None:
-        return 0
-    if not isinstance(process_set, ProcessSet):
-        raise ValueError("process_set must be a kolo.torch.ProcessSet, got %s"
-                         % type(process_set).__name__)
-    if process_set.process_set_id is not None:
-        return process_set.process_set_id
-    if process_set._removed_id is not None:
-        return process_set._removed_id
-    raise ValueError("%s has not been added: use kolo.torch.add_process_set() or "
-                     "init(process_sets=[...])" % (process_set,))
-
-
-def _static_spec(process_sets):
-    """KOLO_PROCESS_SETS's value for init(process_sets=[...])."""
-    return ";".join(",".join(str(r) for r in ps.ranks) for ps in process_sets)
-
-
-def _before_init(process_sets):
-    """Checks init's process_sets and returns the list of ProcessSets to register (making
-    kolo create them at init through KOLO_PROCESS_SETS)."""
-    if process_sets is None:
-        return []
-    if isinstance(process_sets, str):
-        if process_sets.lower() != "dynamic":
-            raise ValueError("init: process_sets is a list of ProcessSet or 'dynamic', got %r"
-                             % process_sets)
-        return []  # kolo's sets are always dynamic
-    process_sets = list(process_sets)
-    for index, ps in enumerate(process_sets):
-        if not isinstance(ps, ProcessSet):
-            raise ValueError("init: process_sets entry %d is not a ProcessSet" % index)
-        if ps is global_process_set:
-            raise ValueError("init: global_process_set is always there; do not list it")
-        if ps.process_set_id is not None:
-            raise ValueError("init: process_sets entry %d (%s) is registered already"
-                             % (index, ps))
-        if any(ps.ranks == other.ranks for other in process_sets[:index]):
-            raise ValueError("init: process_sets entry %d is a duplicate: %s" % (index, ps))
-    if not process_sets:
-        return []
-    spec = _static_spec(process_sets)
-    existing = os.environ.get("KOLO_PROCESS_SETS")
-    if existing is not None and existing.strip() and existing.replace(" ", "") != spec:
-        raise ValueError("init: process_sets %s differ from KOLO_PROCESS_SETS=%r; give the "
-                         "same sets or only one of the two" % (spec, existing))
-    os.environ["KOLO_PROCESS_SETS"] = spec
-    return process_sets
-
-
-def _after_init(process_sets):
-    """Registers the sets kolo made at init (KOLO_PROCESS_SETS: ids 1, 2, ...), giving the
-    ProcessSets of init(process_sets=...) their ids."""
-    global_process_set.ranks = list(range(_C.size()))
-    with _registry_lock:
-        process_set_id = 1
-        while _C.process_set_size(process_set_id) > 0:
-            ranks = list(_C.process_set_ranks(process_set_id))
-            index = process_set_id - 1
-            if index < len(process_sets):
-                ps = process_sets[index]
-                if ps.ranks != ranks:
-                    raise ValueError("init: kolo made process set %d with ranks %s, expected %s"
-                                     % (process_set_id, ranks, ps.ranks))
-            else:
-                ps = ProcessSet(ranks)
-            ps.process_set_id = process_set_id
-            ps._removed_id = None
-            _live[process_set_id] = ps
-            process_set_id += 1
-
-
-def _after_shutdown():
-    """kolo forgot its sets: so do the ProcessSets (ids None, as if never added)."""
-    with _registry_lock:
-        for ps in _live.values():
-            ps.process_set_id = None
-            ps._removed_id = None
-        _live.clear()
-
-
-def add_process_set(process_set):
-    """Registers a ProcessSet (or a list of ranks) with kolo and returns the ProcessSet.
-    Collective: every rank of the job calls it with the same ranks. Raises ValueError for a
-    set that is registered already or has the same ranks as one that is."""
-    if not isinstance(process_set, ProcessSet):
-        process_set = ProcessSet(process_set)
-    if process_set.process_set_id is not None:
-        raise ValueError("add_process_set: %s is registered already" % (process_set,))
-    with _registry_lock:
-        same = [ps for ps in _live.values() if ps.ranks == process_set.ranks]
-    if same or process_set.ranks == global_process_set.ranks:
-        raise ValueError("add_process_set: a process set with ranks %s exists already (%s)"
-                         % (process_set.ranks, same[0] if same else global_process_set))
-    process_set_id = _C.add_process_set(process_set.ranks)
-    with _registry_lock:
-        process_set.process_set_id = process_set_id
-        process_set._removed_id = None
-        _live[process_set_id] = process_set
-    return process_set
-
-
-def remove_process_set(process_set):
-    """Removes a registered set from kolo (collective over every rank of the job). Returns
-    True when it was removed, False for the global set or a set that is not registered; raises
-    KoloError with kolo's message when kolo refuses (an op of the set still in flight)."""
-    if not isinstance(process_set, ProcessSet):
-        raise ValueError("remove_process_set takes a ProcessSet, got %s"
-                         % type(process_set).__name__)
-    process_set_id = process_set.process_set_id
-    if process_set_id is None or process_set_id == 0:
-        return False
-    _C.remove_process_set(process_set_id)
-    with _registry_lock:
-        _live.pop(process_set_id, None)
-        process_set.process_set_id = None
-        process_set._removed_id = process_set_id
-    return True
+_common.bind(_C, "kolo.torch")

@@ -17,6 +17,10 @@ CUDA kernels); this one computes with torch operations, so CPU tensors work too.
 statistics are computed in float32 (float64 for float64 inputs).
 """
 
+from __future__ import annotations
+
+from typing import Any, cast
+
 import torch
 import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -29,21 +33,27 @@ class SyncBatchNorm(_BatchNorm):
     """Batch normalization whose statistics cover every rank's batch (Horovod's arguments;
     input (N, C, ...))."""
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True):
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True) -> None:
+        """torch.nn.BatchNorm's arguments: `num_features` channels (C); `momentum` None for a
+        cumulative average of the running statistics."""
         super().__init__(num_features, eps, momentum, affine, track_running_stats)
 
-    def _check_input_dim(self, input):
+    def _check_input_dim(self, input: torch.Tensor) -> None:
         if input.dim() < 2:
             raise ValueError("expected at least 2D input (got {}D input)".format(input.dim()))
 
-    def forward(self, input):
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """Normalizes `input` (N, C, ...) with the statistics of every rank's batch in training
+        (this rank's running statistics in eval mode). Raises ValueError for an input of
+        fewer than 2 dimensions, or for a single value per channel over every rank."""
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
-            self.num_batches_tracked.add_(1)
+            tracked = cast(torch.Tensor, self.num_batches_tracked)  # tracking: a tensor
+            tracked.add_(1)
             if self.momentum is None:  # a cumulative average, as torch's BatchNorm
-                factor = 1.0 / float(self.num_batches_tracked)
+                factor = 1.0 / float(tracked)
         batch_statistics = self.training or not self.track_running_stats
         if not batch_statistics or mpi_ops.size() == 1:
             return F.batch_norm(input, self.running_mean, self.running_var, self.weight,
@@ -52,14 +62,16 @@ class SyncBatchNorm(_BatchNorm):
                                     self.running_var, self.eps, factor)
 
 
-def _channel_view(values, dims):
+def _channel_view(values: torch.Tensor, dims: int) -> torch.Tensor:
     """values (C,) shaped to broadcast against an (N, C, ...) tensor of `dims` dimensions."""
     return values.reshape([1, -1] + [1] * (dims - 2))
 
 
 class _SyncBatchNorm(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, input, weight, bias, running_mean, running_var, eps, momentum):
+    def forward(ctx: Any, input: torch.Tensor, weight: torch.Tensor | None,
+                bias: torch.Tensor | None, running_mean: torch.Tensor | None,
+                running_var: torch.Tensor | None, eps: float, momentum: float) -> torch.Tensor:
         channels = input.size(1)
         dtype = torch.float64 if input.dtype == torch.float64 else torch.float32
         x = input.contiguous().to(dtype)
@@ -86,6 +98,7 @@ class _SyncBatchNorm(torch.autograd.Function):
             with torch.no_grad():
                 running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
                 unbiased = var * (total / (total - 1))
+                running_var = cast(torch.Tensor, running_var)  # kept beside running_mean
                 running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype),
                                                     alpha=momentum)
 
@@ -99,7 +112,7 @@ class _SyncBatchNorm(torch.autograd.Function):
         return normalized.to(input.dtype)
 
     @staticmethod
-    def backward(ctx, grad_output):
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, weight, mean, invstd = ctx.saved_tensors
         need_input, need_weight, need_bias = ctx.needs_input_grad[0:3]
         dims, channels = x.dim(), x.size(1)
