@@ -1,0 +1,13 @@
+# The files of the kolo package that every binding installs (python/CMakeLists.txt for
+# kolo.torch, python/tensorflow/CMakeLists.txt for kolo.tensorflow): the package root, its
+# py.typed marker (PEP 561: the hints of the installed package are read by type checkers) and
+# kolo.common. Paths relative to python/.
+set(KOLO_COMMON_PY_FILES
+  kolo/__init__.py
+  kolo/py.typed
+  kolo/common/__init__.py
+  kolo/common/basics.py
+  kolo/common/errors.py
+  kolo/common/objects.py
+  kolo/common/process_sets.py
+)
