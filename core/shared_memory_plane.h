@@ -2,19 +2,29 @@
 // when every rank of the job shares one host. transport/ implements it over one POSIX shared
 // memory segment (transport/shm/shm_mesh.h). It offers staging slots that every rank can read and
 // write, and a sync point: a rank publishes that it reached the next step and waits until every
-// rank has. The algorithm decides who writes which bytes between two syncs.
+// rank has. The algorithm decides who writes which bytes between two syncs. Where the host
+// allows it (single_copy()), it also copies straight between this process's memory and a peer's
+// (cross-memory attach), with a board per rank to publish the addresses on.
 //
-// Threading: slot(), NextSlotSet() and Sync() are called by the background thread only, one at a
-// time; Interrupt may be called from any thread and makes a running and every later Sync fail.
+// Threading: everything but Interrupt is called by the background thread only, one call at a
+// time; Interrupt may be called from any thread and makes a running and every later Sync,
+// ReadPeer and WritePeer fail.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kolo/status.h"
 
 namespace kolo {
+
+// Bytes at `address` in some rank's address space.
+struct PeerRange {
+  uint64_t address = 0;
+  size_t bytes = 0;
+};
 
 class SharedMemoryPlane {
  public:
@@ -43,6 +53,28 @@ class SharedMemoryPlane {
   virtual Status Sync(const std::string& what) = 0;
   // Fails the running and all later Sync calls with `why`. The first call wins. Any thread.
   virtual void Interrupt(const Status& why) = 0;
+
+  // Single copy. True when every rank found at the plane's creation that it may read and write
+  // every peer's memory (process_vm_readv/writev) and the configuration allows it; the same on
+  // every rank. Only then may ReadPeer and WritePeer be called.
+  virtual bool single_copy() const = 0;
+  // Rank `owner`'s board: board_bytes() bytes (a multiple of 64, 64-byte aligned) in the
+  // segment, for the addresses an algorithm publishes. The plane puts no rule on who writes it.
+  virtual uint8_t* board(int owner) = 0;
+  virtual size_t board_bytes() const = 0;
+  // Copies `ranges` of rank `peer`'s memory (addresses in its process) into `local`, which holds
+  // their total bytes. Blocks for the copy. Reads nothing, successfully, when the peer has
+  // left the plane after a failure of its own (its next sync never comes, so the op fails
+  // there with the cause). Fails (job-fatal; the plane is unusable afterwards) naming the peer
+  // when its process is gone or the memory cannot be read, or with the Interrupt status.
+  virtual Status ReadPeer(int peer, const std::vector<PeerRange>& ranges, void* local,
+                          const std::string& what) = 0;
+  // Copies `local` (the ranges' total bytes) into `ranges` of rank `peer`'s memory, with the
+  // same rules. A rank that leaves the plane after a failure waits (briefly) until no peer is
+  // writing into its memory, and no write starts afterwards: a failed op's buffers are the
+  // caller's again when it returns.
+  virtual Status WritePeer(int peer, const void* local, const std::vector<PeerRange>& ranges,
+                           const std::string& what) = 0;
 };
 
 }  // namespace kolo

@@ -10,7 +10,13 @@
 //     reads the other ranks' addresses (one line, space-separated), connects, prints
 //     "CONNECTED", then creates the ShmMesh (rank 0 makes the segment and waits for every rank
 //     to map it: the test kills it in that window) and prints "SHM <status>".
+//   fault_peer shm-single-copy: rank 1 of a 2-rank TcpMesh and ShmMesh with single copy on.
+//     Prints "ADDR <address>", reads rank 0's address, connects, creates the plane, writes the
+//     address of a 64 MiB buffer of 0x5c bytes on its board, syncs, prints "PUBLISHED", then
+//     waits for stdin to close (the test kills it while it reads that buffer).
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -117,6 +123,41 @@ int RunShmCreator(int size) {
   return 0;
 }
 
+int RunShmSingleCopy() {
+  TcpMesh::Config config;
+  config.rank = 1;
+  config.size = 2;
+  config.auth.credentials = {"fault-test-key", "fault-test"};
+  config.timeout_seconds = 30;
+  auto mesh = TcpMesh::Listen(config);
+  if (!mesh.ok()) return 2;
+  std::cout << "ADDR " << (*mesh)->listen_address() << std::endl;
+  std::string peer;
+  if (!std::getline(std::cin, peer)) return 3;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  if (!(*mesh)->Connect({peer, (*mesh)->listen_address()}, deadline).ok()) return 4;
+  kolo::transport::ShmMesh::Config shm;
+  shm.rank = 1;
+  shm.size = 2;
+  shm.slot_bytes = 4096;
+  shm.timeout_seconds = 30;
+  shm.single_copy = kolo::transport::ShmMesh::SingleCopy::kOn;
+  auto plane = kolo::transport::ShmMesh::Create(shm, **mesh);
+  if (!plane.ok()) {
+    std::cout << "SHM " << plane.status().ToString() << std::endl;
+    return 5;
+  }
+  std::vector<uint8_t> buffer(size_t{64} << 20, 0x5c);
+  const uint64_t published[2] = {reinterpret_cast<uint64_t>(buffer.data()), buffer.size()};
+  std::memcpy((*plane)->board(1), published, sizeof(published));
+  if (!(*plane)->Sync("publish").ok()) return 6;
+  std::cout << "PUBLISHED" << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,8 +166,9 @@ int main(int argc, char** argv) {
   if (args.size() == 3 && args[0] == "control") return RunControl(args[1], std::stoi(args[2]));
   if (args.size() == 1 && args[0] == "controller") return RunController();
   if (args.size() == 2 && args[0] == "shm-creator") return RunShmCreator(std::stoi(args[1]));
+  if (args.size() == 1 && args[0] == "shm-single-copy") return RunShmSingleCopy();
   std::fprintf(stderr,
                "usage: fault_peer mesh <timeout> | control <address> <rank> | controller | "
-               "shm-creator <size>\n");
+               "shm-creator <size> | shm-single-copy\n");
   return 1;
 }

@@ -5,12 +5,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <thread>
 #include <utility>
+
+#include "transport/shm/peer_memory.h"
+#include "transport/shm/single_copy_probe.h"
 
 namespace kolo::transport {
 namespace {
@@ -18,7 +23,7 @@ namespace {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the futex word is the low half of a 64-bit counter");
 
-constexpr uint64_t kMagic = 0x6b6f6c6f73686d31;  // "koloshm1"
+constexpr uint64_t kMagic = 0x6b6f6c6f73686d32;  // "koloshm2": boards, probe words
 constexpr size_t kPage = 4096;
 constexpr size_t kNameBytes = 64;
 // A waiter re-checks its deadline and Interrupt at least this often while asleep.
@@ -37,10 +42,17 @@ struct Header {
   uint64_t slot_bytes;
 };
 
-// One per rank, each on its own pair of cache lines (no false sharing between ranks).
+// One per rank, each part on its own pair of cache lines (no false sharing between ranks, nor
+// between the sync counter that waiters spin on and the single-copy words).
 struct alignas(128) RankWord {
   uint64_t arrived;  // sync points passed; written by its rank only
   uint32_t waiters;  // ranks asleep on `arrived`
+  // Written by its rank at creation (the probe) and when it leaves after a failure; read by
+  // every writer before each write into this rank.
+  alignas(128) ProbeWords probe;
+  uint32_t left;  // 1: this rank failed; nobody may write into its memory any more
+  // Written by its rank around each write into a peer: 1 + that peer, 0 when none.
+  alignas(128) int32_t writing;
 };
 
 size_t RoundUp(size_t n, size_t to) {
@@ -52,8 +64,11 @@ size_t WordsOffset() {
 size_t RoundAreaOffset(int size) {
   return RoundUp(WordsOffset() + size * sizeof(RankWord), 128);
 }
-size_t SlotsOffset(int size) {
+size_t BoardsOffset(int size) {
   return RoundUp(RoundAreaOffset(size) + ShmRoundArea::Bytes(size), kPage);
+}
+size_t SlotsOffset(int size) {
+  return BoardsOffset(size) + size * ShmMesh::kBoardBytes;
 }
 
 RankWord* Words(uint8_t* base) {
@@ -213,7 +228,41 @@ StatusOr<std::unique_ptr<ShmMesh>> ShmMesh::Create(const Config& config, DataPla
   KOLO_ASSIGN_OR_RETURN(std::unique_ptr<ShmSegment> segment,
                         config.rank == 0 ? CreateAndShare(fixed, bootstrap, what)
                                          : OpenShared(fixed, bootstrap, what));
-  return std::unique_ptr<ShmMesh>(new ShmMesh(fixed, std::move(segment)));
+  std::unique_ptr<ShmMesh> mesh(new ShmMesh(fixed, std::move(segment)));
+  KOLO_RETURN_IF_ERROR(mesh->AgreeOnSingleCopy(what));
+  return mesh;
+}
+
+Status ShmMesh::AgreeOnSingleCopy(const std::string& what) {
+  RankWord* words = Words(segment_->data());
+  ProbeRefusal skip = kProbeNone;
+  if (config_.single_copy == SingleCopy::kOff) {
+    skip = kProbeOff;
+  } else if (config_.single_copy == SingleCopy::kAuto && !config_.spin) {
+    skip = kProbeCrowded;
+  }
+  KOLO_ASSIGN_OR_RETURN(
+      const ProbeOutcome outcome,
+      ProbeSingleCopy(
+          config_.rank, config_.size, skip, [words](int r) { return &words[r].probe; },
+          [&] { return Sync(what + ", probing single copy"); }));
+  pids_ = outcome.pids;
+  single_copy_ = outcome.single_copy && config_.size > 1;
+  if (!outcome.single_copy && config_.single_copy == SingleCopy::kOn) {
+    return FailedPrecondition(what + ": KOLO_SHM_SINGLE_COPY=on, but " + outcome.refusal);
+  }
+  if (config_.rank != 0 || config_.size == 1) return Status::Ok();
+  if (outcome.single_copy) {
+    config_.logger->info("{}: single copy on (process_vm_readv/writev)", what);
+  } else if (outcome.refusal_kind == kProbeCrowded || outcome.refusal_kind == kProbeOff) {
+    config_.logger->info("{}: single copy off: {}", what, outcome.refusal);
+  } else {
+    config_.logger->warn(
+        "{}: single copy off, allreduce copies through the segment instead: {} "
+        "(KOLO_SHM_SINGLE_COPY=off skips the probe)",
+        what, outcome.refusal);
+  }
+  return Status::Ok();
 }
 
 ShmMesh::ShmMesh(const Config& config, std::unique_ptr<ShmSegment> segment)
@@ -225,13 +274,18 @@ ShmRoundArea ShmMesh::round_area() const {
   return ShmRoundArea(segment_->data() + RoundAreaOffset(config_.size), config_.size);
 }
 
+uint8_t* ShmMesh::board(int owner) {
+  return segment_->data() + BoardsOffset(config_.size) + owner * kBoardBytes;
+}
+
 uint8_t* ShmMesh::slot(int set, int owner) {
   const size_t index = static_cast<size_t>(set) * config_.size + owner;
   return segment_->data() + SlotsOffset(config_.size) + index * config_.slot_bytes;
 }
 
 Status ShmMesh::Sync(const std::string& what) {
-  if (interrupted_.load(std::memory_order_acquire)) return InterruptStatus();
+  if (!failed_.ok()) return failed_;
+  if (interrupted_.load(std::memory_order_acquire)) return Fail(InterruptStatus());
   RankWord* words = Words(segment_->data());
   RankWord& mine = words[config_.rank];
   ++step_;
@@ -240,9 +294,71 @@ Status ShmMesh::Sync(const std::string& what) {
   __atomic_store_n(&mine.arrived, step_, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&mine.waiters, __ATOMIC_SEQ_CST) != 0) FutexWake(FutexWord(&mine));
   for (int peer = 0; peer < config_.size; ++peer) {
-    if (peer != config_.rank) KOLO_RETURN_IF_ERROR(WaitFor(peer, step_, what));
+    if (peer == config_.rank) continue;
+    const Status arrived = WaitFor(peer, step_, what);
+    if (!arrived.ok()) return Fail(arrived);
   }
   return Status::Ok();
+}
+
+Status ShmMesh::ReadPeer(int peer, const std::vector<PeerRange>& ranges, void* local,
+                         const std::string& what) {
+  if (!failed_.ok()) return failed_;
+  if (interrupted_.load(std::memory_order_acquire)) return Fail(InterruptStatus());
+  if (HasLeft(peer)) return Status::Ok();
+  const int err = ReadProcessMemory(pids_[peer], ranges, local);
+  return err == 0 ? Status::Ok() : CopyFailed(peer, err, "read", what);
+}
+
+Status ShmMesh::WritePeer(int peer, const void* local, const std::vector<PeerRange>& ranges,
+                          const std::string& what) {
+  if (!failed_.ok()) return failed_;
+  if (interrupted_.load(std::memory_order_acquire)) return Fail(InterruptStatus());
+  // Announce the write, then look whether the peer left; a peer that leaves stores its flag,
+  // then looks for announced writes (both sequentially consistent): either we see its flag
+  // and do not write, or it sees our announcement and waits until we are done.
+  int32_t* writing = &Words(segment_->data())[config_.rank].writing;
+  __atomic_store_n(writing, peer + 1, __ATOMIC_SEQ_CST);
+  if (HasLeft(peer)) {
+    __atomic_store_n(writing, 0, __ATOMIC_RELEASE);
+    return Status::Ok();
+  }
+  const int err = WriteProcessMemory(pids_[peer], local, ranges);
+  __atomic_store_n(writing, 0, __ATOMIC_RELEASE);
+  return err == 0 ? Status::Ok() : CopyFailed(peer, err, "write into", what);
+}
+
+bool ShmMesh::HasLeft(int peer) const {
+  return __atomic_load_n(&Words(segment_->data())[peer].left, __ATOMIC_SEQ_CST) != 0;
+}
+
+Status ShmMesh::CopyFailed(int peer, int err, const char* verb, const std::string& what) {
+  if (HasLeft(peer)) return Status::Ok();
+  const std::string message = what + ": could not " + verb + " rank " + std::to_string(peer) +
+                              "'s memory: " + ProcessMemoryErrorText(err);
+  return Fail(err == ESRCH ? Unavailable(message) : Internal(message));
+}
+
+Status ShmMesh::Fail(const Status& status) {
+  if (!failed_.ok()) return status;
+  failed_ = status;
+  if (!single_copy_) return status;
+  RankWord* words = Words(segment_->data());
+  __atomic_store_n(&words[config_.rank].left, 1, __ATOMIC_SEQ_CST);
+  const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWriterGraceMs);
+  for (int peer = 0; peer < config_.size; ++peer) {
+    while (__atomic_load_n(&words[peer].writing, __ATOMIC_SEQ_CST) == config_.rank + 1) {
+      if (std::chrono::steady_clock::now() >= grace) {
+        config_.logger->warn(
+            "left the shared-memory plane after a failure while rank {} was still writing into "
+            "this process's memory ({} ms later; is it stopped?)",
+            peer, kWriterGraceMs);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  return status;
 }
 
 Status ShmMesh::WaitFor(int peer, uint64_t step, const std::string& what) {

@@ -1,8 +1,17 @@
 // ShmMesh: the SharedMemoryPlane (core/shared_memory_plane.h) of a job whose ranks all share
 // one host. One POSIX shared-memory segment (transport/shm/shm_segment.h) holds a header, one
-// 64-bit arrival counter per rank and kSlotSets x size staging slots. Rank 0 creates the
-// segment under a fresh random name, sends the name to the others over the already connected
-// TCP mesh, and unlinks it once every rank has mapped it.
+// word block per rank (its 64-bit arrival counter, what it published for the single-copy
+// probe, its single-copy state), the fast path's round rings, a board per rank and
+// kSlotSets x size staging slots. Rank 0 creates the segment under a fresh random name, sends
+// the name to the others over the already connected TCP mesh, and unlinks it once every rank
+// has mapped it. Then the ranks probe single copy (transport/shm/single_copy_probe.h) and agree.
+//
+// Single copy: ReadPeer and WritePeer go through process_vm_readv/writev
+// (transport/shm/peer_memory.h). So that no rank writes into the memory of a rank whose op
+// failed and that has handed its buffers back to its caller, a rank that fails (a sync, a copy,
+// an interrupt) marks itself left and waits until no peer is in the middle of a write into it
+// (at most kWriterGraceMs); a writer announces each write, then checks that its target has not
+// left, and does not write if it has (docs/DESIGN-NOTES.md, "Single copy").
 //
 // Sync: each rank's counter only grows (one step per Sync, the same sequence on every rank),
 // so a value left from an earlier op never satisfies a later wait. A waiter spins briefly
@@ -14,11 +23,14 @@
 // Destroy only when no Sync is running.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/config/config_table.h"
 #include "core/data_plane.h"
@@ -35,6 +47,21 @@ class ShmMesh final : public SharedMemoryPlane {
   // Default bytes of one slot: big enough that a sync costs little next to the copies, small
   // enough that a step's slots stay in cache (docs/PERFORMANCE.md, shared-memory path).
   static constexpr size_t kDefaultSlotBytes = size_t{1} << 20;
+  // Bytes of each rank's board: the addresses of some five thousand fused tensors.
+  static constexpr size_t kBoardBytes = size_t{128} << 10;
+  // How long a rank that failed waits for a peer's write into its memory to end: one write is
+  // at most a piece of a few hundred KiB, a millisecond; the rest is for a loaded host.
+  static constexpr int kWriterGraceMs = 250;
+
+  // KOLO_SHM_SINGLE_COPY.
+  enum class SingleCopy {
+    kOff,  // never: copy through the slots; the probe is not even tried on this rank
+    // When every rank can (the probe; else through the slots, with a warning) and has a core
+    // (Config::spin): where ranks share cores it measured no faster than the slots, and
+    // slower at 32-64 MiB (docs/PERFORMANCE.md, "Single copy").
+    kAuto,
+    kOn,  // required, cores or not: Create fails when some rank cannot
+  };
 
   struct Config {
     int rank = 0;
@@ -45,13 +72,16 @@ class ShmMesh final : public SharedMemoryPlane {
     bool spin = false;
     // KOLO_TIMEOUT_SECONDS: the longest Sync waits for the last rank.
     double timeout_seconds = DefaultOptions().timeout_seconds;
-    Logger logger;  // null: a "shm" logger at warning level
+    SingleCopy single_copy = SingleCopy::kAuto;  // the same on every rank
+    Logger logger;                               // null: a "shm" logger at warning level
   };
 
   // Collective: every rank of `bootstrap` (a connected mesh with no exchange in flight) calls
-  // it with the same size and slot_bytes. Blocks until every rank has mapped the segment, or
-  // fails naming the rank that could not (bootstrap errors, such as a lost peer, pass
-  // through). On failure nothing is left in /dev/shm.
+  // it with the same size, slot_bytes and single_copy. Blocks until every rank has mapped the
+  // segment and the ranks agreed on single copy, or fails naming the rank that could not map
+  // it (bootstrap errors, such as a lost peer, pass through), or, with SingleCopy::kOn, the
+  // rank that cannot copy straight from or to a peer and why. On failure nothing is left in
+  // /dev/shm.
   static StatusOr<std::unique_ptr<ShmMesh>> Create(const Config& config, DataPlane& bootstrap);
   ~ShmMesh() override;
 
@@ -62,6 +92,13 @@ class ShmMesh final : public SharedMemoryPlane {
   int NextSlotSet() override { return static_cast<int>(chunks_++ % kSlotSets); }
   Status Sync(const std::string& what) override;
   void Interrupt(const Status& why) override;
+  bool single_copy() const override { return single_copy_; }
+  uint8_t* board(int owner) override;
+  size_t board_bytes() const override { return kBoardBytes; }
+  Status ReadPeer(int peer, const std::vector<PeerRange>& ranges, void* local,
+                  const std::string& what) override;
+  Status WritePeer(int peer, const void* local, const std::vector<PeerRange>& ranges,
+                   const std::string& what) override;
 
   // The round rings of ShmRoundLane (transport/shm/shm_round_lane.h), valid while this lives.
   ShmRoundArea round_area() const;
@@ -71,17 +108,29 @@ class ShmMesh final : public SharedMemoryPlane {
 
  private:
   ShmMesh(const Config& config, std::unique_ptr<ShmSegment> segment);
+  // The probe and the agreement (transport/shm/single_copy_probe.h), at creation.
+  Status AgreeOnSingleCopy(const std::string& what);
   Status WaitFor(int peer, uint64_t step, const std::string& what);
   Status InterruptStatus() const;
   Status NotArrived(uint64_t step, const std::string& what) const;
+  // Whether `peer` has left the plane after a failure of its own.
+  bool HasLeft(int peer) const;
+  // The status of a failed ReadPeer or WritePeer, or OK where the peer's own failure explains
+  // it (it left: its memory may be gone; the op fails at the next sync with the cause).
+  Status CopyFailed(int peer, int err, const char* verb, const std::string& what);
+  // Records the first failure, leaves the plane and returns `status`.
+  Status Fail(const Status& status);
 
   // Constant after construction.
   const Config config_;
   const std::unique_ptr<ShmSegment> segment_;
   const int spins_;  // pause instructions a waiter spins before yielding
   // Owner thread only.
-  uint64_t step_ = 0;    // sync points passed by this rank
-  uint64_t chunks_ = 0;  // NextSlotSet calls
+  uint64_t step_ = 0;         // sync points passed by this rank
+  uint64_t chunks_ = 0;       // NextSlotSet calls
+  bool single_copy_ = false;  // set once by Create
+  std::vector<pid_t> pids_;   // every rank's process id, with single copy
+  Status failed_;             // the first failure; every later call returns it
 
   mutable Mutex mu_;
   Status interrupt_status_ KOLO_GUARDED_BY(mu_);  // set once by Interrupt
