@@ -91,9 +91,9 @@ bool DisjointMemory(const std::vector<TensorEntry*>& entries) {
 }  // namespace
 
 CpuExecutor::CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes,
-                         SharedMemoryPlane* shm)
+                         SharedMemoryPlane* shm, const ShmSingleCopy::Tuning& single_copy)
     : plane_(plane), shm_(shm), logger_(std::move(logger)), scratch_(scratch_bytes) {
-  if (shm != nullptr) shm_allreduce_ = std::make_unique<ShmAllreduce>(*shm);
+  if (shm != nullptr) shm_allreduce_ = std::make_unique<ShmAllreduce>(*shm, single_copy);
 }
 
 Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEntry*>& entries,

@@ -29,9 +29,12 @@ class CpuExecutor final : public Executor {
  public:
   // `plane` must outlive the executor. `logger` may be null (then nothing is logged).
   // `scratch_bytes` sizes the ring's receive scratch, allocated here once. `shm` (may be null;
-  // else it must outlive the executor and span the same ranks as `plane`) carries allreduces.
+  // else it must outlive the executor and span the same ranks as `plane`) carries allreduces;
+  // `single_copy` says from which size they copy straight between the tensors, and in what
+  // pieces (ops/shm_single_copy.h).
   CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes = RingScratch::kDefaultBytes,
-              SharedMemoryPlane* shm = nullptr);
+              SharedMemoryPlane* shm = nullptr,
+              const ShmSingleCopy::Tuning& single_copy = ShmSingleCopy::Tuning());
 
   // Allreduce, allgather and reducescatter (ring), broadcast (pipelined chain from the root),
   // alltoall (pairwise) and barrier; other ops fail with

@@ -40,23 +40,25 @@ void StreamCopy(uint8_t* dst, const uint8_t* src, size_t bytes) {
 #endif
 }
 
-// [begin, end) of rank `r`'s slice of a chunk of `count` elements: equal parts rounded up to
-// whole cache lines, so no two ranks write the same line.
-std::pair<size_t, size_t> Slice(size_t count, int ranks, int r, size_t element_size) {
-  const size_t line = std::max<size_t>(1, 64 / element_size);
-  size_t per = (count + ranks - 1) / ranks;
-  per = (per + line - 1) / line * line;
-  const size_t begin = std::min(count, per * r);
-  return {begin, std::min(count, begin + per)};
-}
-
 }  // namespace
 
 Status ShmAllreduce::Run(const std::vector<ReduceSpan>& spans, DataType dtype, ReduceOp op,
                          const ReduceScaling& scaling, const std::string& what) {
+  if (single_copy_.Fits(spans, dtype)) {
+    KOLO_ASSIGN_OR_RETURN(const bool done, single_copy_.Run(spans, dtype, op, scaling, what));
+    if (done) {
+      ++single_copy_ops_;
+      return Status::Ok();
+    }
+  }
+  return RunThroughSlots(spans, dtype, op, scaling, what);
+}
+
+Status ShmAllreduce::RunThroughSlots(const std::vector<ReduceSpan>& spans, DataType dtype,
+                                     ReduceOp op, const ReduceScaling& scaling,
+                                     const std::string& what) {
   const size_t element_size = DataTypeSize(dtype);
-  size_t total = 0;
-  for (const ReduceSpan& span : spans) total += span.count;
+  const size_t total = TotalCount(spans);
   const size_t chunk_elements = plane_.slot_bytes() / element_size;
   const bool stream = total * element_size >= kStreamOutputBytes;
   // This rank's own slice is reduced straight from its input, so it skips the copy in; a
@@ -65,7 +67,7 @@ Status ShmAllreduce::Run(const std::vector<ReduceSpan>& spans, DataType dtype, R
   for (size_t begin = 0; begin < total; begin += chunk_elements) {
     const size_t count = std::min(chunk_elements, total - begin);
     const int set = plane_.NextSlotSet();
-    const auto [lo, hi] = Slice(count, plane_.size(), plane_.rank(), element_size);
+    const auto [lo, hi] = RankSlice(count, plane_.size(), plane_.rank(), element_size);
     uint8_t* mine = plane_.slot(set, plane_.rank());
     if (own_from_input) {
       GatherInputs(spans, begin, lo, mine, dtype, 1.0);
@@ -81,7 +83,7 @@ Status ShmAllreduce::Run(const std::vector<ReduceSpan>& spans, DataType dtype, R
       continue;
     }
     for (int r = 0; r < plane_.size(); ++r) {
-      const auto [rlo, rhi] = Slice(count, plane_.size(), r, element_size);
+      const auto [rlo, rhi] = RankSlice(count, plane_.size(), r, element_size);
       if (rlo >= rhi) continue;
       ScatterOutputs(spans, begin + rlo, rhi - rlo, plane_.slot(set, r) + rlo * element_size,
                      element_size, stream);
@@ -90,39 +92,27 @@ Status ShmAllreduce::Run(const std::vector<ReduceSpan>& spans, DataType dtype, R
   return Status::Ok();
 }
 
-template <typename Fn>
-void ShmAllreduce::ForEachPiece(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,
-                                Fn&& fn) {
-  size_t span_begin = 0;  // first element of the span in the concatenation
-  for (const ReduceSpan& span : spans) {
-    if (span_begin >= begin + count) break;
-    const size_t span_end = span_begin + span.count;
-    const size_t lo = std::max(begin, span_begin);
-    const size_t hi = std::min(begin + count, span_end);
-    if (lo < hi) fn(span, lo - span_begin, lo - begin, hi - lo);
-    span_begin = span_end;
-  }
-}
-
 void ShmAllreduce::GatherInputs(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,
                                 uint8_t* dst, DataType dtype, double prescale) {
   const size_t element_size = DataTypeSize(dtype);
-  ForEachPiece(spans, begin, count, [&](const ReduceSpan& span, size_t at, size_t to, size_t n) {
-    ScaleCopy(dst + to * element_size, static_cast<const uint8_t*>(span.input) + at * element_size,
-              n, dtype, prescale);
-  });
+  ForEachSpanPiece(
+      spans, begin, count, [&](const ReduceSpan& span, size_t at, size_t to, size_t n) {
+        ScaleCopy(dst + to * element_size,
+                  static_cast<const uint8_t*>(span.input) + at * element_size, n, dtype, prescale);
+      });
 }
 
 void ShmAllreduce::ScatterOutputs(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,
                                   const uint8_t* src, size_t element_size, bool stream) {
-  ForEachPiece(spans, begin, count, [&](const ReduceSpan& span, size_t at, size_t from, size_t n) {
-    uint8_t* dst = static_cast<uint8_t*>(span.output) + at * element_size;
-    if (stream) {
-      StreamCopy(dst, src + from * element_size, n * element_size);
-    } else {
-      std::memcpy(dst, src + from * element_size, n * element_size);
-    }
-  });
+  ForEachSpanPiece(spans, begin, count,
+                   [&](const ReduceSpan& span, size_t at, size_t from, size_t n) {
+                     uint8_t* dst = static_cast<uint8_t*>(span.output) + at * element_size;
+                     if (stream) {
+                       StreamCopy(dst, src + from * element_size, n * element_size);
+                     } else {
+                       std::memcpy(dst, src + from * element_size, n * element_size);
+                     }
+                   });
 }
 
 void ShmAllreduce::ReduceSlice(const std::vector<ReduceSpan>& spans, size_t begin, int set,
@@ -130,7 +120,7 @@ void ShmAllreduce::ReduceSlice(const std::vector<ReduceSpan>& spans, size_t begi
                                const ReduceScaling& scaling, bool own_from_input) {
   const size_t element_size = DataTypeSize(dtype);
   const int me = plane_.rank();
-  const auto [lo, hi] = Slice(count, plane_.size(), me, element_size);
+  const auto [lo, hi] = RankSlice(count, plane_.size(), me, element_size);
   if (lo >= hi) return;
   const size_t offset = lo * element_size;
   const size_t n = hi - lo;
@@ -155,33 +145,26 @@ void ShmAllreduce::ReduceSlice(const std::vector<ReduceSpan>& spans, size_t begi
   if (first != nullptr && second != nullptr) {
     ReduceInto(result, first, second, n, dtype, op);
   } else {
-    ForEachPiece(spans, begin + lo, n, [&](const ReduceSpan& span, size_t at, size_t to, size_t k) {
-      const uint8_t* in = static_cast<const uint8_t*>(span.input) + at * element_size;
-      const size_t skip = to * element_size;
-      ReduceInto(result + skip, first != nullptr ? first + skip : in,
-                 second != nullptr ? second + skip : in, k, dtype, op);
-    });
+    ForEachSpanPiece(
+        spans, begin + lo, n, [&](const ReduceSpan& span, size_t at, size_t to, size_t k) {
+          const uint8_t* in = static_cast<const uint8_t*>(span.input) + at * element_size;
+          const size_t skip = to * element_size;
+          ReduceInto(result + skip, first != nullptr ? first + skip : in,
+                     second != nullptr ? second + skip : in, k, dtype, op);
+        });
   }
   for (int r = 2; r < plane_.size(); ++r) {
     if (r != me) {
       Reduce(result, source(r), n, dtype, op);
       continue;
     }
-    ForEachPiece(spans, begin + lo, n, [&](const ReduceSpan& span, size_t at, size_t to, size_t k) {
-      Reduce(result + to * element_size,
-             static_cast<const uint8_t*>(span.input) + at * element_size, k, dtype, op);
-    });
+    ForEachSpanPiece(
+        spans, begin + lo, n, [&](const ReduceSpan& span, size_t at, size_t to, size_t k) {
+          Reduce(result + to * element_size,
+                 static_cast<const uint8_t*>(span.input) + at * element_size, k, dtype, op);
+        });
   }
   ScaleResult(result, n, dtype, scaling);
-}
-
-void ShmAllreduce::ScaleResult(uint8_t* result, size_t n, DataType dtype,
-                               const ReduceScaling& scaling) {
-  if (scaling.divisor > 0) {
-    ScaleDivideInPlace(result, n, dtype, scaling.postscale, scaling.divisor);
-  } else if (scaling.postscale != 1.0) {
-    ScaleCopy(result, result, n, dtype, scaling.postscale);
-  }
 }
 
 }  // namespace kolo::ops

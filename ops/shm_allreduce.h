@@ -1,5 +1,8 @@
 // ShmAllreduce: allreduce through a SharedMemoryPlane (core/shared_memory_plane.h) for jobs
-// whose ranks share one host. The buffer goes through the plane's slots in chunks of one slot,
+// whose ranks share one host. Ops that ShmSingleCopy fits (ops/shm_single_copy.h: the plane has
+// single copy, and the op is large enough) go straight between the ranks' tensors; the others,
+// and all of them where the host refuses single copy, through the slots, as follows.
+// The buffer goes through the plane's slots in chunks of one slot,
 // each chunk cut into one slice per rank. Rank j copies every slice of its chunk but its own
 // slice j into its own slot and syncs; it then reduces slice j from the ranks' values in rank
 // order, 0 first (its own read straight from its input, the others' from their slots), into
@@ -25,29 +28,17 @@
 #include "core/shared_memory_plane.h"
 #include "kolo/status.h"
 #include "kolo/types.h"
+#include "ops/reduce_spans.h"
+#include "ops/shm_single_copy.h"
 
 namespace kolo::ops {
 
-// One tensor of a (possibly fused) allreduce: `count` elements read from `input`, results
-// written to `output` (the same pointer for in place).
-struct ReduceSpan {
-  const void* input = nullptr;
-  void* output = nullptr;
-  size_t count = 0;
-};
-
-// What happens to the elements besides the reduction.
-struct ReduceScaling {
-  double prescale = 1.0;   // applied while copying in
-  double postscale = 1.0;  // applied to the result
-  // > 0: integer average, result * postscale / divisor in one rounding (ScaleDivideInPlace).
-  int64_t divisor = 0;
-};
-
 class ShmAllreduce {
  public:
-  // `plane` must outlive this object.
-  explicit ShmAllreduce(SharedMemoryPlane& plane) : plane_(plane) {}
+  // `plane` must outlive this object. `tuning`: where single copy starts and its piece size.
+  explicit ShmAllreduce(SharedMemoryPlane& plane,
+                        const ShmSingleCopy::Tuning& tuning = ShmSingleCopy::Tuning())
+      : plane_(plane), single_copy_(plane, tuning) {}
 
   // Collective: every rank calls it with the same total element count, dtype, op and scaling
   // (the spans may differ only in their pointers). Blocks until every span's output holds the
@@ -56,12 +47,13 @@ class ShmAllreduce {
   Status Run(const std::vector<ReduceSpan>& spans, DataType dtype, ReduceOp op,
              const ReduceScaling& scaling, const std::string& what);
 
+  // Ops that went straight between the tensors (ShmSingleCopy) so far.
+  uint64_t single_copy_ops() const { return single_copy_ops_; }
+
  private:
-  // Calls fn(span, first element in the span, first element in the range, element count)
-  // for each span's piece of elements [begin, begin + count) of the concatenated spans.
-  template <typename Fn>
-  static void ForEachPiece(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,
-                           Fn&& fn);
+  // The slot path.
+  Status RunThroughSlots(const std::vector<ReduceSpan>& spans, DataType dtype, ReduceOp op,
+                         const ReduceScaling& scaling, const std::string& what);
   // Copies elements [begin, begin + count) of the concatenated inputs to `dst`, scaled.
   void GatherInputs(const std::vector<ReduceSpan>& spans, size_t begin, size_t count, uint8_t* dst,
                     DataType dtype, double prescale);
@@ -75,11 +67,12 @@ class ShmAllreduce {
   // result goes to rank 0's.
   void ReduceSlice(const std::vector<ReduceSpan>& spans, size_t begin, int set, size_t count,
                    DataType dtype, ReduceOp op, const ReduceScaling& scaling, bool own_from_input);
-  // Applies the postscale or integer average to `n` reduced elements at `result`.
-  static void ScaleResult(uint8_t* result, size_t n, DataType dtype, const ReduceScaling& scaling);
 
   // Constant after construction.
   SharedMemoryPlane& plane_;
+  // Background thread only.
+  ShmSingleCopy single_copy_;
+  uint64_t single_copy_ops_ = 0;
 };
 
 }  // namespace kolo::ops

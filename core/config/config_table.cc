@@ -469,6 +469,12 @@ std::vector<ConfigVar> BuildTable() {
                 "host, else init() fails), tcp (the TCP ring and chain), or auto (shm when "
                 "several ranks share one host and no other, tcp otherwise). Same on every "
                 "rank."),
+      Row("KOLO_SHM_SINGLE_COPY")
+          .Choice(&Options::shm_single_copy, {"auto", "on", "off"}, "auto")
+          .Help("Shared-memory allreduces of 256 KiB and more copy straight between the ranks' "
+                "tensors (process_vm_readv/writev): auto (where every rank may; else through the "
+                "segment, with a warning), on (init() fails where some rank may not, naming it "
+                "and why), off (always through the segment). Same on every rank."),
       Row("KOLO_FAST_PATH")
           .Bool(&Options::fast_path, true)
           .Help("1: allreduces seen before (cached) are agreed on among the ranks, without a "

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/ops/ring_reference.h"
+#include "tests/support/cross_memory_attach.h"
 #include "tests/support/loopback_mesh.h"
 #include "tests/support/watchdog.h"
 #include "transport/shm/shm_mesh.h"
@@ -217,10 +218,18 @@ TEST_CASE("fused tensors whose memory overlaps still reduce their own inputs",
   for (const std::string& failure : failures) CHECK(failure == "");
 }
 
-TEST_CASE("the CPU executor allreduces over shared memory, through many small slots",
+TEST_CASE("the CPU executor allreduces over shared memory, through many small slots or pieces",
           "[ops][executor][shm]") {
   const int n = GENERATE(range(1, 5));
-  testing::Watchdog watchdog("CPU executor over shared memory, n=" + std::to_string(n), 60s);
+  // Single copy with 64-byte pieces from the first byte, or the slots alone.
+  const bool single_copy = GENERATE(true, false);
+  testing::Watchdog watchdog("CPU executor over shared memory, n=" + std::to_string(n) +
+                                 ", single copy " + (single_copy ? "on" : "off"),
+                             60s);
+  if (single_copy && !testing::CrossMemoryAttachWorks()) {
+    WARN("process_vm_readv is refused in this environment: single copy is not tested here");
+    return;
+  }
   StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
   REQUIRE(meshes.status().ToString() == "OK");
   // 256-byte slots: most tensors take several chunks, and fused tensors straddle chunks.
@@ -231,6 +240,8 @@ TEST_CASE("the CPU executor allreduces over shared memory, through many small sl
     config.size = n;
     config.slot_bytes = 256;
     config.timeout_seconds = 10;
+    config.single_copy =
+        single_copy ? transport::ShmMesh::SingleCopy::kOn : transport::ShmMesh::SingleCopy::kOff;
     StatusOr<std::unique_ptr<transport::ShmMesh>> plane =
         transport::ShmMesh::Create(config, *(*meshes)[rank]);
     if (!plane.ok()) return plane.status().ToString();
@@ -248,7 +259,7 @@ TEST_CASE("the CPU executor allreduces over shared memory, through many small sl
   }
   const std::vector<std::string> failures = testing::RunOnRanks(n, [&](int rank) {
     CpuExecutor executor(*(*meshes)[rank], MakeLogger(rank, "ops", spdlog::level::warn),
-                         /*scratch_bytes=*/4099, planes[rank].get());
+                         /*scratch_bytes=*/4099, planes[rank].get(), ShmSingleCopy::Tuning{64, 1});
     return RunScenarios(executor, rank, n, scenarios, [&] {
       for (auto& plane : planes) plane->Interrupt(Aborted("rank " + std::to_string(rank)));
     });

@@ -1,13 +1,15 @@
 // Allreduce and broadcast over the shared-memory data plane through the public API: N runtimes
 // in one process (real gRPC, real loopback mesh, a real POSIX shared-memory segment), with
-// KOLO_TRANSPORT=shm and auto; results checked against the direct computation and compared
-// bit for bit across ranks; broadcast over shm and tcp alike; the transport choice visible in
-// the process's mappings; shm refused for a job that spans hosts.
+// KOLO_TRANSPORT=shm and auto, and KOLO_SHM_SINGLE_COPY=on and off (the slots alone); results
+// checked against the direct computation and compared bit for bit across ranks and across the
+// two paths; broadcast over shm and tcp alike; the transport choice visible in the process's
+// mappings; shm refused for a job that spans hosts.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "core/config/config_table.h"
+#include "tests/support/cross_memory_attach.h"
 #include "tests/support/local_job.h"
 #include "tests/support/tensor_values.h"
 #include "tests/support/watchdog.h"
@@ -39,8 +42,21 @@ int KoloShmMappings() {
   return count;
 }
 
-std::function<void(Options&)> WithTransport(const std::string& transport) {
-  return [transport](Options& options) { options.transport = *TransportFromName(transport); };
+// KOLO_SHM_SINGLE_COPY for the tests of single copy: on (whether the ranks have cores or not,
+// which auto would ask) where this process may use cross-memory attach; else auto, which then
+// falls back, and the test says so.
+std::string SingleCopyOn() {
+  if (kolo::testing::CrossMemoryAttachWorks()) return "on";
+  WARN("process_vm_readv is refused in this environment: single copy is not tested here");
+  return "auto";
+}
+
+std::function<void(Options&)> WithTransport(const std::string& transport,
+                                            const std::string& single_copy = "auto") {
+  return [transport, single_copy](Options& options) {
+    options.transport = *TransportFromName(transport);
+    options.shm_single_copy = single_copy;
+  };
 }
 
 }  // namespace
@@ -49,13 +65,16 @@ TEST_CASE("Allreduce over shared memory matches a direct computation for every d
           "[runtime][allreduce][shm]") {
   const int n = GENERATE(1, 2, 3, 4);
   const std::string transport = GENERATE(as<std::string>(), "shm", "auto");
-  Watchdog watchdog("shm allreduce sweep, " + transport + ", " + std::to_string(n) + " ranks",
-                    std::chrono::seconds(120));
-  LocalJob job(n, WithTransport(transport));
+  const std::string single_copy = GENERATE(as<std::string>(), "on", "off");
+  Watchdog watchdog("shm allreduce sweep, " + transport + ", single copy " + single_copy + ", " +
+                        std::to_string(n) + " ranks",
+                    std::chrono::seconds(180));
+  LocalJob job(n, WithTransport(transport, single_copy == "on" ? SingleCopyOn() : single_copy));
   // One segment mapped by every rank; none for a one-rank job left on auto.
   CHECK(KoloShmMappings() == (transport == "auto" && n == 1 ? 0 : n));
-  // 1 MiB slots: the largest count takes several chunks in every dtype but uint8/int8.
-  const std::vector<int64_t> counts = {0, 1, 13, 1000 * n + 1, 3 * (1 << 18) + 7};
+  // 1 MiB slots: the largest count takes several chunks in every dtype but uint8/int8. From
+  // 256 KiB (the 1-byte dtypes' largest count too) single copy takes them, where it is on.
+  const std::vector<int64_t> counts = {0, 1, 13, 1000 * n + 1, 65537, 3 * (1 << 18) + 7};
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     for (DataType dtype : kAllDataTypes) {
       for (ReduceOp op : kAllOps) {
@@ -83,68 +102,80 @@ TEST_CASE("Allreduce over shared memory matches a direct computation for every d
   for (const std::string& failure : failures) CHECK(failure == "");
 }
 
-TEST_CASE("Allreduce over shared memory gives every rank the same bits", "[runtime][shm]") {
+TEST_CASE("Allreduce over shared memory gives every rank the same bits, on either path",
+          "[runtime][shm]") {
   const int n = GENERATE(2, 3, 4);
   Watchdog watchdog("shm allreduce bits, " + std::to_string(n) + " ranks",
-                    std::chrono::seconds(60));
-  LocalJob job(n, WithTransport("shm"));
+                    std::chrono::seconds(120));
   // Values whose float sums depend on the order of addition, over several chunks; more than
-  // 8 MiB, so the results are streamed out (ops/shm_allreduce.cc), to an unaligned output.
+  // 8 MiB, so the slot path streams the results out (ops/shm_allreduce.cc), to an unaligned
+  // output. Single copy (on) and the slots (off) must give the same bits.
   const int64_t count = 9 * (1 << 18) + 3;
-  std::vector<std::vector<float>> results(n);
-  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
-    std::vector<float> input(count);
-    for (int64_t i = 0; i < count; ++i) {
-      input[i] = 1.0f / static_cast<float>(1 + (i * 7919 + rt.rank() * 104729) % 1000003);
-    }
-    std::vector<float> output_storage(count + 1);
-    float* output = output_storage.data() + 1;
-    // Prescale 1: each rank reduces its slice straight from its input; 0.3: from its slot,
-    // where the prescaled values were copied (ops/shm_allreduce.h).
-    for (const auto& [op, prescale] : {std::pair{ReduceOp::kSum, 1.0},
-                                       {ReduceOp::kAverage, 1.0},
-                                       {ReduceOp::kSum, 0.3},
-                                       {ReduceOp::kAverage, 0.3}}) {
-      AllreduceOptions options;
-      options.op = op;
-      options.prescale = prescale;
-      Status s = rt.Allreduce("bits/" + ReduceOpName(op) + "/" + std::to_string(prescale),
-                              {input.data(), DataType::kFloat32, {count}, Device::Cpu()},
-                              {output, DataType::kFloat32, {count}, Device::Cpu()}, options);
-      if (!s.ok()) return s.ToString();
-      // Against a sum in double (the bits are compared across ranks below).
+  std::map<std::string, std::vector<std::vector<float>>> by_path;
+  for (const std::string& single_copy : {SingleCopyOn(), std::string("off")}) {
+    LocalJob job(n, WithTransport("shm", single_copy));
+    std::vector<std::vector<float>>& results = by_path[single_copy];
+    results.resize(n);
+    auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+      std::vector<float> input(count);
       for (int64_t i = 0; i < count; ++i) {
-        double want = 0;
-        for (int r = 0; r < rt.size(); ++r) {
-          want += static_cast<double>(static_cast<float>(
-              prescale * (1.0f / static_cast<float>(1 + (i * 7919 + r * 104729) % 1000003))));
-        }
-        if (op == ReduceOp::kAverage) want /= rt.size();
-        if (std::abs(output[i] - want) > 1e-5 * std::abs(want)) {
-          return ReduceOpName(op) + ": element " + std::to_string(i) + " is " +
-                 std::to_string(output[i]) + ", expected about " + std::to_string(want);
-        }
+        input[i] = 1.0f / static_cast<float>(1 + (i * 7919 + rt.rank() * 104729) % 1000003);
       }
-      results[rt.rank()].insert(results[rt.rank()].end(), output, output + count);
+      std::vector<float> output_storage(count + 1);
+      float* output = output_storage.data() + 1;
+      // Prescale 1: each rank reduces its slice straight from its input; 0.3: from its slot,
+      // where the prescaled values were copied (ops/shm_allreduce.h).
+      for (const auto& [op, prescale] : {std::pair{ReduceOp::kSum, 1.0},
+                                         {ReduceOp::kAverage, 1.0},
+                                         {ReduceOp::kSum, 0.3},
+                                         {ReduceOp::kAverage, 0.3}}) {
+        AllreduceOptions options;
+        options.op = op;
+        options.prescale = prescale;
+        Status s = rt.Allreduce("bits/" + ReduceOpName(op) + "/" + std::to_string(prescale),
+                                {input.data(), DataType::kFloat32, {count}, Device::Cpu()},
+                                {output, DataType::kFloat32, {count}, Device::Cpu()}, options);
+        if (!s.ok()) return s.ToString();
+        // Against a sum in double (the bits are compared across ranks below).
+        for (int64_t i = 0; i < count; ++i) {
+          double want = 0;
+          for (int r = 0; r < rt.size(); ++r) {
+            want += static_cast<double>(static_cast<float>(
+                prescale * (1.0f / static_cast<float>(1 + (i * 7919 + r * 104729) % 1000003))));
+          }
+          if (op == ReduceOp::kAverage) want /= rt.size();
+          if (std::abs(output[i] - want) > 1e-5 * std::abs(want)) {
+            return ReduceOpName(op) + ": element " + std::to_string(i) + " is " +
+                   std::to_string(output[i]) + ", expected about " + std::to_string(want);
+          }
+        }
+        results[rt.rank()].insert(results[rt.rank()].end(), output, output + count);
+      }
+      return "";
+    });
+    for (const std::string& failure : failures) CHECK(failure == "");
+  }
+  for (const auto& [path, results] : by_path) {
+    for (int r = 0; r < n; ++r) {
+      INFO("single copy " << path << ", rank " << r << " against rank 0 with single copy off");
+      REQUIRE(results[r].size() == by_path.at("off")[0].size());
+      CHECK(std::memcmp(results[r].data(), by_path.at("off")[0].data(),
+                        results[r].size() * sizeof(float)) == 0);
     }
-    return "";
-  });
-  for (const std::string& failure : failures) CHECK(failure == "");
-  for (int r = 1; r < n; ++r) {
-    INFO("rank " << r << " against rank 0");
-    CHECK(std::memcmp(results[r].data(), results[0].data(), results[0].size() * sizeof(float)) ==
-          0);
   }
 }
 
 TEST_CASE("A fused allreduce over shared memory reduces slices that cross tensors and chunks",
           "[runtime][allreduce][shm]") {
   const int n = GENERATE(2, 3, 4);
-  Watchdog watchdog("shm fused allreduce, " + std::to_string(n) + " ranks",
-                    std::chrono::seconds(60));
-  LocalJob job(n, WithTransport("shm"));
-  // One fused buffer of several chunks (1 MiB slots) whose per-rank slices start and end
-  // inside tensors, so each rank's own slice comes from pieces of several inputs.
+  const std::string single_copy = GENERATE(as<std::string>(), "on", "off");
+  Watchdog watchdog(
+      "shm fused allreduce, " + std::to_string(n) + " ranks, single copy " + single_copy,
+      std::chrono::seconds(60));
+  LocalJob job(n, WithTransport("shm", single_copy == "on" ? SingleCopyOn() : single_copy));
+  // One fused buffer of several chunks (1 MiB slots), or of several pieces (single copy),
+  // whose per-rank slices start and end inside tensors, so each rank's own slice comes from
+  // pieces of several inputs.
   const std::vector<int64_t> counts = {1, 3 * (1 << 18) + 5, 17, 1000, 2 * (1 << 18) + 1, 3};
   const DataType dtype = DataType::kFloat32;
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {

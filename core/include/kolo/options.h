@@ -100,6 +100,11 @@ struct Options {
   // KOLO_TRANSPORT. Must be the same on every rank.
   Transport transport{};
 
+  // KOLO_SHM_SINGLE_COPY: "auto", "on" or "off": whether the shared-memory allreduce copies
+  // straight between the ranks' tensors (cross-memory attach) where the host allows it, must,
+  // or never does. Must be the same on every rank.
+  std::string shm_single_copy;
+
   // KOLO_CPU_BIND: "core" when a launcher bound the ranks of this host to disjoint CPU sets
   // (kolorun does for the ranks it starts here): kolo then polls before sleeping even though
   // this process sees fewer CPUs than the host has ranks. "none": not known to be bound.
