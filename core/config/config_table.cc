@@ -472,9 +472,10 @@ std::vector<ConfigVar> BuildTable() {
       Row("KOLO_SHM_SINGLE_COPY")
           .Choice(&Options::shm_single_copy, {"auto", "on", "off"}, "auto")
           .Help("Shared-memory allreduces of 256 KiB and more copy straight between the ranks' "
-                "tensors (process_vm_readv/writev): auto (where every rank may; else through the "
-                "segment, with a warning), on (init() fails where some rank may not, naming it "
-                "and why), off (always through the segment). Same on every rank."),
+                "tensors (process_vm_readv/writev): auto (in a job of two ranks with a core "
+                "each, where both may; a warning where they may not), on (any job; init() fails "
+                "where some rank may not, naming it and why), off (always through the "
+                "segment's slots). Same on every rank."),
       Row("KOLO_FAST_PATH")
           .Bool(&Options::fast_path, true)
           .Help("1: allreduces seen before (cached) are agreed on among the ranks, without a "

@@ -1,6 +1,6 @@
 // Tests of transport/shm/single_copy_probe.h with thread-ranks in this process (the same process
 // id for all, which cross-memory attach allows): every rank may, so all agree on single copy;
-// a rank that does not try (configured off, or its host has more ranks than cores), or whose
+// a rank that does not try (configured off, or auto where it does not pay), or whose
 // thread a seccomp filter denies cross-memory attach (as a container's profile would), makes
 // every rank agree on no, naming it and why; a failed sync fails the probe.
 #include "transport/shm/single_copy_probe.h"
@@ -109,15 +109,15 @@ TEST_CASE("one rank that will not or may not makes every rank agree on no, namin
             "rank " + std::to_string(refuser) + " has KOLO_SHM_SINGLE_COPY=off");
     }
   }
-  SECTION("it does not try (its host has more ranks than cores)") {
+  SECTION("it does not try (auto, and not two ranks with a core each)") {
     for (const StatusOr<ProbeOutcome>& outcome :
-         Probe(n, [&](int rank) { return rank == refuser ? kProbeCrowded : kProbeNone; })) {
+         Probe(n, [&](int rank) { return rank == refuser ? kProbeNotChosen : kProbeNone; })) {
       REQUIRE(outcome.status().ToString() == "OK");
       CHECK_FALSE(outcome->single_copy);
-      CHECK(outcome->refusal_kind == kProbeCrowded);
+      CHECK(outcome->refusal_kind == kProbeNotChosen);
       CHECK(outcome->refusal == "rank " + std::to_string(refuser) +
-                                    " shares its cores with other ranks (more ranks than cores "
-                                    "on this host)");
+                                    " leaves it off: KOLO_SHM_SINGLE_COPY=auto takes it for two "
+                                    "ranks with a core each");
     }
   }
   SECTION("a seccomp filter denies it process_vm_readv and process_vm_writev") {

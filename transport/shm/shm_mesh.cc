@@ -238,8 +238,8 @@ Status ShmMesh::AgreeOnSingleCopy(const std::string& what) {
   ProbeRefusal skip = kProbeNone;
   if (config_.single_copy == SingleCopy::kOff) {
     skip = kProbeOff;
-  } else if (config_.single_copy == SingleCopy::kAuto && !config_.spin) {
-    skip = kProbeCrowded;
+  } else if (config_.single_copy == SingleCopy::kAuto && (config_.size != 2 || !config_.spin)) {
+    skip = kProbeNotChosen;
   }
   KOLO_ASSIGN_OR_RETURN(
       const ProbeOutcome outcome,
@@ -254,7 +254,7 @@ Status ShmMesh::AgreeOnSingleCopy(const std::string& what) {
   if (config_.rank != 0 || config_.size == 1) return Status::Ok();
   if (outcome.single_copy) {
     config_.logger->info("{}: single copy on (process_vm_readv/writev)", what);
-  } else if (outcome.refusal_kind == kProbeCrowded || outcome.refusal_kind == kProbeOff) {
+  } else if (outcome.refusal_kind == kProbeNotChosen || outcome.refusal_kind == kProbeOff) {
     config_.logger->info("{}: single copy off: {}", what, outcome.refusal);
   } else {
     config_.logger->warn(

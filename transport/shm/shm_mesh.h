@@ -56,11 +56,12 @@ class ShmMesh final : public SharedMemoryPlane {
   // KOLO_SHM_SINGLE_COPY.
   enum class SingleCopy {
     kOff,  // never: copy through the slots; the probe is not even tried on this rank
-    // When every rank can (the probe; else through the slots, with a warning) and has a core
-    // (Config::spin): where ranks share cores it measured no faster than the slots, and
-    // slower at 32-64 MiB (docs/PERFORMANCE.md, "Single copy").
+    // For a job of two ranks that each have a core (Config::spin), when both can (the probe;
+    // else through the slots, with a warning). Four ranks on two cores measured slower than
+    // the slots, and more ranks copy more through the kernel (docs/PERFORMANCE.md, "Single
+    // copy"); kOn tries it there.
     kAuto,
-    kOn,  // required, cores or not: Create fails when some rank cannot
+    kOn,  // required, whatever the ranks and cores: Create fails when some rank cannot
   };
 
   struct Config {

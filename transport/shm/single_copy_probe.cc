@@ -41,8 +41,10 @@ std::string RefusalText(int rank, const ProbeWords& words) {
   switch (words.refusal) {
     case kProbeOff:
       return who + " has KOLO_SHM_SINGLE_COPY=off";
-    case kProbeCrowded:
-      return who + " shares its cores with other ranks (more ranks than cores on this host)";
+    case kProbeNotChosen:
+      return who +
+             " leaves it off: KOLO_SHM_SINGLE_COPY=auto takes it for two ranks with a core "
+             "each";
     case kProbeRead:
       return who + " could not read " + peer + "'s memory: " + ProcessMemoryErrorText(words.error);
     case kProbeWrite:

@@ -38,12 +38,12 @@ struct ProbeWords {
 
 enum ProbeRefusal : int32_t {
   kProbeNone = 0,
-  kProbeOff = 1,       // this rank did not try (KOLO_SHM_SINGLE_COPY=off)
-  kProbeCrowded = 6,   // this rank did not try: its host has more ranks than cores
-  kProbeRead = 2,      // reading the peer's memory failed
-  kProbeWrite = 3,     // writing into the peer's memory failed
-  kProbeStranger = 4,  // the peer's process id reads another process (a PID namespace?)
-  kProbeLost = 5,      // the peer's write did not arrive here
+  kProbeOff = 1,        // this rank did not try (KOLO_SHM_SINGLE_COPY=off)
+  kProbeNotChosen = 6,  // this rank did not try: auto, and not two ranks with a core each
+  kProbeRead = 2,       // reading the peer's memory failed
+  kProbeWrite = 3,      // writing into the peer's memory failed
+  kProbeStranger = 4,   // the peer's process id reads another process (a PID namespace?)
+  kProbeLost = 5,       // the peer's write did not arrive here
 };
 
 struct ProbeOutcome {
@@ -56,7 +56,7 @@ struct ProbeOutcome {
 };
 
 // Collective: every rank of `size` calls it with the same `size`. `skip`: kProbeNone to try;
-// kProbeOff or kProbeCrowded to vote no, for that reason, without trying. `words(r)` is rank
+// kProbeOff or kProbeNotChosen to vote no, for that reason, without trying. `words(r)` is rank
 // r's ProbeWords in the shared memory; `sync` is the plane's sync point. Fails only when a
 // sync fails.
 StatusOr<ProbeOutcome> ProbeSingleCopy(int rank, int size, ProbeRefusal skip,
