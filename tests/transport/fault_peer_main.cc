@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -47,22 +48,35 @@ class EndlessSend final : public kolo::StreamExchange {
   std::vector<char> buffer_ = std::vector<char>(1 << 20, 'x');
 };
 
-int RunMesh(double timeout_seconds) {
+// Rank 1 of a 2-rank TcpMesh: prints "ADDR <address>", reads rank 0's, connects within
+// `connect_seconds`. Null, with the exit code in `*failed`, when a step fails.
+std::unique_ptr<TcpMesh> ConnectRankOne(double timeout_seconds, int connect_seconds, int* failed) {
   TcpMesh::Config config;
   config.rank = 1;
   config.size = 2;
   config.auth.credentials = {"fault-test-key", "fault-test"};
   config.timeout_seconds = timeout_seconds;
   auto mesh = TcpMesh::Listen(config);
-  if (!mesh.ok()) return 2;
+  *failed = 2;
+  if (!mesh.ok()) return nullptr;
   std::cout << "ADDR " << (*mesh)->listen_address() << std::endl;
   std::string peer;
-  if (!std::getline(std::cin, peer)) return 3;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  if (!(*mesh)->Connect({peer, (*mesh)->listen_address()}, deadline).ok()) return 4;
+  *failed = 3;
+  if (!std::getline(std::cin, peer)) return nullptr;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(connect_seconds);
+  *failed = 4;
+  if (!(*mesh)->Connect({peer, (*mesh)->listen_address()}, deadline).ok()) return nullptr;
+  *failed = 0;
+  return std::move(mesh).value();
+}
+
+int RunMesh(double timeout_seconds) {
+  int failed = 0;
+  std::unique_ptr<TcpMesh> mesh = ConnectRankOne(timeout_seconds, 10, &failed);
+  if (mesh == nullptr) return failed;
   std::cout << "CONNECTED" << std::endl;
   EndlessSend endless;
-  kolo::Status status = (*mesh)->Exchange(0, -1, endless, "endless");
+  kolo::Status status = mesh->Exchange(0, -1, endless, "endless");
   std::cout << "EXCHANGE " << status.ToString() << std::endl;
   return 0;
 }
@@ -124,25 +138,16 @@ int RunShmCreator(int size) {
 }
 
 int RunShmSingleCopy() {
-  TcpMesh::Config config;
-  config.rank = 1;
-  config.size = 2;
-  config.auth.credentials = {"fault-test-key", "fault-test"};
-  config.timeout_seconds = 30;
-  auto mesh = TcpMesh::Listen(config);
-  if (!mesh.ok()) return 2;
-  std::cout << "ADDR " << (*mesh)->listen_address() << std::endl;
-  std::string peer;
-  if (!std::getline(std::cin, peer)) return 3;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  if (!(*mesh)->Connect({peer, (*mesh)->listen_address()}, deadline).ok()) return 4;
+  int failed = 0;
+  std::unique_ptr<TcpMesh> mesh = ConnectRankOne(30, 30, &failed);
+  if (mesh == nullptr) return failed;
   kolo::transport::ShmMesh::Config shm;
   shm.rank = 1;
   shm.size = 2;
   shm.slot_bytes = 4096;
   shm.timeout_seconds = 30;
   shm.single_copy = kolo::transport::ShmMesh::SingleCopy::kOn;
-  auto plane = kolo::transport::ShmMesh::Create(shm, **mesh);
+  auto plane = kolo::transport::ShmMesh::Create(shm, *mesh);
   if (!plane.ok()) {
     std::cout << "SHM " << plane.status().ToString() << std::endl;
     return 5;
