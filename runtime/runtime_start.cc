@@ -226,9 +226,7 @@ Status RuntimeImpl::StartSharedMemory() {
   config.size = options_.size;
   config.timeout_seconds = options_.timeout_seconds;
   config.spin = mesh_->busy_poll();  // decided by SetLocalRanks, KOLO_CPU_BIND included
-  config.single_copy = options_.shm_single_copy == "on"    ? transport::ShmMesh::SingleCopy::kOn
-                       : options_.shm_single_copy == "off" ? transport::ShmMesh::SingleCopy::kOff
-                                                           : transport::ShmMesh::SingleCopy::kAuto;
+  config.single_copy = options_.shm_single_copy;
   config.logger = MakeLogger(options_.rank, "shm", logger_->level());
   StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(config, *mesh_);
   if (!shm.ok()) {

@@ -18,6 +18,8 @@ namespace {
 
 // KOLO_TRANSPORT's values, indexed by Transport.
 constexpr const char* kTransportNames[] = {"auto", "tcp", "shm"};
+// KOLO_SHM_SINGLE_COPY's values, indexed by ShmSingleCopy.
+constexpr const char* kShmSingleCopyNames[] = {"auto", "on", "off"};
 // KOLO_GPU_OPERATIONS's values, indexed by GpuOperations.
 constexpr const char* kGpuOperationsNames[] = {"auto", "nccl", "ring"};
 constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warning", "error", "fatal", "off"};
@@ -470,7 +472,7 @@ std::vector<ConfigVar> BuildTable() {
                 "several ranks share one host and no other, tcp otherwise). Same on every "
                 "rank."),
       Row("KOLO_SHM_SINGLE_COPY")
-          .Choice(&Options::shm_single_copy, {"auto", "on", "off"}, "auto")
+          .Enum(&Options::shm_single_copy, kShmSingleCopyNames, ShmSingleCopy::kAuto)
           .Help("Shared-memory allreduces of 256 KiB and more copy straight between the ranks' "
                 "tensors (process_vm_readv/writev): auto (in a job of two ranks with a core "
                 "each, where both may; a warning where they may not), on (any job; init() fails "

@@ -55,7 +55,9 @@ std::function<void(Options&)> WithTransport(const std::string& transport,
                                             const std::string& single_copy = "auto") {
   return [transport, single_copy](Options& options) {
     options.transport = *TransportFromName(transport);
-    options.shm_single_copy = single_copy;
+    options.shm_single_copy = single_copy == "on"    ? ShmSingleCopy::kOn
+                              : single_copy == "off" ? ShmSingleCopy::kOff
+                                                     : ShmSingleCopy::kAuto;
   };
 }
 

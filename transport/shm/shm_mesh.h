@@ -53,16 +53,11 @@ class ShmMesh final : public SharedMemoryPlane {
   // at most a piece of a few hundred KiB, a millisecond; the rest is for a loaded host.
   static constexpr int kWriterGraceMs = 250;
 
-  // KOLO_SHM_SINGLE_COPY.
-  enum class SingleCopy {
-    kOff,  // never: copy through the slots; the probe is not even tried on this rank
-    // For a job of two ranks that each have a core (Config::spin), when both can (the probe;
-    // else through the slots, with a warning). Four ranks on two cores measured slower than
-    // the slots, and more ranks copy more through the kernel (docs/PERFORMANCE.md, "Single
-    // copy"); kOn tries it there.
-    kAuto,
-    kOn,  // required, whatever the ranks and cores: Create fails when some rank cannot
-  };
+  // KOLO_SHM_SINGLE_COPY (kolo/options.h). kAuto leaves it off unless the job has two ranks
+  // that each have a core (Config::spin): four ranks on two cores measured slower than the
+  // slots, and more ranks copy more through the kernel (docs/DESIGN-NOTES.md, "Single copy");
+  // kOn tries it there. kOff does not even probe.
+  using SingleCopy = ShmSingleCopy;
 
   struct Config {
     int rank = 0;

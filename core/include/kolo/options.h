@@ -23,6 +23,16 @@ enum class Transport {
   kShm,   // shared memory; needs every rank on this host
 };
 
+// KOLO_SHM_SINGLE_COPY: whether the shared-memory allreduce copies straight between the ranks'
+// tensors (cross-memory attach) where the host allows it (docs/DESIGN-NOTES.md, "Single copy").
+enum class ShmSingleCopy {
+  // For a job of two ranks that each have a core, when both may (a probe at init; else through
+  // the segment's slots, with a warning naming the rank and why).
+  kAuto,
+  kOn,   // any job; init() fails where some rank may not, naming it and why
+  kOff,  // never: always through the slots; nothing is probed
+};
+
 // KOLO_GPU_OPERATIONS: the data path of GPU tensors (README, "GPU tensors").
 enum class GpuOperations {
   kAuto,  // nccl in a build with NCCL, else ring
@@ -100,10 +110,8 @@ struct Options {
   // KOLO_TRANSPORT. Must be the same on every rank.
   Transport transport{};
 
-  // KOLO_SHM_SINGLE_COPY: "auto", "on" or "off": whether the shared-memory allreduce copies
-  // straight between the ranks' tensors (cross-memory attach) where the host allows it, must,
-  // or never does. Must be the same on every rank.
-  std::string shm_single_copy;
+  // KOLO_SHM_SINGLE_COPY. Must be the same on every rank.
+  ShmSingleCopy shm_single_copy{};
 
   // KOLO_CPU_BIND: "core" when a launcher bound the ranks of this host to disjoint CPU sets
   // (kolorun does for the ranks it starts here): kolo then polls before sleeping even though
