@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <memory>
 #include <random>
 
 #include "transport/shm/peer_memory.h"
@@ -32,6 +34,20 @@ void TryPeers(int rank, int size, uint64_t token, const std::function<ProbeWords
       mine.peer = peer;
       return;
     }
+  }
+}
+
+// Inboxes of failed probes (ProbeSingleCopy), which peers may still write into: never freed,
+// and reachable from here (so that leak checkers do not report them).
+struct KeptInbox {
+  std::unique_ptr<uint64_t[]> words;
+  KeptInbox* next;
+};
+std::atomic<KeptInbox*> kept_inboxes{nullptr};
+
+void KeepForever(std::unique_ptr<uint64_t[]> inbox) {
+  auto* kept = new KeptInbox{std::move(inbox), kept_inboxes.load()};
+  while (!kept_inboxes.compare_exchange_weak(kept->next, kept)) {
   }
 }
 
@@ -66,23 +82,32 @@ StatusOr<ProbeOutcome> ProbeSingleCopy(int rank, int size, ProbeRefusal skip,
                                        const std::function<ProbeWords*(int)>& words,
                                        const std::function<Status()>& sync) {
   // Read by peers through process_vm_readv and written by them through process_vm_writev
-  // between the syncs below, so they live until the last one.
+  // between the syncs below, so they live until the last one. A sync that fails here may be
+  // one that the peers pass a moment later (the last rank arrived just after this one's
+  // deadline), and they then write into the inbox: on failure it is kept (size x 8 bytes, for
+  // the process's life) rather than freed under their writes. The token is only read.
   std::random_device device;
   uint64_t token = (uint64_t{device()} << 32) | device();
-  std::vector<uint64_t> inbox(size, 0);
+  auto inbox_owner = std::make_unique<uint64_t[]>(size);  // zeroed
+  uint64_t* const inbox = inbox_owner.get();
+  const auto synced = [&sync, &inbox_owner]() -> Status {
+    Status status = sync();
+    if (!status.ok()) KeepForever(std::move(inbox_owner));  // see above: peers may write it
+    return status;
+  };
   ProbeWords& mine = *words(rank);
   mine = ProbeWords{};
   mine.pid = getpid();
   mine.token = token;
   mine.token_address = reinterpret_cast<uint64_t>(&token);
-  mine.inbox_address = reinterpret_cast<uint64_t>(inbox.data());
-  KOLO_RETURN_IF_ERROR(sync());
+  mine.inbox_address = reinterpret_cast<uint64_t>(inbox);
+  KOLO_RETURN_IF_ERROR(synced());
   if (skip == kProbeNone) {
     TryPeers(rank, size, token, words, mine);
   } else {
     mine.refusal = skip;
   }
-  KOLO_RETURN_IF_ERROR(sync());  // every write has landed
+  KOLO_RETURN_IF_ERROR(synced());  // every write has landed
   for (int peer = 0; peer < size && mine.refusal == kProbeNone; ++peer) {
     // A peer that stopped at an earlier rank never wrote here; its own refusal says why.
     if (peer == rank || words(peer)->refusal != kProbeNone) continue;
@@ -92,7 +117,7 @@ StatusOr<ProbeOutcome> ProbeSingleCopy(int rank, int size, ProbeRefusal skip,
     }
   }
   mine.vote = mine.refusal == kProbeNone ? 1 : 0;
-  KOLO_RETURN_IF_ERROR(sync());  // every vote is in
+  KOLO_RETURN_IF_ERROR(synced());  // every vote is in
   ProbeOutcome outcome;
   outcome.single_copy = true;
   for (int r = 0; r < size; ++r) {
