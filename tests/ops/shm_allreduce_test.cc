@@ -7,11 +7,14 @@
 // postscale and integer average; tensors that overlap one another still reduce their inputs.
 #include "ops/shm_allreduce.h"
 
+#include <spdlog/sinks/ostream_sink.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -47,26 +50,53 @@ std::string Describe(const Case& c) {
          (c.in_place ? " in place" : "");
 }
 
-// Tensor t's input on `rank`: floating values whose sums depend on the order of addition,
-// small integers (some negative) for int32.
+// Tensor t's input on `rank`: floating values whose sums depend on the order of addition
+// (near 1 for a product, so that it neither vanishes nor overflows), small integers (some
+// negative where the type has a sign), and bytes 0, 1 and 2 for bool (any non-zero is true).
 std::vector<uint8_t> Input(const Case& c, int rank, size_t t) {
   const size_t n = c.counts[t];
   std::vector<uint8_t> bytes(n * DataTypeSize(c.dtype));
   for (size_t i = 0; i < n; ++i) {
     const size_t k = i * 7919 + t * 31 + static_cast<size_t>(rank) * 104729;
-    const double v = 1.0 / static_cast<double>(1 + k % 1000003);
+    const double v = c.op == ReduceOp::kProduct ? 0.75 + static_cast<double>(k % 512) / 1024
+                                                : 1.0 / static_cast<double>(1 + k % 1000003);
+    const int64_t x = static_cast<int64_t>(k % 97) - 40;
     uint8_t* at = bytes.data() + i * DataTypeSize(c.dtype);
-    if (c.dtype == DataType::kFloat64) {
-      std::memcpy(at, &v, 8);
-    } else if (c.dtype == DataType::kFloat32) {
-      const float f = static_cast<float>(v);
-      std::memcpy(at, &f, 4);
-    } else if (c.dtype == DataType::kFloat16) {
-      const uint16_t h = FloatToHalf(static_cast<float>(v * 1000));
-      std::memcpy(at, &h, 2);
-    } else {
-      const int32_t x = static_cast<int32_t>(k % 97) - 40;
-      std::memcpy(at, &x, 4);
+    const auto put = [at](auto value) { std::memcpy(at, &value, sizeof(value)); };
+    switch (c.dtype) {
+      case DataType::kFloat64:
+        put(v);
+        break;
+      case DataType::kFloat32:
+        put(static_cast<float>(v));
+        break;
+      case DataType::kFloat16:
+        put(FloatToHalf(static_cast<float>(v * 1000)));
+        break;
+      case DataType::kBFloat16:
+        put(FloatToBFloat16(static_cast<float>(v * 1000)));
+        break;
+      case DataType::kInt64:
+        put(x * 1000003);
+        break;
+      case DataType::kInt32:
+        put(static_cast<int32_t>(x));
+        break;
+      case DataType::kInt16:
+        put(static_cast<int16_t>(x));
+        break;
+      case DataType::kInt8:
+        put(static_cast<int8_t>(x));
+        break;
+      case DataType::kUInt16:
+        put(static_cast<uint16_t>(k % 1009));
+        break;
+      case DataType::kUInt8:
+        put(static_cast<uint8_t>(k % 97));
+        break;
+      case DataType::kBool:
+        put(static_cast<uint8_t>(k % 3));
+        break;
     }
   }
   return bytes;
@@ -88,8 +118,9 @@ std::vector<uint8_t> Expected(const Case& c, int n, size_t t) {
 }
 
 // Runs `c` on one rank; "" when every output holds the expected bits and every input that is
-// not also an output is untouched.
-std::string RunCase(ShmAllreduce& allreduce, int rank, int n, const Case& c) {
+// not also an output is untouched. `results` (may be null) gets every output.
+std::string RunCase(ShmAllreduce& allreduce, int rank, int n, const Case& c,
+                    std::vector<std::vector<uint8_t>>* results = nullptr) {
   std::vector<std::vector<uint8_t>> inputs, outputs;
   std::vector<ReduceSpan> spans;
   for (size_t t = 0; t < c.counts.size(); ++t) {
@@ -102,6 +133,7 @@ std::string RunCase(ShmAllreduce& allreduce, int rank, int n, const Case& c) {
   }
   const Status status = allreduce.Run(spans, c.dtype, c.op, c.scaling, Describe(c));
   if (!status.ok()) return status.ToString();
+  if (results != nullptr) *results = c.in_place ? inputs : outputs;
   for (size_t t = 0; t < c.counts.size(); ++t) {
     if ((c.in_place ? inputs[t] : outputs[t]) != Expected(c, n, t)) {
       return Describe(c) + ": tensor " + std::to_string(t) + " differs from rank order";
@@ -135,8 +167,10 @@ struct Job {
   std::vector<std::unique_ptr<ShmMesh>> planes;
 };
 
-// n ranks' planes, with single copy as `mode` says.
-Job MakeJob(int n, ShmMesh::SingleCopy mode) {
+// n ranks' planes, with single copy as `mode` says; `tweak` (may be empty) changes a rank's
+// configuration, on the thread that creates its plane.
+Job MakeJob(int n, ShmMesh::SingleCopy mode,
+            const std::function<void(int, ShmMesh::Config&)>& tweak = {}) {
   Job job;
   StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
   REQUIRE(meshes.status().ToString() == "OK");
@@ -149,6 +183,7 @@ Job MakeJob(int n, ShmMesh::SingleCopy mode) {
     config.slot_bytes = 1024;  // several chunks through the slots too
     config.timeout_seconds = 10;
     config.single_copy = mode;
+    if (tweak) tweak(r, config);
     StatusOr<std::unique_ptr<ShmMesh>> plane = ShmMesh::Create(config, *job.meshes[r]);
     if (!plane.ok()) return plane.status().ToString();
     job.planes[r] = std::move(plane).value();
@@ -158,17 +193,26 @@ Job MakeJob(int n, ShmMesh::SingleCopy mode) {
   return job;
 }
 
+// Every output of every case on every rank: [rank][case][tensor].
+using Outputs = std::vector<std::vector<std::vector<std::vector<uint8_t>>>>;
+
 // Runs `cases` on every rank of `job`; the failures, "rank r: ...". Checks that exactly the
-// cases `single_copy(c)` says went straight between the tensors.
+// cases `single_copy(c)` says went straight between the tensors. `outputs` (may be null) gets
+// what every rank's outputs held.
 std::vector<std::string> RunCases(Job& job, const ShmSingleCopy::Tuning& tuning,
                                   const std::vector<Case>& cases,
-                                  const std::function<bool(const Case&)>& single_copy) {
+                                  const std::function<bool(const Case&)>& single_copy,
+                                  Outputs* outputs = nullptr) {
   const int n = static_cast<int>(job.planes.size());
+  if (outputs != nullptr)
+    outputs->assign(n, std::vector<std::vector<std::vector<uint8_t>>>(cases.size()));
   return testing::Failures(RunOnRanks(n, [&](int r) -> std::string {
     ShmAllreduce allreduce(*job.planes[r], tuning);
-    for (const Case& c : cases) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
       const uint64_t before = allreduce.single_copy_ops();
-      std::string failure = RunCase(allreduce, r, n, c);
+      std::string failure =
+          RunCase(allreduce, r, n, c, outputs == nullptr ? nullptr : &(*outputs)[r][i]);
       if (failure.empty() && allreduce.single_copy_ops() - before != (single_copy(c) ? 1 : 0)) {
         failure = Describe(c) + (single_copy(c) ? ": went through the slots"
                                                 : ": went straight between the tensors");
@@ -201,6 +245,114 @@ TEST_CASE("shared-memory allreduce gives the bits of a rank-order reduction on e
   const ShmSingleCopy::Tuning tiny{128, 1};
   const auto expect = [&](const Case& c) { return single_copy && n > 1 && Bytes(c) > 0; };
   for (const std::string& failure : RunCases(job, tiny, Cases(n), expect)) CHECK(failure == "");
+}
+
+// Every dtype with every op it takes, in tensors whose counts fall on either side of where
+// the ranks' slices (64-byte lines, rounded up) and the 128-byte pieces end: below one line
+// (every rank but 0 has nothing to reduce), one line, n lines and one element either side,
+// odd and prime counts, and fused tensors across those ends; in and out of place in turn.
+// Scale factors on the types that take them.
+std::vector<Case> EveryDtypeAndOp(int n) {
+  const std::vector<DataType> dtypes = {DataType::kUInt8,   DataType::kInt8,     DataType::kUInt16,
+                                        DataType::kInt16,   DataType::kInt32,    DataType::kInt64,
+                                        DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32,
+                                        DataType::kFloat64, DataType::kBool};
+  const std::vector<ReduceOp> ops = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
+                                     ReduceOp::kMax, ReduceOp::kProduct};
+  std::vector<Case> cases;
+  bool in_place = false;
+  for (DataType dtype : dtypes) {
+    const size_t line = 64 / DataTypeSize(dtype);
+    const size_t lines = line * static_cast<size_t>(n);
+    const std::vector<std::vector<size_t>> layouts = {
+        {line - 1},  {line},          {lines - 1}, {lines},
+        {lines + 1}, {3 * lines + 5}, {1021},      {lines - 1, 2, line + 1, 7}};
+    for (ReduceOp op : ops) {
+      if (dtype == DataType::kBool && op == ReduceOp::kAverage) continue;  // refused
+      ReduceScaling scaling;
+      if (op == ReduceOp::kAverage) {
+        scaling =
+            IsFloatingPoint(dtype) ? ReduceScaling{1.0, 1.0 / n, 0} : ReduceScaling{1.0, 1.0, n};
+      } else if (op == ReduceOp::kSum && dtype != DataType::kBool) {
+        scaling = {0.5, 3.0, 0};
+      }
+      for (const auto& counts : layouts) {
+        cases.push_back({dtype, op, scaling, counts, in_place});
+        in_place = !in_place;
+      }
+    }
+  }
+  return cases;
+}
+
+TEST_CASE("single copy gives the slot path's bits for every dtype and op, at slice ends",
+          "[ops][shm]") {
+  const int n = GENERATE(2, 3, 4);
+  testing::Watchdog watchdog("shm allreduce, every dtype and op, " + std::to_string(n) + " ranks",
+                             240s);
+  if (!testing::CrossMemoryAttachWorks()) {
+    WARN("process_vm_readv is refused in this environment: single copy is not tested here");
+    return;
+  }
+  const std::vector<Case> cases = EveryDtypeAndOp(n);
+  Outputs slots, single;
+  {
+    Job job = MakeJob(n, ShmMesh::SingleCopy::kOff);
+    for (const std::string& failure : RunCases(
+             job, {}, cases, [](const Case&) { return false; }, &slots)) {
+      CHECK(failure == "");
+    }
+  }
+  {
+    Job job = MakeJob(n, ShmMesh::SingleCopy::kOn);
+    // 128-byte pieces from the first byte: every piece end and slice end is crossed.
+    const ShmSingleCopy::Tuning tiny{128, 1};
+    for (const std::string& failure : RunCases(
+             job, tiny, cases, [](const Case&) { return true; }, &single)) {
+      CHECK(failure == "");
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      INFO("rank " << r << ": " << Describe(cases[i]));
+      CHECK(single[r][i] == slots[r][i]);
+    }
+  }
+}
+
+TEST_CASE("a rank refused cross-memory attach sends every rank through the slots, said once",
+          "[ops][shm]") {
+  // auto, two ranks with a core each: single copy unless the probe is refused, here by a real
+  // seccomp filter on rank 1's thread, as a container's profile would.
+  const int n = 2;
+  testing::Watchdog watchdog("shm allreduce, single copy refused", 60s);
+  if (!testing::CrossMemoryAttachWorks()) {
+    WARN("process_vm_readv is refused in this environment: single copy is not tested here");
+    return;
+  }
+  std::ostringstream log;
+  auto logger = std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  bool denied = false;
+  Job job = MakeJob(n, ShmMesh::SingleCopy::kAuto, [&](int r, ShmMesh::Config& config) {
+    config.spin = true;
+    config.logger = logger;
+    if (r == 1) denied = testing::DenyCrossMemoryAttach();
+  });
+  REQUIRE(denied);
+  for (const auto& plane : job.planes) CHECK_FALSE(plane->single_copy());
+  const std::string text = log.str();
+  INFO(text);
+  const std::string reason =
+      "single copy off, allreduce copies through the segment instead: rank 1 could not read "
+      "rank 0's memory: not permitted (Operation not permitted (EPERM); another user, Yama's "
+      "ptrace_scope or a seccomp filter)";
+  CHECK(text.find("[warning] shared-memory data plane of 2 ranks: " + reason) != std::string::npos);
+  CHECK(text.find("single copy off") == text.rfind("single copy off"));  // once, by rank 0
+  // Every op, even those that would have gone straight between the tensors, takes the slots.
+  const ShmSingleCopy::Tuning tiny{128, 1};
+  const auto none = [](const Case&) { return false; };
+  for (const std::string& failure : RunCases(job, tiny, Cases(n), none)) CHECK(failure == "");
 }
 
 TEST_CASE("shared-memory allreduce of several MiB, at the default sizes, on either path",
