@@ -48,6 +48,19 @@ Status SizeMismatch(const char* op, const Landing& landing, const char* hint) {
                     std::to_string(landing.target().numel()) + " elements (" + hint + ")");
 }
 
+// The rows each group rank sent this rank in a gather or scatter (kolo's received splits),
+// against what `root` alone sending `rows` (or, to the root, every rank one) gives. Ranks that
+// disagree about the root are caught here even when the row counts happen to add up (a
+// scatter in which a non-root expects another root: it receives the real root's row).
+Status CheckSources(const char* op, const std::vector<int64_t>& received,
+                    const std::vector<int64_t>& expected, int64_t root) {
+  if (received == expected) return Status::Ok();
+  return InvalidArgument(std::string(op) + ": the group's ranks sent this rank " +
+                         ShapeToString(received) + " rows each, where root rank " +
+                         std::to_string(root) + " means " + ShapeToString(expected) +
+                         " (do all ranks pass the same root?)");
+}
+
 // Copies rows of `flat` ([n, m], contiguous) into the n tensors of `list`.
 void Unpack(const at::Tensor& flat, const std::vector<at::Tensor>& list) {
   for (size_t i = 0; i < list.size(); ++i) {
@@ -90,9 +103,9 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::allgather(std::vector<std::vector<at
 c10::intrusive_ptr<c10d::Work> KoloBackend::all_gather_single(at::Tensor& output, at::Tensor& input,
                                                               const c10d::AllgatherOptions& opts) {
   if (output.scalar_type() != input.scalar_type() || output.numel() != size_ * input.numel()) {
-    Fail("all_gather_into_tensor: the output must hold the group's size (" +
-         std::to_string(size_) + ") times the input's " + std::to_string(input.numel()) +
-         " elements of " + std::string(c10::toString(input.scalar_type())) + ", it holds " +
+    Fail("all_gather_into_tensor: the output must hold the group's size (" + std::to_string(size_) +
+         ") times the input's " + std::to_string(input.numel()) + " elements of " +
+         std::string(c10::toString(input.scalar_type())) + ", it holds " +
          std::to_string(output.numel()) + " of " +
          std::string(c10::toString(output.scalar_type())));
   }
@@ -156,8 +169,7 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::all_gather_single_coalesced(
   launch.finish = [landings, ios] {
     for (size_t i = 0; i < landings.size(); ++i) {
       if (!landings[i]->Fits()) {
-        return SizeMismatch("all_gather_into_tensor_coalesced", *landings[i],
-                            "inputs of one size");
+        return SizeMismatch("all_gather_into_tensor_coalesced", *landings[i], "inputs of one size");
       }
       KOLO_RETURN_IF_ERROR(ios[i]->CopyBack());
     }
@@ -206,7 +218,11 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::gather(std::vector<std::vector<at::T
   launch.outputs = list;
   launch.keep_alive = {flat_in};
   if (input.is_cuda()) launch.cuda_inputs = {flat_in};
-  launch.finish = [landing, list] {
+  auto received = std::make_shared<std::vector<int64_t>>();
+  const std::vector<int64_t> expected(static_cast<size_t>(size_), root ? 1 : 0);
+  const int64_t root_rank = opts.rootRank;
+  launch.finish = [landing, list, received, expected, root_rank] {
+    KOLO_RETURN_IF_ERROR(CheckSources("gather", *received, expected, root_rank));
     if (!landing->Fits()) return SizeMismatch("gather", *landing, "one root, inputs of one size");
     Unpack(landing->target(), list);
     return Status::Ok();
@@ -214,7 +230,7 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::gather(std::vector<std::vector<at::T
   launch.timeout = opts.timeout;
   launch.async = opts.asyncOp;
   return Issue(std::move(launch), [&](const std::string& name, Callback done) {
-    return kolo::alltoall_async(name, in, splits, Landing::AllocatorOf(landing), nullptr,
+    return kolo::alltoall_async(name, in, splits, Landing::AllocatorOf(landing), received.get(),
                                 std::move(done));
   });
 }
@@ -223,8 +239,8 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::gather_single(at::Tensor& output, at
                                                           const c10d::GatherOptions& opts) {
   CheckRoot(opts.rootRank, size_, "gather_into_tensor");
   const bool root = opts.rootRank == rank_;
-  if (root && (output.scalar_type() != input.scalar_type() ||
-               output.numel() != size_ * input.numel())) {
+  if (root &&
+      (output.scalar_type() != input.scalar_type() || output.numel() != size_ * input.numel())) {
     Fail("gather_into_tensor: the root's output must hold the group's size times the input");
   }
   auto io = std::make_shared<Contiguous>(root ? output : at::empty({0}, input.options()));
@@ -241,7 +257,11 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::gather_single(at::Tensor& output, at
   launch.outputs = {output};
   launch.keep_alive = {flat_in, io->buffer};
   if (input.is_cuda()) launch.cuda_inputs = {flat_in};
-  launch.finish = [landing, io] {
+  auto received = std::make_shared<std::vector<int64_t>>();
+  const std::vector<int64_t> expected(static_cast<size_t>(size_), root ? 1 : 0);
+  const int64_t root_rank = opts.rootRank;
+  launch.finish = [landing, io, received, expected, root_rank] {
+    KOLO_RETURN_IF_ERROR(CheckSources("gather_into_tensor", *received, expected, root_rank));
     if (!landing->Fits()) {
       return SizeMismatch("gather_into_tensor", *landing, "one root, inputs of one size");
     }
@@ -250,7 +270,7 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::gather_single(at::Tensor& output, at
   launch.timeout = opts.timeout;
   launch.async = opts.asyncOp;
   return Issue(std::move(launch), [&](const std::string& name, Callback done) {
-    return kolo::alltoall_async(name, in, splits, Landing::AllocatorOf(landing), nullptr,
+    return kolo::alltoall_async(name, in, splits, Landing::AllocatorOf(landing), received.get(),
                                 std::move(done));
   });
 }
@@ -288,14 +308,19 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::scatter(std::vector<at::Tensor>& out
   launch.outputs = {output};
   launch.keep_alive = {flat_in, io->buffer};
   if (output.is_cuda()) launch.cuda_inputs = {flat_in};
-  launch.finish = [landing, io] {
+  auto received = std::make_shared<std::vector<int64_t>>();
+  std::vector<int64_t> expected(static_cast<size_t>(size_), 0);
+  expected[static_cast<size_t>(opts.rootRank)] = 1;
+  const int64_t root_rank = opts.rootRank;
+  launch.finish = [landing, io, received, expected, root_rank] {
+    KOLO_RETURN_IF_ERROR(CheckSources("scatter", *received, expected, root_rank));
     if (!landing->Fits()) return SizeMismatch("scatter", *landing, "one root, outputs of one size");
     return io->CopyBack();
   };
   launch.timeout = opts.timeout;
   launch.async = opts.asyncOp;
   return Issue(std::move(launch), [&](const std::string& name, Callback done) {
-    return kolo::alltoall_async(name, in, splits, Landing::AllocatorOf(landing), nullptr,
+    return kolo::alltoall_async(name, in, splits, Landing::AllocatorOf(landing), received.get(),
                                 std::move(done));
   });
 }

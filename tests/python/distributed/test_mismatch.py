@@ -74,7 +74,28 @@ def test_ranks_disagreeing_on_a_scatter_root_fail_instead_of_mixing_data():
     except RuntimeError as error:
         failed = True
         assert "scatter" in str(error)
-    # Some rank receives rows from two roots or none: at least the ranks that do must fail.
+    # The rank that names another root receives rows from a rank it did not expect (at 2
+    # ranks, from two roots; at 4, from rank 0 instead of rank 1): it fails, whatever the
+    # others see, and the group goes on (the root is not part of the next collective's name).
+    if RANK == LAST:
+        assert failed, "the rank that named root 1 got no error"
     flags = torch.tensor([1.0 if failed else 0.0])
-    dist.all_reduce(flags)
+    dist.all_reduce(flags, group=group)
+    assert flags.item() >= 1
+
+
+def test_ranks_disagreeing_on_a_gather_root_fail():
+    if SIZE < 2:
+        pytest.skip("needs two ranks")
+    group = fresh_group()
+    root = 1 if RANK == LAST else 0
+    gathered = [torch.empty(2) for _ in range(SIZE)] if RANK == root else None
+    failed = False
+    try:
+        dist.gather(torch.full((2,), float(RANK)), gathered, dst=root, group=group)
+    except RuntimeError as error:
+        failed = True
+        assert "gather" in str(error)
+    flags = torch.tensor([1.0 if failed else 0.0])
+    dist.all_reduce(flags, group=group)
     assert flags.item() >= 1
