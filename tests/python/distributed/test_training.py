@@ -59,10 +59,10 @@ def same_on_every_rank(state):
             assert torch.equal(gathered[r], value), "%s differs on rank %d" % (name, r)
 
 
-def close(a, b):
+def close(a, b, rtol=1e-5, atol=1e-6):
     assert a.keys() == b.keys()
     for name in a:
-        torch.testing.assert_close(a[name], b[name], rtol=1e-5, atol=1e-6, msg=name)
+        torch.testing.assert_close(a[name], b[name], rtol=rtol, atol=atol, msg=name)
 
 
 def test_ddp_on_kolo_ends_with_the_weights_of_gloo_on_every_rank(gloo):
@@ -80,7 +80,10 @@ def test_ddp_with_a_comm_hook_chaining_on_the_future_matches_gloo(gloo):
     reference.register_comm_hook(gloo, default_hooks.fp16_compress_hook)
     on_gloo = full_state(train(reference))
     same_on_every_rank(on_kolo)
-    close(on_kolo, on_gloo)
+    # The gradients are summed in float16: at more than 2 ranks kolo and gloo add in different
+    # orders, and a float16 ulp (~1e-3 relative) of a gradient shows in the weights after
+    # 4 steps at lr 0.1 (seen: 2e-5 relative). A wrong sum or a missing average is far beyond.
+    close(on_kolo, on_gloo, rtol=1e-3, atol=1e-4)
 
 
 def test_fsdp2_fully_shard_on_kolo_matches_ddp_on_gloo(gloo):
