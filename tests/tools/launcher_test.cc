@@ -75,7 +75,7 @@ TEST_CASE("LineSplitter cuts a line longer than its limit into pieces", "[tools]
 TEST_CASE(
     "RankEnvironment sets the KOLO_, horovodrun's and torchrun's variables and overrides "
     "inherited ones",
-          "[tools][launcher]") {
+    "[tools][launcher]") {
   JobLayout job{4, 5555, std::string(64, 'a'), "kolorun-job"};
   std::vector<std::string> env =
       RankEnvironment({"PATH=/bin", "KOLO_RANK=7", "KOLO_SECRETIVE=1", "NOEQUALS"}, 2, job);

@@ -109,11 +109,9 @@ int AddProcessSet(const std::vector<int>& ranks, double timeout_seconds) {
 void RegisterC10d(py::module_& module) {
   module.def("c10d_init", &Init, py::arg("rank"), py::arg("size"), py::arg("controller"),
              py::arg("secret"), py::arg("job_id"), py::arg("timeout_seconds"));
-  module.def("c10d_backend", &MakeBackend, py::arg("rank"), py::arg("size"),
-             py::arg("process_set"), py::arg("ranks"), py::arg("group_name"),
-             py::arg("timeout_seconds"));
-  module.def("c10d_add_process_set", &AddProcessSet, py::arg("ranks"),
-             py::arg("timeout_seconds"));
+  module.def("c10d_backend", &MakeBackend, py::arg("rank"), py::arg("size"), py::arg("process_set"),
+             py::arg("ranks"), py::arg("group_name"), py::arg("timeout_seconds"));
+  module.def("c10d_add_process_set", &AddProcessSet, py::arg("ranks"), py::arg("timeout_seconds"));
 }
 
 }  // namespace kolo::torch_ext

@@ -53,8 +53,7 @@ AllreduceOptions Reduction(const c10d::ReduceOp& reduce_op, const at::Tensor& te
       return options;
     case c10d::ReduceOp::PREMUL_SUM: {
       // NCCL's "multiply by a factor, then sum" is kolo's prescale factor.
-      auto* supplement =
-          dynamic_cast<c10d::PreMulSumSupplement*>(reduce_op.supplement_.get());
+      auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(reduce_op.supplement_.get());
       if (supplement == nullptr) Fail(std::string(op) + ": PREMUL_SUM without its factor");
       options.op = ReduceOp::kSum;
       options.prescale = supplement->tensor_factor.defined()
@@ -73,7 +72,7 @@ AllreduceOptions Reduction(const c10d::ReduceOp& reduce_op, const at::Tensor& te
       break;
   }
   Fail(std::string(op) + ": kolo has no " +
-       (reduce_op.op_ == c10d::ReduceOp::BXOR  ? "BXOR"
+       (reduce_op.op_ == c10d::ReduceOp::BXOR   ? "BXOR"
         : reduce_op.op_ == c10d::ReduceOp::BAND ? "BAND"
         : reduce_op.op_ == c10d::ReduceOp::BOR  ? "BOR"
                                                 : "such") +

@@ -12,14 +12,13 @@
 // complete on kolo's thread (KoloWork). The GIL is released around every wait.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <vector>
 
 #include "kolo/kolo.h"
@@ -33,9 +32,9 @@ class KoloBackend : public c10d::Backend {
   struct Config {
     int rank = 0;  // in the group
     int size = 1;
-    int process_set = 0;      // kolo's process set of the group
-    std::vector<int> ranks;   // the group's job ranks, in group-rank order
-    std::string group_name;   // torch's ("0" for the world)
+    int process_set = 0;     // kolo's process set of the group
+    std::vector<int> ranks;  // the group's job ranks, in group-rank order
+    std::string group_name;  // torch's ("0" for the world)
     std::chrono::milliseconds timeout{0};
   };
   explicit KoloBackend(Config config);
@@ -99,8 +98,7 @@ class KoloBackend : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
                                       int tag) override;
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
-                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
  private:
   // One collective on its way to kolo.

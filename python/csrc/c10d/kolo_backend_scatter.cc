@@ -70,11 +70,10 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::reduce_scatter(
 c10::intrusive_ptr<c10d::Work> KoloBackend::reduce_scatter_single(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   if (output.scalar_type() != input.scalar_type() || input.numel() != size_ * output.numel()) {
-    Fail("reduce_scatter_tensor: the input must hold the group's size (" +
-         std::to_string(size_) + ") times the output's " + std::to_string(output.numel()) +
-         " elements of " + std::string(c10::toString(output.scalar_type())) + ", it holds " +
-         std::to_string(input.numel()) + " of " +
-         std::string(c10::toString(input.scalar_type())));
+    Fail("reduce_scatter_tensor: the input must hold the group's size (" + std::to_string(size_) +
+         ") times the output's " + std::to_string(output.numel()) + " elements of " +
+         std::string(c10::toString(output.scalar_type())) + ", it holds " +
+         std::to_string(input.numel()) + " of " + std::string(c10::toString(input.scalar_type())));
   }
   const AllreduceOptions reduction = Reduction(opts.reduceOp, output, "reduce_scatter_tensor");
   const at::Tensor flat_in = input.contiguous().view({-1});
@@ -148,9 +147,10 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::reduce_scatter_single_coalesced(
   });
 }
 
-c10::intrusive_ptr<c10d::Work> KoloBackend::all_to_all_single(
-    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
-    std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
+c10::intrusive_ptr<c10d::Work> KoloBackend::all_to_all_single(at::Tensor& output, at::Tensor& input,
+                                                              std::vector<int64_t>& output_splits,
+                                                              std::vector<int64_t>& input_splits,
+                                                              const c10d::AllToAllOptions& opts) {
   if (output.scalar_type() != input.scalar_type()) Fail("all_to_all_single: dtypes differ");
   if (input.dim() == 0 || output.dim() == 0) Fail("all_to_all_single of a scalar");
   const int64_t rows = input.size(0);
@@ -167,8 +167,8 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::all_to_all_single(
     if (static_cast<int>(splits.size()) != size_ ||
         std::accumulate(splits.begin(), splits.end(), int64_t{0}) != total) {
       Fail(std::string("all_to_all_single: ") + which + " split sizes " + Join(splits) +
-           " do not split its " + std::to_string(total) + " rows among " +
-           std::to_string(size_) + " ranks");
+           " do not split its " + std::to_string(total) + " rows among " + std::to_string(size_) +
+           " ranks");
     }
   };
   check_splits(input_splits, rows, "the input");

@@ -10,14 +10,13 @@
 // it and is bounded by the op's timeout (the process group's unless the call gave one).
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Work.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
 #include "kolo/handle.h"
@@ -51,12 +50,12 @@ class KoloWork : public c10d::Work {
   struct Spec {
     int rank = -1;
     c10d::OpType type = c10d::OpType::UNKNOWN;
-    const char* title = nullptr;            // profiler title, e.g. "kolo:all_reduce"
-    std::string what;                        // "allreduce (collective 17 of process group 0)"
-    std::vector<at::Tensor> outputs;         // result(), and the future's value
-    std::vector<at::Tensor> keep_alive;      // memory kolo reads or writes until completion
-    std::function<Status()> finish;          // on success, before completion; may fail the op
-    std::chrono::milliseconds timeout{0};    // of wait() without a timeout; 0: none
+    const char* title = nullptr;           // profiler title, e.g. "kolo:all_reduce"
+    std::string what;                      // "allreduce (collective 17 of process group 0)"
+    std::vector<at::Tensor> outputs;       // result(), and the future's value
+    std::vector<at::Tensor> keep_alive;    // memory kolo reads or writes until completion
+    std::function<Status()> finish;        // on success, before completion; may fail the op
+    std::chrono::milliseconds timeout{0};  // of wait() without a timeout; 0: none
     uint64_t sequence = 0;
     std::shared_ptr<GroupHealth> health;
   };

@@ -4,7 +4,6 @@
 #include "python/csrc/c10d/op_namer.h"
 
 #include <catch2/catch.hpp>
-
 #include <map>
 #include <set>
 #include <string>
