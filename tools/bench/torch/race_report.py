@@ -20,7 +20,7 @@ PREFIX = re.compile(r"^(\[[^\]]*\](<stdout>)?:?)?\s*")
 # size count float sum [root] time algbw busbw #wrong (kolo-bench has the root column)
 ALLREDUCE_ROW = re.compile(r"^(\d+)\s+\d+\s+float\w*\s+sum\s+(?:-?\d+\s+)?([\d.]+)\s+[\d.]+"
                            r"\s+[\d.]+\s+(\d+)\s*$")
-NUMBER_ROW = re.compile(r"^[\d.]+(\s+-?[\d.]+){5}\s*$")
+NUMBER_ROW = re.compile(r"^[\d.]+(\s+-?[\d.]+){5,6}\s*$")  # train_bench: 6 or 7 (#wrong) fields
 # ../shared/bench's MPI benchmark: bytes count warm iters time_us min_us p90_us mean_us
 # algbw busbw wrong flt/call (time_us: the median over iterations of the slowest rank)
 MPI_ROW = re.compile(r"^(\d+)\s+\d+\s+\d+\s+\d+\s+([\d.]+)(\s+[\d.]+){5}\s+(\d+)\s+[\d.]+\s*$")
@@ -137,11 +137,9 @@ def allreduce_tables(out):
             ratio(shm, bench_shm), ratio(tcp, get("kolo-bench-tcp", size)), extra))
     print()
     if any(get("ddp-kolo", s) is not None for s in sizes):
-        print("### torch.distributed on kolo (medians)
-")
+        print("### torch.distributed on kolo (medians)\n")
         print("Targets: gloo / kolo >= 5 from 4 KiB to 16 MiB; kolo backend / kolo.torch "
-              "<= 1.5.
-")
+              "<= 1.5.\n")
         print("| size | dist.all_reduce gloo / kolo | kolo backend / kolo.torch allreduce_ |")
         print("|---|---|---|")
         for size in sizes:
