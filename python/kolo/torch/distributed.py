@@ -53,10 +53,28 @@ class KoloProcessGroup(dist.ProcessGroup):
     def __init__(self, store, rank, size, backend, timeout):
         super().__init__(store, rank, size)
         self._kolo_timeout = timeout
+        self._kolo_store = store
         for device in _DEVICES:
             self._register_backend(torch.device(device), dist.ProcessGroup.BackendType.CUSTOM,
                                    backend)
         self._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
+
+    def shutdown(self):
+        """destroy_process_group: closes the group. On the world group of a rank other than 0,
+        also waits (at most 5 s) until rank 0 has closed torch's store it hosts: a second
+        env:// init_process_group on the same MASTER_PORT could otherwise reach that store,
+        which rank 0 is about to close, and fail there (seen at 4 ranks)."""
+        super().shutdown()
+        if self.rank() == 0 or self is not dist.distributed_c10d._world.default_pg:
+            return
+        import time
+        deadline = time.monotonic() + min(5.0, self._kolo_timeout.total_seconds())
+        while time.monotonic() < deadline:
+            try:
+                self._kolo_store.check(["kolo/destroyed"])
+            except Exception:  # noqa: BLE001  (the store's host closed it: what we wait for)
+                return
+            time.sleep(0.005)
 
     def new_group(self, ranks, timeout=None, backend=None, pg_options=None, group_name=None,
                   group_desc=None):
