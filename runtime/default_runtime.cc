@@ -6,10 +6,12 @@
 // none, never a destroyed one.
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "core/loop/background_loop.h"
 #include "core/mutex.h"
+#include "core/tensor_queue.h"
 #include "kolo/kolo.h"
 #include "runtime/handle_state.h"
 #include "runtime/raw_data_plane.h"
@@ -290,6 +292,29 @@ StatusOr<Handle> allreduce_async_driven(const std::string& name, const TensorVie
       [&](Runtime& rt) { return rt.AllreduceAsyncDriven(name, input, output, options); });
 }
 
+StatusOr<Handle> enqueue_tracked(const std::function<Status(Callback)>& enqueue, Callback callback,
+                                 bool drive) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  drive = drive && !BackgroundLoop::IsBackgroundThread();  // there only kolo's thread runs it
+  StatusOr<Handle> handle = InvalidArgument("unreached");
+  {
+    std::optional<TensorQueue::QuietScope> quiet;  // DriveOrSpin wakes the loop if it must
+    if (drive) quiet.emplace();
+    handle = internal::HandleAccess::Submit([&](Callback done) {
+      return enqueue([callback = std::move(callback), done = std::move(done)](const Status& s) {
+        if (callback) callback(s);
+        done(s);
+      });
+    });
+  }
+  if (drive && handle.ok()) {
+    const Handle& op = *handle;
+    internal::RuntimeAccess::Impl(*rt).DriveOrSpin([&op] { return op.Poll(); });
+  }
+  return handle;
+}
+
 StatusOr<Handle> allgather_async(const std::string& name, const TensorView& input,
                                  Allocator allocate) {
   return internal::HandleAccess::Submit([&](Callback done) {
@@ -368,6 +393,13 @@ StatusOr<int> add_process_set(const std::vector<int>& ranks) {
     return added.status();
   }));
   return id;
+}
+
+StatusOr<Handle> add_process_set_async(const std::vector<int>& ranks, int* id) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return internal::HandleAccess::Submit(
+      [&](Callback done) { return rt->AddProcessSetAsync(ranks, id, std::move(done)); });
 }
 
 Status remove_process_set(int process_set) {

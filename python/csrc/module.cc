@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kolo/kolo.h"
+#include "python/csrc/c10d/c10d_bindings.h"
 #include "python/csrc/handle_table.h"
 #include "python/csrc/tensor_view.h"
 
@@ -416,4 +417,5 @@ PYBIND11_MODULE(_C, m) {
   // What this build of kolo has (CMake passes the same switches libkolo was built with).
   m.attr("cuda_built") = py::bool_(KOLO_TORCH_CUDA_BUILT != 0);
   m.attr("nccl_version") = py::int_(KOLO_TORCH_NCCL_VERSION);  // NCCL_VERSION_CODE; 0: none
+  kolo::torch_ext::RegisterC10d(m);  // the torch.distributed backend (kolo/torch/distributed.py)
 }

@@ -314,6 +314,11 @@ TEST_CASE("FormatPlan prints each rank's host, command and variables but not the
                                    "  env: HOROVOD_LOCAL_SIZE=1\n"
                                    "  env: HOROVOD_CROSS_RANK=1\n"
                                    "  env: HOROVOD_CROSS_SIZE=2\n"
+                                   "  env: RANK=2\n"
+                                   "  env: WORLD_SIZE=3\n"
+                                   "  env: LOCAL_RANK=0\n"
+                                   "  env: LOCAL_WORLD_SIZE=1\n"
+                                   "  env: MASTER_ADDR=10.1.0.1\n"
                                    "  env: KOLO_SECRET=(a fresh 64-hex-digit job secret)\n"));
   CHECK(text.find(job.secret) == std::string::npos);
 }

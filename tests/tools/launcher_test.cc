@@ -72,8 +72,10 @@ TEST_CASE("LineSplitter cuts a line longer than its limit into pieces", "[tools]
   CHECK(splitter.Flush() == "");
 }
 
-TEST_CASE("RankEnvironment sets the KOLO_ and horovodrun's variables and overrides inherited ones",
-          "[tools][launcher]") {
+TEST_CASE(
+    "RankEnvironment sets the KOLO_, horovodrun's and torchrun's variables and overrides "
+    "inherited ones",
+    "[tools][launcher]") {
   JobLayout job{4, 5555, std::string(64, 'a'), "kolorun-job"};
   std::vector<std::string> env =
       RankEnvironment({"PATH=/bin", "KOLO_RANK=7", "KOLO_SECRETIVE=1", "NOEQUALS"}, 2, job);
@@ -93,6 +95,11 @@ TEST_CASE("RankEnvironment sets the KOLO_ and horovodrun's variables and overrid
                                        "HOROVOD_LOCAL_SIZE=4",
                                        "HOROVOD_CROSS_RANK=0",
                                        "HOROVOD_CROSS_SIZE=1",
+                                       "RANK=2",
+                                       "WORLD_SIZE=4",
+                                       "LOCAL_RANK=2",
+                                       "LOCAL_WORLD_SIZE=4",
+                                       "MASTER_ADDR=127.0.0.1",
                                        "KOLO_SECRET=" + std::string(64, 'a')};
   CHECK(env == expected);
 }

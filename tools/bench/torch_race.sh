@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# kolo.torch against Horovod 0.28.1 and PyTorch DDP (gloo) on the same torch, side by side:
+# kolo.torch against Horovod 0.28.1 and PyTorch DDP (gloo) on the same torch, side by side, and
+# torch.distributed on kolo's own c10d backend (DDP and dist.all_reduce with backend "kolo"):
 # the Python allreduce benchmark and the synthetic training step (tools/bench/torch/), 2 ranks
 # on this machine, every configuration once per round, rounds interleaved so that a slow spell
 # of a shared machine spreads over all of them; then min/median/max over the rounds and the
@@ -18,9 +19,14 @@
 #
 # Environment: ROUNDS (default 3), TORCH_PYTHON (default .venv/torch/bin/python), CACHE_DIR,
 # OUT_DIR (raw outputs; default a fresh /tmp folder), CONFIGS (any of "kolo-shm kolo-tcp
-# horovod ddp"), MODELS ("resnet50 mlp"), STEPS (timed ResNet-50 steps per run, default 5;
+# horovod horovod-fast ddp ddp-kolo"; horovod-fast is Horovod with HOROVOD_CYCLE_TIME=0.1 ms
+# instead of its default 1 ms, ddp-kolo torch.distributed with backend "kolo" under kolorun),
+# MODELS ("resnet50 mlp"), STEPS (timed ResNet-50 steps per run, default 5;
 # the MLP runs 20 times as many),
-# ITERS (timed allreduces per size, default 20), MAX_SIZE (default 64M), MPI_BENCH (the Open
+# ITERS (timed allreduces per size, default 20), WARMUP (untimed ones first, default 5: the
+# kolo backend names c10d's unnamed ops by their place in the sequence, in 4 names per place,
+# which go through kolo's controller once each before they are cached), MAX_SIZE (default 64M),
+# MPI_BENCH (the Open
 # MPI benchmark's source, default ../shared/bench/mpi_allreduce_bench.cc next to the repo;
 # "none" leaves Open MPI out).
 set -euo pipefail
@@ -30,10 +36,11 @@ rounds="${ROUNDS:-3}"
 torch_python="${TORCH_PYTHON:-$repo/.venv/torch/bin/python}"
 cache="${CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kolo-race}"
 out="${OUT_DIR:-$(mktemp -d /tmp/kolo-torch-race-XXXXXX)}"
-configs="${CONFIGS:-kolo-shm kolo-tcp horovod ddp}"
+configs="${CONFIGS:-kolo-shm kolo-tcp horovod horovod-fast ddp ddp-kolo}"
 models="${MODELS:-resnet50 mlp}"
 steps="${STEPS:-5}"
 iters="${ITERS:-20}"
+warmup_iters="${WARMUP:-5}"
 max_size="${MAX_SIZE:-64M}"
 bench="$repo/tools/bench/torch"
 mkdir -p "$out"
@@ -61,7 +68,7 @@ ompi=(mpirun.openmpi --allow-run-as-root --oversubscribe --mca oob_tcp_if_includ
   --mca btl_tcp_if_include lo)
 
 hvd_python=""
-if [[ " $configs " == *" horovod "* ]]; then
+if [[ " $configs " == *" horovod"* ]]; then
   hvd_python="$("$repo/tools/bench/torch/build_horovod.sh" "$torch_python" "$cache")"
 fi
 
@@ -84,8 +91,13 @@ launch() {  # launch CONFIG SCRIPT ARGS...: sets cmd to the script under CONFIG'
     "$build/bin/kolorun" -np 2 "$torch_python" "$bench/$script" --hvd kolo.torch) ;;
   horovod) cmd=(env OMP_NUM_THREADS=1 "$(dirname "$hvd_python")/horovodrun" -np 2
     -H localhost:2 --gloo "$hvd_python" "$bench/$script" --hvd horovod.torch) ;;
+  horovod-fast) cmd=(env OMP_NUM_THREADS=1 HOROVOD_CYCLE_TIME=0.1
+    "$(dirname "$hvd_python")/horovodrun" -np 2 -H localhost:2 --gloo "$hvd_python"
+    "$bench/$script" --hvd horovod.torch) ;;
   ddp) cmd=(env OMP_NUM_THREADS=1 "$torch_python" -m torch.distributed.run --standalone
     --nproc_per_node 2 "$bench/$script" --ddp) ;;
+  ddp-kolo) cmd=(env PYTHONPATH="$build/python" OMP_NUM_THREADS=1
+    "$build/bin/kolorun" -np 2 "$torch_python" "$bench/$script" --ddp --backend kolo) ;;
   raw) cmd=(env OMP_NUM_THREADS=1 "$build/bin/kolorun" -np 2 "$torch_python"
     "$bench/$script" --raw) ;;
   esac
@@ -121,24 +133,25 @@ for round in $(seq 1 "$rounds"); do
     log "round $round: kolo-bench C++ over $transport"
     run "allreduce__kolo-bench-${transport}__r$round" env KOLO_TRANSPORT="$transport" \
       "$build/bin/kolorun" -np 2 "$build/bin/kolo-bench" -b 4K -e "$max_size" -f 4 \
-      -n "$iters" -w 3 --stat median --inplace 1 --barrier 1
+      -n "$iters" -w "$warmup_iters" --stat median --inplace 1 --barrier 1
   done
   if [ -n "$ompi_bench" ]; then
     log "round $round: Open MPI C++ over shared memory and TCP"
-    ompi_args=(-np 2 "$ompi_bench" -b 4K -e "$max_size" -f 4 -n "$iters" -w 3)
+    ompi_args=(-np 2 "$ompi_bench" -b 4K -e "$max_size" -f 4 -n "$iters" -w "$warmup_iters")
     run "allreduce__ompi-shm__r$round" "${ompi[@]}" "${ompi_args[@]}"
     run "allreduce__ompi-tcp__r$round" "${ompi[@]}" --mca pml ob1 --mca btl tcp,self \
       "${ompi_args[@]}"
   fi
   for config in $round_configs; do
     log "round $round: allreduce on $config"
-    launch "$config" allreduce_bench.py -b 4K -e "$max_size" -f 4 -n "$iters" -w 3 --stat median \
-      --barrier 1
+    launch "$config" allreduce_bench.py -b 4K -e "$max_size" -f 4 -n "$iters" \
+      -w "$warmup_iters" --stat median --barrier 1
     run "allreduce__${config}__r$round" "${cmd[@]}"
   done
   for model in $models; do
     # The MLP's step is milliseconds: more steps for a stable median.
-    model_steps=$steps warmup=1
+    # At least 5 warmup steps: kolo's backend caches DDP's bucket allreduces from the 5th step.
+    model_steps=$steps warmup=5
     [ "$model" = mlp ] && model_steps=$((steps * 20)) warmup=5
     for config in $train_configs; do
       log "round $round: $model step on $config"

@@ -59,6 +59,9 @@ StatusOr<JobLayout> PrepareJob(int size) {
   job.size = size;
   KOLO_ASSIGN_OR_RETURN(int port, FindFreePort());
   job.controller_port = port;
+  for (int tries = 0; tries < 16 && (job.store_port == 0 || job.store_port == port); ++tries) {
+    KOLO_ASSIGN_OR_RETURN(job.store_port, FindFreePort());
+  }
   KOLO_ASSIGN_OR_RETURN(std::string secret, MakeJobSecret());
   job.secret = std::move(secret);
   KOLO_ASSIGN_OR_RETURN(std::string id, MakeJobSecret());
@@ -114,6 +117,15 @@ std::vector<EnvVar> RankVariables(const RankIdentity& who, const JobLayout& job)
       {"HOROVOD_CROSS_SIZE", std::to_string(who.cross_size)},
   };
   vars.insert(vars.end(), horovod.begin(), horovod.end());
+  const std::vector<EnvVar> torchrun = {
+      {"RANK", std::to_string(who.rank)},
+      {"WORLD_SIZE", std::to_string(job.size)},
+      {"LOCAL_RANK", std::to_string(who.local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(who.local_size)},
+      {"MASTER_ADDR", job.controller_host},
+  };
+  vars.insert(vars.end(), torchrun.begin(), torchrun.end());
+  if (job.store_port > 0) vars.emplace_back("MASTER_PORT", std::to_string(job.store_port));
   return vars;
 }
 

@@ -17,6 +17,9 @@ struct JobLayout {
   std::string job_id;  // "kolorun-" and 16 hex digits; names the job in every handshake
   std::string controller_host = "127.0.0.1";  // rank 0's host, as the other ranks reach it
   std::string start_timeout_seconds;          // KOLO_START_TIMEOUT_SECONDS; empty: not set
+  // MASTER_PORT: the port of torch.distributed's store, which rank 0 hosts (env://, so that a
+  // torch.distributed script runs under kolorun as under torchrun); 0: not set.
+  int store_port = 0;
 };
 
 // Where one rank sits in the job.
@@ -42,7 +45,8 @@ StatusOr<std::string> MakeJobSecret();
 // program taking it in between is possible but unlikely.
 StatusOr<int> FindFreePort();
 
-// Builds a free port and a secret for a job of `size` ranks.
+// Builds two free ports (kolo's controller, torch.distributed's store) and a secret for a job
+// of `size` ranks.
 StatusOr<JobLayout> PrepareJob(int size);
 
 // When kolorun's environment `base_env` ("NAME=value" entries) sets KOLO_SECRET_FILE, the
@@ -56,8 +60,10 @@ Status UseUserSecretFile(std::vector<std::string>* base_env, JobLayout* job);
 // KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_CONTROLLER, KOLO_JOB_ID, then KOLO_HOSTNAME and
 // KOLO_START_TIMEOUT_SECONDS where set, then what horovodrun exports to every rank and scripts
 // read (before init, or to pick a device): HOROVOD_HOSTNAME, HOROVOD_RANK, HOROVOD_SIZE,
-// HOROVOD_LOCAL_RANK, HOROVOD_LOCAL_SIZE, HOROVOD_CROSS_RANK, HOROVOD_CROSS_SIZE. Not
-// KOLO_SECRET, which each launch path passes its own way.
+// HOROVOD_LOCAL_RANK, HOROVOD_LOCAL_SIZE, HOROVOD_CROSS_RANK, HOROVOD_CROSS_SIZE, then what
+// torchrun exports for torch.distributed's env:// rendezvous: RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR (rank 0's host) and, where set, MASTER_PORT. Not KOLO_SECRET,
+// which each launch path passes its own way.
 std::vector<EnvVar> RankVariables(const RankIdentity& who, const JobLayout& job);
 
 // `base` without any variable named in `vars`, followed by `vars` as "NAME=value".

@@ -370,6 +370,16 @@ StatusOr<Handle> allreduce_async(const std::string& name, const TensorView& inpu
 StatusOr<Handle> allreduce_async_driven(const std::string& name, const TensorView& input,
                                         const TensorView& output,
                                         const AllreduceOptions& options = {});
+// For bindings that need both a callback and a Handle for one op of the default runtime (the
+// torch.distributed backend: a future completed from the callback, a wait on the handle):
+// calls `enqueue`, an *_async call of the default runtime taking a Callback, with a callback
+// that runs `callback` and then completes the returned Handle, so a wait on the handle sees
+// everything `callback` did. With `drive`, the caller is about to wait for the op: the calling
+// thread runs it itself when it can, as the blocking forms do (up to KOLO_WAIT_SPIN_US), before
+// this returns, complete or not; from a kolo callback it is a plain enqueue. Returns enqueue's
+// error, and then `callback` never runs.
+StatusOr<Handle> enqueue_tracked(const std::function<Status(Callback)>& enqueue, Callback callback,
+                                 bool drive);
 StatusOr<Handle> allgather_async(const std::string& name, const TensorView& input,
                                  Allocator allocate);
 StatusOr<Handle> grouped_allreduce_async(const std::vector<std::string>& names,
@@ -398,6 +408,9 @@ StatusOr<Handle> barrier_async();
 // Process sets of the default runtime (see Runtime and ProcessSetScope).
 StatusOr<int> add_process_set(const std::vector<int>& ranks);
 Status remove_process_set(int process_set);
+// add_process_set for a caller that bounds its own wait: `*id` (must outlive the op) is set
+// before the handle completes.
+StatusOr<Handle> add_process_set_async(const std::vector<int>& ranks, int* id);
 int process_set_rank(int process_set);
 int process_set_size(int process_set);
 std::vector<int> process_set_ranks(int process_set);

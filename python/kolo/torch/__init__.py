@@ -34,5 +34,6 @@ from kolo.torch.optimizer import DistributedOptimizer
 from kolo.torch.process_sets import (ProcessSet, add_process_set, global_process_set,
                                      remove_process_set)
 from kolo.torch.sync_batch_norm import SyncBatchNorm
+from kolo.torch import distributed as _distributed  # noqa: F401  (the "kolo" c10d backend)
 
 __version__ = _C.version()

@@ -5,6 +5,7 @@ One script for three libraries, so that they are timed the same way:
     kolorun -np 2 python allreduce_bench.py --hvd kolo.torch
     horovodrun -np 2 -H localhost:2 --gloo python allreduce_bench.py --hvd horovod.torch
     torchrun --nproc_per_node 2 allreduce_bench.py --ddp        # torch.distributed, gloo
+    kolorun -np 2 python allreduce_bench.py --ddp --backend kolo  # torch.distributed on kolo
 
 Every iteration fills the tensor untimed (rank r writes r+1), with --barrier 1 waits for the
 other ranks (untimed), times one in-place sum (the library's allreduce_ / dist.all_reduce,
@@ -41,7 +42,9 @@ def parse_args(argv):
     which.add_argument("--hvd", choices=["kolo.torch", "horovod.torch"],
                        help="the Horovod-style module to import")
     which.add_argument("--ddp", action="store_true",
-                       help="torch.distributed with the gloo backend (run under torchrun)")
+                       help="torch.distributed's dist.all_reduce (run under torchrun or kolorun)")
+    parser.add_argument("--backend", choices=["gloo", "kolo"], default="gloo",
+                        help="--ddp's backend (kolo: kolo.torch.distributed's)")
     parser.add_argument("-b", default="4K", help="smallest size in bytes (4K, 1M)")
     parser.add_argument("-e", default="64M", help="largest size in bytes")
     parser.add_argument("-f", type=int, default=4, help="size step factor")
@@ -83,13 +86,16 @@ class Hvd:
 
 
 class Ddp:
-    """torch.distributed with gloo; torchrun's environment gives the rank and the size."""
+    """torch.distributed with gloo or kolo; the launcher's environment (torchrun's variables,
+    which kolorun sets too) gives the rank and the size."""
 
-    def __init__(self):
+    def __init__(self, backend):
         import torch.distributed as dist
+        if backend == "kolo":
+            import kolo.torch.distributed  # noqa: F401  (registers the backend)
         self.dist = dist
-        self.name = "torch.distributed(gloo)"
-        dist.init_process_group("gloo")
+        self.name = "torch.distributed(%s)" % backend
+        dist.init_process_group(backend)
 
     def rank(self):
         return self.dist.get_rank()
@@ -122,7 +128,7 @@ def sizes(low, high, factor):
 def main(argv):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    lib = Ddp() if args.ddp else Hvd(args.hvd)
+    lib = Ddp(args.backend) if args.ddp else Hvd(args.hvd)
     rank, ranks = lib.rank(), lib.size()
     expected = ranks * (ranks + 1) / 2
     if rank == 0:

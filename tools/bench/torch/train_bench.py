@@ -3,6 +3,7 @@
     kolorun -np 2 python train_bench.py --hvd kolo.torch
     horovodrun -np 2 -H localhost:2 --gloo python train_bench.py --hvd horovod.torch
     torchrun --nproc_per_node 2 train_bench.py --ddp               # DistributedDataParallel, gloo
+    kolorun -np 2 python train_bench.py --ddp --backend kolo      # DDP on kolo's c10d backend
     kolorun -np 2 python train_bench.py --raw                      # no communication at all
 
 Every rank trains the same model on random data of its own (seeded by its rank) of a fixed
@@ -115,8 +116,10 @@ def parse_args(argv):
     which.add_argument("--hvd", choices=["kolo.torch", "horovod.torch"],
                        help="the Horovod-style module to import")
     which.add_argument("--ddp", action="store_true",
-                       help="DistributedDataParallel with gloo (run under torchrun)")
+                       help="DistributedDataParallel (run under torchrun, or kolorun)")
     which.add_argument("--raw", action="store_true", help="the step with no communication")
+    parser.add_argument("--backend", choices=["gloo", "kolo"], default="gloo",
+                        help="--ddp's torch.distributed backend (kolo: kolo.torch.distributed)")
     parser.add_argument("--model", choices=["resnet50", "mlp"], default="resnet50")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--image", type=int, default=224, help="ResNet-50 input side")
@@ -164,8 +167,11 @@ def main(argv):
         wrong_weights = lambda: 0  # noqa: E731  (nothing to compare: each rank on its own)
     elif args.ddp:
         import torch.distributed as dist
-        dist.init_process_group("gloo")
-        library, rank, ranks = "DDP(gloo)", dist.get_rank(), dist.get_world_size()
+        if args.backend == "kolo":
+            import kolo.torch.distributed  # noqa: F401  (registers the backend)
+        dist.init_process_group(args.backend)
+        library = "DDP(%s)" % args.backend
+        rank, ranks = dist.get_rank(), dist.get_world_size()
         model = nn.parallel.DistributedDataParallel(model)
         barrier, shutdown = dist.barrier, dist.destroy_process_group
 

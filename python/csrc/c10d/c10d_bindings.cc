@@ -1,0 +1,117 @@
+// kolo.torch._C's c10d functions: starting kolo for a torch.distributed job, making backends,
+// adding a group's process set. Errors are RuntimeErrors (c10::Error, DistBackendError when
+// the job failed), as torch's own rendezvous raises them.
+//
+// Threading: called from Python with the GIL; every wait releases it.
+#include "python/csrc/c10d/c10d_bindings.h"
+
+#include <pybind11/stl.h>
+#include <torch/extension.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kolo/kolo.h"
+#include "python/csrc/c10d/kolo_backend.h"
+
+namespace py = pybind11;
+
+namespace kolo::torch_ext {
+namespace {
+
+void ThrowIfError(const Status& status, const std::string& what) {
+  if (!status.ok()) std::rethrow_exception(ToException(status, what));
+}
+
+// Starts kolo's default runtime for a torch.distributed job. The environment's options
+// (KOLO_*, and Horovod's names) apply, except what the rendezvous decided: a non-empty
+// `controller` (with `secret` and `job_id`) replaces the environment's job, and `rank` and
+// `size` are c10d's. `timeout_seconds` (init_process_group's) caps kolo's deadlines.
+void Init(int rank, int size, const std::string& controller, const std::string& secret,
+          const std::string& job_id, double timeout_seconds) {
+  StatusOr<Options> read = Options::FromEnvironment();
+  ThrowIfError(read.status(), "init_process_group (reading kolo's environment)");
+  Options options = *read;
+  if (!controller.empty()) {
+    options.controller_address = controller;
+    options.controller_source = "torch.distributed's store";
+    options.secret = secret;
+    options.secret_file.clear();
+    options.job_id = job_id;
+  }
+  if (options.rank != rank || options.size != size) {
+    options.identity_source = "torch.distributed";
+    options.local_rank = -1;  // from the host names every rank reports
+    options.local_size = -1;
+  }
+  options.rank = rank;
+  options.size = size;
+  if (timeout_seconds > 0) {
+    options.timeout_seconds = std::min(options.timeout_seconds, timeout_seconds);
+    options.start_timeout_seconds = std::min(options.start_timeout_seconds, timeout_seconds);
+  }
+  Status status;
+  {
+    py::gil_scoped_release no_gil;
+    status = kolo::init(options);
+  }
+  ThrowIfError(status, "init_process_group");
+}
+
+c10::intrusive_ptr<c10d::Backend> MakeBackend(int rank, int size, int process_set,
+                                              std::vector<int> ranks, std::string group_name,
+                                              double timeout_seconds) {
+  KoloBackend::Config config;
+  config.rank = rank;
+  config.size = size;
+  config.process_set = process_set;
+  config.ranks = std::move(ranks);
+  config.group_name = std::move(group_name);
+  config.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  if (static_cast<int>(config.ranks.size()) != size || rank < 0 || rank >= size) {
+    c10d_args::Fail("a backend of rank " + std::to_string(rank) + " in a group of " +
+                    std::to_string(size) + " with " + std::to_string(config.ranks.size()) +
+                    " job ranks");
+  }
+  return c10::make_intrusive<KoloBackend>(std::move(config));
+}
+
+// kolo's add_process_set, bounded: every rank of the job must call it (torch's new_group
+// contract); one that does not within `timeout_seconds` makes it fail.
+int AddProcessSet(const std::vector<int>& ranks, double timeout_seconds) {
+  auto id = std::make_shared<int>(-1);
+  StatusOr<Handle> handle = kolo::add_process_set_async(ranks, id.get());
+  ThrowIfError(handle.status(), "new_group");
+  Status status;
+  {
+    py::gil_scoped_release no_gil;
+    status = handle->Synchronize(timeout_seconds);
+  }
+  if (status.code() == StatusCode::kDeadlineExceeded && !handle->Poll()) {
+    // The op stays in flight in kolo and may outlive this call: it keeps `id` alive.
+    static auto* abandoned = new std::vector<std::pair<Handle, std::shared_ptr<int>>>();
+    abandoned->emplace_back(*handle, id);
+    throw c10::DistBackendError(
+        c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+        "kolo: new_group(" + ShapeToString(std::vector<int64_t>(ranks.begin(), ranks.end())) +
+            "): not every rank of the job called new_group within " +
+            std::to_string(timeout_seconds) +
+            " s. kolo makes a group's process set with every rank of the job, as torch's "
+            "new_group asks; use_local_synchronization=True is not supported");
+  }
+  ThrowIfError(status, "new_group");
+  return *id;
+}
+
+}  // namespace
+
+void RegisterC10d(py::module_& module) {
+  module.def("c10d_init", &Init, py::arg("rank"), py::arg("size"), py::arg("controller"),
+             py::arg("secret"), py::arg("job_id"), py::arg("timeout_seconds"));
+  module.def("c10d_backend", &MakeBackend, py::arg("rank"), py::arg("size"), py::arg("process_set"),
+             py::arg("ranks"), py::arg("group_name"), py::arg("timeout_seconds"));
+  module.def("c10d_add_process_set", &AddProcessSet, py::arg("ranks"), py::arg("timeout_seconds"));
+}
+
+}  // namespace kolo::torch_ext

@@ -1,0 +1,179 @@
+#include "python/csrc/c10d/kolo_work.h"
+
+#include <torch/extension.h>
+
+#include <optional>
+#include <utility>
+
+namespace kolo::torch_ext {
+namespace {
+
+c10::SourceLocation Here(const char* function) {
+  return c10::SourceLocation{function, __FILE__, static_cast<uint32_t>(__LINE__)};
+}
+
+bool JobFailed(StatusCode code) {
+  switch (code) {
+    case StatusCode::kAborted:
+    case StatusCode::kDeadlineExceeded:
+    case StatusCode::kUnavailable:
+    case StatusCode::kShutdown:
+    case StatusCode::kInternal:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+void GroupHealth::Break(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (broken_.load(std::memory_order_relaxed)) return;
+  why_ = why;
+  broken_.store(true, std::memory_order_release);
+}
+
+std::string GroupHealth::broken() const {
+  if (!broken_.load(std::memory_order_acquire)) return {};
+  std::lock_guard<std::mutex> lock(mu_);
+  return why_;
+}
+
+std::exception_ptr ToException(const Status& status, const std::string& what) {
+  const std::string message = "kolo: " + what + ": " + status.message();
+  if (JobFailed(status.code())) {
+    return std::make_exception_ptr(c10::DistBackendError(Here(__func__), message));
+  }
+  return std::make_exception_ptr(c10::Error(Here(__func__), message));
+}
+
+KoloWork::KoloWork(Spec spec)
+    : c10d::Work(spec.rank, spec.type, spec.title),
+      what_(std::move(spec.what)),
+      outputs_(std::move(spec.outputs)),
+      keep_alive_(std::move(spec.keep_alive)),
+      finish_(std::move(spec.finish)),
+      timeout_(spec.timeout),
+      sequence_(spec.sequence),
+      health_(std::move(spec.health)) {}
+
+void KoloWork::Track(Handle handle, std::vector<Handle> prior) {
+  handle_ = std::move(handle);
+  prior_ = std::move(prior);
+}
+
+void KoloWork::Complete(const Status& status) {
+  if (done_.exchange(true)) return;
+  Status outcome = status;
+  if (outcome.ok() && finish_) {
+    try {
+      outcome = finish_();
+    } catch (const std::exception& e) {  // torch's copies may throw; nothing may leave a callback
+      outcome = Internal(std::string("copying the result out failed: ") + e.what());
+    }
+  }
+  if (outcome.code() == StatusCode::kMismatch && health_) {
+    health_->Break(what_ + ": " + outcome.message());
+  }
+  std::exception_ptr error = outcome.ok() ? nullptr : ToException(outcome, what_);
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    completed_ = true;
+    exception_ = error;
+    future = future_;  // if null, getFuture() completes the future it makes
+  }
+  cv_.notify_all();
+  if (recordFunctionEndCallback_) {
+    recordFunctionEndCallback_();
+    recordFunctionEndCallback_ = nullptr;
+  }
+  keep_alive_.clear();
+  if (future) CompleteFuture(future, error);
+}
+
+bool KoloWork::isCompleted() {
+  if (!done_.load(std::memory_order_acquire)) return false;
+  for (const Handle& handle : prior_) {
+    if (!handle.Poll()) return false;
+  }
+  return true;
+}
+
+void KoloWork::WaitFor(const Handle& handle, std::chrono::steady_clock::time_point deadline,
+                       std::chrono::milliseconds timeout) {
+  Status waited;
+  if (timeout.count() <= 0) {
+    waited = handle.Synchronize();
+  } else {
+    const auto left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now());
+    waited = handle.Synchronize(std::max(0.0, left.count()));
+  }
+  if (waited.code() == StatusCode::kDeadlineExceeded && !handle.Poll()) {
+    throw c10::DistBackendError(
+        Here(__func__), "kolo: " + what_ + " did not complete within " +
+                            std::to_string(timeout.count()) +
+                            " ms (the process group's timeout, or the one wait() was given); "
+                            "a rank that never calls it shows in kolo's stall warnings");
+  }
+  if (waited.code() == StatusCode::kFailedPrecondition && !handle.Poll()) {
+    throw c10::Error(Here(__func__), "kolo: " + what_ + ": " + waited.message());
+  }
+}
+
+bool KoloWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout == kNoTimeout) timeout = timeout_;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  {
+    std::optional<pybind11::gil_scoped_release> no_gil;
+    if (PyGILState_Check() != 0) no_gil.emplace();
+    WaitFor(handle_, deadline, timeout);
+    for (const Handle& handle : prior_) WaitFor(handle, deadline, timeout);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> KoloWork::MakeFuture() const {
+  std::vector<c10::Device> devices;
+  for (const at::Tensor& tensor : outputs_) {
+    if (!tensor.is_cpu() &&
+        std::find(devices.begin(), devices.end(), tensor.device()) == devices.end()) {
+      devices.push_back(tensor.device());
+    }
+  }
+  return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                  devices);
+}
+
+void KoloWork::CompleteFuture(const c10::intrusive_ptr<c10::ivalue::Future>& future,
+                              std::exception_ptr error) {
+  try {
+    if (error) {
+      future->setError(error);
+    } else {
+      future->markCompleted(c10::IValue(outputs_));
+    }
+  } catch (const std::exception& e) {  // a callback chained on the future threw
+    TORCH_WARN("kolo: a callback chained on the future of ", what_, " failed: ", e.what());
+  }
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> KoloWork::getFuture() {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (future_) return future_;
+    future_ = MakeFuture();
+    if (!completed_) return future_;  // Complete() will complete it
+    future = future_;
+    error = exception_;
+  }
+  CompleteFuture(future, error);
+  return future;
+}
+
+}  // namespace kolo::torch_ext
