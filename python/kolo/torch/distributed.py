@@ -27,11 +27,14 @@ controller outlives the others), so rank 0 would close torch's store after the o
 left: their next ``env://`` rendezvous could reach the store that is about to close.
 """
 
+from __future__ import annotations
+
 import os
 import random
 import secrets
 import socket
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 import torch.distributed as dist
@@ -39,18 +42,23 @@ from torch._C._distributed_c10d import _unregister_process_group
 
 from kolo.torch import _C
 
+if TYPE_CHECKING:
+    from torch._C._distributed_c10d import Backend as C10dBackend
+    from torch.distributed.distributed_c10d import GroupName
+
 __all__ = ["KoloProcessGroup", "register"]
 
 _NAME = "kolo"
 _DEVICES = ["cpu", "cuda"]
-_started = {"runtime": False}  # whether this module started kolo's running runtime
+_started: dict[str, bool] = {"runtime": False}  # whether this module started kolo's running runtime
 
 
 class KoloProcessGroup(dist.ProcessGroup):
     """A process group on kolo: torch's ProcessGroup with kolo's backend for CPU and CUDA
     tensors, and a ``new_group`` torch calls on every rank (see the module's text)."""
 
-    def __init__(self, store, rank, size, backend, timeout):
+    def __init__(self, store: dist.Store, rank: int, size: int, backend: C10dBackend,
+                 timeout: timedelta) -> None:
         super().__init__(store, rank, size)
         self._kolo_timeout = timeout
         self._kolo_store = store
@@ -59,7 +67,7 @@ class KoloProcessGroup(dist.ProcessGroup):
                                    backend)
         self._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         """destroy_process_group: closes the group. On the world group of a rank other than 0,
         also waits (at most 5 s) until rank 0 has closed torch's store it hosts: a second
         env:// init_process_group on the same MASTER_PORT could otherwise reach that store,
@@ -76,11 +84,15 @@ class KoloProcessGroup(dist.ProcessGroup):
                 return
             time.sleep(0.005)
 
-    def new_group(self, ranks, timeout=None, backend=None, pg_options=None, group_name=None,
-                  group_desc=None):
+    def new_group(self, ranks: list[int], timeout: Optional[timedelta] = None,
+                  backend: Optional[str] = None, pg_options: Any = None,
+                  group_name: Optional[GroupName] = None, group_desc: Optional[str] = None
+                  ) -> Optional[dist.ProcessGroup]:
         """Called by ``dist.new_group`` on every rank of the job: returns the new group on
         its members and None on the others. A kolo group gets a kolo process set (made by
         every rank, as kolo requires); another backend's group is made as torch makes it."""
+        if group_name is None:  # torch always names the group it asks for
+            raise ValueError("kolo: new_group needs the group_name torch gives it")
         ranks = list(ranks)
         timeout = timeout or self._kolo_timeout
         c10d = dist.distributed_c10d
@@ -93,16 +105,18 @@ class KoloProcessGroup(dist.ProcessGroup):
         if self.rank() not in ranks:
             return None
         rank = ranks.index(self.rank())
-        backend = _C.c10d_backend(rank, len(ranks), process_set, ranks, group_name,
-                                  timeout.total_seconds())
+        kolo_backend = _C.c10d_backend(rank, len(ranks), process_set, ranks, group_name,
+                                       timeout.total_seconds())
         store = dist.PrefixStore(group_name + "/", default_store)
-        group = KoloProcessGroup(store, rank, len(ranks), backend, timeout)
+        group = KoloProcessGroup(store, rank, len(ranks), kolo_backend, timeout)
         group._set_group_name(group_name)
         group._set_group_desc(group_desc or "undefined")
         return group
 
 
-def _foreign_group(ranks, timeout, backend, pg_options, group_name, group_desc, store):
+def _foreign_group(ranks: list[int], timeout: timedelta, backend: str, pg_options: Any,
+                   group_name: GroupName, group_desc: Optional[str], store: dist.Store
+                   ) -> Optional[dist.ProcessGroup]:
     """A sub-group of another backend (e.g. gloo) under a kolo default group: made by torch's
     own helper, whose registration is undone because torch registers the group again once
     new_group returns it."""
@@ -111,7 +125,7 @@ def _foreign_group(ranks, timeout, backend, pg_options, group_name, group_desc, 
     group, _ = c10d._new_process_group_helper(
         len(ranks), ranks.index(me) if me in ranks else None, ranks, backend, store,
         group_name, backend_options=pg_options, timeout=timeout, group_desc=group_desc)
-    if group is c10d.GroupMember.NON_GROUP_MEMBER:
+    if not isinstance(group, dist.ProcessGroup):  # c10d.GroupMember.NON_GROUP_MEMBER
         return None
     _unregister_process_group(group_name)
     tag = "ptd:" + group_name
@@ -120,7 +134,7 @@ def _foreign_group(ranks, timeout, backend, pg_options, group_name, group_desc, 
     return group
 
 
-def _free_port():
+def _free_port() -> int:
     """A TCP port for rank 0's controller, outside the kernel's ephemeral range (as kolorun
     picks one): a port inside it could be taken by any outgoing connection before the
     controller binds it."""
@@ -142,7 +156,7 @@ def _free_port():
     raise RuntimeError("kolo: init_process_group found no free port for kolo's controller")
 
 
-def _controller_host(store):
+def _controller_host(store: dist.Store) -> str:
     """The address the other ranks reach rank 0 at: MASTER_ADDR (env:// and torchrun), else
     the host of torch's TCPStore (tcp://), else this host's name."""
     if os.environ.get("MASTER_ADDR"):
@@ -154,7 +168,7 @@ def _controller_host(store):
     return socket.gethostname()
 
 
-def _rendezvous(store, rank, size):
+def _rendezvous(store: dist.Store, rank: int, size: int) -> tuple[str, str, str]:
     """Rank 0's controller address, a job secret and a job id, through torch's store. Each
     init_process_group is a generation of its own (a store may outlive a process group:
     torchrun's agent store does), counted by the ranks' arrivals."""
@@ -168,7 +182,7 @@ def _rendezvous(store, rank, size):
     return controller, secret, job_id
 
 
-def _start_kolo(store, rank, size, timeout):
+def _start_kolo(store: dist.Store, rank: int, size: int, timeout: float) -> None:
     """Starts kolo for the world group, or keeps the runtime kolo.torch.init() started."""
     if _started["runtime"] and _C.is_initialized():
         _C.shutdown()  # the previous process group's: every rank is here, past torch's store
@@ -194,7 +208,7 @@ def _start_kolo(store, rank, size, timeout):
     _started["runtime"] = True
 
 
-def _create(options, backend_options):
+def _create(options: Any, backend_options: Any) -> KoloProcessGroup:
     """torch's creator for the "kolo" backend (extended API): the default group, or a group
     torch makes itself, which must then be every rank (kolo makes other groups through
     KoloProcessGroup.new_group, on every rank)."""
@@ -213,7 +227,7 @@ def _create(options, backend_options):
     return KoloProcessGroup(options.store, rank, size, backend, timeout)
 
 
-def register():
+def register() -> None:
     """Registers "kolo" with torch.distributed (idempotent). torch calls it through kolo's
     entry point; importing kolo.torch calls it too."""
     if _NAME.upper() not in dist.Backend._plugins:
