@@ -104,6 +104,27 @@ Status Contiguous::CopyBack() const {
   return Status::Ok();
 }
 
+std::function<Status()> CopyBackAll(std::vector<std::shared_ptr<Contiguous>> ios) {
+  return [ios = std::move(ios)] {
+    for (const auto& io : ios) KOLO_RETURN_IF_ERROR(io->CopyBack());
+    return Status::Ok();
+  };
+}
+
+std::vector<std::string> MemberNames(const std::string& name, size_t count) {
+  std::vector<std::string> names;
+  names.reserve(count);
+  for (size_t i = 0; i < count; ++i) names.push_back(name + "#" + std::to_string(i));
+  return names;
+}
+
+void CheckRoot(int64_t root, int size, const char* op) {
+  if (root < 0 || root >= size) {
+    Fail(std::string(op) + ": root rank " + std::to_string(root) + " is not in the group of " +
+         std::to_string(size));
+  }
+}
+
 }  // namespace c10d_args
 
 using namespace c10d_args;  // NOLINT: this file's helpers
@@ -275,16 +296,12 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::allreduce_coalesced(
     if (tensor.is_cuda()) launch.cuda_inputs.push_back(ios.back()->buffer);
   }
   launch.outputs = tensors;
-  launch.finish = [ios] {
-    for (const auto& io : ios) KOLO_RETURN_IF_ERROR(io->CopyBack());
-    return Status::Ok();
-  };
+  launch.finish = CopyBackAll(std::move(ios));
   launch.timeout = opts.timeout;
   launch.async = opts.asyncOp;
   return Issue(std::move(launch), [&](const std::string& name, Callback done) {
-    std::vector<std::string> names;
-    for (size_t i = 0; i < views.size(); ++i) names.push_back(name + "#" + std::to_string(i));
-    return kolo::grouped_allreduce_async(names, views, views, reduction, std::move(done));
+    return kolo::grouped_allreduce_async(MemberNames(name, views.size()), views, views, reduction,
+                                         std::move(done));
   });
 }
 
@@ -292,10 +309,7 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::reduce(std::vector<at::Tensor>& tens
                                                    const c10d::ReduceOptions& opts) {
   // An allreduce whose result only the root keeps: the others' tensors stay as they were.
   const at::Tensor tensor = Single(tensors, "reduce");
-  if (opts.rootRank < 0 || opts.rootRank >= size_) {
-    Fail("reduce: root rank " + std::to_string(opts.rootRank) + " is not in the group of " +
-         std::to_string(size_));
-  }
+  CheckRoot(opts.rootRank, size_, "reduce");
   const AllreduceOptions reduction = Reduction(opts.reduceOp, tensor, "reduce");
   const bool root = opts.rootRank == rank_;
   auto io = std::make_shared<Contiguous>(tensor);
@@ -324,10 +338,7 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::reduce(std::vector<at::Tensor>& tens
 c10::intrusive_ptr<c10d::Work> KoloBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                       const c10d::BroadcastOptions& opts) {
   const at::Tensor tensor = Single(tensors, "broadcast");
-  if (opts.rootRank < 0 || opts.rootRank >= size_) {
-    Fail("broadcast: root rank " + std::to_string(opts.rootRank) + " is not in the group of " +
-         std::to_string(size_));
-  }
+  CheckRoot(opts.rootRank, size_, "broadcast");
   const int root = config_.ranks[static_cast<size_t>(opts.rootRank)];  // kolo's roots: job ranks
   auto io = std::make_shared<Contiguous>(tensor);
   const TensorView view = View(io->buffer, "broadcast");

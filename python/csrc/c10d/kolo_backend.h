@@ -121,6 +121,13 @@ class KoloBackend : public c10d::Backend {
   // Names the op, waits if that name is still in flight here, hands it to kolo in the group's
   // process set, and returns its work. Throws the enqueue's error (the op then does not count).
   c10::intrusive_ptr<c10d::Work> Issue(Launch launch, const Enqueue& enqueue);
+  // reduce_scatter and reduce_scatter_tensor once their input is one flat tensor: `output`
+  // receives this rank's part of the reduction of `flat_in`.
+  c10::intrusive_ptr<c10d::Work> IssueReducescatter(c10d::OpType type, const char* title,
+                                                    const char* op, const at::Tensor& output,
+                                                    const at::Tensor& flat_in,
+                                                    const AllreduceOptions& reduction,
+                                                    const c10d::ReduceScatterOptions& opts);
   std::string Describe(const char* op, uint64_t sequence) const;
   std::chrono::milliseconds TimeoutOf(std::chrono::milliseconds requested) const;
   // Throws when the group cannot take collectives any more (shut down, or desynchronised).
@@ -160,6 +167,12 @@ struct Contiguous {
   at::Tensor buffer;
   Status CopyBack() const;
 };
+// A collective's finish: copies every buffer back into its original, in order.
+std::function<Status()> CopyBackAll(std::vector<std::shared_ptr<Contiguous>> ios);
+// The names of a grouped op's members: `name`#0, `name`#1, ...
+std::vector<std::string> MemberNames(const std::string& name, size_t count);
+// Throws unless `root` is a rank of a group of `size`.
+void CheckRoot(int64_t root, int size, const char* op);
 [[noreturn]] void Fail(const std::string& message);
 
 }  // namespace c10d_args

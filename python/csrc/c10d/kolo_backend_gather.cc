@@ -15,13 +15,6 @@ using namespace c10d_args;  // NOLINT: the backend's shared helpers
 
 namespace {
 
-void CheckRoot(int64_t root, int size, const char* op) {
-  if (root < 0 || root >= size) {
-    Fail(std::string(op) + ": root rank " + std::to_string(root) + " is not in the group of " +
-         std::to_string(size));
-  }
-}
-
 // Every tensor of `list` must match `like` in dtype and element count (c10d's per-rank lists).
 void CheckList(const std::vector<at::Tensor>& list, const at::Tensor& like, int size,
                const char* op, const char* what) {
@@ -178,13 +171,10 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::all_gather_single_coalesced(
   launch.timeout = opts.timeout;
   launch.async = opts.asyncOp;
   return Issue(std::move(launch), [&](const std::string& name, Callback done) {
-    std::vector<std::string> names;
     std::vector<Allocator> allocators;
-    for (size_t i = 0; i < ins.size(); ++i) {
-      names.push_back(name + "#" + std::to_string(i));
-      allocators.push_back(Landing::AllocatorOf(landings[i]));
-    }
-    return kolo::grouped_allgather_async(names, ins, std::move(allocators), std::move(done));
+    for (size_t i = 0; i < ins.size(); ++i) allocators.push_back(Landing::AllocatorOf(landings[i]));
+    return kolo::grouped_allgather_async(MemberNames(name, ins.size()), ins, std::move(allocators),
+                                         std::move(done));
   });
 }
 

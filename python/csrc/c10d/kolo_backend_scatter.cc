@@ -45,26 +45,8 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::reduce_scatter(
     flat.push_back(t.reshape({-1}));
   }
   const AllreduceOptions reduction = Reduction(opts.reduceOp, output, "reduce_scatter");
-  const at::Tensor flat_in = at::cat(flat, 0);
-  auto io = std::make_shared<Contiguous>(output);
-  const at::Tensor flat_out = io->buffer.view({-1});
-  const TensorView in = View(flat_in, "reduce_scatter");
-  const TensorView out = View(flat_out, "reduce_scatter");
-  Launch launch;
-  launch.type = c10d::OpType::REDUCE_SCATTER;
-  launch.title = "kolo:reduce_scatter";
-  launch.op = "reduce_scatter";
-  AddView(&Begin(&launch.signature, OpType::kReducescatter), in);
-  launch.signature.Add(static_cast<int64_t>(reduction.op)).Add(reduction.prescale);
-  launch.outputs = {output};
-  launch.keep_alive = {flat_in, io->buffer};
-  if (output.is_cuda()) launch.cuda_inputs = {flat_in, io->buffer};
-  if (!io->buffer.is_same(output)) launch.finish = [io] { return io->CopyBack(); };
-  launch.timeout = opts.timeout;
-  launch.async = opts.asyncOp;
-  return Issue(std::move(launch), [&](const std::string& name, Callback done) {
-    return kolo::reducescatter_async(name, in, out, reduction, std::move(done));
-  });
+  return IssueReducescatter(c10d::OpType::REDUCE_SCATTER, "kolo:reduce_scatter", "reduce_scatter",
+                            output, at::cat(flat, 0), reduction, opts);
 }
 
 c10::intrusive_ptr<c10d::Work> KoloBackend::reduce_scatter_single(
@@ -76,15 +58,23 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::reduce_scatter_single(
          std::to_string(input.numel()) + " of " + std::string(c10::toString(input.scalar_type())));
   }
   const AllreduceOptions reduction = Reduction(opts.reduceOp, output, "reduce_scatter_tensor");
-  const at::Tensor flat_in = input.contiguous().view({-1});
+  return IssueReducescatter(c10d::OpType::_REDUCE_SCATTER_BASE, "kolo:reduce_scatter_tensor",
+                            "reduce_scatter_tensor", output, input.contiguous().view({-1}),
+                            reduction, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> KoloBackend::IssueReducescatter(
+    c10d::OpType type, const char* title, const char* op, const at::Tensor& output,
+    const at::Tensor& flat_in, const AllreduceOptions& reduction,
+    const c10d::ReduceScatterOptions& opts) {
   auto io = std::make_shared<Contiguous>(output);
   const at::Tensor flat_out = io->buffer.view({-1});
-  const TensorView in = View(flat_in, "reduce_scatter_tensor");
-  const TensorView out = View(flat_out, "reduce_scatter_tensor");
+  const TensorView in = View(flat_in, op);
+  const TensorView out = View(flat_out, op);
   Launch launch;
-  launch.type = c10d::OpType::_REDUCE_SCATTER_BASE;
-  launch.title = "kolo:reduce_scatter_tensor";
-  launch.op = "reduce_scatter_tensor";
+  launch.type = type;
+  launch.title = title;
+  launch.op = op;
   AddView(&Begin(&launch.signature, OpType::kReducescatter), in);
   launch.signature.Add(static_cast<int64_t>(reduction.op)).Add(reduction.prescale);
   launch.outputs = {output};
@@ -134,16 +124,12 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::reduce_scatter_single_coalesced(
     if (flat_in.is_cuda()) launch.cuda_inputs.push_back(flat_in);
   }
   launch.outputs = outputs;
-  launch.finish = [ios] {
-    for (const auto& io : ios) KOLO_RETURN_IF_ERROR(io->CopyBack());
-    return Status::Ok();
-  };
+  launch.finish = CopyBackAll(std::move(ios));
   launch.timeout = opts.timeout;
   launch.async = opts.asyncOp;
   return Issue(std::move(launch), [&](const std::string& name, Callback done) {
-    std::vector<std::string> names;
-    for (size_t i = 0; i < ins.size(); ++i) names.push_back(name + "#" + std::to_string(i));
-    return kolo::grouped_reducescatter_async(names, ins, outs, reduction, std::move(done));
+    return kolo::grouped_reducescatter_async(MemberNames(name, ins.size()), ins, outs, reduction,
+                                             std::move(done));
   });
 }
 
