@@ -198,21 +198,23 @@ def _submit(kind: str, name: str | None, set_id: int, enqueue: Callable[[list[st
     names (base.0, base.1, ...). Without a name, the base is the next number of the set
     (kind.noname.<n>, kind.noname.<epoch>.<n> after a join), given back when enqueue raises
     before kolo took the op (an exception without `submitted`)."""
-    taken = None
-    if name is None:
-        taken = _take_number(set_id)
-        epoch, number = taken
-        base = "%s.noname.%d" % (kind, number) if epoch == 0 else \
-            "%s.noname.%d.%d" % (kind, epoch, number)
-    else:
-        base = str(name)
-    names = [base] if count is None else ["%s.%d" % (base, i) for i in range(count)]
+    if name is not None:  # a named op takes no number, so has none to give back
+        return enqueue(_member_names(str(name), count))
+    taken = _take_number(set_id)
+    epoch, number = taken
+    base = "%s.noname.%d" % (kind, number) if epoch == 0 else \
+        "%s.noname.%d.%d" % (kind, epoch, number)
     try:
-        return enqueue(names)
+        return enqueue(_member_names(base, count))
     except Exception as error:  # not KeyboardInterrupt: a wait interrupted, the op in flight
-        if taken is not None and not getattr(error, "submitted", False):
+        if not getattr(error, "submitted", False):
             _give_back(set_id, *taken)
         raise
+
+
+def _member_names(base: str, count: int | None) -> list[str]:
+    """[base] for one tensor, else the group's members' names base.0, base.1, ..."""
+    return [base] if count is None else ["%s.%d" % (base, i) for i in range(count)]
 
 
 def _set_id(process_set: ProcessSet | None) -> int:
