@@ -37,10 +37,13 @@ done
 # `import IMPORTS` works is left as it is. PyPI's downloads do break off (CI lost a 286 MB wheel
 # six times at the same byte once), so pip resumes a broken download many times, and the whole
 # install is tried three times: the wheels already fetched stay in pip's cache, so a later try
-# fetches only what is missing.
+# fetches only what is missing. That cache is the venv's own, beside it, and goes once the
+# install succeeds: torch's wheels are ~3 GB that would otherwise stay on disk (the user's own pip
+# cache is left alone).
 install_venv() {
   local name=$1 venv=$2 imports=$3
   shift 3
+  local cache="$venv.pip-cache"
   if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import $imports" 2>/dev/null; then
     echo "install-deps: $name venv present in $venv"
     return
@@ -49,8 +52,10 @@ install_venv() {
   python3 -m venv "$venv"
   local try
   for try in 1 2 3; do
-    if "$venv/bin/python" -m pip install -q --upgrade pip &&
-      "$venv/bin/python" -m pip install -q --retries 10 --timeout 60 --resume-retries 30 "$@"; then
+    if "$venv/bin/python" -m pip install -q --cache-dir "$cache" --upgrade pip &&
+      "$venv/bin/python" -m pip install -q --cache-dir "$cache" --retries 10 --timeout 60 \
+        --resume-retries 30 "$@"; then
+      rm -rf "$cache"
       return
     fi
     echo "install-deps: pip failed (try $try of 3)" >&2
