@@ -5,6 +5,7 @@ namespace kolo::tf_ext {
 KoloAsyncKernel::KoloAsyncKernel(tensorflow::OpKernelConstruction* context)
     : AsyncOpKernel(context) {
   OP_REQUIRES_OK(context, context->GetAttr("process_set_id", &process_set_id_));
+  OP_REQUIRES_OK(context, context->GetAttr("drive", &drive_));
 }
 
 Allocator OutputAllocator(tensorflow::OpKernelContext* context, int index) {

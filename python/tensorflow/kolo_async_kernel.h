@@ -3,7 +3,10 @@
 // TensorFlow thread waits for the network. ComputeAsync runs on a TensorFlow thread and returns
 // once the op is queued; the completion runs on kolo's background thread (kolo/kolo.h's callback
 // contract: exactly once, never under a kolo lock), where it may allocate outputs and sets the
-// op's status before calling `done`.
+// op's status before calling `done`. An op whose `drive` attribute is set (eagerly, where
+// TensorFlow's calling thread waits for `done` anyway) is run by ComputeAsync's own thread while
+// kolo's background thread is idle (kolo::enqueue_tracked), up to KOLO_WAIT_SPIN_US; then the
+// completion, and `done`, usually run on that thread before ComputeAsync returns.
 #pragma once
 
 #include <functional>
@@ -17,7 +20,7 @@ namespace kolo::tf_ext {
 
 class KoloAsyncKernel : public tensorflow::AsyncOpKernel {
  public:
-  // Reads the process_set_id attribute every kolo op has.
+  // Reads the process_set_id and drive attributes every collective kolo op has.
   explicit KoloAsyncKernel(tensorflow::OpKernelConstruction* context);
 
  protected:
@@ -40,11 +43,15 @@ class KoloAsyncKernel : public tensorflow::AsyncOpKernel {
       }
       done();
     };
-    Status enqueued;
-    {
+    auto enqueue_in_set = [&](Callback on_done) {
       ProcessSetScope in_set(process_set_id_);
-      enqueued = enqueue(std::move(callback));
-    }
+      return enqueue(std::move(on_done));
+    };
+    // Driven, the Handle is not needed (the callback completes the op, perhaps already has);
+    // the set's scope covers the enqueue only, not the other ops the drive may run.
+    const Status enqueued =
+        drive_ ? enqueue_tracked(enqueue_in_set, std::move(callback), /*drive=*/true).status()
+               : enqueue_in_set(std::move(callback));
     if (!enqueued.ok()) {  // kolo's contract: the callback will not run
       context->SetStatus(ToTfStatus(enqueued));
       done();
@@ -55,6 +62,7 @@ class KoloAsyncKernel : public tensorflow::AsyncOpKernel {
 
  private:
   int process_set_id_ = 0;
+  bool drive_ = false;
 };
 
 // An allocator for output `index` of `context`, for ops whose output shape kolo learns in

@@ -5,7 +5,11 @@
 // and every dtype TensorFlow and kolo share is accepted. reduce_op holds Horovod's numbers.
 // Collectives are stateless, as Horovod's, so that tf.function runs independent ones
 // concurrently instead of in program order; join and barrier, which produce nothing to wait on,
-// and the identity queries are stateful.
+// and the identity queries are stateful. `drive` (set by the Python wrappers when they run
+// eagerly, where the calling thread waits for the op anyway) has that thread run the op itself,
+// as kolo's blocking calls do, instead of handing it to kolo's background thread and being woken
+// by the callback; inside a graph it stays false, so that an inter-op thread never waits and
+// the ops of one step are fused.
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -51,6 +55,7 @@ REGISTER_OP("KoloAllreduce")
     .Attr("postscale_factor: float = 1.0")
     .Attr("ignore_name_scope: bool = false")
     .Attr("process_set_id: int = 0")
+    .Attr("drive: bool = false")
     .Input("tensor: T")
     .Input("tensor_name: string")
     .Output("output: T")
@@ -63,6 +68,7 @@ REGISTER_OP("KoloGroupedAllreduce")
     .Attr("postscale_factor: float = 1.0")
     .Attr("ignore_name_scope: bool = false")
     .Attr("process_set_id: int = 0")
+    .Attr("drive: bool = false")
     .Input("tensors: T")
     .Input("tensor_names: string")
     .Output("outputs: T")
@@ -72,6 +78,7 @@ REGISTER_OP("KoloAllgather")
     .Attr("T: " KOLO_TF_TYPES)
     .Attr("ignore_name_scope: bool = false")
     .Attr("process_set_id: int = 0")
+    .Attr("drive: bool = false")
     .Input("tensor: T")
     .Input("tensor_name: string")
     .Output("output: T")
@@ -81,6 +88,7 @@ REGISTER_OP("KoloGroupedAllgather")
     .Attr("T: list(" KOLO_TF_TYPES ")")
     .Attr("ignore_name_scope: bool = false")
     .Attr("process_set_id: int = 0")
+    .Attr("drive: bool = false")
     .Input("tensors: T")
     .Input("tensor_names: string")
     .Output("outputs: T")
@@ -91,6 +99,7 @@ REGISTER_OP("KoloBroadcast")
     .Attr("root_rank: int")
     .Attr("ignore_name_scope: bool = false")
     .Attr("process_set_id: int = 0")
+    .Attr("drive: bool = false")
     .Input("tensor: T")
     .Input("tensor_name: string")
     .Output("output: T")
@@ -100,6 +109,7 @@ REGISTER_OP("KoloAlltoall")
     .Attr("T: " KOLO_TF_TYPES)
     .Attr("ignore_name_scope: bool = false")
     .Attr("process_set_id: int = 0")
+    .Attr("drive: bool = false")
     .Input("tensor: T")
     .Input("splits: int32")
     .Input("tensor_name: string")
@@ -118,6 +128,7 @@ REGISTER_OP("KoloReducescatter")
     .Attr("postscale_factor: float = 1.0")
     .Attr("ignore_name_scope: bool = false")
     .Attr("process_set_id: int = 0")
+    .Attr("drive: bool = false")
     .Input("tensor: T")
     .Input("tensor_name: string")
     .Output("output: T")
@@ -130,6 +141,7 @@ REGISTER_OP("KoloGroupedReducescatter")
     .Attr("postscale_factor: float = 1.0")
     .Attr("ignore_name_scope: bool = false")
     .Attr("process_set_id: int = 0")
+    .Attr("drive: bool = false")
     .Input("tensors: T")
     .Input("tensor_names: string")
     .Output("outputs: T")
@@ -137,12 +149,14 @@ REGISTER_OP("KoloGroupedReducescatter")
 
 REGISTER_OP("KoloJoin")
     .Attr("process_set_id: int = 0")
+    .Attr("drive: bool = false")
     .Output("last_rank: int32")
     .SetIsStateful()
     .SetShapeFn(Scalar);
 
 REGISTER_OP("KoloBarrier")
     .Attr("process_set_id: int = 0")
+    .Attr("drive: bool = false")
     .SetIsStateful()
     .SetShapeFn(tensorflow::shape_inference::NoOutputs);
 

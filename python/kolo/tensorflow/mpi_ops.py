@@ -154,6 +154,28 @@ def _check_op(op):
     return op
 
 
+def _name(kind, name, set_id, tensor, ignore_name_scope):
+    """The name input of a `kind` op: op_names.op_name's string, in a graph as it is; eagerly a
+    string tensor made here, because TensorFlow's eager fast path takes only tensors as inputs and
+    a str sends every call down its Python fallback (~25 us more an op, measured). A name given
+    explicitly comes back each step, so its tensor is kept; an unnamed op's is new each time."""
+    text = op_name(kind, name, set_id, tensor, ignore_name_scope)
+    if not executing_eagerly():
+        return text
+    return _name_tensor(text) if name is not None else tf.constant(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_tensor(text):
+    return tf.constant(text)
+
+
+def _group_names(kind, name, set_id, tensors, ignore_name_scope):
+    base = op_name(kind, name, set_id, tensors[0] if tensors else None, ignore_name_scope)
+    names = ["%s.%d" % (base, i) for i in range(len(tensors))]
+    return tf.constant(names, dtype=tf.string) if executing_eagerly() else names
+
+
 # ---- allreduce ----
 
 @_job_failure_raises_internal_error
@@ -164,10 +186,10 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
     set_id = _set_id(process_set)
     tensor = tf.convert_to_tensor(tensor)
     return _ops.kolo_allreduce(
-        tensor, op_name("allreduce", name, set_id, tensor, ignore_name_scope),
+        tensor, _name("allreduce", name, set_id, tensor, ignore_name_scope),
         reduce_op=_check_op(op), prescale_factor=prescale_factor,
         postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-        process_set_id=set_id)
+        process_set_id=set_id, drive=executing_eagerly())
 
 
 @ops.RegisterGradient("KoloAllreduce")
@@ -181,11 +203,6 @@ def _allreduce_grad(op, grad):
             None]
 
 
-def _group_names(kind, name, set_id, tensors, ignore_name_scope):
-    base = op_name(kind, name, set_id, tensors[0] if tensors else None, ignore_name_scope)
-    return ["%s.%d" % (base, i) for i in range(len(tensors))]
-
-
 @_job_failure_raises_internal_error
 def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
                        ignore_name_scope=False, process_set=global_process_set):
@@ -196,7 +213,7 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscal
         tensors, _group_names("grouped_allreduce", name, set_id, tensors, ignore_name_scope),
         reduce_op=_check_op(op), prescale_factor=prescale_factor,
         postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-        process_set_id=set_id)
+        process_set_id=set_id, drive=executing_eagerly())
 
 
 @ops.RegisterGradient("KoloGroupedAllreduce")
@@ -216,9 +233,10 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_pro
     rank order."""
     set_id = _set_id(process_set)
     tensor = tf.convert_to_tensor(tensor)
-    return _ops.kolo_allgather(tensor, op_name("allgather", name, set_id, tensor,
+    return _ops.kolo_allgather(tensor, _name("allgather", name, set_id, tensor,
                                                ignore_name_scope),
-                               ignore_name_scope=ignore_name_scope, process_set_id=set_id)
+                               ignore_name_scope=ignore_name_scope, process_set_id=set_id,
+                               drive=executing_eagerly())
 
 
 def _my_rows(grad, x, ignore_name_scope, process_set):
@@ -249,7 +267,7 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False,
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     return _ops.kolo_grouped_allgather(
         tensors, _group_names("grouped_allgather", name, set_id, tensors, ignore_name_scope),
-        ignore_name_scope=ignore_name_scope, process_set_id=set_id)
+        ignore_name_scope=ignore_name_scope, process_set_id=set_id, drive=executing_eagerly())
 
 
 @ops.RegisterGradient("KoloGroupedAllgather")
@@ -272,10 +290,10 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
     set)."""
     set_id = _set_id(process_set)
     tensor = tf.convert_to_tensor(tensor)
-    return _ops.kolo_broadcast(tensor, op_name("broadcast", name, set_id, tensor,
+    return _ops.kolo_broadcast(tensor, _name("broadcast", name, set_id, tensor,
                                                ignore_name_scope),
                                root_rank=int(root_rank), ignore_name_scope=ignore_name_scope,
-                               process_set_id=set_id)
+                               process_set_id=set_id, drive=executing_eagerly())
 
 
 @ops.RegisterGradient("KoloBroadcast")
@@ -312,8 +330,8 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
     splits_ = (tf.cast(tf.convert_to_tensor(splits), tf.int32) if splits is not None
                else tf.constant([], dtype=tf.int32))
     output, received_splits = _ops.kolo_alltoall(
-        tensor, splits_, op_name("alltoall", name, set_id, tensor, ignore_name_scope),
-        ignore_name_scope=ignore_name_scope, process_set_id=set_id)
+        tensor, splits_, _name("alltoall", name, set_id, tensor, ignore_name_scope),
+        ignore_name_scope=ignore_name_scope, process_set_id=set_id, drive=executing_eagerly())
     return (output, received_splits) if splits is not None else output
 
 
@@ -336,10 +354,10 @@ def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False,
     set_id = _set_id(process_set)
     tensor = tf.convert_to_tensor(tensor)
     return _ops.kolo_reducescatter(
-        tensor, op_name("reducescatter", name, set_id, tensor, ignore_name_scope),
+        tensor, _name("reducescatter", name, set_id, tensor, ignore_name_scope),
         reduce_op=_check_op(op), prescale_factor=prescale_factor,
         postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-        process_set_id=set_id)
+        process_set_id=set_id, drive=executing_eagerly())
 
 
 def _scaled_for_reducescatter_grad(op, grads):
@@ -372,7 +390,7 @@ def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
                               ignore_name_scope),
         reduce_op=_check_op(op), prescale_factor=prescale_factor,
         postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-        process_set_id=set_id)
+        process_set_id=set_id, drive=executing_eagerly())
 
 
 @ops.RegisterGradient("KoloGroupedReducescatter")
@@ -386,13 +404,14 @@ def _grouped_reducescatter_grad(op, *grads):
 def join(process_set=global_process_set):
     """Called by a rank that ran out of data: it contributes zeros to the allreduces the others
     still submit until every rank joined. Returns the last rank to join (an int32 tensor)."""
-    return _ops.kolo_join(process_set_id=_set_id(process_set))
+    return _ops.kolo_join(process_set_id=_set_id(process_set), drive=executing_eagerly())
 
 
 @_job_failure_raises_internal_error
 def barrier(process_set=global_process_set):
     """Returns once every rank (of `process_set`) called it (in a graph: the op to run)."""
-    return _ops.kolo_barrier(process_set_id=_set_id(process_set))
+    return _ops.kolo_barrier(process_set_id=_set_id(process_set),
+                            drive=executing_eagerly())
 
 
 def size_op(process_set_id=0, name=None):
