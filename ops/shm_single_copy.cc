@@ -13,10 +13,10 @@ namespace {
 // span, in span order. Written by its rank before the op's first sync, read by every rank after
 // it; rewritten only in the next op, after the last sync of this one.
 struct BoardHeader {
-  uint64_t spans;    // entries that follow
-  uint64_t total;    // elements of all spans
-  uint64_t overlap;  // 1: some of this rank's tensors overlap one another
-  uint64_t unused;
+  uint64_t spans;               // entries that follow
+  uint64_t total;               // elements of all spans
+  uint64_t overlap;             // 1: some of this rank's tensors overlap one another
+  uint64_t out_of_place_bytes;  // of this rank's tensors whose output is not their input
 };
 struct BoardEntry {
   uint64_t input;   // address in the rank's process
@@ -105,8 +105,12 @@ bool ShmSingleCopy::Overlaps(const std::vector<ReduceSpan>& spans, size_t elemen
 
 void ShmSingleCopy::Publish(const std::vector<ReduceSpan>& spans, size_t element_size) {
   uint8_t* board = plane_.board(plane_.rank());
+  uint64_t out_of_place = 0;
+  for (const ReduceSpan& span : spans) {
+    if (span.input != span.output) out_of_place += span.count * element_size;
+  }
   const BoardHeader header{spans.size(), TotalCount(spans),
-                           Overlaps(spans, element_size) ? uint64_t{1} : 0, 0};
+                           Overlaps(spans, element_size) ? uint64_t{1} : 0, out_of_place};
   std::memcpy(board, &header, sizeof(header));
   for (size_t i = 0; i < spans.size(); ++i) {
     const BoardEntry entry{reinterpret_cast<uint64_t>(spans[i].input),
@@ -125,7 +129,9 @@ StatusOr<bool> ShmSingleCopy::CheckBoards(size_t total, const std::string& what)
                       std::to_string(header.spans) + " tensors for its single copy, this rank " +
                       std::to_string(total));
     }
-    if (header.overlap != 0) usable = false;
+    if (header.overlap != 0 || header.out_of_place_bytes > tuning_.max_out_of_place_bytes) {
+      usable = false;
+    }
   }
   return usable;
 }

@@ -38,9 +38,15 @@ struct ShmSingleCopyTuning {
   // Smallest op that goes this way: below it the system calls cost more than the copies they
   // save (docs/PERFORMANCE.md, "Single copy").
   static constexpr size_t kMinBytes = size_t{256} << 10;
+  // Most bytes of tensors out of place (output not the input) on any rank of an op that goes
+  // this way; more send every rank through the slots. Out of place, single copy lost to the
+  // slots from 16 MiB on (32 MiB: 11.5 ms against 7.0; twice the system time), while in place
+  // it wins at every size (docs/PERFORMANCE.md, "Single copy out of place").
+  static constexpr size_t kMaxOutOfPlaceBytes = size_t{8} << 20;
 
   size_t piece_bytes = kPieceBytes;  // a positive multiple of 64
   size_t min_bytes = kMinBytes;
+  size_t max_out_of_place_bytes = kMaxOutOfPlaceBytes;
 };
 
 class ShmSingleCopy {
@@ -58,8 +64,9 @@ class ShmSingleCopy {
   // Collective, for an op that Fits: every rank calls it with the same spans' counts, dtype,
   // op and scaling (the spans differ only in their pointers). Blocks until every output holds
   // the result and returns true; returns false, having synced once and moved nothing, on every
-  // rank when some rank's tensors overlap one another (besides input == output of one tensor),
-  // which the caller then runs through the slots. Fails (job-fatal: the plane is unusable
+  // rank when some rank's tensors overlap one another (besides input == output of one tensor)
+  // or hold more than max_out_of_place_bytes out of place, which the caller then runs through
+  // the slots. Fails (job-fatal: the plane is unusable
   // afterwards) when a sync or a copy from or to a peer fails; `what` prefixes the message.
   StatusOr<bool> Run(const std::vector<ReduceSpan>& spans, DataType dtype, ReduceOp op,
                      const ReduceScaling& scaling, const std::string& what);
@@ -79,14 +86,15 @@ class ShmSingleCopy {
     bool output;
   };
 
-  // Writes the spans' addresses and counts, and whether they overlap, on this rank's board.
+  // Writes the spans' addresses and counts, whether they overlap and how many of their bytes
+  // are out of place, on this rank's board.
   void Publish(const std::vector<ReduceSpan>& spans, size_t element_size);
   // Whether some span's memory overlaps another's (two inputs may: both are only read; a span
   // whose input is its output is in place, not an overlap). Peers write a rank's outputs while
   // others read its inputs, so overlapping memory could be read after it was overwritten.
   bool Overlaps(const std::vector<ReduceSpan>& spans, size_t element_size);
   // After the first sync: checks that every rank published `total` elements (else Internal)
-  // and whether any rank's tensors overlap (then false).
+  // and whether any rank's tensors overlap or are too many bytes out of place (then false).
   StatusOr<bool> CheckBoards(size_t total, const std::string& what) const;
   // Reduces, scales and delivers elements [begin, begin + count) of the concatenation.
   Status ReducePiece(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,

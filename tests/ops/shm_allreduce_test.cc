@@ -413,5 +413,44 @@ TEST_CASE("fused tensors whose memory overlaps go through the slots on every ran
   for (const std::string& failure : failures) CHECK(failure == "");
 }
 
+TEST_CASE(
+    "an op with too many bytes out of place on some rank goes through the slots on every rank",
+    "[ops][shm]") {
+  const int n = GENERATE(2, 3);
+  testing::Watchdog watchdog("shm allreduce, out of place over the limit", 60s);
+  if (!testing::CrossMemoryAttachWorks()) {
+    WARN("process_vm_readv is refused in this environment: single copy is not tested here");
+    return;
+  }
+  Job job = MakeJob(n, ShmMesh::SingleCopy::kOn);
+  const ShmSingleCopy::Tuning tuning{128, 1, 1000};  // at most 1000 bytes out of place
+  // 300 floats (1200 bytes): out of place the slots, in place single copy; 250 floats (1000
+  // bytes) out of place still single copy.
+  const std::vector<Case> cases = {
+      {DataType::kFloat32, ReduceOp::kSum, {}, {300}, false},
+      {DataType::kFloat32, ReduceOp::kSum, {}, {300}, true},
+      {DataType::kFloat32, ReduceOp::kSum, {}, {250}, false},
+  };
+  const auto expect = [](const Case& c) { return c.in_place || Bytes(c) <= 1000; };
+  for (const std::string& failure : RunCases(job, tuning, cases, expect)) CHECK(failure == "");
+
+  // Only rank 1 out of place, over the limit: every rank takes the slots, with the right sums.
+  const std::vector<std::string> failures = RunOnRanks(n, [&](int r) -> std::string {
+    ShmAllreduce allreduce(*job.planes[r], tuning);
+    std::vector<float> in(300, 1.0f + r), out(300, -1.0f);
+    const std::vector<ReduceSpan> spans = {{in.data(), r == 1 ? out.data() : in.data(), 300}};
+    const Status s = allreduce.Run(spans, DataType::kFloat32, ReduceOp::kSum, {}, "mixed");
+    if (!s.ok()) return s.ToString();
+    if (allreduce.single_copy_ops() != 0) return "went straight between the tensors";
+    const float sum = static_cast<float>(n * (n + 1) / 2);  // 1 + 2 + ... + n
+    const std::vector<float>& result = r == 1 ? out : in;
+    for (int i = 0; i < 300; ++i) {
+      if (result[i] != sum) return "[" + std::to_string(i) + "] = " + std::to_string(result[i]);
+    }
+    return "";
+  });
+  for (const std::string& failure : failures) CHECK(failure == "");
+}
+
 }  // namespace
 }  // namespace kolo::ops
