@@ -473,8 +473,9 @@ std::vector<ConfigVar> BuildTable() {
                 "rank."),
       Row("KOLO_SHM_SINGLE_COPY")
           .Enum(&Options::shm_single_copy, kShmSingleCopyNames, ShmSingleCopy::kAuto)
-          .Help("Shared-memory allreduces of 256 KiB and more copy straight between the ranks' "
-                "tensors (process_vm_readv/writev): auto (in a job of two ranks with a core "
+          .Help("Shared-memory allreduces of 256 KiB and more (at most 8 MiB of them out of "
+                "place on any rank) copy straight between the ranks' tensors "
+                "(process_vm_readv/writev): auto (in a job of two ranks with a core "
                 "each, where both may; a warning where they may not), on (any job; init() fails "
                 "where some rank may not, naming it and why), off (always through the "
                 "segment's slots). Same on every rank."),
