@@ -66,8 +66,8 @@ class ShmSingleCopy {
   // the result and returns true; returns false, having synced once and moved nothing, on every
   // rank when some rank's tensors overlap one another (besides input == output of one tensor)
   // or hold more than max_out_of_place_bytes out of place, which the caller then runs through
-  // the slots. Fails (job-fatal: the plane is unusable
-  // afterwards) when a sync or a copy from or to a peer fails; `what` prefixes the message.
+  // the slots. Fails (job-fatal: the plane is unusable afterwards) when a sync or a copy from
+  // or to a peer fails; `what` prefixes the message.
   StatusOr<bool> Run(const std::vector<ReduceSpan>& spans, DataType dtype, ReduceOp op,
                      const ReduceScaling& scaling, const std::string& what);
 

@@ -234,7 +234,7 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_pro
     set_id = _set_id(process_set)
     tensor = tf.convert_to_tensor(tensor)
     return _ops.kolo_allgather(tensor, _name("allgather", name, set_id, tensor,
-                                               ignore_name_scope),
+                                             ignore_name_scope),
                                ignore_name_scope=ignore_name_scope, process_set_id=set_id,
                                drive=executing_eagerly())
 
@@ -291,7 +291,7 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
     set_id = _set_id(process_set)
     tensor = tf.convert_to_tensor(tensor)
     return _ops.kolo_broadcast(tensor, _name("broadcast", name, set_id, tensor,
-                                               ignore_name_scope),
+                                             ignore_name_scope),
                                root_rank=int(root_rank), ignore_name_scope=ignore_name_scope,
                                process_set_id=set_id, drive=executing_eagerly())
 
@@ -411,7 +411,7 @@ def join(process_set=global_process_set):
 def barrier(process_set=global_process_set):
     """Returns once every rank (of `process_set`) called it (in a graph: the op to run)."""
     return _ops.kolo_barrier(process_set_id=_set_id(process_set),
-                            drive=executing_eagerly())
+                             drive=executing_eagerly())
 
 
 def size_op(process_set_id=0, name=None):
