@@ -128,6 +128,19 @@ class KoloBackend : public c10d::Backend {
                                                     const at::Tensor& flat_in,
                                                     const AllreduceOptions& reduction,
                                                     const c10d::ReduceScatterOptions& opts);
+  // What a gathering op does with the rows that arrived ([group size, n]; [0, n] off a gather's
+  // root) once they fit: unpack them into a list, or copy its own buffer back.
+  using Deliver = std::function<Status(const at::Tensor& rows)>;
+  // allgather and all_gather_into_tensor: every rank's flattened `input` lands in its row of
+  // `rows`. `launch` brings the type, titles, outputs and any buffers of its own to keep alive.
+  c10::intrusive_ptr<c10d::Work> IssueAllgather(Launch launch, const at::Tensor& input,
+                                                const at::Tensor& rows, Deliver deliver,
+                                                const c10d::AllgatherOptions& opts);
+  // gather and gather_into_tensor: every rank sends its flattened `input` to the root, whose
+  // `rows` receive them in rank order (kolo's alltoall, only the root receiving).
+  c10::intrusive_ptr<c10d::Work> IssueGather(Launch launch, const at::Tensor& input,
+                                             const at::Tensor& rows, Deliver deliver,
+                                             const c10d::GatherOptions& opts);
   std::string Describe(const char* op, uint64_t sequence) const;
   std::chrono::milliseconds TimeoutOf(std::chrono::milliseconds requested) const;
   // Throws when the group cannot take collectives any more (shut down, or desynchronised).

@@ -3,6 +3,7 @@
 // sends (scatter) rows, so each moves what NCCL's would, not the allgather's size times more.
 #include <torch/extension.h>
 
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -61,6 +62,14 @@ void Unpack(const at::Tensor& flat, const std::vector<at::Tensor>& list) {
   }
 }
 
+// A gathering op's delivery into the caller's list: row i into list[i].
+std::function<Status(const at::Tensor&)> UnpackTo(std::vector<at::Tensor> list) {
+  return [list = std::move(list)](const at::Tensor& rows) {
+    Unpack(rows, list);
+    return Status::Ok();
+  };
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> KoloBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -70,27 +79,13 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::allgather(std::vector<std::vector<at
   if (outputs.size() != 1) Fail("allgather takes exactly one output list");
   const std::vector<at::Tensor> list = outputs[0];
   CheckList(list, input, size_, "allgather", "output");
-  const at::Tensor flat_in = input.contiguous().view({1, input.numel()});
-  auto landing = std::make_shared<Landing>(at::empty({size_, input.numel()}, input.options()));
-  const TensorView in = View(flat_in, "allgather");
   Launch launch;
   launch.type = c10d::OpType::ALLGATHER;
   launch.title = "kolo:all_gather";
   launch.op = "allgather";
-  AddView(&Begin(&launch.signature, OpType::kAllgather), in, true);
   launch.outputs = list;
-  launch.keep_alive = {flat_in};
-  if (input.is_cuda()) launch.cuda_inputs = {flat_in};
-  launch.finish = [landing, list] {
-    if (!landing->Fits()) return SizeMismatch("allgather", *landing, "inputs of one size");
-    Unpack(landing->target(), list);
-    return Status::Ok();
-  };
-  launch.timeout = opts.timeout;
-  launch.async = opts.asyncOp;
-  return Issue(std::move(launch), [&](const std::string& name, Callback done) {
-    return kolo::allgather_async(name, in, Landing::AllocatorOf(landing), std::move(done));
-  });
+  const at::Tensor rows = at::empty({size_, input.numel()}, input.options());
+  return IssueAllgather(std::move(launch), input, rows, UnpackTo(list), opts);
 }
 
 c10::intrusive_ptr<c10d::Work> KoloBackend::all_gather_single(at::Tensor& output, at::Tensor& input,
@@ -103,22 +98,30 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::all_gather_single(at::Tensor& output
          std::string(c10::toString(output.scalar_type())));
   }
   auto io = std::make_shared<Contiguous>(output);
-  const at::Tensor flat_in = input.contiguous().view({1, input.numel()});
-  auto landing = std::make_shared<Landing>(io->buffer.view({size_, input.numel()}));
-  const TensorView in = View(flat_in, "all_gather_into_tensor");
   Launch launch;
   launch.type = c10d::OpType::_ALLGATHER_BASE;
   launch.title = "kolo:all_gather_into_tensor";
   launch.op = "all_gather_into_tensor";
-  AddView(&Begin(&launch.signature, OpType::kAllgather), in, true);
   launch.outputs = {output};
-  launch.keep_alive = {flat_in, io->buffer};
-  if (input.is_cuda()) launch.cuda_inputs = {flat_in, io->buffer};
-  launch.finish = [landing, io] {
-    if (!landing->Fits()) {
-      return SizeMismatch("all_gather_into_tensor", *landing, "inputs of one size");
-    }
-    return io->CopyBack();
+  launch.keep_alive = {io->buffer};
+  if (input.is_cuda()) launch.cuda_inputs = {io->buffer};
+  return IssueAllgather(
+      std::move(launch), input, io->buffer.view({size_, input.numel()}),
+      [io](const at::Tensor&) { return io->CopyBack(); }, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> KoloBackend::IssueAllgather(Launch launch, const at::Tensor& input,
+                                                           const at::Tensor& rows, Deliver deliver,
+                                                           const c10d::AllgatherOptions& opts) {
+  const at::Tensor flat_in = input.contiguous().view({1, input.numel()});
+  auto landing = std::make_shared<Landing>(rows);
+  const TensorView in = View(flat_in, launch.op);
+  AddView(&Begin(&launch.signature, OpType::kAllgather), in, true);
+  launch.keep_alive.push_back(flat_in);
+  if (input.is_cuda()) launch.cuda_inputs.push_back(flat_in);
+  launch.finish = [landing, op = launch.op, deliver = std::move(deliver)] {
+    if (!landing->Fits()) return SizeMismatch(op, *landing, "inputs of one size");
+    return deliver(landing->target());
   };
   launch.timeout = opts.timeout;
   launch.async = opts.asyncOp;
@@ -193,36 +196,13 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::gather(std::vector<std::vector<at::T
     Fail("gather: only the root (rank " + std::to_string(opts.rootRank) +
          ") passes an output list");
   }
-  // Every rank sends its one row to the root; the root receives the group's rows in order.
-  const at::Tensor flat_in = input.contiguous().view({1, input.numel()});
-  std::vector<int64_t> splits(static_cast<size_t>(size_), 0);
-  splits[static_cast<size_t>(opts.rootRank)] = 1;
-  auto landing =
-      std::make_shared<Landing>(at::empty({root ? size_ : 0, input.numel()}, input.options()));
-  const TensorView in = View(flat_in, "gather");
   Launch launch;
   launch.type = c10d::OpType::GATHER;
   launch.title = "kolo:gather";
   launch.op = "gather";
-  AddView(&Begin(&launch.signature, OpType::kAlltoall), in, true);  // not the root: see Begin
   launch.outputs = list;
-  launch.keep_alive = {flat_in};
-  if (input.is_cuda()) launch.cuda_inputs = {flat_in};
-  auto received = std::make_shared<std::vector<int64_t>>();
-  const std::vector<int64_t> expected(static_cast<size_t>(size_), root ? 1 : 0);
-  const int64_t root_rank = opts.rootRank;
-  launch.finish = [landing, list, received, expected, root_rank] {
-    KOLO_RETURN_IF_ERROR(CheckSources("gather", *received, expected, root_rank));
-    if (!landing->Fits()) return SizeMismatch("gather", *landing, "one root, inputs of one size");
-    Unpack(landing->target(), list);
-    return Status::Ok();
-  };
-  launch.timeout = opts.timeout;
-  launch.async = opts.asyncOp;
-  return Issue(std::move(launch), [&](const std::string& name, Callback done) {
-    return kolo::alltoall_async(name, in, splits, Landing::AllocatorOf(landing), received.get(),
-                                std::move(done));
-  });
+  const at::Tensor rows = at::empty({root ? size_ : 0, input.numel()}, input.options());
+  return IssueGather(std::move(launch), input, rows, UnpackTo(list), opts);
 }
 
 c10::intrusive_ptr<c10d::Work> KoloBackend::gather_single(at::Tensor& output, at::Tensor& input,
@@ -234,28 +214,37 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::gather_single(at::Tensor& output, at
     Fail("gather_into_tensor: the root's output must hold the group's size times the input");
   }
   auto io = std::make_shared<Contiguous>(root ? output : at::empty({0}, input.options()));
-  const at::Tensor flat_in = input.contiguous().view({1, input.numel()});
-  std::vector<int64_t> splits(static_cast<size_t>(size_), 0);
-  splits[static_cast<size_t>(opts.rootRank)] = 1;
-  auto landing = std::make_shared<Landing>(io->buffer.view({root ? size_ : 0, input.numel()}));
-  const TensorView in = View(flat_in, "gather_into_tensor");
   Launch launch;
   launch.type = c10d::OpType::GATHER;
   launch.title = "kolo:gather_into_tensor";
   launch.op = "gather_into_tensor";
-  AddView(&Begin(&launch.signature, OpType::kAlltoall), in, true);
   launch.outputs = {output};
-  launch.keep_alive = {flat_in, io->buffer};
-  if (input.is_cuda()) launch.cuda_inputs = {flat_in};
+  launch.keep_alive = {io->buffer};
+  return IssueGather(
+      std::move(launch), input, io->buffer.view({root ? size_ : 0, input.numel()}),
+      [io](const at::Tensor&) { return io->CopyBack(); }, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> KoloBackend::IssueGather(Launch launch, const at::Tensor& input,
+                                                        const at::Tensor& rows, Deliver deliver,
+                                                        const c10d::GatherOptions& opts) {
+  const bool root = opts.rootRank == rank_;
+  // Every rank sends its one row to the root; the root receives the group's rows in order.
+  const at::Tensor flat_in = input.contiguous().view({1, input.numel()});
+  std::vector<int64_t> splits(static_cast<size_t>(size_), 0);
+  splits[static_cast<size_t>(opts.rootRank)] = 1;
+  auto landing = std::make_shared<Landing>(rows);
+  const TensorView in = View(flat_in, launch.op);
+  AddView(&Begin(&launch.signature, OpType::kAlltoall), in, true);  // not the root: see Begin
+  launch.keep_alive.push_back(flat_in);
+  if (input.is_cuda()) launch.cuda_inputs.push_back(flat_in);
   auto received = std::make_shared<std::vector<int64_t>>();
   const std::vector<int64_t> expected(static_cast<size_t>(size_), root ? 1 : 0);
-  const int64_t root_rank = opts.rootRank;
-  launch.finish = [landing, io, received, expected, root_rank] {
-    KOLO_RETURN_IF_ERROR(CheckSources("gather_into_tensor", *received, expected, root_rank));
-    if (!landing->Fits()) {
-      return SizeMismatch("gather_into_tensor", *landing, "one root, inputs of one size");
-    }
-    return io->CopyBack();
+  launch.finish = [landing, received, expected, op = launch.op, root_rank = opts.rootRank,
+                   deliver = std::move(deliver)] {
+    KOLO_RETURN_IF_ERROR(CheckSources(op, *received, expected, root_rank));
+    if (!landing->Fits()) return SizeMismatch(op, *landing, "one root, inputs of one size");
+    return deliver(landing->target());
   };
   launch.timeout = opts.timeout;
   launch.async = opts.asyncOp;
