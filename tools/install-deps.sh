@@ -2,8 +2,8 @@
 # Installs the Debian 12 packages kolo needs to build and test, skipping those already present.
 # With --ci, also what .ci/run's extra checks need: clang-14 with its sanitizer runtimes (the
 # ASan+UBSan build, -Wthread-safety) and clang-format-14. With --torch, also a Python venv in
-# .venv/torch (KOLO_TORCH_VENV overrides) holding the current torch, pybind11, pytest and mypy
-# from PyPI, which KOLO_WITH_TORCH=AUTO finds (README "PyTorch"; ~5.4 GB, ~1.5 min). With
+# .venv/torch (KOLO_TORCH_VENV overrides) holding the current torch, pybind11, pytest, mypy,
+# Lightning and Accelerate from PyPI, which KOLO_WITH_TORCH=AUTO finds (README "PyTorch"; ~5.4 GB, ~1.5 min). With
 # --tensorflow, also a venv in .venv/tensorflow (KOLO_TENSORFLOW_VENV overrides) holding
 # tensorflow-cpu, tf-keras (Keras 2, for the tf-keras suite) and pytest from PyPI, which
 # KOLO_WITH_TENSORFLOW=AUTO finds (README "TensorFlow and Keras"; ~2.2 GB, 1.5-3.5 min). Uses sudo
@@ -68,9 +68,12 @@ install_venv() {
 # The torch venv: pip from PyPI is the one source of torch (Debian's is 1.13). mypy, pinned
 # (a new mypy may find new faults), is the python_typecheck test's type checker: it reads
 # torch's hints, so it lives beside torch (69 MB with its dependencies, seconds to install).
+# Lightning and Accelerate are what the torch.distributed backend's framework tests run (95 MB,
+# 30 s; tests/python/distributed/frameworks).
 install_torch_venv() {
-  install_venv torch "${KOLO_TORCH_VENV:-$repo/.venv/torch}" "torch, pybind11, pytest, mypy" \
-    torch pybind11 pytest numpy mypy==2.4.1
+  install_venv torch "${KOLO_TORCH_VENV:-$repo/.venv/torch}" \
+    "torch, pybind11, pytest, mypy, lightning, accelerate" \
+    torch pybind11 pytest numpy mypy==2.4.1 lightning accelerate
 }
 
 # The TensorFlow venv, its own (docs/TENSORFLOW.md, "Where TensorFlow comes from"):
