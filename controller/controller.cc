@@ -289,13 +289,16 @@ void Controller::NoteReadyLocked(int ready_before) {
 
 bool Controller::PlanIfDueLocked(Clock::TimePoint now, bool force, Clock::TimePoint* due) {
   if (negotiator_.ready_count() == 0) return true;
-  *due = window_start_ + cycle_;
+  *due =
+      window_start_ + (autotuner_ != nullptr ? CycleDuration(autotuner_->cycle_time_ms()) : cycle_);
   // The window only pays while more tensors may join the batch, i.e. while some rank has
   // announced a name that others have not yet. With nothing half-announced, plan at once: a
   // lone repeated tensor then costs no window at all.
   const bool more_coming = negotiator_.pending_count() > 0;
   if (!force && more_coming && now < *due) return false;
-  std::vector<Response> responses = negotiator_.Plan();
+  std::vector<Response> responses = autotuner_ != nullptr
+                                        ? negotiator_.Plan(autotuner_->fusion_threshold_bytes())
+                                        : negotiator_.Plan();
   LogBatch(logger_, responses);
   if (mark_cycles_.load(std::memory_order_relaxed) && tracing()) {
     RecordCycle(trace_, responses, now);

@@ -21,6 +21,7 @@
 #include "controller/negotiator.h"
 #include "controller/rendezvous.h"
 #include "controller/stall_inspector.h"
+#include "core/autotuner.h"
 #include "core/clock.h"
 #include "core/controller_link.h"
 #include "core/logging.h"
@@ -59,6 +60,10 @@ class Controller final : public ControllerHandler {
   // server that implements the outbox needs the handler first). Messages decided before
   // Attach are queued and sent here, in order. `outbox` must outlive the controller.
   void Attach(ControllerOutbox* outbox);
+
+  // With KOLO_AUTOTUNE: the cycle time and the fusion threshold come from `autotuner`
+  // (core/autotuner.h; it must outlive the controller). Call before Start.
+  void UseAutotuner(const Autotuner* autotuner) { autotuner_ = autotuner; }
 
   // Starts the sequencer thread. Call at most once.
   void Start();
@@ -135,6 +140,7 @@ class Controller final : public ControllerHandler {
   const Options& options_;
   TraceSink* const trace_;
   const Clock::TimePoint::duration cycle_;
+  const Autotuner* autotuner_ = nullptr;  // set before Start; read by the sequencer
   // How often the idle sequencer looks for newly pending names when stall checks are on: a
   // quarter of the shorter stall time, so that it never misses one's first check.
   const std::chrono::steady_clock::duration stall_poll_;

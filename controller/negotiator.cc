@@ -177,9 +177,12 @@ void Negotiator::CommitToCache(size_t first) {
 }
 
 std::vector<Response> Negotiator::Plan() {
+  return Plan(options_.fusion_threshold_bytes);
+}
+
+std::vector<Response> Negotiator::Plan(int64_t fusion_threshold_bytes) {
   DecideProcessSets();
-  std::vector<Response> responses =
-      PlanResponses(ready_, options_.fusion_threshold_bytes, &next_seq_);
+  std::vector<Response> responses = PlanResponses(ready_, fusion_threshold_bytes, &next_seq_);
   ready_.clear();
   return responses;
 }

@@ -48,8 +48,10 @@ class Negotiator {
   int pending_count() const;
 
   // Plans every ready tensor into responses (fused, numbered from 1 across the job) and
-  // forgets them. Empty when nothing is ready.
+  // forgets them. Empty when nothing is ready. Fuses under KOLO_FUSION_THRESHOLD, or under
+  // `fusion_threshold_bytes` (the autotuner's).
   std::vector<Response> Plan();
+  std::vector<Response> Plan(int64_t fusion_threshold_bytes);
 
   // Drops ready tensors without planning them (after a job abort).
   void DropReady() { ready_.clear(); }

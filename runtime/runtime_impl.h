@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "core/autotuner.h"
 #include "core/logging.h"
 #include "core/loop/background_loop.h"
 #include "core/loop/local_control_channel.h"
@@ -167,6 +168,8 @@ class RuntimeImpl {
   OpTracer tracer_;
 
   // Built by Start(), torn down by Teardown(), in reverse order.
+  // Rank 0 with KOLO_AUTOTUNE; read by the controller and the loop, so it outlives both.
+  std::unique_ptr<Autotuner> autotuner_;
   std::unique_ptr<controller::Controller> controller_;        // rank 0 only
   std::unique_ptr<transport::GrpcControlServer> server_;      // rank 0 only
   std::chrono::steady_clock::time_point controller_started_;  // rank 0: when server_ started

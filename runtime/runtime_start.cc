@@ -108,6 +108,18 @@ Status RuntimeImpl::StartController(std::string* controller_address) {
   controller_ = std::make_unique<controller::Controller>(
       options_, &timeline_, SteadyClock::Get(),
       MakeLogger(options_.rank, "controller", logger_->level()));
+  if (options_.autotune) {
+    Autotuner::Config tuning;
+    tuning.threshold_bytes = options_.fusion_threshold_bytes;
+    tuning.cycle_ms = options_.cycle_time_ms;
+    tuning.warmup_samples = options_.autotune_warmup_samples;
+    tuning.steps_per_sample = options_.autotune_steps_per_sample;
+    tuning.samples_per_setting = options_.autotune_samples;
+    tuning.log_path = options_.autotune_log;
+    tuning.logger = MakeLogger(options_.rank, "autotune", logger_->level());
+    autotuner_ = std::make_unique<Autotuner>(std::move(tuning));
+    controller_->UseAutotuner(autotuner_.get());
+  }
   StatusOr<std::unique_ptr<transport::GrpcControlServer>> server =
       transport::GrpcControlServer::Start(
           *controller_address, controller_.get(), options_.timeout_seconds,
@@ -274,6 +286,7 @@ void RuntimeImpl::StartLoop() {
                                   : std::chrono::microseconds::zero();
   if (options_.rank == 0) loop_wiring.negotiation_sink = &timeline_;
   loop_wiring.process_sets = &sets_;
+  loop_wiring.autotuner = autotuner_.get();
   loop_wiring.set_executor = [this](int id) { return SetExecutor(id); };
   loop_wiring.set_removed = [this](int id) { set_planes_.erase(id); };
   if (options_.fast_path) {

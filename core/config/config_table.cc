@@ -426,6 +426,25 @@ std::vector<ConfigVar> BuildTable() {
           .Number(&Options::cycle_time_ms, 0, 1000, 1, "ms")
           .Help("Once a tensor is ready, the controller waits at most this long for more to "
                 "fuse, while some are announced by some ranks only (else it plans at once)."),
+      Row("KOLO_AUTOTUNE", {"HOROVOD_AUTOTUNE"})
+          .Bool(&Options::autotune, false)
+          .Help("1: rank 0 tunes KOLO_FUSION_THRESHOLD and KOLO_CYCLE_TIME_MS while the job "
+                "trains, from the allreduce throughput it measures, then keeps the best (a climb "
+                "along doubling steps; logged). Set it on every rank."),
+      Row("KOLO_AUTOTUNE_LOG", {"HOROVOD_AUTOTUNE_LOG"})
+          .Text(&Options::autotune_log, "file path")
+          .Unset("none")
+          .Help("With KOLO_AUTOTUNE: rank 0 writes each setting it scored here, as CSV."),
+      Row("KOLO_AUTOTUNE_WARMUP_SAMPLES", {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES"})
+          .Integer(&Options::autotune_warmup_samples, 0, 1000, 3)
+          .Help("With KOLO_AUTOTUNE: samples dropped at the start, before any is scored."),
+      Row("KOLO_AUTOTUNE_STEPS_PER_SAMPLE", {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE"})
+          .Integer(&Options::autotune_steps_per_sample, 1, 100000, 10)
+          .Help("With KOLO_AUTOTUNE: a sample ends when some tensor has been allreduced this "
+                "many times in it (training steps, with one allreduce per gradient)."),
+      Row("KOLO_AUTOTUNE_SAMPLES")
+          .Integer(&Options::autotune_samples, 1, 1000, 3)
+          .Help("With KOLO_AUTOTUNE: a setting's score is the median of this many samples."),
       Row("KOLO_CACHE_CAPACITY", {"HOROVOD_CACHE_CAPACITY"})
           .Integer(&Options::cache_capacity, 0, 1000000, 1024)
           .Help("Tensors whose metadata is cached and announced by a short id; 0 disables the "

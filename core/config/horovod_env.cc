@@ -84,10 +84,12 @@ const std::vector<HorovodVariable>& HorovodVariables() {
                "KOLO_GPU_OPERATIONS); unset it or set 0"),
       OnlyWith("HOROVOD_HIERARCHICAL_ALLGATHER", "0",
                "kolo has no hierarchical allgather; unset it or set 0"),
-      OnlyWith(
-          "HOROVOD_AUTOTUNE", "0",
-          "kolo has no autotuner; set KOLO_FUSION_THRESHOLD and KOLO_CYCLE_TIME_MS instead, or 0"),
-      Refused("HOROVOD_AUTOTUNE_LOG", "kolo has no autotuner (HOROVOD_AUTOTUNE); unset it"),
+      NoEffect("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
+               "kolo's autotuner climbs a doubling grid instead of Horovod's Bayesian "
+               "optimisation (KOLO_AUTOTUNE)"),
+      NoEffect("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
+               "kolo's autotuner climbs a doubling grid instead of Horovod's Bayesian "
+               "optimisation (KOLO_AUTOTUNE)"),
       OnlyWith("HOROVOD_ELASTIC", "0",
                "kolo does not support elastic training; run a fixed-size job with kolorun"),
       OnlyWith("HOROVOD_DISABLE_GROUP_FUSION", "0",

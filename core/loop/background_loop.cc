@@ -37,12 +37,14 @@ BackgroundLoop::BackgroundLoop(const Options& options, Wiring wiring, TensorQueu
       fast_(lane == nullptr ? nullptr
                             : std::make_unique<FastPath>(options, wiring.negotiation_sink)),
       runner_(ResponseRunner::Config{wiring.process_sets, std::move(wiring.set_executor),
-                                     std::move(wiring.set_removed)},
+                                     std::move(wiring.set_removed), wiring.autotuner},
               queue, executor, &completer_, &async_, fast_.get(), tracer, clock_),
       rounds_(lane == nullptr
                   ? nullptr
                   : std::make_unique<RoundDriver>(fast_.get(), lane, &runner_, &session_, wakeup,
-                                                  clock_, logger_, wiring.busy_poll)) {}
+                                                  clock_, logger_, wiring.busy_poll)) {
+  if (fast_ != nullptr) fast_->UseAutotuner(wiring.autotuner);
+}
 
 BackgroundLoop::~BackgroundLoop() {
   Stop().IgnoreError(); /* reported by an explicit Stop */

@@ -76,6 +76,9 @@ class BackgroundLoop {
     ProcessSets* process_sets = nullptr;
     std::function<Executor*(int process_set)> set_executor;
     std::function<void(int process_set)> set_removed;
+    // Rank 0 with KOLO_AUTOTUNE: observes the allreduces this rank runs and sets the fusion
+    // threshold of its round messages (core/autotuner.h). Null: no tuning here.
+    Autotuner* autotuner = nullptr;
   };
 
   // Reads this rank's rank and the job's size and KOLO_TIMEOUT_SECONDS (the longest wait for

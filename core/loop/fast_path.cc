@@ -136,13 +136,20 @@ bool FastPath::NeedRound() const {
                      [](const auto& item) { return !item.second.announced; });
 }
 
+uint64_t FastPath::FusionThreshold() const {
+  // With KOLO_AUTOTUNE rank 0's tuner sets the threshold and every other rank sends "no
+  // limit": the round's rule (the smallest sent) then gives every rank the tuned one.
+  if (autotuner_ != nullptr) return static_cast<uint64_t>(autotuner_->fusion_threshold_bytes());
+  if (options_.autotune) return UINT64_MAX;
+  return static_cast<uint64_t>(std::max<int64_t>(options_.fusion_threshold_bytes, 0));
+}
+
 RoundMessage FastPath::MakeRound(TimePoint now) {
   RoundMessage message;
   message.received_seq = received_seq_;
   message.joined = joined_;
   message.stopping = stopping_;
-  message.fusion_threshold =
-      static_cast<uint64_t>(std::max<int64_t>(options_.fusion_threshold_bytes, 0));
+  message.fusion_threshold = FusionThreshold();
   message.ready.reserve(hits_.size());
   for (auto& [id, hit] : hits_) {
     message.ready.push_back(id);

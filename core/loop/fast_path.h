@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/autotuner.h"
 #include "core/clock.h"
 #include "core/loop/round_agreement.h"
 #include "core/messages.h"
@@ -72,6 +73,10 @@ class FastPath {
   // core/timeline/round_trace.h).
   FastPath(const Options& options, TraceSink* negotiation_sink);
   FastPath(Options&&, TraceSink*) = delete;  // it keeps a reference
+
+  // Rank 0 with KOLO_AUTOTUNE: the threshold its round messages carry comes from `autotuner`
+  // (core/autotuner.h). Call before the first round.
+  void UseAutotuner(const Autotuner* autotuner) { autotuner_ = autotuner; }
 
   // How long a cached allreduce waits for the other ranks before it goes to the controller
   // instead, whose stall inspector then watches it: well within KOLO_STALL_CHECK_SECONDS
@@ -148,6 +153,8 @@ class FastPath {
  private:
   bool NeedRound() const;
   RoundMessage MakeRound(TimePoint now);
+  // What this rank's round messages carry as its fusion threshold.
+  uint64_t FusionThreshold() const;
   void DivertWaiting(TimePoint now, Outbox* out);
   void Divert(uint32_t id, Outbox* out);
   Status ApplyDecision(RoundDecision decision, TimePoint now, Outbox* out);
@@ -156,6 +163,7 @@ class FastPath {
   // Constant after construction.
   const Options& options_;
   const double divert_after_seconds_;
+  const Autotuner* autotuner_ = nullptr;  // set once, before the first round
 
   RoundAgreement rounds_;
   RoundTrace round_trace_;

@@ -129,6 +129,9 @@ Fault ResponseRunner::Execute(const Response& response, const std::vector<Tensor
       response.op == OpType::kAddProcessSet || response.op == OpType::kRemoveProcessSet;
   if (set_decision) ApplyProcessSetDecision(response, entries);
   if (!response.is_error() && !set_decision) {
+    if (config_.autotuner != nullptr && response.op == OpType::kAllreduce) {
+      ObserveAllreduce(response, entries);
+    }
     Executor* executor = ExecutorFor(response.process_set);
     if (executor == nullptr) {
       return Fault::Here(
@@ -209,6 +212,15 @@ void ResponseRunner::ApplyProcessSetDecision(const Response& response,
   }
   sets->Remove(response.root);
   if (config_.set_removed) config_.set_removed(response.root);
+}
+
+void ResponseRunner::ObserveAllreduce(const Response& response,
+                                      const std::vector<TensorEntry*>& entries) {
+  int64_t bytes = 0;
+  for (const TensorEntry* entry : entries) {
+    if (entry != nullptr) bytes += static_cast<int64_t>(entry->input.num_bytes());
+  }
+  config_.autotuner->Observe(response.names, bytes, clock_->Now());
 }
 
 }  // namespace kolo

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/autotuner.h"
 #include "core/clock.h"
 #include "core/executor.h"
 #include "core/loop/async_ops.h"
@@ -42,6 +43,8 @@ class ResponseRunner {
     ProcessSets* process_sets = nullptr;
     std::function<Executor*(int process_set)> set_executor;
     std::function<void(int process_set)> set_removed;
+    // Rank 0 with KOLO_AUTOTUNE: told every allreduce this rank runs (core/autotuner.h).
+    Autotuner* autotuner = nullptr;
   };
 
   // `executor` runs the global set's responses; `async` launches those it RunsAsync; `fast`
@@ -72,6 +75,7 @@ class ResponseRunner {
   // Executes `response` over `entries` (this rank's, or stand-ins) and completes them.
   Fault Execute(const Response& response, const std::vector<TensorEntry*>& entries);
   void RememberCacheIds(const Response& response, const std::vector<TensorEntry*>& entries);
+  void ObserveAllreduce(const Response& response, const std::vector<TensorEntry*>& entries);
   // The executor of `process_set` (0: the job's), or null when that set has none.
   Executor* ExecutorFor(int process_set) const;
   bool HasJoined(int process_set) const;

@@ -386,3 +386,39 @@ TEST_CASE("A decision for an id this rank neither has nor can stand in for is re
         "fast path: round 1 decided on cache id 1, which this rank neither reported ready nor "
         "can stand in for");
 }
+
+TEST_CASE("With KOLO_AUTOTUNE rank 0's rounds carry the tuner's threshold and the others no limit",
+          "[core][fast_path]") {
+  Autotuner::Config tuning;
+  tuning.threshold_bytes = 4 << 20;
+  Autotuner tuner(tuning);
+  std::deque<Options> options(2);
+  std::vector<std::unique_ptr<FastPath>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    options[r].rank = r;
+    options[r].size = 2;
+    options[r].fusion_threshold_bytes = 1 << 20;  // what the tuner replaces
+    options[r].autotune = true;
+    options[r].timeout_seconds = 30.0;
+    ranks.push_back(std::make_unique<FastPath>(options[r], nullptr));
+  }
+  ranks[0]->UseAutotuner(&tuner);
+  ManualClock clock;
+  const FastSpec spec = Spec("w", 4);
+  TensorEntry entries[2];
+  for (int r = 0; r < 2; ++r) {
+    entries[r].meta.name = spec.name;
+    entries[r].meta.op = OpType::kAllreduce;
+    entries[r].meta.dtype = spec.dtype;
+    entries[r].meta.shape = {spec.num_elements};
+    ranks[r]->Learn(1, spec);
+    REQUIRE(ranks[r]->Offer(&entries[r], 1, clock.Now()));
+  }
+  FastPath::Outbox out[2];
+  for (int r = 0; r < 2; ++r) {
+    REQUIRE(ranks[r]->Advance(clock.Now(), &out[r]).ok());
+    REQUIRE(out[r].round.has_value());
+  }
+  CHECK(out[0].round->fusion_threshold == static_cast<uint64_t>(tuner.fusion_threshold_bytes()));
+  CHECK(out[1].round->fusion_threshold == UINT64_MAX);
+}

@@ -47,7 +47,6 @@ TEST_CASE("Horovod variables about parts kolo does not have are accepted",
 TEST_CASE("A Horovod switch kolo lacks is accepted off and refused on",
           "[core][options][horovod]") {
   CHECK(Options::FromMap({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"},
-                          {"HOROVOD_AUTOTUNE", "0"},
                           {"HOROVOD_ELASTIC", "0"},
                           {"HOROVOD_NUM_NCCL_STREAMS", "1"}})
             .ok());
@@ -94,4 +93,22 @@ TEST_CASE("HOROVOD_RANK and HOROVOD_SIZE must agree with kolo's identity",
         "HOROVOD_SIZE=4 disagrees with kolo's size 1 (no launcher variables: a one-rank job); "
         "kolo reads the job from kolorun, torchrun, mpirun or srun, not from Horovod's "
         "launcher");
+}
+
+TEST_CASE("Horovod's autotune variables turn on and configure kolo's autotuner",
+          "[core][options][horovod]") {
+  auto options = Options::FromMap({{"HOROVOD_AUTOTUNE", "1"},
+                                   {"HOROVOD_AUTOTUNE_LOG", "/tmp/tune.csv"},
+                                   {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "5"},
+                                   {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "20"},
+                                   {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "10"}});
+  REQUIRE(options.ok());
+  CHECK(options->autotune);
+  CHECK(options->autotune_log == "/tmp/tune.csv");
+  CHECK(options->autotune_warmup_samples == 5);
+  CHECK(options->autotune_steps_per_sample == 20);
+  auto defaults = Options::FromMap({});
+  REQUIRE(defaults.ok());
+  CHECK_FALSE(defaults->autotune);
+  CHECK(defaults->autotune_samples == 3);
 }

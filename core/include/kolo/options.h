@@ -89,6 +89,12 @@ struct Options {
   int64_t fusion_threshold_bytes{};  // KOLO_FUSION_THRESHOLD
   double cycle_time_ms{};            // KOLO_CYCLE_TIME_MS
   int cache_capacity{};              // KOLO_CACHE_CAPACITY
+  // Online tuning of the two above by rank 0 (core/autotuner.h).
+  bool autotune{};                  // KOLO_AUTOTUNE
+  std::string autotune_log;         // KOLO_AUTOTUNE_LOG
+  int autotune_warmup_samples{};    // KOLO_AUTOTUNE_WARMUP_SAMPLES
+  int autotune_steps_per_sample{};  // KOLO_AUTOTUNE_STEPS_PER_SAMPLE
+  int autotune_samples{};           // KOLO_AUTOTUNE_SAMPLES
 
   // Deadlines, in seconds.
   double timeout_seconds{};        // KOLO_TIMEOUT_SECONDS: data-plane progress, liveness, shutdown

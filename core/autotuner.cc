@@ -1,0 +1,171 @@
+#include "core/autotuner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+namespace kolo {
+namespace {
+
+int64_t ClampThreshold(int64_t bytes) {
+  return std::clamp(bytes, Autotuner::kMinThreshold, Autotuner::kMaxThreshold);
+}
+
+double ClampCycle(double ms) {
+  return std::clamp(ms, Autotuner::kMinCycleMs, Autotuner::kMaxCycleMs);
+}
+
+std::string BytesText(int64_t bytes) {
+  char text[32];
+  if (bytes % (int64_t{1} << 20) == 0) {
+    std::snprintf(text, sizeof(text), "%lld MiB", static_cast<long long>(bytes >> 20));
+  } else {
+    std::snprintf(text, sizeof(text), "%lld KiB", static_cast<long long>(bytes >> 10));
+  }
+  return text;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+}  // namespace
+
+Autotuner::Autotuner(Config config)
+    : config_(std::move(config)),
+      logger_(config_.logger ? config_.logger : MakeLogger(0, "autotune", spdlog::level::info)),
+      threshold_(ClampThreshold(config_.threshold_bytes)),
+      cycle_ms_(ClampCycle(config_.cycle_ms)) {
+  current_ = best_ = Setting{threshold_.load(), cycle_ms_.load()};
+  to_skip_ = std::max(config_.warmup_samples, 0);
+  if (!config_.log_path.empty()) {
+    log_.open(config_.log_path, std::ios::out | std::ios::trunc);
+    if (log_) {
+      log_ << "fusion_threshold_bytes,cycle_time_ms,score_bytes_per_second\n";
+    } else {
+      logger_->warn("autotune: cannot write KOLO_AUTOTUNE_LOG={}; tuning without it",
+                    config_.log_path);
+    }
+  }
+  logger_->info(
+      "autotune: starting at {}; {} warm-up samples, then the median of {} samples of {} steps "
+      "per setting",
+      Describe(current_), to_skip_, config_.samples_per_setting, config_.steps_per_sample);
+}
+
+void Autotuner::Observe(const std::vector<std::string>& names, int64_t bytes, TimePoint now) {
+  if (done_.load(std::memory_order_relaxed)) return;
+  if (!sampling_) {
+    sampling_ = true;
+    sample_start_ = now;
+  }
+  sample_bytes_ += bytes;
+  int most = 0;
+  for (const std::string& name : names) most = std::max(most, ++runs_[name]);
+  if (most >= std::max(config_.steps_per_sample, 1)) EndSample(now);
+}
+
+void Autotuner::EndSample(TimePoint now) {
+  const double seconds = std::chrono::duration<double>(now - sample_start_).count();
+  const double score = static_cast<double>(sample_bytes_) / std::max(seconds, 1e-9);
+  sample_start_ = now;  // the next sample starts where this one ends
+  sample_bytes_ = 0;
+  runs_.clear();
+  if (to_skip_ > 0) {
+    --to_skip_;
+    return;
+  }
+  scores_.push_back(score);
+  if (static_cast<int>(scores_.size()) < std::max(config_.samples_per_setting, 1)) return;
+  const double median = Median(scores_);
+  scores_.clear();
+  Scored(median);
+}
+
+void Autotuner::Scored(double score) {
+  ++settings_scored_;
+  logger_->info("autotune: {}: {:.1f} MB/s", Describe(current_), score / 1e6);
+  if (log_) {
+    log_ << current_.threshold_bytes << ',' << current_.cycle_ms << ',' << score << '\n';
+    log_.flush();
+  }
+  bool parameter_done = false;
+  if (settings_scored_ == 1) {
+    best_score_ = score;  // the starting point: the climb begins from it
+  } else if (score > best_score_ * (1 + config_.min_gain)) {
+    best_ = current_;
+    best_score_ = score;
+    moved_ = true;
+  } else if (direction_ == Direction::kUp && !moved_) {
+    direction_ = Direction::kDown;  // up did not pay from the start: try down
+  } else {
+    parameter_done = true;
+  }
+  Setting next{};
+  bool more = !parameter_done && NextCandidate(&next);
+  if (!more && parameter_ == Parameter::kThreshold) {
+    logger_->info("autotune: fusion threshold settled at {}", BytesText(best_.threshold_bytes));
+    parameter_ = Parameter::kCycle;
+    direction_ = Direction::kUp;
+    moved_ = false;
+    more = NextCandidate(&next);
+  }
+  if (!more) {
+    Finish();
+    return;
+  }
+  Apply(next);
+}
+
+std::optional<Autotuner::Setting> Autotuner::Neighbor(Direction direction) const {
+  Setting next = best_;
+  const bool up = direction == Direction::kUp;
+  if (parameter_ == Parameter::kThreshold) {
+    next.threshold_bytes = ClampThreshold(up ? best_.threshold_bytes * 2 : best_.threshold_bytes / 2);
+    if (next.threshold_bytes == best_.threshold_bytes) return std::nullopt;
+  } else {
+    next.cycle_ms = ClampCycle(up ? best_.cycle_ms * 2 : best_.cycle_ms / 2);
+    if (next.cycle_ms == best_.cycle_ms) return std::nullopt;
+  }
+  return next;
+}
+
+bool Autotuner::NextCandidate(Setting* next) {
+  for (;;) {
+    if (std::optional<Setting> neighbor = Neighbor(direction_)) {
+      *next = *neighbor;
+      return true;
+    }
+    // The grid ends this way.
+    if (direction_ == Direction::kUp && !moved_) {
+      direction_ = Direction::kDown;
+      continue;
+    }
+    return false;
+  }
+}
+
+void Autotuner::Apply(const Setting& setting) {
+  current_ = setting;
+  threshold_.store(setting.threshold_bytes, std::memory_order_relaxed);
+  cycle_ms_.store(setting.cycle_ms, std::memory_order_relaxed);
+  to_skip_ = 1;  // work decided before the change still runs under the old setting
+  scores_.clear();
+}
+
+void Autotuner::Finish() {
+  Apply(best_);
+  done_.store(true, std::memory_order_relaxed);
+  logger_->info("autotune: done after {} settings: {} ({:.1f} MB/s)", settings_scored_,
+                Describe(best_), best_score_ / 1e6);
+}
+
+std::string Autotuner::Describe(const Setting& setting) const {
+  char cycle[32];
+  std::snprintf(cycle, sizeof(cycle), "%g ms", setting.cycle_ms);
+  return "fusion threshold " + BytesText(setting.threshold_bytes) + ", cycle time " + cycle;
+}
+
+}  // namespace kolo
