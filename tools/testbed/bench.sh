@@ -71,8 +71,8 @@ row() {
   fi
 }
 
-cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-shaping=$("$testbed" status --name "$name" | head -1 | sed 's/.*; //')
+cpu=$(lscpu | awk -F': *' '/^Model name/ && !seen++ { print $2 }')
+shaping=$("$testbed" status --name "$name" | sed -n '1s/.*; //p')
 echo "# kolo and Open MPI allreduce (float sum, in place) on the testbed: $hosts hosts x $ranks ranks"
 echo "# links: $shaping"
 echo "# cpu: $cpu, $(nproc) cores; $(date -u '+%Y-%m-%d %H:%M UTC'); kolo $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
