@@ -37,10 +37,10 @@ class Testbed {
   Testbed(const std::string& name, int hosts, int ranks, const std::string& rate,
           const std::string& delay)
       : name_(name + std::to_string(getpid())) {
-    ProcessResult up = RunProcess({TESTBED_PATH, "up", "--name", name_, "--owner",
-                                   std::to_string(getpid()), "--hosts", std::to_string(hosts),
-                                   "--ranks-per-host", std::to_string(ranks), "--rate", rate,
-                                   "--delay", delay});
+    ProcessResult up =
+        RunProcess({TESTBED_PATH, "up", "--name", name_, "--owner", std::to_string(getpid()),
+                    "--hosts", std::to_string(hosts), "--ranks-per-host", std::to_string(ranks),
+                    "--rate", rate, "--delay", delay});
     SkipIfNoNamespaces(up);
     up_error_ = up.exit_code == 0 ? "" : "testbed up: " + up.out + up.err;
     shaping_ = up.err;

@@ -1,9 +1,10 @@
 // The multi-host testbed (tools/testbed/testbed) end to end: 2 hosts x 2 ranks on links shaped
 // to 200 Mbit/s (and 1 ms where the kernel has netem); a kolo-bench allreduce through `testbed
 // run` (the real kolorun) with exact results and a bus bandwidth below the link rate, which
-// shows the shaping applies; one Open MPI allreduce through `testbed mpirun` where Open MPI
-// and the peers' benchmark source (tools/testbed/build-mpi-bench) exist; and after `down` no
-// namespace of the testbed is left. Needs root; skipped (77) where namespaces cannot be made.
+// shows the shaping applies; Open MPI's launch through `testbed mpirun`, and one Open MPI
+// allreduce where the peers' benchmark source and mpicxx (tools/testbed/build-mpi-bench)
+// exist; and after `down` no namespace of the testbed is left. Needs root; skipped (77) where
+// namespaces cannot be made.
 #include <signal.h>
 #include <unistd.h>
 
@@ -36,8 +37,8 @@ TEST_CASE("a 2 x 2 testbed runs kolo and Open MPI over shaped links and leaves n
         RunProcess({"ip", "netns", "exec", testbed.Host(1), "tc", "qdisc", "show", "dev", "eth0"});
     CHECK_THAT(qdiscs.out, Catch::Contains("rate 200Mbit"));
 
-    ProcessResult run = testbed.RunBench({"--start-timeout", "30"},
-                                         {"-b", "2M", "-e", "2M", "-n", "3", "-w", "1"});
+    ProcessResult run =
+        testbed.RunBench({"--start-timeout", "30"}, {"-b", "2M", "-e", "2M", "-n", "3", "-w", "1"});
     INFO(run.out << run.err);
     REQUIRE(run.exit_code == 0);
     CHECK_THAT(run.out, Catch::Contains("# Wrong elements     : 0 OK"));
@@ -52,6 +53,14 @@ TEST_CASE("a 2 x 2 testbed runs kolo and Open MPI over shaped links and leaves n
     if (access("/usr/bin/mpirun", X_OK) != 0) {
       WARN("no /usr/bin/mpirun: the Open MPI run is left out");
     } else {
+      // Each rank on its host: mpirun's daemons entered the namespaces, which carry their
+      // names as host names.
+      ProcessResult hosts = testbed.MpiRun({"hostname"});
+      INFO(hosts.out << hosts.err);
+      CHECK(hosts.exit_code == 0);
+      CHECK(CountOccurrences(hosts.out, testbed.Host(0) + "\n") == 2);
+      CHECK(CountOccurrences(hosts.out, testbed.Host(1) + "\n") == 2);
+
       ProcessResult built = RunProcess({BUILD_MPI_BENCH_PATH, TESTBED_BUILD_DIR});
       if (built.exit_code == 3) {
         WARN("no Open MPI benchmark to run: " << built.err);
@@ -79,9 +88,9 @@ TEST_CASE("a testbed whose owner was killed is deleted by the next down of any t
   Watchdog watchdog("testbed stale cleanup", seconds(60));
   ChildProcess owner({"sleep", "60"});
   const std::string name = "stale" + std::to_string(getpid());
-  ProcessResult up = RunProcess({TESTBED_PATH, "up", "--name", name, "--owner",
-                                 std::to_string(owner.pid()), "--hosts", "1", "--ranks-per-host",
-                                 "1", "--rate", "1gbit", "--delay", "0"});
+  ProcessResult up =
+      RunProcess({TESTBED_PATH, "up", "--name", name, "--owner", std::to_string(owner.pid()),
+                  "--hosts", "1", "--ranks-per-host", "1", "--rate", "1gbit", "--delay", "0"});
   SkipIfNoNamespaces(up);
   INFO(up.err);
   REQUIRE(up.exit_code == 0);
