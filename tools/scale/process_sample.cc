@@ -36,8 +36,7 @@ StatusOr<ProcessSample> ParseSample(const std::string& text) {
   ProcessSample sample;
   std::istringstream in(text);
   if (!(in >> sample.cpu_ns >> sample.rss_kb >> sample.threads)) {
-    return Internal("the controller process answered '" + text +
-                    "', not 'cpu_ns rss_kb threads'");
+    return Internal("the controller process answered '" + text + "', not 'cpu_ns rss_kb threads'");
   }
   return sample;
 }

@@ -77,7 +77,7 @@ Status RankSwarm::Connect(const std::string& address) {
         Hello hello;
         hello.rank = rank->rank;
         hello.size = size_;
-        hello.host = "scale-host-" + std::to_string(rank->rank / 8);  // 8 ranks a host
+        hello.host = "scale-host-" + std::to_string(rank->rank / 8);             // 8 ranks a host
         hello.data_address = "127.0.0.1:" + std::to_string(20000 + rank->rank);  // never dialled
         StatusOr<std::vector<PeerInfo>> peers =
             rank->channel->Connect(hello, deadline, [driver] { driver->wakeup.Notify(); });
@@ -100,8 +100,7 @@ Status RankSwarm::Connect(const std::string& address) {
     for (int r = 0; r < size_; ++r) {
       const PeerInfo& a = first[r];
       const PeerInfo& b = rank->peers[r];
-      if (a.rank != r || b.rank != a.rank || b.host != a.host ||
-          b.data_address != a.data_address) {
+      if (a.rank != r || b.rank != a.rank || b.host != a.host || b.data_address != a.data_address) {
         return Internal("rank " + std::to_string(rank->rank) + "'s peer table differs from rank " +
                         "0's at entry " + std::to_string(r));
       }
@@ -122,9 +121,9 @@ Status RankSwarm::OnDrivers(const std::function<Status(Driver&)>& work) {
 }
 
 StatusOr<StepCheck> RankSwarm::Step(SteadyTime deadline) {
-  KOLO_RETURN_IF_ERROR(
-      OnDrivers([&](Driver& driver) { return StepSlice(driver, deadline); }).WithContext(
-          "step " + std::to_string(steps_)));
+  KOLO_RETURN_IF_ERROR(OnDrivers([&](Driver& driver) {
+                         return StepSlice(driver, deadline);
+                       }).WithContext("step " + std::to_string(steps_)));
   ++steps_;
   for (const auto& rank : ranks_) {
     if (rank->hash != ranks_[0]->hash || rank->responses != ranks_[0]->responses) {
@@ -198,8 +197,8 @@ Status RankSwarm::StepSlice(Driver& driver, SteadyTime deadline) {
     }
     if (done == mine) break;
     if (SteadyTime::clock::now() >= deadline) {
-      return DeadlineExceeded(std::to_string(mine - done) + " of driver's " +
-                              std::to_string(mine) + " ranks still wait for their responses");
+      return DeadlineExceeded(std::to_string(mine - done) + " of driver's " + std::to_string(mine) +
+                              " ranks still wait for their responses");
     }
     driver.wakeup.WaitUntil(deadline);
   }

@@ -31,13 +31,14 @@ std::string Fixed(double value, int digits) {
 }  // namespace
 
 StatusOr<ScaleRow> RunScale(int ranks, const ScaleOptions& options,
-                            const transport::JobCredentials& credentials,
-                            ControllerProbe* probe) {
+                            const transport::JobCredentials& credentials, ControllerProbe* probe) {
   KOLO_ASSIGN_OR_RETURN(std::vector<bench::ModelTensor> gradients,
                         bench::ModelGradients(options.model));
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int drivers = std::min(ranks, options.drivers > 0 ? options.drivers : cores);
-  const auto deadline = [&] { return transport::AddSeconds(Clock::now(), options.timeout_seconds); };
+  const auto deadline = [&] {
+    return transport::AddSeconds(Clock::now(), options.timeout_seconds);
+  };
   ScaleRow row;
   row.ranks = ranks;
   KOLO_ASSIGN_OR_RETURN(const int port, probe->Port());
