@@ -45,6 +45,7 @@ RankSwarm::RankSwarm(int size, int drivers, std::vector<bench::ModelTensor> grad
       gradients_(std::move(gradients)),
       credentials_(std::move(credentials)),
       timeout_seconds_(timeout_seconds) {
+  for (size_t i = 0; i < gradients_.size(); ++i) index_.emplace(gradients_[i].name, i);
   for (int d = 0; d < drivers; ++d) drivers_.push_back(std::make_unique<Driver>());
   for (int r = 0; r < size; ++r) {
     auto rank = std::make_unique<Rank>();
@@ -135,74 +136,75 @@ StatusOr<StepCheck> RankSwarm::Step(SteadyTime deadline) {
   return StepCheck{ranks_[0]->responses, ranks_[0]->seen_count};
 }
 
-Status RankSwarm::StepSlice(Driver& driver, SteadyTime deadline) {
+Status RankSwarm::Submit(Rank& rank) {
   const int count = static_cast<int>(gradients_.size());
-  for (Rank* rank : driver.mine) {
-    rank->seen.assign(count, false);
-    rank->seen_count = 0;
-    rank->responses = 0;
-    rank->hash = 14695981039346656037ull;
-    // Backpropagation produces the gradients last layer first.
-    WorkerMessage batch;
-    batch.kind = WorkerMessage::Kind::kRequests;
-    for (int i = count - 1; i >= 0; --i) {
-      Request request;
-      request.cache_id = rank->cache_ids[i];
-      if (request.cache_id == 0) {
-        request.meta.name = gradients_[i].name;
-        request.meta.shape = {gradients_[i].elements};
-      }
-      batch.requests.push_back(std::move(request));
+  rank.seen.assign(count, false);
+  rank.seen_count = 0;
+  rank.responses = 0;
+  rank.hash = 14695981039346656037ull;  // FNV-1a's offset basis
+  // Backpropagation produces the gradients last layer first.
+  WorkerMessage batch;
+  batch.kind = WorkerMessage::Kind::kRequests;
+  for (int i = count - 1; i >= 0; --i) {
+    Request request;
+    request.cache_id = rank.cache_ids[i];
+    if (request.cache_id == 0) {
+      request.meta.name = gradients_[i].name;
+      request.meta.shape = {gradients_[i].elements};
     }
-    KOLO_RETURN_IF_ERROR(rank->channel->Send(batch));
+    batch.requests.push_back(std::move(request));
   }
-  std::unordered_map<std::string, int> index;
-  for (int i = 0; i < count; ++i) index.emplace(gradients_[i].name, i);
-  int done = 0;
+  return rank.channel->Send(batch);
+}
+
+Status RankSwarm::Take(Rank& rank, const ControllerMessage& message) {
+  const std::string who = "rank " + std::to_string(rank.rank);
+  if (message.kind == ControllerMessage::Kind::kPong) return Status::Ok();
+  if (message.kind != ControllerMessage::Kind::kResponses) {
+    return Internal(who + " received a " + KindName(message.kind) + " message" +
+                    (message.reason.empty() ? "" : ": " + message.reason));
+  }
+  for (const Response& response : message.responses) {
+    if (response.is_error()) return Internal(who + ": " + response.error);
+    ++rank.responses;
+    Mix(&rank.hash, std::to_string(response.seq));
+    for (size_t n = 0; n < response.names.size(); ++n) {
+      auto it = index_.find(response.names[n]);
+      if (it == index_.end() || rank.seen[it->second]) {
+        return Internal(who + " was told '" + response.names[n] + "' " +
+                        (it == index_.end() ? "which it never submitted" : "twice"));
+      }
+      rank.seen[it->second] = true;
+      ++rank.seen_count;
+      rank.cache_ids[it->second] = response.cache_ids[n];
+      Mix(&rank.hash, response.names[n]);
+    }
+  }
+  return Status::Ok();
+}
+
+Status RankSwarm::StepSlice(Driver& driver, SteadyTime deadline) {
+  for (Rank* rank : driver.mine) KOLO_RETURN_IF_ERROR(Submit(*rank));
+  const int count = static_cast<int>(gradients_.size());
   const int mine = static_cast<int>(driver.mine.size());
-  while (done < mine) {
+  int done = 0;
+  for (;;) {
     for (Rank* rank : driver.mine) {
-      if (rank->seen_count == count) continue;
-      for (;;) {
+      while (rank->seen_count < count) {
         KOLO_ASSIGN_OR_RETURN(std::optional<ControllerMessage> message,
                               rank->channel->TryReceive());
         if (!message.has_value()) break;
-        if (message->kind == ControllerMessage::Kind::kPong) continue;
-        if (message->kind != ControllerMessage::Kind::kResponses) {
-          return Internal("rank " + std::to_string(rank->rank) + " received a " +
-                          KindName(message->kind) + " message" +
-                          (message->reason.empty() ? "" : ": " + message->reason));
-        }
-        for (const Response& response : message->responses) {
-          if (response.is_error()) {
-            return Internal("rank " + std::to_string(rank->rank) + ": " + response.error);
-          }
-          ++rank->responses;
-          Mix(&rank->hash, std::to_string(response.seq));
-          for (size_t n = 0; n < response.names.size(); ++n) {
-            auto it = index.find(response.names[n]);
-            if (it == index.end() || rank->seen[it->second]) {
-              return Internal("rank " + std::to_string(rank->rank) + " was told '" +
-                              response.names[n] + "' " +
-                              (it == index.end() ? "which it never submitted" : "twice"));
-            }
-            rank->seen[it->second] = true;
-            ++rank->seen_count;
-            rank->cache_ids[it->second] = response.cache_ids[n];
-            Mix(&rank->hash, response.names[n]);
-          }
-        }
+        KOLO_RETURN_IF_ERROR(Take(*rank, *message));
+        if (rank->seen_count == count) ++done;
       }
-      if (rank->seen_count == count) ++done;
     }
-    if (done == mine) break;
+    if (done == mine) return Status::Ok();
     if (SteadyTime::clock::now() >= deadline) {
-      return DeadlineExceeded(std::to_string(mine - done) + " of driver's " + std::to_string(mine) +
-                              " ranks still wait for their responses");
+      return DeadlineExceeded(std::to_string(mine - done) + " of a driver's " +
+                              std::to_string(mine) + " ranks still wait for their responses");
     }
     driver.wakeup.WaitUntil(deadline);
   }
-  return Status::Ok();
 }
 
 Status RankSwarm::Shutdown(SteadyTime deadline) {

@@ -17,8 +17,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "core/messages.h"
 #include "kolo/status.h"
 #include "tools/bench/model_gradients.h"
 #include "transport/auth/hmac_auth.h"
@@ -51,6 +53,10 @@ class RankSwarm {
   struct Driver;
   // Runs `work(driver)` on every driver's thread; the first error, if any.
   Status OnDrivers(const std::function<Status(Driver&)>& work);
+  // Sends `rank`'s request batch for the next step (and forgets the last step's decisions).
+  Status Submit(Rank& rank);
+  // Records what `message` tells `rank`; an error for anything a correct controller never says.
+  Status Take(Rank& rank, const ControllerMessage& message);
   Status StepSlice(Driver& driver, std::chrono::steady_clock::time_point deadline);
   Status ShutdownSlice(Driver& driver, std::chrono::steady_clock::time_point deadline);
 
@@ -58,6 +64,7 @@ class RankSwarm {
   const std::vector<bench::ModelTensor> gradients_;
   const transport::JobCredentials credentials_;
   const double timeout_seconds_;
+  std::unordered_map<std::string, size_t> index_;  // gradient name -> index; constant
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<std::unique_ptr<Driver>> drivers_;
   int steps_ = 0;
