@@ -14,8 +14,7 @@ namespace {
 const char kWhat[] = "the controller process";
 
 // The options a job of `size` ranks runs its controller with: the config table's defaults
-// (fusion threshold, cycle time, cache capacity), the stall checks off (a simulated step
-// never stalls) and the given timeouts.
+// (fusion threshold, cycle time, cache capacity, stall inspector) and the given timeouts.
 StatusOr<Options> ControllerOptions(int size, double timeout_seconds) {
   Options options;
   options.rank = 0;
@@ -23,8 +22,6 @@ StatusOr<Options> ControllerOptions(int size, double timeout_seconds) {
   options.controller_address = "127.0.0.1:0";  // where it listens: any free loopback port
   options.timeout_seconds = timeout_seconds;
   options.start_timeout_seconds = timeout_seconds;
-  options.stall_check_seconds = 0;
-  options.stall_shutdown_seconds = 0;
   KOLO_RETURN_IF_ERROR(options.Validate());
   return options;
 }
