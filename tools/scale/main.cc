@@ -5,6 +5,7 @@
 // does. This process only forks, waits with a deadline, and prints the table: it never starts
 // gRPC, so each fork begins clean.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,7 +57,10 @@ int RanksProcess(int ranks, const ScaleOptions& options,
 pid_t Spawn(const std::function<int()>& body) {
   std::fflush(nullptr);
   const pid_t pid = fork();
-  if (pid == 0) _exit(body());
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // a killed kolo-scale (a test's watchdog) leaves none
+    _exit(body());
+  }
   return pid;
 }
 
