@@ -21,7 +21,15 @@ class ControllerOutbox {
   // that affects the others' copies (rank 0 stops the transport once it has read a Shutdown)
   // orders the copies so that none is lost (LocalControlChannel).
   virtual void SendToAll(int size, const ControllerMessage& message) {
-    for (int rank = 0; rank < size; ++rank) Send(rank, message);
+    SendToEach(size, /*skip=*/-1, message);
+  }
+  // Queues `message` for ranks 0..size-1 except `skip` (-1: none), one Send each unless the
+  // outbox overrides it: the gRPC server encodes the message once for every copy, so that a
+  // broadcast of N copies costs one encoding, not N (docs/SCALE.md).
+  virtual void SendToEach(int size, int skip, const ControllerMessage& message) {
+    for (int rank = 0; rank < size; ++rank) {
+      if (rank != skip) Send(rank, message);
+    }
   }
 };
 

@@ -83,9 +83,7 @@ void LocalControlChannel::Send(int rank, const ControllerMessage& message) {
 }
 
 void LocalControlChannel::SendToAll(int size, const ControllerMessage& message) {
-  for (int rank = 0; rank < size; ++rank) {
-    if (rank != rank_) remote_->Send(rank, message);
-  }
+  remote_->SendToEach(size, rank_, message);
   if (rank_ < size) Deliver(message);
 }
 

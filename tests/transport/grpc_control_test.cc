@@ -124,6 +124,43 @@ TEST_CASE("Requests and responses cross the stream unchanged", "[transport][grpc
   ShutDownCleanly(*channel);
 }
 
+TEST_CASE("One broadcast reaches every stream but the skipped rank, unchanged",
+          "[transport][grpc]") {
+  Watchdog watchdog("broadcast", 20s);
+  Controller controller(3);
+  std::vector<std::unique_ptr<GrpcControlChannel>> channels;
+  std::vector<Waker> wakers(3);
+  for (int r = 0; r < 3; ++r) channels.push_back(NewChannel(controller.address()));
+  std::vector<Status> joined(3);
+  std::vector<std::thread> workers;
+  for (int r = 0; r < 3; ++r) {
+    workers.emplace_back([&, r] {
+      joined[r] = channels[r]->Connect(MakeHello(r, 3), In(10s), wakers[r].Function()).status();
+    });
+  }
+  for (auto& w : workers) w.join();
+  for (const Status& status : joined) REQUIRE(status.ToString() == "OK");
+  // Rank 3 has no stream (dropped, logged); rank 1 is skipped.
+  controller.server->SendToEach(4, /*skip=*/1, testing::SampleResponses());
+  ControllerMessage pong;
+  pong.kind = ControllerMessage::Kind::kPong;
+  pong.ping_unix_us = 42;
+  controller.server->Send(1, pong);
+  for (int r : {0, 2}) {
+    auto received = wakers[r].Receive(*channels[r], 5s);
+    REQUIRE(received.ok());
+    REQUIRE(received->has_value());
+    CHECK(Diff(**received, testing::SampleResponses()) == "");
+  }
+  // Rank 1's first message after the Welcome is the Pong: no copy of the broadcast before it.
+  auto received = wakers[1].Receive(*channels[1], 5s);
+  REQUIRE(received.ok());
+  REQUIRE(received->has_value());
+  CHECK((*received)->kind == ControllerMessage::Kind::kPong);
+  CHECK((*received)->ping_unix_us == 42);
+  for (auto& channel : channels) ShutDownCleanly(*channel);
+}
+
 TEST_CASE("A refused hello fails Connect with the handler's reason", "[transport][grpc]") {
   Watchdog watchdog("refused hello", 20s);
   Controller controller(2);

@@ -5,7 +5,10 @@
 
 #include <deque>
 #include <map>
+#include <memory>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/mutex.h"
 #include "proto/kolo.grpc.pb.h"
@@ -22,6 +25,8 @@ namespace kolo::transport {
 namespace {
 
 using SessionStream = grpc::ServerReaderWriter<wire::ControllerMessage, wire::WorkerMessage>;
+// A message encoded once and shared by the queues of every stream it goes to.
+using Encoded = std::shared_ptr<const wire::ControllerMessage>;
 
 // One worker's stream, shared by its handler thread, its writer thread and Send/Stop callers.
 struct StreamState {
@@ -32,7 +37,7 @@ struct StreamState {
   // Below: guarded by Impl::mu_, which clang's analysis cannot name from here (the streams_
   // map that owns these is KOLO_GUARDED_BY(mu_) and every access goes through it or through
   // the stream's own threads while they hold mu_).
-  std::deque<ControllerMessage> queue;
+  std::deque<Encoded> queue;
   bool writing = false;      // the writer is inside Write()
   bool reader_done = false;  // the worker sends nothing more; flush and end
   bool writer_done = false;  // the writer thread has exited; later messages are dropped
@@ -55,6 +60,7 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
   int port() const { return port_; }
   const std::string& generation() const { return generation_; }
   void Send(int rank, const ControllerMessage& message);
+  void SendToEach(int size, int skip, const ControllerMessage& message);
   void Stop(SteadyTime deadline);
   grpc::Status Session(grpc::ServerContext* context, SessionStream* stream) override;
 
@@ -72,6 +78,11 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
   Status ReadLoop(int rank, SessionStream* stream);
   void WriteLoop(StreamState& state, SessionStream* stream);
   void FinishWriter(StreamState& state, std::thread& writer);
+  // The wire form of `message` (a Welcome gets this server's generation).
+  Encoded Encode(const ControllerMessage& message) const;
+  // Queues `encoded` for `rank`'s stream; the reason it was dropped, or nullptr.
+  const char* EnqueueLocked(int rank, const Encoded& encoded) KOLO_REQUIRES(mu_);
+  void LogDropped(const ControllerMessage& message, int rank, const char* because) const;
   // Refuses an authenticated stream: an Unavailable `why` for now (UNAVAILABLE, retried by
   // the worker), any other for good (an Abort with the reason).
   grpc::Status Refuse(SessionStream* stream, int rank, const Status& why);
@@ -332,15 +343,11 @@ void GrpcControlServer::Impl::WriteLoop(StreamState& state, SessionStream* strea
       return !state.queue.empty() || state.reader_done || stopping_;
     });
     if (state.queue.empty()) break;
-    ControllerMessage next = std::move(state.queue.front());
+    Encoded next = std::move(state.queue.front());
     state.queue.pop_front();
     state.writing = true;
     lock.Unlock();
-    wire::ControllerMessage out = ToWire(next);
-    if (next.kind == ControllerMessage::Kind::kWelcome) {
-      out.mutable_welcome()->set_generation(generation_);
-    }
-    const bool written = stream->Write(out);
+    const bool written = stream->Write(*next);
     lock.Lock();
     state.writing = false;
     if (!written) {
@@ -372,29 +379,55 @@ void GrpcControlServer::Impl::FinishWriter(StreamState& state, std::thread& writ
   writer.join();
 }
 
-void GrpcControlServer::Impl::Send(int rank, const ControllerMessage& message) {
-  const char* dropped_because = nullptr;
-  {
-    MutexLock lock(&mu_);
-    auto it = streams_.find(rank);
-    if (stopping_) {
-      dropped_because = "the controller is stopping";
-    } else if (it == streams_.end()) {
-      dropped_because = "it has no control stream";
-    } else if (it->second->writer_done) {
-      dropped_because = "its control stream is closing";
-    } else {
-      it->second->queue.push_back(message);
-      it->second->wake_writer.NotifyOne();
-      return;
-    }
+Encoded GrpcControlServer::Impl::Encode(const ControllerMessage& message) const {
+  auto out = std::make_shared<wire::ControllerMessage>(ToWire(message));
+  if (message.kind == ControllerMessage::Kind::kWelcome) {
+    out->mutable_welcome()->set_generation(generation_);
   }
+  return out;
+}
+
+const char* GrpcControlServer::Impl::EnqueueLocked(int rank, const Encoded& encoded) {
+  if (stopping_) return "the controller is stopping";
+  auto it = streams_.find(rank);
+  if (it == streams_.end()) return "it has no control stream";
+  if (it->second->writer_done) return "its control stream is closing";
+  it->second->queue.push_back(encoded);
+  it->second->wake_writer.NotifyOne();
+  return nullptr;
+}
+
+void GrpcControlServer::Impl::LogDropped(const ControllerMessage& message, int rank,
+                                         const char* because) const {
   // A Pong only answers a clock sample for the timeline, which a stopping job no longer needs:
   // dropping one is routine (clean shutdowns right after init dropped them and warned).
   const spdlog::level::level_enum level =
       message.kind == ControllerMessage::Kind::kPong ? spdlog::level::debug : spdlog::level::warn;
   logger_->log(level, "dropped a {} message for rank {}: {}", KindName(message.kind), rank,
-               dropped_because);
+               because);
+}
+
+void GrpcControlServer::Impl::Send(int rank, const ControllerMessage& message) {
+  const Encoded encoded = Encode(message);  // outside the lock: the writers keep writing
+  const char* dropped_because = nullptr;
+  {
+    MutexLock lock(&mu_);
+    dropped_because = EnqueueLocked(rank, encoded);
+  }
+  if (dropped_because != nullptr) LogDropped(message, rank, dropped_because);
+}
+
+void GrpcControlServer::Impl::SendToEach(int size, int skip, const ControllerMessage& message) {
+  const Encoded encoded = Encode(message);  // once for every copy
+  std::vector<std::pair<int, const char*>> dropped;
+  {
+    MutexLock lock(&mu_);
+    for (int rank = 0; rank < size; ++rank) {
+      if (rank == skip) continue;
+      if (const char* because = EnqueueLocked(rank, encoded)) dropped.emplace_back(rank, because);
+    }
+  }
+  for (const auto& [rank, because] : dropped) LogDropped(message, rank, because);
 }
 
 void GrpcControlServer::Impl::Stop(SteadyTime deadline) {
@@ -451,6 +484,10 @@ const std::string& GrpcControlServer::generation() const {
 
 void GrpcControlServer::Send(int rank, const ControllerMessage& message) {
   impl_->Send(rank, message);
+}
+
+void GrpcControlServer::SendToEach(int size, int skip, const ControllerMessage& message) {
+  impl_->SendToEach(size, skip, message);
 }
 
 void GrpcControlServer::Stop(std::chrono::steady_clock::time_point deadline) {

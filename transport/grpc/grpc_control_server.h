@@ -47,6 +47,8 @@ class GrpcControlServer final : public ControllerOutbox {
   // Queues `message` for `rank`'s stream; dropped (and logged) if that rank has no stream or
   // the server is stopping. Never blocks on the network. Any thread, including handler calls.
   void Send(int rank, const ControllerMessage& message) override;
+  // Encodes `message` once and queues that one encoding for each rank (controller_link.h).
+  void SendToEach(int size, int skip, const ControllerMessage& message) override;
 
   // Stops accepting streams and waits until every worker has ended its stream (queued
   // messages keep flowing meanwhile) or `deadline` passes; then cancels the remaining streams

@@ -153,6 +153,7 @@ StatusOr<WorkerMessage> FromWire(const wire::WorkerMessage& in) {
       return message;
     case wire::WorkerMessage::kRequests:
       message.kind = WorkerMessage::Kind::kRequests;
+      message.requests.reserve(static_cast<size_t>(in.requests().requests_size()));
       for (const wire::Request& r : in.requests().requests()) {
         KOLO_ASSIGN_OR_RETURN(Request request, FromWire(r));
         message.requests.push_back(std::move(request));
