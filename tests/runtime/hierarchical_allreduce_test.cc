@@ -3,24 +3,28 @@
 // their host names (KOLO_HOSTNAME), in consecutive and interleaved placement, with shared
 // memory or TCP within the host (KOLO_TRANSPORT auto or tcp). Results checked
 // against the direct computation for every dtype and op, odd and tiny counts, fused groups,
-// prescale and postscale; which path ran read from each rank's timeline (HIERARCHICAL_ALLREDUCE
-// or RING_ALLREDUCE) for KOLO_HIERARCHICAL on, auto and off, Horovod's variable, and hosts
-// with different numbers of ranks (flat).
+// prescale and postscale, and bit for bit across the ranks; which path ran read from each rank's
+// timeline (HIERARCHICAL_ALLREDUCE or RING_ALLREDUCE) for KOLO_HIERARCHICAL on, auto and off,
+// Horovod's variable, and hosts with different numbers of ranks (flat).
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config/config_table.h"
 #include "kolo/options.h"
+#include "tests/support/allreduce_sweep.h"
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tensor_values.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
+using kolo::testing::KoloShmMappings;
 using kolo::testing::LocalJob;
 using kolo::testing::View;
 using kolo::testing::Watchdog;
@@ -46,16 +50,6 @@ std::function<void(Options&)> OnHosts(const std::string& placement, Hierarchical
     options.timeline_path = timeline;
     options.transport = transport;
   };
-}
-
-// Lines of /proc/self/maps that map a kolo shared-memory segment.
-int KoloShmMappings() {
-  std::ifstream maps("/proc/self/maps");
-  int count = 0;
-  for (std::string line; std::getline(maps, line);) {
-    if (line.find("/dev/shm/kolo-") != std::string::npos) ++count;
-  }
-  return count;
 }
 
 std::string TextOf(const std::string& path) {
@@ -114,30 +108,8 @@ TEST_CASE(
   // Fewer elements than a host's ranks (empty blocks), odd counts (blocks of different
   // sizes), and one past 2 MiB in 8-byte dtypes (sliced across hosts).
   const std::vector<int64_t> counts = {0, 1, 3, 13, 1001, (1 << 18) + 7};
-  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
-    for (DataType dtype : kolo::testing::kAllDataTypes) {
-      for (ReduceOp op : kolo::testing::kAllOps) {
-        if (!kolo::testing::HasReduceOp(dtype, op)) continue;
-        for (int64_t count : counts) {
-          const std::string name =
-              DataTypeName(dtype) + "/" + ReduceOpName(op) + "/" + std::to_string(count);
-          std::vector<uint8_t> input = kolo::testing::MakeInput(dtype, count, rt.rank(), op);
-          std::vector<uint8_t> output(input.size(), 0xAB);
-          const bool in_place = count % 2 == 1;
-          AllreduceOptions options;
-          options.op = op;
-          Status s = rt.Allreduce(name, View(input, dtype, count),
-                                  in_place ? View(input, dtype, count) : View(output, dtype, count),
-                                  options);
-          if (!s.ok()) return name + ": " + s.ToString();
-          std::string error =
-              kolo::testing::CheckAllreduce(in_place ? input : output, dtype, count, rt.size(), op);
-          if (!error.empty()) return name + ": " + error;
-        }
-      }
-    }
-    return "";
-  });
+  auto failures =
+      job.RunOnAllRanks([&](Runtime& rt) { return kolo::testing::AllreduceSweep(rt, counts); });
   for (const std::string& failure : failures) CHECK(failure == "");
 }
 
@@ -230,5 +202,35 @@ TEST_CASE(
     const std::string timeline = TimelineOfTwoOps("3+1", Hierarchical::kOn, small, large);
     CHECK_FALSE(Has(timeline, "HIERARCHICAL_ALLREDUCE"));
     CHECK(Has(timeline, "RING_ALLREDUCE"));
+  }
+}
+
+TEST_CASE("Hierarchical allreduce gives every rank the same bits", "[runtime][hierarchical]") {
+  const std::string transport = GENERATE(as<std::string>(), "auto", "tcp");
+  Watchdog watchdog("hierarchical allreduce bits, " + transport, std::chrono::seconds(60));
+  LocalJob job(kRanks,
+               OnHosts("interleaved", Hierarchical::kOn, "", *TransportFromName(transport)));
+  // Values whose float sums depend on the order of addition; an odd count over two hosts.
+  const int64_t count = 3 * (1 << 17) + 5;
+  std::vector<std::vector<float>> results(kRanks);
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    std::vector<float> data(count);
+    for (int64_t i = 0; i < count; ++i) {
+      data[i] = 1.0f / static_cast<float>(1 + (i * 7919 + rt.rank() * 104729) % 1000003);
+    }
+    AllreduceOptions options;
+    options.op = ReduceOp::kAverage;
+    Status s = rt.Allreduce("bits", {data.data(), DataType::kFloat32, {count}, Device::Cpu()},
+                            {data.data(), DataType::kFloat32, {count}, Device::Cpu()}, options);
+    if (!s.ok()) return s.ToString();
+    results[rt.rank()] = std::move(data);
+    return "";
+  });
+  for (const std::string& failure : failures) CHECK(failure == "");
+  for (int r = 1; r < kRanks; ++r) {
+    INFO("rank " << r);
+    REQUIRE(results[r].size() == results[0].size());
+    CHECK(std::memcmp(results[r].data(), results[0].data(), results[0].size() * sizeof(float)) ==
+          0);
   }
 }
