@@ -96,6 +96,12 @@ CpuExecutor::CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes,
   if (shm != nullptr) shm_allreduce_ = std::make_unique<ShmAllreduce>(*shm, single_copy);
 }
 
+void CpuExecutor::UseHierarchy(DataPlane& local, DataPlane& cross, SharedMemoryPlane* local_shm,
+                               size_t min_bytes) {
+  hierarchical_ = std::make_unique<HierarchicalAllreduce>(local, cross, local_shm);
+  hierarchy_min_bytes_ = min_bytes;
+}
+
 Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                             PhaseObserver* observer) {
   switch (response.op) {
@@ -150,13 +156,42 @@ Status CpuExecutor::Allreduce(const Response& response, const std::vector<Tensor
                               PhaseObserver* observer) {
   const std::string what = DescribeOp(response.op, entries);
   KOLO_RETURN_IF_ERROR(CheckEntries(response, entries, what));
+  const bool hierarchical = shm_allreduce_ == nullptr && Hierarchical(response, entries);
   if (logger_ != nullptr) {
-    logger_->debug("seq {}: {} ({}) over {} ranks", response.seq, what,
-                   ReduceOpName(response.reduce_op), plane_.size());
+    logger_->debug("seq {}: {} ({}) over {} ranks{}", response.seq, what,
+                   ReduceOpName(response.reduce_op), plane_.size(),
+                   hierarchical
+                       ? ", hierarchical: " + std::to_string(hierarchical_->hosts()) +
+                             " hosts of " + std::to_string(hierarchical_->ranks_per_host()) +
+                             (hierarchical_->over_shared_memory() ? " (shm)" : " (tcp)")
+                       : "");
   }
   if (shm_allreduce_ != nullptr) return AllreduceShm(response, entries, what, observer);
-  if (entries.size() == 1) return AllreduceOne(response, *entries[0], what, observer);
+  if (entries.size() == 1) return AllreduceOne(response, *entries[0], what, observer, hierarchical);
+  if (hierarchical) {  // the three steps need one contiguous buffer
+    return AllreduceThroughFusionBuffer(response, entries, what, observer, true);
+  }
   return AllreduceFused(response, entries, what, observer);
+}
+
+bool CpuExecutor::Hierarchical(const Response& response,
+                               const std::vector<TensorEntry*>& entries) const {
+  if (hierarchical_ == nullptr) return false;
+  size_t count = 0;  // from the entries, which CheckEntries matched against the response
+  for (const TensorEntry* entry : entries) count += ElementCount(*entry);
+  return count * DataTypeSize(response.dtype) >= hierarchy_min_bytes_;
+}
+
+Status CpuExecutor::ReduceInPlace(const Response& response, void* data, size_t count,
+                                  const std::string& what, PhaseObserver* observer,
+                                  bool hierarchical) {
+  if (hierarchical) {
+    PhaseScope phase(observer, "HIERARCHICAL_ALLREDUCE");
+    return hierarchical_->Run(data, count, response.dtype, response.reduce_op, scratch_, what);
+  }
+  PhaseScope phase(observer, "RING_ALLREDUCE");
+  return DataPlaneAllreduce(plane_, data, count, response.dtype, response.reduce_op, scratch_,
+                            what);
 }
 
 Status CpuExecutor::AllreduceShm(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -177,18 +212,15 @@ Status CpuExecutor::AllreduceShm(const Response& response, const std::vector<Ten
 }
 
 Status CpuExecutor::AllreduceOne(const Response& response, TensorEntry& entry,
-                                 const std::string& what, PhaseObserver* observer) {
+                                 const std::string& what, PhaseObserver* observer,
+                                 bool hierarchical) {
   const size_t count = ElementCount(entry);
   void* output = entry.output.data;
   if (output != entry.input.data || response.prescale != 1.0) {
     PhaseScope phase(observer, "COPY_INPUT");
     ScaleCopy(output, entry.input.data, count, response.dtype, response.prescale);
   }
-  {
-    PhaseScope phase(observer, "RING_ALLREDUCE");
-    KOLO_RETURN_IF_ERROR(DataPlaneAllreduce(plane_, output, count, response.dtype,
-                                            response.reduce_op, scratch_, what));
-  }
+  KOLO_RETURN_IF_ERROR(ReduceInPlace(response, output, count, what, observer, hierarchical));
   const double post = PostFactor(response);
   if (post != 1.0 ||
       (response.reduce_op == ReduceOp::kAverage && !IsFloatingPoint(response.dtype))) {
@@ -203,7 +235,7 @@ Status CpuExecutor::AllreduceFused(const Response& response,
                                    const std::vector<TensorEntry*>& entries,
                                    const std::string& what, PhaseObserver* observer) {
   if (!DisjointMemory(entries))
-    return AllreduceThroughFusionBuffer(response, entries, what, observer);
+    return AllreduceThroughFusionBuffer(response, entries, what, observer, false);
   // In place over the outputs: the ring takes them as one buffer, so nothing is copied but the
   // inputs of out-of-place tensors (with the prescale) and the postscale.
   const size_t element_size = DataTypeSize(response.dtype);
@@ -239,7 +271,8 @@ Status CpuExecutor::AllreduceFused(const Response& response,
 
 Status CpuExecutor::AllreduceThroughFusionBuffer(const Response& response,
                                                  const std::vector<TensorEntry*>& entries,
-                                                 const std::string& what, PhaseObserver* observer) {
+                                                 const std::string& what, PhaseObserver* observer,
+                                                 bool hierarchical) {
   const size_t element_size = DataTypeSize(response.dtype);
   size_t total = 0;
   for (const TensorEntry* entry : entries) total += ElementCount(*entry);
@@ -254,11 +287,7 @@ Status CpuExecutor::AllreduceThroughFusionBuffer(const Response& response,
       offset += count * element_size;
     }
   }
-  {
-    PhaseScope phase(observer, "RING_ALLREDUCE");
-    KOLO_RETURN_IF_ERROR(DataPlaneAllreduce(plane_, fused, total, response.dtype,
-                                            response.reduce_op, scratch_, what));
-  }
+  KOLO_RETURN_IF_ERROR(ReduceInPlace(response, fused, total, what, observer, hierarchical));
   PhaseScope phase(observer, "MEMCPY_OUT_FUSION_BUFFER");
   FinishIntegerAverage(response, fused, total);
   const double post = PostFactor(response);

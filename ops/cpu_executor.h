@@ -20,6 +20,7 @@
 #include "core/op_text.h"
 #include "core/shared_memory_plane.h"
 #include "ops/aligned_buffer.h"
+#include "ops/hierarchical_allreduce.h"
 #include "ops/ring_allreduce.h"
 #include "ops/shm_allreduce.h"
 
@@ -49,8 +50,21 @@ class CpuExecutor final : public Executor {
   // three (COPY_INPUT for the out-of-place ones and the prescale); fused tensors whose memory
   // overlaps: MEMCPY_IN_FUSION_BUFFER, RING_ALLREDUCE, MEMCPY_OUT_FUSION_BUFFER. Over shared
   // memory, one or several tensors: SHM_ALLREDUCE (the copies in and out included).
+  // Hierarchically (UseHierarchy): HIERARCHICAL_ALLREDUCE in place of RING_ALLREDUCE.
   Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                  PhaseObserver* observer) override;
+
+  // Runs allreduces of at least `min_bytes` (the fused total, the same on every rank; 0: all)
+  // hierarchically (ops/hierarchical_allreduce.h) instead of over `plane`: `local` holds this
+  // host's ranks, `cross` the ranks of the other hosts with this rank's local rank; both are
+  // subsets of the ranks of `plane`, every host has local.size() of them; `local_shm` (may be
+  // null) is the host's ranks over shared memory. All outlive the executor. Not with the
+  // constructor's SharedMemoryPlane (whose job is on one host). Phases: as the flat
+  // path, with HIERARCHICAL_ALLREDUCE in place of RING_ALLREDUCE; fused tensors always go
+  // through the fusion buffer (MEMCPY_IN_FUSION_BUFFER, ...), which the three steps need
+  // contiguous. Call before the first Execute.
+  void UseHierarchy(DataPlane& local, DataPlane& cross, SharedMemoryPlane* local_shm,
+                    size_t min_bytes);
 
  private:
   Status Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -79,14 +93,21 @@ class CpuExecutor final : public Executor {
   Status Broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseObserver* observer);
   Status AllreduceOne(const Response& response, TensorEntry& entry, const std::string& what,
-                      PhaseObserver* observer);
+                      PhaseObserver* observer, bool hierarchical);
   // In place over the outputs as one segmented buffer when no tensor's memory overlaps
   // another's; through the fusion buffer otherwise.
   Status AllreduceFused(const Response& response, const std::vector<TensorEntry*>& entries,
                         const std::string& what, PhaseObserver* observer);
   Status AllreduceThroughFusionBuffer(const Response& response,
                                       const std::vector<TensorEntry*>& entries,
-                                      const std::string& what, PhaseObserver* observer);
+                                      const std::string& what, PhaseObserver* observer,
+                                      bool hierarchical);
+  // Whether this allreduce runs hierarchically (UseHierarchy and its size rule).
+  bool Hierarchical(const Response& response, const std::vector<TensorEntry*>& entries) const;
+  // The reduction proper, in place over `count` elements at `data`: RING_ALLREDUCE over
+  // plane_ (DataPlaneAllreduce) or HIERARCHICAL_ALLREDUCE (hierarchical_).
+  Status ReduceInPlace(const Response& response, void* data, size_t count, const std::string& what,
+                       PhaseObserver* observer, bool hierarchical);
   Status AllreduceShm(const Response& response, const std::vector<TensorEntry*>& entries,
                       const std::string& what, PhaseObserver* observer);
   // The factor applied after the reduction (postscale, with 1/size for floating average; 1 for
@@ -100,6 +121,9 @@ class CpuExecutor final : public Executor {
   DataPlane& plane_;
   SharedMemoryPlane* const shm_;  // null: everything over plane_
   const Logger logger_;
+  // Set once by UseHierarchy, before the first Execute; null: every allreduce over plane_.
+  std::unique_ptr<HierarchicalAllreduce> hierarchical_;
+  size_t hierarchy_min_bytes_ = 0;
   // Background thread only.
   RingScratch scratch_;
   AlignedBuffer fusion_buffer_;

@@ -327,7 +327,10 @@ void RuntimeImpl::Teardown() {
   executor_.reset();
   channel_ = nullptr;
   grpc_channel_.reset();
+  cross_plane_.reset();
   shm_plane_.store(nullptr);
+  host_shm_.reset();
+  host_plane_.reset();  // after host_shm_, which it bootstrapped
   shm_.reset();
   mesh_.reset();
   server_.reset();

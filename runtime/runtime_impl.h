@@ -25,6 +25,7 @@
 #include "core/wakeup.h"
 #include "kolo/kolo.h"
 #include "ops/gpu_plane/gpu_plane.h"
+#include "runtime/host_groups.h"
 #include "transport/grpc/control_auth.h"
 
 namespace kolo {
@@ -121,7 +122,13 @@ class RuntimeImpl {
   // controller.
   Status ListenForPeers(const std::string& controller_address);
   void OpenControlChannel(const std::string& controller_address);
-  // Says hello and waits for every rank's (the peer table), until `deadline`; sets topology_.
+  // KOLO_HIERARCHICAL, in a job on several hosts: makes the host and cross planes (and the
+  // host's shared memory, with KOLO_TRANSPORT=auto) where the hosts allow a hierarchical
+  // allreduce, and says (at debug level; warning with "on") why not otherwise. Collective
+  // among the host's ranks; fails (init fails) when the host's shared memory cannot be made.
+  Status StartHostPlanes();
+  // Says hello and waits for every rank's (the peer table), until `deadline`; sets topology_
+  // and host_groups_.
   StatusOr<std::vector<PeerInfo>> MeetPeers(std::chrono::steady_clock::time_point deadline);
   Status ConnectPeers(const std::vector<PeerInfo>& peers,
                       std::chrono::steady_clock::time_point deadline);
@@ -161,6 +168,7 @@ class RuntimeImpl {
   const Options options_;
   const Logger logger_;
   Topology topology_;
+  HostGroups host_groups_;
   std::chrono::microseconds wait_spin_{0};
 
   // Outlive everything below that records into them (declared first, destroyed last).
@@ -175,7 +183,14 @@ class RuntimeImpl {
   std::chrono::steady_clock::time_point controller_started_;  // rank 0: when server_ started
   std::unique_ptr<transport::TcpMesh> mesh_;
   std::unique_ptr<transport::ShmMesh> shm_;  // when allreduce runs over shared memory
-  // shm_ for the control channel's fatal handler (its reader thread); null until shm_ is up.
+  // The hierarchical allreduce's groups over mesh_ (runtime/host_groups.h): this host's ranks
+  // and this local rank's ranks on the other hosts, and the host's ranks over shared memory
+  // (KOLO_TRANSPORT=auto); null while allreduces run flat.
+  std::unique_ptr<SubsetDataPlane> host_plane_;
+  std::unique_ptr<SubsetDataPlane> cross_plane_;
+  std::unique_ptr<transport::ShmMesh> host_shm_;
+  // shm_ or host_shm_ (there is never both) for the control channel's fatal handler (its
+  // reader thread); null until it is up.
   std::atomic<SharedMemoryPlane*> shm_plane_{nullptr};
   // Rank 0 talks to its own controller through local_channel_ (also the controller's outbox,
   // so it is reset after the controller), the other ranks through grpc_channel_; channel_ is

@@ -7,6 +7,7 @@
 #include "controller/controller.h"
 #include "core/config/config_table.h"
 #include "ops/cpu_executor.h"
+#include "ops/hierarchical_allreduce.h"
 #include "runtime/fd_limit.h"
 #include "runtime/job_credentials.h"
 #include "runtime/local_address.h"
@@ -23,6 +24,12 @@ namespace kolo {
 namespace {
 
 using SteadyTime = std::chrono::steady_clock;
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string text;
+  for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
+  return text;
+}
 
 }  // namespace
 
@@ -204,6 +211,7 @@ StatusOr<std::vector<PeerInfo>> RuntimeImpl::MeetPeers(SteadyTime::time_point de
       channel_->Connect(hello, deadline, [this] { wakeup_.Notify(); });
   if (!peers.ok()) return StartFailure(peers.status());
   topology_ = ComputeTopology(*peers, options_.rank);
+  host_groups_ = ComputeHostGroups(*peers, options_.rank);
   KOLO_RETURN_IF_ERROR(CheckUnauthenticatedJob(
       options_, security_.credentials, topology_.cross_size > 1,
       "its ranks report " + std::to_string(topology_.cross_size) + " host names"));
@@ -232,7 +240,7 @@ Status RuntimeImpl::StartSharedMemory() {
   }
   const bool use_shm = options_.transport == Transport::kShm ||
                        (options_.transport == Transport::kAuto && one_host && options_.size > 1);
-  if (!use_shm) return Status::Ok();
+  if (!use_shm) return StartHostPlanes();
   transport::ShmMesh::Config config;
   config.rank = options_.rank;
   config.size = options_.size;
@@ -262,6 +270,11 @@ Status RuntimeImpl::StartExecutors() {
   executor_ =
       std::make_unique<ops::CpuExecutor>(*mesh_, MakeLogger(options_.rank, "ops", logger_->level()),
                                          ops::RingScratch::kDefaultBytes, shm_.get());
+  if (host_plane_) {
+    executor_->UseHierarchy(
+        *host_plane_, *cross_plane_, host_shm_.get(),
+        options_.hierarchical == Hierarchical::kOn ? 0 : ops::kHierarchicalAutoMinBytes);
+  }
   GpuPlane::Wiring gpu_wiring;
   gpu_wiring.local_rank = topology_.local_rank;
   std::string data_host;
@@ -273,6 +286,51 @@ Status RuntimeImpl::StartExecutors() {
   KOLO_ASSIGN_OR_RETURN(
       gpu_, GpuPlane::Create(options_, std::move(gpu_wiring), executor_.get(), mesh_.get(),
                              MakeLogger(options_.rank, "gpu", logger_->level())));
+  return Status::Ok();
+}
+
+Status RuntimeImpl::StartHostPlanes() {
+  if (options_.hierarchical == Hierarchical::kOff) return Status::Ok();
+  const int hosts = static_cast<int>(host_groups_.ranks_per_host.size());
+  const bool asked = options_.hierarchical == Hierarchical::kOn;
+  const char* mode = asked ? "on" : "auto";
+  if (hosts < 2 || options_.size == hosts || !host_groups_.uniform()) {
+    // Only hosts with different numbers of ranks defeat an explicit "on"; say so louder then.
+    const bool uneven = hosts > 1 && options_.size != hosts;
+    logger_->log(
+        asked && uneven ? spdlog::level::warn : spdlog::level::debug,
+        "KOLO_HIERARCHICAL={}: allreduces run flat over all {} ranks: {}{}", mode, options_.size,
+        host_groups_.Describe(),
+        uneven ? ", and a hierarchical allreduce needs the same number on every host" : "");
+    return Status::Ok();
+  }
+  host_plane_ = std::make_unique<SubsetDataPlane>(*mesh_, host_groups_.local);
+  cross_plane_ = std::make_unique<SubsetDataPlane>(*mesh_, host_groups_.cross);
+  if (options_.transport == Transport::kAuto) {
+    transport::ShmMesh::Config config;
+    config.rank = host_plane_->rank();
+    config.size = host_plane_->size();
+    config.timeout_seconds = options_.timeout_seconds;
+    config.spin = mesh_->busy_poll();
+    // The probe would name the plane's ranks, not the job's; the slots serve the host's steps.
+    config.single_copy = transport::ShmMesh::SingleCopy::kOff;
+    config.logger = MakeLogger(options_.rank, "shm", logger_->level());
+    config.job_ranks = host_groups_.local;
+    StatusOr<std::unique_ptr<transport::ShmMesh>> shm =
+        transport::ShmMesh::Create(config, *host_plane_);
+    if (!shm.ok()) {
+      return shm.status().WithContext(std::string("KOLO_HIERARCHICAL=") + mode +
+                                      " (KOLO_TRANSPORT=tcp keeps the host's steps on TCP)");
+    }
+    host_shm_ = std::move(shm).value();
+    shm_plane_.store(host_shm_.get());
+  }
+  logger_->debug(
+      "KOLO_HIERARCHICAL={}: allreduces of {} bytes and more run hierarchically over {}: "
+      "within the host ({}) among ranks {}, across hosts among ranks {}",
+      mode, asked ? 0 : ops::kHierarchicalAutoMinBytes, host_groups_.Describe(),
+      host_shm_ ? "shared memory" : "tcp", RankList(host_groups_.local),
+      RankList(host_groups_.cross));
   return Status::Ok();
 }
 
@@ -313,7 +371,11 @@ void RuntimeImpl::LogReady(const std::string& controller_address) const {
       topology_.cross_rank, topology_.cross_size, controller_address,
       options_.controller_source.empty() ? "" : " (" + options_.controller_source + ")",
       options_.identity_source.empty() ? "no launcher variables" : options_.identity_source,
-      shm_ ? "shared memory" : "tcp", gpu_->path_name());
+      shm_          ? "shared memory"
+      : host_plane_ ? "tcp, hierarchical over " + host_groups_.Describe() +
+                          (host_shm_ ? " with shared memory within each host" : "")
+                    : "tcp",
+      gpu_->path_name());
 }
 
 void RuntimeImpl::TellLateRanks() {
@@ -323,9 +385,7 @@ void RuntimeImpl::TellLateRanks() {
   const SteadyTime::time_point deadline =
       controller_started_ + std::chrono::duration_cast<SteadyTime::duration>(
                                 std::chrono::duration<double>(options_.start_timeout_seconds));
-  std::string ranks;
-  for (size_t i = 0; i < untold.size(); ++i)
-    ranks += (i == 0 ? "" : ", ") + std::to_string(untold[i]);
+  const std::string ranks = RankList(untold);
   logger_->info(
       "the start was aborted; rank{} {} {} not connected yet: the controller stays up to tell "
       "{} why, at most until the start timeout (KOLO_START_TIMEOUT_SECONDS={})",

@@ -20,6 +20,8 @@ namespace {
 constexpr const char* kTransportNames[] = {"auto", "tcp", "shm"};
 // KOLO_SHM_SINGLE_COPY's values, indexed by ShmSingleCopy.
 constexpr const char* kShmSingleCopyNames[] = {"auto", "on", "off"};
+// KOLO_HIERARCHICAL's values, indexed by Hierarchical.
+constexpr const char* kHierarchicalNames[] = {"auto", "on", "off"};
 // KOLO_GPU_OPERATIONS's values, indexed by GpuOperations.
 constexpr const char* kGpuOperationsNames[] = {"auto", "nccl", "ring"};
 constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warning", "error", "fatal", "off"};
@@ -225,6 +227,23 @@ class Row {
     var_.check = [name = var_.name, field, want = var_.expected](const Options& options) {
       const auto v = static_cast<size_t>(options.*field);
       return v < N ? Status::Ok() : BadField(name, std::to_string(v), want);
+    };
+    return *this;
+  }
+
+  // After Enum: "1" and "0" (a Horovod alias's switch values) mean `on` and `off` too.
+  template <typename E>
+  Row& SwitchValues(E Options::*field, E on, E off) {
+    auto apply = var_.apply;
+    var_.expected += std::string(", or 1 (") + var_.choices[static_cast<size_t>(on)] + ") or 0 (" +
+                     var_.choices[static_cast<size_t>(off)] + ")";
+    var_.apply = [field, on, off, apply, want = var_.expected](
+                     const std::string& source, const std::string& value, Options* options) {
+      if (value == "1" || value == "0") {
+        options->*field = value == "1" ? on : off;
+        return Status::Ok();
+      }
+      return apply(source, value, options).ok() ? Status::Ok() : BadValue(source, value, want);
     };
     return *this;
   }
@@ -498,6 +517,15 @@ std::vector<ConfigVar> BuildTable() {
                 "each, where both may; a warning where they may not), on (any job; init() fails "
                 "where some rank may not, naming it and why), off (always through the "
                 "segment's slots). Same on every rank."),
+      Row("KOLO_HIERARCHICAL", {"HOROVOD_HIERARCHICAL_ALLREDUCE"})
+          .Enum(&Options::hierarchical, kHierarchicalNames, Hierarchical::kAuto)
+          .SwitchValues(&Options::hierarchical, Hierarchical::kOn, Hierarchical::kOff)
+          .Help("CPU allreduces of a job whose hosts each run the same number (> 1) of ranks: "
+                "a reduce-scatter within each host, an allreduce of each rank's block across "
+                "the hosts, an allgather within the host. on (or 1): every allreduce; auto: "
+                "those of 64 KiB and more (provisional, not yet measured between real hosts); "
+                "off (or 0): one flat ring or halving-doubling over all ranks. Same on every "
+                "rank."),
       Row("KOLO_FAST_PATH")
           .Bool(&Options::fast_path, true)
           .Help("1: allreduces seen before (cached) are agreed on among the ranks, without a "

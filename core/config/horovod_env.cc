@@ -79,9 +79,6 @@ const std::vector<HorovodVariable>& HorovodVariables() {
       NoEffect("HOROVOD_BATCH_D2D_MEMCOPIES",
                "tunes Horovod's GPU fusion-buffer copies, which kolo does not have"),
       NoEffect("HOROVOD_LOG_HIDE_TIME", "kolo's log lines have a fixed format"),
-      OnlyWith("HOROVOD_HIERARCHICAL_ALLREDUCE", "0",
-               "kolo has no hierarchical allreduce (its CPU path is KOLO_TRANSPORT, its GPU path "
-               "KOLO_GPU_OPERATIONS); unset it or set 0"),
       OnlyWith("HOROVOD_HIERARCHICAL_ALLGATHER", "0",
                "kolo has no hierarchical allgather; unset it or set 0"),
       NoEffect("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",

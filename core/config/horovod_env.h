@@ -16,7 +16,7 @@ namespace kolo {
 
 // Applies and checks the Horovod variables of `env` to `options`, whose identity (rank, size,
 // local rank and size) is already resolved. Fails, naming the variable and its value, on a
-// variable whose value kolo cannot honor (HOROVOD_HIERARCHICAL_ALLREDUCE=1,
+// variable whose value kolo cannot honor (HOROVOD_HIERARCHICAL_ALLGATHER=1,
 // HOROVOD_CONTROLLER=gloo, HOROVOD_RANK differing from kolo's rank, ...).
 Status ApplyHorovodVariables(const std::map<std::string, std::string>& env, Options* options);
 

@@ -46,13 +46,13 @@ TEST_CASE("Horovod variables about parts kolo does not have are accepted",
 
 TEST_CASE("A Horovod switch kolo lacks is accepted off and refused on",
           "[core][options][horovod]") {
-  CHECK(Options::FromMap({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"},
+  CHECK(Options::FromMap({{"HOROVOD_HIERARCHICAL_ALLGATHER", "0"},
                           {"HOROVOD_ELASTIC", "0"},
                           {"HOROVOD_NUM_NCCL_STREAMS", "1"}})
             .ok());
-  CHECK(ErrorOf({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"}}) ==
-        "HOROVOD_HIERARCHICAL_ALLREDUCE=1 is not supported: kolo has no hierarchical allreduce "
-        "(its CPU path is KOLO_TRANSPORT, its GPU path KOLO_GPU_OPERATIONS); unset it or set 0");
+  CHECK(ErrorOf({{"HOROVOD_HIERARCHICAL_ALLGATHER", "1"}}) ==
+        "HOROVOD_HIERARCHICAL_ALLGATHER=1 is not supported: kolo has no hierarchical allgather; "
+        "unset it or set 0");
   CHECK(ErrorOf({{"HOROVOD_ELASTIC", "1"}}) ==
         "HOROVOD_ELASTIC=1 is not supported: kolo does not support elastic training; run a "
         "fixed-size job with kolorun");
@@ -111,4 +111,27 @@ TEST_CASE("Horovod's autotune variables turn on and configure kolo's autotuner",
   REQUIRE(defaults.ok());
   CHECK_FALSE(defaults->autotune);
   CHECK(defaults->autotune_samples == 3);
+}
+
+TEST_CASE("HOROVOD_HIERARCHICAL_ALLREDUCE is KOLO_HIERARCHICAL's alias, 1 on and 0 off",
+          "[core][options][horovod]") {
+  auto unset = Options::FromMap({});
+  REQUIRE(unset.ok());
+  CHECK(unset->hierarchical == kolo::Hierarchical::kAuto);
+  const std::map<std::string, kolo::Hierarchical> values = {{"1", kolo::Hierarchical::kOn},
+                                                            {"0", kolo::Hierarchical::kOff}};
+  for (const auto& [value, mode] : values) {
+    auto options = Options::FromMap({{"HOROVOD_HIERARCHICAL_ALLREDUCE", value}});
+    REQUIRE(options.ok());
+    CHECK(options->hierarchical == mode);
+  }
+  for (const char* value : {"auto", "on", "off", "ON"}) {
+    auto options = Options::FromMap({{"KOLO_HIERARCHICAL", value}});
+    REQUIRE(options.ok());
+  }
+  auto on = Options::FromMap({{"KOLO_HIERARCHICAL", "on"}});
+  REQUIRE(on.ok());
+  CHECK(on->hierarchical == kolo::Hierarchical::kOn);
+  CHECK(ErrorOf({{"KOLO_HIERARCHICAL", "2"}}) ==
+        "KOLO_HIERARCHICAL='2' is invalid: expected one of auto, on, off, or 1 (on) or 0 (off)");
 }

@@ -63,8 +63,10 @@ std::map<std::string, std::string> RankEnv(int rank, int size, int port) {
           {"KOLO_LOG_LEVEL", "off"}};
 }
 
-// Starts `size` ranks (all but `skip`), with `extra` added to every rank's environment.
-Job StartJob(int size, int skip = -1, const std::map<std::string, std::string>& extra = {}) {
+// Starts `size` ranks (all but `skip`), with `extra` added to every rank's environment and,
+// when `hosts` is not empty, rank r's KOLO_HOSTNAME hosts[r].
+Job StartJob(int size, int skip = -1, const std::map<std::string, std::string>& extra = {},
+             const std::vector<std::string>& hosts = {}) {
   Job job;
   const int port = kolo::testing::PickFreePort();
   for (int r = 0; r < size; ++r) {
@@ -74,6 +76,7 @@ Job StartJob(int size, int skip = -1, const std::map<std::string, std::string>& 
     }
     std::map<std::string, std::string> env = RankEnv(r, size, port);
     for (const auto& [k, v] : extra) env[k] = v;
+    if (!hosts.empty()) env["KOLO_HOSTNAME"] = hosts[static_cast<size_t>(r)];
     job.ranks.push_back(
         std::make_unique<RankProcess>(KOLO_FAULT_WORKER, std::vector<std::string>{}, env));
     REQUIRE(job.ranks.back()->running());
@@ -242,6 +245,24 @@ TEST_CASE("A rank SIGKILLed mid-allreduce fails every survivor's pending ops, na
   CheckSurvivors(job, victim, killed, {"rank " + std::to_string(victim)}, {0, 2 * kTimeout}, what);
   // Segments are unlinked once every rank mapped them: a crash leaves nothing in /dev/shm.
   CHECK(ShmSegmentsOfUsOrTheDead() == shm_before);
+}
+
+TEST_CASE(
+    "A rank SIGKILLed mid hierarchical allreduce fails every survivor's pending ops, "
+    "naming it",
+    "[runtime][fault][hierarchical]") {
+  // Two hosts of two ranks by name; the victim a ring neighbour of rank 0 within its host, or
+  // on the other host (each op's three steps run among different ranks).
+  const int victim = GENERATE(1, 2);
+  const std::string what =
+      "SIGKILL of rank " + std::to_string(victim) + " of 2 hosts x 2, hierarchical";
+  Watchdog watchdog(what, 60s);
+  Job job =
+      StartJob(4, -1, {{"KOLO_HIERARCHICAL", "on"}}, {"host-a", "host-a", "host-b", "host-b"});
+  AwaitReady(job);
+  const Clock::time_point killed = job.ranks[victim]->Signal(SIGKILL);
+  AwaitSurvivors(job, victim);
+  CheckSurvivors(job, victim, killed, {"rank " + std::to_string(victim)}, {0, 2 * kTimeout}, what);
 }
 
 TEST_CASE("A rank SIGSTOPped mid-allreduce times out every survivor's pending ops",

@@ -17,30 +17,20 @@
 #include <vector>
 
 #include "core/config/config_table.h"
+#include "tests/support/allreduce_sweep.h"
 #include "tests/support/cross_memory_attach.h"
 #include "tests/support/local_job.h"
 #include "tests/support/tensor_values.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
+using kolo::testing::KoloShmMappings;
 using kolo::testing::LocalJob;
 using kolo::testing::Watchdog;
 
 namespace {
 
-using kolo::testing::kAllDataTypes;
-using kolo::testing::kAllOps;
 using kolo::testing::View;
-
-// Lines of /proc/self/maps that map a kolo shared-memory segment.
-int KoloShmMappings() {
-  std::ifstream maps("/proc/self/maps");
-  int count = 0;
-  for (std::string line; std::getline(maps, line);) {
-    if (line.find("/dev/shm/kolo-") != std::string::npos) ++count;
-  }
-  return count;
-}
 
 // KOLO_SHM_SINGLE_COPY for the tests of single copy: on (whether the ranks have cores or not,
 // which auto would ask) where this process may use cross-memory attach; else auto, which then
@@ -77,30 +67,8 @@ TEST_CASE("Allreduce over shared memory matches a direct computation for every d
   // 1 MiB slots: the largest count takes several chunks in every dtype but uint8/int8. From
   // 256 KiB (the 1-byte dtypes' largest count too) single copy takes them, where it is on.
   const std::vector<int64_t> counts = {0, 1, 13, 1000 * n + 1, 65537, 3 * (1 << 18) + 7};
-  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
-    for (DataType dtype : kAllDataTypes) {
-      for (ReduceOp op : kAllOps) {
-        if (!kolo::testing::HasReduceOp(dtype, op)) continue;
-        for (int64_t count : counts) {
-          const std::string name =
-              DataTypeName(dtype) + "/" + ReduceOpName(op) + "/" + std::to_string(count);
-          std::vector<uint8_t> input = kolo::testing::MakeInput(dtype, count, rt.rank(), op);
-          std::vector<uint8_t> output(input.size(), 0xAB);
-          const bool in_place = count % 2 == 1;
-          AllreduceOptions options;
-          options.op = op;
-          Status s = rt.Allreduce(name, View(input, dtype, count),
-                                  in_place ? View(input, dtype, count) : View(output, dtype, count),
-                                  options);
-          if (!s.ok()) return name + ": " + s.ToString();
-          std::string error =
-              kolo::testing::CheckAllreduce(in_place ? input : output, dtype, count, rt.size(), op);
-          if (!error.empty()) return name + ": " + error;
-        }
-      }
-    }
-    return "";
-  });
+  auto failures =
+      job.RunOnAllRanks([&](Runtime& rt) { return kolo::testing::AllreduceSweep(rt, counts); });
   for (const std::string& failure : failures) CHECK(failure == "");
 }
 

@@ -131,6 +131,12 @@ Status RecvFrom(DataPlane& plane, int peer, void* data, size_t bytes, const std:
   return plane.Exchange(-1, peer, exchange, what);
 }
 
+// Plane rank `r`'s job rank, for messages (Config::job_ranks).
+int JobRankOf(const ShmMesh::Config& config, int r) {
+  const auto index = static_cast<size_t>(r);
+  return index < config.job_ranks.size() ? config.job_ranks[index] : r;
+}
+
 // Rank 0: creates the segment, hands its name to every rank, waits until all mapped it,
 // unlinks it and tells everyone the outcome.
 StatusOr<std::unique_ptr<ShmSegment>> CreateAndShare(const ShmMesh::Config& config,
@@ -164,9 +170,9 @@ StatusOr<std::unique_ptr<ShmSegment>> CreateAndShare(const ShmMesh::Config& conf
     uint8_t mapped = 0;
     KOLO_RETURN_IF_ERROR(RecvFrom(plane, r, &mapped, 1, what));
     if (mapped != 1 && outcome.ok()) {
-      outcome =
-          Unavailable(what + ": rank " + std::to_string(r) + " could not map " + segment->name() +
-                      " (its log says why); set KOLO_TRANSPORT=tcp " + "to use TCP instead");
+      outcome = Unavailable(what + ": rank " + std::to_string(JobRankOf(config, r)) +
+                            " could not map " + segment->name() +
+                            " (its log says why); set KOLO_TRANSPORT=tcp " + "to use TCP instead");
     }
   }
   segment->Unlink();  // everyone has it mapped: the name is no longer needed
@@ -328,13 +334,18 @@ Status ShmMesh::WritePeer(int peer, const void* local, const std::vector<PeerRan
   return err == 0 ? Status::Ok() : CopyFailed(peer, err, "write into", what);
 }
 
+int ShmMesh::JobRank(int r) const {
+  return JobRankOf(config_, r);
+}
+
 bool ShmMesh::HasLeft(int peer) const {
   return __atomic_load_n(&Words(segment_->data())[peer].left, __ATOMIC_SEQ_CST) != 0;
 }
 
 Status ShmMesh::CopyFailed(int peer, int err, const char* verb, const std::string& what) {
   if (HasLeft(peer)) return Status::Ok();
-  const std::string message = what + ": could not " + verb + " rank " + std::to_string(peer) +
+  const std::string message = what + ": could not " + verb + " rank " +
+                              std::to_string(JobRank(peer)) +
                               "'s memory: " + ProcessMemoryErrorText(err);
   return Fail(err == ESRCH ? Unavailable(message) : Internal(message));
 }
@@ -394,7 +405,7 @@ Status ShmMesh::NotArrived(uint64_t step, const std::string& what) const {
   int count = 0;
   for (int r = 0; r < config_.size; ++r) {
     if (__atomic_load_n(&words[r].arrived, __ATOMIC_ACQUIRE) >= step) continue;
-    missing += (count++ == 0 ? "" : ", ") + std::to_string(r);
+    missing += (count++ == 0 ? "" : ", ") + std::to_string(JobRank(r));
   }
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%g", config_.timeout_seconds);

@@ -70,6 +70,10 @@ class ShmMesh final : public SharedMemoryPlane {
     double timeout_seconds = DefaultOptions().timeout_seconds;
     SingleCopy single_copy = SingleCopy::kAuto;  // the same on every rank
     Logger logger;                               // null: a "shm" logger at warning level
+    // The job rank of each rank of the plane, for messages, when the plane spans some of the
+    // job's ranks (one host's, in a multi-host job: bootstrap is then a SubsetDataPlane of
+    // them, and rank and size count within it). Empty: the plane's ranks are the job's.
+    std::vector<int> job_ranks;
   };
 
   // Collective: every rank of `bootstrap` (a connected mesh with no exchange in flight) calls
@@ -109,6 +113,8 @@ class ShmMesh final : public SharedMemoryPlane {
   Status WaitFor(int peer, uint64_t step, const std::string& what);
   Status InterruptStatus() const;
   Status NotArrived(uint64_t step, const std::string& what) const;
+  // Plane rank `r` as messages name it: its job rank (Config::job_ranks).
+  int JobRank(int r) const;
   // Whether `peer` has left the plane after a failure of its own.
   bool HasLeft(int peer) const;
   // The status of a failed ReadPeer or WritePeer, or OK where the peer's own failure explains

@@ -40,6 +40,17 @@ enum class GpuOperations {
   kRing,  // staged through page-locked host memory over the CPU data path (KOLO_TRANSPORT)
 };
 
+// KOLO_HIERARCHICAL (HOROVOD_HIERARCHICAL_ALLREDUCE): whether the CPU allreduces of a job whose
+// hosts each run the same number (more than one) of ranks go hierarchically: a reduce-scatter
+// within each host, an allreduce of each block across the hosts, an allgather within the host
+// (docs/SCALE.md, "Hierarchical collectives"). A job on one host, one rank per host, or hosts
+// with different numbers of ranks always runs flat.
+enum class Hierarchical {
+  kAuto,  // allreduces of 64 KiB and more (provisional: not yet measured between real hosts)
+  kOn,    // every allreduce
+  kOff,   // none: one flat ring or halving-doubling over every rank
+};
+
 struct Options {
   // Every field of the config table at its default.
   Options();
@@ -118,6 +129,9 @@ struct Options {
 
   // KOLO_SHM_SINGLE_COPY. Must be the same on every rank.
   ShmSingleCopy shm_single_copy{};
+
+  // KOLO_HIERARCHICAL. Must be the same on every rank.
+  Hierarchical hierarchical{};
 
   // KOLO_CPU_BIND: "core" when a launcher bound the ranks of this host to disjoint CPU sets
   // (kolorun does for the ranks it starts here): kolo then polls before sleeping even though

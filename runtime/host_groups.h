@@ -1,0 +1,28 @@
+// HostGroups: the rank groups of the hierarchical allreduce (ops/hierarchical_allreduce.h),
+// from the peer table, which every rank holds the same: ranks that report one host name share
+// a host, in any placement (a host's ranks need not be consecutive); a rank's place on its
+// host counts the host's ranks below it (as ComputeTopology's local rank). Pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/messages.h"
+
+namespace kolo {
+
+struct HostGroups {
+  std::vector<int> local;           // this host's ranks, ascending
+  std::vector<int> cross;           // the ranks with this rank's place on their host, ascending
+  std::vector<int> ranks_per_host;  // hosts numbered by their lowest rank
+
+  // Whether every host has the same number of ranks (the hierarchical allreduce needs it).
+  bool uniform() const;
+  // "2 hosts of 2 ranks" (uniform), "2 hosts of 3 and 1 ranks" (not).
+  std::string Describe() const;
+};
+
+// The groups of `rank` in `peers` (indexed by rank, as Controller's peer table).
+HostGroups ComputeHostGroups(const std::vector<PeerInfo>& peers, int rank);
+
+}  // namespace kolo
