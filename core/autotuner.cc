@@ -123,7 +123,8 @@ std::optional<Autotuner::Setting> Autotuner::Neighbor(Direction direction) const
   Setting next = best_;
   const bool up = direction == Direction::kUp;
   if (parameter_ == Parameter::kThreshold) {
-    next.threshold_bytes = ClampThreshold(up ? best_.threshold_bytes * 2 : best_.threshold_bytes / 2);
+    next.threshold_bytes =
+        ClampThreshold(up ? best_.threshold_bytes * 2 : best_.threshold_bytes / 2);
     if (next.threshold_bytes == best_.threshold_bytes) return std::nullopt;
   } else {
     next.cycle_ms = ClampCycle(up ? best_.cycle_ms * 2 : best_.cycle_ms / 2);

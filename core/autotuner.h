@@ -45,10 +45,10 @@ class Autotuner {
 
   struct Config {
     int64_t threshold_bytes = int64_t{64} << 20;  // where the climb starts (KOLO_FUSION_THRESHOLD)
-    double cycle_ms = 1;                           // (KOLO_CYCLE_TIME_MS)
-    int warmup_samples = 3;                        // KOLO_AUTOTUNE_WARMUP_SAMPLES
-    int steps_per_sample = 10;                     // KOLO_AUTOTUNE_STEPS_PER_SAMPLE
-    int samples_per_setting = 3;                   // KOLO_AUTOTUNE_SAMPLES
+    double cycle_ms = 1;                          // (KOLO_CYCLE_TIME_MS)
+    int warmup_samples = 3;                       // KOLO_AUTOTUNE_WARMUP_SAMPLES
+    int steps_per_sample = 10;                    // KOLO_AUTOTUNE_STEPS_PER_SAMPLE
+    int samples_per_setting = 3;                  // KOLO_AUTOTUNE_SAMPLES
     double min_gain = 0.03;  // a neighbour must score this much better to be moved to
     std::string log_path;    // KOLO_AUTOTUNE_LOG: one CSV line per setting scored; empty: none
     Logger logger;           // null: an "autotune" logger at info level
@@ -102,7 +102,7 @@ class Autotuner {
   Parameter parameter_ = Parameter::kThreshold;
   Direction direction_ = Direction::kUp;
   bool moved_ = false;  // the current parameter's climb found a better setting
-  Setting current_{};        // being scored
+  Setting current_{};   // being scored
   Setting best_{};
   double best_score_ = -1;
   int settings_scored_ = 0;

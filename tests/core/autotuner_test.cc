@@ -102,7 +102,8 @@ TEST_CASE("the autotuner tunes the cycle time after the threshold") {
   config.cycle_ms = 1;
   Autotuner tuner(config);
   // Threshold flat; fastest at a 4 ms cycle.
-  Train(tuner, [](int64_t, double cycle_ms) { return 100 + 10 * std::abs(std::log2(cycle_ms / 4)); });
+  Train(tuner,
+        [](int64_t, double cycle_ms) { return 100 + 10 * std::abs(std::log2(cycle_ms / 4)); });
   REQUIRE(tuner.done());
   CHECK(tuner.fusion_threshold_bytes() == 64 * kMiB);
   CHECK(tuner.cycle_time_ms() == 4);
@@ -146,7 +147,8 @@ TEST_CASE("the autotuner ignores what runs after it is done") {
   Train(tuner, BestAt16MiB);
   REQUIRE(tuner.done());
   const int64_t threshold = tuner.fusion_threshold_bytes();
-  Train(tuner, [](int64_t, double) { return 1.0; }, 1000);
+  Train(
+      tuner, [](int64_t, double) { return 1.0; }, 1000);
   CHECK(tuner.fusion_threshold_bytes() == threshold);
 }
 
