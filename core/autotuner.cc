@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <optional>
 
+#include "core/op_text.h"
+
 namespace kolo {
 namespace {
 
@@ -13,16 +15,6 @@ int64_t ClampThreshold(int64_t bytes) {
 
 double ClampCycle(double ms) {
   return std::clamp(ms, Autotuner::kMinCycleMs, Autotuner::kMaxCycleMs);
-}
-
-std::string BytesText(int64_t bytes) {
-  char text[32];
-  if (bytes % (int64_t{1} << 20) == 0) {
-    std::snprintf(text, sizeof(text), "%lld MiB", static_cast<long long>(bytes >> 20));
-  } else {
-    std::snprintf(text, sizeof(text), "%lld KiB", static_cast<long long>(bytes >> 10));
-  }
-  return text;
 }
 
 double Median(std::vector<double> values) {
@@ -106,7 +98,8 @@ void Autotuner::Scored(double score) {
   Setting next{};
   bool more = !parameter_done && NextCandidate(&next);
   if (!more && parameter_ == Parameter::kThreshold) {
-    logger_->info("autotune: fusion threshold settled at {}", BytesText(best_.threshold_bytes));
+    logger_->info("autotune: fusion threshold settled at {}",
+                  FormatBytes(static_cast<size_t>(best_.threshold_bytes)));
     parameter_ = Parameter::kCycle;
     direction_ = Direction::kUp;
     moved_ = false;
@@ -166,7 +159,8 @@ void Autotuner::Finish() {
 std::string Autotuner::Describe(const Setting& setting) const {
   char cycle[32];
   std::snprintf(cycle, sizeof(cycle), "%g ms", setting.cycle_ms);
-  return "fusion threshold " + BytesText(setting.threshold_bytes) + ", cycle time " + cycle;
+  return "fusion threshold " + FormatBytes(static_cast<size_t>(setting.threshold_bytes)) +
+         ", cycle time " + cycle;
 }
 
 }  // namespace kolo

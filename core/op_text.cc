@@ -38,4 +38,10 @@ std::string FormatBytes(size_t bytes) {
   return text;
 }
 
+std::string RankList(const std::vector<int>& ranks) {
+  std::string text;
+  for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
+  return text;
+}
+
 }  // namespace kolo

@@ -1,5 +1,6 @@
-// How kolo names an op and a size in messages, the same on every data plane (CPU, GPU):
-// DescribeOp prefixes an executor's errors, FormatBytes prints sizes. Pure functions.
+// How kolo names an op, a size and a list of ranks in messages, the same on every data plane
+// (CPU, GPU): DescribeOp prefixes an executor's errors, FormatBytes prints sizes, RankList
+// ranks. Pure functions.
 #pragma once
 
 #include <cstddef>
@@ -16,5 +17,8 @@ std::string DescribeOp(OpType op, const std::vector<TensorEntry*>& entries);
 
 // "512 B", "4.0 KiB", "12.0 MiB", "1.5 GiB".
 std::string FormatBytes(size_t bytes);
+
+// "1, 2, 5"; "" for none.
+std::string RankList(const std::vector<int>& ranks);
 
 }  // namespace kolo

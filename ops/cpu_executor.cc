@@ -157,7 +157,7 @@ Status CpuExecutor::Allreduce(const Response& response, const std::vector<Tensor
   const std::string what = DescribeOp(response.op, entries);
   KOLO_RETURN_IF_ERROR(CheckEntries(response, entries, what));
   const bool hierarchical = shm_allreduce_ == nullptr && Hierarchical(response, entries);
-  if (logger_ != nullptr) {
+  if (logger_ != nullptr && logger_->should_log(spdlog::level::debug)) {
     logger_->debug("seq {}: {} ({}) over {} ranks{}", response.seq, what,
                    ReduceOpName(response.reduce_op), plane_.size(),
                    hierarchical

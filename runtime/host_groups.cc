@@ -31,6 +31,7 @@ HostGroups ComputeHostGroups(const std::vector<PeerInfo>& peers, int rank) {
     place[r] = groups.ranks_per_host[static_cast<size_t>(it->second)]++;
   }
   const std::string& mine = peers[static_cast<size_t>(rank)].host;
+  groups.host = host_index[mine];
   for (size_t r = 0; r < peers.size(); ++r) {
     if (peers[r].host == mine) groups.local.push_back(static_cast<int>(r));
     if (place[r] == place[static_cast<size_t>(rank)]) groups.cross.push_back(static_cast<int>(r));

@@ -1,7 +1,6 @@
 #include "runtime/runtime_impl.h"
 
 #include <algorithm>
-#include <map>
 #include <thread>
 
 #include "controller/controller.h"
@@ -23,25 +22,13 @@ using SteadyTime = std::chrono::steady_clock;
 
 }  // namespace
 
-Topology ComputeTopology(const std::vector<PeerInfo>& peers, int rank) {
+Topology ComputeTopology(const HostGroups& groups, int rank) {
   Topology topology;
-  std::map<std::string, int> host_index;  // host -> index by lowest rank
-  std::vector<std::string> hosts_in_order;
-  for (const PeerInfo& peer : peers) {
-    if (host_index.emplace(peer.host, static_cast<int>(hosts_in_order.size())).second) {
-      hosts_in_order.push_back(peer.host);
-    }
-  }
-  const std::string& mine = peers[rank].host;
-  topology.local_rank = 0;
-  topology.local_size = 0;
-  for (const PeerInfo& peer : peers) {
-    if (peer.host != mine) continue;
-    if (peer.rank < rank) ++topology.local_rank;
-    ++topology.local_size;
-  }
-  topology.cross_rank = host_index[mine];
-  topology.cross_size = static_cast<int>(hosts_in_order.size());
+  topology.local_rank = static_cast<int>(std::find(groups.local.begin(), groups.local.end(), rank) -
+                                         groups.local.begin());
+  topology.local_size = static_cast<int>(groups.local.size());
+  topology.cross_rank = groups.host;
+  topology.cross_size = static_cast<int>(groups.ranks_per_host.size());
   return topology;
 }
 

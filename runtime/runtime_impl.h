@@ -219,8 +219,8 @@ class RuntimeImpl {
   bool shut_down_ KOLO_GUARDED_BY(lifecycle_mu_) = false;
 };
 
-// Ranks sharing a host name form a local set, ordered by rank; hosts are numbered by their
-// lowest rank.
-Topology ComputeTopology(const std::vector<PeerInfo>& peers, int rank);
+// `rank`'s local and cross rank and sizes in `groups` (ComputeHostGroups: ranks sharing a host
+// name form a local set, ordered by rank; hosts are numbered by their lowest rank).
+Topology ComputeTopology(const HostGroups& groups, int rank);
 
 }  // namespace kolo

@@ -6,6 +6,7 @@
 
 #include "controller/controller.h"
 #include "core/config/config_table.h"
+#include "core/op_text.h"
 #include "ops/cpu_executor.h"
 #include "ops/hierarchical_allreduce.h"
 #include "runtime/fd_limit.h"
@@ -24,12 +25,6 @@ namespace kolo {
 namespace {
 
 using SteadyTime = std::chrono::steady_clock;
-
-std::string RankList(const std::vector<int>& ranks) {
-  std::string text;
-  for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
-  return text;
-}
 
 }  // namespace
 
@@ -210,8 +205,8 @@ StatusOr<std::vector<PeerInfo>> RuntimeImpl::MeetPeers(SteadyTime::time_point de
   StatusOr<std::vector<PeerInfo>> peers =
       channel_->Connect(hello, deadline, [this] { wakeup_.Notify(); });
   if (!peers.ok()) return StartFailure(peers.status());
-  topology_ = ComputeTopology(*peers, options_.rank);
   host_groups_ = ComputeHostGroups(*peers, options_.rank);
+  topology_ = ComputeTopology(host_groups_, options_.rank);
   KOLO_RETURN_IF_ERROR(CheckUnauthenticatedJob(
       options_, security_.credentials, topology_.cross_size > 1,
       "its ranks report " + std::to_string(topology_.cross_size) + " host names"));

@@ -3,15 +3,10 @@
 #include <algorithm>
 
 #include "core/fusion/fusion_rule.h"
+#include "core/op_text.h"
 
 namespace kolo {
 namespace {
-
-std::string RankList(const std::vector<int>& ranks) {
-  std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return out;
-}
 
 FusionKey KeyOf(const FastSpec& spec) {
   FusionKey key;

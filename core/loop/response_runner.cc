@@ -129,7 +129,8 @@ Fault ResponseRunner::Execute(const Response& response, const std::vector<Tensor
       response.op == OpType::kAddProcessSet || response.op == OpType::kRemoveProcessSet;
   if (set_decision) ApplyProcessSetDecision(response, entries);
   if (!response.is_error() && !set_decision) {
-    if (config_.autotuner != nullptr && response.op == OpType::kAllreduce) {
+    if (config_.autotuner != nullptr && !config_.autotuner->done() &&
+        response.op == OpType::kAllreduce) {
       ObserveAllreduce(response, entries);
     }
     Executor* executor = ExecutorFor(response.process_set);

@@ -37,9 +37,11 @@ TEST_CASE("Host groups of interleaved ranks follow the host names, not the rank 
   const HostGroups g0 = ComputeHostGroups(peers, 0);
   CHECK(g0.local == std::vector<int>{0, 2});
   CHECK(g0.cross == std::vector<int>{0, 1});  // the first rank of each host
+  CHECK(g0.host == 0);                        // "b" holds the lowest rank
   const HostGroups g3 = ComputeHostGroups(peers, 3);
   CHECK(g3.local == std::vector<int>{1, 3});
   CHECK(g3.cross == std::vector<int>{2, 3});
+  CHECK(g3.host == 1);
 }
 
 TEST_CASE("Host groups say when hosts have different numbers of ranks", "[runtime][hierarchical]") {
