@@ -74,7 +74,8 @@ class RoundAgreement {
   // A peer's message. Protocol errors (a sender out of range or this rank itself, a second
   // message for one round, a round other than the current or the next, the next before this
   // rank sent its message for the current one, unsorted ids; dissemination: a step out of
-  // range or a sender that is not that step's) fail, naming the sender, and change nothing.
+  // range or a sender that is not that step's; all-to-all: a step or a notice) fail, naming
+  // the sender, and change nothing. A notice only tells of its round.
   Status Receive(int from, RoundMessage message);
 
   // This rank's own message for the current round: sets message->round (and step 0) and records
@@ -83,7 +84,8 @@ class RoundAgreement {
 
   // Appends the messages due now (after RecordSent and Receive): all-to-all, this rank's own
   // message to every peer once; dissemination, each step's combined message once the steps
-  // before it are combined.
+  // before it are combined, and the notices due (core/round_lane.h), each before its step's
+  // message on that connection.
   void TakeSends(std::vector<RoundSend>* out);
 
   // If all messages of the current round are in: its decision, and the next round begins.

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/config/config_table.h"
+#include "core/round_lane.h"
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
@@ -122,6 +123,30 @@ TEST_CASE("Repeated allreduces skip the controller and stay exact, mixed with ne
         CHECK(FastOps(path, r) == 0);
       }
     }
+  }
+}
+
+TEST_CASE("Nine ranks agree by dissemination over shared memory and TCP and stay exact",
+          "[runtime][fastpath]") {
+  // Beyond kAllToAllMaxRanks: each rank has round connections to 6 of its 8 peers and combines
+  // each round in 4 steps (core/round_lane.h).
+  REQUIRE(RoundPatternFor(9) == RoundPattern::kDissemination);
+  const std::string transport = GENERATE("shm", "tcp");
+  Watchdog watchdog("fast path, 9 ranks over " + transport, std::chrono::seconds(120));
+  const kolo::testing::TempDir temp("kolo_fast_path_");
+  const std::string path = temp.path() + "/trace";
+  {
+    LocalJob job(9, [&](Options& o) {
+      o.transport = *TransportFromName(transport);
+      o.timeline_path = path;
+    });
+    CHECK(job.RunOnAllRanks([](Runtime& rt) { return TrainSteps(rt, 6); }) ==
+          std::vector<std::string>{});
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+  }
+  for (int r = 0; r < 9; ++r) {
+    INFO("rank " << r << " over " << transport);
+    CHECK(FastOps(path, r) >= 4 * 4);  // steps 2..5 at least took the fast path
   }
 }
 

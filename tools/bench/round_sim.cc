@@ -52,6 +52,18 @@ struct Later {
   }
 };
 
+// Round connections a rank needs under `pattern` (the same for every rank).
+int Connections(int size, RoundPattern pattern) {
+  if (pattern == RoundPattern::kAllToAll) return size - 1;
+  std::vector<int> peers;
+  for (int s = 0; s < kolo::RoundSteps(size); ++s) {
+    peers.push_back(kolo::RoundSendPeer(0, size, s));
+    peers.push_back(kolo::RoundReceivePeer(0, size, s));
+  }
+  std::sort(peers.begin(), peers.end());
+  return static_cast<int>(std::unique(peers.begin(), peers.end()) - peers.begin());
+}
+
 struct Result {
   double messages_per_rank = 0;  // per round
   double hops = 0;               // per round, mean
@@ -215,8 +227,10 @@ int main(int argc, char** argv) {
   std::printf("start: %s, %u ids ready per rank, %.0f us per message, %d rounds\n",
               flags.start_all ? "all ranks" : "one rank", flags.ids, flags.latency_us,
               flags.rounds);
-  std::printf("| ranks | pattern | messages/rank/round | hops/round (mean, max) | CPU us/rank/round |\n");
-  std::printf("|---|---|---|---|---|\n");
+  std::printf(
+      "| ranks | pattern | round connections/rank | messages/rank/round | hops/round (mean, max) "
+      "| CPU us/rank/round |\n");
+  std::printf("|---|---|---|---|---|---|\n");
   for (int n : flags.ranks) {
     for (RoundPattern pattern : {RoundPattern::kAllToAll, RoundPattern::kDissemination}) {
       if (pattern == RoundPattern::kAllToAll && n > flags.max_all_to_all) continue;
@@ -224,9 +238,10 @@ int main(int argc, char** argv) {
       Simulation sim(n, pattern, flags);
       const Result r = sim.Run();
       const bool chosen = kolo::RoundPatternFor(n) == pattern;
-      std::printf("| %d | %s%s | %.1f | %.1f, %.0f | %.1f |\n", n,
+      std::printf("| %d | %s%s | %d | %.1f | %.1f, %.0f | %.1f |\n", n,
                   pattern == RoundPattern::kAllToAll ? "all-to-all" : "dissemination",
-                  chosen ? " (used)" : "", r.messages_per_rank, r.hops, r.max_hops, r.cpu_us);
+                  chosen ? " (used)" : "", Connections(n, pattern), r.messages_per_rank, r.hops,
+                  r.max_hops, r.cpu_us);
       std::fflush(stdout);
     }
   }
