@@ -81,11 +81,10 @@ RoundMessage RandomMessage(std::mt19937* rng, bool mostly_joined) {
 }
 
 bool SameDecision(const RoundDecision& a, const RoundDecision& b) {
-  return a.round == b.round && a.run_through_seq == b.run_through_seq &&
-         a.runnable == b.runnable && a.diverted == b.diverted && a.stopping == b.stopping &&
+  return a.round == b.round && a.run_through_seq == b.run_through_seq && a.runnable == b.runnable &&
+         a.diverted == b.diverted && a.stopping == b.stopping &&
          a.fusion_threshold == b.fusion_threshold;
 }
-
 
 // `size` ranks run `rounds` rounds with `pattern`; each round's messages are random, a random
 // subset of the ranks starts it and the others join when a message of it reaches them; the
@@ -156,9 +155,9 @@ void RunJob(int size, RoundPattern pattern, int rounds, std::mt19937* rng) {
       advance(r);
       continue;
     }
-    auto edge = std::next(flight.begin(), static_cast<std::ptrdiff_t>(
-                                              std::uniform_int_distribution<size_t>(
-                                                  0, flight.size() - 1)(*rng)));
+    auto edge =
+        std::next(flight.begin(), static_cast<std::ptrdiff_t>(std::uniform_int_distribution<size_t>(
+                                      0, flight.size() - 1)(*rng)));
     const auto [from, to] = edge->first;
     RoundMessage next = std::move(edge->second.front());
     edge->second.pop_front();
