@@ -25,6 +25,22 @@ RoundMessage Sample() {
   return m;
 }
 
+// `size` meshes with round lanes, connected over loopback.
+std::vector<std::unique_ptr<TcpMesh>> ConnectedMeshes(int size) {
+  std::vector<std::unique_ptr<TcpMesh>> meshes;
+  std::vector<std::string> addresses;
+  for (int r = 0; r < size; ++r) {
+    TcpMesh::Config config = kolo::testing::MeshConfig(r, size);
+    config.round_lane = true;
+    auto mesh = TcpMesh::Listen(config);
+    REQUIRE(mesh.ok());
+    addresses.push_back((*mesh)->listen_address());
+    meshes.push_back(std::move(mesh).value());
+  }
+  for (const Status& s : kolo::testing::ConnectAll(meshes, addresses)) REQUIRE(s.ok());
+  return meshes;
+}
+
 }  // namespace
 
 TEST_CASE("Round messages survive being split at every byte", "[transport][fastpath]") {
@@ -72,17 +88,7 @@ TEST_CASE("Malformed round messages are refused before anything is allocated",
 TEST_CASE("Three ranks exchange round messages over the mesh's round connections",
           "[transport][fastpath]") {
   constexpr int kSize = 3;
-  std::vector<std::unique_ptr<TcpMesh>> meshes;
-  std::vector<std::string> addresses;
-  for (int r = 0; r < kSize; ++r) {
-    TcpMesh::Config config = kolo::testing::MeshConfig(r, kSize);
-    config.round_lane = true;
-    auto mesh = TcpMesh::Listen(config);
-    REQUIRE(mesh.ok());
-    addresses.push_back((*mesh)->listen_address());
-    meshes.push_back(std::move(mesh).value());
-  }
-  for (const Status& s : kolo::testing::ConnectAll(meshes, addresses)) REQUIRE(s.ok());
+  std::vector<std::unique_ptr<TcpMesh>> meshes = ConnectedMeshes(kSize);
   std::vector<std::unique_ptr<TcpRoundLane>> lanes;
   for (int r = 0; r < kSize; ++r) {
     lanes.push_back(std::make_unique<TcpRoundLane>(r, meshes[r]->TakeRoundConnections(),
@@ -123,17 +129,7 @@ TEST_CASE("Twelve ranks connect rounds only to their dissemination peers, one pe
           "[transport][fastpath]") {
   constexpr int kSize = 12;  // 4 steps: at most 8 round connections a rank instead of 11
   REQUIRE(RoundPatternFor(kSize) == RoundPattern::kDissemination);
-  std::vector<std::unique_ptr<TcpMesh>> meshes;
-  std::vector<std::string> addresses;
-  for (int r = 0; r < kSize; ++r) {
-    TcpMesh::Config config = kolo::testing::MeshConfig(r, kSize);
-    config.round_lane = true;
-    auto mesh = TcpMesh::Listen(config);
-    REQUIRE(mesh.ok());
-    addresses.push_back((*mesh)->listen_address());
-    meshes.push_back(std::move(mesh).value());
-  }
-  for (const Status& s : kolo::testing::ConnectAll(meshes, addresses)) REQUIRE(s.ok());
+  std::vector<std::unique_ptr<TcpMesh>> meshes = ConnectedMeshes(kSize);
   const int steps = RoundSteps(kSize);
   std::vector<std::unique_ptr<TcpRoundLane>> lanes;
   for (int r = 0; r < kSize; ++r) {
