@@ -95,8 +95,15 @@ Status RoundAgreement::Receive(int from, RoundMessage message) {
     return Internal("fast path: a round message from " + who() + ", not a peer of rank " +
                     std::to_string(rank_));
   }
-  // A peer completes round k, and so may start k + 1, only with this rank's message for k.
-  const bool next_too_early = message.round == round_ + 1 && !mine_sent_;
+  // A peer completes round k, and so may start k + 1, only with this rank's message for k;
+  // except under dissemination once a rank departed: its stand-in replaced a step that would
+  // have carried this rank's message. The message of k + 1 then also tells of k.
+  const bool departures = pattern_ == RoundPattern::kDissemination &&
+                          std::find(departed_.begin(), departed_.end(), true) != departed_.end();
+  const bool next_too_early = message.round == round_ + 1 && !mine_sent_ && !departures;
+  if (message.round == round_ + 1 && !mine_sent_ && departures) {
+    notice_below_[0] = std::max(notice_below_[0], 1);
+  }
   if ((message.round != round_ && message.round != round_ + 1) || next_too_early) {
     return Internal("fast path: " + who() + " sent a message for round " +
                     std::to_string(message.round) + " while rank " + std::to_string(rank_) +
