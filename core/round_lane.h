@@ -1,6 +1,8 @@
 // RoundLane: the connections over which ranks agree, without the controller, on which cached
-// tensors run next (the fast path, docs/FAST-PATH.md). One small message per rank per round,
-// sent to every peer. transport/ implements it over a second set of authenticated TCP
+// tensors run next (the fast path, docs/FAST-PATH.md). Small messages, sent as the round's
+// pattern says (RoundPatternFor): up to kAllToAllMaxRanks ranks, one message per rank per round
+// to every peer; beyond, one message per rank per step of a dissemination pattern, to the one
+// peer that step names. transport/ implements it over a second set of authenticated TCP
 // connections of the data mesh (transport/tcp/tcp_round_lane.h) and, when every rank shares
 // one host, through the shared-memory segment with those connections as doorbells
 // (transport/shm/shm_round_lane.h).
@@ -12,15 +14,51 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kolo/status.h"
 
 namespace kolo {
 
-// One rank's part of one round.
+// How the ranks of a job exchange a round's messages; the same on every rank (it depends on
+// the job's size only).
+//   kAllToAll: every rank sends its own message to every peer (n - 1 messages a rank, one hop).
+//   kDissemination: ceil(log2 n) steps; at step s rank r sends what it has combined so far (the
+//     messages of ranks r - 2^s + 1 .. r, mod n) to rank r + 2^s and combines what rank r - 2^s
+//     sent it (one message a rank a step; the windows may overlap for n not a power of two,
+//     which the combine, being idempotent, does not notice). So that a round one rank starts
+//     reaches the others in ceil(log2 n) hops, not along the steps' slow chain, the start is
+//     also broadcast along a binomial tree over the same connections: a rank that starts a
+//     round sends a `notice` (a header, no ids) for steps 1.. at once, and a rank that receives
+//     a notice for step s forwards it for the steps below s, to each peer whose step message has
+//     not gone out yet (that message tells of the round itself). At most 2 ceil(log2 n) - 1
+//     messages a rank a round, ceil(log2 n) of them carrying ids.
+enum class RoundPattern { kAllToAll, kDissemination };
+// Up to this many ranks rounds go all-to-all (one hop; two when one rank starts the round).
+// Dissemination takes ceil(log2 n) hops (2 ceil(log2 n) when one rank starts) and sends
+// ceil(log2 n) to 2 ceil(log2 n) - 1 messages a rank: at 5-7 ranks that is no fewer than
+// all-to-all's n - 1, at 8 it saves two for two more hops; from 9 on it sends fewer in every
+// case, and the gap grows (docs/FAST-PATH.md, kolo-round-sim).
+constexpr int kAllToAllMaxRanks = 8;
+RoundPattern RoundPatternFor(int size);
+// Dissemination steps of a job of `size`: ceil(log2 size) (0 for one rank).
+int RoundSteps(int size);
+// The peer `rank` sends to at dissemination step `step`, and the one it receives from.
+int RoundSendPeer(int rank, int size, int step);
+int RoundReceivePeer(int rank, int size, int step);
+// The ranks `rank` exchanges round messages with under RoundPatternFor(size), ascending: every
+// other rank for all-to-all, else rank ± 2^s (mod size). Symmetric: q is a peer of r iff r is a
+// peer of q, so each pair needs one connection, made by both or by neither.
+std::vector<int> RoundPeersOf(int rank, int size);
+
+// One rank's part of one round, or (dissemination) what a rank combined of several ranks'
+// parts: the same fields, combined as RoundAgreement's decision combines them.
 struct RoundMessage {
-  uint64_t round = 0;         // 1, 2, 3, ... on every rank
+  uint64_t round = 0;  // 1, 2, 3, ... on every rank
+  uint32_t step = 0;   // dissemination: the step it was sent at; all-to-all: 0
+  // Dissemination: only tells that the round started (the fields below are empty).
+  bool notice = false;
   uint64_t received_seq = 0;  // the highest controller response sequence number received
   bool joined = false;        // a join of this rank is in flight: ready for every allreduce
   bool stopping = false;      // this rank called shutdown(): it sends every op to the controller
@@ -36,9 +74,13 @@ class RoundLane {
  public:
   virtual ~RoundLane() = default;
 
-  // Sends `message` to every other rank that has not closed its connection (a failed send
+  // Sends `message` to every peer with a round connection that has not closed (a failed send
   // reports the peer as closed from the next Poll).
   virtual Status SendToAll(const RoundMessage& message) = 0;
+
+  // Sends `message` to `peer` alone, if its connection is open (as SendToAll); a peer without a
+  // round connection is an Internal error (a bug in the pattern).
+  virtual Status SendTo(int peer, const RoundMessage& message) = 0;
 
   // Reads whatever arrived without blocking and appends every complete message to `out` as
   // (sender rank, message), in arrival order per sender. A peer that closed its connection is

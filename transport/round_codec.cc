@@ -1,10 +1,15 @@
 #include "transport/round_codec.h"
 
+#include <algorithm>
+
 namespace kolo::transport {
 namespace {
 
 constexpr uint32_t kJoinedFlag = 1;
 constexpr uint32_t kStoppingFlag = 2;
+constexpr uint32_t kNoticeFlag = 4;
+constexpr int kStepShift = 8;
+constexpr uint32_t kStepMask = kMaxRoundStep << kStepShift;
 
 void PutWord(std::string* out, uint32_t value) {
   for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(value >> shift));
@@ -30,7 +35,9 @@ std::string EncodeRoundMessage(const RoundMessage& message) {
   PutLong(&out, message.round);
   PutLong(&out, message.received_seq);
   PutLong(&out, message.fusion_threshold);
-  PutWord(&out, (message.joined ? kJoinedFlag : 0) | (message.stopping ? kStoppingFlag : 0));
+  PutWord(&out, (message.joined ? kJoinedFlag : 0) | (message.stopping ? kStoppingFlag : 0) |
+                    (message.notice ? kNoticeFlag : 0) |
+                    (std::min(message.step, kMaxRoundStep) << kStepShift));
   PutWord(&out, static_cast<uint32_t>(message.ready.size()));
   PutWord(&out, static_cast<uint32_t>(message.diverted.size()));
   for (uint32_t id : message.ready) PutWord(&out, id);
@@ -53,7 +60,7 @@ Status RoundStreamParser::ParseAvailable() {
     const uint32_t flags = GetWord(p + 28);
     const uint32_t ready = GetWord(p + 32);
     const uint32_t diverted = GetWord(p + 36);
-    if ((flags & ~(kJoinedFlag | kStoppingFlag)) != 0) {
+    if ((flags & ~(kJoinedFlag | kStoppingFlag | kNoticeFlag | kStepMask)) != 0) {
       return Unavailable("round message with unknown flags " + std::to_string(flags));
     }
     if (ready > kMaxRoundIds || diverted > kMaxRoundIds) {
@@ -69,6 +76,8 @@ Status RoundStreamParser::ParseAvailable() {
     message.fusion_threshold = GetLong(p + 20);
     message.joined = (flags & kJoinedFlag) != 0;
     message.stopping = (flags & kStoppingFlag) != 0;
+    message.step = (flags & kStepMask) >> kStepShift;
+    message.notice = (flags & kNoticeFlag) != 0;
     const char* ids = p + kRoundHeaderBytes;
     message.ready.reserve(ready);
     for (uint32_t i = 0; i < ready; ++i) message.ready.push_back(GetWord(ids + 4 * i));

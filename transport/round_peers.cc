@@ -1,6 +1,7 @@
 #include "transport/round_peers.h"
 
 #include <algorithm>
+#include <string>
 
 namespace kolo::transport {
 
@@ -12,6 +13,14 @@ RoundPeers::RoundPeers(int rank, std::vector<UniqueFd> connections, Logger logge
   for (const UniqueFd& fd : connections_) {
     if (fd.valid()) open_fds_.push_back(fd.get());
   }
+}
+
+Status RoundPeers::CheckTarget(int peer) const {
+  if (peer >= 0 && static_cast<size_t>(peer) < connections_.size() && connections_[peer].valid()) {
+    return Status::Ok();
+  }
+  return Internal("fast path: rank " + std::to_string(rank_) + " has no round connection to rank " +
+                  std::to_string(peer));
 }
 
 void RoundPeers::Close(size_t peer, const std::string& why) {

@@ -11,20 +11,25 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "kolo/status.h"
 #include "transport/unique_fd.h"
 
 namespace kolo::transport {
 
 class RoundPeers {
  public:
-  // `connections` by rank, invalid at `rank`'s own index (TcpMesh::TakeRoundConnections).
+  // `connections` by rank, invalid at `rank`'s own index and at the ranks this one exchanges
+  // no round messages with (TcpMesh::TakeRoundConnections; core/round_lane.h, RoundPeersOf).
   RoundPeers(int rank, std::vector<UniqueFd> connections, Logger logger);
 
   int rank() const { return rank_; }
   // Ranks in the job (this one included).
   size_t size() const { return connections_.size(); }
-  // Whether `peer` is another rank whose connection has not closed.
-  bool open(size_t peer) const { return static_cast<int>(peer) != rank_ && !closed_[peer]; }
+  // Whether `peer` is a rank with a round connection that has not closed.
+  bool open(size_t peer) const { return connections_[peer].valid() && !closed_[peer]; }
+  // OK if `peer` is a rank with a round connection (open or closed); else Internal, naming it:
+  // a round pattern sent to a rank it has no connection to.
+  Status CheckTarget(int peer) const;
   int fd(size_t peer) const { return connections_[peer].get(); }
   const std::vector<int>& open_fds() const { return open_fds_; }
 

@@ -94,6 +94,10 @@ Status FastPath::ReceiveResponse(Response response) {
 }
 
 Status FastPath::ReceiveRound(int from, RoundMessage message, TimePoint now) {
+  if (message.notice) return rounds_.Receive(from, std::move(message));  // news of a round only
+  // Under the dissemination pattern a message combines several ranks': `stopping` then says
+  // that one of them stopped (and every op goes to the controller anyway), and the timeline
+  // sees readiness when it reaches rank 0, from the rank that relayed it.
   if (from >= 0 && from < options_.size) peer_stopping_[from] = message.stopping;
   for (uint32_t id : message.ready) {
     auto spec = specs_.find(id);
@@ -121,6 +125,10 @@ Status FastPath::Advance(TimePoint now, Outbox* out) {
     KOLO_RETURN_IF_ERROR(ApplyDecision(std::move(*decision), now, out));
     out->progress = true;
   }
+  // After the decisions: a round completes only once this rank's last step went out, and that
+  // send must not wait for the next pass.
+  rounds_.TakeSends(&out->sends);
+  if (!out->sends.empty()) out->progress = true;
   return Status::Ok();
 }
 

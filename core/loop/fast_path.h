@@ -58,10 +58,13 @@ class FastPath {
   };
 
   // What the loop sends after Advance: requests to the controller for `to_controller` (cache
-  // ids of cached allreduces that leave the fast path), then `round` to every peer.
+  // ids of cached allreduces that leave the fast path), then `sends` over the round lane (each
+  // to one peer, or to every peer: RoundAgreement::TakeSends). `round` is this rank's own
+  // message when it started or answered a round (all-to-all: what `sends` carries to all).
   struct Outbox {
     std::vector<uint32_t> to_controller;
     std::optional<RoundMessage> round;
+    std::vector<RoundSend> sends;
     bool progress = false;  // something was sent or decided
   };
 

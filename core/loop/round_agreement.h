@@ -1,8 +1,13 @@
 // RoundAgreement: the bookkeeping of the fast path's rounds (docs/FAST-PATH.md), without I/O.
-// Every rank sends exactly one RoundMessage per round to every peer, either to start the round
-// (it has something new: cached tensors ready, controller responses received, a flag changed)
-// or to answer a peer that started it. A round is complete at a rank once it holds all `size`
-// messages; every rank then derives the same RoundDecision from the same messages:
+// Every rank contributes exactly one RoundMessage per round, either to start the round (it has
+// something new: cached tensors ready, controller responses received, a flag changed) or to
+// answer a peer whose message of the round reached it. How the messages travel is the job's
+// RoundPattern (core/round_lane.h): all-to-all, a rank sends its own to every peer and the round
+// is complete once it holds all `size`; dissemination, it sends at each step s what it has
+// combined so far to rank + 2^s and combines what rank - 2^s sent it, and the round is complete
+// once every step's message is combined (ceil(log2 size) sequential hops). The combine
+// (CombineRound) is associative, commutative and idempotent, so both patterns give every rank
+// the same RoundDecision as combining all `size` messages at once:
 //   - run_through_seq: the highest controller sequence number any rank has received; every rank
 //     runs the controller's responses up to it first (waiting to receive them if needed),
 //   - runnable: the cache ids every rank that has not joined reported ready, minus any id some
@@ -10,7 +15,8 @@
 //   - diverted: those ids; every rank sends them to the controller from now on,
 //   - stopping: some rank called shutdown(); every rank sends every op to the controller.
 // Rounds are numbered 1, 2, ...; a rank starts round k + 1 only after round k is complete at
-// it, so a peer's message is always for the current round or the next one.
+// it, so a peer's message is always for the current round or the next one (a round complete at
+// a peer holds, combined, this rank's message, so this rank has sent it).
 //
 // Threading: not thread-safe; owned by the background thread.
 #pragma once
@@ -34,9 +40,25 @@ struct RoundDecision {
   uint64_t fusion_threshold = 0;  // the smallest any rank sent: runnable ids fuse under it
 };
 
+// Combines `other` into `into`: the highest received_seq, stopping if either, the smaller
+// fusion_threshold, the union of diverted, joined if both, and as ready the ids both have if
+// neither joined, the ids of the one that did not join if one did, both's if both did.
+// round and step are left alone.
+void CombineRound(RoundMessage* into, const RoundMessage& other);
+
+// A round message to send: `to` one peer, or -1 every peer (all-to-all).
+struct RoundSend {
+  int to = -1;
+  RoundMessage message;
+};
+
 class RoundAgreement {
  public:
+  // The pattern is RoundPatternFor(size), as on every rank.
   RoundAgreement(int rank, int size);
+  RoundAgreement(int rank, int size, RoundPattern pattern);
+
+  RoundPattern pattern() const { return pattern_; }
 
   // The round this rank's next message belongs to.
   uint64_t current_round() const { return round_; }
@@ -51,13 +73,20 @@ class RoundAgreement {
 
   // A peer's message. Protocol errors (a sender out of range or this rank itself, a second
   // message for one round, a round other than the current or the next, the next before this
-  // rank sent its message for the current one, unsorted ids) fail,
-  // naming the sender, and change nothing.
+  // rank sent its message for the current one, unsorted ids; dissemination: a step out of
+  // range or a sender that is not that step's; all-to-all: a step or a notice) fail, naming
+  // the sender, and change nothing. A notice only tells of its round.
   Status Receive(int from, RoundMessage message);
 
-  // This rank's own message for the current round: sets message->round and records it.
-  // Call once per round, when !waiting().
+  // This rank's own message for the current round: sets message->round (and step 0) and records
+  // it. Call once per round, when !waiting(). Then TakeSends says what to send.
   void RecordSent(RoundMessage* message, std::chrono::steady_clock::time_point now);
+
+  // Appends the messages due now (after RecordSent and Receive): all-to-all, this rank's own
+  // message to every peer once; dissemination, each step's combined message once the steps
+  // before it are combined, and the notices due (core/round_lane.h), each before its step's
+  // message on that connection.
+  void TakeSends(std::vector<RoundSend>* out);
 
   // If all messages of the current round are in: its decision, and the next round begins.
   std::optional<RoundDecision> TakeDecision();
@@ -68,16 +97,35 @@ class RoundAgreement {
   void Depart(int rank);
 
  private:
+  // The message of a departed rank: stopping, nothing ready, nothing to add.
+  RoundMessage Gone() const;
+  // Dissemination: queues sends and combines as far as the steps received allow.
+  void Disseminate();
+  // The rank whose message fills slot `i`: all-to-all, rank i; dissemination, step i's sender.
+  int SenderOf(size_t slot) const;
+
   // Constant after construction.
   const int rank_;
   const int size_;
+  const RoundPattern pattern_;
+  const int steps_;  // dissemination: ceil(log2 size_)
 
   uint64_t round_ = 1;
   bool mine_sent_ = false;
   std::chrono::steady_clock::time_point sent_at_;
-  // Messages of the current round [0] and the next one [1], by rank.
+  // Messages of the current round [0] and the next one [1]: all-to-all by rank (this rank's
+  // own included), dissemination by step.
   std::vector<std::optional<RoundMessage>> slots_[2];
   std::vector<bool> departed_;  // by rank
+  // Dissemination notices (core/round_lane.h) of the current round [0] and the next [1]:
+  // notices are due for the steps below this (a starter: all), from step 1 on.
+  int notice_below_[2] = {0, 0};
+  int notices_done_ = 1;            // current round: the steps below this are noticed or sent
+  std::vector<RoundSend> pending_;  // for TakeSends
+  // This rank's combination so far (dissemination), the steps sent and the steps combined.
+  RoundMessage combined_;
+  int steps_sent_ = 0;
+  int steps_combined_ = 0;
 };
 
 }  // namespace kolo

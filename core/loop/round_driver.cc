@@ -52,8 +52,9 @@ RoundDriver::Step RoundDriver::StepOnce(const std::function<bool()>* done) {
     step.fault = Fault::Here(advanced);
     return step;
   }
-  if (out.round) {
-    step.fault = Fault::InCollective(lane_->SendToAll(*out.round));
+  for (const RoundSend& send : out.sends) {
+    step.fault = Fault::InCollective(send.to < 0 ? lane_->SendToAll(send.message)
+                                                 : lane_->SendTo(send.to, send.message));
     if (!step.fault.ok()) return step;
   }
   step.progress = out.progress;

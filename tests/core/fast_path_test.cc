@@ -77,11 +77,11 @@ class Job {
         REQUIRE(at(r).Advance(clock_.Now(), &out).ok());
         to_controller_[r].insert(to_controller_[r].end(), out.to_controller.begin(),
                                  out.to_controller.end());
-        if (out.round) {
+        for (const RoundSend& send : out.sends) {
           moved = true;
           for (int p = 0; p < static_cast<int>(ranks_.size()); ++p) {
-            if (p == r || is_silent(p)) continue;
-            REQUIRE(at(p).ReceiveRound(r, *out.round, clock_.Now()).ok());
+            if (p == r || is_silent(p) || (send.to >= 0 && send.to != p)) continue;
+            REQUIRE(at(p).ReceiveRound(r, send.message, clock_.Now()).ok());
           }
         }
         if (out.progress) moved = true;
@@ -117,7 +117,7 @@ Response ControllerResponse(uint64_t seq, const std::string& name) {
 
 TEST_CASE("A cached allreduce every rank has ready runs on every rank, with its own entry",
           "[core][fastpath]") {
-  const int size = GENERATE(1, 2, 3, 4);
+  const int size = GENERATE(1, 2, 3, 4, 9, 12);  // 9 and 12: dissemination
   Job job(size);
   const FastSpec w = Spec("grad/w", 100);
   job.LearnEverywhere(7, w);
@@ -180,11 +180,13 @@ TEST_CASE(
 
 TEST_CASE("A tensor only some ranks have waits, then goes to the controller after the patience",
           "[core][fastpath]") {
-  Job job(3);
+  const int size = GENERATE(3, 11);
+  Job job(size);
   const FastSpec w = Spec("grad/w", 8);
   job.LearnEverywhere(3, w);
-  job.Submit(0, 3, w);
-  job.Submit(1, 3, w);
+  for (int r = 0; r < size; ++r) {
+    if (r != 2) job.Submit(r, 3, w);
+  }
   job.Settle();
   CHECK(job.Drain(0).empty());
   CHECK(job.to_controller(0).empty());
@@ -274,14 +276,42 @@ TEST_CASE("A round a peer does not answer fails at the deadline naming it; a clo
   }
 }
 
+TEST_CASE(
+    "At nine ranks a silent rank stalls the round; its peer names it and the relay it holds up",
+    "[core][fastpath]") {
+  Job job(9);  // dissemination: rank 3 takes steps 0..3 from ranks 2, 1, 8 and 4
+  const FastSpec w = Spec("grad/w", 4);
+  job.LearnEverywhere(1, w);
+  job.Submit(0, 1, w);
+  job.Settle(/*silent=*/{2});
+  REQUIRE(job.at(3).waiting());
+  SECTION("silent") {
+    job.clock().Advance(30s);
+    const Status late = job.at(3).CheckDeadlines(job.clock().Now());
+    CHECK(late.code() == StatusCode::kDeadlineExceeded);
+    // Rank 4's step needs rank 2's message too, so rank 3 still waits for it.
+    CHECK(late.message() ==
+          "fast path: no answer to round 1 from rank(s) 2, 4 within 30 s (KOLO_TIMEOUT_SECONDS)");
+  }
+  SECTION("closed") {
+    job.at(3).PeerClosed(2);
+    const Status gone = job.at(3).CheckDeadlines(job.clock().Now());
+    CHECK(gone.code() == StatusCode::kUnavailable);
+    CHECK(gone.message() == "fast path: rank(s) 2 closed the connection before answering round 1");
+  }
+}
+
 TEST_CASE("A joined rank runs the others' cached allreduces with zeros (a null entry)",
           "[core][fastpath]") {
-  Job job(3);
+  const int size = GENERATE(3, 10);
+  Job job(size);
   const FastSpec w = Spec("grad/w", 4);
   job.LearnEverywhere(6, w);
   job.at(2).SetJoined(true);
   TensorEntry* on0 = job.Submit(0, 6, w);
-  job.Submit(1, 6, w);
+  for (int r = 1; r < size; ++r) {
+    if (r != 2) job.Submit(r, 6, w);
+  }
   job.Settle();
   std::vector<FastPath::Work> works0 = job.Drain(0);
   std::vector<FastPath::Work> works2 = job.Drain(2);

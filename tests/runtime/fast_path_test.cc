@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/config/config_table.h"
+#include "core/round_lane.h"
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
@@ -122,6 +123,30 @@ TEST_CASE("Repeated allreduces skip the controller and stay exact, mixed with ne
         CHECK(FastOps(path, r) == 0);
       }
     }
+  }
+}
+
+TEST_CASE("Nine ranks agree by dissemination over shared memory and TCP and stay exact",
+          "[runtime][fastpath]") {
+  // Beyond kAllToAllMaxRanks: each rank has round connections to 6 of its 8 peers and combines
+  // each round in 4 steps (core/round_lane.h).
+  REQUIRE(RoundPatternFor(9) == RoundPattern::kDissemination);
+  const std::string transport = GENERATE("shm", "tcp");
+  Watchdog watchdog("fast path, 9 ranks over " + transport, std::chrono::seconds(120));
+  const kolo::testing::TempDir temp("kolo_fast_path_");
+  const std::string path = temp.path() + "/trace";
+  {
+    LocalJob job(9, [&](Options& o) {
+      o.transport = *TransportFromName(transport);
+      o.timeline_path = path;
+    });
+    CHECK(job.RunOnAllRanks([](Runtime& rt) { return TrainSteps(rt, 6); }) ==
+          std::vector<std::string>{});
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+  }
+  for (int r = 0; r < 9; ++r) {
+    INFO("rank " << r << " over " << transport);
+    CHECK(FastOps(path, r) >= 4 * 4);  // steps 2..5 at least took the fast path
   }
 }
 
@@ -235,17 +260,20 @@ TEST_CASE(
 
 TEST_CASE("A rank that stopped waiting for the others and left does not break their rounds",
           "[runtime][fastpath][shutdown]") {
-  Watchdog watchdog("fast path, a rank leaves early", std::chrono::seconds(60));
+  // 9 ranks: dissemination, where rank 2's departure leaves steps it owed ranks 3, 4 and 6.
+  const int size = GENERATE(3, 9);
+  Watchdog watchdog("fast path, a rank leaves early, " + std::to_string(size) + " ranks",
+                    std::chrono::seconds(90));
   // Rank 2 waits KOLO_TIMEOUT_SECONDS for the others' shutdown() and leaves; the others submit
   // only once it has (an event, not a sleep racing the timeout: that lost on a busy machine).
-  LocalJob job(3, [](Options& o) { o.timeout_seconds = 4; });
+  LocalJob job(size, [](Options& o) { o.timeout_seconds = 4; });
   std::promise<void> rank2_left;
   std::shared_future<void> left = rank2_left.get_future().share();
-  // Ranks 0 and 1 shut down only once both have their 'w' result: otherwise the slower one's
-  // 'w' fails for the other's shutdown() instead of rank 2's departure.
-  std::promise<void> w_done[2];
-  std::shared_future<void> w_seen[2] = {w_done[0].get_future().share(),
-                                        w_done[1].get_future().share()};
+  // The others shut down only once all have their 'w' result: otherwise a slower one's 'w'
+  // fails for another's shutdown() instead of rank 2's departure.
+  std::vector<std::promise<void>> w_done(size);
+  std::vector<std::shared_future<void>> w_seen;
+  for (auto& done : w_done) w_seen.push_back(done.get_future().share());
   auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
     std::vector<float> w(4, 1.0f);
     TensorView v{w.data(), DataType::kFloat32, {4}, Device::Cpu()};
@@ -264,14 +292,16 @@ TEST_CASE("A rank that stopped waiting for the others and left does not break th
       return "rank 2 did not leave within 30 s";
     }
     Status s = rt.Allreduce("w", v, v);
+    w_done[rt.rank()].set_value();
     if (s.code() != StatusCode::kShutdown || s.message().find("rank 2") == std::string::npos ||
         s.message().find("fast path") != std::string::npos) {
-      w_done[rt.rank()].set_value();
       return "expected 'w' to fail naming rank 2's departure, got " + s.ToString();
     }
-    w_done[rt.rank()].set_value();
-    if (w_seen[1 - rt.rank()].wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
-      return "the other rank's 'w' did not end within 30 s";
+    for (int r = 0; r < size; ++r) {
+      if (r == 2 || r == rt.rank()) continue;
+      if (w_seen[r].wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+        return "rank " + std::to_string(r) + "'s 'w' did not end within 30 s";
+      }
     }
     s = rt.Shutdown();
     return s.ok() ? "" : "shutdown: " + s.ToString();

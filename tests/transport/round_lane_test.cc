@@ -1,5 +1,6 @@
 // TcpRoundLane: the round message codec (split anywhere, bounded), and messages crossing real
 // loopback connections of a TcpMesh's round lane.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <thread>
 
@@ -24,12 +25,30 @@ RoundMessage Sample() {
   return m;
 }
 
+// `size` meshes with round lanes, connected over loopback.
+std::vector<std::unique_ptr<TcpMesh>> ConnectedMeshes(int size) {
+  std::vector<std::unique_ptr<TcpMesh>> meshes;
+  std::vector<std::string> addresses;
+  for (int r = 0; r < size; ++r) {
+    TcpMesh::Config config = kolo::testing::MeshConfig(r, size);
+    config.round_lane = true;
+    auto mesh = TcpMesh::Listen(config);
+    REQUIRE(mesh.ok());
+    addresses.push_back((*mesh)->listen_address());
+    meshes.push_back(std::move(mesh).value());
+  }
+  for (const Status& s : kolo::testing::ConnectAll(meshes, addresses)) REQUIRE(s.ok());
+  return meshes;
+}
+
 }  // namespace
 
 TEST_CASE("Round messages survive being split at every byte", "[transport][fastpath]") {
   RoundMessage second = Sample();
   second.ready.clear();
   second.stopping = true;
+  second.step = 9;  // a dissemination step travels in the flags word
+  second.notice = true;
   const std::string bytes = EncodeRoundMessage(Sample()) + EncodeRoundMessage(second);
   for (size_t cut = 0; cut <= bytes.size(); ++cut) {
     RoundStreamParser parser;
@@ -69,17 +88,7 @@ TEST_CASE("Malformed round messages are refused before anything is allocated",
 TEST_CASE("Three ranks exchange round messages over the mesh's round connections",
           "[transport][fastpath]") {
   constexpr int kSize = 3;
-  std::vector<std::unique_ptr<TcpMesh>> meshes;
-  std::vector<std::string> addresses;
-  for (int r = 0; r < kSize; ++r) {
-    TcpMesh::Config config = kolo::testing::MeshConfig(r, kSize);
-    config.round_lane = true;
-    auto mesh = TcpMesh::Listen(config);
-    REQUIRE(mesh.ok());
-    addresses.push_back((*mesh)->listen_address());
-    meshes.push_back(std::move(mesh).value());
-  }
-  for (const Status& s : kolo::testing::ConnectAll(meshes, addresses)) REQUIRE(s.ok());
+  std::vector<std::unique_ptr<TcpMesh>> meshes = ConnectedMeshes(kSize);
   std::vector<std::unique_ptr<TcpRoundLane>> lanes;
   for (int r = 0; r < kSize; ++r) {
     lanes.push_back(std::make_unique<TcpRoundLane>(r, meshes[r]->TakeRoundConnections(),
@@ -114,6 +123,58 @@ TEST_CASE("Three ranks exchange round messages over the mesh's round connections
   }
   CHECK(closed == std::vector<int>{2});
   CHECK(lanes[0]->fds().size() == 1);
+}
+
+TEST_CASE("Twelve ranks connect rounds only to their dissemination peers, one per step",
+          "[transport][fastpath]") {
+  constexpr int kSize = 12;  // 4 steps: at most 8 round connections a rank instead of 11
+  REQUIRE(RoundPatternFor(kSize) == RoundPattern::kDissemination);
+  std::vector<std::unique_ptr<TcpMesh>> meshes = ConnectedMeshes(kSize);
+  const int steps = RoundSteps(kSize);
+  std::vector<std::unique_ptr<TcpRoundLane>> lanes;
+  for (int r = 0; r < kSize; ++r) {
+    std::vector<UniqueFd> connections = meshes[r]->TakeRoundConnections();
+    const std::vector<int> peers = RoundPeersOf(r, kSize);
+    for (int q = 0; q < kSize; ++q) {
+      INFO("rank " << r << ", peer " << q);
+      CHECK(connections[q].valid() == std::binary_search(peers.begin(), peers.end(), q));
+    }
+    lanes.push_back(std::make_unique<TcpRoundLane>(r, std::move(connections),
+                                                   MakeLogger(r, "test", spdlog::level::warn)));
+    CHECK(lanes[r]->fds().size() == peers.size());
+    CHECK(peers.size() <= static_cast<size_t>(2 * steps));
+  }
+  // A send to a rank outside the pattern is a bug, named.
+  const std::vector<int> peers0 = RoundPeersOf(0, kSize);
+  for (int q = 1; q < kSize; ++q) {
+    if (std::binary_search(peers0.begin(), peers0.end(), q)) continue;
+    const Status s = lanes[0]->SendTo(q, Sample());
+    CHECK(s.code() == StatusCode::kInternal);
+    CHECK_THAT(s.message(),
+               Catch::Contains("rank 0 has no round connection to rank " + std::to_string(q)));
+  }
+  for (int r = 0; r < kSize; ++r) {
+    for (int step = 0; step < steps; ++step) {
+      RoundMessage m = Sample();
+      m.received_seq = static_cast<uint64_t>(r);
+      m.step = static_cast<uint32_t>(step);
+      REQUIRE(lanes[r]->SendTo(RoundSendPeer(r, kSize, step), m).ok());
+    }
+  }
+  for (int r = 0; r < kSize; ++r) {
+    std::vector<std::pair<int, RoundMessage>> got;
+    std::vector<int> closed;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (got.size() < static_cast<size_t>(steps) && std::chrono::steady_clock::now() < until) {
+      REQUIRE(lanes[r]->Poll(&got, &closed).ok());
+    }
+    REQUIRE(got.size() == static_cast<size_t>(steps));
+    CHECK(closed.empty());
+    for (const auto& [from, m] : got) {
+      CHECK(from == RoundReceivePeer(r, kSize, static_cast<int>(m.step)));
+      CHECK(m.received_seq == static_cast<uint64_t>(from));
+    }
+  }
 }
 
 TEST_CASE("Ranks that disagree on KOLO_FAST_PATH fail to connect, naming the rank",

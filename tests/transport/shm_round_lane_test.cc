@@ -118,6 +118,36 @@ TEST_CASE("Round messages cross the shared-memory lane whole and in order",
   }
 }
 
+TEST_CASE("Nine ranks' dissemination steps cross the lane to their peers, and ring sleepers",
+          "[transport][shm][fastpath]") {
+  kolo::testing::Watchdog watchdog("shm round lane, 9 ranks", 60s);
+  constexpr int kSize = 9;  // 4 steps; each rank has round connections to its pattern's peers
+  REQUIRE(RoundPatternFor(kSize) == RoundPattern::kDissemination);
+  Lanes l = MakeLanes(kSize);
+  const int steps = RoundSteps(kSize);
+  for (int r = 0; r < kSize; ++r) {
+    CHECK(l.lanes[r]->fds().size() == RoundPeersOf(r, kSize).size());
+  }
+  REQUIRE(l.lanes[0]->Arm());  // rank 0 sleeps: its step senders ring it
+  for (int r = 1; r < kSize; ++r) {
+    for (int step = 0; step < steps; ++step) {
+      if (RoundSendPeer(r, kSize, step) != 0) continue;
+      RoundMessage m = Message(1, static_cast<uint64_t>(r));
+      m.step = static_cast<uint32_t>(step);
+      REQUIRE(l.lanes[r]->SendTo(0, m).ok());
+    }
+  }
+  CHECK(Readable(l.lanes[0]->fds(), 5s));
+  l.lanes[0]->Woken();
+  Received got = PollFor(*l.lanes[0], static_cast<size_t>(steps));
+  REQUIRE(got.size() == static_cast<size_t>(steps));
+  for (const auto& [from, m] : got) {
+    CHECK(from == RoundReceivePeer(0, kSize, static_cast<int>(m.step)));
+    CHECK(m.received_seq == static_cast<uint64_t>(from));
+  }
+  CHECK(l.lanes[1]->SendTo(4, Message(1, 1)).code() == StatusCode::kInternal);  // not a peer
+}
+
 TEST_CASE("A message larger than a ring reaches a sleeping peer: each side rings the other",
           "[transport][shm][fastpath]") {
   kolo::testing::Watchdog watchdog("shm round lane, large message", 60s);

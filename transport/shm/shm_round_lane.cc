@@ -27,6 +27,14 @@ Status ShmRoundLane::SendToAll(const RoundMessage& message) {
   return Status::Ok();
 }
 
+Status ShmRoundLane::SendTo(int peer, const RoundMessage& message) {
+  KOLO_RETURN_IF_ERROR(peers_.CheckTarget(peer));
+  if (!peers_.open(peer)) return Status::Ok();
+  out_[peer] += EncodeRoundMessage(message);
+  Push(peer);
+  return Status::Ok();
+}
+
 void ShmRoundLane::Push(size_t peer) {
   ShmRoundRing* ring = area_.ring(peers_.rank(), static_cast<int>(peer));
   std::string& pending = out_[peer];

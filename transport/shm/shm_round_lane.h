@@ -37,6 +37,7 @@ class ShmRoundLane final : public RoundLane {
   ShmRoundLane(int rank, std::vector<UniqueFd> connections, ShmRoundArea area, Logger logger);
 
   Status SendToAll(const RoundMessage& message) override;
+  Status SendTo(int peer, const RoundMessage& message) override;
   Status Poll(std::vector<std::pair<int, RoundMessage>>* out, std::vector<int>* closed) override;
   std::vector<int> fds() const override { return peers_.open_fds(); }
   bool Arm() override;

@@ -51,7 +51,14 @@ MeshConnector::MeshConnector(Params params, std::vector<SocketAddress> peers)
       dials_(params_.size),
       claimed_(params_.size, false),
       connected_(params_.size),
-      refusals_(params_.logger, "data connection") {}
+      refusals_(params_.logger, "data connection") {
+  wanted_.assign(params_.size, params_.only.empty());
+  for (int j : params_.only) {
+    if (j >= 0 && j < params_.size) wanted_[j] = true;
+  }
+  if (params_.rank >= 0 && params_.rank < params_.size) wanted_[params_.rank] = false;
+  wanted_count_ = static_cast<int>(std::count(wanted_.begin(), wanted_.end(), true));
+}
 
 MeshConnector::~MeshConnector() = default;
 
@@ -61,7 +68,7 @@ int MeshConnector::connected_count() const {
 }
 
 StatusOr<std::vector<UniqueFd>> MeshConnector::Run(SteadyTime deadline) {
-  while (connected_count() < params_.size - 1) {
+  while (connected_count() < wanted_count_) {
     SteadyTime now = std::chrono::steady_clock::now();
     if (now >= deadline) return TimeoutStatus();
     StartDials(now, deadline);
@@ -103,7 +110,7 @@ StatusOr<std::vector<UniqueFd>> MeshConnector::Run(SteadyTime deadline) {
 void MeshConnector::StartDials(SteadyTime now, SteadyTime deadline) {
   for (int j = 0; j < params_.rank; ++j) {
     Dial& dial = dials_[j];
-    if (connected_[j].valid() || dial.in_flight || now < dial.retry_at) continue;
+    if (!wanted_[j] || connected_[j].valid() || dial.in_flight || now < dial.retry_at) continue;
     StatusOr<UniqueFd> fd = StartConnect(peers_[j]);
     if (!fd.ok()) {
       dial.last_error = fd.status().message();
@@ -160,7 +167,9 @@ int MeshConnector::PollTimeout(SteadyTime now, SteadyTime deadline) const {
   SteadyTime wake = deadline;
   for (const auto& p : pending_) wake = std::min(wake, p->deadline);
   for (int j = 0; j < params_.rank; ++j) {
-    if (!connected_[j].valid() && !dials_[j].in_flight) wake = std::min(wake, dials_[j].retry_at);
+    if (wanted_[j] && !connected_[j].valid() && !dials_[j].in_flight) {
+      wake = std::min(wake, dials_[j].retry_at);
+    }
   }
   return PollTimeoutMs(now, wake);
 }
@@ -258,6 +267,10 @@ MeshConnector::StepResult MeshConnector::OnDial(Pending& p) {
     return {StepOutcome::kFailed, who + " dialled rank " + std::to_string(params_.rank) +
                                       ", but lower ranks are dialled by higher ones"};
   }
+  if (!wanted_[frame.rank]) {
+    return {StepOutcome::kFailed, who + " dialled rank " + std::to_string(params_.rank) +
+                                      ", which does not connect to it in this set"};
+  }
   if (claimed_[frame.rank]) return {StepOutcome::kFailed, "duplicate connection for " + who};
   StatusOr<std::string> nonce = RandomBytes(kNonceBytes);
   if (!nonce.ok()) return {StepOutcome::kFailed, nonce.status().message()};
@@ -320,7 +333,7 @@ void MeshConnector::Finish(Pending& p, const StepResult& result, SteadyTime now)
 Status MeshConnector::TimeoutStatus() const {
   std::string missing;
   for (int j = 0; j < params_.size; ++j) {
-    if (j == params_.rank || connected_[j].valid()) continue;
+    if (!wanted_[j] || connected_[j].valid()) continue;
     missing += missing.empty() ? "" : "; ";
     if (j < params_.rank) {
       missing += "rank " + std::to_string(j) + " at " + peers_[j].ToString() + ": " +

@@ -33,6 +33,9 @@ class MeshConnector {
     std::function<Status()> interrupt_status;  // the status to return when it is readable
     double handshake_timeout_seconds = 30;     // per connection attempt
     Logger logger;
+    // The ranks to connect to, ascending (the fast path's round connections connect only the
+    // peers of the round pattern); empty: every other rank. Both ends of a pair must agree.
+    std::vector<int> only;
   };
   // `peers[j]` is where rank j listens; only the ranks below ours are dialled.
   MeshConnector(Params params, std::vector<SocketAddress> peers);
@@ -75,6 +78,8 @@ class MeshConnector {
   const Params params_;
   const std::vector<SocketAddress> peers_;
   // Run()'s thread only.
+  std::vector<bool> wanted_;  // by rank: Params::only (or every other)
+  int wanted_count_ = 0;
   std::vector<Dial> dials_;                        // indexed by rank; used below params_.rank
   std::vector<bool> claimed_;                      // a connection for this rank is admitted
   std::vector<UniqueFd> connected_;                // handshaken sockets, by rank

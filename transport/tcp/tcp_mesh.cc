@@ -9,6 +9,7 @@
 
 #include "core/config/config_table.h"
 #include "core/errno_status.h"
+#include "core/round_lane.h"
 #include "transport/deadline.h"
 #include "transport/tcp/mesh_connector.h"
 #include "transport/tcp/mesh_handshake.h"
@@ -121,7 +122,8 @@ Status TcpMesh::Connect(const std::vector<std::string>& addresses,
   // it would refuse them (and log it) as duplicates; and all must agree on having them.
   KOLO_RETURN_IF_ERROR(SyncPeers(peers, deadline).WithContext(context));
   if (config_.round_lane) {
-    StatusOr<std::vector<UniqueFd>> rounds = ConnectSet(resolved, generation + "/rounds", deadline);
+    StatusOr<std::vector<UniqueFd>> rounds = ConnectSet(resolved, generation + "/rounds", deadline,
+                                                        RoundPeersOf(config_.rank, config_.size));
     if (!rounds.ok()) return rounds.status().WithContext("fast-path round connections");
     round_peers_ = std::move(rounds).value();
   }
@@ -196,9 +198,10 @@ Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
   return Status::Ok();
 }
 
-StatusOr<std::vector<UniqueFd>> TcpMesh::ConnectSet(
-    const std::vector<SocketAddress>& resolved, const std::string& generation,
-    std::chrono::steady_clock::time_point deadline) {
+StatusOr<std::vector<UniqueFd>> TcpMesh::ConnectSet(const std::vector<SocketAddress>& resolved,
+                                                    const std::string& generation,
+                                                    std::chrono::steady_clock::time_point deadline,
+                                                    std::vector<int> only) {
   MeshConnector::Params params;
   params.rank = config_.rank;
   params.size = config_.size;
@@ -209,6 +212,7 @@ StatusOr<std::vector<UniqueFd>> TcpMesh::ConnectSet(
   params.interrupt_status = [this] { return InterruptStatus(); };
   params.handshake_timeout_seconds = config_.timeout_seconds;
   params.logger = config_.logger;
+  params.only = std::move(only);
   return MeshConnector(std::move(params), resolved).Run(deadline);
 }
 

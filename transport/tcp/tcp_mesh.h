@@ -41,9 +41,12 @@ class TcpMesh final : public DataPlane {
     // one connection may take to handshake.
     double timeout_seconds = DefaultOptions().timeout_seconds;
     Logger logger;  // null: a "transport" logger at warning level
-    // Also connect a second set of connections, one per rank pair, for the fast path's rounds
-    // (TakeRoundConnections). Their handshakes bind the generation with "/rounds" appended, so
-    // a data connection can never pass for one of them. Every rank must agree.
+    // Also connect a second set of connections for the fast path's rounds
+    // (TakeRoundConnections): one per pair of ranks that exchange round messages under the
+    // job's round pattern (core/round_lane.h, RoundPeersOf: every pair up to
+    // kAllToAllMaxRanks ranks, O(log size) a rank beyond). Their handshakes bind the generation
+    // with "/rounds" appended, so a data connection can never pass for one of them. Every rank
+    // must agree. (The data connections stay a full mesh.)
     bool round_lane = false;
     // KOLO_TRANSPORT: not used by the mesh, but every rank must agree on it, and Connect
     // fails at once, naming both settings, when a peer's differs.
@@ -80,8 +83,9 @@ class TcpMesh final : public DataPlane {
   Status Connect(const std::vector<std::string>& addresses,
                  std::chrono::steady_clock::time_point deadline);
 
-  // The round connections by rank (invalid at our own index), once: empty before a successful
-  // Connect, without config.round_lane, and on a second call.
+  // The round connections by rank (invalid at our own index and at ranks outside
+  // RoundPeersOf), once: empty before a successful Connect, without config.round_lane, and on a
+  // second call.
   std::vector<UniqueFd> TakeRoundConnections() { return std::move(round_peers_); }
 
   int rank() const override { return config_.rank; }
@@ -103,9 +107,11 @@ class TcpMesh final : public DataPlane {
   Status SyncPeers(const std::vector<UniqueFd>& peers,
                    std::chrono::steady_clock::time_point deadline);
   // One MeshConnector run on the listener for the connections of `generation`.
+  // `only`: the ranks to connect (MeshConnector::Params::only; empty: all).
   StatusOr<std::vector<UniqueFd>> ConnectSet(const std::vector<SocketAddress>& resolved,
                                              const std::string& generation,
-                                             std::chrono::steady_clock::time_point deadline);
+                                             std::chrono::steady_clock::time_point deadline,
+                                             std::vector<int> only = {});
 
   // Constant after construction.
   const Config config_;

@@ -22,6 +22,14 @@ Status TcpRoundLane::SendToAll(const RoundMessage& message) {
   return Status::Ok();
 }
 
+Status TcpRoundLane::SendTo(int peer, const RoundMessage& message) {
+  KOLO_RETURN_IF_ERROR(peers_.CheckTarget(peer));
+  if (!peers_.open(peer)) return Status::Ok();
+  out_[peer] += EncodeRoundMessage(message);
+  Flush(peer);
+  return Status::Ok();
+}
+
 void TcpRoundLane::Flush(size_t peer) {
   size_t sent = 0;
   while (sent < out_[peer].size()) {

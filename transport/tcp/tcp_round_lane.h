@@ -22,6 +22,7 @@ class TcpRoundLane final : public RoundLane {
   TcpRoundLane(int rank, std::vector<UniqueFd> connections, Logger logger);
 
   Status SendToAll(const RoundMessage& message) override;
+  Status SendTo(int peer, const RoundMessage& message) override;
   Status Poll(std::vector<std::pair<int, RoundMessage>>* out, std::vector<int>* closed) override;
   std::vector<int> fds() const override { return peers_.open_fds(); }
 
