@@ -87,9 +87,10 @@ Status ControllerSession::RootCause(const Status& local,
                                     const std::function<void(Clock::TimePoint until)>& wait) {
   // A peer that closed its connection: the controller hears of it at once. A timeout: the
   // peer named may itself be waiting for a stopped rank further up the ring; the controller's
-  // keepalive names the stopped one within a quarter timeout of ours (grpc_keepalive.h).
+  // keepalive names the stopped one within a quarter timeout of ours (grpc_keepalive.h), and
+  // half a timeout more covers a keepalive timer that runs late on a loaded machine.
   const double grace = local.code() == StatusCode::kDeadlineExceeded
-                           ? config_.timeout_seconds / 2
+                           ? config_.timeout_seconds * 3 / 4
                            : std::min(config_.timeout_seconds / 4, 1.0);
   const Clock::TimePoint until = clock_->Now() + DurationOf(grace);
   for (;;) {

@@ -55,7 +55,7 @@ class ControllerSession {
   // The root cause of a collective that failed here with `local`: the controller's Abort (the
   // lost rank named) or the stream breaking (the controller lost), if either comes within
   // min(timeout / 4, 1 s) of the clock when a peer closed its connection (a dead peer's control
-  // stream closes at once too), or timeout / 2 when the exchange timed out (in a ring, the
+  // stream closes at once too), or 3/4 of the timeout when the exchange timed out (in a ring, the
   // peer that sent nothing may itself wait for a stopped rank, which keepalives name); else
   // `local`. Other messages are dropped (nothing runs after a failed collective). Between
   // looks it calls `wait(until)`, which returns at `until` at the latest.

@@ -133,11 +133,12 @@ TEST_CASE("Without a verdict the failed collective's own error stands, after a b
   const Status closed = Unavailable("allreduce 'w': rank 1 closed the connection");
   CHECK(session.RootCause(closed, wait) == closed);
   CHECK(clock.Now() - start == DurationOf(std::min(timeout / 4, 1.0)));
-  // A timed-out exchange: T/2, since the silent peer may itself wait for a stopped rank.
+  // A timed-out exchange: 3T/4, since the silent peer may itself wait for a stopped rank, which
+  // the keepalive names up to T/4 later.
   const Clock::TimePoint second = clock.Now();
   const Status late = DeadlineExceeded("allreduce 'w': timed out after 30 s");
   CHECK(session.RootCause(late, wait) == late);
-  CHECK(clock.Now() - second == DurationOf(timeout / 2));
+  CHECK(clock.Now() - second == DurationOf(timeout * 3 / 4));
   // The stream breaking meanwhile: the controller lost.
   channel.Break(Unavailable("the stream ended"));
   CHECK(session.RootCause(closed, wait).message() == "controller lost: the stream ended");
