@@ -5,9 +5,9 @@
 //   - a doorbell: a sender writes one byte to a peer whose loop thread said it may sleep
 //     (Arm), so that thread's wait on fds() still returns for a round message;
 //   - the peers' lives: a peer that exits closes its connection, which Poll reports as closed
-//     once the ring's last bytes from it have been delivered (the connections are read after
-//     a wait on fds() returned, when a peer counts a doorbell, and every kConnectionCheckPolls
-//     polls).
+//     once the ring's last bytes from it have been delivered (a connection is read when its
+//     peer counts a doorbell not yet read, all of them after a wait on fds() returned with no
+//     doorbell counted, and every kConnectionCheckPolls polls).
 // The bytes in the rings are the TCP lane's wire format (transport/round_codec.h) and pass
 // the same parser, so a peer that writes anything else is a protocol error naming it.
 //
@@ -49,6 +49,8 @@ class ShmRoundLane final : public RoundLane {
   void Push(size_t peer);
   // Writes one doorbell byte to `peer`; a failure closes it.
   void Ring(size_t peer);
+  // The doorbells `peer` says it wrote to this rank.
+  uint64_t BellsFrom(size_t peer) const;
   // Reads the bytes waiting on peer's connection: doorbells (counted) or its end.
   void DrainConnection(size_t peer, bool* ended);
   Status ReadRing(size_t peer, std::vector<std::pair<int, RoundMessage>>* out);
