@@ -125,7 +125,7 @@ Status RuntimeImpl::StartController(std::string* controller_address) {
   StatusOr<std::unique_ptr<transport::GrpcControlServer>> server =
       transport::GrpcControlServer::Start(
           *controller_address, controller_.get(), options_.timeout_seconds,
-          MakeLogger(options_.rank, "control-server", logger_->level()), security_);
+          MakeLogger(options_.rank, "control-server", logger_->level()), security_, options_.size);
   if (!server.ok()) return server.status().WithContext("starting the controller");
   server_ = std::move(server).value();
   controller_started_ = SteadyTime::now();

@@ -42,9 +42,9 @@ constexpr const char* kSecret =
     "KOLO_SECRET=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 constexpr const char* kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-std::vector<std::string> RankEnv(int rank, int port, const std::string& timeout) {
+std::vector<std::string> RankEnv(int rank, int port, const std::string& timeout, int size = 2) {
   return {"KOLO_RANK=" + std::to_string(rank),
-          "KOLO_SIZE=2",
+          "KOLO_SIZE=" + std::to_string(size),
           "KOLO_CONTROLLER=127.0.0.1:" + std::to_string(port),
           "KOLO_TIMEOUT_SECONDS=" + timeout,
           "KOLO_START_TIMEOUT_SECONDS=10",
@@ -214,6 +214,40 @@ TEST_CASE("Connections that never send the HTTP/2 preface are capped, the oldest
              Catch::Contains("64 connections were waiting for their HTTP/2 preface"));
   CHECK(rank0.StdoutSoFar().find("FAILED") == std::string::npos);
   CHECK(rank1.StdoutSoFar().find("FAILED") == std::string::npos);
+}
+
+TEST_CASE("A job of more ranks than the cap lets as many connections as its ranks wait",
+          "[runtime][hostile][security]") {
+  // A 1,024-rank job's ranks all connect at once; a cap of 64 dropped thousands of them at
+  // start (each reconnecting after gRPC's backoff, docs/SCALE.md). The other 99 ranks of this
+  // job never come: the burst is all the door sees before the start timeout.
+  Watchdog watchdog("pending-connection cap of a 100-rank job", 60s);
+  constexpr int kSize = 100;
+  constexpr int kBurst = 120;
+  const int port = PickFreePort();
+  ChildProcess rank0({KOLO_FAULT_WORKER}, RankEnv(0, port, "20", kSize));
+  REQUIRE(WaitListening(port, 20s));
+  std::vector<int> burst = Burst(port, kBurst, "");
+  REQUIRE(burst.size() == static_cast<size_t>(kBurst));
+  auto dropped = [&] {
+    int n = 0;
+    for (int fd : burst) n += ClosedByServer(fd) ? 1 : 0;
+    return n;
+  };
+  const Clock::time_point start = Clock::now();
+  while (dropped() < kBurst - kSize && SecondsSince(start) < 10) {
+    std::this_thread::sleep_for(10ms);
+  }
+  INFO("rank 0 log:\n" << rank0.StderrSoFar());
+  // The oldest 20 went, the newest 100 still wait.
+  CHECK(dropped() == kBurst - kSize);
+  for (int i = 0; i < kBurst; ++i) {
+    INFO("connection " << i);
+    CHECK(ClosedByServer(burst[i]) == (i < kBurst - kSize));
+  }
+  for (int fd : burst) close(fd);
+  CHECK_THAT(rank0.StderrSoFar(),
+             Catch::Contains("100 connections were waiting for their HTTP/2 preface"));
 }
 
 TEST_CASE("Garbage, HTTP/1, TLS and silence on the controller port are logged and closed",

@@ -42,7 +42,7 @@ int RunControllerHost(int size, double timeout_seconds,
   StatusOr<std::unique_ptr<transport::GrpcControlServer>> server =
       transport::GrpcControlServer::Start("127.0.0.1:0", &controller, timeout_seconds,
                                           MakeLogger(0, "control-server", spdlog::level::warn),
-                                          security);
+                                          security, size);
   if (!server.ok()) {
     (void)WriteLine(reply_fd, "error " + server.status().message(), kWhat);
     return 1;

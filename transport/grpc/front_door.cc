@@ -79,7 +79,7 @@ Peeked PeekFirstBytes(int fd) {
 }  // namespace
 
 StatusOr<std::unique_ptr<FrontDoor>> FrontDoor::Listen(const std::string& address,
-                                                       double preface_timeout_seconds,
+                                                       double preface_timeout_seconds, int job_size,
                                                        Logger logger) {
   int port = 0;
   StatusOr<std::vector<UniqueFd>> listeners = ListenOn(address, &port);
@@ -88,15 +88,16 @@ StatusOr<std::unique_ptr<FrontDoor>> FrontDoor::Listen(const std::string& addres
   if (!wake.valid()) {
     return Unavailable(std::string("the controller's listener: eventfd: ") + std::strerror(errno));
   }
-  return std::unique_ptr<FrontDoor>(new FrontDoor(std::move(listeners).value(), port,
-                                                  std::move(wake), preface_timeout_seconds,
-                                                  std::move(logger)));
+  return std::unique_ptr<FrontDoor>(new FrontDoor(
+      std::move(listeners).value(), port, std::move(wake), preface_timeout_seconds,
+      std::max(kMaxPending, static_cast<size_t>(std::max(job_size, 0))), std::move(logger)));
 }
 
 FrontDoor::FrontDoor(std::vector<UniqueFd> listeners, int port, UniqueFd wake,
-                     double preface_timeout, Logger logger)
+                     double preface_timeout, size_t max_pending, Logger logger)
     : port_(port),
       preface_timeout_(preface_timeout),
+      max_pending_(max_pending),
       logger_(std::move(logger)),
       wake_(std::move(wake)),
       refusals_(logger_, "connection to the controller"),
@@ -219,7 +220,7 @@ void FrontDoor::LogAcceptFailure(int error) {
 }
 
 void FrontDoor::Admit(UniqueFd fd, std::string peer) {
-  if (waiting_.size() >= kMaxPending) {
+  if (waiting_.size() >= max_pending_) {
     // Every entry is still waiting here (AcceptFrom runs after the done ones were removed).
     Waiting& oldest = waiting_.front();
     // A client whose preface has arrived since the last poll (a real worker accepted in the
@@ -227,7 +228,7 @@ void FrontDoor::Admit(UniqueFd fd, std::string peer) {
     Inspect(oldest, false);
     if (!oldest.done) {
       Refuse(oldest, "too-many-pending",
-             "dropped: " + std::to_string(kMaxPending) +
+             "dropped: " + std::to_string(max_pending_) +
                  " connections were waiting for their HTTP/2 preface; the oldest goes");
     }
     waiting_.erase(waiting_.begin());

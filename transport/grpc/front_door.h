@@ -4,13 +4,13 @@
 // accepts instead: a connection stays here until the 24-byte HTTP/2 client preface has
 // arrived, then it is handed to the gRPC server (grpc::AddInsecureChannelFromFd). Anything
 // else is closed with a rate-limited log line naming the peer and the reason: an HTTP/1
-// request, a TLS hello, other bytes, or silence past the preface timeout. At most kMaxPending
-// connections wait for their preface; a new one past that drops the oldest (unless its
-// preface has just arrived: then it is handed over). An accept that fails for want of
-// descriptors (EMFILE, ENFILE) is logged, rate-limited, and retried every kAcceptRetry until
-// descriptors are free: the door never stops accepting.
-// With TLS the gRPC server keeps its own listener: gRPC 1.51 can adopt a descriptor only as a
-// plaintext channel (AddInsecureChannelFromFd has no credentials argument).
+// request, a TLS hello, other bytes, or silence past the preface timeout. At most
+// max(kMaxPending, the job's size) connections wait for their preface; a new one past that
+// drops the oldest (unless its preface has just arrived: then it is handed over). An accept that
+// fails for want of descriptors (EMFILE, ENFILE) is logged, rate-limited, and retried every
+// kAcceptRetry until descriptors are free: the door never stops accepting. With TLS the gRPC server
+// keeps its own listener: gRPC 1.51 can adopt a descriptor only as a plaintext channel
+// (AddInsecureChannelFromFd has no credentials argument).
 //
 // Threading: one accept thread, started by Start and joined by Stop, owns the listeners and
 // the waiting connections and calls the hand-off; it never blocks on one connection (poll with
@@ -36,7 +36,9 @@ namespace kolo::transport {
 
 class FrontDoor {
  public:
-  // Connections that may wait for their preface at once; each holds one descriptor.
+  // Connections that may wait for their preface at once in a job of up to this many ranks;
+  // each holds one descriptor. A larger job's ranks all connect at start: its cap is its size,
+  // so that its own burst is never cut (a dropped rank reconnects after gRPC's backoff).
   static constexpr size_t kMaxPending = 64;
   // How long the door waits after an accept failed for want of descriptors.
   static constexpr std::chrono::milliseconds kAcceptRetry{100};
@@ -46,9 +48,11 @@ class FrontDoor {
 
   // Binds and listens on `address` ("host:port"; port 0 picks one); accepts nothing before
   // Start. A connection that has not sent the whole preface `preface_timeout_seconds` after
-  // it was accepted is closed. Fails in one sentence when the address cannot be bound.
+  // it was accepted is closed. `job_size`: the job's ranks (see kMaxPending). Fails in one
+  // sentence when the address cannot be bound.
   static StatusOr<std::unique_ptr<FrontDoor>> Listen(const std::string& address,
-                                                     double preface_timeout_seconds, Logger logger);
+                                                     double preface_timeout_seconds, int job_size,
+                                                     Logger logger);
   ~FrontDoor();  // Stop()
   FrontDoor(const FrontDoor&) = delete;
   FrontDoor& operator=(const FrontDoor&) = delete;
@@ -77,7 +81,7 @@ class FrontDoor {
   };
 
   FrontDoor(std::vector<UniqueFd> listeners, int port, UniqueFd wake, double preface_timeout,
-            Logger logger);
+            size_t max_pending, Logger logger);
   void Run();
   void AcceptFrom(int listener);
   void Admit(UniqueFd fd, std::string peer);
@@ -91,6 +95,7 @@ class FrontDoor {
   // Constant after construction.
   const int port_;
   const double preface_timeout_;
+  const size_t max_pending_;  // see kMaxPending
   const Logger logger_;
   const UniqueFd wake_;  // eventfd: Stop writes, the accept thread wakes
   Handoff handoff_;      // set by Start before the thread starts

@@ -56,7 +56,7 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
         security_(std::move(security)),
         refusals_(logger_, "control stream") {}
 
-  Status Start(const std::string& address);
+  Status Start(const std::string& address, int job_size);
   int port() const { return port_; }
   const std::string& generation() const { return generation_; }
   void Send(int rank, const ControllerMessage& message);
@@ -120,7 +120,7 @@ class GrpcControlServer::Impl final : public wire::Controller::Service {
   CondVar drained_;                                // with mu_: a queue emptied or a stream ended
 };
 
-Status GrpcControlServer::Impl::Start(const std::string& address) {
+Status GrpcControlServer::Impl::Start(const std::string& address, int job_size) {
   KOLO_ASSIGN_OR_RETURN(generation_, RandomBytes(16));
   StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(security_);
   if (!credentials.ok()) return credentials.status();
@@ -130,7 +130,8 @@ Status GrpcControlServer::Impl::Start(const std::string& address) {
     KOLO_RETURN_IF_ERROR(ProbeListenAddress(address));
     builder.AddListeningPort(address, *credentials, &port_);
   } else {
-    KOLO_ASSIGN_OR_RETURN(front_door_, FrontDoor::Listen(address, timeout_seconds_, logger_));
+    KOLO_ASSIGN_OR_RETURN(front_door_,
+                          FrontDoor::Listen(address, timeout_seconds_, job_size, logger_));
     port_ = front_door_->port();
   }
   builder.RegisterService(this);
@@ -467,10 +468,10 @@ GrpcControlServer::~GrpcControlServer() {
 
 StatusOr<std::unique_ptr<GrpcControlServer>> GrpcControlServer::Start(
     const std::string& listen_address, ControllerHandler* handler, double timeout_seconds,
-    Logger logger, const ControlSecurity& security) {
+    Logger logger, const ControlSecurity& security, int job_size) {
   if (!logger) logger = MakeLogger(0, "controller-rpc", spdlog::level::warn);
   auto impl = std::make_unique<Impl>(handler, timeout_seconds, std::move(logger), security);
-  KOLO_RETURN_IF_ERROR(impl->Start(listen_address));
+  KOLO_RETURN_IF_ERROR(impl->Start(listen_address, job_size));
   return std::unique_ptr<GrpcControlServer>(new GrpcControlServer(std::move(impl)));
 }
 

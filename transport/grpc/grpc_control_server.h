@@ -32,11 +32,13 @@ class GrpcControlServer final : public ControllerOutbox {
   // may take to flush, and how long a new stream may take to authenticate. A null logger gets
   // a "controller-rpc" logger at warning level. `security`: the job's credentials (streams
   // that cannot prove them are refused) and optional TLS files (a file that cannot be read
-  // fails Start naming its variable).
+  // fails Start naming its variable). `job_size`: the ranks expected, so that their burst of
+  // connections at start is admitted whole (FrontDoor::kMaxPending); 0 when not known.
   static StatusOr<std::unique_ptr<GrpcControlServer>> Start(const std::string& listen_address,
                                                             ControllerHandler* handler,
                                                             double timeout_seconds, Logger logger,
-                                                            const ControlSecurity& security = {});
+                                                            const ControlSecurity& security = {},
+                                                            int job_size = 0);
   // Stop(now): pending messages are not flushed; call Stop with a deadline first for that.
   ~GrpcControlServer() override;
 
