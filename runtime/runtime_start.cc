@@ -334,7 +334,9 @@ void RuntimeImpl::StartLoop() {
   loop_wiring.on_clock_offset = [this](double offset_us, double rtt_us) {
     timeline_.SetClockOffset(offset_us, rtt_us);
   };
-  loop_wiring.busy_poll = mesh_->busy_poll();
+  // On oversubscribed cores too: measured, unlike the caller's wait and the shared-memory
+  // plane's spin, which stay off there (docs/PERFORMANCE.md).
+  loop_wiring.spin_for_rounds = true;
   wait_spin_ = mesh_->busy_poll() ? std::chrono::microseconds(options_.wait_spin_us)
                                   : std::chrono::microseconds::zero();
   if (options_.rank == 0) loop_wiring.negotiation_sink = &timeline_;

@@ -42,7 +42,7 @@ BackgroundLoop::BackgroundLoop(const Options& options, Wiring wiring, TensorQueu
       rounds_(lane == nullptr
                   ? nullptr
                   : std::make_unique<RoundDriver>(fast_.get(), lane, &runner_, &session_, wakeup,
-                                                  clock_, logger_, wiring.busy_poll)) {
+                                                  clock_, logger_, wiring.spin_for_rounds)) {
   if (fast_ != nullptr) fast_->UseAutotuner(wiring.autotuner);
 }
 

@@ -64,9 +64,10 @@ class BackgroundLoop {
     // Where the fast path's negotiations are drawn (rank 0: the timeline;
     // core/timeline/round_trace.h).
     TraceSink* negotiation_sink = nullptr;
-    // Every rank of this host has a core: an open round is polled, yielding the core to any
-    // thread that wants it, for up to a round trip before the thread sleeps.
-    bool busy_poll = false;
+    // An open round is polled, yielding the core to any thread that wants it, for up to a
+    // round trip before the thread sleeps (RoundDriver). The runtime sets it; tests that
+    // drive a manual clock leave it off.
+    bool spin_for_rounds = false;
     // Where time comes from (deadlines, keepalives, the fast path, trace timestamps); tests
     // pass a ManualClock. Sleeps are real time, at most kMaxIdleWait each, so a manual clock
     // that moves is seen within that.
@@ -145,7 +146,7 @@ class BackgroundLoop {
   void HandleShutdown() KOLO_REQUIRES(loop_mu_);
   // Ops enqueued since the last pass: to the fast path, or announced to the controller.
   void SendNewRequests() KOLO_REQUIRES(loop_mu_);
-  // The rounds' steps, as far as they get now (and while busy_poll spins for an answer).
+  // The rounds' steps, as far as they get now (and while spin_for_rounds spins for an answer).
   void StepRounds() KOLO_REQUIRES(loop_mu_);
   // Device ops that failed: the first aborts the job; the others fail with it.
   void DrainAsyncFailures() KOLO_REQUIRES(loop_mu_);

@@ -7,14 +7,14 @@
 namespace kolo {
 namespace {
 
-// See busy_poll: a peer that has its tensor ready answers within one loopback transit.
+// See spin_for_rounds: a peer that has its tensor ready answers within one loopback transit.
 constexpr std::chrono::microseconds kRoundSpin{60};
 
 }  // namespace
 
 RoundDriver::RoundDriver(FastPath* fast, RoundLane* lane, ResponseRunner* runner,
                          ControllerSession* session, Wakeup* wakeup, const Clock* clock,
-                         Logger logger, bool busy_poll)
+                         Logger logger, bool spin_for_rounds)
     : fast_(fast),
       lane_(lane),
       runner_(runner),
@@ -22,7 +22,7 @@ RoundDriver::RoundDriver(FastPath* fast, RoundLane* lane, ResponseRunner* runner
       wakeup_(wakeup),
       clock_(clock),
       logger_(std::move(logger)),
-      busy_poll_(busy_poll) {}
+      spin_for_rounds_(spin_for_rounds) {}
 
 bool RoundDriver::Take(TensorEntry* entry, uint32_t cache_id, Clock::TimePoint now) {
   if (entry->meta.process_set != 0) return false;  // the fast path is the global set's
@@ -78,7 +78,8 @@ RoundDriver::Step RoundDriver::StepOnce(const std::function<bool()>* done) {
 }
 
 bool RoundDriver::SpinForAnswer() const {
-  if (!busy_poll_ || !fast_->waiting() || clock_->Now() - fast_->waiting_since() >= kRoundSpin) {
+  if (!spin_for_rounds_ || !fast_->waiting() ||
+      clock_->Now() - fast_->waiting_since() >= kRoundSpin) {
     return false;
   }
   sched_yield();

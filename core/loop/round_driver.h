@@ -28,10 +28,14 @@ namespace kolo {
 
 class RoundDriver {
  public:
-  // `busy_poll`: every rank of this host has a core, so an open round is polled (yielding the
-  // core to any thread that wants it) for up to a round trip before the thread sleeps.
+  // `spin_for_rounds`: an open round is polled, yielding the core to any thread that wants it
+  // between looks, for up to a round trip before the thread sleeps. With a core of its own a
+  // rank hears a ready peer's answer within a loopback transit; on cores its host's ranks
+  // outnumber, the yield hands the core to a peer that is runnable, where sleeping would cost
+  // a doorbell and a wake-up per round step (docs/PERFORMANCE.md, "Waiting for a round on
+  // oversubscribed cores"). Needs a clock that moves on its own.
   RoundDriver(FastPath* fast, RoundLane* lane, ResponseRunner* runner, ControllerSession* session,
-              Wakeup* wakeup, const Clock* clock, Logger logger, bool busy_poll);
+              Wakeup* wakeup, const Clock* clock, Logger logger, bool spin_for_rounds);
 
   // A new op of this rank: true if the fast path takes it (it waits for a round; a join
   // waits for this rank's cached allreduces), false if it goes to the controller as
@@ -49,7 +53,8 @@ class RoundDriver {
   };
   Step StepOnce(const std::function<bool()>* done);
   // Between steps with no progress: true (after yielding the core) while a round of this
-  // rank's is open and young enough to poll for its answer instead of sleeping (busy_poll).
+  // rank's is open and young enough to poll for its answer instead of sleeping
+  // (spin_for_rounds).
   bool SpinForAnswer() const;
   // After the steps: a round or a controller response that waited too long.
   Fault CheckDeadlines() const;
@@ -80,7 +85,7 @@ class RoundDriver {
   Wakeup* const wakeup_;
   const Clock* const clock_;
   const Logger logger_;
-  const bool busy_poll_;
+  const bool spin_for_rounds_;
 
   FastPath::Work work_;  // RunDecided's, its buffers reused from op to op
   bool muted_ = false;   // MuteRounds muted the round sockets in wakeup_
