@@ -7,6 +7,7 @@
 #include "controller/controller.h"
 #include "core/config/config_table.h"
 #include "core/op_text.h"
+#include "core/round_lane.h"
 #include "ops/cpu_executor.h"
 #include "ops/hierarchical_allreduce.h"
 #include "runtime/fd_limit.h"
@@ -25,6 +26,20 @@ namespace kolo {
 namespace {
 
 using SteadyTime = std::chrono::steady_clock;
+
+// The caller's wait (BackgroundLoop::Drive) on cores the host's ranks outnumber: a shorter
+// budget, and none past all-to-all rounds (docs/PERFORMANCE.md, "Waiting for a small op on
+// oversubscribed cores"). At 4 and 8 ranks on 2 cores a caller that drives its op for 150-600
+// us took a 4 KiB allreduce from ~200 to ~20-75 us and from ~460 to ~65-170 us; at 16 ranks,
+// and at 8 under dissemination, every budget made it slower, and by about the budget.
+constexpr std::chrono::microseconds kOversubscribedWaitSpin{300};
+
+std::chrono::microseconds CallerWaitSpin(std::chrono::microseconds asked, bool core_each,
+                                         int size) {
+  if (core_each) return asked;
+  if (RoundPatternFor(size) != RoundPattern::kAllToAll) return std::chrono::microseconds::zero();
+  return std::min(asked, kOversubscribedWaitSpin);
+}
 
 }  // namespace
 
@@ -337,8 +352,8 @@ void RuntimeImpl::StartLoop() {
   // On oversubscribed cores too: measured, unlike the caller's wait and the shared-memory
   // plane's spin, which stay off there (docs/PERFORMANCE.md).
   loop_wiring.spin_for_rounds = true;
-  wait_spin_ = mesh_->busy_poll() ? std::chrono::microseconds(options_.wait_spin_us)
-                                  : std::chrono::microseconds::zero();
+  wait_spin_ = CallerWaitSpin(std::chrono::microseconds(options_.wait_spin_us), mesh_->busy_poll(),
+                              options_.size);
   if (options_.rank == 0) loop_wiring.negotiation_sink = &timeline_;
   loop_wiring.process_sets = &sets_;
   loop_wiring.autotuner = autotuner_.get();
