@@ -28,8 +28,8 @@ namespace {
 using SteadyTime = std::chrono::steady_clock;
 
 // The caller's wait (BackgroundLoop::Drive) on cores the host's ranks outnumber: a shorter
-// budget, and none past all-to-all rounds (docs/PERFORMANCE.md, "Waiting for a small op on
-// oversubscribed cores"). At 4 and 8 ranks on 2 cores a caller that drives its op for 150-600
+// budget, and none past all-to-all rounds (docs/PERFORMANCE.md, "Waiting on oversubscribed
+// cores"). At 4 and 8 ranks on 2 cores a caller that drives its op for 150-600
 // us took a 4 KiB allreduce from ~200 to ~20-75 us and from ~460 to ~65-170 us; at 16 ranks,
 // and at 8 under dissemination, every budget made it slower, and by about the budget.
 constexpr std::chrono::microseconds kOversubscribedWaitSpin{300};

@@ -32,8 +32,8 @@ class RoundDriver {
   // between looks, for up to a round trip before the thread sleeps. With a core of its own a
   // rank hears a ready peer's answer within a loopback transit; on cores its host's ranks
   // outnumber, the yield hands the core to a peer that is runnable, where sleeping would cost
-  // a doorbell and a wake-up per round step (docs/PERFORMANCE.md, "Waiting for a round on
-  // oversubscribed cores"). Needs a clock that moves on its own.
+  // a doorbell and a wake-up per round step (docs/PERFORMANCE.md, "Waiting on oversubscribed
+  // cores"). Needs a clock that moves on its own.
   RoundDriver(FastPath* fast, RoundLane* lane, ResponseRunner* runner, ControllerSession* session,
               Wakeup* wakeup, const Clock* clock, Logger logger, bool spin_for_rounds);
 
