@@ -90,8 +90,8 @@ class RuntimeImpl {
   const Topology& topology() const { return topology_; }
   // How long a blocking call or synchronize() polls its op before sleeping (core/spin_wait.h):
   // KOLO_WAIT_SPIN_US when every rank of this host has a core; where the ranks outnumber the
-  // cores, at most 300 us in jobs of up to 8 ranks and zero beyond (runtime_start.cc). Set by
-  // Create.
+  // cores, a budget set from their number, or zero if KOLO_WAIT_SPIN_US is (runtime_start.cc).
+  // Set by Create.
   std::chrono::microseconds wait_spin() const { return wait_spin_; }
   // The data path of GPU tensors resolved at init: "nccl" or "ring" (GpuPlane::path_name).
   std::string gpu_path() const { return gpu_->path_name(); }

@@ -7,7 +7,6 @@
 #include "controller/controller.h"
 #include "core/config/config_table.h"
 #include "core/op_text.h"
-#include "core/round_lane.h"
 #include "ops/cpu_executor.h"
 #include "ops/hierarchical_allreduce.h"
 #include "runtime/fd_limit.h"
@@ -27,18 +26,20 @@ namespace {
 
 using SteadyTime = std::chrono::steady_clock;
 
-// The caller's wait (BackgroundLoop::Drive) on cores the host's ranks outnumber: a shorter
-// budget, and none past all-to-all rounds (docs/PERFORMANCE.md, "Waiting on oversubscribed
-// cores"). At 4 and 8 ranks on 2 cores a caller that drives its op for 150-600
-// us took a 4 KiB allreduce from ~200 to ~20-75 us and from ~460 to ~65-170 us; at 16 ranks,
-// and at 8 under dissemination, every budget made it slower, and by about the budget.
-constexpr std::chrono::microseconds kOversubscribedWaitSpin{300};
+// The caller's wait (BackgroundLoop::Drive) on cores the host's ranks outnumber: long enough
+// for a small op to finish while its caller drives it, which takes longer the more ranks share
+// the cores. Measured on 2 cores (docs/PERFORMANCE.md, "Waiting on oversubscribed cores"): the
+// best budgets were ~300 us at 4 and 8 ranks (1.2 ms was slower at 8), 1.6-3 ms at 16, ~5 ms at
+// 32 and ~10 ms at 64, where anything shorter gained little.
+constexpr std::chrono::microseconds kOversubscribedWaitSpinFew{300};      // up to 8 local ranks
+constexpr std::chrono::microseconds kOversubscribedWaitSpinPerRank{150};  // beyond
+constexpr std::chrono::microseconds kMaxWaitSpin{10000};  // KOLO_WAIT_SPIN_US's own limit
 
 std::chrono::microseconds CallerWaitSpin(std::chrono::microseconds asked, bool core_each,
-                                         int size) {
-  if (core_each) return asked;
-  if (RoundPatternFor(size) != RoundPattern::kAllToAll) return std::chrono::microseconds::zero();
-  return std::min(asked, kOversubscribedWaitSpin);
+                                         int local_ranks) {
+  if (core_each || asked <= std::chrono::microseconds::zero()) return asked;
+  if (local_ranks <= 8) return kOversubscribedWaitSpinFew;
+  return std::min(kMaxWaitSpin, kOversubscribedWaitSpinPerRank * local_ranks);
 }
 
 }  // namespace
@@ -353,7 +354,7 @@ void RuntimeImpl::StartLoop() {
   // plane's spin, which stay off there (docs/PERFORMANCE.md).
   loop_wiring.spin_for_rounds = true;
   wait_spin_ = CallerWaitSpin(std::chrono::microseconds(options_.wait_spin_us), mesh_->busy_poll(),
-                              options_.size);
+                              topology_.local_size);
   if (options_.rank == 0) loop_wiring.negotiation_sink = &timeline_;
   loop_wiring.process_sets = &sets_;
   loop_wiring.autotuner = autotuner_.get();

@@ -542,11 +542,11 @@ std::vector<ConfigVar> BuildTable() {
           .Integer(&Options::wait_spin_us, 0, 10000, 1000, "us")
           .Help("A blocking call runs its op on the calling thread while the background "
                 "thread is idle, or polls it (yielding the core), this long before it sleeps; "
-                "synchronize() polls. Where the host's ranks outnumber its cores: at most "
-                "300 us, and only in jobs of up to 8 ranks (else it sleeps at once; measured, "
-                "docs/PERFORMANCE.md). A small op then returns without a thread hand-off, and "
-                "a peer that calls up to this much later finds this rank awake. 0: always hand "
-                "over and sleep."),
+                "synchronize() polls. Where the host's ranks outnumber its cores kolo sets the "
+                "time itself: 300 us up to 8 ranks on the host, 150 us a rank beyond, at most "
+                "10 ms (measured, docs/PERFORMANCE.md). A small op then returns without a "
+                "thread hand-off, and a peer that calls up to this much later finds this rank "
+                "awake. 0: always hand over and sleep."),
       Row("KOLO_GPU_OPERATIONS", {"HOROVOD_GPU_OPERATIONS"})
           .Enum(&Options::gpu_operations, kGpuOperationsNames, GpuOperations::kAuto)
           .Help("Data path of GPU tensors: nccl (NCCL collectives), ring (staged through host "

@@ -3,6 +3,8 @@
 // (RunOnLoop, RunWithDataPlane). The pass itself is in background_loop_pass.cc.
 #include "core/loop/background_loop.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <exception>
 #include <string>
@@ -90,6 +92,10 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
       while (state_ == LoopState::kRunning && !stop_requested_ && !(finished = done()) &&
              std::chrono::steady_clock::now() < until && queue_->InFlight() == 1) {
         Pass();
+        // Between passes the core goes to whoever wants it: past the round's own poll
+        // (RoundDriver::SpinForAnswer) a pass returns at once, and without this the caller
+        // kept the core its peers needed to answer until its budget ran out.
+        if (!done()) sched_yield();
       }
       finished = done();
     } catch (const std::exception& e) {
