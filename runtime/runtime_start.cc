@@ -350,8 +350,8 @@ void RuntimeImpl::StartLoop() {
   loop_wiring.on_clock_offset = [this](double offset_us, double rtt_us) {
     timeline_.SetClockOffset(offset_us, rtt_us);
   };
-  // On oversubscribed cores too: measured, unlike the caller's wait and the shared-memory
-  // plane's spin, which stay off there (docs/PERFORMANCE.md).
+  // On oversubscribed cores too, as the caller's wait (with its own budget there), unlike the
+  // shared-memory plane's spin, which stays off there (docs/PERFORMANCE.md).
   loop_wiring.spin_for_rounds = true;
   wait_spin_ = CallerWaitSpin(std::chrono::microseconds(options_.wait_spin_us), mesh_->busy_poll(),
                               topology_.local_size);
