@@ -33,12 +33,15 @@ inline transport::TcpMesh::Config MeshConfig(int rank, int size, double timeout_
   return config;
 }
 
-// Listens on n meshes; returns them with their addresses (empty on failure).
-inline Meshes ListenAll(int n, double timeout_seconds, std::vector<std::string>* addresses) {
+// Listens on n meshes (`lazy`: TcpMesh::Config::lazy); returns them with their addresses (empty
+// on failure).
+inline Meshes ListenAll(int n, double timeout_seconds, std::vector<std::string>* addresses,
+                        bool lazy = false) {
   Meshes meshes;
   for (int r = 0; r < n; ++r) {
-    StatusOr<std::unique_ptr<transport::TcpMesh>> mesh =
-        transport::TcpMesh::Listen(MeshConfig(r, n, timeout_seconds));
+    transport::TcpMesh::Config config = MeshConfig(r, n, timeout_seconds);
+    config.lazy = lazy;
+    StatusOr<std::unique_ptr<transport::TcpMesh>> mesh = transport::TcpMesh::Listen(config);
     if (!mesh.ok()) return {};
     addresses->push_back((*mesh)->listen_address());
     meshes.push_back(std::move(mesh).value());

@@ -36,14 +36,22 @@ class MeshConnector {
     // The ranks to connect to, ascending (the fast path's round connections connect only the
     // peers of the round pattern); empty: every other rank. Both ends of a pair must agree.
     std::vector<int> only;
+    // A lazy mesh's pass (TcpMesh::Config::lazy): inbound connections from ranks outside `only`
+    // are admitted too and returned with the wanted ones (their exchange with us comes later),
+    // instead of being refused. Run() still returns once the wanted ones are up.
+    bool accept_others = false;
+    // By rank (empty: none): ranks connected by an earlier pass; a dial from one of them is
+    // refused as a duplicate.
+    std::vector<bool> already_connected;
   };
   // `peers[j]` is where rank j listens; only the ranks below ours are dialled.
   MeshConnector(Params params, std::vector<SocketAddress> peers);
   ~MeshConnector();
 
-  // Blocks until every peer is connected and handshaken, the deadline passes, or the mesh is
-  // interrupted. Returns one socket per rank (invalid at our own index). Connections that are
-  // refused are logged and closed; they do not fail the mesh.
+  // Blocks until every wanted peer is connected and handshaken, the deadline passes, or the mesh
+  // is interrupted. Returns one socket per rank (invalid at our own index and at the ranks not
+  // connected by this pass). Connections that are refused are logged and closed; they do not fail
+  // the mesh.
   StatusOr<std::vector<UniqueFd>> Run(SteadyTime deadline);
 
  private:
@@ -72,7 +80,8 @@ class MeshConnector {
   StepResult OnProof(Pending& p);
   void Finish(Pending& p, const StepResult& result, SteadyTime now);
   Status TimeoutStatus() const;
-  int connected_count() const;
+  int wanted_connected_count() const;
+  bool AwaitingProof() const;
 
   // Constant after construction.
   const Params params_;
