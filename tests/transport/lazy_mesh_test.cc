@@ -59,8 +59,7 @@ TEST_CASE("A lazy mesh connects the ring neighbours at start and every other pee
   for (int r = 0; r < n; ++r) CHECK(meshes[r]->connected_peers() == std::min(n - 1, 2));
   // Every shift, so every pair exchanges; the ones not yet connected connect as they go.
   for (int step = 1; step < n; ++step) {
-    for (const std::string& failure :
-         RunExchange(
+    for (const std::string& failure : RunExchange(
              meshes, [&](int r) { return (r + step) % n; },
              [&](int r) { return (r - step + n) % n; }, (1 << 20) + 3)) {
       CHECK(failure == "");

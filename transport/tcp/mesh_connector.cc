@@ -263,9 +263,13 @@ MeshConnector::StepResult MeshConnector::OnAccept(Pending& p) {
         "KOLO_JOB_ID, another job or an earlier generation of it)");
   }
   if (!check.ok()) {
-    return {StepOutcome::kFatal, "data mesh of rank " + std::to_string(params_.rank) + ": " +
-                                     p.remote + ", the address of rank " + std::to_string(p.peer) +
-                                     ", answered the handshake wrongly: " + check.message()};
+    // A lazy pass retries instead (until its deadline, which then names this answer): the peer
+    // may still be accepting its round connections on the same listener and have answered
+    // with their generation. Its ring neighbours proved its secret at Connect.
+    return {params_.accept_others ? StepOutcome::kFailed : StepOutcome::kFatal,
+            "data mesh of rank " + std::to_string(params_.rank) + ": " + p.remote +
+                ", the address of rank " + std::to_string(p.peer) +
+                ", answered the handshake wrongly: " + check.message()};
   }
   p.out =
       EncodeMeshFrame({kMeshProtocolVersion, MeshFrameKind::kProof, params_.rank, params_.size, "",

@@ -38,7 +38,8 @@ class MeshConnector {
     std::vector<int> only;
     // A lazy mesh's pass (TcpMesh::Config::lazy): inbound connections from ranks outside `only`
     // are admitted too and returned with the wanted ones (their exchange with us comes later),
-    // instead of being refused. Run() still returns once the wanted ones are up.
+    // instead of being refused. Run() still returns once the wanted ones are up. A wrong answer
+    // to our dial is retried (see OnAccept) rather than failing the pass at once.
     bool accept_others = false;
     // By rank (empty: none): ranks connected by an earlier pass; a dial from one of them is
     // refused as a duplicate.
