@@ -290,8 +290,10 @@ MeshConnector::StepResult MeshConnector::OnDial(Pending& p) {
                                       ", but lower ranks are dialled by higher ones"};
   }
   if (!wanted_[frame.rank] && !params_.accept_others) {
-    return {StepOutcome::kFailed, who + " dialled rank " + std::to_string(params_.rank) +
-                                      ", which does not connect to it in this set"};
+    return {StepOutcome::kFailed,
+            who + " dialled rank " + std::to_string(params_.rank) +
+                ", which does not connect to it in this set",
+            /*outside_set=*/true};
   }
   if (claimed_[frame.rank]) return {StepOutcome::kFailed, "duplicate connection for " + who};
   StatusOr<std::string> nonce = RandomBytes(kNonceBytes);
@@ -347,7 +349,11 @@ void MeshConnector::Finish(Pending& p, const StepResult& result, SteadyTime now)
                           result.error);
   } else {
     // An inbound connection claims its rank only once handshaken, so a refused one holds none.
-    refusals_.Refused(RefusalKey(result.error), p.remote, result.error);
+    if (result.outside_set && params_.outside_dials_expected) {
+      params_.logger->debug("refused data connection from {} for now: {}", p.remote, result.error);
+    } else {
+      refusals_.Refused(RefusalKey(result.error), p.remote, result.error);
+    }
   }
   p.fd.Reset();
 }

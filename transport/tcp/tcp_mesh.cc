@@ -229,6 +229,7 @@ StatusOr<std::vector<UniqueFd>> TcpMesh::ConnectSet(const std::vector<SocketAddr
                                                     std::vector<int> only) {
   MeshConnector::Params params = ConnectorParams(generation);
   params.only = std::move(only);
+  params.outside_dials_expected = config_.lazy;
   return MeshConnector(std::move(params), resolved).Run(deadline);
 }
 
