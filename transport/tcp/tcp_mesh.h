@@ -53,8 +53,9 @@ class TcpMesh final : public DataPlane {
     // Connect makes only the data connections to the ring neighbours (rank ± 1); an Exchange
     // with any other peer first connects to it (the peer does the same in its own exchange with
     // us), accepting meanwhile the connections other peers make to us. The listener stays open.
-    // Every rank must agree. false: a full mesh at Connect, the listener closed after it.
-    bool lazy = false;
+    // Every rank must agree. false: a full mesh at Connect, the listener closed after it (the
+    // behaviour before lazy connections; kept for tests and as a fallback).
+    bool lazy = true;
     // KOLO_TRANSPORT: not used by the mesh, but every rank must agree on it, and Connect
     // fails at once, naming both settings, when a peer's differs.
     Transport transport = Transport::kAuto;
