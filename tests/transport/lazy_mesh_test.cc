@@ -29,7 +29,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 Meshes LazyMeshes(int n, double timeout_seconds = 10) {
   std::vector<std::string> addresses;
-  Meshes meshes = ListenAll(n, timeout_seconds, &addresses, /*lazy=*/true);
+  Meshes meshes = ListenAll(n, timeout_seconds, &addresses);
   REQUIRE(meshes.size() == static_cast<size_t>(n));
   for (const Status& status : ConnectAll(meshes, addresses)) REQUIRE(status.ToString() == "OK");
   return meshes;
@@ -66,6 +66,22 @@ TEST_CASE("A lazy mesh connects the ring neighbours at start and every other pee
     }
   }
   for (int r = 0; r < n; ++r) CHECK(meshes[r]->connected_peers() == n - 1);
+}
+
+TEST_CASE("A full mesh (lazy = false) connects every pair at start and keeps working",
+          "[transport][tcp_mesh][lazy]") {
+  const int n = GENERATE(3, 4);
+  Watchdog watchdog("full mesh", 30s);
+  std::vector<std::string> addresses;
+  Meshes meshes = ListenAll(n, /*timeout_seconds=*/10, &addresses, /*lazy=*/false);
+  REQUIRE(meshes.size() == static_cast<size_t>(n));
+  for (const Status& status : ConnectAll(meshes, addresses)) REQUIRE(status.ToString() == "OK");
+  for (int r = 0; r < n; ++r) CHECK(meshes[r]->connected_peers() == n - 1);
+  auto partner = [n](int r) { return (r + 2) % n; };
+  auto source = [n](int r) { return (r - 2 + n) % n; };
+  for (const std::string& failure : RunExchange(meshes, partner, source, 4096)) {
+    CHECK(failure == "");
+  }
 }
 
 TEST_CASE("Recursive-doubling partners connect on first use and only they",

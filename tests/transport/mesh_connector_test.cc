@@ -201,7 +201,7 @@ TEST_CASE("A lazy mesh's open listener still refuses foreign connections while p
           "[transport][tcp_mesh][security][lazy]") {
   Watchdog watchdog("lazy foreign connections", 30s);
   std::vector<std::string> addresses;
-  auto meshes = ListenAll(4, /*timeout_seconds=*/10, &addresses, /*lazy=*/true);
+  auto meshes = ListenAll(4, /*timeout_seconds=*/10, &addresses);
   REQUIRE(meshes.size() == 4);
   std::ostringstream log;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
