@@ -33,12 +33,15 @@ inline transport::TcpMesh::Config MeshConfig(int rank, int size, double timeout_
   return config;
 }
 
-// Listens on n meshes; returns them with their addresses (empty on failure).
-inline Meshes ListenAll(int n, double timeout_seconds, std::vector<std::string>* addresses) {
+// Listens on n meshes (`lazy`: TcpMesh::Config::lazy, the default as in a job; false: the full
+// mesh); returns them with their addresses (empty on failure).
+inline Meshes ListenAll(int n, double timeout_seconds, std::vector<std::string>* addresses,
+                        bool lazy = true) {
   Meshes meshes;
   for (int r = 0; r < n; ++r) {
-    StatusOr<std::unique_ptr<transport::TcpMesh>> mesh =
-        transport::TcpMesh::Listen(MeshConfig(r, n, timeout_seconds));
+    transport::TcpMesh::Config config = MeshConfig(r, n, timeout_seconds);
+    config.lazy = lazy;
+    StatusOr<std::unique_ptr<transport::TcpMesh>> mesh = transport::TcpMesh::Listen(config);
     if (!mesh.ok()) return {};
     addresses->push_back((*mesh)->listen_address());
     meshes.push_back(std::move(mesh).value());
@@ -56,9 +59,10 @@ inline std::vector<Status> ConnectAll(const Meshes& meshes,
 }
 
 // ListenAll and ConnectAll in one: n connected meshes, or why not.
-inline StatusOr<Meshes> ConnectLoopbackMeshes(int n, double timeout_seconds = 10) {
+inline StatusOr<Meshes> ConnectLoopbackMeshes(int n, double timeout_seconds = 10,
+                                              bool lazy = true) {
   std::vector<std::string> addresses;
-  Meshes meshes = ListenAll(n, timeout_seconds, &addresses);
+  Meshes meshes = ListenAll(n, timeout_seconds, &addresses, lazy);
   if (static_cast<int>(meshes.size()) != n) return Internal("could not listen on loopback");
   const std::vector<Status> connected = ConnectAll(meshes, addresses);
   for (int rank = 0; rank < n; ++rank) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -194,6 +195,59 @@ TEST_CASE(
   // The wrong secret and the replay are both refused for their proof (the second line within
   // a second is rate-limited into a count), and the log never shows a key.
   CHECK(text.find("not-this-jobs-key") == std::string::npos);
+}
+
+TEST_CASE("A lazy mesh's open listener still refuses foreign connections while peers connect",
+          "[transport][tcp_mesh][security][lazy]") {
+  Watchdog watchdog("lazy foreign connections", 30s);
+  std::vector<std::string> addresses;
+  auto meshes = ListenAll(4, /*timeout_seconds=*/10, &addresses);
+  REQUIRE(meshes.size() == 4);
+  std::ostringstream log;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
+  TcpMesh::Config config = kolo::testing::MeshConfig(0, 4);
+  config.lazy = true;
+  config.logger = std::make_shared<spdlog::logger>("capture", sink);
+  auto rank0 = TcpMesh::Listen(config);
+  REQUIRE(rank0.ok());
+  meshes[0] = std::move(rank0).value();
+  addresses[0] = meshes[0]->listen_address();
+  for (const Status& status : ConnectAll(meshes, addresses)) REQUIRE(status.ToString() == "OK");
+
+  // Rank 0 keeps listening; these wait in its backlog until it connects rank 2 on first use.
+  UniqueFd garbage = Dial(addresses[0]);
+  SendAll(garbage, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  UniqueFd wrong_secret = Dial(addresses[0]);
+  MeshAuth wrong = config.auth;
+  wrong.credentials.key = "not-this-jobs-key";
+  std::promise<bool> impostor_answered;
+  std::thread impostor([&] {
+    // Claims rank 2 before the real one dials, so rank 0 answers it and then checks its proof.
+    impostor_answered.set_value(!HandshakeAsDialler(wrong_secret, wrong, 2, 4, 0).empty());
+  });
+  std::vector<std::string> failures(4);
+  RunOnRanks(4, [&](int r) {
+    if (r != 0 && r != 2) return;
+    if (r == 2 && !impostor_answered.get_future().get()) {
+      failures[2] = "rank 0 did not answer the impostor";
+      return;
+    }
+    PatternExchange exchange(r, 2 - r, 1000, 1000);
+    Status status = meshes[r]->Exchange(2 - r, 2 - r, exchange, "pair");
+    failures[r] = status.ok() ? exchange.Check(2 - r, r) : status.ToString();
+  });
+  impostor.join();
+  for (const std::string& failure : failures) CHECK(failure == "");
+  CHECK(ClosedByPeer(garbage, 2s));
+  SetReceiveTimeout(wrong_secret, 2s);
+  char buffer[256];
+  ssize_t n = 0;
+  while ((n = recv(wrong_secret.get(), buffer, sizeof(buffer), 0)) > 0) {
+  }
+  CHECK(n == 0);  // closed, not timed out
+  const std::string text = log.str();
+  CHECK_THAT(text, Catch::Contains("wrong magic"));
+  CHECK_THAT(text, Catch::Contains("wrong handshake proof for rank 2"));
 }
 
 TEST_CASE("Connect fails by its deadline naming the ranks it misses", "[transport][tcp_mesh]") {

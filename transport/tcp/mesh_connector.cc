@@ -58,19 +58,31 @@ MeshConnector::MeshConnector(Params params, std::vector<SocketAddress> peers)
   }
   if (params_.rank >= 0 && params_.rank < params_.size) wanted_[params_.rank] = false;
   wanted_count_ = static_cast<int>(std::count(wanted_.begin(), wanted_.end(), true));
+  for (size_t j = 0; j < params_.already_connected.size() && j < claimed_.size(); ++j) {
+    if (params_.already_connected[j]) claimed_[j] = true;
+  }
 }
 
 MeshConnector::~MeshConnector() = default;
 
-int MeshConnector::connected_count() const {
-  return static_cast<int>(std::count_if(connected_.begin(), connected_.end(),
-                                        [](const UniqueFd& fd) { return fd.valid(); }));
+int MeshConnector::wanted_connected_count() const {
+  int count = 0;
+  for (int j = 0; j < params_.size; ++j) count += wanted_[j] && connected_[j].valid() ? 1 : 0;
+  return count;
 }
 
 StatusOr<std::vector<UniqueFd>> MeshConnector::Run(SteadyTime deadline) {
-  while (connected_count() < wanted_count_) {
+  for (;;) {
+    const bool wanted_up = wanted_connected_count() == wanted_count_;
+    // An inbound connection we have answered (Accept sent) is not closed: its dialler may already
+    // count it as up once its Proof is sent. So a lazy pass waits for those proofs too (each
+    // bounded by its handshake deadline).
+    if (wanted_up && !(params_.accept_others && AwaitingProof())) break;
     SteadyTime now = std::chrono::steady_clock::now();
-    if (now >= deadline) return TimeoutStatus();
+    if (now >= deadline) {
+      if (wanted_up) break;
+      return TimeoutStatus();
+    }
     StartDials(now, deadline);
     std::vector<pollfd> fds = {{params_.interrupt_fd, POLLIN, 0}, {params_.listen_fd, POLLIN, 0}};
     for (const auto& p : pending_) {
@@ -100,11 +112,17 @@ StatusOr<std::vector<UniqueFd>> MeshConnector::Run(SteadyTime deadline) {
     if (fds[1].revents != 0) KOLO_RETURN_IF_ERROR(AcceptAll(now, deadline));
   }
   for (const auto& p : pending_) {
-    params_.logger->debug("closing unfinished data connection from {}: the mesh is complete",
+    params_.logger->debug("closing unfinished data connection from {}: the wanted ones are up",
                           p->remote);
   }
   pending_.clear();
   return std::move(connected_);
+}
+
+bool MeshConnector::AwaitingProof() const {
+  return std::any_of(pending_.begin(), pending_.end(), [](const auto& p) {
+    return !p->outbound && p->stage != Pending::Stage::kAwaitDial;
+  });
 }
 
 void MeshConnector::StartDials(SteadyTime now, SteadyTime deadline) {
@@ -245,9 +263,13 @@ MeshConnector::StepResult MeshConnector::OnAccept(Pending& p) {
         "KOLO_JOB_ID, another job or an earlier generation of it)");
   }
   if (!check.ok()) {
-    return {StepOutcome::kFatal, "data mesh of rank " + std::to_string(params_.rank) + ": " +
-                                     p.remote + ", the address of rank " + std::to_string(p.peer) +
-                                     ", answered the handshake wrongly: " + check.message()};
+    // A lazy pass retries instead (until its deadline, which then names this answer): the peer
+    // may still be accepting its round connections on the same listener and have answered
+    // with their generation. Its ring neighbours proved its secret at Connect.
+    return {params_.accept_others ? StepOutcome::kFailed : StepOutcome::kFatal,
+            "data mesh of rank " + std::to_string(params_.rank) + ": " + p.remote +
+                ", the address of rank " + std::to_string(p.peer) +
+                ", answered the handshake wrongly: " + check.message()};
   }
   p.out =
       EncodeMeshFrame({kMeshProtocolVersion, MeshFrameKind::kProof, params_.rank, params_.size, "",
@@ -267,9 +289,11 @@ MeshConnector::StepResult MeshConnector::OnDial(Pending& p) {
     return {StepOutcome::kFailed, who + " dialled rank " + std::to_string(params_.rank) +
                                       ", but lower ranks are dialled by higher ones"};
   }
-  if (!wanted_[frame.rank]) {
-    return {StepOutcome::kFailed, who + " dialled rank " + std::to_string(params_.rank) +
-                                      ", which does not connect to it in this set"};
+  if (!wanted_[frame.rank] && !params_.accept_others) {
+    return {StepOutcome::kFailed,
+            who + " dialled rank " + std::to_string(params_.rank) +
+                ", which does not connect to it in this set",
+            /*outside_set=*/true};
   }
   if (claimed_[frame.rank]) return {StepOutcome::kFailed, "duplicate connection for " + who};
   StatusOr<std::string> nonce = RandomBytes(kNonceBytes);
@@ -325,7 +349,11 @@ void MeshConnector::Finish(Pending& p, const StepResult& result, SteadyTime now)
                           result.error);
   } else {
     // An inbound connection claims its rank only once handshaken, so a refused one holds none.
-    refusals_.Refused(RefusalKey(result.error), p.remote, result.error);
+    if (result.outside_set && params_.outside_dials_expected) {
+      params_.logger->debug("refused data connection from {} for now: {}", p.remote, result.error);
+    } else {
+      refusals_.Refused(RefusalKey(result.error), p.remote, result.error);
+    }
   }
   p.fd.Reset();
 }

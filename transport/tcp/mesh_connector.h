@@ -36,14 +36,27 @@ class MeshConnector {
     // The ranks to connect to, ascending (the fast path's round connections connect only the
     // peers of the round pattern); empty: every other rank. Both ends of a pair must agree.
     std::vector<int> only;
+    // A lazy mesh's pass (TcpMesh::Config::lazy): inbound connections from ranks outside `only`
+    // are admitted too and returned with the wanted ones (their exchange with us comes later),
+    // instead of being refused. Run() still returns once the wanted ones are up. A wrong answer
+    // to our dial is retried (see OnAccept) rather than failing the pass at once.
+    bool accept_others = false;
+    // By rank (empty: none): ranks connected by an earlier pass; a dial from one of them is
+    // refused as a duplicate.
+    std::vector<bool> already_connected;
+    // A lazy mesh's Connect: dials from ranks outside `only` are expected (a peer that finished
+    // its own start dials its round connections, or a first-use connection, before this rank is
+    // ready for them; it retries), so they are refused with a debug line, not a warning.
+    bool outside_dials_expected = false;
   };
   // `peers[j]` is where rank j listens; only the ranks below ours are dialled.
   MeshConnector(Params params, std::vector<SocketAddress> peers);
   ~MeshConnector();
 
-  // Blocks until every peer is connected and handshaken, the deadline passes, or the mesh is
-  // interrupted. Returns one socket per rank (invalid at our own index). Connections that are
-  // refused are logged and closed; they do not fail the mesh.
+  // Blocks until every wanted peer is connected and handshaken, the deadline passes, or the mesh
+  // is interrupted. Returns one socket per rank (invalid at our own index and at the ranks not
+  // connected by this pass). Connections that are refused are logged and closed; they do not fail
+  // the mesh.
   StatusOr<std::vector<UniqueFd>> Run(SteadyTime deadline);
 
  private:
@@ -52,6 +65,7 @@ class MeshConnector {
   struct StepResult {
     StepOutcome outcome = StepOutcome::kContinue;
     std::string error;
+    bool outside_set = false;  // a dial from a rank this run does not connect (see OnDial)
   };
   struct Dial {  // one per lower rank
     SteadyTime retry_at;
@@ -72,7 +86,8 @@ class MeshConnector {
   StepResult OnProof(Pending& p);
   void Finish(Pending& p, const StepResult& result, SteadyTime now);
   Status TimeoutStatus() const;
-  int connected_count() const;
+  int wanted_connected_count() const;
+  bool AwaitingProof() const;
 
   // Constant after construction.
   const Params params_;

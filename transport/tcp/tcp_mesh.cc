@@ -5,8 +5,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
+#include "core/clock.h"
 #include "core/config/config_table.h"
 #include "core/errno_status.h"
 #include "core/round_lane.h"
@@ -69,6 +71,21 @@ std::string DescribeSettingsMismatch(int peer, char byte, bool round_lane, Trans
   return "";
 }
 
+// A lazy mesh's connections at Connect: rank ± 1 around the ring, ascending.
+std::vector<int> RingNeighbours(int rank, int size) {
+  std::vector<int> ranks;
+  if (size < 2) return ranks;
+  ranks = {(rank + size - 1) % size, (rank + 1) % size};
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+
+int CountValid(const std::vector<UniqueFd>& fds) {
+  return static_cast<int>(
+      std::count_if(fds.begin(), fds.end(), [](const UniqueFd& fd) { return fd.valid(); }));
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<TcpMesh>> TcpMesh::Listen(const Config& config) {
@@ -117,9 +134,13 @@ Status TcpMesh::Connect(const std::vector<std::string>& addresses,
   }
   const SteadyTime start = std::chrono::steady_clock::now();
   const std::string generation = generation_.empty() ? config_.auth.generation : generation_;
-  KOLO_ASSIGN_OR_RETURN(std::vector<UniqueFd> peers, ConnectSet(resolved, generation, deadline));
+  KOLO_ASSIGN_OR_RETURN(
+      std::vector<UniqueFd> peers,
+      ConnectSet(resolved, generation, deadline,
+                 config_.lazy ? RingNeighbours(config_.rank, config_.size) : std::vector<int>{}));
   // Every peer must be done accepting data connections before round connections dial it, or
-  // it would refuse them (and log it) as duplicates; and all must agree on having them.
+  // it would refuse them (and log it) as duplicates; and all must agree on having them (a lazy
+  // mesh checks its ring neighbours, a chain through every rank, so some pair finds a mismatch).
   KOLO_RETURN_IF_ERROR(SyncPeers(peers, deadline).WithContext(context));
   if (config_.round_lane) {
     StatusOr<std::vector<UniqueFd>> rounds = ConnectSet(resolved, generation + "/rounds", deadline,
@@ -128,8 +149,12 @@ Status TcpMesh::Connect(const std::vector<std::string>& addresses,
     round_peers_ = std::move(rounds).value();
   }
   peers_ = std::move(peers);
-  listener_.Reset();
-  config_.logger->info("data mesh connected to {} peers in {} ms", config_.size - 1,
+  if (config_.lazy) {
+    resolved_ = std::move(resolved);
+  } else {
+    listener_.Reset();
+  }
+  config_.logger->info("data mesh connected to {} peers in {} ms", CountValid(peers_),
                        std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::steady_clock::now() - start)
                            .count());
@@ -139,8 +164,9 @@ Status TcpMesh::Connect(const std::vector<std::string>& addresses,
 Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
                           std::chrono::steady_clock::time_point deadline) {
   std::vector<pollfd> waiting = {{interrupt_fd_.get(), POLLIN, 0}};
+  std::vector<int> waiting_rank = {-1};  // the rank of waiting[i]
   for (int j = 0; j < config_.size; ++j) {
-    if (j == config_.rank) continue;
+    if (!peers[j].valid()) continue;
     const char ready = SettingsByte(config_.round_lane, config_.transport);
     IoResult io = SendSome(peers[j].get(), &ready, 1);  // an empty new socket takes one byte
     if (io.bytes != 1) {
@@ -148,6 +174,7 @@ Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
                          (io.error != 0 ? ErrnoText(io.error) : std::string("no room")) + ")");
     }
     waiting.push_back({peers[j].get(), POLLIN, 0});
+    waiting_rank.push_back(j);
   }
   // Reads peer i's settings byte: true once read and matching, false if it has not arrived,
   // or why the mesh fails.
@@ -155,9 +182,7 @@ Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
     char byte = 0;
     IoResult io = RecvSome(waiting[i].fd, &byte, 1);
     if (io.would_block()) return false;
-    // waiting[i] is rank i - 1 below our own rank, rank i above it.
-    const int peer =
-        static_cast<int>(i) - 1 < config_.rank ? static_cast<int>(i) - 1 : static_cast<int>(i);
+    const int peer = waiting_rank[i];
     if (io.bytes != 1) {
       return Unavailable("rank " + std::to_string(peer) +
                          " closed its data connection while the mesh was connecting");
@@ -202,6 +227,13 @@ StatusOr<std::vector<UniqueFd>> TcpMesh::ConnectSet(const std::vector<SocketAddr
                                                     const std::string& generation,
                                                     std::chrono::steady_clock::time_point deadline,
                                                     std::vector<int> only) {
+  MeshConnector::Params params = ConnectorParams(generation);
+  params.only = std::move(only);
+  params.outside_dials_expected = config_.lazy;
+  return MeshConnector(std::move(params), resolved).Run(deadline);
+}
+
+MeshConnector::Params TcpMesh::ConnectorParams(const std::string& generation) {
   MeshConnector::Params params;
   params.rank = config_.rank;
   params.size = config_.size;
@@ -212,8 +244,7 @@ StatusOr<std::vector<UniqueFd>> TcpMesh::ConnectSet(const std::vector<SocketAddr
   params.interrupt_status = [this] { return InterruptStatus(); };
   params.handshake_timeout_seconds = config_.timeout_seconds;
   params.logger = config_.logger;
-  params.only = std::move(only);
-  return MeshConnector(std::move(params), resolved).Run(deadline);
+  return params;
 }
 
 void TcpMesh::SetLocalRanks(int local_ranks, bool bound_to_own_cpus) {
@@ -248,6 +279,10 @@ Status TcpMesh::Exchange(int send_to, int recv_from, StreamExchange& exchange,
   KOLO_RETURN_IF_ERROR(CheckPeer(recv_from, recv_total, "recv_from", what));
   if (send_total == 0 && recv_total == 0) return Status::Ok();
   if (peers_.empty()) return FailedPrecondition(what + ": the data mesh is not connected");
+  if (config_.lazy) {
+    KOLO_RETURN_IF_ERROR(
+        ConnectOnFirstUse(send_total > 0 ? send_to : -1, recv_total > 0 ? recv_from : -1, what));
+  }
   PumpEnds ends;
   if (send_total > 0) {
     ends.send_fd = peers_[send_to].get();
@@ -262,6 +297,41 @@ Status TcpMesh::Exchange(int send_to, int recv_from, StreamExchange& exchange,
   ends.timeout_seconds = config_.timeout_seconds;
   ends.busy_poll = busy_poll_;
   return PumpExchange(ends, exchange, what);
+}
+
+int TcpMesh::connected_peers() const {
+  return CountValid(peers_);
+}
+
+Status TcpMesh::ConnectOnFirstUse(int send_to, int recv_from, const std::string& what) {
+  std::vector<int> missing;
+  for (int peer : {send_to, recv_from}) {
+    if (peer >= 0 && !peers_[peer].valid()) missing.push_back(peer);
+  }
+  if (missing.empty()) return Status::Ok();
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  MeshConnector::Params params =
+      ConnectorParams(generation_.empty() ? config_.auth.generation : generation_);
+  params.only = missing;
+  params.accept_others = true;
+  params.already_connected.resize(config_.size);
+  for (int j = 0; j < config_.size; ++j) params.already_connected[j] = peers_[j].valid();
+  const SteadyTime deadline = AddSeconds(std::chrono::steady_clock::now(), config_.timeout_seconds);
+  StatusOr<std::vector<UniqueFd>> connected =
+      MeshConnector(std::move(params), resolved_).Run(deadline);
+  if (!connected.ok()) {
+    if (interrupted_.load()) return InterruptStatus();  // as every other wait reports it
+    return connected.status().WithContext(what +
+                                          ": connecting on first use (KOLO_TIMEOUT_SECONDS " +
+                                          SecondsText(config_.timeout_seconds) + ")");
+  }
+  for (int j = 0; j < config_.size; ++j) {
+    if (!(*connected)[j].valid()) continue;
+    config_.logger->debug("{}: data connection to rank {} made on first use", what, j);
+    peers_[j] = std::move((*connected)[j]);
+  }
+  return Status::Ok();
 }
 
 void TcpMesh::Interrupt(const Status& why) {

@@ -1,10 +1,11 @@
-// TcpMesh: the CPU data plane (DESIGN.md §3). A full mesh of TCP connections, one per rank
-// pair, used full-duplex; each connection is authenticated by a mutual HMAC handshake bound to
-// the job secret, the job id, the mesh generation and both ranks (transport/tcp/mesh_handshake.h).
-// Created and driven by the runtime's background thread; ops/ runs collectives on it through the
-// DataPlane interface. Threading: Listen, Connect and Exchange run on one thread (the owner's);
-// Interrupt and the accessors may be called from any thread. Destroy only when no Exchange is
-// running.
+// TcpMesh: the CPU data plane (DESIGN.md §3). TCP connections, one per rank pair, used
+// full-duplex: a full mesh made at Connect, or (Config::lazy) the ring neighbours at Connect and
+// every other pair on its first Exchange (docs/SCALE.md, "Lazy data connections"); each connection
+// is authenticated by a mutual HMAC handshake bound to the job secret, the job id, the mesh
+// generation and both ranks (transport/tcp/mesh_handshake.h). Created and driven by the runtime's
+// background thread; ops/ runs collectives on it through the DataPlane interface. Threading:
+// Listen, Connect and Exchange run on one thread (the owner's); Interrupt and the accessors may be
+// called from any thread. Destroy only when no Exchange is running.
 #pragma once
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include "core/logging.h"
 #include "core/mutex.h"
 #include "kolo/status.h"
+#include "transport/tcp/mesh_connector.h"
 #include "transport/tcp/mesh_handshake.h"
 #include "transport/tcp/tcp_socket.h"
 #include "transport/unique_fd.h"
@@ -46,8 +48,14 @@ class TcpMesh final : public DataPlane {
     // job's round pattern (core/round_lane.h, RoundPeersOf: every pair up to
     // kAllToAllMaxRanks ranks, O(log size) a rank beyond). Their handshakes bind the generation
     // with "/rounds" appended, so a data connection can never pass for one of them. Every rank
-    // must agree. (The data connections stay a full mesh.)
+    // must agree. (The data connections are not affected.)
     bool round_lane = false;
+    // Connect makes only the data connections to the ring neighbours (rank ± 1); an Exchange
+    // with any other peer first connects to it (the peer does the same in its own exchange with
+    // us), accepting meanwhile the connections other peers make to us. The listener stays open.
+    // Every rank must agree. false: a full mesh at Connect, the listener closed after it (the
+    // behaviour before lazy connections; kept for tests and as a fallback).
+    bool lazy = true;
     // KOLO_TRANSPORT: not used by the mesh, but every rank must agree on it, and Connect
     // fails at once, naming both settings, when a peer's differs.
     Transport transport = Transport::kAuto;
@@ -78,7 +86,8 @@ class TcpMesh final : public DataPlane {
   // dials the lower ranks and accepts the higher ones, handshaking each. Blocks until all are
   // up (OK), `deadline` passes (DeadlineExceeded naming the missing ranks), or Interrupt.
   // Foreign or malformed connections are refused, logged and closed without failing. Closes
-  // the listener on success. Call once. With config.round_lane, then connects the round
+  // the listener on success (config.lazy: connects the ring neighbours only and keeps it open).
+  // Call once. With config.round_lane, then connects the round
   // connections the same way on the same listener (no second port to open).
   Status Connect(const std::vector<std::string>& addresses,
                  std::chrono::steady_clock::time_point deadline);
@@ -88,11 +97,17 @@ class TcpMesh final : public DataPlane {
   // second call.
   std::vector<UniqueFd> TakeRoundConnections() { return std::move(round_peers_); }
 
+  // How many peers this rank has a data connection to (config.lazy: grows on first use).
+  // Owner thread.
+  int connected_peers() const;
+
   int rank() const override { return config_.rank; }
   int size() const override { return config_.size; }
   // See DataPlane::Exchange. Additionally: `send_to`/`recv_from` equal to rank() or out of range,
   // or -1 with a non-zero total, is Internal (a bug in the caller); calling before Connect is
   // FailedPrecondition. Any failure leaves the mesh unusable (the streams are mid-message).
+  // config.lazy: a peer not yet connected is connected first, waiting up to timeout_seconds for
+  // it (DeadlineExceeded naming it) or Interrupt.
   Status Exchange(int send_to, int recv_from, StreamExchange& exchange,
                   const std::string& what) override;
   // Makes the running and every later Exchange (and a running Connect) return `why`
@@ -103,7 +118,7 @@ class TcpMesh final : public DataPlane {
   TcpMesh(const Config& config, UniqueFd listener, UniqueFd interrupt_fd, std::string address);
   Status InterruptStatus() const;
   Status CheckPeer(int peer, size_t total, const char* role, const std::string& what) const;
-  // Sends every peer one byte on its data connection and waits for one from each.
+  // Sends every connected peer one byte on its data connection and waits for one from each.
   Status SyncPeers(const std::vector<UniqueFd>& peers,
                    std::chrono::steady_clock::time_point deadline);
   // One MeshConnector run on the listener for the connections of `generation`.
@@ -112,6 +127,11 @@ class TcpMesh final : public DataPlane {
                                              const std::string& generation,
                                              std::chrono::steady_clock::time_point deadline,
                                              std::vector<int> only = {});
+  // What every MeshConnector run of this mesh shares, for the connections of `generation`.
+  MeshConnector::Params ConnectorParams(const std::string& generation);
+  // config.lazy: connects `send_to`/`recv_from` (-1: none) if they are not yet, stashing the
+  // connections other peers make meanwhile.
+  Status ConnectOnFirstUse(int send_to, int recv_from, const std::string& what);
 
   // Constant after construction.
   const Config config_;
@@ -123,8 +143,9 @@ class TcpMesh final : public DataPlane {
   // Owner thread only.
   std::string generation_;  // overrides config_.auth.generation once set
   UniqueFd listener_;
-  std::vector<UniqueFd> peers_;        // by rank; empty until Connect succeeds
-  std::vector<UniqueFd> round_peers_;  // by rank; see TakeRoundConnections
+  std::vector<SocketAddress> resolved_;  // config.lazy: where the lower ranks listen
+  std::vector<UniqueFd> peers_;          // by rank; empty until Connect succeeds
+  std::vector<UniqueFd> round_peers_;    // by rank; see TakeRoundConnections
   bool connect_called_ = false;
   bool busy_poll_ = false;  // see SetLocalRanks
 
