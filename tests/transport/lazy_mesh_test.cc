@@ -28,11 +28,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }
 
 Meshes LazyMeshes(int n, double timeout_seconds = 10) {
-  std::vector<std::string> addresses;
-  Meshes meshes = ListenAll(n, timeout_seconds, &addresses);
-  REQUIRE(meshes.size() == static_cast<size_t>(n));
-  for (const Status& status : ConnectAll(meshes, addresses)) REQUIRE(status.ToString() == "OK");
-  return meshes;
+  StatusOr<Meshes> meshes = kolo::testing::ConnectLoopbackMeshes(n, timeout_seconds);
+  REQUIRE(meshes.status().ToString() == "OK");
+  return std::move(meshes).value();
 }
 
 // Rank r sends `bytes` to partner(r) and receives from source(r), all ranks at once; returns
