@@ -19,6 +19,7 @@
 
 #include "tests/support/local_job.h"
 #include "tests/support/loopback_client.h"
+#include "tests/support/seconds_since.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
@@ -31,9 +32,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using kolo::testing::SecondsSince;
 
 // Generous: the burst below fills the accept backlog on a busy machine.
 int Dial(int port) {

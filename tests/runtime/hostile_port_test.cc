@@ -25,6 +25,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/local_job.h"
 #include "tests/support/loopback_client.h"
+#include "tests/support/seconds_since.h"
 #include "tests/support/watchdog.h"
 
 using kolo::testing::ChildProcess;
@@ -52,9 +53,7 @@ std::vector<std::string> RankEnv(int rank, int port, const std::string& timeout,
           kSecret};
 }
 
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using kolo::testing::SecondsSince;
 
 int Dial(int port) {
   return kolo::testing::DialLoopback(port, 300ms);

@@ -21,6 +21,7 @@
 
 #include "tests/support/child_process.h"
 #include "tests/support/local_job.h"
+#include "tests/support/seconds_since.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
 
@@ -45,9 +46,7 @@ std::vector<std::string> RankEnv(int rank, int size, int port, const std::string
           kSecret};
 }
 
-double SecondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
+using kolo::testing::SecondsSince;
 
 }  // namespace
 

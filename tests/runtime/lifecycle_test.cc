@@ -13,6 +13,7 @@
 
 #include "kolo/kolo.h"
 #include "tests/support/local_job.h"
+#include "tests/support/seconds_since.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
@@ -21,9 +22,7 @@ using kolo::testing::Watchdog;
 
 namespace {
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+using kolo::testing::SecondsSince;
 
 }  // namespace
 

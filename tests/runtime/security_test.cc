@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "tests/support/local_job.h"
+#include "tests/support/seconds_since.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
 #include "transport/grpc/grpc_control_channel.h"
@@ -32,9 +33,7 @@ namespace {
 
 const std::string kSecret = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+using kolo::testing::SecondsSince;
 
 Options RankOptions(int rank, int size, int port) {
   Options options;

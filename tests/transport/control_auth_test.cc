@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "proto/kolo.grpc.pb.h"
+#include "tests/support/seconds_since.h"
 #include "tests/support/watchdog.h"
 #include "tests/transport/control_test_handler.h"
 #include "transport/grpc/grpc_control_channel.h"
@@ -33,9 +34,7 @@ using testing::RecordingHandler;
 constexpr double kTimeoutSeconds = 2;  // also the handshake deadline
 const JobCredentials kCreds{"0123456789abcdef0123456789abcdef", "auth-test-job"};
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+using kolo::testing::SecondsSince;
 
 Hello MakeHello(int rank, const std::string& host = "real") {
   return {rank, 3, host, "127.0.0.1:" + std::to_string(7000 + rank)};

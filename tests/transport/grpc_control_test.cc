@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
+#include "tests/support/seconds_since.h"
 #include "tests/support/watchdog.h"
 #include "tests/transport/control_test_handler.h"
 #include "tests/transport/control_test_support.h"
@@ -28,9 +29,7 @@ constexpr double kTimeoutSeconds = 5;
 std::chrono::steady_clock::time_point In(std::chrono::milliseconds d) {
   return std::chrono::steady_clock::now() + d;
 }
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+using kolo::testing::SecondsSince;
 
 Hello MakeHello(int rank, int size, const std::string& host = "host") {
   return {rank, size, host, "127.0.0.1:" + std::to_string(7000 + rank)};

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "tests/support/loopback_mesh.h"
+#include "tests/support/seconds_since.h"
 #include "tests/support/watchdog.h"
 #include "tests/transport/pattern_exchange.h"
 #include "transport/tcp/tcp_mesh.h"
@@ -23,9 +24,7 @@ using kolo::testing::Watchdog;
 using testing::PatternExchange;
 using Meshes = std::vector<std::unique_ptr<TcpMesh>>;
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+using kolo::testing::SecondsSince;
 
 Meshes LazyMeshes(int n, double timeout_seconds = 10) {
   StatusOr<Meshes> meshes = kolo::testing::ConnectLoopbackMeshes(n, timeout_seconds);

@@ -7,6 +7,7 @@
 #include <future>
 
 #include "tests/support/loopback_mesh.h"
+#include "tests/support/seconds_since.h"
 #include "tests/support/watchdog.h"
 #include "tests/transport/pattern_exchange.h"
 
@@ -21,9 +22,7 @@ using kolo::testing::Watchdog;
 using testing::PatternExchange;
 using Meshes = std::vector<std::unique_ptr<TcpMesh>>;
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+using kolo::testing::SecondsSince;
 
 Meshes ConnectedMeshes(int n, double timeout_seconds = 10) {
   std::vector<std::string> addresses;
