@@ -1,6 +1,7 @@
 // kolo::Runtime: the public face of one rank's RuntimeImpl.
 
 #include <atomic>
+#include <chrono>
 
 #include "core/group_validation.h"
 #include "core/loop/background_loop.h"
@@ -9,6 +10,7 @@
 #include "core/process_sets.h"
 #include "core/tensor_queue.h"
 #include "kolo/kolo.h"
+#include "runtime/elastic_join.h"
 #include "runtime/handle_state.h"
 #include "runtime/runtime_impl.h"
 
@@ -65,8 +67,40 @@ Status Runtime::Blocking(const What& what, const Enqueue& enqueue) {
   return waiter.status;
 }
 
-StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Options& options) {
-  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<RuntimeImpl> impl, RuntimeImpl::Create(options));
+namespace {
+
+// Whether an elastic init() that failed to start its generation should ask for the next one: a
+// member lost while the generation started (its peers time out or lose connections), not a
+// configuration error, which would fail the same way again.
+bool RetryInNextGeneration(const Status& status) {
+  return status.code() == StatusCode::kUnavailable ||
+         status.code() == StatusCode::kDeadlineExceeded || status.code() == StatusCode::kAborted ||
+         status.code() == StatusCode::kShutdown;
+}
+
+// RuntimeImpl::Create, after kolorun's elastic driver assigned the generation in an elastic
+// job (a new generation at every init(); one whose start fails for a lost member is followed
+// by the next, until KOLO_ELASTIC_TIMEOUT_SECONDS).
+StatusOr<std::unique_ptr<RuntimeImpl>> CreateImpl(const Options& given, Options* options) {
+  if (given.elastic_rendezvous.empty()) return RuntimeImpl::Create(given);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(given.elastic_timeout_seconds));
+  for (;;) {
+    KOLO_ASSIGN_OR_RETURN(*options, internal::JoinElasticGeneration(given));
+    StatusOr<std::unique_ptr<RuntimeImpl>> impl = RuntimeImpl::Create(*options);
+    if (impl.ok() || !RetryInNextGeneration(impl.status()) ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return impl;
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const Options& given) {
+  Options options = given;
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<RuntimeImpl> impl, CreateImpl(given, &options));
   std::unique_ptr<Runtime> runtime(new Runtime(std::move(impl)));
   // KOLO_PROCESS_SETS: every rank adds them first, in order, so they get ids 1, 2, ...; ranks
   // whose lists differ all fail here with the controller's mismatch message.

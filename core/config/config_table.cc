@@ -503,6 +503,20 @@ std::vector<ConfigVar> BuildTable() {
           .Unset("none")
           .Help("Process sets made at init, ids 1, 2, ... in order: sets separated by ';', "
                 "ranks by ',' (\"0,1;2,3\"). The same on every rank."),
+      Row("KOLO_ELASTIC_RENDEZVOUS")
+          .HostPort(&Options::elastic_rendezvous)
+          .Unset("none (not elastic)")
+          .Help("Set by kolorun in an elastic job (--min-np, --max-np, "
+                "--host-discovery-script): the address of its elastic driver, which init() asks "
+                "for this process's rank, size and controller."),
+      Row("KOLO_ELASTIC_WORKER_ID")
+          .Text(&Options::elastic_worker_id, "text")
+          .Unset("none")
+          .Help("Set by kolorun in an elastic job: this process's name for its driver."),
+      Row("KOLO_ELASTIC_TIMEOUT_SECONDS", {"HOROVOD_ELASTIC_TIMEOUT"})
+          .Number(&Options::elastic_timeout_seconds, 1, 86400, 600, "s")
+          .Help("In an elastic job, how long init() waits for the driver to form the next "
+                "generation (kolorun sets it from --elastic-timeout)."),
       Row("KOLO_TRANSPORT")
           .Enum(&Options::transport, kTransportNames, Transport::kAuto)
           .Help("CPU allreduce and broadcast data path: shm (shared memory; every rank on this "

@@ -14,6 +14,7 @@ enum class Handling {
   kRefused,            // accepted with no value: it asks for what kolo does not do
   kIdentity,           // must agree with the rank, size, local rank or local size kolo resolved
   kStallCheckDisable,  // 1: as KOLO_STALL_CHECK_SECONDS=0
+  kElastic,            // 1 only in an elastic job (KOLO_ELASTIC_RENDEZVOUS set by kolorun)
 };
 
 struct HorovodVariable {
@@ -87,8 +88,11 @@ const std::vector<HorovodVariable>& HorovodVariables() {
       NoEffect("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
                "kolo's autotuner climbs a doubling grid instead of Horovod's Bayesian "
                "optimisation (KOLO_AUTOTUNE)"),
-      OnlyWith("HOROVOD_ELASTIC", "0",
-               "kolo does not support elastic training; run a fixed-size job with kolorun"),
+      {"HOROVOD_ELASTIC",
+       Handling::kElastic,
+       {"0", "1"},
+       "kolo's elastic jobs are started by kolorun --min-np/--max-np/--host-discovery-script "
+       "(docs/ELASTIC.md), which sets KOLO_ELASTIC_RENDEZVOUS; this process has none"},
       OnlyWith("HOROVOD_DISABLE_GROUP_FUSION", "0",
                "kolo always fuses a group's tensors together with other ready tensors; unset it or "
                "set 0"),
@@ -155,6 +159,14 @@ Status ApplyHorovodVariables(const std::map<std::string, std::string>& env, Opti
         break;
       case Handling::kRefused:
         if (!value.empty()) return Refuse(variable.name, value, variable.reason);
+        break;
+      case Handling::kElastic:
+        if (!value.empty() && !IsAccepted(variable, value)) {
+          return Refuse(variable.name, value, "set 0 or 1");
+        }
+        if (value == "1" && options->elastic_rendezvous.empty()) {
+          return Refuse(variable.name, value, variable.reason);
+        }
         break;
       case Handling::kIdentity:
         KOLO_RETURN_IF_ERROR(CheckIdentity(variable, value, *options));

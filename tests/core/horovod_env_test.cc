@@ -54,12 +54,26 @@ TEST_CASE("A Horovod switch kolo lacks is accepted off and refused on",
         "HOROVOD_HIERARCHICAL_ALLGATHER=1 is not supported: kolo has no hierarchical allgather; "
         "unset it or set 0");
   CHECK(ErrorOf({{"HOROVOD_ELASTIC", "1"}}) ==
-        "HOROVOD_ELASTIC=1 is not supported: kolo does not support elastic training; run a "
-        "fixed-size job with kolorun");
+        "HOROVOD_ELASTIC=1 is not supported: kolo's elastic jobs are started by kolorun "
+        "--min-np/--max-np/--host-discovery-script (docs/ELASTIC.md), which sets "
+        "KOLO_ELASTIC_RENDEZVOUS; this process has none");
   CHECK(ErrorOf({{"HOROVOD_NUM_NCCL_STREAMS", "2"}})
             .rfind("HOROVOD_NUM_NCCL_STREAMS=2 is not "
                    "supported",
                    0) == 0);
+}
+
+TEST_CASE("HOROVOD_ELASTIC=1 is accepted in an elastic job that kolorun started",
+          "[core][options][horovod]") {
+  auto options = Options::FromMap({{"HOROVOD_ELASTIC", "1"},
+                                   {"KOLO_ELASTIC_RENDEZVOUS", "127.0.0.1:4000"},
+                                   {"KOLO_ELASTIC_WORKER_ID", "localhost:0"}});
+  REQUIRE(options.ok());
+  CHECK(options->elastic_rendezvous == "127.0.0.1:4000");
+  CHECK(options->elastic_worker_id == "localhost:0");
+  CHECK(options->elastic_timeout_seconds == 600);
+  CHECK(ErrorOf({{"HOROVOD_ELASTIC", "yes"}}) ==
+        "HOROVOD_ELASTIC=yes is not supported: set 0 or 1");
 }
 
 TEST_CASE("Horovod's launcher and controller variables are refused, saying what to use",

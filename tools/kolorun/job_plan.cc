@@ -7,8 +7,20 @@
 namespace kolo::launcher {
 namespace {
 
+// localhost, ::1 and every address of 127.0.0.0/8 (so that 127.0.0.2, 127.0.0.3, ... can stand
+// for several hosts on one machine, as in an elastic job's tests).
 bool IsLoopbackName(const std::string& name) {
-  return name == "localhost" || name == "127.0.0.1" || name == "[::1]" || name == "::1";
+  if (name == "localhost" || name == "[::1]" || name == "::1") return true;
+  if (name.compare(0, 4, "127.") != 0) return false;
+  int dots = 0;
+  for (char c : name) {
+    if (c == '.') {
+      ++dots;
+    } else if (c < '0' || c > '9') {
+      return false;
+    }
+  }
+  return dots == 3;
 }
 
 bool StartsWith(const std::string& text, const std::string& prefix) {
@@ -86,6 +98,37 @@ std::string ControllerHost(const LaunchOptions& options, const PlanContext& cont
   return IsLoopbackName(first.name) ? context.this_host : first.name;
 }
 
+Status PlanLaunchPath(const LaunchOptions& options, const Host& host, const std::string& secret,
+                      const PlanContext& context, RankLaunch* launch) {
+  std::vector<EnvVar> with_secret = launch->rank_vars;
+  with_secret.emplace_back("KOLO_SECRET", secret);
+  if (!options.launch_template.empty()) {
+    launch->path = LaunchPath::kTemplate;
+    launch->argv = {
+        "/bin/sh", "-c",
+        SubstituteTemplate(options.launch_template, host) + " " + ShellJoin(options.command)};
+    launch->env = MergeEnvironment(context.base_env, with_secret);
+  } else if (IsThisHost(host.name, context.this_host)) {
+    launch->path = LaunchPath::kLocal;
+    launch->argv = options.command;
+    launch->env = MergeEnvironment(context.base_env, with_secret);
+  } else {
+    launch->path = LaunchPath::kSsh;
+    KOLO_ASSIGN_OR_RETURN(std::vector<EnvVar> forwarded,
+                          ForwardedVariables(options, context.base_env, launch->rank_vars));
+    launch->rank_vars.insert(launch->rank_vars.end(), forwarded.begin(), forwarded.end());
+    launch->argv = SshArgv(options.ssh, host,
+                           RemoteScript(context.working_dir, launch->rank_vars, options.command));
+    std::vector<std::string> remote = {"env"};
+    for (const auto& [name, value] : launch->rank_vars) remote.push_back(name + "=" + value);
+    remote.insert(remote.end(), options.command.begin(), options.command.end());
+    launch->remote_command = "cd " + ShellQuote(context.working_dir) + " && " + ShellJoin(remote);
+    launch->env = context.base_env;
+    launch->stdin_data = secret + "\n";
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::vector<RankLaunch>> PlanJob(const LaunchOptions& options, const JobLayout& job,
                                           const PlanContext& context) {
   const bool host_list = !options.hosts.empty();
@@ -125,32 +168,7 @@ StatusOr<std::vector<RankLaunch>> PlanJob(const LaunchOptions& options, const Jo
       launch.cpus.assign(first, first + static_cast<std::ptrdiff_t>(block));
       launch.rank_vars.emplace_back("KOLO_CPU_BIND", "core");
     }
-    std::vector<EnvVar> with_secret = launch.rank_vars;
-    with_secret.emplace_back("KOLO_SECRET", job.secret);
-    if (!options.launch_template.empty()) {
-      launch.path = LaunchPath::kTemplate;
-      launch.argv = {
-          "/bin/sh", "-c",
-          SubstituteTemplate(options.launch_template, host) + " " + ShellJoin(options.command)};
-      launch.env = MergeEnvironment(context.base_env, with_secret);
-    } else if (IsThisHost(host.name, context.this_host)) {
-      launch.path = LaunchPath::kLocal;
-      launch.argv = options.command;
-      launch.env = MergeEnvironment(context.base_env, with_secret);
-    } else {
-      launch.path = LaunchPath::kSsh;
-      KOLO_ASSIGN_OR_RETURN(std::vector<EnvVar> forwarded,
-                            ForwardedVariables(options, context.base_env, launch.rank_vars));
-      launch.rank_vars.insert(launch.rank_vars.end(), forwarded.begin(), forwarded.end());
-      launch.argv = SshArgv(options.ssh, host,
-                            RemoteScript(context.working_dir, launch.rank_vars, options.command));
-      std::vector<std::string> remote = {"env"};
-      for (const auto& [name, value] : launch.rank_vars) remote.push_back(name + "=" + value);
-      remote.insert(remote.end(), options.command.begin(), options.command.end());
-      launch.remote_command = "cd " + ShellQuote(context.working_dir) + " && " + ShellJoin(remote);
-      launch.env = context.base_env;
-      launch.stdin_data = job.secret + "\n";
-    }
+    KOLO_RETURN_IF_ERROR(PlanLaunchPath(options, host, job.secret, context, &launch));
     plan.push_back(std::move(launch));
   }
   return plan;

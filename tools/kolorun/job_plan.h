@@ -44,9 +44,15 @@ struct PlanContext {
 // has none; this host's name if it is a loopback name and other hosts are remote).
 std::string ControllerHost(const LaunchOptions& options, const PlanContext& context);
 
-// Whether `name` means this host (localhost, 127.0.0.1, [::1], or this host's name, short or
-// full).
+// Whether `name` means this host (localhost, an address of 127.0.0.0/8, [::1], or this host's
+// name, short or full).
 bool IsThisHost(const std::string& name, const std::string& this_host);
+
+// Completes `launch` (its host and rank_vars set) for how a process starts on `host`: locally
+// (fork/exec), through --launch-cmd, or over ssh; the secret travels its path's way (the
+// environment here, ssh's stdin there). Fails for an -x variable that is not set.
+Status PlanLaunchPath(const LaunchOptions& options, const Host& host, const std::string& secret,
+                      const PlanContext& context, RankLaunch* launch);
 
 // One RankLaunch per rank, in rank order. `job` supplies size, controller and secret. Fails
 // for -np larger than the hosts' slots and for an -x variable that is not set. With

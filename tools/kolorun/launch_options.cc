@@ -1,7 +1,9 @@
 // Parsing of kolorun's command line; see launch_options.h.
 #include "tools/kolorun/launch_options.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/config/config_table.h"
@@ -50,9 +52,55 @@ StatusOr<int> ParsePort(const std::string& flag, const std::string& text) {
   return static_cast<int>(value);
 }
 
+std::string FormatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+StatusOr<double> ParseSeconds(const std::string& flag, const std::string& text, double low,
+                              double high) {
+  errno = 0;
+  char* end = nullptr;
+  double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+  if (text.empty() || errno != 0 || *end != '\0' || !(value >= low) || !(value <= high)) {
+    return InvalidArgument(flag + " must be a number of seconds in [" + FormatNumber(low) + ", " +
+                           FormatNumber(high) + "], got '" + text + "'");
+  }
+  return value;
+}
+
+// The elastic options that take one value; false if `flag` is not one of them.
+StatusOr<bool> ApplyElasticOption(const std::string& flag, const std::string& value,
+                                  ElasticLaunch* elastic) {
+  if (flag == "--min-np") {
+    KOLO_ASSIGN_OR_RETURN(elastic->min_np, ParseRankCount(flag, value));
+  } else if (flag == "--max-np") {
+    KOLO_ASSIGN_OR_RETURN(elastic->max_np, ParseRankCount(flag, value));
+  } else if (flag == "--host-discovery-script") {
+    if (value.empty()) return InvalidArgument(flag + " needs a program");
+    elastic->discovery_script = value;
+  } else if (flag == "--slots") {
+    KOLO_ASSIGN_OR_RETURN(elastic->slots, ParseRankCount(flag, value));
+    return true;  // a detail of discovery, not a switch to elastic mode
+  } else if (flag == "--elastic-timeout") {
+    KOLO_ASSIGN_OR_RETURN(elastic->timeout_seconds, ParseSeconds(flag, value, 0.1, 86400));
+    return true;
+  } else if (flag == "--reset-limit") {
+    KOLO_ASSIGN_OR_RETURN(elastic->reset_limit, ParseRankCount(flag, value));
+    return true;
+  } else {
+    return false;
+  }
+  elastic->enabled = true;
+  return true;
+}
+
 // Applies one option that takes a value; `value` is the next argument.
 Status ApplyValueOption(const std::string& flag, const std::string& value, LaunchOptions* options,
                         bool* have_hosts) {
+  KOLO_ASSIGN_OR_RETURN(bool elastic, ApplyElasticOption(flag, value, &options->elastic));
+  if (elastic) return Status::Ok();
   if (IsRankCountFlag(flag)) {
     KOLO_ASSIGN_OR_RETURN(int count, ParseRankCount(flag, value));
     options->num_ranks = count;
@@ -94,6 +142,33 @@ Status ApplyValueOption(const std::string& flag, const std::string& value, Launc
   return Status::Ok();
 }
 
+// Elastic mode's rules: hosts from a discovery script or a host list (not both), and
+// min_np <= np <= max_np.
+Status CheckElastic(bool have_hosts, LaunchOptions* options) {
+  ElasticLaunch& elastic = options->elastic;
+  if (have_hosts == !elastic.discovery_script.empty()) {
+    return InvalidArgument(
+        "an elastic job (--min-np, --max-np, --host-discovery-script) takes its hosts from "
+        "--host-discovery-script or from -H/--hostfile: give one of them");
+  }
+  if (options->dry_run) return InvalidArgument("--dry-run does not apply to an elastic job");
+  if (options->num_ranks == 0) {
+    if (elastic.min_np == 0) {
+      return InvalidArgument("an elastic job needs -np N (the ranks to start with) or --min-np");
+    }
+    options->num_ranks = elastic.min_np;
+  }
+  if (elastic.min_np == 0) elastic.min_np = options->num_ranks;
+  if (elastic.max_np == 0) elastic.max_np = have_hosts ? TotalSlots(options->hosts) : kMaxRanks;
+  elastic.max_np = std::min(elastic.max_np, kMaxRanks);
+  if (elastic.min_np > options->num_ranks || options->num_ranks > elastic.max_np) {
+    return InvalidArgument(
+        "an elastic job needs --min-np <= -np <= --max-np, got " + std::to_string(elastic.min_np) +
+        ", " + std::to_string(options->num_ranks) + ", " + std::to_string(elastic.max_np));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args) {
@@ -119,11 +194,28 @@ StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args)
       options.dry_run = true;
       continue;
     }
+    if (arg == "--blacklist-cooldown-range") {  // Horovod's: two values, MIN and MAX seconds
+      if (i + 2 >= args.size()) return InvalidArgument(arg + " needs MIN and MAX seconds");
+      KOLO_ASSIGN_OR_RETURN(options.elastic.cooldown_min_seconds,
+                            ParseSeconds(arg + " MIN", args[i + 1], 1, 3600));
+      KOLO_ASSIGN_OR_RETURN(options.elastic.cooldown_max_seconds,
+                            ParseSeconds(arg + " MAX", args[i + 2], 1, 3600));
+      if (options.elastic.cooldown_max_seconds < options.elastic.cooldown_min_seconds) {
+        return InvalidArgument(arg + ": MAX must not be below MIN");
+      }
+      i += 2;
+      continue;
+    }
     if (i + 1 >= args.size()) return InvalidArgument(arg + " needs a value");
     KOLO_RETURN_IF_ERROR(ApplyValueOption(arg, args[i + 1], &options, &have_hosts));
     ++i;
   }
   options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  if (options.elastic.enabled) {
+    KOLO_RETURN_IF_ERROR(CheckElastic(have_hosts, &options));
+    if (options.command.empty()) return InvalidArgument("missing the program to run");
+    return options;
+  }
   if (options.num_ranks == 0 && !have_hosts) {
     return InvalidArgument("missing -np N (the number of ranks to start)");
   }
@@ -166,6 +258,18 @@ Options:
                         CPUs as such ranks (and two or more ranks), and tell them so
                         (KOLO_CPU_BIND=core); none: leave placement to the scheduler
                         (for several jobs on one host: each binds from the first CPU)
+Elastic jobs (docs/ELASTIC.md): the job keeps training when ranks fail and grows when hosts
+appear; each process asks kolorun for its rank at every init():
+  --min-np N            fewer ranks than N for --elastic-timeout ends the job (default -np)
+  --max-np N            never more ranks than N (default: every slot)
+  --host-discovery-script P  a program printing the usable hosts, one "HOST[:SLOTS]" a line;
+                        run every second (instead of -H/--hostfile)
+  --slots N             slots of a discovered host whose line gives none (default 1)
+  --elastic-timeout S   how long to wait for --min-np ranks, or for every rank to rejoin
+                        (default 600)
+  --reset-limit N       end the job after N re-formations
+  --blacklist-cooldown-range MIN MAX  a host whose rank failed may be used again after a
+                        cooldown growing from MIN to at most MAX seconds (default: never)
   --dry-run             print each rank's host, command line and environment; start nothing
   --                    ends kolorun's options; what follows is the program and its arguments
   --help                print this text

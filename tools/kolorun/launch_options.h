@@ -16,6 +16,20 @@ namespace kolo::launcher {
 // The largest job kolorun starts (on one host or over a host list).
 constexpr int kMaxRanks = 1024;
 
+// Elastic mode (docs/ELASTIC.md): on when any of --min-np, --max-np or
+// --host-discovery-script is given.
+struct ElasticLaunch {
+  bool enabled = false;
+  int min_np = 0;                   // --min-np; default -np
+  int max_np = 0;                   // --max-np; default the slots of every host (at most kMaxRanks)
+  std::string discovery_script;     // --host-discovery-script; empty: the -H/--hostfile hosts
+  int slots = 0;                    // --slots: a discovered host's slots when the script gives none
+  double timeout_seconds = 600;     // --elastic-timeout (HOROVOD_ELASTIC_TIMEOUT's default)
+  int reset_limit = -1;             // --reset-limit; -1: none
+  double cooldown_min_seconds = 0;  // --blacklist-cooldown-range MIN MAX; 0: blacklisted for good
+  double cooldown_max_seconds = 0;
+};
+
 struct LaunchOptions {
   int num_ranks = 0;                     // 0 with a host list: one rank per slot
   std::vector<std::string> command;      // the program and its arguments, passed to execvp
@@ -27,8 +41,9 @@ struct LaunchOptions {
   std::string output_dir;                // --output-dir: rank.N.out and rank.N.err files
   bool bind_to_cores = true;             // --bind-to core (default) or none
   bool dry_run = false;                  // --dry-run: print the plan, start nothing
-  bool show_help = false;                // --help: print UsageText() and exit 0
-  bool show_env_help = false;            // --help-env: print the configuration table and exit 0
+  ElasticLaunch elastic;
+  bool show_help = false;      // --help: print UsageText() and exit 0
+  bool show_env_help = false;  // --help-env: print the configuration table and exit 0
 };
 
 // Parses the arguments that follow argv[0]. Options end at the first argument that does not

@@ -1,8 +1,9 @@
 // kolorun: starts the N ranks of a kolo job, here or on several hosts, and supervises them.
 //   kolorun -np 4 python train.py
 //   kolorun -H node1:4,node2:4 python train.py
+//   kolorun -np 4 --min-np 2 --max-np 8 --host-discovery-script ./hosts.sh python train.py
 // See UsageText() in launch_options.cc for the behaviour, job_plan.h for how each rank is
-// started, supervisor.h for the stop policy.
+// started, supervisor.h for the stop policy, elastic_driver.h for elastic jobs.
 #include <sched.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "core/config/config_table.h"
+#include "tools/kolorun/elastic_driver.h"
 #include "tools/kolorun/job_environment.h"
 #include "tools/kolorun/job_plan.h"
 #include "tools/kolorun/launch_options.h"
@@ -82,6 +84,11 @@ int main(int argc, char** argv) {
   if (!secret_file.ok()) {
     std::fprintf(stderr, "kolorun: %s\n", secret_file.message().c_str());
     return kUsageError;
+  }
+  if (options->elastic.enabled) {
+    launcher::ElasticDriverConfig config;
+    config.output.output_dir = options->output_dir;
+    return launcher::RunElasticJob(*options, *job, context, config);
   }
   job->controller_host = launcher::ControllerHost(*options, context);
   job->start_timeout_seconds = options->start_timeout;

@@ -2,10 +2,8 @@
 // supervisor.h.
 #include "tools/kolorun/supervisor.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,7 +14,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "tools/kolorun/line_splitter.h"
+#include "tools/kolorun/output_streams.h"
 #include "tools/kolorun/rank_process.h"
 #include "tools/kolorun/signal_pipe.h"
 
@@ -24,17 +22,6 @@ namespace kolo::launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Writes all of `data`, retrying short writes; drops it if the reader has gone away.
-void WriteAll(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
 
 const char* SignalName(int sig) {
   switch (sig) {
@@ -50,41 +37,13 @@ const char* SignalName(int sig) {
   return "a signal";
 }
 
-struct Stream {
-  Stream(int fd, int sink, const std::string& prefix) : fd(fd), sink(sink), splitter(prefix) {}
-  ~Stream() {
-    if (copy_fd >= 0) close(copy_fd);
-  }
-  int fd;            // -1 once closed
-  int sink;          // kolorun's stdout or stderr
-  int copy_fd = -1;  // the rank's file in --output-dir, or -1
-  LineSplitter splitter;
-};
-
-// Creates `dir` and its missing parents.
-Status MakeDirectories(const std::string& dir) {
-  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
-    std::string prefix = dir.substr(0, slash);
-    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      return Unavailable("cannot create --output-dir '" + prefix + "': " + std::strerror(errno));
-    }
-    if (slash == std::string::npos) return Status::Ok();
-  }
-}
-
-StatusOr<int> OpenOutputFile(const std::string& path) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Unavailable("cannot create '" + path + "': " + std::strerror(errno));
-  return fd;
-}
-
 struct Rank {
   pid_t pid = -1;
   int stdin_fd = -1;  // write end of its stdin pipe, held open while it runs; -1 if none
   bool running = false;
-  std::unique_ptr<Stream> out;
-  std::unique_ptr<Stream> err;
-  bool HoldsPipes() const { return out->fd >= 0 || err->fd >= 0; }
+  std::unique_ptr<OutputStream> out;
+  std::unique_ptr<OutputStream> err;
+  bool HoldsPipes() const { return out->open() || err->open(); }
 };
 
 class Supervisor {
@@ -108,8 +67,6 @@ class Supervisor {
   void Reap();
   void OnExit(int rank, int wait_status);
   void SignalAll(int sig);
-  void ReadStream(Stream& stream);
-  void CloseStream(Stream& stream);
   void CloseStdin(Rank& rank);
   Status OpenOutputFiles(int r, Rank* rank) const;
   int ExitCode() const;
@@ -128,11 +85,7 @@ class Supervisor {
 };
 
 Supervisor::~Supervisor() {
-  for (Rank& rank : ranks_) {
-    if (rank.out) CloseStream(*rank.out);
-    if (rank.err) CloseStream(*rank.err);
-    CloseStdin(rank);
-  }
+  for (Rank& rank : ranks_) CloseStdin(rank);
 }
 
 Status Supervisor::Start(const std::vector<RankLaunch>& plan) {
@@ -150,8 +103,8 @@ Status Supervisor::Start(const std::vector<RankLaunch>& plan) {
     rank.pid = process->pid;
     rank.stdin_fd = process->stdin_fd;
     rank.running = true;
-    rank.out = std::make_unique<Stream>(process->stdout_fd, config_.stdout_fd, prefix);
-    rank.err = std::make_unique<Stream>(process->stderr_fd, config_.stderr_fd, prefix);
+    rank.out = std::make_unique<OutputStream>(process->stdout_fd, config_.stdout_fd, prefix);
+    rank.err = std::make_unique<OutputStream>(process->stderr_fd, config_.stderr_fd, prefix);
     rank_of_pid_[rank.pid] = r;
     ranks_.push_back(std::move(rank));
     ++running_;
@@ -163,11 +116,8 @@ Status Supervisor::Start(const std::vector<RankLaunch>& plan) {
 Status Supervisor::OpenOutputFiles(int r, Rank* rank) const {
   if (config_.output_dir.empty()) return Status::Ok();
   const std::string base = config_.output_dir + "/rank." + std::to_string(r);
-  KOLO_ASSIGN_OR_RETURN(int out, OpenOutputFile(base + ".out"));
-  rank->out->copy_fd = out;
-  KOLO_ASSIGN_OR_RETURN(int err, OpenOutputFile(base + ".err"));
-  rank->err->copy_fd = err;
-  return Status::Ok();
+  KOLO_RETURN_IF_ERROR(CopyStreamTo(base + ".out", rank->out.get()));
+  return CopyStreamTo(base + ".err", rank->err.get());
 }
 
 int Supervisor::Run() {
@@ -183,10 +133,8 @@ int Supervisor::Run() {
   }
   // Pipes still held open by something a rank left behind: keep what they said so far.
   for (Rank& rank : ranks_) {
-    for (Stream* stream : {rank.out.get(), rank.err.get()}) {
-      if (stream->fd >= 0) WriteAll(stream->sink, stream->splitter.Flush());
-      CloseStream(*stream);
-    }
+    rank.out->Finish();
+    rank.err->Finish();
   }
   return ExitCode();
 }
@@ -210,11 +158,11 @@ int Supervisor::PollTimeoutMs(Clock::time_point now) const {
 
 void Supervisor::PollOnce(Clock::time_point now) {
   std::vector<pollfd> fds;
-  std::vector<Stream*> streams;  // streams[i] belongs to fds[i + 1]
+  std::vector<OutputStream*> streams;  // streams[i] belongs to fds[i + 1]
   fds.push_back({signals_->read_fd(), POLLIN, 0});
   for (Rank& rank : ranks_) {
-    for (Stream* stream : {rank.out.get(), rank.err.get()}) {
-      if (stream->fd < 0) continue;
+    for (OutputStream* stream : {rank.out.get(), rank.err.get()}) {
+      if (!stream->open()) continue;
       fds.push_back({stream->fd, POLLIN, 0});
       streams.push_back(stream);
     }
@@ -223,7 +171,7 @@ void Supervisor::PollOnce(Clock::time_point now) {
   if (ready <= 0) return;  // timeout, or EINTR: the caller re-checks its deadlines
   if (fds[0].revents != 0) HandleSignals(signals_->Drain());
   for (size_t i = 1; i < fds.size(); ++i) {
-    if (fds[i].revents != 0) ReadStream(*streams[i - 1]);
+    if (fds[i].revents != 0) streams[i - 1]->Pump();
   }
 }
 
@@ -274,23 +222,6 @@ void Supervisor::SignalAll(int sig) {
   for (const Rank& rank : ranks_) {
     if (rank.running || rank.HoldsPipes()) kill(-rank.pid, sig);
   }
-}
-
-void Supervisor::ReadStream(Stream& stream) {
-  char buffer[64 * 1024];
-  ssize_t n = read(stream.fd, buffer, sizeof(buffer));
-  if (n > 0) {
-    if (stream.copy_fd >= 0) WriteAll(stream.copy_fd, std::string(buffer, static_cast<size_t>(n)));
-    WriteAll(stream.sink, stream.splitter.Feed(std::string_view(buffer, static_cast<size_t>(n))));
-  } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-    WriteAll(stream.sink, stream.splitter.Flush());
-    CloseStream(stream);
-  }
-}
-
-void Supervisor::CloseStream(Stream& stream) {
-  if (stream.fd >= 0) close(stream.fd);
-  stream.fd = -1;
 }
 
 void Supervisor::CloseStdin(Rank& rank) {

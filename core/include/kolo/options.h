@@ -157,6 +157,13 @@ struct Options {
   // fails on every rank when they disagree). Empty: none.
   std::string process_sets;
 
+  // Elastic jobs (kolo/elastic.h, docs/ELASTIC.md), set by kolorun's elastic mode. With a
+  // rendezvous address, every init() asks kolorun's elastic driver there for this process's rank,
+  // size, controller and generation job id instead of reading them from the environment.
+  std::string elastic_rendezvous;    // KOLO_ELASTIC_RENDEZVOUS: "host:port"
+  std::string elastic_worker_id;     // KOLO_ELASTIC_WORKER_ID: "host:slot"
+  double elastic_timeout_seconds{};  // KOLO_ELASTIC_TIMEOUT_SECONDS: init()'s wait for a generation
+
   // Reads the variables of the config table from the process environment.
   // Fails with a message naming the variable on a bad value. KOLO_SECRET is removed from the
   // environment once read (so that processes the program starts do not inherit it) and

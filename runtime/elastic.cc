@@ -1,0 +1,154 @@
+// kolo/elastic.h and runtime/elastic_join.h: an elastic job's worker side.
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "core/free_port.h"
+#include "core/mutex.h"
+#include "kolo/elastic.h"
+#include "runtime/elastic_join.h"
+#include "runtime/job_credentials.h"
+#include "transport/grpc/elastic_rendezvous.h"
+
+namespace kolo {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What this process knows of its elastic job, from its last join.
+struct ElasticState {
+  Mutex mu;
+  std::string driver_address KOLO_GUARDED_BY(mu);
+  std::string worker_id KOLO_GUARDED_BY(mu);
+  double call_timeout_seconds KOLO_GUARDED_BY(mu) = 30;
+  std::shared_ptr<transport::ElasticRendezvousClient> client KOLO_GUARDED_BY(mu);
+  int64_t generation KOLO_GUARDED_BY(mu) = 0;
+  int64_t hosts_timestamp KOLO_GUARDED_BY(mu) = 0;
+};
+
+ElasticState& State() {
+  static ElasticState* state = new ElasticState();  // never destroyed: used until exit
+  return *state;
+}
+
+Clock::time_point After(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(seconds));
+}
+
+}  // namespace
+
+namespace internal {
+
+StatusOr<Options> JoinElasticGeneration(const Options& options) {
+  if (options.elastic_worker_id.empty()) {
+    return InvalidArgument(
+        "KOLO_ELASTIC_RENDEZVOUS is set without KOLO_ELASTIC_WORKER_ID (kolorun's elastic mode "
+        "sets both)");
+  }
+  // The rendezvous is sealed with the job's own id (kolorun's), not a generation's.
+  KOLO_ASSIGN_OR_RETURN(transport::JobCredentials credentials, LoadJobCredentials(options));
+  std::shared_ptr<transport::ElasticRendezvousClient> client;
+  int64_t last_generation = 0;
+  {
+    ElasticState& state = State();
+    MutexLock lock(&state.mu);
+    if (!state.client || state.driver_address != options.elastic_rendezvous) {
+      state.client = std::make_shared<transport::ElasticRendezvousClient>(
+          options.elastic_rendezvous, credentials);
+      state.driver_address = options.elastic_rendezvous;
+    }
+    state.worker_id = options.elastic_worker_id;
+    state.call_timeout_seconds = options.timeout_seconds;
+    client = state.client;
+    last_generation = state.generation;
+  }
+  transport::ElasticJoinRequest request;
+  request.worker_id = options.elastic_worker_id;
+  request.last_generation = last_generation;
+  KOLO_ASSIGN_OR_RETURN(request.controller_port, PickControllerPort());
+  const Clock::time_point deadline = After(options.elastic_timeout_seconds);
+  for (;;) {
+    // The driver answers within kJoinAnswerWait; more than that plus KOLO_TIMEOUT_SECONDS
+    // without an answer means it is gone.
+    const Clock::time_point call_deadline =
+        After(options.timeout_seconds) + transport::kJoinAnswerWait;
+    StatusOr<transport::ElasticAssignment> answer = client->Join(request, call_deadline);
+    if (!answer.ok()) return answer.status().WithContext("elastic init() of " + request.worker_id);
+    if (answer->outcome == transport::ElasticOutcome::kRefused) {
+      return FailedPrecondition("elastic init() of " + request.worker_id +
+                                ": kolorun's driver refused it: " + answer->message);
+    }
+    if (answer->outcome == transport::ElasticOutcome::kAssigned) {
+      Options joined = options;
+      joined.rank = answer->rank;
+      joined.size = answer->size;
+      joined.local_rank = -1;  // from the host names every rank reports
+      joined.local_size = -1;
+      joined.controller_address = answer->controller_address;
+      joined.job_id = answer->job_id;
+      joined.host = answer->hostname;
+      joined.identity_source = "kolorun (elastic)";
+      joined.controller_source = "elastic generation " + std::to_string(answer->generation);
+      ElasticState& state = State();
+      MutexLock lock(&state.mu);
+      state.generation = answer->generation;
+      state.hosts_timestamp = answer->hosts_timestamp;
+      return joined;
+    }
+    if (Clock::now() >= deadline) {
+      return DeadlineExceeded("elastic init() of " + request.worker_id +
+                              ": kolorun's driver formed no generation with it within " +
+                              std::to_string(options.elastic_timeout_seconds) +
+                              " s (KOLO_ELASTIC_TIMEOUT_SECONDS, --elastic-timeout)");
+    }
+  }
+}
+
+}  // namespace internal
+
+namespace elastic {
+
+bool enabled() {
+  const char* address = std::getenv("KOLO_ELASTIC_RENDEZVOUS");
+  return address != nullptr && address[0] != '\0';
+}
+
+StatusOr<HostUpdates> poll_host_updates(int64_t since) {
+  std::shared_ptr<transport::ElasticRendezvousClient> client;
+  std::string worker_id;
+  double timeout_seconds = 30;
+  int64_t hosts_timestamp = 0;
+  {
+    ElasticState& state = State();
+    MutexLock lock(&state.mu);
+    client = state.client;
+    worker_id = state.worker_id;
+    timeout_seconds = state.call_timeout_seconds;
+    hosts_timestamp = state.hosts_timestamp;
+  }
+  if (!client) {
+    return FailedPrecondition(
+        enabled() ? "kolo::elastic::poll_host_updates: call init() first"
+                  : "kolo::elastic::poll_host_updates: not an elastic job (start it with "
+                    "kolorun --min-np/--max-np/--host-discovery-script)");
+  }
+  // Changes up to the current generation's formation are in it already.
+  const int64_t after = std::max(since, hosts_timestamp);
+  KOLO_ASSIGN_OR_RETURN(transport::ElasticHostChanges changes,
+                        client->Poll(worker_id, after, After(timeout_seconds)));
+  HostUpdates updates;
+  updates.kinds = changes.kinds;
+  updates.timestamp = changes.kinds == kNoUpdate ? since : changes.timestamp;
+  return updates;
+}
+
+int64_t generation() {
+  ElasticState& state = State();
+  MutexLock lock(&state.mu);
+  return state.generation;
+}
+
+}  // namespace elastic
+}  // namespace kolo

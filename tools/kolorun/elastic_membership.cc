@@ -1,0 +1,333 @@
+#include "tools/kolorun/elastic_membership.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kolo/elastic.h"
+
+namespace kolo::launcher {
+
+using transport::ElasticAssignment;
+using transport::ElasticHostChanges;
+using transport::ElasticJoinRequest;
+using transport::ElasticOutcome;
+
+ElasticMembership::ElasticMembership(const Config& config) : config_(config) {}
+
+std::string ElasticMembership::WorkerId(const std::string& host, int slot) {
+  return host + ":" + std::to_string(slot);
+}
+
+void ElasticMembership::AdvanceHostClock(int kinds) {
+  ++host_clock_;
+  host_changes_.emplace_back(host_clock_, kinds);
+}
+
+void ElasticMembership::StopWorker(Worker* worker) {
+  worker->stop = true;
+  worker->wants_after.reset();
+  changed_.NotifyAll();
+}
+
+bool ElasticMembership::Usable(const std::string& host, Clock::time_point now) {
+  HostState& state = host_states_[host];
+  if (!state.blacklisted) return true;
+  if (config_.cooldown_min_seconds > 0 && now >= state.cooldown_end) {
+    state.blacklisted = false;  // its cooldown is over: Horovod's "resurrected" host
+    AdvanceHostClock(elastic::kHostsAdded);
+    return true;
+  }
+  return false;
+}
+
+void ElasticMembership::Blacklist(const std::string& host, Clock::time_point now) {
+  HostState& state = host_states_[host];
+  if (!state.blacklisted) AdvanceHostClock(elastic::kHostsRemoved);
+  state.blacklisted = true;
+  ++state.blacklistings;
+  if (config_.cooldown_min_seconds > 0) {
+    const double low = config_.cooldown_min_seconds;
+    const double grown = low * std::ldexp(1.0, std::min(state.blacklistings, 30)) +
+                         std::uniform_real_distribution<double>(0, low)(random_);
+    const double seconds = std::clamp(grown, low, std::max(low, config_.cooldown_max_seconds));
+    state.cooldown_end =
+        now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  }
+  for (auto& [id, worker] : workers_) {
+    if (Live(worker) && worker.host.name == host) StopWorker(&worker);
+  }
+}
+
+void ElasticMembership::UpdateHosts(const std::vector<Host>& hosts, Clock::time_point now) {
+  (void)now;
+  MutexLock lock(&mu_);
+  std::map<std::string, int> before;
+  for (const Host& host : hosts_) before[host.name] = host.slots;
+  std::map<std::string, int> after;
+  for (const Host& host : hosts) after[host.name] = host.slots;
+  int kinds = elastic::kNoUpdate;
+  for (const auto& [name, slots] : after) {
+    auto old = before.find(name);
+    if (old == before.end() || old->second < slots) kinds |= elastic::kHostsAdded;
+    if (old != before.end() && old->second > slots) kinds |= elastic::kHostsRemoved;
+  }
+  for (const auto& [name, slots] : before) {
+    if (after.count(name) == 0) kinds |= elastic::kHostsRemoved;
+  }
+  hosts_ = hosts;
+  for (auto& [id, worker] : workers_) {
+    auto host = after.find(worker.host.name);
+    if (Live(worker) && (host == after.end() || worker.slot >= host->second)) StopWorker(&worker);
+  }
+  if (kinds != elastic::kNoUpdate) AdvanceHostClock(kinds);
+}
+
+std::vector<ElasticMembership::WorkerToStart> ElasticMembership::TakeSlotsToFill(
+    Clock::time_point now) {
+  MutexLock lock(&mu_);
+  std::vector<WorkerToStart> fill;
+  if (finishing_) return fill;
+  const int target = generation_ == 0 ? config_.initial_np : config_.max_np;
+  int live = 0;
+  for (const auto& [id, worker] : workers_) live += Live(worker) ? 1 : 0;
+  for (const Host& host : hosts_) {
+    if (live >= target) break;
+    if (!Usable(host.name, now)) continue;
+    for (int slot = 0; slot < host.slots && live < target; ++slot) {
+      const std::string id = WorkerId(host.name, slot);
+      auto it = workers_.find(id);
+      if (it != workers_.end() && !it->second.exited) continue;  // taken, or still stopping
+      Worker worker;
+      worker.id = id;
+      worker.host = host;
+      worker.slot = slot;
+      workers_[id] = worker;
+      fill.push_back({id, host, slot});
+      ++live;
+    }
+  }
+  return fill;
+}
+
+void ElasticMembership::OnWorkerExit(const std::string& worker_id, int exit_code,
+                                     Clock::time_point now) {
+  MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.exited) return;
+  Worker& worker = it->second;
+  worker.exited = true;
+  worker.exit_code = exit_code;
+  worker.wants_after.reset();
+  if (exit_code == 0 && !worker.stop) {
+    // Its training function returned: the job is ending, as in Horovod once a worker succeeded.
+    if (!finishing_) finished_worker_ = worker_id;
+    finishing_ = true;
+  } else if (!worker.stop) {
+    Blacklist(worker.host.name, now);
+  }
+  changed_.NotifyAll();
+  TryForm(now);
+}
+
+std::vector<std::string> ElasticMembership::TakeWorkersToStop() {
+  MutexLock lock(&mu_);
+  std::vector<std::string> stop;
+  for (auto& [id, worker] : workers_) {
+    if (worker.stop && !worker.exited && !worker.stop_reported) {
+      worker.stop_reported = true;
+      stop.push_back(id);
+    }
+  }
+  return stop;
+}
+
+void ElasticMembership::TryForm(Clock::time_point now) {
+  (void)now;
+  if (finishing_) return;
+  if (config_.reset_limit >= 0 && generation_ > config_.reset_limit) return;  // Tick fails
+  std::vector<Worker*> old_members;
+  std::vector<Worker*> newcomers;
+  for (auto& [id, worker] : workers_) {
+    if (!Live(worker)) continue;
+    if (!worker.wants_after.has_value()) return;  // someone is still training or starting
+    (worker.generation == generation_ && generation_ > 0 ? old_members : newcomers)
+        .push_back(&worker);
+  }
+  const size_t count = old_members.size() + newcomers.size();
+  if (count == 0 || count < static_cast<size_t>(config_.min_np)) return;
+  std::sort(old_members.begin(), old_members.end(),
+            [](const Worker* a, const Worker* b) { return a->rank < b->rank; });
+  auto host_index = [this](const Worker* w) {
+    for (size_t i = 0; i < hosts_.size(); ++i) {
+      if (hosts_[i].name == w->host.name) return i;
+    }
+    return hosts_.size();
+  };
+  std::sort(newcomers.begin(), newcomers.end(), [&](const Worker* a, const Worker* b) {
+    return std::make_pair(host_index(a), a->slot) < std::make_pair(host_index(b), b->slot);
+  });
+  std::vector<Worker*> order = old_members;
+  order.insert(order.end(), newcomers.begin(), newcomers.end());
+  while (order.size() > static_cast<size_t>(config_.max_np)) {
+    StopWorker(order.back());
+    order.pop_back();
+  }
+  ++generation_;
+  members_.clear();
+  for (size_t r = 0; r < order.size(); ++r) {
+    order[r]->generation = generation_;
+    order[r]->rank = static_cast<int>(r);
+    order[r]->wants_after.reset();
+    members_.push_back(order[r]->id);
+  }
+  controller_address_ =
+      order[0]->host.Reachable() + ":" + std::to_string(order[0]->controller_port);
+  generation_hosts_timestamp_ = host_clock_;
+  waiting_since_.reset();
+  changed_.NotifyAll();
+}
+
+Status ElasticMembership::Tick(Clock::time_point now) {
+  MutexLock lock(&mu_);
+  if (finishing_) return Status::Ok();
+  if (config_.reset_limit >= 0 && generation_ > config_.reset_limit) {
+    bool someone_waits = false;
+    for (const auto& [id, worker] : workers_) someone_waits |= worker.wants_after.has_value();
+    if (someone_waits) {
+      return FailedPrecondition("the job was re-formed " + std::to_string(generation_ - 1) +
+                                " times, the --reset-limit; it does not re-form again");
+    }
+  }
+  TryForm(now);
+  int live = 0;
+  bool member_left = false;  // a member of the current generation asked for the next
+  for (const auto& [id, worker] : workers_) {
+    if (!Live(worker)) continue;
+    ++live;
+    member_left |= worker.wants_after.has_value() && worker.generation == generation_ &&
+                   generation_ > 0;
+  }
+  const bool awaited = generation_ == 0 || member_left || live < config_.min_np;
+  if (!awaited) {
+    waiting_since_.reset();
+    return Status::Ok();
+  }
+  if (!waiting_since_) waiting_since_ = now;
+  if (now - *waiting_since_ < config_.elastic_timeout) return Status::Ok();
+  const std::string waited =
+      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(config_.elastic_timeout)
+                         .count()) +
+      " s (--elastic-timeout)";
+  if (live < config_.min_np) {
+    return FailedPrecondition("only " + std::to_string(live) + " worker(s) for " + waited +
+                              ", fewer than --min-np " + std::to_string(config_.min_np));
+  }
+  // Enough workers, but some never asked to join: stop them, and form without them.
+  for (auto& [id, worker] : workers_) {
+    if (Live(worker) && !worker.wants_after.has_value()) StopWorker(&worker);
+  }
+  waiting_since_ = now;
+  return Status::Ok();
+}
+
+bool ElasticMembership::AllExited() const {
+  MutexLock lock(&mu_);
+  for (const auto& [id, worker] : workers_) {
+    if (!worker.exited) return false;
+  }
+  return true;
+}
+
+int ElasticMembership::ExitCode(int failure_code) const {
+  MutexLock lock(&mu_);
+  for (const std::string& id : members_) {
+    const Worker& worker = workers_.at(id);
+    if (worker.generation == generation_ && worker.exit_code != 0 && !worker.stop) {
+      return worker.exit_code;
+    }
+  }
+  if (failure_code != 0) return failure_code;
+  if (members_.empty()) {  // never formed: a worker that failed before it joined
+    for (const auto& [id, worker] : workers_) {
+      if (worker.exit_code != 0 && !worker.stop) return worker.exit_code;
+    }
+  }
+  return 0;
+}
+
+std::string ElasticMembership::Describe() const {
+  MutexLock lock(&mu_);
+  std::string text = "generation " + std::to_string(generation_) + ": " +
+                     std::to_string(members_.size()) + " rank(s)";
+  for (size_t r = 0; r < members_.size(); ++r) {
+    text += (r == 0 ? " (" : ", ") + members_[r] + " rank " + std::to_string(r);
+  }
+  return text + (members_.empty() ? "" : ")") + ", controller " + controller_address_;
+}
+
+ElasticAssignment ElasticMembership::AnswerFor(const Worker& worker) const {
+  ElasticAssignment answer;
+  answer.outcome = ElasticOutcome::kAssigned;
+  answer.generation = generation_;
+  answer.rank = worker.rank;
+  answer.size = static_cast<int>(members_.size());
+  answer.controller_address = controller_address_;
+  answer.job_id = config_.job_id + ".g" + std::to_string(generation_);
+  answer.hostname = worker.host.name;
+  answer.hosts_timestamp = generation_hosts_timestamp_;
+  return answer;
+}
+
+ElasticAssignment ElasticMembership::Join(const ElasticJoinRequest& request,
+                                          Clock::time_point deadline) {
+  MutexLock lock(&mu_);
+  const int64_t last = request.last_generation;
+  auto refusal = [&]() -> std::optional<ElasticAssignment> {
+    auto it = workers_.find(request.worker_id);
+    ElasticAssignment refused;
+    refused.outcome = ElasticOutcome::kRefused;
+    if (it == workers_.end()) {
+      refused.message = "kolorun started no worker '" + request.worker_id + "'";
+    } else if (it->second.exited || it->second.stop) {
+      refused.message = "worker " + request.worker_id +
+                        " is no longer part of the job (its host was removed or blacklisted, "
+                        "or it did not join in time)";
+    } else if (finishing_) {
+      refused.message = "the job is finishing (worker " + finished_worker_ +
+                        " exited with code 0), so it forms no new generation";
+    } else {
+      return std::nullopt;
+    }
+    return refused;
+  };
+  if (auto refused = refusal()) return *refused;
+  Worker& worker = workers_.at(request.worker_id);
+  if (worker.generation == generation_ && generation_ > last) return AnswerFor(worker);
+  worker.wants_after = last;
+  worker.controller_port = request.controller_port;
+  TryForm(Clock::now());
+  const std::string id = request.worker_id;
+  changed_.WaitUntil(&mu_, deadline, [&]() KOLO_REQUIRES(mu_) {
+    auto it = workers_.find(id);
+    return it == workers_.end() || it->second.generation > last || refusal().has_value();
+  });
+  if (auto refused = refusal()) return *refused;
+  const Worker& now = workers_.at(id);
+  if (now.generation > last) return AnswerFor(now);
+  ElasticAssignment pending;
+  pending.outcome = ElasticOutcome::kPending;
+  return pending;
+}
+
+ElasticHostChanges ElasticMembership::Poll(const std::string& worker_id, int64_t since) {
+  (void)worker_id;
+  MutexLock lock(&mu_);
+  ElasticHostChanges changes;
+  changes.timestamp = host_clock_;
+  for (const auto& [timestamp, kinds] : host_changes_) {
+    if (timestamp > since) changes.kinds |= kinds;
+  }
+  return changes;
+}
+
+}  // namespace kolo::launcher
