@@ -56,7 +56,9 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
 }
 
 kolo::TensorView View(std::vector<float>* values) {
-  return {values->data(), kolo::DataType::kFloat32, {static_cast<int64_t>(values->size())},
+  return {values->data(),
+          kolo::DataType::kFloat32,
+          {static_cast<int64_t>(values->size())},
           kolo::Device::Cpu()};
 }
 
@@ -136,15 +138,14 @@ int main(int argc, char** argv) {
       }
     }
     if (s.ok() && !keep_state) {
-      std::printf("done steps %lld weights %.6f checksum %.6f\n",
-                  static_cast<long long>(live.step), static_cast<double>(live.weights[0]),
-                  Checksum(live.weights));
+      std::printf("done steps %lld weights %.6f checksum %.6f\n", static_cast<long long>(live.step),
+                  static_cast<double>(live.weights[0]), Checksum(live.weights));
       std::fflush(stdout);
       return kolo::shutdown().ok() ? 0 : 1;
     }
     if (!keep_state) {
-      std::fprintf(stderr, "rank %d: %s; restoring step %lld\n", kolo::rank(),
-                   s.ToString().c_str(), static_cast<long long>(committed.step));
+      std::fprintf(stderr, "rank %d: %s; restoring step %lld\n", kolo::rank(), s.ToString().c_str(),
+                   static_cast<long long>(committed.step));
       live = committed;
     }
     kolo::shutdown().IgnoreError();  // after a lost rank it reports that loss; known here

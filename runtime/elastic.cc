@@ -1,4 +1,6 @@
 // kolo/elastic.h and runtime/elastic_join.h: an elastic job's worker side.
+#include "kolo/elastic.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -6,7 +8,6 @@
 
 #include "core/free_port.h"
 #include "core/mutex.h"
-#include "kolo/elastic.h"
 #include "runtime/elastic_join.h"
 #include "runtime/job_credentials.h"
 #include "transport/grpc/elastic_rendezvous.h"
@@ -33,8 +34,8 @@ ElasticState& State() {
 }
 
 Clock::time_point After(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(seconds));
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 }  // namespace

@@ -106,7 +106,7 @@ class ElasticDriver {
   std::optional<Clock::time_point> next_discovery_;
   std::optional<Clock::time_point> drain_until_;
   std::string last_generation_text_;
-  int failure_code_ = 0;     // 1 once the job failed (membership said it cannot go on)
+  int failure_code_ = 0;      // 1 once the job failed (membership said it cannot go on)
   int interrupt_signal_ = 0;  // the first SIGINT/SIGTERM/SIGHUP kolorun received
   bool started_any_ = false;
 };
@@ -117,8 +117,8 @@ ElasticMembership::Config ElasticDriver::MembershipConfig(const LaunchOptions& o
   config.initial_np = options.num_ranks;
   config.min_np = options.elastic.min_np;
   config.max_np = options.elastic.max_np;
-  config.elastic_timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(options.elastic.timeout_seconds * 1000));
+  config.elastic_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(options.elastic.timeout_seconds * 1000));
   config.reset_limit = options.elastic.reset_limit;
   config.cooldown_min_seconds = options.elastic.cooldown_min_seconds;
   config.cooldown_max_seconds = options.elastic.cooldown_max_seconds;
@@ -131,22 +131,21 @@ Status ElasticDriver::Start() {
     KOLO_RETURN_IF_ERROR(MakeDirectories(config_.output.output_dir));
   }
   transport::JobCredentials credentials;
-  KOLO_ASSIGN_OR_RETURN(credentials.key,
-                        transport::DecodeHex(job_.secret, "the job secret"));
+  KOLO_ASSIGN_OR_RETURN(credentials.key, transport::DecodeHex(job_.secret, "the job secret"));
   credentials.job_id = job_.job_id;
-  KOLO_ASSIGN_OR_RETURN(server_, transport::ElasticRendezvousServer::Start(
-                                     "0.0.0.0:0", credentials, &membership_));
-  if (options_.elastic.discovery_script.empty()) membership_.UpdateHosts(options_.hosts, Clock::now());
+  KOLO_ASSIGN_OR_RETURN(
+      server_, transport::ElasticRendezvousServer::Start("0.0.0.0:0", credentials, &membership_));
+  if (options_.elastic.discovery_script.empty())
+    membership_.UpdateHosts(options_.hosts, Clock::now());
   return Status::Ok();
 }
 
 void ElasticDriver::Discover(Clock::time_point now) {
   if (options_.elastic.discovery_script.empty()) return;
   if (next_discovery_ && now < *next_discovery_) return;
-  StatusOr<std::vector<Host>> hosts =
-      RunDiscoveryScript(options_.elastic.discovery_script,
-                         options_.elastic.slots > 0 ? options_.elastic.slots : 1,
-                         config_.discovery_timeout);
+  StatusOr<std::vector<Host>> hosts = RunDiscoveryScript(
+      options_.elastic.discovery_script, options_.elastic.slots > 0 ? options_.elastic.slots : 1,
+      config_.discovery_timeout);
   next_discovery_ = Clock::now() + config_.discovery_interval;
   if (!hosts.ok()) {
     // The hosts stay as they were: a script that fails once is not a lost cluster.
@@ -210,7 +209,8 @@ void ElasticDriver::StopWorkers(Clock::time_point now) {
   for (const std::string& id : membership_.TakeWorkersToStop()) {
     auto it = workers_.find(id);
     if (it == workers_.end() || !it->second.running) continue;
-    Message("stopping worker " + id + " (its host was removed or blacklisted, or it did not "
+    Message("stopping worker " + id +
+            " (its host was removed or blacklisted, or it did not "
             "rejoin in time)");
     kill(-it->second.pid, SIGTERM);
     CloseStdin(it->second);

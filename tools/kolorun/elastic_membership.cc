@@ -204,8 +204,8 @@ Status ElasticMembership::Tick(Clock::time_point now) {
   for (const auto& [id, worker] : workers_) {
     if (!Live(worker)) continue;
     ++live;
-    member_left |= worker.wants_after.has_value() && worker.generation == generation_ &&
-                   generation_ > 0;
+    member_left |=
+        worker.wants_after.has_value() && worker.generation == generation_ && generation_ > 0;
   }
   const bool awaited = generation_ == 0 || member_left || live < config_.min_np;
   if (!awaited) {
@@ -215,8 +215,8 @@ Status ElasticMembership::Tick(Clock::time_point now) {
   if (!waiting_since_) waiting_since_ = now;
   if (now - *waiting_since_ < config_.elastic_timeout) return Status::Ok();
   const std::string waited =
-      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(config_.elastic_timeout)
-                         .count()) +
+      std::to_string(
+          std::chrono::duration_cast<std::chrono::seconds>(config_.elastic_timeout).count()) +
       " s (--elastic-timeout)";
   if (live < config_.min_np) {
     return FailedPrecondition("only " + std::to_string(live) + " worker(s) for " + waited +
@@ -239,6 +239,7 @@ bool ElasticMembership::AllExited() const {
 }
 
 int ElasticMembership::ExitCode(int failure_code) const {
+  if (failure_code != 0) return failure_code;  // the driver said why; every worker was stopped
   MutexLock lock(&mu_);
   for (const std::string& id : members_) {
     const Worker& worker = workers_.at(id);
@@ -246,7 +247,6 @@ int ElasticMembership::ExitCode(int failure_code) const {
       return worker.exit_code;
     }
   }
-  if (failure_code != 0) return failure_code;
   if (members_.empty()) {  // never formed: a worker that failed before it joined
     for (const auto& [id, worker] : workers_) {
       if (worker.exit_code != 0 && !worker.stop) return worker.exit_code;

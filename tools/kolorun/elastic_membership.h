@@ -100,8 +100,8 @@ class ElasticMembership final : public transport::ElasticMembershipService {
     Host host;
     int slot = 0;
     bool exited = false;
-    bool stop = false;            // the driver stops it (or stopped it)
-    bool stop_reported = false;   // returned by TakeWorkersToStop
+    bool stop = false;           // the driver stops it (or stopped it)
+    bool stop_reported = false;  // returned by TakeWorkersToStop
     int exit_code = 0;
     std::optional<int64_t> wants_after;  // asked to join a generation after this one
     int controller_port = 0;

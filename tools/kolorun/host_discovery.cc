@@ -54,7 +54,9 @@ StatusOr<std::vector<Host>> RunDiscoveryScript(const std::string& script, int de
     return Unavailable(what + ": cannot fork: " + std::strerror(errno));
   }
   if (pid == 0) {
-    // The child: restore default signal dispositions kolorun changed, stdout to the pipe.
+    // The child: leads its own process group (a hung script is killed with whatever it
+    // started), restores the signal dispositions kolorun changed, stdout to the pipe.
+    setpgid(0, 0);
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) signal(sig, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
@@ -103,13 +105,13 @@ StatusOr<std::vector<Host>> RunDiscoveryScript(const std::string& script, int de
     usleep(1000);
   }
   if (timed_out) {
-    kill(pid, SIGKILL);
+    kill(-pid, SIGKILL);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
   if (timed_out) {
-    return DeadlineExceeded(what + " did not finish within " +
-                            std::to_string(timeout.count()) + " ms (killed)");
+    return DeadlineExceeded(what + " did not finish within " + std::to_string(timeout.count()) +
+                            " ms (killed)");
   }
   if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
     return Unavailable(what + " " + DescribeWaitStatus(status));

@@ -19,7 +19,7 @@ StatusOr<std::vector<Host>> ParseDiscoveredHosts(const std::string& output, int 
 
 // Runs `script` with /bin/sh -c (so it may carry arguments), its stdin /dev/null and its stderr
 // kolorun's, and parses its stdout. Fails, naming the script, when it exits non-zero, is killed,
-// or has not finished within `timeout` (it is then killed).
+// or has not finished within `timeout` (it is then killed, with its process group).
 StatusOr<std::vector<Host>> RunDiscoveryScript(const std::string& script, int default_slots,
                                                std::chrono::milliseconds timeout);
 

@@ -14,11 +14,10 @@ std::string_view Label(ElasticCall call, ElasticDirection direction) {
 
 }  // namespace
 
-SealedMessage Seal(const JobCredentials& credentials, ElasticCall call,
-                   ElasticDirection direction, std::string body, std::string nonce) {
+SealedMessage Seal(const JobCredentials& credentials, ElasticCall call, ElasticDirection direction,
+                   std::string body, std::string nonce) {
   SealedMessage sealed;
-  sealed.proof =
-      Mac(credentials.key, Label(call, direction), {credentials.job_id, nonce, body});
+  sealed.proof = Mac(credentials.key, Label(call, direction), {credentials.job_id, nonce, body});
   sealed.body = std::move(body);
   sealed.nonce = std::move(nonce);
   return sealed;
@@ -31,9 +30,8 @@ Status CheckSeal(const JobCredentials& credentials, ElasticCall call, ElasticDir
     return FailedPrecondition(std::string("elastic rendezvous ") + what + " without a " +
                               std::to_string(kNonceBytes) + "-byte nonce");
   }
-  const std::string expected =
-      Mac(credentials.key, Label(call, direction),
-          {credentials.job_id, message.nonce, message.body});
+  const std::string expected = Mac(credentials.key, Label(call, direction),
+                                   {credentials.job_id, message.nonce, message.body});
   if (!MacEquals(expected, message.proof)) {
     return FailedPrecondition(std::string("elastic rendezvous ") + what +
                               " does not prove the job secret (another job's, or not kolo's)");

@@ -27,8 +27,8 @@ struct SealedMessage {
 };
 
 // Seals `body` with `nonce` (a call's fresh one, or the call's for its answer).
-SealedMessage Seal(const JobCredentials& credentials, ElasticCall call,
-                   ElasticDirection direction, std::string body, std::string nonce);
+SealedMessage Seal(const JobCredentials& credentials, ElasticCall call, ElasticDirection direction,
+                   std::string body, std::string nonce);
 
 // Checks `message`'s nonce size and proof. The error names what failed, never the secret.
 Status CheckSeal(const JobCredentials& credentials, ElasticCall call, ElasticDirection direction,

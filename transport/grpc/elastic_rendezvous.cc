@@ -98,8 +98,7 @@ class RendezvousService final : public wire::ElasticRendezvous::Service {
   // Checks the seal and freshness of `call` and parses its body into `request`.
   grpc::Status Open(ElasticCall kind, const wire::ElasticEnvelope& call,
                     google::protobuf::Message* request) {
-    Status sealed =
-        CheckSeal(credentials_, kind, ElasticDirection::kCall, FromEnvelope(call));
+    Status sealed = CheckSeal(credentials_, kind, ElasticDirection::kCall, FromEnvelope(call));
     if (!sealed.ok()) return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, sealed.message());
     if (!nonces_.Fresh(call.nonce())) {
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
@@ -162,9 +161,15 @@ StatusOr<std::unique_ptr<ElasticRendezvousServer>> ElasticRendezvousServer::Star
 
 ElasticRendezvousServer::ElasticRendezvousServer(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
-ElasticRendezvousServer::~ElasticRendezvousServer() { Stop(); }
-int ElasticRendezvousServer::port() const { return impl_->port(); }
-void ElasticRendezvousServer::Stop() { impl_->Stop(); }
+ElasticRendezvousServer::~ElasticRendezvousServer() {
+  Stop();
+}
+int ElasticRendezvousServer::port() const {
+  return impl_->port();
+}
+void ElasticRendezvousServer::Stop() {
+  impl_->Stop();
+}
 
 class ElasticRendezvousClient::Impl {
  public:
@@ -190,15 +195,15 @@ class ElasticRendezvousClient::Impl {
     context.set_wait_for_ready(true);
     wire::ElasticEnvelope answer;
     const wire::ElasticEnvelope envelope = ToEnvelope(call);
-    grpc::Status status = kind == ElasticCall::kJoin
-                              ? stub_->Join(&context, envelope, &answer)
-                              : stub_->Poll(&context, envelope, &answer);
+    grpc::Status status = kind == ElasticCall::kJoin ? stub_->Join(&context, envelope, &answer)
+                                                     : stub_->Poll(&context, envelope, &answer);
     const std::string what = std::string("elastic rendezvous ") +
                              (kind == ElasticCall::kJoin ? "Join" : "Poll") + " at " + address_;
     if (!status.ok()) {
       if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-        return Unavailable(what + ": no answer from kolorun's elastic driver in time (is kolorun "
-                                  "still running?)");
+        return Unavailable(what +
+                           ": no answer from kolorun's elastic driver in time (is kolorun "
+                           "still running?)");
       }
       return FromGrpcStatus(status, what);
     }

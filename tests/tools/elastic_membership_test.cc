@@ -1,0 +1,279 @@
+// ElasticMembership (tools/kolorun/elastic_membership.h): kolorun's elastic driver's decisions,
+// driven without processes or a network: which slots get workers, when a generation forms and
+// in which order, blacklisting and cooldown, the host clock Poll reports, and how the job ends.
+// Join is called with a deadline in the past, so it answers at once (kPending if not formed).
+#include "tools/kolorun/elastic_membership.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kolo/elastic.h"
+#include "tests/support/watchdog.h"
+
+namespace kolo::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using transport::ElasticAssignment;
+using transport::ElasticOutcome;
+
+ElasticMembership::Config MakeConfig(int initial, int min, int max) {
+  ElasticMembership::Config config;
+  config.initial_np = initial;
+  config.min_np = min;
+  config.max_np = max;
+  config.elastic_timeout = std::chrono::milliseconds(10000);
+  config.job_id = "kolorun-test";
+  return config;
+}
+
+std::vector<Host> Hosts(std::vector<std::pair<std::string, int>> list) {
+  std::vector<Host> hosts;
+  for (auto& [name, slots] : list) hosts.push_back(Host{name, "", slots});
+  return hosts;
+}
+
+std::vector<std::string> Ids(const std::vector<ElasticMembership::WorkerToStart>& slots) {
+  std::vector<std::string> ids;
+  for (const auto& slot : slots) ids.push_back(slot.worker_id);
+  return ids;
+}
+
+ElasticAssignment Join(ElasticMembership& m, const std::string& id, int64_t last, int port = 0) {
+  transport::ElasticJoinRequest request{id, last, port};
+  return m.Join(request, Clock::now() - std::chrono::seconds(1));
+}
+
+// Starts the slots the membership asks for and has each join generation 1.
+std::vector<std::string> StartAndJoin(ElasticMembership& m) {
+  std::vector<std::string> ids = Ids(m.TakeSlotsToFill(Clock::now()));
+  for (size_t i = 0; i < ids.size(); ++i) Join(m, ids[i], 0, 5000 + static_cast<int>(i));
+  return ids;
+}
+
+TEST_CASE("Elastic membership starts -np workers in host order and forms generation 1 once all "
+          "joined",
+          "[tools][elastic]") {
+  ElasticMembership m(MakeConfig(3, 2, 4));
+  m.UpdateHosts(Hosts({{"a", 2}, {"b", 2}}), Clock::now());
+  const auto ids = Ids(m.TakeSlotsToFill(Clock::now()));
+  CHECK(ids == std::vector<std::string>{"a:0", "a:1", "b:0"});
+  CHECK(m.TakeSlotsToFill(Clock::now()).empty());  // started ones are counted
+
+  CHECK(Join(m, "b:0", 0, 7002).outcome == ElasticOutcome::kPending);
+  CHECK(Join(m, "a:1", 0, 7001).outcome == ElasticOutcome::kPending);
+  const ElasticAssignment last = Join(m, "a:0", 0, 7000);  // the last one: it forms
+  REQUIRE(last.outcome == ElasticOutcome::kAssigned);
+  CHECK(last.generation == 1);
+  CHECK(last.rank == 0);
+  CHECK(last.size == 3);
+  CHECK(last.controller_address == "a:7000");  // rank 0's host and the port it offered
+  CHECK(last.job_id == "kolorun-test.g1");
+  CHECK(last.hostname == "a");
+  // The others get the same generation when they ask again (their last one is still 0).
+  const ElasticAssignment b = Join(m, "b:0", 0);
+  CHECK(b.outcome == ElasticOutcome::kAssigned);
+  CHECK(b.rank == 2);
+  CHECK(b.controller_address == "a:7000");
+  CHECK(m.Describe() ==
+        "generation 1: 3 rank(s) (a:0 rank 0, a:1 rank 1, b:0 rank 2), controller a:7000");
+  CHECK(m.Tick(Clock::now()).ok());
+}
+
+TEST_CASE("A failed worker blacklists its host; the survivors re-form keeping their order",
+          "[tools][elastic]") {
+  ElasticMembership m(MakeConfig(4, 2, 4));
+  m.UpdateHosts(Hosts({{"a", 2}, {"b", 1}, {"c", 1}}), Clock::now());
+  StartAndJoin(m);
+  // b:0 (rank 2) dies; the survivors' ops fail and each asks for the generation after 1.
+  m.OnWorkerExit("b:0", 137, Clock::now());
+  CHECK(m.TakeWorkersToStop().empty());  // b had no other worker
+  CHECK(m.TakeSlotsToFill(Clock::now()).empty());  // b is blacklisted, no other free slot
+  CHECK(Join(m, "c:0", 1).outcome == ElasticOutcome::kPending);
+  CHECK(Join(m, "a:1", 1).outcome == ElasticOutcome::kPending);
+  const ElasticAssignment a0 = Join(m, "a:0", 1, 8000);
+  REQUIRE(a0.outcome == ElasticOutcome::kAssigned);
+  CHECK(a0.generation == 2);
+  CHECK(a0.size == 3);
+  CHECK(a0.rank == 0);
+  CHECK(Join(m, "a:1", 1).rank == 1);
+  CHECK(Join(m, "c:0", 1).rank == 2);  // was rank 3
+  CHECK(a0.controller_address == "a:8000");
+  // A worker that asks again for the one it has is told it again, not a newer one.
+  CHECK(Join(m, "c:0", 1).generation == 2);
+}
+
+TEST_CASE("When rank 0's worker is lost the next old member becomes rank 0",
+          "[tools][elastic]") {
+  ElasticMembership m(MakeConfig(3, 2, 3));
+  m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}, {"c", 1}}), Clock::now());
+  StartAndJoin(m);
+  m.OnWorkerExit("a:0", 137, Clock::now());
+  Join(m, "c:0", 1, 9002);
+  const ElasticAssignment b = Join(m, "b:0", 1, 9001);
+  REQUIRE(b.outcome == ElasticOutcome::kAssigned);
+  CHECK(b.rank == 0);
+  CHECK(b.controller_address == "b:9001");
+}
+
+TEST_CASE("A discovered host gets workers up to max_np, newcomers after the old members, and "
+          "Poll reports the addition once",
+          "[tools][elastic]") {
+  ElasticMembership m(MakeConfig(2, 1, 3));
+  m.UpdateHosts(Hosts({{"a", 2}}), Clock::now());
+  StartAndJoin(m);
+  const auto before = m.Poll("a:0", 0);
+  CHECK(before.kinds == elastic::kHostsAdded);  // a itself, at the start
+  const int64_t seen = before.timestamp;
+  CHECK(m.Poll("a:0", seen).kinds == elastic::kNoUpdate);
+
+  m.UpdateHosts(Hosts({{"a", 2}, {"n", 4}}), Clock::now());
+  const auto after = m.Poll("a:0", seen);
+  CHECK(after.kinds == elastic::kHostsAdded);
+  CHECK(after.timestamp > seen);
+  CHECK(Ids(m.TakeSlotsToFill(Clock::now())) == std::vector<std::string>{"n:0"});  // max_np 3
+  // The newcomer waits until both old members leave their loop at a commit.
+  CHECK(Join(m, "n:0", 0, 9100).outcome == ElasticOutcome::kPending);
+  CHECK(m.Tick(Clock::now()).ok());
+  CHECK(Join(m, "a:1", 1).outcome == ElasticOutcome::kPending);
+  const ElasticAssignment a0 = Join(m, "a:0", 1, 9000);
+  REQUIRE(a0.outcome == ElasticOutcome::kAssigned);
+  CHECK(a0.size == 3);
+  CHECK(a0.rank == 0);
+  CHECK(Join(m, "n:0", 0).rank == 2);
+  // The generation reflects the addition: its members see no update after it.
+  CHECK(a0.hosts_timestamp == after.timestamp);
+}
+
+TEST_CASE("A host that discovery no longer lists stops its workers and counts as a removal",
+          "[tools][elastic]") {
+  ElasticMembership m(MakeConfig(3, 1, 3));
+  m.UpdateHosts(Hosts({{"a", 1}, {"b", 2}}), Clock::now());
+  StartAndJoin(m);
+  const int64_t seen = m.Poll("a:0", 0).timestamp;
+  m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}}), Clock::now());  // b lost a slot
+  CHECK(m.TakeWorkersToStop() == std::vector<std::string>{"b:1"});
+  CHECK(m.Poll("a:0", seen).kinds == elastic::kHostsRemoved);
+  CHECK(Join(m, "b:1", 1).outcome == ElasticOutcome::kRefused);
+  // Stopped by the driver: its exit code is not a failure and blacklists nothing.
+  m.OnWorkerExit("b:1", 143, Clock::now());
+  Join(m, "b:0", 1);
+  CHECK(Join(m, "a:0", 1).size == 2);
+  CHECK(m.ExitCode(0) == 0);
+}
+
+TEST_CASE("A blacklisted host is used again after its cooldown when one is set",
+          "[tools][elastic]") {
+  ElasticMembership::Config config = MakeConfig(2, 1, 2);
+  config.cooldown_min_seconds = 1;
+  config.cooldown_max_seconds = 1;
+  ElasticMembership m(config);
+  const Clock::time_point t0 = Clock::now();
+  m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}}), t0);
+  StartAndJoin(m);
+  m.OnWorkerExit("b:0", 1, t0);
+  CHECK(m.TakeSlotsToFill(t0 + std::chrono::milliseconds(500)).empty());
+  CHECK(Ids(m.TakeSlotsToFill(t0 + std::chrono::milliseconds(1100))) ==
+        std::vector<std::string>{"b:0"});
+
+  ElasticMembership forever(MakeConfig(2, 1, 2));  // no cooldown: blacklisted for good
+  forever.UpdateHosts(Hosts({{"a", 1}, {"b", 1}}), t0);
+  StartAndJoin(forever);
+  forever.OnWorkerExit("b:0", 1, t0);
+  CHECK(forever.TakeSlotsToFill(t0 + std::chrono::hours(1)).empty());
+}
+
+TEST_CASE("Fewer live workers than min_np for the elastic timeout ends the job with a reason",
+          "[tools][elastic]") {
+  ElasticMembership::Config config = MakeConfig(2, 2, 2);
+  config.elastic_timeout = std::chrono::milliseconds(1000);
+  ElasticMembership m(config);
+  const Clock::time_point t0 = Clock::now();
+  m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}}), t0);
+  StartAndJoin(m);
+  m.OnWorkerExit("b:0", 1, t0);
+  Join(m, "a:0", 1);
+  CHECK(m.Tick(t0).ok());
+  CHECK(m.Tick(t0 + std::chrono::milliseconds(900)).ok());
+  const Status failed = m.Tick(t0 + std::chrono::milliseconds(1100));
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.message() == "only 1 worker(s) for 1 s (--elastic-timeout), fewer than --min-np 2");
+  m.OnWorkerExit("a:0", 143, t0);
+  CHECK(m.AllExited());
+  CHECK(m.ExitCode(1) == 1);  // the last generation's member a:0 was stopped, not failed
+}
+
+TEST_CASE("A member that does not rejoin within the elastic timeout is stopped and the rest "
+          "re-form",
+          "[tools][elastic]") {
+  ElasticMembership::Config config = MakeConfig(3, 1, 3);
+  config.elastic_timeout = std::chrono::milliseconds(1000);
+  ElasticMembership m(config);
+  const Clock::time_point t0 = Clock::now();
+  m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}, {"c", 1}}), t0);
+  StartAndJoin(m);
+  Join(m, "a:0", 1);  // a left its loop (an op failed); b joins too; c hangs
+  Join(m, "b:0", 1);
+  CHECK(m.Tick(t0).ok());
+  CHECK(m.Tick(t0 + std::chrono::milliseconds(1100)).ok());
+  CHECK(m.TakeWorkersToStop() == std::vector<std::string>{"c:0"});
+  CHECK(Join(m, "a:0", 1).size == 2);
+}
+
+TEST_CASE("Once a worker finishes the job forms no new generation and the exit code is the last "
+          "generation's",
+          "[tools][elastic]") {
+  ElasticMembership m(MakeConfig(2, 1, 2));
+  m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}}), Clock::now());
+  StartAndJoin(m);
+  m.OnWorkerExit("a:0", 0, Clock::now());
+  const ElasticAssignment refused = Join(m, "b:0", 1);
+  CHECK(refused.outcome == ElasticOutcome::kRefused);
+  CHECK(refused.message ==
+        "the job is finishing (worker a:0 exited with code 0), so it forms no new generation");
+  CHECK(m.TakeSlotsToFill(Clock::now()).empty());
+  m.OnWorkerExit("b:0", 3, Clock::now());
+  CHECK(m.AllExited());
+  CHECK(m.ExitCode(0) == 3);
+}
+
+TEST_CASE("The reset limit stops re-forming and fails the job", "[tools][elastic]") {
+  ElasticMembership::Config config = MakeConfig(3, 1, 3);
+  config.reset_limit = 1;
+  ElasticMembership m(config);
+  m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}, {"c", 1}}), Clock::now());
+  StartAndJoin(m);
+  m.OnWorkerExit("c:0", 1, Clock::now());
+  Join(m, "a:0", 1);
+  CHECK(Join(m, "b:0", 1).generation == 2);  // the one reset allowed
+  m.OnWorkerExit("b:0", 1, Clock::now());
+  CHECK(Join(m, "a:0", 2).outcome == ElasticOutcome::kPending);
+  const Status failed = m.Tick(Clock::now());
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.message() == "the job was re-formed 1 times, the --reset-limit; it does not "
+                            "re-form again");
+}
+
+TEST_CASE("Join waits for the generation and is answered when the last worker asks",
+          "[tools][elastic]") {
+  testing::Watchdog watchdog("elastic Join wait", std::chrono::seconds(20));
+  ElasticMembership m(MakeConfig(2, 2, 2));
+  m.UpdateHosts(Hosts({{"a", 2}}), Clock::now());
+  m.TakeSlotsToFill(Clock::now());
+  ElasticAssignment waited;
+  std::thread first([&] {
+    waited = m.Join({"a:1", 0, 6001}, Clock::now() + std::chrono::seconds(10));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const ElasticAssignment second = Join(m, "a:0", 0, 6000);
+  first.join();
+  CHECK(second.outcome == ElasticOutcome::kAssigned);
+  CHECK(waited.outcome == ElasticOutcome::kAssigned);
+  CHECK(waited.rank == 1);
+  CHECK(Join(m, "nobody:0", 0).message == "kolorun started no worker 'nobody:0'");
+}
+
+}  // namespace
+}  // namespace kolo::launcher
