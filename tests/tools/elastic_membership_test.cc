@@ -53,9 +53,10 @@ std::vector<std::string> StartAndJoin(ElasticMembership& m) {
   return ids;
 }
 
-TEST_CASE("Elastic membership starts -np workers in host order and forms generation 1 once all "
-          "joined",
-          "[tools][elastic]") {
+TEST_CASE(
+    "Elastic membership starts -np workers in host order and forms generation 1 once all "
+    "joined",
+    "[tools][elastic]") {
   ElasticMembership m(MakeConfig(3, 2, 4));
   m.UpdateHosts(Hosts({{"a", 2}, {"b", 2}}), Clock::now());
   const auto ids = Ids(m.TakeSlotsToFill(Clock::now()));
@@ -89,7 +90,7 @@ TEST_CASE("A failed worker blacklists its host; the survivors re-form keeping th
   StartAndJoin(m);
   // b:0 (rank 2) dies; the survivors' ops fail and each asks for the generation after 1.
   m.OnWorkerExit("b:0", 137, Clock::now());
-  CHECK(m.TakeWorkersToStop().empty());  // b had no other worker
+  CHECK(m.TakeWorkersToStop().empty());            // b had no other worker
   CHECK(m.TakeSlotsToFill(Clock::now()).empty());  // b is blacklisted, no other free slot
   CHECK(Join(m, "c:0", 1).outcome == ElasticOutcome::kPending);
   CHECK(Join(m, "a:1", 1).outcome == ElasticOutcome::kPending);
@@ -105,8 +106,7 @@ TEST_CASE("A failed worker blacklists its host; the survivors re-form keeping th
   CHECK(Join(m, "c:0", 1).generation == 2);
 }
 
-TEST_CASE("When rank 0's worker is lost the next old member becomes rank 0",
-          "[tools][elastic]") {
+TEST_CASE("When rank 0's worker is lost the next old member becomes rank 0", "[tools][elastic]") {
   ElasticMembership m(MakeConfig(3, 2, 3));
   m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}, {"c", 1}}), Clock::now());
   StartAndJoin(m);
@@ -118,9 +118,10 @@ TEST_CASE("When rank 0's worker is lost the next old member becomes rank 0",
   CHECK(b.controller_address == "b:9001");
 }
 
-TEST_CASE("A discovered host gets workers up to max_np, newcomers after the old members, and "
-          "Poll reports the addition once",
-          "[tools][elastic]") {
+TEST_CASE(
+    "A discovered host gets workers up to max_np, newcomers after the old members, and "
+    "Poll reports the addition once",
+    "[tools][elastic]") {
   ElasticMembership m(MakeConfig(2, 1, 3));
   m.UpdateHosts(Hosts({{"a", 2}}), Clock::now());
   StartAndJoin(m);
@@ -205,9 +206,10 @@ TEST_CASE("Fewer live workers than min_np for the elastic timeout ends the job w
   CHECK(m.ExitCode(1) == 1);  // the last generation's member a:0 was stopped, not failed
 }
 
-TEST_CASE("A member that does not rejoin within the elastic timeout is stopped and the rest "
-          "re-form",
-          "[tools][elastic]") {
+TEST_CASE(
+    "A member that does not rejoin within the elastic timeout is stopped and the rest "
+    "re-form",
+    "[tools][elastic]") {
   ElasticMembership::Config config = MakeConfig(3, 1, 3);
   config.elastic_timeout = std::chrono::milliseconds(1000);
   ElasticMembership m(config);
@@ -222,9 +224,10 @@ TEST_CASE("A member that does not rejoin within the elastic timeout is stopped a
   CHECK(Join(m, "a:0", 1).size == 2);
 }
 
-TEST_CASE("Once a worker finishes the job forms no new generation and the exit code is the last "
-          "generation's",
-          "[tools][elastic]") {
+TEST_CASE(
+    "Once a worker finishes the job forms no new generation and the exit code is the last "
+    "generation's",
+    "[tools][elastic]") {
   ElasticMembership m(MakeConfig(2, 1, 2));
   m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}}), Clock::now());
   StartAndJoin(m);
@@ -252,8 +255,9 @@ TEST_CASE("The reset limit stops re-forming and fails the job", "[tools][elastic
   CHECK(Join(m, "a:0", 2).outcome == ElasticOutcome::kPending);
   const Status failed = m.Tick(Clock::now());
   REQUIRE_FALSE(failed.ok());
-  CHECK(failed.message() == "the job was re-formed 1 times, the --reset-limit; it does not "
-                            "re-form again");
+  CHECK(failed.message() ==
+        "the job was re-formed 1 times, the --reset-limit; it does not "
+        "re-form again");
 }
 
 TEST_CASE("Join waits for the generation and is answered when the last worker asks",

@@ -46,10 +46,10 @@ TEST_CASE("The discovery script runs through /bin/sh; a failure or a hang is an 
 
 TEST_CASE("kolorun's elastic options: hosts from a script or a list, min <= np <= max",
           "[tools][elastic]") {
-  auto options = ParseLaunchOptions({"-np", "4", "--min-np", "2", "--max-np", "8",
-                                     "--host-discovery-script", "./hosts.sh", "--slots", "2",
-                                     "--elastic-timeout", "30", "--reset-limit", "3",
-                                     "--blacklist-cooldown-range", "10", "100", "prog"});
+  auto options =
+      ParseLaunchOptions({"-np", "4", "--min-np", "2", "--max-np", "8", "--host-discovery-script",
+                          "./hosts.sh", "--slots", "2", "--elastic-timeout", "30", "--reset-limit",
+                          "3", "--blacklist-cooldown-range", "10", "100", "prog"});
   REQUIRE(options.ok());
   CHECK(options->elastic.enabled);
   CHECK(options->elastic.min_np == 2);
@@ -63,7 +63,7 @@ TEST_CASE("kolorun's elastic options: hosts from a script or a list, min <= np <
 
   auto static_hosts = ParseLaunchOptions({"--min-np", "2", "-H", "a:2,b:2", "prog"});
   REQUIRE(static_hosts.ok());
-  CHECK(static_hosts->num_ranks == 2);  // -np defaults to --min-np
+  CHECK(static_hosts->num_ranks == 2);       // -np defaults to --min-np
   CHECK(static_hosts->elastic.max_np == 4);  // the hosts' slots
 
   CHECK(ParseLaunchOptions({"-np", "2", "--min-np", "1", "prog"}).status().message() ==

@@ -51,7 +51,8 @@ std::vector<std::string> ElasticJob(const TempDir& dir, int np, int min_np, int 
 int PidOf(const std::string& out, const std::string& id, int generation) {
   std::smatch match;
   const std::regex line("\\[" + std::regex_replace(id, std::regex("\\."), "\\.") +
-                        "\\] generation " + std::to_string(generation) + " rank \\d+ of \\d+ pid (\\d+)");
+                        "\\] generation " + std::to_string(generation) +
+                        " rank \\d+ of \\d+ pid (\\d+)");
   if (!std::regex_search(out, match, line)) return -1;
   return std::stoi(match[1]);
 }

@@ -6,6 +6,8 @@
 // Needs root (CAP_NET_ADMIN) and iproute2; exits with kSkipCode (ctest: skipped) and a message
 // where namespaces cannot be made. The testbed is deleted at the end even when a check fails,
 // and leftovers of killed earlier runs are deleted when it comes up.
+#include <signal.h>
+
 #include <catch2/catch.hpp>
 #include <regex>
 #include <set>
@@ -56,6 +58,35 @@ TEST_CASE("kolorun runs 2 hosts x 2 ranks in network namespaces with local and c
   }
   CHECK(ready_ranks == std::set<int>{0, 1, 2, 3});
   CHECK(bound_ranks == std::set<int>{0, 1, 2, 3});
+}
+
+TEST_CASE("An elastic job on network-namespace hosts re-forms without the host whose rank died",
+          "[tools][kolorun][netns][elastic]") {
+  Watchdog watchdog("elastic job in network namespaces", seconds(120));
+  Testbed testbed("elastic", 3, 1, "10gbit", "0");
+  INFO(testbed.up_error());
+  REQUIRE(testbed.up_error().empty());
+  // kolorun's driver runs in host 0's namespace (`testbed run` with elastic flags), the
+  // testbed's hosts are its discovery script's output.
+  ChildProcess job(
+      {TESTBED_PATH, "run", "--name", testbed.name(), "-np", "3", "--min-np", "2",
+       "--host-discovery-script", std::string(TESTBED_PATH) + " hosts --name " + testbed.name(),
+       "--start-timeout", "30", "--", KOLO_ELASTIC_TRAIN_PATH, "--steps", "300", "--step-ms", "10"},
+      {std::string("KOLORUN=") + KOLORUN_PATH});
+  REQUIRE(job.WaitForOutput("commit step 20 size 3", 3, seconds(60)));
+  const std::regex victim_line("\\[" + testbed.Host(2) +
+                               ":0\\] generation 1 rank \\d of 3 pid (\\d+)");
+  std::smatch victim;
+  const std::string so_far = job.StdoutSoFar();
+  REQUIRE(std::regex_search(so_far, victim, victim_line));
+  REQUIRE(kill(std::stoi(victim[1]), SIGKILL) == 0);
+  REQUIRE(job.WaitForOutput("generation 2 rank", 2, seconds(30)));
+  ProcessResult result = job.Wait();
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(CountOccurrences(result.out, "] done steps 300 weights") == 2);
+  CHECK(result.out.find("[" + testbed.Host(0) + ":0] generation 2 rank 0 of 2") !=
+        std::string::npos);
 }
 
 }  // namespace

@@ -49,6 +49,8 @@ class Testbed {
   Testbed(const Testbed&) = delete;
   Testbed& operator=(const Testbed&) = delete;
 
+  // The testbed's --name (for `testbed run --name ...`, `testbed hosts --name ...`).
+  const std::string& name() const { return name_; }
   // Empty when `up` succeeded, else its output.
   const std::string& up_error() const { return up_error_; }
   // `up`'s line saying how the links are shaped.

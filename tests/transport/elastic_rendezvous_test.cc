@@ -62,7 +62,8 @@ TEST_CASE("Workers join a generation and poll host changes through the sealed re
   waiting.join();
   REQUIRE(zero.ok());
   REQUIRE(one.ok());
-  if (one->outcome == ElasticOutcome::kPending) one = first.Join({"a:1", 0, 4001}, Clock::now() + 10s);
+  if (one->outcome == ElasticOutcome::kPending)
+    one = first.Join({"a:1", 0, 4001}, Clock::now() + 10s);
   REQUIRE(one->outcome == ElasticOutcome::kAssigned);
   REQUIRE(zero->outcome == ElasticOutcome::kAssigned);
   CHECK(zero->rank == 0);
@@ -111,8 +112,8 @@ TEST_CASE("A recorded rendezvous call replayed to the driver is refused",
   poll.set_worker_id("a:0");
   StatusOr<std::string> nonce = RandomBytes(kNonceBytes);
   REQUIRE(nonce.ok());
-  const SealedMessage sealed = Seal(kCreds, ElasticCall::kPoll, ElasticDirection::kCall,
-                                    poll.SerializeAsString(), *nonce);
+  const SealedMessage sealed =
+      Seal(kCreds, ElasticCall::kPoll, ElasticDirection::kCall, poll.SerializeAsString(), *nonce);
   wire::ElasticEnvelope call;
   call.set_body(sealed.body);
   call.set_nonce(sealed.nonce);
