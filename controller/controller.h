@@ -92,6 +92,12 @@ class Controller final : public ControllerHandler {
   // or there is no start timeout.
   std::optional<Clock::TimePoint> CheckStart();
 
+  // Aborts the job's start with `reason` (every rank that said hello, or says it later, fails
+  // init() with it) unless every rank has said hello already or the job is over; an elastic
+  // job's rank 0 calls it when kolorun's driver says a member of the generation is gone, instead
+  // of waiting out KOLO_START_TIMEOUT_SECONDS. Any thread. Returns whether it aborted.
+  bool AbortStart(const std::string& reason);
+
   // Whether to record a CYCLE instant per planned batch from now on (start_timeline's
   // mark_cycles). Any thread.
   void SetMarkCycles(bool on) { mark_cycles_.store(on, std::memory_order_relaxed); }

@@ -86,6 +86,19 @@ std::optional<Clock::TimePoint> Controller::CheckStart() {
   return next;
 }
 
+bool Controller::AbortStart(const std::string& reason) {
+  bool aborted = false;
+  {
+    MutexLock lock(&mu_);
+    if (!rendezvous_.complete() && !aborted_) {
+      AbortLocked(reason);
+      aborted = true;
+    }
+  }
+  Flush();
+  return aborted;
+}
+
 std::optional<Clock::TimePoint> Controller::CheckStartLocked(Clock::TimePoint now) {
   if (options_.start_timeout_seconds <= 0 || rendezvous_.complete() || aborted_) {
     return std::nullopt;

@@ -1,10 +1,12 @@
 // kolo/elastic.h and runtime/elastic_join.h: an elastic job's worker side.
 #include "kolo/elastic.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "core/free_port.h"
 #include "core/mutex.h"
@@ -28,7 +30,7 @@ struct ElasticState {
   int64_t hosts_timestamp KOLO_GUARDED_BY(mu) = 0;
 };
 
-ElasticState& State() {
+ElasticState& State_() {
   static ElasticState* state = new ElasticState();  // never destroyed: used until exit
   return *state;
 }
@@ -53,7 +55,7 @@ StatusOr<Options> JoinElasticGeneration(const Options& options) {
   std::shared_ptr<transport::ElasticRendezvousClient> client;
   int64_t last_generation = 0;
   {
-    ElasticState& state = State();
+    ElasticState& state = State_();
     MutexLock lock(&state.mu);
     if (!state.client || state.driver_address != options.elastic_rendezvous) {
       state.client = std::make_shared<transport::ElasticRendezvousClient>(
@@ -92,7 +94,7 @@ StatusOr<Options> JoinElasticGeneration(const Options& options) {
       joined.host = answer->hostname;
       joined.identity_source = "kolorun (elastic)";
       joined.controller_source = "elastic generation " + std::to_string(answer->generation);
-      ElasticState& state = State();
+      ElasticState& state = State_();
       MutexLock lock(&state.mu);
       state.generation = answer->generation;
       state.hosts_timestamp = answer->hosts_timestamp;
@@ -105,6 +107,58 @@ StatusOr<Options> JoinElasticGeneration(const Options& options) {
                               " s (KOLO_ELASTIC_TIMEOUT_SECONDS, --elastic-timeout)");
     }
   }
+}
+
+struct ElasticStartWatch::State {
+  Mutex mu;
+  CondVar stop_cv;
+  bool stop KOLO_GUARDED_BY(mu) = false;
+  std::thread thread;
+};
+
+ElasticStartWatch::ElasticStartWatch(std::function<void(const std::string&, int)> on_lost)
+    : state_(std::make_shared<State>()) {
+  std::shared_ptr<transport::ElasticRendezvousClient> client;
+  std::string worker_id;
+  int64_t generation = 0;
+  double timeout_seconds = 30;
+  {
+    ElasticState& elastic = State_();
+    MutexLock lock(&elastic.mu);
+    client = elastic.client;
+    worker_id = elastic.worker_id;
+    generation = elastic.generation;
+    timeout_seconds = elastic.call_timeout_seconds;
+  }
+  if (!client || generation == 0) return;
+  State* state = state_.get();
+  state->thread = std::thread(
+      [state, client, worker_id, generation, timeout_seconds, on_lost = std::move(on_lost)] {
+        for (;;) {
+          {
+            MutexLock lock(&state->mu);
+            if (state->stop_cv.WaitFor(&state->mu, std::chrono::milliseconds(100),
+                                       [&]() KOLO_REQUIRES(state->mu) { return state->stop; })) {
+              return;
+            }
+          }
+          StatusOr<transport::ElasticHostChanges> changes =
+              client->Poll(worker_id, 0, generation, After(std::min(timeout_seconds, 5.0)));
+          if (changes.ok() && !changes->lost_member.empty()) {
+            on_lost(changes->lost_member, changes->lost_rank);
+            return;
+          }
+        }
+      });
+}
+
+ElasticStartWatch::~ElasticStartWatch() {
+  {
+    MutexLock lock(&state_->mu);
+    state_->stop = true;
+  }
+  state_->stop_cv.NotifyAll();
+  if (state_->thread.joinable()) state_->thread.join();
 }
 
 }  // namespace internal
@@ -122,7 +176,7 @@ StatusOr<HostUpdates> poll_host_updates(int64_t since) {
   double timeout_seconds = 30;
   int64_t hosts_timestamp = 0;
   {
-    ElasticState& state = State();
+    ElasticState& state = State_();
     MutexLock lock(&state.mu);
     client = state.client;
     worker_id = state.worker_id;
@@ -138,7 +192,7 @@ StatusOr<HostUpdates> poll_host_updates(int64_t since) {
   // Changes up to the current generation's formation are in it already.
   const int64_t after = std::max(since, hosts_timestamp);
   KOLO_ASSIGN_OR_RETURN(transport::ElasticHostChanges changes,
-                        client->Poll(worker_id, after, After(timeout_seconds)));
+                        client->Poll(worker_id, after, 0, After(timeout_seconds)));
   HostUpdates updates;
   updates.kinds = changes.kinds;
   updates.timestamp = changes.kinds == kNoUpdate ? since : changes.timestamp;
@@ -146,7 +200,7 @@ StatusOr<HostUpdates> poll_host_updates(int64_t since) {
 }
 
 int64_t generation() {
-  ElasticState& state = State();
+  ElasticState& state = State_();
   MutexLock lock(&state.mu);
   return state.generation;
 }

@@ -183,6 +183,9 @@ class RuntimeImpl {
   std::unique_ptr<controller::Controller> controller_;        // rank 0 only
   std::unique_ptr<transport::GrpcControlServer> server_;      // rank 0 only
   std::chrono::steady_clock::time_point controller_started_;  // rank 0: when server_ started
+  // Rank 0 of an elastic generation: the member kolorun's driver reported lost during the start
+  // (ElasticStartWatch's thread sets it); -1: none.
+  std::atomic<int> elastic_lost_rank_{-1};
   std::unique_ptr<transport::TcpMesh> mesh_;
   std::unique_ptr<transport::ShmMesh> shm_;  // when allreduce runs over shared memory
   // The hierarchical allreduce's groups over mesh_ (runtime/host_groups.h): this host's ranks

@@ -9,6 +9,7 @@
 #include "core/op_text.h"
 #include "ops/cpu_executor.h"
 #include "ops/hierarchical_allreduce.h"
+#include "runtime/elastic_join.h"
 #include "runtime/fd_limit.h"
 #include "runtime/job_credentials.h"
 #include "runtime/local_address.h"
@@ -72,7 +73,20 @@ Status RuntimeImpl::Start() {
   RaiseFdLimit();
   std::string controller_address = options_.controller_address;
   if (options_.rank == 0) KOLO_RETURN_IF_ERROR(StartController(&controller_address));
-  KOLO_RETURN_IF_ERROR(JoinJob(controller_address));
+  {
+    // An elastic generation's rank 0 gives up on its start as soon as kolorun's driver says a
+    // member is gone (docs/ELASTIC.md), not at the start timeout.
+    std::unique_ptr<internal::ElasticStartWatch> watch;
+    if (controller_ && !options_.elastic_rendezvous.empty()) {
+      watch = std::make_unique<internal::ElasticStartWatch>([this](const std::string& lost,
+                                                                   int lost_rank) {
+        elastic_lost_rank_.store(lost_rank);
+        controller_->AbortStart("the elastic generation lost a member while it started: " + lost +
+                                " (kolorun's elastic driver)");
+      });
+    }
+    KOLO_RETURN_IF_ERROR(JoinJob(controller_address));
+  }
   KOLO_RETURN_IF_ERROR(StartExecutors());
   StartLoop();
   LogReady(controller_address);
@@ -393,11 +407,24 @@ void RuntimeImpl::LogReady(const std::string& controller_address) const {
 
 void RuntimeImpl::TellLateRanks() {
   if (!controller_ || !server_ || options_.start_timeout_seconds <= 0) return;
-  std::vector<int> untold = controller_->RanksNotTold();
+  // In an elastic job, the member kolorun's driver reported lost will never connect.
+  auto not_told = [this] {
+    std::vector<int> ranks = controller_->RanksNotTold();
+    const int lost = elastic_lost_rank_.load();
+    ranks.erase(std::remove(ranks.begin(), ranks.end(), lost), ranks.end());
+    return ranks;
+  };
+  std::vector<int> untold = not_told();
   if (untold.empty()) return;
-  const SteadyTime::time_point deadline =
+  SteadyTime::time_point deadline =
       controller_started_ + std::chrono::duration_cast<SteadyTime::duration>(
                                 std::chrono::duration<double>(options_.start_timeout_seconds));
+  if (!options_.elastic_rendezvous.empty()) {
+    // In an elastic job the late rank is most likely the lost member itself (every live member
+    // was waiting for the generation and connects within milliseconds); one that is only late
+    // fails at its own start deadline and joins the next generation.
+    deadline = std::min(deadline, SteadyTime::now() + std::chrono::seconds(2));
+  }
   const std::string ranks = RankList(untold);
   logger_->info(
       "the start was aborted; rank{} {} {} not connected yet: the controller stays up to tell "
@@ -407,7 +434,7 @@ void RuntimeImpl::TellLateRanks() {
   while (!untold.empty() && SteadyTime::now() < deadline) {
     // Polls a rare error path at a coarse step; the deadline bounds it.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    untold = controller_->RanksNotTold();
+    untold = not_told();
   }
 }
 

@@ -125,13 +125,13 @@ TEST_CASE(
   ElasticMembership m(MakeConfig(2, 1, 3));
   m.UpdateHosts(Hosts({{"a", 2}}), Clock::now());
   StartAndJoin(m);
-  const auto before = m.Poll("a:0", 0);
+  const auto before = m.Poll("a:0", 0, 1);
   CHECK(before.kinds == elastic::kHostsAdded);  // a itself, at the start
   const int64_t seen = before.timestamp;
-  CHECK(m.Poll("a:0", seen).kinds == elastic::kNoUpdate);
+  CHECK(m.Poll("a:0", seen, 1).kinds == elastic::kNoUpdate);
 
   m.UpdateHosts(Hosts({{"a", 2}, {"n", 4}}), Clock::now());
-  const auto after = m.Poll("a:0", seen);
+  const auto after = m.Poll("a:0", seen, 1);
   CHECK(after.kinds == elastic::kHostsAdded);
   CHECK(after.timestamp > seen);
   CHECK(Ids(m.TakeSlotsToFill(Clock::now())) == std::vector<std::string>{"n:0"});  // max_np 3
@@ -153,10 +153,10 @@ TEST_CASE("A host that discovery no longer lists stops its workers and counts as
   ElasticMembership m(MakeConfig(3, 1, 3));
   m.UpdateHosts(Hosts({{"a", 1}, {"b", 2}}), Clock::now());
   StartAndJoin(m);
-  const int64_t seen = m.Poll("a:0", 0).timestamp;
+  const int64_t seen = m.Poll("a:0", 0, 1).timestamp;
   m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}}), Clock::now());  // b lost a slot
   CHECK(m.TakeWorkersToStop() == std::vector<std::string>{"b:1"});
-  CHECK(m.Poll("a:0", seen).kinds == elastic::kHostsRemoved);
+  CHECK(m.Poll("a:0", seen, 1).kinds == elastic::kHostsRemoved);
   CHECK(Join(m, "b:1", 1).outcome == ElasticOutcome::kRefused);
   // Stopped by the driver: its exit code is not a failure and blacklists nothing.
   m.OnWorkerExit("b:1", 143, Clock::now());
@@ -277,6 +277,22 @@ TEST_CASE("Join waits for the generation and is answered when the last worker as
   CHECK(waited.outcome == ElasticOutcome::kAssigned);
   CHECK(waited.rank == 1);
   CHECK(Join(m, "nobody:0", 0).message == "kolorun started no worker 'nobody:0'");
+}
+
+TEST_CASE("Poll names a member of the caller's generation that is gone, for rank 0's start",
+          "[tools][elastic]") {
+  ElasticMembership m(MakeConfig(3, 1, 3));
+  m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}, {"c", 1}}), Clock::now());
+  StartAndJoin(m);
+  CHECK(m.Poll("a:0", 0, 1).lost_member.empty());
+  CHECK(m.Poll("a:0", 0, 1).lost_rank == -1);
+  m.OnWorkerExit("c:0", 137, Clock::now());
+  CHECK(m.Poll("a:0", 0, 1).lost_member == "worker c:0 (rank 2) exited");
+  CHECK(m.Poll("a:0", 0, 1).lost_rank == 2);
+  Join(m, "a:0", 1);
+  Join(m, "b:0", 1);
+  CHECK(m.Poll("a:0", 0, 1).lost_member == "generation 2 formed since");
+  CHECK(m.Poll("a:0", 0, 2).lost_member.empty());
 }
 
 }  // namespace

@@ -6,11 +6,13 @@
 // the job with the reason. Every test arms a Watchdog.
 #include <signal.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "tests/support/child_process.h"
 #include "tests/support/seconds_since.h"
@@ -124,6 +126,33 @@ TEST_CASE("When rank 0's worker is lost the survivors re-form under a new rank 0
   ProcessResult result = job.Wait();
   CHECK(result.exit_code == 0);
   CheckDoneLines(result.out, 2, 300);
+}
+
+TEST_CASE("A second worker lost while the survivors re-form costs no start timeout",
+          "[tools][elastic][fault]") {
+  Watchdog watchdog("elastic double loss", 120s);
+  TempDir dir;
+  WriteHosts(dir, "localhost:1\n127.0.0.2:1\n127.0.0.3:1\n127.0.0.4:1\n127.0.0.5:1\n");
+  // A start timeout far above the bound below: a start that waited it out would fail the check.
+  std::vector<std::string> argv = ElasticJob(dir, 5, 2, 5, {}, "400");
+  argv[std::find(argv.begin(), argv.end(), "--start-timeout") - argv.begin() + 1] = "60";
+  ChildProcess job(argv);
+  REQUIRE(job.WaitForOutput("commit step 20 size 5", 5, 60s));
+  const std::string so_far = job.StdoutSoFar();
+  const int first = PidOf(so_far, "127.0.0.3:0", 1);
+  const int second = PidOf(so_far, "127.0.0.4:0", 1);
+  REQUIRE((first > 0 && second > 0));
+  const auto killed = std::chrono::steady_clock::now();
+  REQUIRE(kill(first, SIGKILL) == 0);
+  std::this_thread::sleep_for(15ms);  // the survivors are re-forming (or about to)
+  REQUIRE(kill(second, SIGKILL) == 0);
+  REQUIRE(job.WaitForOutput("size 3", 3, 60s));
+  const double recovery = SecondsSince(killed);
+  WARN("two SIGKILLs 15 ms apart to training on the last 3: " << recovery << " s");
+  CHECK(recovery < 5.0);
+  ProcessResult result = job.Wait();
+  CHECK(result.exit_code == 0);
+  CheckDoneLines(result.out, 3, 400);
 }
 
 TEST_CASE("Fewer workers than --min-np for --elastic-timeout ends the job with the reason",

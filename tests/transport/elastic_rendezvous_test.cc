@@ -76,10 +76,12 @@ TEST_CASE("Workers join a generation and poll host changes through the sealed re
 
   driver.membership.UpdateHosts({launcher::Host{"a", "", 2}, launcher::Host{"b", "", 1}},
                                 Clock::now());
-  StatusOr<ElasticHostChanges> changes = first.Poll("a:1", one->hosts_timestamp, Clock::now() + 5s);
+  StatusOr<ElasticHostChanges> changes =
+      first.Poll("a:1", one->hosts_timestamp, 1, Clock::now() + 5s);
   REQUIRE(changes.ok());
   CHECK(changes->kinds == elastic::kHostsAdded);
   CHECK(changes->timestamp > one->hosts_timestamp);
+  CHECK(changes->lost_member.empty());
 }
 
 TEST_CASE("A rendezvous caller without the job's secret or id is refused, and so is its driver",
@@ -94,7 +96,7 @@ TEST_CASE("A rendezvous caller without the job's secret or id is refused, and so
   CHECK(refused.status().message().find("elastic rendezvous call does not prove the job secret") !=
         std::string::npos);
   ElasticRendezvousClient other_job(driver.address(), {kCreds.key, "another-job"});
-  CHECK_FALSE(other_job.Poll("a:0", 0, Clock::now() + 5s).ok());
+  CHECK_FALSE(other_job.Poll("a:0", 0, 0, Clock::now() + 5s).ok());
   // The refused Join never reached the membership: a:0 is not waiting, so a:1 alone is pending.
   ElasticRendezvousClient honest(driver.address(), kCreds);
   StatusOr<ElasticAssignment> alone = honest.Join({"a:1", 0, 4001}, Clock::now() + 5s);

@@ -319,13 +319,27 @@ ElasticAssignment ElasticMembership::Join(const ElasticJoinRequest& request,
   return pending;
 }
 
-ElasticHostChanges ElasticMembership::Poll(const std::string& worker_id, int64_t since) {
+ElasticHostChanges ElasticMembership::Poll(const std::string& worker_id, int64_t since,
+                                           int64_t generation) {
   (void)worker_id;
   MutexLock lock(&mu_);
   ElasticHostChanges changes;
   changes.timestamp = host_clock_;
   for (const auto& [timestamp, kinds] : host_changes_) {
     if (timestamp > since) changes.kinds |= kinds;
+  }
+  if (generation > 0 && generation < generation_) {
+    changes.lost_member = "generation " + std::to_string(generation_) + " formed since";
+  } else if (generation > 0 && generation == generation_) {
+    for (const std::string& id : members_) {
+      const Worker& member = workers_.at(id);
+      if (member.generation == generation_ && !Live(member)) {
+        changes.lost_member = "worker " + id + " (rank " + std::to_string(member.rank) + ") " +
+                              (member.exited ? "exited" : "is being stopped");
+        changes.lost_rank = member.rank;
+        break;
+      }
+    }
   }
   return changes;
 }

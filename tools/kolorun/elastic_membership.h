@@ -90,9 +90,12 @@ class ElasticMembership final : public transport::ElasticMembershipService {
   std::string Describe() const;
 
   // ---- the rendezvous server (gRPC threads) ----
+  // Join: see ElasticMembershipService. Poll: host changes after `since`; lost_member names a
+  // member of `generation` that exited or is being stopped, or says a newer generation formed.
   transport::ElasticAssignment Join(const transport::ElasticJoinRequest& request,
                                     Clock::time_point deadline) override;
-  transport::ElasticHostChanges Poll(const std::string& worker_id, int64_t since) override;
+  transport::ElasticHostChanges Poll(const std::string& worker_id, int64_t since,
+                                     int64_t generation) override;
 
  private:
   struct Worker {

@@ -85,10 +85,13 @@ class RendezvousService final : public wire::ElasticRendezvous::Service {
     wire::ElasticPollRequest request;
     grpc::Status opened = Open(ElasticCall::kPoll, *call, &request);
     if (!opened.ok()) return opened;
-    const ElasticHostChanges changes = membership_->Poll(request.worker_id(), request.since());
+    const ElasticHostChanges changes =
+        membership_->Poll(request.worker_id(), request.since(), request.generation());
     wire::ElasticPollReply reply;
     reply.set_timestamp(changes.timestamp);
     reply.set_kinds(changes.kinds);
+    reply.set_lost_member(changes.lost_member);
+    reply.set_lost_rank(changes.lost_rank);
     *answer = ToEnvelope(Seal(credentials_, ElasticCall::kPoll, ElasticDirection::kAnswer,
                               reply.SerializeAsString(), call->nonce()));
     return grpc::Status::OK;
@@ -252,13 +255,16 @@ StatusOr<ElasticAssignment> ElasticRendezvousClient::Join(
 }
 
 StatusOr<ElasticHostChanges> ElasticRendezvousClient::Poll(
-    const std::string& worker_id, int64_t since, std::chrono::steady_clock::time_point deadline) {
+    const std::string& worker_id, int64_t since, int64_t generation,
+    std::chrono::steady_clock::time_point deadline) {
   wire::ElasticPollRequest call;
   call.set_worker_id(worker_id);
   call.set_since(since);
+  call.set_generation(generation);
   wire::ElasticPollReply reply;
   KOLO_RETURN_IF_ERROR(impl_->Call(ElasticCall::kPoll, call, deadline, &reply));
-  return ElasticHostChanges{reply.timestamp(), reply.kinds()};
+  return ElasticHostChanges{reply.timestamp(), reply.kinds(), reply.lost_member(),
+                            reply.lost_rank()};
 }
 
 }  // namespace kolo::transport

@@ -51,6 +51,10 @@ struct ElasticAssignment {
 struct ElasticHostChanges {
   int64_t timestamp = 0;
   int kinds = 0;  // kolo::elastic::HostUpdateBits
+  // A worker of the caller's generation that has exited or is being stopped (or "a newer
+  // generation formed"); empty while the generation is whole. Rank 0 aborts a start with it.
+  std::string lost_member;
+  int lost_rank = -1;  // the lost member's rank; -1 when none (or a newer generation formed)
 };
 
 // The driver's membership, as the server needs it. Called on gRPC threads, concurrently.
@@ -61,7 +65,9 @@ class ElasticMembershipService {
   // waits until `deadline` for it; kPending at the deadline.
   virtual ElasticAssignment Join(const ElasticJoinRequest& request,
                                  std::chrono::steady_clock::time_point deadline) = 0;
-  virtual ElasticHostChanges Poll(const std::string& worker_id, int64_t since) = 0;
+  // Host changes after `since`, and whether `generation` lost a member.
+  virtual ElasticHostChanges Poll(const std::string& worker_id, int64_t since,
+                                  int64_t generation) = 0;
 };
 
 class ElasticRendezvousServer {
@@ -96,7 +102,7 @@ class ElasticRendezvousClient {
   // FailedPrecondition when it cannot prove the job secret.
   StatusOr<ElasticAssignment> Join(const ElasticJoinRequest& request,
                                    std::chrono::steady_clock::time_point deadline);
-  StatusOr<ElasticHostChanges> Poll(const std::string& worker_id, int64_t since,
+  StatusOr<ElasticHostChanges> Poll(const std::string& worker_id, int64_t since, int64_t generation,
                                     std::chrono::steady_clock::time_point deadline);
 
  private:
