@@ -1,9 +1,10 @@
-// kolo-elastic-train: an elastic training loop on kolo's C++ API (docs/ELASTIC.md), the pattern
-// kolo.torch.elastic runs for Python: commit the state every few steps; when an op fails
-// because a rank was lost, restore the last commit, shutdown() and init() again (kolorun's
-// elastic driver renumbers the survivors into the next generation), take the state from the new
-// rank 0 and go on; at a commit, rank 0 asks the driver whether hosts were added, and every rank
-// leaves for the next generation together, keeping its state.
+// kolo-elastic-train: an elastic training loop on kolo's C++ API (docs/ELASTIC.md):
+// kolo::elastic::Run and State, as kolo.torch.elastic's hvd.elastic.run and TorchState for
+// Python. The state commits every few steps; when an op fails because a rank was lost, Run
+// restores the last commit, shuts down and initialises again (kolorun's elastic driver
+// renumbers the survivors into the next generation), syncs the state from the new rank 0 and
+// trains on; when a commit says hosts were added, every rank leaves together and Run re-forms
+// keeping the state.
 //
 //   kolorun -np 4 --min-np 2 --max-np 4 --host-discovery-script ./hosts.sh
 //           build/bin/kolo-elastic-train --steps 200
@@ -26,11 +27,6 @@
 #include <vector>
 
 namespace {
-
-struct TrainState {
-  int64_t step = 0;
-  std::vector<float> weights = std::vector<float>(8, 0.0f);
-};
 
 struct Flags {
   int64_t steps = 100;
@@ -62,35 +58,68 @@ kolo::TensorView View(std::vector<float>* values) {
           kolo::Device::Cpu()};
 }
 
-// Rank 0's state to every rank (Horovod's state.sync()).
-kolo::Status Sync(TrainState* state) {
-  std::vector<float> packed = state->weights;
-  packed.push_back(static_cast<float>(state->step));  // exact below 2^24 steps
-  KOLO_RETURN_IF_ERROR(kolo::broadcast("elastic/state", View(&packed), 0));
-  state->step = static_cast<int64_t>(packed.back());
-  packed.pop_back();
-  state->weights = packed;
-  return kolo::Status::Ok();
-}
+// The model: a step counter and 8 weights; a committed copy to go back to.
+class TrainState : public kolo::elastic::State {
+ public:
+  int64_t step = 0;
+  std::vector<float> weights = std::vector<float>(8, 0.0f);
 
-// Whether hosts were added since `*seen` (Horovod's check_host_updates): rank 0 asks kolorun's
-// driver and broadcasts the answer, so that every rank leaves at the same commit.
-kolo::StatusOr<bool> HostsAdded(int64_t* seen) {
-  std::vector<float> answer(1, 0.0f);
-  if (kolo::rank() == 0) {
-    kolo::StatusOr<kolo::elastic::HostUpdates> updates = kolo::elastic::poll_host_updates(*seen);
-    if (!updates.ok()) return updates.status();
-    *seen = updates->timestamp;
-    answer[0] = (updates->kinds & kolo::elastic::kHostsAdded) != 0 ? 1.0f : 0.0f;
+  void Save() override {
+    saved_step_ = step;
+    saved_weights_ = weights;
   }
-  KOLO_RETURN_IF_ERROR(kolo::broadcast("elastic/hosts", View(&answer), 0));
-  return answer[0] != 0.0f;
-}
+  void Restore() override {
+    std::fprintf(stderr, "rank %d: restoring step %lld\n", kolo::rank(),
+                 static_cast<long long>(saved_step_));
+    step = saved_step_;
+    weights = saved_weights_;
+  }
+  // Rank 0's state to every rank (a new rank has none; the others agree already).
+  kolo::Status Sync() override {
+    std::vector<float> packed = weights;
+    packed.push_back(static_cast<float>(step));  // exact below 2^24 steps
+    KOLO_RETURN_IF_ERROR(kolo::broadcast("elastic/state", View(&packed), 0));
+    step = static_cast<int64_t>(packed.back());
+    packed.pop_back();
+    weights = packed;
+    return kolo::Status::Ok();
+  }
+
+ private:
+  int64_t saved_step_ = 0;
+  std::vector<float> saved_weights_ = std::vector<float>(8, 0.0f);
+};
 
 double Checksum(const std::vector<float>& weights) {
   double sum = 0;
   for (size_t i = 0; i < weights.size(); ++i) sum += static_cast<double>(i + 1) * weights[i];
   return sum;
+}
+
+// Trains until flags.steps; returns early (any status) when a commit says hosts were added.
+kolo::Status Train(const Flags& flags, TrainState* state) {
+  std::printf("generation %lld rank %d of %d pid %d\n",
+              static_cast<long long>(kolo::elastic::generation()), kolo::rank(), kolo::size(),
+              static_cast<int>(getpid()));
+  std::fflush(stdout);
+  while (state->step < flags.steps) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(flags.step_ms));
+    std::vector<float> gradient(state->weights.size(), 1.0f);
+    kolo::AllreduceOptions average;
+    average.op = kolo::ReduceOp::kAverage;
+    KOLO_RETURN_IF_ERROR(kolo::allreduce("grad", View(&gradient), View(&gradient), average));
+    for (size_t i = 0; i < state->weights.size(); ++i) state->weights[i] -= 0.01f * gradient[i];
+    ++state->step;
+    if (state->step % flags.commit_every != 0) continue;
+    std::printf("commit step %lld size %d\n", static_cast<long long>(state->step), kolo::size());
+    std::fflush(stdout);
+    KOLO_ASSIGN_OR_RETURN(bool hosts_added, state->Commit());
+    if (hosts_added) return kolo::Status::Ok();
+  }
+  std::printf("done steps %lld weights %.6f checksum %.6f\n", static_cast<long long>(state->step),
+              static_cast<double>(state->weights[0]), Checksum(state->weights));
+  std::fflush(stdout);
+  return kolo::Status::Ok();
 }
 
 }  // namespace
@@ -101,53 +130,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s [--steps N] [--commit-every K] [--step-ms MS]\n", argv[0]);
     return 2;
   }
-  TrainState committed;
-  TrainState live;
-  int64_t hosts_seen = 0;
-  for (;;) {
-    kolo::Status s = kolo::init();
-    if (!s.ok()) {
-      std::fprintf(stderr, "init failed: %s\n", s.ToString().c_str());
-      return 1;
-    }
-    std::printf("generation %lld rank %d of %d pid %d\n",
-                static_cast<long long>(kolo::elastic::generation()), kolo::rank(), kolo::size(),
-                static_cast<int>(getpid()));
-    std::fflush(stdout);
-    bool keep_state = false;  // true: left for added hosts; false: an op failed
-    s = Sync(&live);
-    while (s.ok() && live.step < flags.steps) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(flags.step_ms));
-      std::vector<float> gradient(live.weights.size(), 1.0f);
-      kolo::AllreduceOptions average;
-      average.op = kolo::ReduceOp::kAverage;
-      s = kolo::allreduce("grad", View(&gradient), View(&gradient), average);
-      if (!s.ok()) break;
-      for (size_t i = 0; i < live.weights.size(); ++i) live.weights[i] -= 0.01f * gradient[i];
-      ++live.step;
-      if (live.step % flags.commit_every != 0) continue;
-      committed = live;
-      std::printf("commit step %lld size %d\n", static_cast<long long>(live.step), kolo::size());
-      std::fflush(stdout);
-      kolo::StatusOr<bool> added = HostsAdded(&hosts_seen);
-      if (!added.ok()) {
-        s = added.status();
-      } else if (*added) {
-        keep_state = true;
-        break;
-      }
-    }
-    if (s.ok() && !keep_state) {
-      std::printf("done steps %lld weights %.6f checksum %.6f\n", static_cast<long long>(live.step),
-                  static_cast<double>(live.weights[0]), Checksum(live.weights));
-      std::fflush(stdout);
-      return kolo::shutdown().ok() ? 0 : 1;
-    }
-    if (!keep_state) {
-      std::fprintf(stderr, "rank %d: %s; restoring step %lld\n", kolo::rank(), s.ToString().c_str(),
-                   static_cast<long long>(committed.step));
-      live = committed;
-    }
-    kolo::shutdown().IgnoreError();  // after a lost rank it reports that loss; known here
+  TrainState state;
+  const kolo::Status trained =
+      kolo::elastic::Run(&state, [&flags, &state] { return Train(flags, &state); });
+  if (!trained.ok()) {
+    std::fprintf(stderr, "training failed: %s\n", trained.ToString().c_str());
+    return 1;
   }
+  return 0;
 }

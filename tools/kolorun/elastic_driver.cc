@@ -50,6 +50,15 @@ std::string AddressTowards(const std::string& host) {
   return address;
 }
 
+// `hosts` with "localhost" given the address 127.0.0.1, so that a generation whose rank 0 is there
+// has a controller address that needs no name lookup (an IP literal, as fixed jobs get).
+std::vector<Host> WithLoopbackAddresses(std::vector<Host> hosts) {
+  for (Host& host : hosts) {
+    if (host.address.empty() && host.name == "localhost") host.address = "127.0.0.1";
+  }
+  return hosts;
+}
+
 struct WorkerProcess {
   pid_t pid = -1;
   int stdin_fd = -1;
@@ -136,7 +145,7 @@ Status ElasticDriver::Start() {
   KOLO_ASSIGN_OR_RETURN(
       server_, transport::ElasticRendezvousServer::Start("0.0.0.0:0", credentials, &membership_));
   if (options_.elastic.discovery_script.empty())
-    membership_.UpdateHosts(options_.hosts, Clock::now());
+    membership_.UpdateHosts(WithLoopbackAddresses(options_.hosts), Clock::now());
   return Status::Ok();
 }
 
@@ -152,7 +161,7 @@ void ElasticDriver::Discover(Clock::time_point now) {
     Message(hosts.status().message() + "; keeping the hosts it found before");
     return;
   }
-  membership_.UpdateHosts(*hosts, now);
+  membership_.UpdateHosts(WithLoopbackAddresses(*hosts), now);
 }
 
 void ElasticDriver::StartWorkers(Clock::time_point now) {

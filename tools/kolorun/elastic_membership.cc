@@ -157,15 +157,11 @@ void ElasticMembership::TryForm(Clock::time_point now) {
   if (count == 0 || count < static_cast<size_t>(config_.min_np)) return;
   std::sort(old_members.begin(), old_members.end(),
             [](const Worker* a, const Worker* b) { return a->rank < b->rank; });
-  auto host_index = [this](const Worker* w) {
-    for (size_t i = 0; i < hosts_.size(); ++i) {
-      if (hosts_[i].name == w->host.name) return i;
-    }
-    return hosts_.size();
-  };
-  std::sort(newcomers.begin(), newcomers.end(), [&](const Worker* a, const Worker* b) {
-    return std::make_pair(host_index(a), a->slot) < std::make_pair(host_index(b), b->slot);
-  });
+  std::vector<std::pair<std::pair<size_t, int>, Worker*>> keyed;  // (host index, slot)
+  for (Worker* w : newcomers) keyed.push_back({{HostIndex(w->host.name), w->slot}, w});
+  std::sort(keyed.begin(), keyed.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < keyed.size(); ++i) newcomers[i] = keyed[i].second;
   std::vector<Worker*> order = old_members;
   order.insert(order.end(), newcomers.begin(), newcomers.end());
   while (order.size() > static_cast<size_t>(config_.max_np)) {
@@ -278,40 +274,48 @@ ElasticAssignment ElasticMembership::AnswerFor(const Worker& worker) const {
   return answer;
 }
 
+size_t ElasticMembership::HostIndex(const std::string& host) const {
+  for (size_t i = 0; i < hosts_.size(); ++i) {
+    if (hosts_[i].name == host) return i;
+  }
+  return hosts_.size();
+}
+
+std::optional<ElasticAssignment> ElasticMembership::RefusalFor(const std::string& id) const {
+  auto it = workers_.find(id);
+  ElasticAssignment refused;
+  refused.outcome = ElasticOutcome::kRefused;
+  if (it == workers_.end()) {
+    refused.message = "kolorun started no worker '" + id + "'";
+  } else if (it->second.exited || it->second.stop) {
+    refused.message = "worker " + id +
+                      " is no longer part of the job (its host was removed or blacklisted, or "
+                      "it did not join in time)";
+  } else if (finishing_) {
+    refused.message = "the job is finishing (worker " + finished_worker_ +
+                      " exited with code 0), so it forms no new generation";
+  } else {
+    return std::nullopt;
+  }
+  return refused;
+}
+
 ElasticAssignment ElasticMembership::Join(const ElasticJoinRequest& request,
                                           Clock::time_point deadline) {
   MutexLock lock(&mu_);
   const int64_t last = request.last_generation;
-  auto refusal = [&]() -> std::optional<ElasticAssignment> {
-    auto it = workers_.find(request.worker_id);
-    ElasticAssignment refused;
-    refused.outcome = ElasticOutcome::kRefused;
-    if (it == workers_.end()) {
-      refused.message = "kolorun started no worker '" + request.worker_id + "'";
-    } else if (it->second.exited || it->second.stop) {
-      refused.message = "worker " + request.worker_id +
-                        " is no longer part of the job (its host was removed or blacklisted, "
-                        "or it did not join in time)";
-    } else if (finishing_) {
-      refused.message = "the job is finishing (worker " + finished_worker_ +
-                        " exited with code 0), so it forms no new generation";
-    } else {
-      return std::nullopt;
-    }
-    return refused;
-  };
-  if (auto refused = refusal()) return *refused;
+  const std::string& id = request.worker_id;
+  if (auto refused = RefusalFor(id)) return *refused;
   Worker& worker = workers_.at(request.worker_id);
   if (worker.generation == generation_ && generation_ > last) return AnswerFor(worker);
   worker.wants_after = last;
   worker.controller_port = request.controller_port;
   TryForm(Clock::now());
-  const std::string id = request.worker_id;
   changed_.WaitUntil(&mu_, deadline, [&]() KOLO_REQUIRES(mu_) {
     auto it = workers_.find(id);
-    return it == workers_.end() || it->second.generation > last || refusal().has_value();
+    return it == workers_.end() || it->second.generation > last || RefusalFor(id).has_value();
   });
-  if (auto refused = refusal()) return *refused;
+  if (auto refused = RefusalFor(id)) return *refused;
   const Worker& now = workers_.at(id);
   if (now.generation > last) return AnswerFor(now);
   ElasticAssignment pending;

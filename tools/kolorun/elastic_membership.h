@@ -124,6 +124,11 @@ class ElasticMembership final : public transport::ElasticMembershipService {
   void StopWorker(Worker* worker) KOLO_REQUIRES(mu_);
   void TryForm(Clock::time_point now) KOLO_REQUIRES(mu_);
   transport::ElasticAssignment AnswerFor(const Worker& worker) const KOLO_REQUIRES(mu_);
+  // Why worker `id` may not join, or nullopt when it may.
+  std::optional<transport::ElasticAssignment> RefusalFor(const std::string& id) const
+      KOLO_REQUIRES(mu_);
+  // The position of `host` in the last discovery (its size when absent).
+  size_t HostIndex(const std::string& host) const KOLO_REQUIRES(mu_);
   static std::string WorkerId(const std::string& host, int slot);
 
   const Config config_;

@@ -18,7 +18,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "kolo/status.h"
 
@@ -53,5 +55,44 @@ StatusOr<HostUpdates> poll_host_updates(int64_t since);
 // The generation of the membership this process last joined (1 for the job's first), 0 before
 // its first init(). Not reset by shutdown().
 int64_t generation();
+
+// ---- The training loop's side: Horovod's hvd.elastic.run and State, for C++ ----
+
+// What a training loop keeps across a lost rank (Horovod's State). Subclass it: Save copies the
+// live state aside, Restore goes back to that copy, Sync gives every rank rank 0's state (a
+// broadcast). Not thread-safe: the training thread owns it.
+class State {
+ public:
+  virtual ~State() = default;
+  virtual void Save() = 0;
+  virtual void Restore() = 0;
+  virtual Status Sync() = 0;
+
+  // Save(), then whether hosts were added since the last commit: rank 0 asks kolorun's driver
+  // and broadcasts the answer, so that every rank sees the same (outside an elastic job: never).
+  // True: the training function should return (any status); Run then re-initialises into the
+  // next generation keeping the state, as Horovod's HostsUpdatedInterrupt does. An error: the
+  // broadcast failed (a lost rank), to be returned like any failed op.
+  StatusOr<bool> Commit();
+
+  // Called after every re-initialisation, before Sync (Horovod's register_reset_callbacks):
+  // re-make process sets, rescale the learning rate to the new size, ...
+  void RegisterResetCallback(std::function<void()> callback);
+
+ private:
+  friend Status Run(State* state, const std::function<Status()>& train);
+  std::vector<std::function<void()>> reset_callbacks_;
+  int64_t hosts_seen_ = 0;
+  bool hosts_updated_ = false;
+};
+
+// Runs `train` in an elastic loop (Horovod's hvd.elastic.run): init(), state->Sync(), train().
+// When train returns OK, shuts down and returns OK. When it returns after Commit() said hosts
+// were added, or with a job-fatal error (kAborted, kUnavailable, kDeadlineExceeded, kShutdown:
+// a rank was lost), shuts down, restores the last commit (not after added hosts), calls the
+// reset callbacks and starts again in the next generation. Any other error (a bad argument, a
+// mismatch) is returned after shutdown(), and so is a failed init(). Outside an elastic job it
+// runs train once, as a fixed job.
+Status Run(State* state, const std::function<Status()>& train);
 
 }  // namespace kolo::elastic

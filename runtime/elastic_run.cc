@@ -1,0 +1,66 @@
+// kolo::elastic::State and Run (kolo/elastic.h): the C++ elastic training loop.
+#include <vector>
+
+#include "kolo/elastic.h"
+#include "kolo/kolo.h"
+
+namespace kolo::elastic {
+namespace {
+
+bool JobFatal(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kAborted:
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+    case StatusCode::kShutdown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+StatusOr<bool> State::Commit() {
+  Save();
+  if (!enabled()) return false;
+  // Rank 0's view, broadcast: every rank leaves at the same commit (Horovod's
+  // check_host_updates): whether hosts were added, and the driver's clock seen.
+  std::vector<int64_t> answer = {0, hosts_seen_};
+  if (rank() == 0) {
+    KOLO_ASSIGN_OR_RETURN(HostUpdates updates, poll_host_updates(hosts_seen_));
+    answer = {(updates.kinds & kHostsAdded) != 0 ? 1 : 0, updates.timestamp};
+  }
+  const TensorView view{answer.data(), DataType::kInt64, {2}, Device::Cpu()};
+  KOLO_RETURN_IF_ERROR(broadcast("kolo.elastic.commit", view, 0));
+  hosts_seen_ = answer[1];
+  hosts_updated_ = answer[0] != 0;
+  return hosts_updated_;
+}
+
+void State::RegisterResetCallback(std::function<void()> callback) {
+  reset_callbacks_.push_back(std::move(callback));
+}
+
+Status Run(State* state, const std::function<Status()>& train) {
+  for (bool reset = false;; reset = true) {
+    KOLO_RETURN_IF_ERROR(init());
+    if (reset) {
+      for (const auto& callback : state->reset_callbacks_) callback();
+    }
+    state->hosts_updated_ = false;
+    Status trained = state->Sync();
+    if (trained.ok()) trained = train();
+    const bool hosts_added = state->hosts_updated_;
+    if (trained.ok() && !hosts_added) return shutdown();
+    if (!hosts_added && (!enabled() || !JobFatal(trained))) {
+      shutdown().IgnoreError();  // the training error is the one to report
+      return trained;
+    }
+    // A lost rank makes shutdown() report that loss, which `trained` already says.
+    shutdown().IgnoreError();
+    if (!hosts_added) state->Restore();
+  }
+}
+
+}  // namespace kolo::elastic
