@@ -35,6 +35,22 @@ ElasticState& State_() {
   return *state;
 }
 
+// A copy of what a call to the driver needs, taken under the state's lock.
+struct DriverLink {
+  std::shared_ptr<transport::ElasticRendezvousClient> client;  // null before the first join
+  std::string worker_id;
+  double timeout_seconds = 30;
+  int64_t generation = 0;
+  int64_t hosts_timestamp = 0;
+};
+
+DriverLink CurrentLink() {
+  ElasticState& state = State_();
+  MutexLock lock(&state.mu);
+  return {state.client, state.worker_id, state.call_timeout_seconds, state.generation,
+          state.hosts_timestamp};
+}
+
 Clock::time_point After(double seconds) {
   return Clock::now() +
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -109,6 +125,18 @@ StatusOr<Options> JoinElasticGeneration(const Options& options) {
   }
 }
 
+bool LostMember(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kAborted:
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+    case StatusCode::kShutdown:
+      return true;
+    default:
+      return false;
+  }
+}
+
 struct ElasticStartWatch::State {
   Mutex mu;
   CondVar stop_cv;
@@ -118,38 +146,26 @@ struct ElasticStartWatch::State {
 
 ElasticStartWatch::ElasticStartWatch(std::function<void(const std::string&, int)> on_lost)
     : state_(std::make_shared<State>()) {
-  std::shared_ptr<transport::ElasticRendezvousClient> client;
-  std::string worker_id;
-  int64_t generation = 0;
-  double timeout_seconds = 30;
-  {
-    ElasticState& elastic = State_();
-    MutexLock lock(&elastic.mu);
-    client = elastic.client;
-    worker_id = elastic.worker_id;
-    generation = elastic.generation;
-    timeout_seconds = elastic.call_timeout_seconds;
-  }
-  if (!client || generation == 0) return;
+  const DriverLink link = CurrentLink();
+  if (!link.client || link.generation == 0) return;
   State* state = state_.get();
-  state->thread = std::thread(
-      [state, client, worker_id, generation, timeout_seconds, on_lost = std::move(on_lost)] {
-        for (;;) {
-          {
-            MutexLock lock(&state->mu);
-            if (state->stop_cv.WaitFor(&state->mu, std::chrono::milliseconds(100),
-                                       [&]() KOLO_REQUIRES(state->mu) { return state->stop; })) {
-              return;
-            }
-          }
-          StatusOr<transport::ElasticHostChanges> changes =
-              client->Poll(worker_id, 0, generation, After(std::min(timeout_seconds, 5.0)));
-          if (changes.ok() && !changes->lost_member.empty()) {
-            on_lost(changes->lost_member, changes->lost_rank);
-            return;
-          }
+  state->thread = std::thread([state, link, on_lost = std::move(on_lost)] {
+    for (;;) {
+      {
+        MutexLock lock(&state->mu);
+        if (state->stop_cv.WaitFor(&state->mu, std::chrono::milliseconds(100),
+                                   [&]() KOLO_REQUIRES(state->mu) { return state->stop; })) {
+          return;
         }
-      });
+      }
+      StatusOr<transport::ElasticHostChanges> changes = link.client->Poll(
+          link.worker_id, 0, link.generation, After(std::min(link.timeout_seconds, 5.0)));
+      if (changes.ok() && !changes->lost_member.empty()) {
+        on_lost(changes->lost_member, changes->lost_rank);
+        return;
+      }
+    }
+  });
 }
 
 ElasticStartWatch::~ElasticStartWatch() {
@@ -171,28 +187,17 @@ bool enabled() {
 }
 
 StatusOr<HostUpdates> poll_host_updates(int64_t since) {
-  std::shared_ptr<transport::ElasticRendezvousClient> client;
-  std::string worker_id;
-  double timeout_seconds = 30;
-  int64_t hosts_timestamp = 0;
-  {
-    ElasticState& state = State_();
-    MutexLock lock(&state.mu);
-    client = state.client;
-    worker_id = state.worker_id;
-    timeout_seconds = state.call_timeout_seconds;
-    hosts_timestamp = state.hosts_timestamp;
-  }
-  if (!client) {
+  const DriverLink link = CurrentLink();
+  if (!link.client) {
     return FailedPrecondition(
         enabled() ? "kolo::elastic::poll_host_updates: call init() first"
                   : "kolo::elastic::poll_host_updates: not an elastic job (start it with "
                     "kolorun --min-np/--max-np/--host-discovery-script)");
   }
   // Changes up to the current generation's formation are in it already.
-  const int64_t after = std::max(since, hosts_timestamp);
+  const int64_t after = std::max(since, link.hosts_timestamp);
   KOLO_ASSIGN_OR_RETURN(transport::ElasticHostChanges changes,
-                        client->Poll(worker_id, after, 0, After(timeout_seconds)));
+                        link.client->Poll(link.worker_id, after, 0, After(link.timeout_seconds)));
   HostUpdates updates;
   updates.kinds = changes.kinds;
   updates.timestamp = changes.kinds == kNoUpdate ? since : changes.timestamp;

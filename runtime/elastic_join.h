@@ -21,6 +21,11 @@ namespace kolo::internal {
 // Unavailable when the driver cannot be reached.
 StatusOr<Options> JoinElasticGeneration(const Options& options);
 
+// Whether `status` says the job lost a member (kAborted, kUnavailable, kDeadlineExceeded,
+// kShutdown): what an elastic job answers by re-forming, unlike an error that would repeat (a
+// bad argument, a mismatch).
+bool LostMember(const Status& status);
+
 // While an elastic generation starts on rank 0, asks kolorun's driver every 100 ms whether a
 // member of the generation this process joined last is gone (exited, being stopped, or a newer
 // generation formed), and calls `on_lost` once with the driver's words and the lost rank (-1 if

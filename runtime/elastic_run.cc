@@ -3,24 +3,9 @@
 
 #include "kolo/elastic.h"
 #include "kolo/kolo.h"
+#include "runtime/elastic_join.h"
 
 namespace kolo::elastic {
-namespace {
-
-bool JobFatal(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kAborted:
-    case StatusCode::kUnavailable:
-    case StatusCode::kDeadlineExceeded:
-    case StatusCode::kShutdown:
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
-
 StatusOr<bool> State::Commit() {
   Save();
   if (!enabled()) return false;
@@ -53,7 +38,7 @@ Status Run(State* state, const std::function<Status()>& train) {
     if (trained.ok()) trained = train();
     const bool hosts_added = state->hosts_updated_;
     if (trained.ok() && !hosts_added) return shutdown();
-    if (!hosts_added && (!enabled() || !JobFatal(trained))) {
+    if (!hosts_added && (!enabled() || !internal::LostMember(trained))) {
       shutdown().IgnoreError();  // the training error is the one to report
       return trained;
     }

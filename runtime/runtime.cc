@@ -69,15 +69,6 @@ Status Runtime::Blocking(const What& what, const Enqueue& enqueue) {
 
 namespace {
 
-// Whether an elastic init() that failed to start its generation should ask for the next one: a
-// member lost while the generation started (its peers time out or lose connections), not a
-// configuration error, which would fail the same way again.
-bool RetryInNextGeneration(const Status& status) {
-  return status.code() == StatusCode::kUnavailable ||
-         status.code() == StatusCode::kDeadlineExceeded || status.code() == StatusCode::kAborted ||
-         status.code() == StatusCode::kShutdown;
-}
-
 // RuntimeImpl::Create, after kolorun's elastic driver assigned the generation in an elastic
 // job (a new generation at every init(); one whose start fails for a lost member is followed
 // by the next, until KOLO_ELASTIC_TIMEOUT_SECONDS).
@@ -88,8 +79,10 @@ StatusOr<std::unique_ptr<RuntimeImpl>> CreateImpl(const Options& given, Options*
                             std::chrono::duration<double>(given.elastic_timeout_seconds));
   for (;;) {
     KOLO_ASSIGN_OR_RETURN(*options, internal::JoinElasticGeneration(given));
+    // A start that failed for a member lost meanwhile asks for the next generation; an error
+    // that would repeat (a bad variable) is returned.
     StatusOr<std::unique_ptr<RuntimeImpl>> impl = RuntimeImpl::Create(*options);
-    if (impl.ok() || !RetryInNextGeneration(impl.status()) ||
+    if (impl.ok() || !internal::LostMember(impl.status()) ||
         std::chrono::steady_clock::now() >= deadline) {
       return impl;
     }

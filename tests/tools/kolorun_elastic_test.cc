@@ -59,6 +59,13 @@ int PidOf(const std::string& out, const std::string& id, int generation) {
   return std::stoi(match[1]);
 }
 
+// SIGKILLs worker `id` of generation 1 (the pid it printed).
+void KillWorker(const ChildProcess& job, const std::string& id) {
+  const int pid = PidOf(job.StdoutSoFar(), id, 1);
+  REQUIRE(pid > 0);
+  REQUIRE(kill(pid, SIGKILL) == 0);
+}
+
 // The weights a one-rank run of kolo-elastic-train reaches after `steps` steps, as it prints them.
 std::string OneRankWeights(int steps) {
   float weight = 0.0f;
@@ -88,10 +95,8 @@ TEST_CASE("An elastic job survives a SIGKILLed rank and grows back when a host a
   WriteHosts(dir, "localhost:2\n127.0.0.2:1\n127.0.0.3:1\n");
   ChildProcess job(ElasticJob(dir, 4, 2, 4, {}, "500"));
   REQUIRE(job.WaitForOutput("commit step 20 size 4", 4, 60s));
-  const int victim = PidOf(job.StdoutSoFar(), "127.0.0.3:0", 1);
-  REQUIRE(victim > 0);
   const auto killed = std::chrono::steady_clock::now();
-  REQUIRE(kill(victim, SIGKILL) == 0);
+  KillWorker(job, "127.0.0.3:0");
   // The survivors: renumbered into generation 2 of 3 ranks, training again.
   REQUIRE(job.WaitForOutput("generation 2 rank", 3, 30s));
   const double recovery = SecondsSince(killed);
@@ -118,9 +123,7 @@ TEST_CASE("When rank 0's worker is lost the survivors re-form under a new rank 0
   WriteHosts(dir, "localhost:1\n127.0.0.2:1\n127.0.0.3:1\n");
   ChildProcess job(ElasticJob(dir, 3, 2, 3, {}, "300"));
   REQUIRE(job.WaitForOutput("commit step 20 size 3", 3, 60s));
-  const int rank0 = PidOf(job.StdoutSoFar(), "localhost:0", 1);
-  REQUIRE(rank0 > 0);
-  REQUIRE(kill(rank0, SIGKILL) == 0);
+  KillWorker(job, "localhost:0");
   REQUIRE(job.WaitForOutput("generation 2 rank", 2, 30s));
   CHECK(job.StdoutSoFar().find("[127.0.0.2:0] generation 2 rank 0 of 2") != std::string::npos);
   ProcessResult result = job.Wait();
@@ -138,14 +141,10 @@ TEST_CASE("A second worker lost while the survivors re-form costs no start timeo
   argv[std::find(argv.begin(), argv.end(), "--start-timeout") - argv.begin() + 1] = "60";
   ChildProcess job(argv);
   REQUIRE(job.WaitForOutput("commit step 20 size 5", 5, 60s));
-  const std::string so_far = job.StdoutSoFar();
-  const int first = PidOf(so_far, "127.0.0.3:0", 1);
-  const int second = PidOf(so_far, "127.0.0.4:0", 1);
-  REQUIRE((first > 0 && second > 0));
   const auto killed = std::chrono::steady_clock::now();
-  REQUIRE(kill(first, SIGKILL) == 0);
+  KillWorker(job, "127.0.0.3:0");
   std::this_thread::sleep_for(15ms);  // the survivors are re-forming (or about to)
-  REQUIRE(kill(second, SIGKILL) == 0);
+  KillWorker(job, "127.0.0.4:0");
   REQUIRE(job.WaitForOutput("size 3", 3, 60s));
   const double recovery = SecondsSince(killed);
   WARN("two SIGKILLs 15 ms apart to training on the last 3: " << recovery << " s");
@@ -163,7 +162,7 @@ TEST_CASE("Fewer workers than --min-np for --elastic-timeout ends the job with t
   ChildProcess job(ElasticJob(dir, 2, 2, 2, {"--elastic-timeout", "2"}, "100000"));
   REQUIRE(job.WaitForOutput("commit step 10 size 2", 2, 60s));
   const auto killed = std::chrono::steady_clock::now();
-  REQUIRE(kill(PidOf(job.StdoutSoFar(), "127.0.0.2:0", 1), SIGKILL) == 0);
+  KillWorker(job, "127.0.0.2:0");
   ProcessResult result = job.Wait();
   CHECK(result.exit_code == 1);
   CHECK(result.err.find("kolorun: the elastic job cannot go on: only 1 worker(s) for 2 s "
