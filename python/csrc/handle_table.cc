@@ -22,4 +22,20 @@ void HandleTable::Erase(int64_t id) {
   ops_.erase(id);
 }
 
+std::vector<int64_t> HandleTable::EraseCompleted() {
+  std::vector<std::shared_ptr<PendingOp>> erased;  // destroyed after the lock is released
+  std::vector<int64_t> ids;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = ops_.begin(); it != ops_.end();) {
+    if (it->second->handle.Poll()) {
+      ids.push_back(it->first);
+      erased.push_back(std::move(it->second));
+      it = ops_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return ids;
+}
+
 }  // namespace kolo::torch_ext

@@ -38,6 +38,9 @@ class HandleTable {
   // The op of `id`, or null if there is none (never issued or already synchronized).
   std::shared_ptr<PendingOp> Find(int64_t id) const;
   void Erase(int64_t id);
+  // Erases every op whose handle completed and returns their ids (after kolo::shutdown(),
+  // every op: those nobody synchronized would otherwise keep their tensors forever).
+  std::vector<int64_t> EraseCompleted();
 
  private:
   mutable std::mutex mutex_;

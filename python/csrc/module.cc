@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "kolo/elastic.h"
 #include "kolo/kolo.h"
 #include "python/csrc/c10d/c10d_bindings.h"
 #include "python/csrc/handle_table.h"
@@ -352,6 +353,23 @@ void RemoveProcessSet(int process_set) {
   ThrowIfError(status);
 }
 
+// Whether hosts changed after `since` (kolo::elastic::poll_host_updates, which asks kolorun's
+// elastic driver: the GIL is released while it waits): (timestamp, kinds).
+py::tuple ElasticPoll(int64_t since) {
+  StatusOr<elastic::HostUpdates> updates = InvalidArgument("unreached");
+  {
+    py::gil_scoped_release release;
+    updates = elastic::poll_host_updates(since);
+  }
+  ThrowIfError(updates.status());
+  return py::make_tuple(updates->timestamp, updates->kinds);
+}
+
+// The ids of the ops that completed and were never synchronized, forgotten (after shutdown).
+std::vector<int64_t> ForgetCompletedOps() {
+  return Table().EraseCompleted();
+}
+
 void StartTimeline(const std::string& path, bool mark_cycles) {
   Status status;
   {
@@ -412,6 +430,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("reducescatter_async", &ext::ReducescatterAsync);
   m.def("join_async", &ext::JoinAsync);
   m.def("barrier_async", &ext::BarrierAsync);
+  m.def("forget_completed_ops", &ext::ForgetCompletedOps);
+  m.def("elastic_enabled", &kolo::elastic::enabled);
+  m.def("elastic_poll", &ext::ElasticPoll);
+  m.def("elastic_generation", &kolo::elastic::generation);
   m.def("poll", &ext::Poll);
   m.def("synchronize", &ext::Synchronize);
   // What this build of kolo has (CMake passes the same switches libkolo was built with).

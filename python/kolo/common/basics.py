@@ -18,7 +18,7 @@ from kolo.common.errors import KoloError
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from typing import Protocol
 
     from kolo.common.process_sets import ProcessSet
@@ -43,11 +43,16 @@ class HorovodBasics:
     """Horovod's init, shutdown, identity and timeline calls of one binding (its module-level
     functions are this object's bound methods, as in Horovod)."""
 
-    def __init__(self, native: NativeBasics, binding: str) -> None:
+    def __init__(self, native: NativeBasics, binding: str,
+                 after_shutdown: Callable[[], None] | None = None) -> None:
         """`native`: the binding's native backend; `binding` ("kolo.tensorflow") names the
-        package in messages. Registers a shutdown at exit."""
+        package in messages; `after_shutdown`: what the binding forgets when kolo shuts down
+        (its ops in flight, its numbering of unnamed ops), so that init() after shutdown() (an
+        elastic job's reset) starts as a fresh process does. Registers a shutdown at exit."""
         self._native = native
         self._binding = binding
+        self._after_shutdown = after_shutdown
+        self._static_sets: list[ProcessSet] = []  # init's process_sets, made again by re-init
         atexit.register(self._shutdown_at_exit)
 
     def init(self, comm: Sequence[int] | None = None,
@@ -64,7 +69,12 @@ class HorovodBasics:
                              "environment)" % self._binding)
         if self._native.is_initialized():
             return
-        static_sets = _process_sets._before_init(process_sets)
+        if process_sets is None and self._static_sets:
+            # init() again after shutdown() (an elastic reset): kolo makes the sets of
+            # KOLO_PROCESS_SETS again, and they are the same ProcessSet objects.
+            static_sets = self._static_sets
+        else:
+            static_sets = _process_sets._before_init(process_sets)
         self._native.init()
         if comm is not None and sorted(int(r) for r in comm) != list(range(self._native.size())):
             # Every rank sees the same comm, so every rank leaves the job here.
@@ -76,15 +86,19 @@ class HorovodBasics:
                 "init() every rank and use hvd.add_process_set(%s) and process_set= on the ops"
                 % (self._binding, list(comm), job_size - 1, len(comm), list(comm)))
         _process_sets._after_init(static_sets)
+        self._static_sets = static_sets
 
     def shutdown(self) -> None:
         """Leaves the job (waits for every rank to shut down too). No-op when not
-        initialized."""
+        initialized. init() may be called again after it (a new job, or an elastic job's
+        next generation)."""
         if self._native.is_initialized():
             try:
                 self._native.shutdown()
             finally:
                 _process_sets._after_shutdown()
+                if self._after_shutdown is not None:
+                    self._after_shutdown()
 
     def _shutdown_at_exit(self) -> None:
         try:

@@ -57,7 +57,19 @@ _joins: dict[int, int] = {}  # process set id -> joins completed in it (0: the g
 # ---- init, identity, timeline ----
 # kolo.common's, over the native module, as Horovod's mpi_ops takes them from its basics.
 
-_basics = HorovodBasics(_C, "kolo.torch")
+def _after_shutdown() -> None:
+    """kolo shut down (every op it had completed): forgets the handles of ops nobody waited
+    for (their tensors with them) and the numbering of unnamed ops, so that after init() again
+    (an elastic job's next generation, whose new ranks number from 0) the ranks' numbers pair."""
+    forgotten = _C.forget_completed_ops()
+    with _handle_lock:
+        for handle in forgotten:
+            _handle_map.pop(handle, None)
+        _next_number.clear()
+        _joins.clear()
+
+
+_basics = HorovodBasics(_C, "kolo.torch", _after_shutdown)
 init = _basics.init
 shutdown = _basics.shutdown
 is_initialized = _basics.is_initialized
