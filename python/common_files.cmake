@@ -7,6 +7,7 @@ set(KOLO_COMMON_PY_FILES
   kolo/py.typed
   kolo/common/__init__.py
   kolo/common/basics.py
+  kolo/common/elastic.py
   kolo/common/errors.py
   kolo/common/objects.py
   kolo/common/process_sets.py

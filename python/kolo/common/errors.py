@@ -28,7 +28,17 @@ class HorovodInternalError(KoloError):
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod's elastic signal; kolo has no elastic mode, so it is never raised."""
+    """Horovod's elastic signal: the job's hosts changed (kolorun's elastic driver said so at a
+    commit), so every rank leaves its training function at the same commit and the job
+    re-forms, keeping its state (hvd.elastic.run). `skip_sync`: only hosts were removed, so no
+    new worker needs the state and the re-formed job skips state.sync(), as in Horovod. Raised
+    only in an elastic job (kolorun --min-np/--max-np/--host-discovery-script)."""
+
+    def __init__(self, skip_sync: bool = False) -> None:
+        super().__init__("the job's hosts changed (%s)" % (
+            "removed: the job re-forms without them" if skip_sync
+            else "added: the job re-forms with them"))
+        self.skip_sync = skip_sync
 
 
 def from_status(code: object, message: str) -> KoloError:

@@ -2,14 +2,14 @@
 
     import kolo.torch as hvd        # instead of: import horovod.torch as hvd
 
-Same names, arguments and semantics; what kolo does not support raises with a message saying
-so (elastic training: kolo.torch.elastic). See README.md, "PyTorch".
+Same names, arguments and semantics (elastic training too: hvd.elastic); what kolo does not
+support raises with a message saying so. See README.md, "PyTorch".
 """
 
 import torch  # noqa: F401  (loads libtorch before the native module that links it)
 
 from kolo.torch import _C  # noqa: F401
-from kolo.torch import elastic  # noqa: F401  (hvd.elastic, as in Horovod; unsupported)
+from kolo.torch import elastic  # noqa: F401  (hvd.elastic, as in Horovod)
 from kolo.torch.compression import Compression
 from kolo.torch.errors import (HorovodInternalError, HostsUpdatedInterrupt, KoloError,
                                KoloValueError)

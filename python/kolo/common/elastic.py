@@ -1,0 +1,184 @@
+"""Horovod's elastic training state and retry loop (horovod.common.elastic names and
+semantics), for any binding: State, ObjectState and run_fn, over the binding's broadcast_object
+and rank. kolo.torch.elastic builds TorchState and hvd.elastic.run on them.
+
+In an elastic job (kolorun --min-np/--max-np/--host-discovery-script, docs/ELASTIC.md) kolorun's
+driver holds the membership; hosts changes are polled from it (bind() gives the binding's native
+elastic_enabled() and elastic_poll(since)) at every commit() by rank 0, whose answer every rank
+receives, so that all leave the training function at the same commit. Outside an elastic job
+check_host_updates() neither raises nor communicates, as Horovod's without its driver.
+
+Threading: a State belongs to the training thread; bind() once, at import of the binding.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from kolo.common.errors import HorovodInternalError, HostsUpdatedInterrupt
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Protocol
+
+    class NativeElastic(Protocol):
+        """What bind() needs of a binding's native backend (kolo/elastic.h's calls)."""
+
+        def elastic_enabled(self) -> bool: ...
+        def elastic_poll(self, since: int, /) -> tuple[int, int]: ...
+
+# Horovod's HostUpdateResult (kolo::elastic::HostUpdateBits): what changed, as bits.
+HOSTS_REMOVED = 1
+HOSTS_ADDED = 2
+
+# kolo status codes of an op that failed alone (the job goes on): a reset would not help, so
+# run() lets them through instead of retrying forever.
+_OP_ONLY_CODES = frozenset({"INVALID_ARGUMENT", "FAILED_PRECONDITION", "MISMATCH"})
+
+_native: NativeElastic | None = None  # set by bind()
+
+
+def bind(native: NativeElastic) -> None:
+    """Makes `native` the source of host updates for every State (the binding calls it)."""
+    global _native
+    _native = native
+
+
+class State:
+    """The state a training function keeps across resets (Horovod's State): saved to host
+    memory by commit(), put back by restore() after a failure, and sent from rank 0 to every
+    rank by sync() when the job (re-)forms. Subclasses say what save, restore and sync do.
+
+    `bcast_object(obj)`: rank 0's obj on every rank; `get_rank()`: this process's rank."""
+
+    def __init__(self, bcast_object: Callable[[Any], Any], get_rank: Callable[[], int]) -> None:
+        """See the class."""
+        self._bcast_object = bcast_object
+        self._rank = get_rank
+        self._last_updated_timestamp = 0
+        self._reset_callbacks: list[Callable[[], Any]] = []
+
+    def register_reset_callbacks(self, callbacks: Iterable[Callable[[], Any]]) -> None:
+        """Adds functions that on_reset() calls after every reset (a rank lost or added), in
+        order: e.g. to scale the learning rate with the new hvd.size()."""
+        self._reset_callbacks.extend(callbacks)
+
+    def on_reset(self) -> None:
+        """Called by run() after the job re-formed, before sync(): reset(), then the
+        registered callbacks."""
+        self.reset()
+        for callback in self._reset_callbacks:
+            callback()
+
+    def commit(self) -> None:
+        """save(), then check_host_updates(): commits are where a job grows or shrinks without
+        losing work. Each copies the state (from the GPU too): commit every few batches, trading
+        the time it takes against the batches a failure makes the job redo."""
+        self.save()
+        self.check_host_updates()
+
+    def check_host_updates(self) -> None:
+        """Raises HostsUpdatedInterrupt on every rank when kolorun's elastic driver reports a
+        change of the job's hosts since the last check (rank 0 asks, every rank receives its
+        answer: a collective call). skip_sync is True when hosts were only removed. Outside an
+        elastic job, returns at once."""
+        native = _native
+        if native is None or not native.elastic_enabled():
+            return
+        view = None
+        if self._rank() == 0:
+            since = self._last_updated_timestamp
+            timestamp, kinds = native.elastic_poll(since)
+            view = (since, timestamp if kinds else since, kinds)
+        previous, self._last_updated_timestamp, kinds = self._bcast_object(view)
+        if self._last_updated_timestamp > previous:
+            raise HostsUpdatedInterrupt(kinds == HOSTS_REMOVED)
+
+    def save(self) -> None:
+        """Saves the state to host memory."""
+        raise NotImplementedError()
+
+    def restore(self) -> None:
+        """Puts back the last saved state, undoing what changed since."""
+        raise NotImplementedError()
+
+    def sync(self) -> None:
+        """Makes every rank's state rank 0's (a collective call)."""
+        raise NotImplementedError()
+
+    def reset(self) -> None:
+        """What to redo after a reset, before sync(); nothing by default."""
+
+
+class ObjectState(State):
+    """State of plain Python objects (Horovod's ObjectState): each keyword argument becomes an
+    attribute; save() keeps their values, restore() sets them back, sync() sends rank 0's to
+    every rank with `bcast_object`."""
+
+    def __init__(self, bcast_object: Callable[[Any], Any], get_rank: Callable[[], int],
+                 **kwargs: Any) -> None:
+        """`bcast_object` and `get_rank` as State's; `kwargs`: the attributes and their first
+        values (saved at once)."""
+        self._bcast_object = bcast_object
+        self._saved_state = kwargs
+        self._set_attrs()
+        super().__init__(bcast_object=bcast_object, get_rank=get_rank)
+
+    def save(self) -> None:
+        """Keeps the attributes' current values (the objects themselves: mutate a list in
+        place and the saved value changes too, as in Horovod)."""
+        self._saved_state = {name: getattr(self, name) for name in self._saved_state}
+
+    def restore(self) -> None:
+        """Sets every attribute back to its saved value."""
+        self._set_attrs()
+
+    def sync(self) -> None:
+        """Takes rank 0's saved values, on every rank, and sets the attributes to them."""
+        if self._saved_state:
+            self._saved_state = self._bcast_object(self._saved_state)
+            self._set_attrs()
+
+    def _set_attrs(self) -> None:
+        for name, value in self._saved_state.items():
+            setattr(self, name, value)
+
+
+def resets_for(error: BaseException, internal_errors: tuple[type[BaseException], ...]) -> bool:
+    """Whether run() restores and resets after `error`: one of the binding's
+    HorovodInternalError classes, unless kolo says the op failed alone (a bad argument, a
+    mismatch between ranks, a precondition), which would fail the same way after a reset. An
+    error a script raises itself (code UNKNOWN) resets, as in Horovod."""
+    if not isinstance(error, internal_errors):
+        return False
+    return str(getattr(error, "code", "UNKNOWN")).upper() not in _OP_ONLY_CODES
+
+
+def run_fn(func: Callable[..., Any], reset: Callable[[], None],
+           internal_errors: tuple[type[BaseException], ...] = (HorovodInternalError,)
+           ) -> Callable[..., Any]:
+    """Horovod's elastic retry loop around `func(state, *args, **kwargs)`: sync the state, call
+    func; when it raises one of `internal_errors` (a rank was lost), restore the last commit;
+    when it raises HostsUpdatedInterrupt, keep the state (and skip the sync when hosts were only
+    removed); either way reset() (shutdown and init: the next generation) and state.on_reset(),
+    and go again. Returns what func returns; an error of an op that failed alone, or of reset(),
+    goes to the caller."""
+    @functools.wraps(func)
+    def wrapper(state: State, *args: Any, **kwargs: Any) -> Any:
+        skip_sync = False
+        while True:
+            try:
+                if not skip_sync:
+                    state.sync()
+                return func(state, *args, **kwargs)
+            except HostsUpdatedInterrupt as interrupt:
+                skip_sync = interrupt.skip_sync
+            except Exception as error:
+                if not resets_for(error, internal_errors):
+                    raise
+                state.restore()
+                skip_sync = False
+            reset()
+            state.on_reset()
+    return wrapper
