@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Union, cast
 
 import torch
 
-from kolo.torch import functions, mpi_ops
+from kolo.torch import _C, functions, mpi_ops
 from kolo.torch.adasum_optimizer import _DistributedAdasumOptimizer
 from kolo.torch.backward_passes import count_pass, refuse_zero_grad_in_flight
 from kolo.torch.compression import Compression
@@ -105,12 +105,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _reduces(self) -> bool:
         """Whether gradients travel: this rank is in the process set, of more than one rank
-        (as in Horovod, a rank outside the set steps on its own gradients)."""
+        or of an elastic job, whose size may change (as in Horovod, a rank outside the set
+        steps on its own gradients; an elastic job registers the hooks from the start, as
+        Horovod's under HOROVOD_ELASTIC=1, so that a job that grows from one rank averages)."""
+        elastic = _C.elastic_enabled()
         if self._process_set is None:
-            return mpi_ops.size() > 1
+            return mpi_ops.size() > 1 or elastic
         # A registered set (checked at construction): size() is an int.
         return bool(self._process_set.included()) and \
-            cast(int, self._process_set.size()) > 1
+            (cast(int, self._process_set.size()) > 1 or elastic)
 
     def set_backward_passes_per_step(self, passes: int) -> None:
         """Reduces every `passes`-th backward pass from now on (the passes between add up
