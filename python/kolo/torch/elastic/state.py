@@ -51,64 +51,43 @@ class StateHandler:
         self.save()
 
 
-class ModelStateHandler(StateHandler):
-    """A torch.nn.Module: its state_dict (parameters and buffers)."""
+class StateDictHandler(StateHandler):
+    """An object with state_dict() and load_state_dict(): save() keeps a deep copy of its
+    state_dict (so later changes of the object do not reach it), restore() loads it back."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
-        """Saves the model's state at once."""
-        super().__init__(model)
-        self._saved_model_state = copy.deepcopy(model.state_dict())
+    def __init__(self, value: Any) -> None:
+        """Saves the object's state at once."""
+        super().__init__(value)
+        self._saved_state = copy.deepcopy(value.state_dict())
 
     def save(self) -> None:
         """A deep copy of the state_dict."""
-        self._saved_model_state = copy.deepcopy(self.value.state_dict())
+        self._saved_state = copy.deepcopy(self.value.state_dict())
 
     def restore(self) -> None:
-        """load_state_dict of the saved copy."""
-        self.value.load_state_dict(self._saved_model_state)
+        """load_state_dict of the saved copy (a DistributedOptimizer's also forgets the
+        reductions of the failed step)."""
+        self.value.load_state_dict(self._saved_state)
+
+
+class ModelStateHandler(StateDictHandler):
+    """A torch.nn.Module: its state_dict (parameters and buffers)."""
 
     def sync(self) -> None:
         """broadcast_parameters of the state_dict from rank 0."""
         functions.broadcast_parameters(self.value.state_dict(), root_rank=0)
 
 
-class OptimizerStateHandler(StateHandler):
+class OptimizerStateHandler(StateDictHandler):
     """A torch.optim.Optimizer (a DistributedOptimizer too): its state_dict."""
-
-    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
-        """Saves the optimizer's state at once."""
-        super().__init__(optimizer)
-        self._saved_optimizer_state = copy.deepcopy(optimizer.state_dict())
-
-    def save(self) -> None:
-        """A deep copy of the state_dict."""
-        self._saved_optimizer_state = copy.deepcopy(self.value.state_dict())
-
-    def restore(self) -> None:
-        """load_state_dict of the saved copy (a DistributedOptimizer also forgets the
-        reductions of the failed step)."""
-        self.value.load_state_dict(self._saved_optimizer_state)
 
     def sync(self) -> None:
         """broadcast_optimizer_state from rank 0."""
         functions.broadcast_optimizer_state(self.value, root_rank=0)
 
 
-class SamplerStateHandler(StateHandler):
+class SamplerStateHandler(StateDictHandler):
     """An ElasticSampler: its epoch and progress."""
-
-    def __init__(self, sampler: ElasticSampler) -> None:
-        """Saves the sampler's state at once."""
-        super().__init__(sampler)
-        self._saved_sampler_state = copy.deepcopy(sampler.state_dict())
-
-    def save(self) -> None:
-        """A copy of the state_dict."""
-        self._saved_sampler_state = copy.deepcopy(self.value.state_dict())
-
-    def restore(self) -> None:
-        """load_state_dict of the saved copy."""
-        self.value.load_state_dict(self._saved_sampler_state)
 
     def sync(self) -> None:
         """Loads rank 0's state_dict, which deals the rest of the epoch over the ranks."""
@@ -168,29 +147,29 @@ class TorchState(ObjectState):
         super().__init__(bcast_object=functions.broadcast_object, get_rank=mpi_ops.rank,
                          **plain)
 
+    def _each_handler(self, method: str) -> None:
+        for handler in self._handlers.values():
+            getattr(handler, method)()
+
     def save(self) -> None:
         """Every handler's save, then the plain attributes'."""
-        for handler in self._handlers.values():
-            handler.save()
+        self._each_handler("save")
         super().save()
 
     def restore(self) -> None:
         """Every handler's restore, then the plain attributes'."""
-        for handler in self._handlers.values():
-            handler.restore()
+        self._each_handler("restore")
         super().restore()
 
     def sync(self) -> None:
         """Every handler's sync (models, optimizers, samplers from rank 0), then the plain
         attributes'."""
-        for handler in self._handlers.values():
-            handler.sync()
+        self._each_handler("sync")
         super().sync()
 
     def reset(self) -> None:
         """Every handler's reset (samplers deal the rest of the epoch over the new ranks)."""
-        for handler in self._handlers.values():
-            handler.reset()
+        self._each_handler("reset")
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Assigning a handled attribute hands the new object to its handler (which saves
