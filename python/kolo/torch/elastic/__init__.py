@@ -2,11 +2,13 @@
 
     @hvd.elastic.run
     def train(state):
-        for state.epoch in range(state.epoch, epochs):
-            for batch_idx, batch in enumerate(loader):   # loader over state.sampler
+        while state.epoch < epochs:
+            for batch_idx, batch in enumerate(loader):   # a DataLoader over state.sampler
                 ...; state.sampler.record_batch(batch_idx, batch_size)
-                if batch_idx % 10 == 0: state.commit()
-            state.sampler.set_epoch(state.epoch + 1); state.commit()
+                if batch_idx % 10 == 9: state.commit()
+            state.epoch += 1
+            state.sampler.set_epoch(state.epoch)   # at the end of the epoch, not the start
+            state.commit()
 
     state = hvd.elastic.TorchState(model, optimizer, sampler=sampler, epoch=0)
     train(state)
