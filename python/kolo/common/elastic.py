@@ -3,7 +3,7 @@ semantics), for any binding: State, ObjectState and run_fn, over the binding's b
 and rank. kolo.torch.elastic builds TorchState and hvd.elastic.run on them.
 
 In an elastic job (kolorun --min-np/--max-np/--host-discovery-script, docs/ELASTIC.md) kolorun's
-driver holds the membership; hosts changes are polled from it (bind() gives the binding's native
+driver holds the membership; host changes are polled from it (bind() gives the binding's native
 elastic_enabled() and elastic_poll(since)) at every commit() by rank 0, whose answer every rank
 receives, so that all leave the training function at the same commit. Outside an elastic job
 check_host_updates() neither raises nor communicates, as Horovod's without its driver.
