@@ -19,6 +19,7 @@ Prints one JSON object per run on stdout; recovery.sh makes the table.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -119,6 +120,11 @@ class Job:
     def stop(self):
         """SIGKILLs every process that carries this job's tag, by pid; returns those left."""
         for _ in range(3):
+            if self.proc.returncode is None:  # not reaped yet, so its pid is still its own
+                try:  # the launcher's group (kolorun's and torchrun's workers are in it)
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             pids = tagged_pids(self.tag)
             for pid in pids:
                 try:
@@ -182,13 +188,37 @@ def warm(job, workers, steps, step_ms, timeout):
         return [event for _, event in job.events if event["kind"] == "start"]
 
 
+def time_rejoin(job, since, matches, timeout, what):
+    """Seconds from `since` to the first start line, then to the first step line, that
+    `matches`; and that step's event."""
+    started, _ = job.wait_for(lambda t, e: t > since and e["kind"] == "start" and matches(e),
+                              timeout, f"{what}: a start line")
+    stepped, event = job.wait_for(lambda t, e: t > since and e["kind"] == "step" and matches(e),
+                                  timeout, f"{what}: a step line")
+    return started - since, stepped - since, event
+
+
+@contextlib.contextmanager
+def guarded(result, jobs):
+    """Records a failed wait in `result` as its error, then stops every job in `jobs` (a list
+    that the body may still append to), recording any process left running."""
+    try:
+        yield
+    except (TimeoutError, RuntimeError) as error:
+        result["error"] = str(error)
+    finally:
+        left = [pid for job in jobs for pid in job.stop()]
+        if left:
+            result["left_running"] = left
+
+
 def kill_and_grow(args, system, run_dir, tag):
     """Horovod or kolo: kill a worker, time the survivors, add a host, time its worker."""
     hosts_file = os.path.join(run_dir, "hosts.txt")
     initial, victim_hosts, added = SYSTEM_HOSTS[system]
     write_hosts(hosts_file, initial)
     script = discovery_script(run_dir, hosts_file)
-    env = dict(os.environ, **args.extra_env, ELASTIC_PEERS_BENCH_TAG=tag)
+    env = job_env(args, tag, args.hvd_venv if system == "horovod" else args.torch_venv)
     common = ["--steps", "1000000", "--step-ms", str(args.step_ms),
               "--commit-every", str(args.commit_every)]
     if system == "horovod":
@@ -196,7 +226,6 @@ def kill_and_grow(args, system, run_dir, tag):
                 "--max-np", "4", "--host-discovery-script", script,
                 os.path.join(args.hvd_venv, "bin", "python"),
                 os.path.join(args.here, "train_hvd.py")] + common
-        env["PATH"] = os.path.join(args.hvd_venv, "bin") + ":" + env["PATH"]
     else:
         argv = [os.path.join(args.bin, "kolorun"), "-np", "4", "--min-np", "2", "--max-np", "4",
                 "--host-discovery-script", script]
@@ -207,9 +236,10 @@ def kill_and_grow(args, system, run_dir, tag):
             env["PYTHONPATH"] = args.pythonpath
         else:
             argv += [os.path.join(args.bin, "kolo-elastic-train")] + common
-    job = Job(argv, env, os.path.join(run_dir, "job.log"), run_dir)
     result = dict(system=system, command=" ".join(argv))
-    try:
+    jobs = [Job(argv, env, os.path.join(run_dir, "job.log"), run_dir)]
+    job = jobs[0]
+    with guarded(result, jobs):
         starts = warm(job, 4, args.warm_steps, args.step_ms, args.start_timeout)
         victims = [e for e in starts if e["host"] in victim_hosts and e["rank"] != 0]
         if not victims:
@@ -218,105 +248,77 @@ def kill_and_grow(args, system, run_dir, tag):
         killed = time.time()
         os.kill(victim["pid"], signal.SIGKILL)
         result["victim"] = f"{victim['host']} rank {victim['rank']} pid {victim['pid']}"
-
-        def after(t, e, kind, size):
-            return t > killed and e["kind"] == kind and e["size"] == size
-
-        t, _ = job.wait_for(lambda t, e: after(t, e, "start", 3), args.timeout, "re-formed start")
-        result["kill_to_reformed_s"] = t - killed
-        t, e = job.wait_for(lambda t, e: after(t, e, "step", 3), args.timeout, "step on 3")
-        result["kill_to_step_s"] = t - killed
-        first = e["step"]
-        if first is None:  # no line per step: the time of 5 steps
+        result["kill_to_reformed_s"], result["kill_to_step_s"], first = time_rejoin(
+            job, killed, lambda e: e["size"] == 3, args.timeout, "the survivors")
+        if first["step"] is None:  # no line per step: the time of 5 steps
             time.sleep(5 * args.step_ms / 1000.0)
         else:
-            job.wait_for(lambda t, e: after(t, e, "step", 3) and e["step"] >= first + 5,
-                         args.timeout, "5 more steps on 3")
+            job.wait_for(lambda t, e: e["kind"] == "step" and e["size"] == 3
+                         and e["step"] >= first["step"] + 5, args.timeout, "5 more steps on 3")
         grown = time.time()
         write_hosts(hosts_file, initial + [added])
         added_host = added.split(":")[0]
-        t, _ = job.wait_for(lambda t, e: t > grown and e["kind"] == "start"
-                            and e["host"] == added_host, args.timeout, "added worker's start")
-        result["add_to_start_s"] = t - grown
-        t, _ = job.wait_for(lambda t, e: t > grown and e["kind"] == "step"
-                            and e["host"] == added_host and e["size"] == 4,
-                            args.timeout, "added worker's step")
-        result["add_to_step_s"] = t - grown
-    except (TimeoutError, RuntimeError) as error:
-        result["error"] = str(error)
-    finally:
-        left = job.stop()
-        if left:
-            result["left_running"] = left
+        result["add_to_start_s"], result["add_to_step_s"], _ = time_rejoin(
+            job, grown, lambda e: e["host"] == added_host and e["size"] == 4, args.timeout,
+            "the added host's worker")
     return result
 
 
-def torchrun_kill(args, run_dir, tag, port):
-    checkpoint = os.path.join(run_dir, "checkpoint.pt")
-    argv = [os.path.join(args.torch_venv, "bin", "torchrun"), "--nnodes=1:1",
-            "--nproc-per-node=4", "--max-restarts=3", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint=127.0.0.1:{port}", os.path.join(args.here, "train_torchrun.py"),
-            "--checkpoint", checkpoint, "--steps", "1000000", "--step-ms", str(args.step_ms),
-            "--commit-every", str(args.commit_every)]
+def torchrun(args, nnodes, nproc, port, checkpoint, rdzv_id=None):
+    """A torchrun command line for train_torchrun.py."""
+    argv = [os.path.join(args.torch_venv, "bin", "torchrun"), f"--nnodes={nnodes}",
+            f"--nproc-per-node={nproc}", "--max-restarts=3", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{port}"]
+    if rdzv_id:
+        argv.append(f"--rdzv-id={rdzv_id}")
+    return argv + [os.path.join(args.here, "train_torchrun.py"), "--checkpoint", checkpoint,
+                   "--steps", "1000000", "--step-ms", str(args.step_ms),
+                   "--commit-every", str(args.commit_every)]
+
+
+def job_env(args, tag, venv=None):
+    """The launcher's environment: ours, --env's, the run's tag, and VENV/bin first on PATH."""
     env = dict(os.environ, **args.extra_env, ELASTIC_PEERS_BENCH_TAG=tag)
-    env["PATH"] = os.path.join(args.torch_venv, "bin") + ":" + env["PATH"]
-    job = Job(argv, env, os.path.join(run_dir, "job.log"), run_dir)
+    if venv:
+        env["PATH"] = os.path.join(venv, "bin") + ":" + env["PATH"]
+    return env
+
+
+def torchrun_kill(args, run_dir, tag, port):
+    """--nnodes=1:1: kill rank 3, time the first step after torchrun restarted every worker."""
+    argv = torchrun(args, "1:1", 4, port, os.path.join(run_dir, "checkpoint.pt"))
     result = dict(system="torchrun", command=" ".join(argv))
-    try:
-        starts = warm(job, 4, args.warm_steps, args.step_ms, args.start_timeout)
+    jobs = [Job(argv, job_env(args, tag, args.torch_venv), os.path.join(run_dir, "job.log"),
+                run_dir)]
+    with guarded(result, jobs):
+        starts = warm(jobs[0], 4, args.warm_steps, args.step_ms, args.start_timeout)
         victim = [e for e in starts if e["rank"] == 3][-1]
         killed = time.time()
         os.kill(victim["pid"], signal.SIGKILL)
         result["victim"] = f"rank 3 pid {victim['pid']}"
-        t, _ = job.wait_for(lambda t, e: t > killed and e["kind"] == "start" and e["gen"] >= 1,
-                            args.timeout, "a restarted worker's start")
-        result["kill_to_reformed_s"] = t - killed
-        t, _ = job.wait_for(lambda t, e: t > killed and e["kind"] == "step" and e["gen"] >= 1,
-                            args.timeout, "a step after the restart")
-        result["kill_to_step_s"] = t - killed
-    except (TimeoutError, RuntimeError) as error:
-        result["error"] = str(error)
-    finally:
-        left = job.stop()
-        if left:
-            result["left_running"] = left
+        result["kill_to_reformed_s"], result["kill_to_step_s"], _ = time_rejoin(
+            jobs[0], killed, lambda e: e["gen"] >= 1, args.timeout, "the restarted workers")
     return result
 
 
 def torchrun_grow(args, run_dir, tag, port):
     """--nnodes=1:2: one agent (3 workers) trains, a second agent (1 worker) joins."""
     checkpoint = os.path.join(run_dir, "checkpoint-grow.pt")
-    env = dict(os.environ, **args.extra_env, ELASTIC_PEERS_BENCH_TAG=tag)
-    env["PATH"] = os.path.join(args.torch_venv, "bin") + ":" + env["PATH"]
+    env = job_env(args, tag, args.torch_venv)
 
     def agent(nproc):
-        return [os.path.join(args.torch_venv, "bin", "torchrun"), "--nnodes=1:2",
-                f"--nproc-per-node={nproc}", "--max-restarts=3", "--rdzv-backend=c10d",
-                f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id=grow{port}",
-                os.path.join(args.here, "train_torchrun.py"), "--checkpoint", checkpoint,
-                "--steps", "1000000", "--step-ms", str(args.step_ms),
-                "--commit-every", str(args.commit_every)]
+        return torchrun(args, "1:2", nproc, port, checkpoint, rdzv_id=f"grow{port}")
 
-    first = Job(agent(3), env, os.path.join(run_dir, "job-grow.log"), run_dir)
-    second = None
-    result = dict(system="torchrun-grow", grow_command=" ".join(agent(3)) + "; later " +
-                  " ".join(agent(1)))
-    try:
-        warm(first, 3, args.warm_steps, args.step_ms, args.start_timeout + 60)  # c10d's 30 s last call first
+    result = dict(system="torchrun-grow",
+                  grow_command=" ".join(agent(3)) + "; later " + " ".join(agent(1)))
+    jobs = [Job(agent(3), env, os.path.join(run_dir, "job-grow.log"), run_dir)]
+    with guarded(result, jobs):
+        # Alone, the first agent waits out c10d's last call (30 s) for more nodes first.
+        warm(jobs[0], 3, args.warm_steps, args.step_ms, args.start_timeout + 60)
         grown = time.time()
-        second = Job(agent(1), env, os.path.join(run_dir, "job-grow2.log"), run_dir)
-        t, _ = second.wait_for(lambda t, e: e["kind"] == "start" and e["size"] == 4,
-                               args.timeout, "the joining worker's start")
-        result["add_to_start_s"] = t - grown
-        t, _ = second.wait_for(lambda t, e: e["kind"] == "step" and e["size"] == 4,
-                               args.timeout, "the joining worker's step")
-        result["add_to_step_s"] = t - grown
-    except (TimeoutError, RuntimeError) as error:
-        result["error"] = str(error)
-    finally:
-        left = first.stop() + (second.stop() if second else [])
-        if left:
-            result["left_running"] = left
+        jobs.append(Job(agent(1), env, os.path.join(run_dir, "job-grow2.log"), run_dir))
+        result["add_to_start_s"], result["add_to_step_s"], _ = time_rejoin(
+            jobs[1], grown, lambda e: e["size"] == 4, args.timeout, "the joining agent's worker")
     return result
 
 

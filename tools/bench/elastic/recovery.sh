@@ -81,8 +81,8 @@ for config in $configs; do
         --pythonpath "$build/python" --example "$repo/examples/pytorch/elastic_train.py"
     else
       log "kolo-torch: no examples/pytorch/elastic_train.py in this tree; skipped"
-      echo '{"config": "kolo-torch", "error": "examples/pytorch/elastic_train.py is not in this tree"}' \
-        >>"$out/results.jsonl"
+      printf '{"config": "kolo-torch", "error": "%s"}\n' \
+        "examples/pytorch/elastic_train.py is not in this tree" >>"$out/results.jsonl"
     fi
     ;;
   horovod | horovod-gloo5)

@@ -54,7 +54,16 @@ def main():
             failures.append("left running: " + " ".join(left))
         print(f"| {NAMES.get(config, config)} | {cell(values('kill_to_step_s'))} | "
               f"{cell(values('kill_to_reformed_s'))} | {cell(values('add_to_step_s'))} | "
-              f"{len(results)} | {'; '.join(failures) or 'none'} |")
+              f"{sum('system' in r for r in results)} | {'; '.join(failures) or 'none'} |")
+    print()
+    print("Each run (kill → first step / host added → first step), in seconds:")
+    print()
+    for config, results in runs.items():
+        pairs = [f"{r['kill_to_step_s']:.2f}" if "kill_to_step_s" in r else "—" for r in results]
+        adds = [f"{r['add_to_step_s']:.2f}" if "add_to_step_s" in r else "—" for r in results]
+        print(f"- {config}: {', '.join(pairs)} / {', '.join(adds)}")
+    print()
+    print("Commands (recovery.py's, per run; the discovery script prints its hosts file):")
     print()
     for config, results in runs.items():
         first = results[0]

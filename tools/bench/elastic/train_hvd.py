@@ -3,9 +3,9 @@ data under hvd.elastic.run with hvd.elastic.TorchState, committing every --commi
 after --step-ms of simulated compute per step (the same loop as kolo-elastic-train's).
 
 Every (re)entry into the training function prints "start rank R size S pid P host H", every
-step "step N rank R size S host H" (flushed), and a rank that finishes prints "done steps N". The bench
-reads these lines as they arrive (their arrival time is the measurement), so a line is printed
-only after the step's allreduce completed.
+step "step N rank R size S host H" (flushed), and a rank that finishes prints "done steps N".
+The bench reads these lines as they arrive (their arrival time is the measurement), so a line
+is printed only after the step's allreduce completed.
 
   horovodrun -np 4 --min-np 2 --max-np 4 --host-discovery-script S python train_hvd.py
 """
