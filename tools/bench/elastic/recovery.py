@@ -1,7 +1,7 @@
 """One elastic scenario on Horovod, torchrun and kolo, timed the same way (driven by recovery.sh).
 
 The scenario, per run: start a 4-worker job (hosts: one with 2 slots, two with 1), wait until
-every worker has trained WARM_STEPS steps, SIGKILL the worker of a 1-slot host that is not rank 0,
+every worker has trained --warm-steps steps, SIGKILL the worker of a 1-slot host that is not rank 0,
 and time (a) the kill to the first step completed by a survivor in the new membership. Then
 (Horovod and kolo: their discovery scripts read a hosts file) append a host and time (b) that
 moment to the first step of the worker started on it. torchrun's answer to a lost worker is to
@@ -11,9 +11,10 @@ agent training, then a second agent (1 worker) started, to its worker's first st
 
 Every time is taken here, when the worker's line arrives through the launcher's output (the same
 path for all systems). Every wait has a deadline; every process a run starts carries
-ELASTIC_PEERS_BENCH_TAG in its environment, and at the end of a run every process with that tag
-is SIGKILLed by pid (launchers put workers in sessions of their own, so a process group is not
-enough), then checked to be gone.
+ELASTIC_PEERS_BENCH_TAG in its environment, and at the end of a run the launcher's process group
+and then every process with that tag are SIGKILLed (Horovod puts its workers in sessions of
+their own, out of the group; they are found by the tag and killed by pid), then checked to be
+gone.
 
 Prints one JSON object per run on stdout; recovery.sh makes the table.
 """
