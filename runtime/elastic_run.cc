@@ -14,12 +14,14 @@ StatusOr<bool> State::Commit() {
   std::vector<int64_t> answer = {0, hosts_seen_};
   if (rank() == 0) {
     KOLO_ASSIGN_OR_RETURN(HostUpdates updates, poll_host_updates(hosts_seen_));
-    answer = {(updates.kinds & kHostsAdded) != 0 ? 1 : 0, updates.timestamp};
+    answer = {updates.kinds, updates.timestamp};
   }
   const TensorView view{answer.data(), DataType::kInt64, {2}, Device::Cpu()};
   KOLO_RETURN_IF_ERROR(broadcast("kolo.elastic.commit", view, 0));
   hosts_seen_ = answer[1];
-  hosts_updated_ = answer[0] != 0;
+  hosts_updated_ = answer[0] != kNoUpdate;
+  // Only removed: the survivors' states agree, no sync needed (Horovod's skip_sync).
+  skip_sync_ = answer[0] == kHostsRemoved;
   return hosts_updated_;
 }
 
@@ -33,12 +35,13 @@ Status Run(State* state, const std::function<Status()>& train) {
     if (reset) {
       for (const auto& callback : state->reset_callbacks_) callback();
     }
+    Status trained = state->skip_sync_ ? Status::Ok() : state->Sync();
     state->hosts_updated_ = false;
-    Status trained = state->Sync();
+    state->skip_sync_ = false;
     if (trained.ok()) trained = train();
     const bool hosts_added = state->hosts_updated_;
     if (trained.ok() && !hosts_added) return shutdown();
-    if (!hosts_added && (!enabled() || !internal::LostMember(trained))) {
+    if (!hosts_added && !internal::LostMember(trained)) {
       shutdown().IgnoreError();  // the training error is the one to report
       return trained;
     }

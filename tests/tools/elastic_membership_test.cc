@@ -120,23 +120,23 @@ TEST_CASE("When rank 0's worker is lost the next old member becomes rank 0", "[t
 
 TEST_CASE(
     "A discovered host gets workers up to max_np, newcomers after the old members, and "
-    "Poll reports the addition once",
+    "Poll reports the addition once the newcomer asks to join",
     "[tools][elastic]") {
   ElasticMembership m(MakeConfig(2, 1, 3));
   m.UpdateHosts(Hosts({{"a", 2}}), Clock::now());
   StartAndJoin(m);
   const auto before = m.Poll("a:0", 0, 1);
-  CHECK(before.kinds == elastic::kHostsAdded);  // a itself, at the start
+  CHECK(before.kinds == elastic::kNoUpdate);
   const int64_t seen = before.timestamp;
-  CHECK(m.Poll("a:0", seen, 1).kinds == elastic::kNoUpdate);
 
   m.UpdateHosts(Hosts({{"a", 2}, {"n", 4}}), Clock::now());
+  CHECK(m.Poll("a:0", seen, 1).kinds == elastic::kNoUpdate);  // no worker has asked yet
+  CHECK(Ids(m.TakeSlotsToFill(Clock::now())) == std::vector<std::string>{"n:0"});  // max_np 3
+  // The newcomer asks while both old members train: announced, and it waits for them.
+  CHECK(Join(m, "n:0", 0, 9100).outcome == ElasticOutcome::kPending);
   const auto after = m.Poll("a:0", seen, 1);
   CHECK(after.kinds == elastic::kHostsAdded);
   CHECK(after.timestamp > seen);
-  CHECK(Ids(m.TakeSlotsToFill(Clock::now())) == std::vector<std::string>{"n:0"});  // max_np 3
-  // The newcomer waits until both old members leave their loop at a commit.
-  CHECK(Join(m, "n:0", 0, 9100).outcome == ElasticOutcome::kPending);
   CHECK(m.Tick(Clock::now()).ok());
   CHECK(Join(m, "a:1", 1).outcome == ElasticOutcome::kPending);
   const ElasticAssignment a0 = Join(m, "a:0", 1, 9000);
@@ -146,6 +146,38 @@ TEST_CASE(
   CHECK(Join(m, "n:0", 0).rank == 2);
   // The generation reflects the addition: its members see no update after it.
   CHECK(a0.hosts_timestamp == after.timestamp);
+}
+
+TEST_CASE("A host listed when every slot up to max_np is taken makes nobody re-form",
+          "[tools][elastic]") {
+  ElasticMembership m(MakeConfig(2, 1, 2));
+  m.UpdateHosts(Hosts({{"a", 2}}), Clock::now());
+  StartAndJoin(m);
+  m.UpdateHosts(Hosts({{"a", 2}, {"n", 1}}), Clock::now());
+  CHECK(m.TakeSlotsToFill(Clock::now()).empty());
+  CHECK(m.Poll("a:0", 0, 1).kinds == elastic::kNoUpdate);
+}
+
+TEST_CASE("A newcomer still starting when a member is lost does not hold up the survivors",
+          "[tools][elastic]") {
+  ElasticMembership m(MakeConfig(3, 2, 4));
+  m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}, {"c", 1}}), Clock::now());
+  StartAndJoin(m);
+  m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}, {"c", 1}, {"n", 1}}), Clock::now());
+  REQUIRE(Ids(m.TakeSlotsToFill(Clock::now())) == std::vector<std::string>{"n:0"});
+  m.OnWorkerExit("c:0", 137, Clock::now());  // lost before the newcomer asked
+  Join(m, "b:0", 1);
+  const ElasticAssignment a0 = Join(m, "a:0", 1, 9000);
+  REQUIRE(a0.outcome == ElasticOutcome::kAssigned);  // n:0 is still importing torch
+  CHECK(a0.size == 2);
+  // When it asks, the members of generation 2 are told to take it in at their next commit.
+  CHECK(Join(m, "n:0", 0).outcome == ElasticOutcome::kPending);
+  CHECK(m.Poll("a:0", a0.hosts_timestamp, 2).kinds == elastic::kHostsAdded);
+  Join(m, "b:0", 2);
+  const ElasticAssignment grown = Join(m, "a:0", 2);
+  CHECK(grown.generation == 3);
+  CHECK(grown.size == 3);
+  CHECK(Join(m, "n:0", 0).rank == 2);
 }
 
 TEST_CASE("A host that discovery no longer lists stops its workers and counts as a removal",

@@ -74,14 +74,15 @@ TEST_CASE("Workers join a generation and poll host changes through the sealed re
   CHECK(one->job_id == "kolorun-elastic-test.g1");
   CHECK(one->hostname == "a");
 
-  driver.membership.UpdateHosts({launcher::Host{"a", "", 2}, launcher::Host{"b", "", 1}},
-                                Clock::now());
+  // Host a loses a slot: worker a:1 is to stop, and rank 0 hears of the removal and the loss.
+  driver.membership.UpdateHosts({launcher::Host{"a", "", 1}}, Clock::now());
   StatusOr<ElasticHostChanges> changes =
-      first.Poll("a:1", one->hosts_timestamp, 1, Clock::now() + 5s);
+      second.Poll("a:0", zero->hosts_timestamp, 1, Clock::now() + 5s);
   REQUIRE(changes.ok());
-  CHECK(changes->kinds == elastic::kHostsAdded);
-  CHECK(changes->timestamp > one->hosts_timestamp);
-  CHECK(changes->lost_member.empty());
+  CHECK(changes->kinds == elastic::kHostsRemoved);
+  CHECK(changes->timestamp > zero->hosts_timestamp);
+  CHECK(changes->lost_member == "worker a:1 (rank 1) is being stopped");
+  CHECK(changes->lost_rank == 1);
 }
 
 TEST_CASE("A rendezvous caller without the job's secret or id is refused, and so is its driver",

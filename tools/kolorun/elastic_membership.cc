@@ -34,7 +34,6 @@ bool ElasticMembership::Usable(const std::string& host, Clock::time_point now) {
   if (!state.blacklisted) return true;
   if (config_.cooldown_min_seconds > 0 && now >= state.cooldown_end) {
     state.blacklisted = false;  // its cooldown is over: Horovod's "resurrected" host
-    AdvanceHostClock(elastic::kHostsAdded);
     return true;
   }
   return false;
@@ -65,10 +64,11 @@ void ElasticMembership::UpdateHosts(const std::vector<Host>& hosts, Clock::time_
   for (const Host& host : hosts_) before[host.name] = host.slots;
   std::map<std::string, int> after;
   for (const Host& host : hosts) after[host.name] = host.slots;
+  // An addition is announced when a worker started there asks to join (Join), not here: a host
+  // that gets no worker (every slot taken up to max_np) must not make the members re-form.
   int kinds = elastic::kNoUpdate;
   for (const auto& [name, slots] : after) {
     auto old = before.find(name);
-    if (old == before.end() || old->second < slots) kinds |= elastic::kHostsAdded;
     if (old != before.end() && old->second > slots) kinds |= elastic::kHostsRemoved;
   }
   for (const auto& [name, slots] : before) {
@@ -149,9 +149,14 @@ void ElasticMembership::TryForm(Clock::time_point now) {
   std::vector<Worker*> newcomers;
   for (auto& [id, worker] : workers_) {
     if (!Live(worker)) continue;
-    if (!worker.wants_after.has_value()) return;  // someone is still training or starting
-    (worker.generation == generation_ && generation_ > 0 ? old_members : newcomers)
-        .push_back(&worker);
+    const bool member = generation_ > 0 && worker.generation == generation_;
+    if (!worker.wants_after.has_value()) {
+      // A member still training holds the generation, and so does every worker at the job's
+      // start; a newcomer still starting does not: it joins the one after (announced then).
+      if (member || generation_ == 0) return;
+      continue;
+    }
+    (member ? old_members : newcomers).push_back(&worker);
   }
   const size_t count = old_members.size() + newcomers.size();
   if (count == 0 || count < static_cast<size_t>(config_.min_np)) return;
@@ -310,6 +315,12 @@ ElasticAssignment ElasticMembership::Join(const ElasticJoinRequest& request,
   if (worker.generation == generation_ && generation_ > last) return AnswerFor(worker);
   worker.wants_after = last;
   worker.controller_port = request.controller_port;
+  if (generation_ > 0 && worker.generation != generation_ && !worker.announced) {
+    // A newcomer: the members leave their loop at their next commit to take it in (Horovod's
+    // "hosts added"), unless they are re-forming already and take it in now.
+    worker.announced = true;
+    AdvanceHostClock(elastic::kHostsAdded);
+  }
   TryForm(Clock::now());
   changed_.WaitUntil(&mu_, deadline, [&]() KOLO_REQUIRES(mu_) {
     auto it = workers_.find(id);

@@ -6,9 +6,12 @@
 // the discovery script; the rendezvous server (transport/grpc/elastic_rendezvous.h) calls
 // Join and Poll.
 //
-// A generation forms when every live worker has asked to join one after its last (a failure
-// made every survivor's ops fail, or hosts changed and every rank left its loop at a commit),
-// and there are at least min_np of them. Ranks keep the previous generation's order (so rank 0
+// A generation forms when every live member of the current one (every started worker, at the
+// job's start) has asked to join the next (a failure made every survivor's ops fail, or every
+// rank left its loop at a commit), with the newcomers that asked too, and there are at least
+// min_np of them. A newcomer that asks while the members train advances the host clock ("hosts
+// added", what Poll reports), so they leave at their next commit; one still starting holds no
+// one up. Ranks keep the previous generation's order (so rank 0
 // is an old member whenever one is left, and the state a loop syncs comes from it), new
 // workers follow in host and slot order. A worker whose process fails blacklists its host (as
 // Horovod: the host's other workers stop, the host gets no new workers until its cooldown, if
@@ -107,6 +110,7 @@ class ElasticMembership final : public transport::ElasticMembershipService {
     bool stop_reported = false;  // returned by TakeWorkersToStop
     int exit_code = 0;
     std::optional<int64_t> wants_after;  // asked to join a generation after this one
+    bool announced = false;              // its join advanced the host clock (a newcomer)
     int controller_port = 0;
     int64_t generation = 0;  // the last it is a member of; 0: none
     int rank = -1;           // its rank in that generation

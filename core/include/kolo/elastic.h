@@ -68,11 +68,12 @@ class State {
   virtual void Restore() = 0;
   virtual Status Sync() = 0;
 
-  // Save(), then whether hosts were added since the last commit: rank 0 asks kolorun's driver
-  // and broadcasts the answer, so that every rank sees the same (outside an elastic job: never).
-  // True: the training function should return (any status); Run then re-initialises into the
-  // next generation keeping the state, as Horovod's HostsUpdatedInterrupt does. An error: the
-  // broadcast failed (a lost rank), to be returned like any failed op.
+  // Save(), then whether the job's hosts changed since the last commit: rank 0 asks kolorun's
+  // driver and broadcasts the answer, so that every rank sees the same (outside an elastic job:
+  // never). True: the training function should return (any status); Run then re-initialises
+  // into the next generation keeping the state, as Horovod's HostsUpdatedInterrupt does (and
+  // without a Sync when hosts were only removed: skip_sync). An error: the broadcast failed (a
+  // lost rank), to be returned like any failed op.
   StatusOr<bool> Commit();
 
   // Called after every re-initialisation, before Sync (Horovod's register_reset_callbacks):
@@ -84,15 +85,17 @@ class State {
   std::vector<std::function<void()>> reset_callbacks_;
   int64_t hosts_seen_ = 0;
   bool hosts_updated_ = false;
+  bool skip_sync_ = false;
 };
 
 // Runs `train` in an elastic loop (Horovod's hvd.elastic.run): init(), state->Sync(), train().
 // When train returns OK, shuts down and returns OK. When it returns after Commit() said hosts
-// were added, or with a job-fatal error (kAborted, kUnavailable, kDeadlineExceeded, kShutdown:
-// a rank was lost), shuts down, restores the last commit (not after added hosts), calls the
-// reset callbacks and starts again in the next generation. Any other error (a bad argument, a
-// mismatch) is returned after shutdown(), and so is a failed init(). Outside an elastic job it
-// runs train once, as a fixed job.
+// changed, or with a job-fatal error (kAborted, kUnavailable, kDeadlineExceeded, kShutdown:
+// a rank was lost), shuts down, restores the last commit (not after changed hosts), calls the
+// reset callbacks and starts again in the next generation (in a fixed job, the same job again,
+// as Horovod does). Any other error (a bad argument, a mismatch, kInternal) is returned after
+// shutdown(), and so is a failed init(); kolo.torch's run also resets on errors a script
+// raises itself.
 Status Run(State* state, const std::function<Status()>& train);
 
 }  // namespace kolo::elastic
