@@ -9,11 +9,13 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <regex>
 #include <set>
 #include <string>
 
 #include "tests/support/child_process.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/watchdog.h"
 #include "tests/tools/testbed_fixture.h"
 
@@ -60,19 +62,42 @@ TEST_CASE("kolorun runs 2 hosts x 2 ranks in network namespaces with local and c
   CHECK(bound_ranks == std::set<int>{0, 1, 2, 3});
 }
 
-TEST_CASE("An elastic job on network-namespace hosts re-forms without the host whose rank died",
-          "[tools][kolorun][netns][elastic]") {
+TEST_CASE(
+    "An elastic job on network-namespace hosts re-forms without the host whose rank died "
+    "and grows when a host is listed",
+    "[tools][kolorun][netns][elastic]") {
   Watchdog watchdog("elastic job in network namespaces", seconds(120));
-  Testbed testbed("elastic", 3, 1, "10gbit", "0");
+  Testbed testbed("elastic", 4, 1, "10gbit", "0");
   INFO(testbed.up_error());
   REQUIRE(testbed.up_error().empty());
-  // kolorun's driver runs in host 0's namespace (`testbed run` with elastic flags), the
-  // testbed's hosts are its discovery script's output.
-  ChildProcess job(
-      {TESTBED_PATH, "run", "--name", testbed.name(), "-np", "3", "--min-np", "2",
-       "--host-discovery-script", std::string(TESTBED_PATH) + " hosts --name " + testbed.name(),
-       "--start-timeout", "30", "--", KOLO_ELASTIC_TRAIN_PATH, "--steps", "300", "--step-ms", "10"},
-      {std::string("KOLORUN=") + KOLORUN_PATH});
+  // The discovery script lists hosts 0-2 of the testbed (`testbed hosts` lines), then host 3.
+  const std::vector<std::string> hosts =
+      SplitLines(RunProcess({TESTBED_PATH, "hosts", "--name", testbed.name()}).out);
+  REQUIRE(hosts.size() == 4);
+  TempDir dir;
+  std::ofstream(dir.File("hosts.txt")) << hosts[0] << "\n" << hosts[1] << "\n" << hosts[2] << "\n";
+  // kolorun's driver runs in host 0's namespace (`testbed run` with elastic flags).
+  ChildProcess job({TESTBED_PATH,
+                    "run",
+                    "--name",
+                    testbed.name(),
+                    "-np",
+                    "3",
+                    "--min-np",
+                    "2",
+                    "--max-np",
+                    "3",
+                    "--host-discovery-script",
+                    "cat " + dir.File("hosts.txt"),
+                    "--start-timeout",
+                    "30",
+                    "--",
+                    KOLO_ELASTIC_TRAIN_PATH,
+                    "--steps",
+                    "400",
+                    "--step-ms",
+                    "10"},
+                   {std::string("KOLORUN=") + KOLORUN_PATH});
   REQUIRE(job.WaitForOutput("commit step 20 size 3", 3, seconds(60)));
   const std::regex victim_line("\\[" + testbed.Host(2) +
                                ":0\\] generation 1 rank \\d of 3 pid (\\d+)");
@@ -81,11 +106,15 @@ TEST_CASE("An elastic job on network-namespace hosts re-forms without the host w
   REQUIRE(std::regex_search(so_far, victim, victim_line));
   REQUIRE(kill(std::stoi(victim[1]), SIGKILL) == 0);
   REQUIRE(job.WaitForOutput("generation 2 rank", 2, seconds(30)));
+  std::ofstream(dir.File("hosts.txt"), std::ios::app) << hosts[3] << "\n";
+  REQUIRE(job.WaitForOutput("generation 3 rank", 3, seconds(60)));
   ProcessResult result = job.Wait();
   INFO(result.out << result.err);
   CHECK(result.exit_code == 0);
-  CHECK(CountOccurrences(result.out, "] done steps 300 weights") == 2);
+  CHECK(CountOccurrences(result.out, "] done steps 400 weights") == 3);
   CHECK(result.out.find("[" + testbed.Host(0) + ":0] generation 2 rank 0 of 2") !=
+        std::string::npos);
+  CHECK(result.out.find("[" + testbed.Host(3) + ":0] generation 3 rank 2 of 3") !=
         std::string::npos);
 }
 
