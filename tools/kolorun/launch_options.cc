@@ -258,6 +258,11 @@ Options:
                         CPUs as such ranks (and two or more ranks), and tell them so
                         (KOLO_CPU_BIND=core); none: leave placement to the scheduler
                         (for several jobs on one host: each binds from the first CPU)
+  --dry-run             print each rank's host, command line and environment; start nothing
+  --                    ends kolorun's options; what follows is the program and its arguments
+  --help                print this text
+  --help-env            print the configuration variables the kolo runtime reads
+
 Elastic jobs (docs/ELASTIC.md): the job keeps training when ranks fail and grows when hosts
 appear; each process asks kolorun for its rank at every init():
   --min-np N            fewer ranks than N for --elastic-timeout ends the job (default -np)
@@ -270,12 +275,12 @@ appear; each process asks kolorun for its rank at every init():
   --reset-limit N       end the job after N re-formations
   --blacklist-cooldown-range MIN MAX  a host whose rank failed may be used again after a
                         cooldown growing from MIN to at most MAX seconds (default: never)
-  --dry-run             print each rank's host, command line and environment; start nothing
-  --                    ends kolorun's options; what follows is the program and its arguments
-  --help                print this text
-  --help-env            print the configuration variables the kolo runtime reads
+A worker's lines are prefixed "[HOST:SLOT] "; it gets KOLO_ELASTIC_* variables instead of
+KOLO_RANK and KOLO_SIZE. A failed worker does not stop the others: they re-form without it.
+kolorun exits when every worker has: 0 if the last generation's all exited 0, else the first
+of their codes; 1 when fewer than --min-np were left for --elastic-timeout.
 
-Hosts named localhost, 127.0.0.1 or this host's name run locally; others over
+Hosts named localhost, any 127.x.y.z or this host's name run locally; others over
 "ssh -o BatchMode=yes HOST", in the same working directory as kolorun.
 
 Each rank gets, in its environment:
