@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -30,7 +29,7 @@ struct ElasticState {
   int64_t hosts_timestamp KOLO_GUARDED_BY(mu) = 0;
 };
 
-ElasticState& State_() {
+ElasticState& ProcessState() {
   static ElasticState* state = new ElasticState();  // never destroyed: used until exit
   return *state;
 }
@@ -45,7 +44,7 @@ struct DriverLink {
 };
 
 DriverLink CurrentLink() {
-  ElasticState& state = State_();
+  ElasticState& state = ProcessState();
   MutexLock lock(&state.mu);
   return {state.client, state.worker_id, state.call_timeout_seconds, state.generation,
           state.hosts_timestamp};
@@ -71,7 +70,7 @@ StatusOr<Options> JoinElasticGeneration(const Options& options) {
   std::shared_ptr<transport::ElasticRendezvousClient> client;
   int64_t last_generation = 0;
   {
-    ElasticState& state = State_();
+    ElasticState& state = ProcessState();
     MutexLock lock(&state.mu);
     if (!state.client || state.driver_address != options.elastic_rendezvous) {
       state.client = std::make_shared<transport::ElasticRendezvousClient>(
@@ -110,7 +109,7 @@ StatusOr<Options> JoinElasticGeneration(const Options& options) {
       joined.host = answer->hostname;
       joined.identity_source = "kolorun (elastic)";
       joined.controller_source = "elastic generation " + std::to_string(answer->generation);
-      ElasticState& state = State_();
+      ElasticState& state = ProcessState();
       MutexLock lock(&state.mu);
       state.generation = answer->generation;
       state.hosts_timestamp = answer->hosts_timestamp;
@@ -182,17 +181,15 @@ ElasticStartWatch::~ElasticStartWatch() {
 namespace elastic {
 
 bool enabled() {
-  const char* address = std::getenv("KOLO_ELASTIC_RENDEZVOUS");
-  return address != nullptr && address[0] != '\0';
+  return CurrentLink().client != nullptr;
 }
 
 StatusOr<HostUpdates> poll_host_updates(int64_t since) {
   const DriverLink link = CurrentLink();
   if (!link.client) {
     return FailedPrecondition(
-        enabled() ? "kolo::elastic::poll_host_updates: call init() first"
-                  : "kolo::elastic::poll_host_updates: not an elastic job (start it with "
-                    "kolorun --min-np/--max-np/--host-discovery-script)");
+        "kolo::elastic::poll_host_updates: this process has not joined an elastic job (start "
+        "it with kolorun --min-np/--max-np/--host-discovery-script, and call init() first)");
   }
   // Changes up to the current generation's formation are in it already.
   const int64_t after = std::max(since, link.hosts_timestamp);
@@ -205,7 +202,7 @@ StatusOr<HostUpdates> poll_host_updates(int64_t since) {
 }
 
 int64_t generation() {
-  ElasticState& state = State_();
+  ElasticState& state = ProcessState();
   MutexLock lock(&state.mu);
   return state.generation;
 }

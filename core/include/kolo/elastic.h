@@ -26,7 +26,8 @@
 
 namespace kolo::elastic {
 
-// Whether this process belongs to an elastic job (KOLO_ELASTIC_RENDEZVOUS is set).
+// Whether this process belongs to an elastic job: an init() of it joined a generation through
+// kolorun's elastic driver (it stays true after shutdown()). False before the first init().
 bool enabled();
 
 // Horovod's HostUpdateResult, as bits: what changed in the job's hosts.
