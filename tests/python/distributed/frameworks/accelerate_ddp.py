@@ -25,3 +25,4 @@ for _ in range(common.EPOCHS):
         accelerator.backward(torch.nn.functional.mse_loss(model(x), y))
         optimizer.step()
 common.check(common.weights(accelerator.unwrap_model(model)), "Accelerate", common.train_on_gloo())
+common.finish()

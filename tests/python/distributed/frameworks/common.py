@@ -64,6 +64,15 @@ def check_same_everywhere(trained):
     assert all(torch.equal(w, trained) for w in everyone), "ranks ended with different weights"
 
 
+def finish():
+    """Ends the job as torch asks: every rank past its last collective, then every group
+    destroyed while the interpreter is whole. Without it gloo's worker threads can outlive the
+    group at exit and abort the process ("terminate called without an active exception",
+    pytorch/pytorch#190489), which failed a CI run after a correct training."""
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def check(trained, framework, on_gloo):
     """`trained` (this rank's weights after the framework's run on kolo) equals `on_gloo` and is
     the same on every rank."""

@@ -48,3 +48,4 @@ if backend == "gloo":
         print("rank 0: Lightning's weights on gloo saved to %s" % reference, flush=True)
 else:
     common.check(trained, "Lightning's DDPStrategy", torch.load(reference))
+common.finish()
