@@ -58,9 +58,20 @@ RoundAgreement::RoundAgreement(int rank, int size, RoundPattern pattern)
       pattern_(pattern),
       steps_(RoundSteps(size)),
       departed_(size, false) {
-  const size_t slots = pattern_ == RoundPattern::kAllToAll ? size : steps_;
-  slots_[0].resize(slots);
-  slots_[1].resize(slots);
+  inboxes_.emplace_back().messages.resize(pattern_ == RoundPattern::kAllToAll ? size : steps_);
+}
+
+RoundAgreement::Inbox& RoundAgreement::InboxOf(uint64_t round) {
+  const size_t ahead = static_cast<size_t>(round - round_);
+  while (inboxes_.size() <= ahead) {
+    if (spare_.has_value()) {
+      inboxes_.push_back(std::move(*spare_));
+      spare_.reset();
+    } else {
+      inboxes_.emplace_back().messages.resize(inboxes_.front().messages.size());
+    }
+  }
+  return inboxes_[ahead];
 }
 
 int RoundAgreement::SenderOf(size_t slot) const {
@@ -70,17 +81,19 @@ int RoundAgreement::SenderOf(size_t slot) const {
 
 bool RoundAgreement::must_answer() const {
   if (mine_sent_) return false;
-  return notice_below_[0] > 0 ||
-         std::any_of(slots_[0].begin(), slots_[0].end(),
+  const Inbox& now = inboxes_.front();
+  return now.notice_below > 0 ||
+         std::any_of(now.messages.begin(), now.messages.end(),
                      [](const std::optional<RoundMessage>& m) { return m.has_value(); });
 }
 
 std::vector<int> RoundAgreement::missing() const {
   std::vector<int> out;
   const size_t first = pattern_ == RoundPattern::kAllToAll ? 0 : steps_combined_;
-  for (size_t i = first; i < slots_[0].size(); ++i) {
+  const std::vector<std::optional<RoundMessage>>& messages = inboxes_.front().messages;
+  for (size_t i = first; i < messages.size(); ++i) {
     const int r = SenderOf(i);
-    if (r != rank_ && !slots_[0][i].has_value() && !departed_[r]) out.push_back(r);
+    if (r != rank_ && !messages[i].has_value() && !departed_[r]) out.push_back(r);
   }
   return out;
 }
@@ -95,16 +108,17 @@ Status RoundAgreement::Receive(int from, RoundMessage message) {
     return Internal("fast path: a round message from " + who() + ", not a peer of rank " +
                     std::to_string(rank_));
   }
-  // A peer completes round k, and so may start k + 1, only with this rank's message for k;
-  // except under dissemination once a rank departed: its stand-in replaced a step that would
-  // have carried this rank's message. The message of k + 1 then also tells of k.
-  const bool departures = pattern_ == RoundPattern::kDissemination &&
-                          std::find(departed_.begin(), departed_.end(), true) != departed_.end();
-  const bool next_too_early = message.round == round_ + 1 && !mine_sent_ && !departures;
-  if (message.round == round_ + 1 && !mine_sent_ && departures) {
-    notice_below_[0] = std::max(notice_below_[0], 1);
-  }
-  if ((message.round != round_ && message.round != round_ + 1) || next_too_early) {
+  // A peer completes round k, and so may start k + 1, only with this rank's message for k
+  // (all-to-all: it holds it). Under dissemination a departed rank's stand-in drops what it
+  // would have relayed, so a peer downstream may complete rounds without this rank's message,
+  // up to size - 1 rounds ahead (the header), before this rank even sees the departure (its
+  // lane to the departed rank may close later, or never: it need not be one of its peers). A
+  // message of a later round then also tells of the current one.
+  const bool relayed = pattern_ == RoundPattern::kDissemination;
+  const uint64_t rounds_open = relayed ? static_cast<uint64_t>(size_) : 2;
+  const bool ahead = message.round > round_;
+  const bool too_early = ahead && !mine_sent_ && !relayed;
+  if (message.round < round_ || message.round - round_ >= rounds_open || too_early) {
     return Internal("fast path: " + who() + " sent a message for round " +
                     std::to_string(message.round) + " while rank " + std::to_string(rank_) +
                     " is in round " + std::to_string(round_));
@@ -120,8 +134,9 @@ Status RoundAgreement::Receive(int from, RoundMessage message) {
     index = message.step;
     if (message.notice) {
       // Only news of the round: the steps below its step are this rank's to notice.
-      int& below = notice_below_[message.round == round_ ? 0 : 1];
+      int& below = InboxOf(message.round).notice_below;
       below = std::max(below, std::max(static_cast<int>(message.step), 1));
+      OweCurrentIf(ahead);
       return Status::Ok();
     }
   } else if (message.notice) {
@@ -135,13 +150,22 @@ Status RoundAgreement::Receive(int from, RoundMessage message) {
     return Internal("fast path: " + who() + " sent cache ids out of order in round " +
                     std::to_string(message.round));
   }
-  std::optional<RoundMessage>& slot = slots_[message.round == round_ ? 0 : 1][index];
+  std::optional<RoundMessage>& slot = InboxOf(message.round).messages[index];
   if (slot.has_value()) {
     return Internal("fast path: " + who() + " sent two messages for round " +
                     std::to_string(message.round));
   }
   slot = std::move(message);
+  OweCurrentIf(ahead);
   return Status::Ok();
+}
+
+void RoundAgreement::OweCurrentIf(bool heard_of_later_round) {
+  // Only under dissemination (else Receive refused it): a peer is in a later round, so the
+  // current one has begun, and this rank's message is missing from it.
+  if (heard_of_later_round && !mine_sent_) {
+    inboxes_.front().notice_below = std::max(inboxes_.front().notice_below, 1);
+  }
 }
 
 void RoundAgreement::RecordSent(RoundMessage* message, std::chrono::steady_clock::time_point now) {
@@ -152,12 +176,12 @@ void RoundAgreement::RecordSent(RoundMessage* message, std::chrono::steady_clock
   mine_sent_ = true;
   sent_at_ = now;
   if (pattern_ == RoundPattern::kAllToAll) {
-    slots_[0][rank_] = *message;
+    inboxes_.front().messages[rank_] = *message;
     pending_.push_back(RoundSend{-1, *message});
     return;
   }
   // Nothing of this round came in: this rank starts it, and tells every step's peer at once.
-  if (!answering) notice_below_[0] = steps_;
+  if (!answering) inboxes_.front().notice_below = steps_;
   combined_ = *message;
   steps_sent_ = 0;
   steps_combined_ = 0;
@@ -168,7 +192,7 @@ void RoundAgreement::RecordSent(RoundMessage* message, std::chrono::steady_clock
 void RoundAgreement::Disseminate() {
   if (!mine_sent_ || pattern_ != RoundPattern::kDissemination) return;
   // Notices first: a peer whose step message has gone out heard of the round from it.
-  for (; notices_done_ < notice_below_[0]; ++notices_done_) {
+  for (; notices_done_ < inboxes_.front().notice_below; ++notices_done_) {
     if (notices_done_ < steps_sent_) continue;
     RoundSend& send = pending_.emplace_back();
     send.to = RoundSendPeer(rank_, size_, notices_done_);
@@ -187,7 +211,7 @@ void RoundAgreement::Disseminate() {
       continue;
     }
     if (steps_combined_ == steps_sent_ || steps_combined_ == steps_) return;
-    std::optional<RoundMessage>& slot = slots_[0][steps_combined_];
+    std::optional<RoundMessage>& slot = inboxes_.front().messages[steps_combined_];
     if (!slot.has_value()) {
       if (!departed_[SenderOf(steps_combined_)]) return;
       slot = Gone();
@@ -214,13 +238,14 @@ RoundMessage RoundAgreement::Gone() const {
 std::optional<RoundDecision> RoundAgreement::TakeDecision() {
   if (!mine_sent_) return std::nullopt;
   if (pattern_ == RoundPattern::kAllToAll) {
+    std::vector<std::optional<RoundMessage>>& messages = inboxes_.front().messages;
     for (int r = 0; r < size_; ++r) {
-      if (slots_[0][r].has_value()) continue;
+      if (messages[r].has_value()) continue;
       if (!departed_[r]) return std::nullopt;
-      slots_[0][r] = Gone();
+      messages[r] = Gone();
     }
-    combined_ = std::move(*slots_[0][0]);
-    for (int r = 1; r < size_; ++r) CombineRound(&combined_, *slots_[0][r]);
+    combined_ = std::move(*messages[0]);
+    for (int r = 1; r < size_; ++r) CombineRound(&combined_, *messages[r]);
   } else {
     Disseminate();
     if (steps_combined_ < steps_) return std::nullopt;
@@ -233,12 +258,16 @@ std::optional<RoundDecision> RoundAgreement::TakeDecision() {
   decision.diverted = std::move(combined_.diverted);
   decision.runnable = std::move(combined_.ready);
   Filter(&decision.runnable, decision.diverted, /*keep=*/false);
-  slots_[0].swap(slots_[1]);
-  slots_[1].assign(slots_[0].size(), std::nullopt);
-  notice_below_[0] = notice_below_[1];
-  notice_below_[1] = 0;
+  // The next round's inbox becomes the current one (an empty one if no peer sent for it yet);
+  // this round's is emptied and kept for reuse: a round is on a small op's critical path.
+  Inbox done = std::move(inboxes_.front());
+  inboxes_.pop_front();
+  done.messages.assign(done.messages.size(), std::nullopt);
+  done.notice_below = 0;
+  spare_ = std::move(done);
   mine_sent_ = false;
   ++round_;
+  InboxOf(round_);
   return decision;
 }
 

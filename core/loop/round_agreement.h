@@ -16,13 +16,19 @@
 //   - stopping: some rank called shutdown(); every rank sends every op to the controller.
 // Rounds are numbered 1, 2, ...; a rank starts round k + 1 only after round k is complete at
 // it, so a peer's message is always for the current round or the next one (a round complete at
-// a peer holds, combined, this rank's message, so this rank has sent it).
+// a peer holds, combined, this rank's message, so this rank has sent it). Except under
+// dissemination once a rank departed (Depart): its stand-in replaces steps that relayed other
+// ranks' messages, so a peer can complete rounds without this rank's, even before this rank
+// sees the departure. Its lead is still bounded: completing round r needs each live sender to
+// have completed r - 1, so a peer m hops downstream of this rank is at most m rounds ahead,
+// and m < size while the live ranks stay connected.
 //
 // Threading: not thread-safe; owned by the background thread.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <vector>
 
@@ -75,7 +81,9 @@ class RoundAgreement {
   // message for one round, a round other than the current or the next, the next before this
   // rank sent its message for the current one, unsorted ids; dissemination: a step out of
   // range or a sender that is not that step's; all-to-all: a step or a notice) fail, naming
-  // the sender, and change nothing. A notice only tells of its round.
+  // the sender, and change nothing. A notice only tells of its round. Under dissemination any
+  // of the next size - 1 rounds is accepted (a departed rank's doing, see above), also before
+  // this rank sent its message for the current one, which it then owes (must_answer()).
   Status Receive(int from, RoundMessage message);
 
   // This rank's own message for the current round: sets message->round (and step 0) and records
@@ -99,6 +107,9 @@ class RoundAgreement {
  private:
   // The message of a departed rank: stopping, nothing ready, nothing to add.
   RoundMessage Gone() const;
+  // After a message of a later round arrived (dissemination): if this rank has not sent its
+  // message for the current round, it owes it now (must_answer()).
+  void OweCurrentIf(bool heard_of_later_round);
   // Dissemination: queues sends and combines as far as the steps received allow.
   void Disseminate();
   // The rank whose message fills slot `i`: all-to-all, rank i; dissemination, step i's sender.
@@ -113,13 +124,19 @@ class RoundAgreement {
   uint64_t round_ = 1;
   bool mine_sent_ = false;
   std::chrono::steady_clock::time_point sent_at_;
-  // Messages of the current round [0] and the next one [1]: all-to-all by rank (this rank's
-  // own included), dissemination by step.
-  std::vector<std::optional<RoundMessage>> slots_[2];
-  std::vector<bool> departed_;  // by rank
-  // Dissemination notices (core/round_lane.h) of the current round [0] and the next [1]:
-  // notices are due for the steps below this (a starter: all), from step 1 on.
-  int notice_below_[2] = {0, 0};
+  // What arrived for one round: messages all-to-all by rank (this rank's own included),
+  // dissemination by step; and the dissemination notices (core/round_lane.h): notices are due
+  // for the steps below notice_below (a starter: all), from step 1 on.
+  struct Inbox {
+    std::vector<std::optional<RoundMessage>> messages;
+    int notice_below = 0;
+  };
+  // Inbox of the current round ([0]) and of the rounds after it that peers already sent ([d]:
+  // round round_ + d); never empty.
+  Inbox& InboxOf(uint64_t round);
+  std::deque<Inbox> inboxes_;
+  std::optional<Inbox> spare_;      // the last round's, emptied, for InboxOf to reuse
+  std::vector<bool> departed_;      // by rank
   int notices_done_ = 1;            // current round: the steps below this are noticed or sent
   std::vector<RoundSend> pending_;  // for TakeSends
   // This rank's combination so far (dissemination), the steps sent and the steps combined.
