@@ -53,9 +53,11 @@ _DEVICES = ["cpu", "cuda"]
 _started: dict[str, bool] = {"runtime": False}  # whether this module started kolo's running runtime
 
 
-class KoloProcessGroup(dist.ProcessGroup):
+class KoloProcessGroup(_C.ProcessGroupBase):
     """A process group on kolo: torch's ProcessGroup with kolo's backend for CPU and CUDA
-    tensors, and a ``new_group`` torch calls on every rank (see the module's text)."""
+    tensors, and a ``new_group`` torch calls on every rank (see the module's text). Its base is
+    torch's C++ ProcessGroup without the Python-override lookup a subclass of
+    ``dist.ProcessGroup`` pays on every collective (python/csrc/c10d/c10d_bindings.cc)."""
 
     def __init__(self, store: dist.Store, rank: int, size: int, backend: C10dBackend,
                  timeout: timedelta) -> None:
