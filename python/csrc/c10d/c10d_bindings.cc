@@ -6,11 +6,11 @@
 #include "python/csrc/c10d/c10d_bindings.h"
 
 #include <pybind11/stl.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/extension.h>
 
 #include <algorithm>
 #include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <vector>
 
 #include "kolo/kolo.h"
