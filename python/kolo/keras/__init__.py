@@ -8,3 +8,5 @@ from kolo.tensorflow.keras import *  # noqa: F401,F403
 from kolo.tensorflow.keras import (DistributedOptimizer, allgather, allreduce,  # noqa: F401
                                    broadcast, broadcast_global_variables, callbacks, load_model,
                                    reducescatter)
+
+from kolo.keras import elastic  # noqa: E402,F401  (after the *, which binds another module)
