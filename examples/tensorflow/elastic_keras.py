@@ -53,10 +53,14 @@ class Progress(tf.keras.callbacks.Callback):
     """Prints the lines a test reads, and slows each batch by --batch-ms (so that one can act
     mid-epoch)."""
 
-    def __init__(self, batch_ms):
+    def __init__(self, state, batch_ms):
         super().__init__()
+        self.state = state
         self.batch_ms = batch_ms
         self.first = True
+
+    def on_train_begin(self, logs=None):
+        self.first = True  # every fit, the first after a reset too
 
     def on_train_batch_end(self, batch, logs=None):
         if self.batch_ms:
@@ -67,7 +71,9 @@ class Progress(tf.keras.callbacks.Callback):
             self.first = False
 
     def on_epoch_end(self, epoch, logs=None):
-        say("epoch %d rank %d of %d loss %.4f" % (epoch, hvd.rank(), hvd.size(), logs["loss"]))
+        # UpdateEpochStateCallback ran first: state.epoch counts the epochs done over resets.
+        say("epoch %d rank %d of %d loss %.4f"
+            % (self.state.epoch - 1, hvd.rank(), hvd.size(), logs["loss"]))
 
 
 def main():
@@ -104,7 +110,7 @@ def main():
         hvd.elastic.UpdateEpochStateCallback(state),
         hvd.elastic.UpdateBatchStateCallback(state),
         hvd.elastic.CommitStateCallback(state, batches_per_commit=args.commit_every),
-        Progress(args.batch_ms),
+        Progress(state, args.batch_ms),
     ]
 
     @hvd.elastic.run

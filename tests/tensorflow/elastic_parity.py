@@ -190,14 +190,16 @@ def run_records(hvd, errors, out):
     out["run.initialized_after"] = hvd.is_initialized()
 
     # What a script sees from run() when the training function fails otherwise.
+    def allgather_scalar():
+        return hvd.allgather(tf.constant(1.0))
+
     failures = {
         "value_error": lambda: (_ for _ in ()).throw(ValueError("not an elastic error")),
         "unknown_error_not_horovods": lambda: (_ for _ in ()).throw(
             tf.errors.UnknownError(None, None, "some other op failed")),
-        "allgather_scalar": lambda: hvd.allgather(tf.constant(1.0)),
+        "allgather_scalar": allgather_scalar,
         "broadcast_bad_root": lambda: hvd.broadcast(tf.ones([2]), root_rank=hvd.size()),
-        "allgather_scalar_in_function": lambda: tf.function(
-            lambda: hvd.allgather(tf.constant(1.0)))(),
+        "allgather_scalar_in_function": tf.function(allgather_scalar, autograph=False),
     }
     for name, failure in failures.items():
         calls = []

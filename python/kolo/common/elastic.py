@@ -86,7 +86,9 @@ class State:
         native = _native
         if native is None or not native.elastic_enabled():
             return
-        view = None
+        # A tuple on every rank, as Horovod's: kolo.tensorflow's broadcast_object, as Horovod's,
+        # names its ops after the object's type, which must then be the same on every rank.
+        view: tuple[int, int, int] = (0, 0, 0)
         if self._rank() == 0:
             since = self._last_updated_timestamp
             timestamp, kinds = native.elastic_poll(since)

@@ -41,6 +41,7 @@ from kolo.common.elastic import ObjectState, State
 from kolo.common.errors import HorovodInternalError, KoloError
 from kolo.tensorflow import mpi_ops
 from kolo.tensorflow.functions import broadcast_object, broadcast_variables, optimizer_variables
+from kolo.tensorflow.optimizer import _is_keras3
 
 __all__ = ["ObjectState", "State", "TensorFlowKerasState", "TensorFlowState", "run"]
 
@@ -116,11 +117,11 @@ def build_optimizer(optimizer, model):
     variables = model.trainable_variables
     if hasattr(optimizer, "_create_all_weights"):  # Keras 2's legacy OptimizerV2
         optimizer._create_all_weights(variables)
-    elif hasattr(optimizer, "build") and not getattr(optimizer, "built", True):
-        optimizer.build(variables)
-        optimizer.built = True
-    elif hasattr(optimizer, "build") and not getattr(optimizer, "_built", True):
-        optimizer.build(variables)  # tf-keras's optimizer keeps the flag in _built
+    elif _is_keras3(optimizer):
+        if not optimizer.built:
+            optimizer.build(variables)
+    elif hasattr(optimizer, "build") and not getattr(optimizer, "_built", False):
+        optimizer.build(variables)  # tf-keras's optimizer: _built is set by its first build
 
 
 def _check_eager(session, what):
