@@ -14,18 +14,20 @@ kolo's with them and prints one line per difference (ctest's tensorflow_elastic_
 
 import argparse
 import importlib
-import json
 import os
-import re
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python",
+                                "elastic"))
+from parity_json import finish  # noqa: E402  (with kolo.torch's elastic parity test)
+
 # The differences kolo keeps on purpose (docs/TENSORFLOW.md, "Elastic training"):
-# (key regex, what Horovod gave, why kolo differs, the key whose Horovod answer kolo's must equal
-# instead, or None).
+# (key regex, what Horovod gave, why kolo differs[, the key whose Horovod answer kolo's must equal
+# instead]).
 KNOWN = [
     (r"^keras_state\.keras3$", {"raises": "TypeError"},
      "Horovod calls optimizer.variables(), a list in Keras 3's optimizers ('list' object is "
@@ -33,7 +35,7 @@ KNOWN = [
      "keras_state.tf_keras"),
     (r"^run\.unknown_error_not_horovods$", {"returned": None},
      "Horovod's wrapper swallows a TensorFlow UnknownError that does not name a Horovod op "
-     "(the training function returns None); kolo's raises it to the caller", None),
+     "(the training function returns None); kolo's raises it to the caller"),
 ]
 
 
@@ -273,33 +275,7 @@ def main():
     run_records(hvd, errors, out)
     callback_records(hvd, out)
     hvd.shutdown()
-    out = json.loads(json.dumps(out))  # tuples as lists, as recorded
-    if args.record:
-        with open(args.record, "w") as sink:
-            sink.write("{\n" + ",\n".join("%s: %s" % (json.dumps(k), json.dumps(v))
-                                          for k, v in sorted(out.items())) + "\n}\n")
-        print("recorded %d behaviours" % len(out))
-        return 0
-    with open(args.check) as source:
-        expected = json.load(source)
-    differ = 0
-    for key in sorted(set(expected) | set(out)):
-        want, have = expected.get(key, "<absent>"), out.get(key, "<absent>")
-        if want == have:
-            continue
-        known = next(((why, instead) for pattern, gave, why, instead in KNOWN
-                      if re.search(pattern, key) and gave == want), None)
-        if known is not None and (known[1] is None or expected.get(known[1]) == have):
-            print("elastic parity: known difference '%s' (%s): horovod %s, kolo %s"
-                  % (key, known[0], json.dumps(want), json.dumps(have)[:200]))
-            continue
-        differ += 1
-        print("elastic parity DIFFERS '%s': horovod gave %s, kolo gave %s"
-              % (key, json.dumps(want)[:400], json.dumps(have)[:400]))
-    print("elastic parity: compared %d behaviours with Horovod: %d differ"
-          % (len(expected), differ))
-    return 1 if differ else 0
-
+    return finish(out, args.record, args.check, KNOWN)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from kolo.common import elastic as _common
 from kolo.common.elastic import ObjectState, State
-from kolo.common.errors import HorovodInternalError, KoloError
+from kolo.common.errors import HorovodInternalError
 from kolo.tensorflow import mpi_ops
 from kolo.tensorflow.functions import broadcast_object, broadcast_variables, optimizer_variables
 from kolo.tensorflow.optimizer import _is_keras3
@@ -47,32 +47,15 @@ __all__ = ["ObjectState", "State", "TensorFlowKerasState", "TensorFlowState", "r
 
 _common.bind(mpi_ops._basics)
 
-# TensorFlow's errors for kolo's job-fatal statuses (tf_tensor_view.cc's ToTfStatus), named as
-# kolo names them.
-_JOB_FATAL = {tf.errors.AbortedError: "ABORTED", tf.errors.DeadlineExceededError:
-              "DEADLINE_EXCEEDED", tf.errors.UnavailableError: "UNAVAILABLE",
-              tf.errors.InternalError: "INTERNAL"}
-
-
 def _kolo_job_failure(error):
     """The kolo status name when `error` (a tf.errors.OpError) is a kolo op's report that the job
     failed, else None. TensorFlow names the failed node in the message of an error raised in a
-    graph ("... [[{{node KoloAllreduce}}]]", the op types of python/tensorflow/
+    graph ("Detected at node .../KoloAllreduce", the op types of python/tensorflow/
     op_registrations.cc), as Horovod's wrapper finds its ops' names there."""
-    code = _JOB_FATAL.get(type(error))
+    code = mpi_ops._JOB_FATAL_CODES.get(error.error_code)
     if code is None:
         return None
     return code if "Kolo" in (error.message or "") else None
-
-
-def _reset():
-    """Re-forms the job: shutdown (which reports the loss that made the reset: already known,
-    so not raised), then init, which joins the next generation in an elastic job."""
-    try:
-        mpi_ops.shutdown()
-    except KoloError:
-        pass
-    mpi_ops.init()
 
 
 def run(func):
@@ -92,7 +75,8 @@ def run(func):
             if code is None:
                 raise
             raise HorovodInternalError(error.message, code) from error
-    return _common.run_fn(wrapper, _reset, (HorovodInternalError,))
+    return _common.run_fn(wrapper, _common.reinit(mpi_ops.shutdown, mpi_ops.init),
+                          (HorovodInternalError,))
 
 
 def _model_built(model):
@@ -131,7 +115,40 @@ def _check_eager(session, what):
                          "session=" % what)
 
 
-class TensorFlowKerasState(ObjectState):
+class _VariablesState(ObjectState):
+    """An ObjectState that also keeps TensorFlow variables (_state_variables()): save() copies
+    their values to numpy, restore() assigns them back, sync() broadcasts rank 0's and saves
+    them."""
+
+    def _state_variables(self):
+        raise NotImplementedError()
+
+    def save(self):
+        """Copies the variables' values, then the attributes."""
+        self._save_variables()
+        super().save()
+
+    def restore(self):
+        """Assigns the saved values back, then the attributes'."""
+        self._load_variables()
+        super().restore()
+
+    def sync(self):
+        """Broadcasts the variables from rank 0 (a collective call), saves them, then takes rank
+        0's attributes."""
+        broadcast_variables(self._state_variables(), root_rank=0)
+        self._save_variables()
+        super().sync()
+
+    def _save_variables(self):
+        self._saved_values = [np.array(v.numpy(), copy=True) for v in self._state_variables()]
+
+    def _load_variables(self):
+        for variable, value in zip(self._state_variables(), self._saved_values):
+            variable.assign(value)
+
+
+class TensorFlowKerasState(_VariablesState):
     """The state of a Keras model and its optimizer (Horovod's TensorFlowKerasState), for Keras 3
     and tf-keras: save() keeps numpy copies of their variables, restore() assigns them back,
     sync() broadcasts rank 0's. Every other keyword argument becomes an attribute kept as
@@ -150,46 +167,15 @@ class TensorFlowKerasState(ObjectState):
         self.optimizer = optimizer or getattr(model, "optimizer", None)
         self.backend = backend
         build_optimizer(self.optimizer, model)
-        self._save_model()
+        self._save_variables()
         super().__init__(bcast_object=broadcast_object, get_rank=mpi_ops.rank, **kwargs)
 
-    def _variables(self):
+    def _state_variables(self):
         optimizer = [] if self.optimizer is None else optimizer_variables(self.optimizer)
-        return _model_variables(self.model), optimizer
-
-    def save(self):
-        """Copies the model's and the optimizer's variables, then the attributes."""
-        self._save_model()
-        super().save()
-
-    def restore(self):
-        """Assigns the saved values back, then the attributes'."""
-        self._load_model()
-        super().restore()
-
-    def sync(self):
-        """Broadcasts the model's and the optimizer's variables from rank 0 (a collective call),
-        saves them, then takes rank 0's attributes."""
-        model_variables, optimizer_vars = self._variables()
-        broadcast_variables(model_variables, root_rank=0)
-        broadcast_variables(optimizer_vars, root_rank=0)
-        self._save_model()
-        super().sync()
-
-    def _save_model(self):
-        model_variables, optimizer_vars = self._variables()
-        self._saved_model_state = [np.array(v.numpy(), copy=True) for v in model_variables]
-        self._saved_optimizer_state = [np.array(v.numpy(), copy=True) for v in optimizer_vars]
-
-    def _load_model(self):
-        model_variables, optimizer_vars = self._variables()
-        for variable, value in zip(model_variables, self._saved_model_state):
-            variable.assign(value)
-        for variable, value in zip(optimizer_vars, self._saved_optimizer_state):
-            variable.assign(value)
+        return _model_variables(self.model) + optimizer
 
 
-class TensorFlowState(ObjectState):
+class TensorFlowState(_VariablesState):
     """The state of a list of TensorFlow variables (Horovod's TensorFlowState), for TensorFlow 2's
     eager execution: save() keeps numpy copies of their values, restore() assigns them back,
     sync() broadcasts rank 0's. Every other keyword argument becomes an attribute kept as
@@ -204,29 +190,8 @@ class TensorFlowState(ObjectState):
         _check_eager(session, "TensorFlowState")
         self.variables = list(variables or tf.compat.v1.global_variables())
         self.session = None
-        self._save_model()
+        self._save_variables()
         super().__init__(bcast_object=broadcast_object, get_rank=mpi_ops.rank, **kwargs)
 
-    def save(self):
-        """Copies the variables' values, then the attributes."""
-        self._save_model()
-        super().save()
-
-    def restore(self):
-        """Assigns the saved values back, then the attributes'."""
-        self._load_model()
-        super().restore()
-
-    def sync(self):
-        """Broadcasts the variables from rank 0 (a collective call), saves them, then takes rank
-        0's attributes."""
-        broadcast_variables(self.variables, root_rank=0)
-        self._save_model()
-        super().sync()
-
-    def _save_model(self):
-        self._values = [np.array(v.numpy(), copy=True) for v in self.variables]
-
-    def _load_model(self):
-        for variable, value in zip(self.variables, self._values):
-            variable.assign(value)
+    def _state_variables(self):
+        return self.variables
