@@ -1,7 +1,7 @@
 """kolo's default runtime for kolo.tensorflow, outside TensorFlow's ops: init, shutdown, identity,
 process sets, the timeline and kolorun's elastic driver, through ctypes on the C functions of
-the op library (python/tensorflow/basics.cc). ctypes releases the GIL around each call. A failed call raises
-kolo.common.errors' KoloError, or HorovodInternalError when the job failed.
+the op library (python/tensorflow/basics.cc). ctypes releases the GIL around each call. A failed
+call raises kolo.common.errors' KoloError, or HorovodInternalError when the job failed.
 
 The names are those of kolo.torch's native module, so that kolo.common.process_sets and
 kolo.common.elastic work on either."""

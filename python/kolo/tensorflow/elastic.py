@@ -47,6 +47,7 @@ __all__ = ["ObjectState", "State", "TensorFlowKerasState", "TensorFlowState", "r
 
 _common.bind(mpi_ops._basics)
 
+
 def _kolo_job_failure(error):
     """The kolo status name when `error` (a tf.errors.OpError) is a kolo op's report that the job
     failed, else None. TensorFlow names the failed node in the message of an error raised in a
@@ -84,9 +85,9 @@ def _model_built(model):
 
 
 def _model_variables(model):
-    """The model's weights (trainable and not): Keras 3's model.variables also holds the states
-    of its metrics and seed generators, which model.fit makes only at its first step, so that a
-    worker that just joined would have fewer of them than the others."""
+    """The model's weights (trainable and not), what model.variables is in tf-keras: Keras 3's
+    model.variables also holds its layers' seed-generator states (dropout's random state), each
+    rank's own, which a sync would make the same everywhere."""
     return list(model.weights)
 
 
