@@ -31,6 +31,7 @@ disagree: InvalidArgumentError, FailedPreconditionError) goes to the caller.
 Threading: the training thread's, as kolo.common.elastic's.
 """
 
+import contextlib
 import functools
 
 import numpy as np
@@ -59,6 +60,19 @@ def _kolo_job_failure(error):
     return code if "Kolo" in (error.message or "") else None
 
 
+@contextlib.contextmanager
+def _job_failure_raises_internal_error():
+    """Raises HorovodInternalError (the TensorFlow error as its cause) for a kolo op's report
+    that the job failed, inside a tf.function; other errors go through."""
+    try:
+        yield
+    except tf.errors.OpError as error:
+        code = _kolo_job_failure(error)
+        if code is None:
+            raise
+        raise HorovodInternalError(error.message, code) from error
+
+
 def run(func):
     """Decorates a training function `func(state, *args, **kwargs)` (its first argument a State,
     e.g. a TensorFlowKerasState) so that it survives lost and added ranks (see the module): it
@@ -69,13 +83,8 @@ def run(func):
     before the call: a new worker joins while the others re-form at their commit."""
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
-        try:
+        with _job_failure_raises_internal_error():
             return func(state, *args, **kwargs)
-        except tf.errors.OpError as error:
-            code = _kolo_job_failure(error)
-            if code is None:
-                raise
-            raise HorovodInternalError(error.message, code) from error
     return _common.run_fn(wrapper, _common.reinit(mpi_ops.shutdown, mpi_ops.init),
                           (HorovodInternalError,))
 
@@ -137,7 +146,8 @@ class _VariablesState(ObjectState):
     def sync(self):
         """Broadcasts the variables from rank 0 (a collective call), saves them, then takes rank
         0's attributes."""
-        broadcast_variables(self._state_variables(), root_rank=0)
+        with _job_failure_raises_internal_error():  # its broadcasts run in a tf.function
+            broadcast_variables(self._state_variables(), root_rank=0)
         self._save_variables()
         super().sync()
 
