@@ -2,11 +2,14 @@
 // what is not a TensorFlow op: init, shutdown, identity, process sets and the timeline of kolo's
 // default runtime. Each returns a kolo status code (0 = OK) where it can fail, with the message
 // in kolo_tf_last_error() for the calling thread. ctypes releases the GIL around every call, so
-// the waits (init, shutdown, adding and removing process sets) do not hold Python up.
+// the waits (init, shutdown, adding and removing process sets, asking kolorun's elastic driver)
+// do not hold Python up. The elastic calls are kolo/elastic.h's, for kolo.tensorflow.elastic.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kolo/elastic.h"
 #include "kolo/kolo.h"
 
 namespace {
@@ -101,6 +104,27 @@ __attribute__((visibility("default"))) int kolo_tf_start_timeline(const char* pa
 
 __attribute__((visibility("default"))) int kolo_tf_stop_timeline() {
   return Report(kolo::stop_timeline());
+}
+
+// Whether this process belongs to an elastic job (kolo::elastic::enabled).
+__attribute__((visibility("default"))) int kolo_tf_elastic_enabled() {
+  return kolo::elastic::enabled() ? 1 : 0;
+}
+
+// What changed in the job's hosts after `since` (kolo::elastic::poll_host_updates): the driver's
+// timestamp and the HostUpdateBits, written only when the call succeeds.
+__attribute__((visibility("default"))) int kolo_tf_elastic_poll(int64_t since, int64_t* timestamp,
+                                                                int* kinds) {
+  kolo::StatusOr<kolo::elastic::HostUpdates> updates = kolo::elastic::poll_host_updates(since);
+  if (!updates.ok()) return Report(updates.status());
+  *timestamp = updates->timestamp;
+  *kinds = updates->kinds;
+  return 0;
+}
+
+// The generation of the membership this process last joined; 0 before its first init().
+__attribute__((visibility("default"))) int64_t kolo_tf_elastic_generation() {
+  return kolo::elastic::generation();
 }
 
 }  // extern "C"

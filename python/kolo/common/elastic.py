@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from kolo.common.errors import HorovodInternalError, HostsUpdatedInterrupt
+from kolo.common.errors import HorovodInternalError, HostsUpdatedInterrupt, KoloError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -86,7 +86,9 @@ class State:
         native = _native
         if native is None or not native.elastic_enabled():
             return
-        view = None
+        # A tuple on every rank, as Horovod's: kolo.tensorflow's broadcast_object, as Horovod's,
+        # names its ops after the object's type, which must then be the same on every rank.
+        view: tuple[int, int, int] = (0, 0, 0)
         if self._rank() == 0:
             since = self._last_updated_timestamp
             timestamp, kinds = native.elastic_poll(since)
@@ -153,6 +155,19 @@ def resets_for(error: BaseException, internal_errors: tuple[type[BaseException],
     if not isinstance(error, internal_errors):
         return False
     return str(getattr(error, "code", "UNKNOWN")).upper() not in _OP_ONLY_CODES
+
+
+def reinit(shutdown: Callable[[], Any], init: Callable[[], Any]) -> Callable[[], None]:
+    """The reset run_fn calls for a binding with these `shutdown` and `init`: re-forms the job,
+    shutdown (which reports the loss that made the reset: already known, so KoloError is not
+    raised), then init, which joins the next generation in an elastic job."""
+    def reset() -> None:
+        try:
+            shutdown()
+        except KoloError:
+            pass
+        init()
+    return reset
 
 
 def run_fn(func: Callable[..., Any], reset: Callable[[], None],

@@ -6,5 +6,5 @@ package; TensorFlow is kolo's only Keras backend).
 
 from kolo.tensorflow.keras import *  # noqa: F401,F403
 from kolo.tensorflow.keras import (DistributedOptimizer, allgather, allreduce,  # noqa: F401
-                                   broadcast, broadcast_global_variables, callbacks, load_model,
-                                   reducescatter)
+                                   broadcast, broadcast_global_variables, callbacks, elastic,
+                                   load_model, reducescatter)

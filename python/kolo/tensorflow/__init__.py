@@ -8,7 +8,7 @@ docs/TENSORFLOW.md for the deliberate differences from Horovod.
 """
 
 from kolo.common.errors import HorovodInternalError, HostsUpdatedInterrupt, KoloError
-from kolo.tensorflow import elastic  # noqa: F401  (hvd.elastic, as in Horovod; unsupported)
+from kolo.tensorflow import elastic  # noqa: F401  (hvd.elastic, as in Horovod)
 from kolo.tensorflow.collectives import (allreduce, grouped_allreduce, grouped_reducescatter,
                                          reducescatter)
 from kolo.tensorflow.compression import Compression

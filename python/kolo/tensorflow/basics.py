@@ -1,10 +1,10 @@
 """kolo's default runtime for kolo.tensorflow, outside TensorFlow's ops: init, shutdown, identity,
-process sets and the timeline, through ctypes on the C functions of the op library
-(python/tensorflow/basics.cc). ctypes releases the GIL around each call. A failed call raises
-kolo.common.errors' KoloError, or HorovodInternalError when the job failed.
+process sets, the timeline and kolorun's elastic driver, through ctypes on the C functions of
+the op library (python/tensorflow/basics.cc). ctypes releases the GIL around each call. A failed
+call raises kolo.common.errors' KoloError, or HorovodInternalError when the job failed.
 
-The names are those of kolo.torch's native module, so that kolo.common.process_sets works on
-either."""
+The names are those of kolo.torch's native module, so that kolo.common.process_sets and
+kolo.common.elastic work on either."""
 
 import ctypes
 
@@ -25,6 +25,9 @@ class Basics:
         lib.kolo_tf_process_set_ranks.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int),
                                                   ctypes.c_int]
         lib.kolo_tf_start_timeline.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        lib.kolo_tf_elastic_poll.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
+                                             ctypes.POINTER(ctypes.c_int)]
+        lib.kolo_tf_elastic_generation.restype = ctypes.c_int64
 
     def _check(self, code):
         if code != 0:
@@ -89,3 +92,17 @@ class Basics:
 
     def stop_timeline(self):
         self._check(self._lib.kolo_tf_stop_timeline())
+
+    # kolo.common.elastic's NativeElastic (kolo/elastic.h), as kolo.torch._C's.
+    def elastic_enabled(self):
+        return bool(self._lib.kolo_tf_elastic_enabled())
+
+    def elastic_poll(self, since):
+        """(timestamp, kinds): what changed in the job's hosts after `since`."""
+        timestamp, kinds = ctypes.c_int64(0), ctypes.c_int(0)
+        self._check(self._lib.kolo_tf_elastic_poll(int(since), ctypes.byref(timestamp),
+                                                   ctypes.byref(kinds)))
+        return timestamp.value, kinds.value
+
+    def elastic_generation(self):
+        return self._lib.kolo_tf_elastic_generation()

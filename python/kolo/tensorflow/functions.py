@@ -28,6 +28,13 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
     tf.function(broadcast_variables_group, autograph=False)()
 
 
+def optimizer_variables(optimizer):
+    """A Keras optimizer's variables as a list: Keras 3's and tf-keras's optimizers have a
+    `variables` property, Keras 2's legacy ones a `variables()` method."""
+    variables = optimizer.variables
+    return list(variables() if callable(variables) else variables)
+
+
 def _to_numpy(value, session):
     if executing_eagerly():
         return value.numpy()

@@ -25,7 +25,7 @@ from kolo.common.errors import HorovodInternalError
 from kolo.common.process_sets import (ProcessSet, add_process_set,  # noqa: F401 (re-exported)
                                       global_process_set, remove_process_set)
 from kolo.tensorflow.basics import Basics
-from kolo.tensorflow.op_names import executing_eagerly, op_name
+from kolo.tensorflow.op_names import executing_eagerly, forget_unnamed_ops, op_name
 
 def _load_libkolo():
     """Loads libkolo.so (and gRPC, protobuf, OpenSSL with it) before the op library, with
@@ -75,7 +75,9 @@ def _job_failure_raises_internal_error(fn):
 
 # ---- init, identity, timeline (kolo.common.basics) ----
 
-_api = HorovodBasics(_basics, "kolo.tensorflow")
+# shutdown() forgets the numbering of unnamed ops: init() after it (an elastic reset) starts it
+# again on every rank, as a worker that just joined starts it.
+_api = HorovodBasics(_basics, "kolo.tensorflow", after_shutdown=forget_unnamed_ops)
 init = _api.init
 shutdown = _api.shutdown
 is_initialized = _api.is_initialized

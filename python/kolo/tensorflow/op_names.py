@@ -9,6 +9,9 @@ input tensor's name). Ranks that trace the same code get the same names, also wh
 a different number of times, and two functions never share a name unless they have the same
 Python name and the same ops. A name given explicitly is used as it is eagerly; in a graph it is
 made unique and gets the name scope (without it when ignore_name_scope, as in Horovod).
+
+shutdown() forgets the eager numbering (forget_unnamed_ops), so that after init() every rank of
+the new job, a survivor of a lost rank or a worker that just joined, numbers from 0 again.
 """
 
 import itertools
@@ -21,6 +24,12 @@ from tensorflow.python.framework import ops
 
 _lock = threading.Lock()
 _noname_counters = {}  # (process set id) -> counter of unnamed eager ops
+
+
+def forget_unnamed_ops():
+    """Numbers the next unnamed eager op of every process set 0 again (after shutdown)."""
+    with _lock:
+        _noname_counters.clear()
 
 
 def executing_eagerly():

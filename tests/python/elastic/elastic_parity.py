@@ -14,11 +14,10 @@ test_elastic_job.py)."""
 
 import argparse
 import importlib
-import json
-import re
 import sys
 
 import torch
+from parity_json import finish
 
 # The differences kolo keeps on purpose (docs/TORCH.md, "Elastic training"):
 # (key regex, what Horovod gave, why kolo differs).
@@ -304,33 +303,7 @@ def main():
         common_elastic.bind(hvd._C)  # the real driver source again: not an elastic job
     run_records(hvd, common_elastic, world, out)
     hvd.shutdown()
-    out = json.loads(json.dumps(out))  # tuples as lists, as recorded
-    if args.record:
-        with open(args.record, "w") as sink:
-            sink.write("{\n" + ",\n".join("%s: %s" % (json.dumps(k), json.dumps(v))
-                                          for k, v in sorted(out.items())) + "\n}\n")
-        print("recorded %d behaviours" % len(out))
-        return 0
-    with open(args.check) as source:
-        expected = json.load(source)
-    differ = 0
-    for key in sorted(set(expected) | set(out)):
-        want, have = expected.get(key, "<absent>"), out.get(key, "<absent>")
-        if want == have:
-            continue
-        why = next((why for pattern, gave, why in KNOWN
-                    if re.search(pattern, key) and gave == want), None)
-        if why is not None:
-            print("elastic parity: known difference '%s' (%s): horovod %s, kolo %s"
-                  % (key, why, json.dumps(want), json.dumps(have)))
-            continue
-        differ += 1
-        print("elastic parity DIFFERS '%s': horovod gave %s, kolo gave %s"
-              % (key, json.dumps(want)[:400], json.dumps(have)[:400]))
-    print("elastic parity: compared %d behaviours with Horovod: %d differ"
-          % (len(expected), differ))
-    return 1 if differ else 0
-
+    return finish(out, args.record, args.check, KNOWN)
 
 if __name__ == "__main__":
     sys.exit(main())

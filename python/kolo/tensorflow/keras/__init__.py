@@ -11,6 +11,7 @@ from kolo.tensorflow import collectives as _collectives
 from kolo.tensorflow import mpi_ops as _mpi_ops
 from kolo.tensorflow.compression import Compression
 from kolo.tensorflow.keras import callbacks  # noqa: F401
+from kolo.tensorflow.keras import elastic  # noqa: F401  (hvd.elastic, as in Horovod)
 from kolo.tensorflow.mpi_ops import (Average, ProcessSet, Sum, add_process_set,  # noqa: F401
                                      ccl_built, cross_rank, cross_size, cuda_built, ddl_built,
                                      global_process_set, gloo_built, gloo_enabled, init,

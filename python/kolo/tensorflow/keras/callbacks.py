@@ -7,15 +7,10 @@ import tensorflow as tf
 
 from kolo.tensorflow import collectives as _collectives
 from kolo.tensorflow import mpi_ops as _mpi_ops
-from kolo.tensorflow.functions import broadcast_variables
+from kolo.tensorflow.functions import broadcast_variables, optimizer_variables
 from kolo.tensorflow.gradient_tape import variable_key
 
 _keras = tf.keras
-
-
-def _optimizer_variables(optimizer):
-    variables = optimizer.variables
-    return list(variables() if callable(variables) else variables)
 
 
 def _value(variable):
@@ -54,7 +49,7 @@ class BroadcastGlobalVariablesCallback(_keras.callbacks.Callback):
         model_variables = [v for v in self.model.variables
                            if variable_key(v) not in self._local_vars]
         broadcast_variables(model_variables, root_rank=self.root_rank)
-        broadcast_variables(_optimizer_variables(self.model.optimizer), root_rank=self.root_rank)
+        broadcast_variables(optimizer_variables(self.model.optimizer), root_rank=self.root_rank)
         self.broadcast_done = True
 
     on_train_batch_end = on_batch_end

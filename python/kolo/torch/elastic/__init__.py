@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from kolo.common import elastic as _common
 from kolo.common.elastic import ObjectState, State
 from kolo.common.errors import HorovodInternalError as _CommonInternalError
-from kolo.common.errors import KoloError
 from kolo.torch import _C, mpi_ops
 from kolo.torch.elastic.sampler import ElasticSampler
 from kolo.torch.elastic.state import TorchState
@@ -43,16 +42,6 @@ __all__ = ["ElasticSampler", "ObjectState", "State", "TorchState", "run"]
 _common.bind(_C)
 
 
-def _reset() -> None:
-    """Re-forms the job: shutdown (which reports the loss that made the reset: already known,
-    so not raised), then init, which joins the next generation in an elastic job."""
-    try:
-        mpi_ops.shutdown()
-    except KoloError:
-        pass
-    mpi_ops.init()
-
-
 def run(func: Callable[..., Any]) -> Callable[..., Any]:
     """Decorates a training function `func(state, *args, **kwargs)` (its first argument a
     State, e.g. a TorchState) so that it survives lost and added ranks (see the module): it
@@ -62,4 +51,5 @@ def run(func: Callable[..., Any]) -> Callable[..., Any]:
     (kolorun's driver gave up on this worker, or formed no generation in time). Collective ops
     must happen inside func (or in the state's sync), not before the call: a new worker joins
     while the others are re-forming at their commit."""
-    return _common.run_fn(func, _reset, (HorovodInternalError, _CommonInternalError))
+    return _common.run_fn(func, _common.reinit(mpi_ops.shutdown, mpi_ops.init),
+                          (HorovodInternalError, _CommonInternalError))
