@@ -87,6 +87,20 @@ class Job:
                 seen[rank] = (pid, stamp)
         return seen if len(seen) >= count else None
 
+    def kill_mid_training(self, training, rank, what):
+        """Lets the ranks of `training` (a trained() view) train 0.3 s more, so that the kill
+        lands mid-epoch, SIGKILLs the worker of `rank`, and waits until the others train again
+        in a job one smaller (`what` names the kill in a failure): returns the pid killed, the
+        survivors' trained() view and the seconds from the kill to the last of them training."""
+        size = len(training) - 1
+        time.sleep(0.3)
+        pid = training[rank][0]
+        killed_at = kill(pid)
+        self.wait_for("%d ranks training after %s" % (size, what),
+                      lambda: self.trained(size, killed_at, size))
+        survivors = self.trained(size, killed_at, size)
+        return pid, survivors, max(stamp for _, stamp in survivors.values()) - killed_at
+
     def fail(self, message):
         self.stop()
         pytest.fail("%s\n--- kolorun's output ---\n%s" % (message, "\n".join(self.lines[-80:])))
@@ -113,13 +127,8 @@ def test_an_elastic_job_survives_lost_ranks_and_grows(tmp_path):
     job = Job(command, dict(os.environ, KOLO_LOG_LEVEL="warning"))
     try:
         job.wait_for("4 ranks training", lambda: job.trained(4, 0, 4))
-        first = job.trained(4, 0, 4)
-        time.sleep(0.3)  # mid-epoch
-        killed = first[2][0]
-        killed_at = kill(killed)
-        job.wait_for("3 ranks training after the kill", lambda: job.trained(3, killed_at, 3))
-        survivors = job.trained(3, killed_at, 3)
-        recovery = max(stamp for _, stamp in survivors.values()) - killed_at
+        killed, survivors, recovery = job.kill_mid_training(job.trained(4, 0, 4), 2,
+                                                            "rank 2 was killed")
         print("recovery after killing rank 2: %.3f s" % recovery)
         assert killed not in [pid for pid, _ in survivors.values()]
 
@@ -131,13 +140,8 @@ def test_an_elastic_job_survives_lost_ranks_and_grows(tmp_path):
         grown = job.trained(4, added_at, 4)
         print("added host's rank training %.3f s after it was listed"
               % (max(stamp for _, stamp in grown.values()) - added_at))
-        time.sleep(0.3)
-        old_rank0 = grown[0][0]
-        killed_at_0 = kill(old_rank0)
-        job.wait_for("3 ranks training after rank 0 was killed",
-                     lambda: job.trained(3, killed_at_0, 3))
-        after_rank0 = job.trained(3, killed_at_0, 3)
-        recovery_0 = max(stamp for _, stamp in after_rank0.values()) - killed_at_0
+        old_rank0, after_rank0, recovery_0 = job.kill_mid_training(grown, 0,
+                                                                   "rank 0 was killed")
         print("recovery after killing rank 0: %.3f s" % recovery_0)
         assert after_rank0[0][0] != old_rank0
 

@@ -9,13 +9,12 @@ the PyTorch elastic job's test, tests/python/elastic/test_elastic_job.py)."""
 import os
 import re
 import sys
-import time
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "elastic"))
-from test_elastic_job import KOLORUN, RECOVERY_SECONDS, Job, kill  # noqa: E402
+from test_elastic_job import KOLORUN, RECOVERY_SECONDS, Job  # noqa: E402
 
 EXAMPLE = os.path.join(HERE, "..", "..", "..", "examples", "tensorflow", "elastic_keras.py")
 EPOCHS = 4
@@ -32,13 +31,8 @@ def test_an_elastic_keras_job_survives_a_lost_worker(tmp_path):
     job = Job(command, dict(os.environ, KOLO_LOG_LEVEL="warning"))
     try:
         job.wait_for("3 ranks training", lambda: job.trained(3, 0, 3))
-        first = job.trained(3, 0, 3)
-        time.sleep(0.3)  # mid-epoch
-        killed = first[2][0]
-        killed_at = kill(killed)
-        job.wait_for("2 ranks training after the kill", lambda: job.trained(2, killed_at, 2))
-        survivors = job.trained(2, killed_at, 2)
-        recovery = max(stamp for _, stamp in survivors.values()) - killed_at
+        killed, survivors, recovery = job.kill_mid_training(job.trained(3, 0, 3), 2,
+                                                            "rank 2 was killed")
         print("recovery after killing rank 2: %.3f s" % recovery)
         assert killed not in [pid for pid, _ in survivors.values()]
         job.wait_end()
