@@ -58,6 +58,9 @@ class SharedMemoryPlane {
   // every peer's memory (process_vm_readv/writev) and the configuration allows it; the same on
   // every rank. Only then may ReadPeer and WritePeer be called.
   virtual bool single_copy() const = 0;
+  // The most bytes an op may have to go single copy: SIZE_MAX, or less where the configuration
+  // chose single copy for smaller ops only. The same on every rank.
+  virtual size_t single_copy_max_bytes() const = 0;
   // Rank `owner`'s board: board_bytes() bytes (a multiple of 64, 64-byte aligned) in the
   // segment, for the addresses an algorithm publishes. The plane puts no rule on who writes it.
   virtual uint8_t* board(int owner) = 0;

@@ -29,6 +29,22 @@ inline void ApplyBinary(T* __restrict dst, const T* __restrict src, size_t count
   for (; i < count; ++i) dst[i] = f(dst[i], src[i]);
 }
 
+// dst[i] = f(src[i], dst[i]): ApplyBinary with the operands in the other order.
+template <typename T, typename F>
+inline void ApplyBinaryReversed(T* __restrict dst, const T* __restrict src, size_t count, F f) {
+  ApplyBinary(dst, src, count, [f](T d, T s) { return f(s, d); });
+}
+
+// dst = dst (op) src, or dst = src (op) dst with kReversed.
+template <bool kReversed, typename T, typename F>
+inline void ApplyOp(T* dst, const T* src, size_t count, F f) {
+  if constexpr (kReversed) {
+    ApplyBinaryReversed(dst, src, count, f);
+  } else {
+    ApplyBinary(dst, src, count, f);
+  }
+}
+
 // dst[i] = f(a[i], b[i]); dst overlaps neither.
 template <typename T, typename F>
 inline void ApplyTernary(T* __restrict dst, const T* __restrict a, const T* __restrict b,
@@ -98,18 +114,18 @@ T Max(T a, T b) {
   return (b > a || b != b) ? b : a;
 }
 
-template <typename T>
+template <bool kReversed = false, typename T>
 void ReduceTyped(T* dst, const T* src, size_t count, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAverage:
-      return ApplyBinary(dst, src, count, Add<T>);
+      return ApplyOp<kReversed>(dst, src, count, Add<T>);
     case ReduceOp::kMin:
-      return ApplyBinary(dst, src, count, Min<T>);
+      return ApplyOp<kReversed>(dst, src, count, Min<T>);
     case ReduceOp::kMax:
-      return ApplyBinary(dst, src, count, Max<T>);
+      return ApplyOp<kReversed>(dst, src, count, Max<T>);
     case ReduceOp::kProduct:
-      return ApplyBinary(dst, src, count, Multiply<T>);
+      return ApplyOp<kReversed>(dst, src, count, Multiply<T>);
   }
   KOLO_CHECK(false) << "Reduce: unsupported op " << ReduceOpName(op);
 }
@@ -139,15 +155,16 @@ uint8_t LogicalAnd(uint8_t a, uint8_t b) {
   return static_cast<uint8_t>((a != 0) & (b != 0));
 }
 
+template <bool kReversed = false>
 void ReduceBool(uint8_t* dst, const uint8_t* src, size_t count, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAverage:
     case ReduceOp::kMax:
-      return ApplyBinary(dst, src, count, LogicalOr);
+      return ApplyOp<kReversed>(dst, src, count, LogicalOr);
     case ReduceOp::kMin:
     case ReduceOp::kProduct:
-      return ApplyBinary(dst, src, count, LogicalAnd);
+      return ApplyOp<kReversed>(dst, src, count, LogicalAnd);
   }
   KOLO_CHECK(false) << "Reduce: unsupported op " << ReduceOpName(op);
 }
@@ -177,7 +194,7 @@ struct BFloat16Codec {
 
 constexpr size_t kWideBlock = 256;  // floats per block: two blocks stay in L1
 
-template <typename Codec>
+template <typename Codec, bool kReversed = false>
 void ReduceHalfTyped(uint16_t* dst, const uint16_t* src, size_t count, ReduceOp op) {
   float a[kWideBlock];
   float b[kWideBlock];
@@ -185,7 +202,7 @@ void ReduceHalfTyped(uint16_t* dst, const uint16_t* src, size_t count, ReduceOp 
     const size_t n = count - begin < kWideBlock ? count - begin : kWideBlock;
     Codec::Widen(dst + begin, a, n);
     Codec::Widen(src + begin, b, n);
-    ReduceTyped(a, b, n, op);
+    ReduceTyped<kReversed>(a, b, n, op);
     Codec::Narrow(a, dst + begin, n);
   }
 }
@@ -258,36 +275,54 @@ void DivideTyped(T* buf, size_t count, int64_t divisor) {
                [divisor](T v) { return static_cast<T>(static_cast<int64_t>(v) / divisor); });
 }
 
+template <bool kReversed>
+void ReduceAny(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return ReduceTyped<kReversed>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src),
+                                    count, op);
+    case DataType::kInt8:
+      return ReduceTyped<kReversed>(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src),
+                                    count, op);
+    case DataType::kInt32:
+      return ReduceTyped<kReversed>(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src),
+                                    count, op);
+    case DataType::kInt64:
+      return ReduceTyped<kReversed>(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src),
+                                    count, op);
+    case DataType::kFloat16:
+      return ReduceHalfTyped<HalfCodec, kReversed>(static_cast<uint16_t*>(dst),
+                                                   static_cast<const uint16_t*>(src), count, op);
+    case DataType::kBFloat16:
+      return ReduceHalfTyped<BFloat16Codec, kReversed>(
+          static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
+    case DataType::kFloat32:
+      return ReduceTyped<kReversed>(static_cast<float*>(dst), static_cast<const float*>(src), count,
+                                    op);
+    case DataType::kFloat64:
+      return ReduceTyped<kReversed>(static_cast<double*>(dst), static_cast<const double*>(src),
+                                    count, op);
+    case DataType::kUInt16:
+      return ReduceTyped<kReversed>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src),
+                                    count, op);
+    case DataType::kInt16:
+      return ReduceTyped<kReversed>(static_cast<int16_t*>(dst), static_cast<const int16_t*>(src),
+                                    count, op);
+    case DataType::kBool:
+      return ReduceBool<kReversed>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src),
+                                   count, op);
+  }
+  Die("Reduce", dtype);
+}
+
 }  // namespace
 
 void Reduce(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op) {
-  switch (dtype) {
-    case DataType::kUInt8:
-      return ReduceTyped(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count, op);
-    case DataType::kInt8:
-      return ReduceTyped(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), count, op);
-    case DataType::kInt32:
-      return ReduceTyped(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), count, op);
-    case DataType::kInt64:
-      return ReduceTyped(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), count, op);
-    case DataType::kFloat16:
-      return ReduceHalfTyped<HalfCodec>(static_cast<uint16_t*>(dst),
-                                        static_cast<const uint16_t*>(src), count, op);
-    case DataType::kBFloat16:
-      return ReduceHalfTyped<BFloat16Codec>(static_cast<uint16_t*>(dst),
-                                            static_cast<const uint16_t*>(src), count, op);
-    case DataType::kFloat32:
-      return ReduceTyped(static_cast<float*>(dst), static_cast<const float*>(src), count, op);
-    case DataType::kFloat64:
-      return ReduceTyped(static_cast<double*>(dst), static_cast<const double*>(src), count, op);
-    case DataType::kUInt16:
-      return ReduceTyped(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
-    case DataType::kInt16:
-      return ReduceTyped(static_cast<int16_t*>(dst), static_cast<const int16_t*>(src), count, op);
-    case DataType::kBool:
-      return ReduceBool(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count, op);
-  }
-  Die("Reduce", dtype);
+  ReduceAny<false>(dst, src, count, dtype, op);
+}
+
+void ReduceReversed(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op) {
+  ReduceAny<true>(dst, src, count, dtype, op);
 }
 
 void ReduceInto(void* dst, const void* a, const void* b, size_t count, DataType dtype,

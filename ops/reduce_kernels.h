@@ -24,6 +24,11 @@ namespace kolo::ops {
 // overlap.
 void Reduce(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);
 
+// dst[i] = src[i] (op) dst[i]: Reduce with the operands in the other order, for a result that
+// must land on the second operand (where the order matters: min and max with NaN on both
+// sides keep the second's). Same rules as Reduce.
+void ReduceReversed(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);
+
 // dst[i] = a[i] (op) b[i]: Reduce with the first operand read from `a` instead of `dst`, which
 // saves a copy where the result must land elsewhere. Same rules as Reduce; `dst` may not
 // overlap `a` or `b`.

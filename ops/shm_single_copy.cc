@@ -51,8 +51,9 @@ ShmSingleCopy::ShmSingleCopy(SharedMemoryPlane& plane, const Tuning& tuning)
 }
 
 bool ShmSingleCopy::Fits(const std::vector<ReduceSpan>& spans, DataType dtype) const {
-  return plane_.single_copy() && plane_.size() > 1 &&
-         TotalCount(spans) * DataTypeSize(dtype) >= tuning_.min_bytes &&
+  const size_t bytes = TotalCount(spans) * DataTypeSize(dtype);
+  return plane_.single_copy() && plane_.size() > 1 && bytes >= tuning_.min_bytes &&
+         bytes <= plane_.single_copy_max_bytes() &&
          spans.size() <= BoardCapacity(plane_.board_bytes());
 }
 
@@ -141,39 +142,50 @@ Status ShmSingleCopy::ReducePiece(const std::vector<ReduceSpan>& spans, size_t b
                                   const std::string& what) {
   const int me = plane_.rank();
   const double prescale = scaling.prescale;
-  uint8_t* result = result_.data();
+  const size_t element_size = DataTypeSize(dtype);
   uint8_t* values = values_.data();
-  // Every rank's values in rank order, 0 first, reduced into `result`: ranks 0 and 1 in one
-  // pass (result = v0 op v1), then each further rank's.
   const uint8_t* own = OwnValues(spans, begin, count, dtype, prescale, gather_.data());
+  // The result is reduced straight in this rank's output where the piece lies in one tensor
+  // (saving a copy of it), else in result_ and copied out. Only this rank reads or writes its
+  // output's elements of its own slice, and its own values are read once, at their turn.
+  uint8_t* output = WholeOutput(spans, begin, count, element_size);
+  uint8_t* result = output != nullptr ? output : result_.data();
+  const bool on_own = result == own;  // in place, with no prescale
+  // Every rank's values in rank order, 0 first. Ranks before this one into `early` (not the
+  // output while it still holds this rank's values), then this rank's, then the rest.
+  uint8_t* early = on_own ? result_.data() : result;
   if (me == 0) {
     KOLO_RETURN_IF_ERROR(ReadValues(1, begin, count, dtype, prescale, values, what));
-    ReduceInto(result, own, values, count, dtype, op);
-  } else {
-    KOLO_RETURN_IF_ERROR(ReadValues(0, begin, count, dtype, prescale, result, what));
-    if (me == 1) {
-      Reduce(result, own, count, dtype, op);
-    } else {
-      KOLO_RETURN_IF_ERROR(ReadValues(1, begin, count, dtype, prescale, values, what));
+    if (on_own) {
       Reduce(result, values, count, dtype, op);
+    } else {
+      ReduceInto(result, own, values, count, dtype, op);
+    }
+  } else {
+    KOLO_RETURN_IF_ERROR(ReadValues(0, begin, count, dtype, prescale, early, what));
+    for (int r = 1; r < me; ++r) {
+      KOLO_RETURN_IF_ERROR(ReadValues(r, begin, count, dtype, prescale, values, what));
+      Reduce(early, values, count, dtype, op);
+    }
+    if (on_own) {
+      ReduceReversed(result, early, count, dtype, op);  // early (op) own, landing on own
+    } else {
+      Reduce(result, own, count, dtype, op);
     }
   }
-  for (int r = 2; r < plane_.size(); ++r) {
-    if (r == me) {
-      Reduce(result, own, count, dtype, op);
-      continue;
-    }
+  for (int r = std::max(2, me + 1); r < plane_.size(); ++r) {
     KOLO_RETURN_IF_ERROR(ReadValues(r, begin, count, dtype, prescale, values, what));
     Reduce(result, values, count, dtype, op);
   }
   ScaleResult(result, count, dtype, scaling);
-  // This rank's outputs last read its inputs above (in place they are the same memory).
-  const size_t element_size = DataTypeSize(dtype);
-  ForEachSpanPiece(spans, begin, count,
-                   [&](const ReduceSpan& span, size_t at, size_t to, size_t n) {
-                     std::memcpy(static_cast<uint8_t*>(span.output) + at * element_size,
-                                 result + to * element_size, n * element_size);
-                   });
+  if (output == nullptr) {
+    // This rank's outputs last read its inputs above (in place they are the same memory).
+    ForEachSpanPiece(spans, begin, count,
+                     [&](const ReduceSpan& span, size_t at, size_t to, size_t n) {
+                       std::memcpy(static_cast<uint8_t*>(span.output) + at * element_size,
+                                   result + to * element_size, n * element_size);
+                     });
+  }
   for (int r = 0; r < plane_.size(); ++r) {
     if (r == me) continue;
     PeerRanges(r, begin, count, element_size, /*outputs=*/true);
@@ -188,6 +200,15 @@ Status ShmSingleCopy::ReadValues(int peer, size_t begin, size_t count, DataType 
   KOLO_RETURN_IF_ERROR(plane_.ReadPeer(peer, ranges_, into, what));
   if (prescale != 1.0) ScaleCopy(into, into, count, dtype, prescale);
   return Status::Ok();
+}
+
+uint8_t* ShmSingleCopy::WholeOutput(const std::vector<ReduceSpan>& spans, size_t begin,
+                                    size_t count, size_t element_size) const {
+  uint8_t* output = nullptr;
+  ForEachSpanPiece(spans, begin, count, [&](const ReduceSpan& span, size_t at, size_t, size_t n) {
+    if (n == count) output = static_cast<uint8_t*>(span.output) + at * element_size;
+  });
+  return output;
 }
 
 const uint8_t* ShmSingleCopy::OwnValues(const std::vector<ReduceSpan>& spans, size_t begin,

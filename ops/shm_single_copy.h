@@ -57,8 +57,9 @@ class ShmSingleCopy {
   explicit ShmSingleCopy(SharedMemoryPlane& plane, const Tuning& tuning = Tuning());
 
   // Whether an allreduce of `spans` of `dtype` may go this way: the plane has single copy, the
-  // job more than one rank, the op at least min_bytes and its tensors' addresses fit on the
-  // board. The same answer on every rank (it depends only on what the ranks agree on).
+  // job more than one rank, the op at least min_bytes and at most the plane's
+  // single_copy_max_bytes(), and its tensors' addresses fit on the board. The same answer on every
+  // rank (it depends only on what the ranks agree on).
   bool Fits(const std::vector<ReduceSpan>& spans, DataType dtype) const;
 
   // Collective, for an op that Fits: every rank calls it with the same spans' counts, dtype,
@@ -107,6 +108,9 @@ class ShmSingleCopy {
   // tensor and need no prescale, else gathered (and prescaled) into `gather`.
   const uint8_t* OwnValues(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,
                            DataType dtype, double prescale, uint8_t* gather) const;
+  // This rank's output of those elements where they lie in one tensor, else null.
+  uint8_t* WholeOutput(const std::vector<ReduceSpan>& spans, size_t begin, size_t count,
+                       size_t element_size) const;
   // Rank `owner`'s ranges (its inputs or its outputs, as its board says) that hold elements
   // [begin, begin + count), into ranges_.
   void PeerRanges(int owner, size_t begin, size_t count, size_t element_size, bool outputs);
@@ -115,7 +119,7 @@ class ShmSingleCopy {
   SharedMemoryPlane& plane_;
   const Tuning tuning_;
   // Background thread only.
-  AlignedBuffer result_;  // the piece's result, reduced in place
+  AlignedBuffer result_;  // the result of a piece across tensors; or of the ranks before this one
   AlignedBuffer values_;  // a peer's values
   AlignedBuffer gather_;  // this rank's values, when they must be gathered or prescaled
   std::vector<PeerRange> ranges_;

@@ -527,9 +527,10 @@ std::vector<ConfigVar> BuildTable() {
           .Enum(&Options::shm_single_copy, kShmSingleCopyNames, ShmSingleCopy::kAuto)
           .Help("Shared-memory allreduces of 256 KiB and more (at most 8 MiB of them out of "
                 "place on any rank) copy straight between the ranks' tensors "
-                "(process_vm_readv/writev): auto (in a job of two ranks with a core "
-                "each, where both may; a warning where they may not), on (any job; init() fails "
-                "where some rank may not, naming it and why), off (always through the "
+                "(process_vm_readv/writev): auto (where every rank may, a warning where one may "
+                "not: every op in a job of two ranks with a core each, none for two sharing a "
+                "core, ops of at most 16 MiB in larger jobs), on (every op of any job; init() "
+                "fails where some rank may not, naming it and why), off (always through the "
                 "segment's slots). Same on every rank."),
       Row("KOLO_HIERARCHICAL", {"HOROVOD_HIERARCHICAL_ALLREDUCE"})
           .Enum(&Options::hierarchical, kHierarchicalNames, Hierarchical::kAuto)

@@ -99,12 +99,16 @@ void CheckReduce(DataType dtype, ReduceOp op, size_t count) {
   // ReduceInto: the same values, into a third buffer, leaving both operands as they were.
   std::vector<typename Codec::Storage> into(count);
   ReduceInto(into.data(), before.data(), src.data(), count, dtype, op);
+  // ReduceReversed: the same values, landing on the second operand.
+  auto onto = src;
+  ReduceReversed(onto.data(), before.data(), count, dtype, op);
   for (size_t i = 0; i < count; ++i) {
     const auto expected =
         Codec::Narrow(Expected(Codec::Widen(before[i]), Codec::Widen(src[i]), op));
     INFO(DataTypeName(dtype) << " " << ReduceOpName(op) << " element " << i << " of " << count);
     REQUIRE(dst[i] == expected);
     REQUIRE(into[i] == expected);
+    REQUIRE(onto[i] == expected);
   }
 }
 
@@ -149,6 +153,14 @@ TEST_CASE("min and max propagate NaN from either side", "[ops][reduce]") {
   CHECK(std::isnan(dst[0]));
   CHECK(std::isnan(dst[1]));
   CHECK(dst[2] == (op == ReduceOp::kMin ? 2.0f : 3.0f));
+
+  // Two NaNs: the second operand's wins, so the order matters, and ReduceReversed keeps it.
+  const uint32_t first = 0x7fc00001u, second = 0x7fc00002u;  // float NaNs, as bits
+  uint32_t onto = second, into = 0;
+  ReduceReversed(&onto, &first, 1, DataType::kFloat32, op);
+  ReduceInto(&into, &first, &second, 1, DataType::kFloat32, op);
+  CHECK(into == second);
+  CHECK(onto == into);
 
   uint16_t half_dst[2] = {0x7e00, FloatToHalf(1.0f)};
   const uint16_t half_src[2] = {FloatToHalf(1.0f), 0x7e00};
@@ -256,12 +268,15 @@ TEST_CASE("bool reduces as logical or (sum, average, max) and and (min, product)
   Reduce(dst.data(), src.data(), count, DataType::kBool, op);
   std::vector<uint8_t> into(count);
   ReduceInto(into.data(), before.data(), src.data(), count, DataType::kBool, op);
+  std::vector<uint8_t> onto = src;
+  ReduceReversed(onto.data(), before.data(), count, DataType::kBool, op);
   for (size_t i = 0; i < count; ++i) {
     const bool a = before[i] != 0;
     const bool b = src[i] != 0;
     INFO(ReduceOpName(op) << " of " << int{before[i]} << " and " << int{src[i]});
     REQUIRE(dst[i] == ((is_or ? (a || b) : (a && b)) ? 1 : 0));
     REQUIRE(into[i] == dst[i]);
+    REQUIRE(onto[i] == dst[i]);
   }
 }
 

@@ -378,6 +378,27 @@ TEST_CASE("shared-memory allreduce of several MiB, at the default sizes, on eith
   for (const std::string& failure : RunCases(job, {}, cases, expect)) CHECK(failure == "");
 }
 
+TEST_CASE("auto beyond two ranks: ops of at most 16 MiB go single copy, larger ones the slots",
+          "[ops][shm]") {
+  const int n = 3;
+  testing::Watchdog watchdog("shm allreduce at auto's cap, 3 ranks", 120s);
+  if (!testing::CrossMemoryAttachWorks()) {
+    WARN("process_vm_readv is refused in this environment: single copy is not tested here");
+    return;
+  }
+  Job job = MakeJob(n, ShmMesh::SingleCopy::kAuto);
+  const size_t cap = ShmMesh::kAutoMaxBytesBeyondTwoRanks;
+  REQUIRE(job.planes[0]->single_copy_max_bytes() == cap);
+  // At the cap, one element past it (fused: the cap is on the op, not a tensor), under it.
+  const std::vector<Case> cases = {
+      {DataType::kFloat32, ReduceOp::kSum, {}, {cap / 4}, true},
+      {DataType::kFloat32, ReduceOp::kSum, {}, {cap / 8, cap / 8 + 1}, true},
+      {DataType::kFloat32, ReduceOp::kSum, {}, {(size_t{1} << 20) + 5}, false},
+  };
+  const auto expect = [&](const Case& c) { return Bytes(c) <= cap; };
+  for (const std::string& failure : RunCases(job, {}, cases, expect)) CHECK(failure == "");
+}
+
 TEST_CASE("fused tensors whose memory overlaps go through the slots on every rank", "[ops][shm]") {
   const int n = GENERATE(2, 3);
   testing::Watchdog watchdog("shm allreduce, overlapping tensors", 60s);

@@ -174,8 +174,10 @@ uint64_t Address(const void* p) {
   return reinterpret_cast<uint64_t>(p);
 }
 
-TEST_CASE("single copy is on where every rank may (auto: two ranks, with a core each)",
-          "[transport][shm]") {
+TEST_CASE(
+    "single copy is on where every rank may (auto: up to 16 MiB beyond two ranks, never "
+    "for two sharing a core)",
+    "[transport][shm]") {
   const int n = GENERATE(range(1, 5));
   kolo::testing::Watchdog watchdog("single copy agreement, " + std::to_string(n) + " ranks", 30s);
   if (!kolo::testing::CrossMemoryAttachWorks()) {
@@ -196,9 +198,12 @@ TEST_CASE("single copy is on where every rank may (auto: two ranks, with a core 
       INFO("rank " << r << ", mode " << static_cast<int>(setting.mode) << ", spin "
                    << setting.spin);
       REQUIRE(p.errors[r] == "");
-      // auto: two ranks only.
-      const bool on = setting.on && (setting.mode != ShmMesh::SingleCopy::kAuto || n == 2);
+      // auto: off for two ranks sharing a core, capped beyond two ranks.
+      const bool automatic = setting.mode == ShmMesh::SingleCopy::kAuto;
+      const bool on = setting.on || (automatic && n != 2);
       CHECK(p.planes[r]->single_copy() == (on && n > 1));
+      CHECK(p.planes[r]->single_copy_max_bytes() ==
+            (automatic && n > 2 ? ShmMesh::kAutoMaxBytesBeyondTwoRanks : SIZE_MAX));
       CHECK(p.planes[r]->board_bytes() == ShmMesh::kBoardBytes);
     }
   }

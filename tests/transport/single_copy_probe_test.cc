@@ -109,15 +109,15 @@ TEST_CASE("one rank that will not or may not makes every rank agree on no, namin
             "rank " + std::to_string(refuser) + " has KOLO_SHM_SINGLE_COPY=off");
     }
   }
-  SECTION("it does not try (auto, and not two ranks with a core each)") {
+  SECTION("it does not try (auto, and two ranks sharing a core)") {
     for (const StatusOr<ProbeOutcome>& outcome :
          Probe(n, [&](int rank) { return rank == refuser ? kProbeNotChosen : kProbeNone; })) {
       REQUIRE(outcome.status().ToString() == "OK");
       CHECK_FALSE(outcome->single_copy);
       CHECK(outcome->refusal_kind == kProbeNotChosen);
       CHECK(outcome->refusal == "rank " + std::to_string(refuser) +
-                                    " leaves it off: KOLO_SHM_SINGLE_COPY=auto takes it for two "
-                                    "ranks with a core each");
+                                    " leaves it off: KOLO_SHM_SINGLE_COPY=auto leaves it off "
+                                    "for two ranks sharing a core");
     }
   }
   SECTION("a seccomp filter denies it process_vm_readv and process_vm_writev") {

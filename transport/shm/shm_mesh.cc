@@ -244,7 +244,7 @@ Status ShmMesh::AgreeOnSingleCopy(const std::string& what) {
   ProbeRefusal skip = kProbeNone;
   if (config_.single_copy == SingleCopy::kOff) {
     skip = kProbeOff;
-  } else if (config_.single_copy == SingleCopy::kAuto && (config_.size != 2 || !config_.spin)) {
+  } else if (config_.single_copy == SingleCopy::kAuto && config_.size == 2 && !config_.spin) {
     skip = kProbeNotChosen;
   }
   KOLO_ASSIGN_OR_RETURN(
@@ -254,11 +254,17 @@ Status ShmMesh::AgreeOnSingleCopy(const std::string& what) {
           [&] { return Sync(what + ", probing single copy"); }));
   pids_ = outcome.pids;
   single_copy_ = outcome.single_copy && config_.size > 1;
+  if (config_.single_copy == SingleCopy::kAuto && config_.size > 2) {
+    single_copy_max_bytes_ = kAutoMaxBytesBeyondTwoRanks;
+  }
   if (!outcome.single_copy && config_.single_copy == SingleCopy::kOn) {
     return FailedPrecondition(what + ": KOLO_SHM_SINGLE_COPY=on, but " + outcome.refusal);
   }
   if (config_.rank != 0 || config_.size == 1) return Status::Ok();
-  if (outcome.single_copy) {
+  if (outcome.single_copy && single_copy_max_bytes_ != SIZE_MAX) {
+    config_.logger->info("{}: single copy on for ops of at most {} MiB (process_vm_readv/writev)",
+                         what, single_copy_max_bytes_ >> 20);
+  } else if (outcome.single_copy) {
     config_.logger->info("{}: single copy on (process_vm_readv/writev)", what);
   } else if (outcome.refusal_kind == kProbeNotChosen || outcome.refusal_kind == kProbeOff) {
     config_.logger->info("{}: single copy off: {}", what, outcome.refusal);

@@ -53,11 +53,14 @@ class ShmMesh final : public SharedMemoryPlane {
   // at most a piece of a few hundred KiB, a millisecond; the rest is for a loaded host.
   static constexpr int kWriterGraceMs = 250;
 
-  // KOLO_SHM_SINGLE_COPY (kolo/options.h). kAuto leaves it off unless the job has two ranks
-  // that each have a core (Config::spin): four ranks on two cores measured slower than the
-  // slots, and more ranks copy more through the kernel (docs/DESIGN-NOTES.md, "Single copy");
-  // kOn tries it there. kOff does not even probe.
+  // KOLO_SHM_SINGLE_COPY (kolo/options.h). kAuto takes it for every op in a job of two ranks
+  // that each have a core (Config::spin), never for two ranks sharing one, and in jobs of more
+  // ranks for ops of at most kAutoMaxBytesBeyondTwoRanks: there single copy was faster up to
+  // 16 MiB and slower at 64 MiB (3, 4 and 8 ranks on two cores, docs/PERFORMANCE.md,
+  // "Mid sizes against Open MPI"). kOn takes it for every op of any job. kOff does not even
+  // probe.
   using SingleCopy = ShmSingleCopy;
+  static constexpr size_t kAutoMaxBytesBeyondTwoRanks = size_t{16} << 20;
 
   struct Config {
     int rank = 0;
@@ -93,6 +96,7 @@ class ShmMesh final : public SharedMemoryPlane {
   Status Sync(const std::string& what) override;
   void Interrupt(const Status& why) override;
   bool single_copy() const override { return single_copy_; }
+  size_t single_copy_max_bytes() const override { return single_copy_max_bytes_; }
   uint8_t* board(int owner) override;
   size_t board_bytes() const override { return kBoardBytes; }
   Status ReadPeer(int peer, const std::vector<PeerRange>& ranges, void* local,
@@ -128,11 +132,12 @@ class ShmMesh final : public SharedMemoryPlane {
   const std::unique_ptr<ShmSegment> segment_;
   const int spins_;  // pause instructions a waiter spins before yielding
   // Owner thread only.
-  uint64_t step_ = 0;         // sync points passed by this rank
-  uint64_t chunks_ = 0;       // NextSlotSet calls
-  bool single_copy_ = false;  // set once by Create
-  std::vector<pid_t> pids_;   // every rank's process id, with single copy
-  Status failed_;             // the first failure; every later call returns it
+  uint64_t step_ = 0;                        // sync points passed by this rank
+  uint64_t chunks_ = 0;                      // NextSlotSet calls
+  bool single_copy_ = false;                 // set once by Create
+  size_t single_copy_max_bytes_ = SIZE_MAX;  // set once by Create
+  std::vector<pid_t> pids_;                  // every rank's process id, with single copy
+  Status failed_;                            // the first failure; every later call returns it
 
   mutable Mutex mu_;
   Status interrupt_status_ KOLO_GUARDED_BY(mu_);  // set once by Interrupt

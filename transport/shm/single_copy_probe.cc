@@ -59,8 +59,8 @@ std::string RefusalText(int rank, const ProbeWords& words) {
       return who + " has KOLO_SHM_SINGLE_COPY=off";
     case kProbeNotChosen:
       return who +
-             " leaves it off: KOLO_SHM_SINGLE_COPY=auto takes it for two ranks with a core "
-             "each";
+             " leaves it off: KOLO_SHM_SINGLE_COPY=auto leaves it off for two ranks sharing "
+             "a core";
     case kProbeRead:
       return who + " could not read " + peer + "'s memory: " + ProcessMemoryErrorText(words.error);
     case kProbeWrite:

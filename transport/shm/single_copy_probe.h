@@ -39,7 +39,7 @@ struct ProbeWords {
 enum ProbeRefusal : int32_t {
   kProbeNone = 0,
   kProbeOff = 1,        // this rank did not try (KOLO_SHM_SINGLE_COPY=off)
-  kProbeNotChosen = 6,  // this rank did not try: auto, and not two ranks with a core each
+  kProbeNotChosen = 6,  // this rank did not try: auto, and two ranks sharing a core
   kProbeRead = 2,       // reading the peer's memory failed
   kProbeWrite = 3,      // writing into the peer's memory failed
   kProbeStranger = 4,   // the peer's process id reads another process (a PID namespace?)
