@@ -299,6 +299,15 @@ bool Controller::PlanIfDueLocked(Clock::TimePoint now, bool force, Clock::TimePo
   std::vector<Response> responses = autotuner_ != nullptr
                                         ? negotiator_.Plan(autotuner_->fusion_threshold_bytes())
                                         : negotiator_.Plan();
+  if (autotuner_ != nullptr && autotuner_->tunes_hierarchy()) {
+    // Every rank runs these allreduces hierarchically or not by the tuner's rule, read once.
+    const uint64_t min_bytes = autotuner_->hierarchy_min_bytes();
+    for (Response& response : responses) {
+      if (response.op == OpType::kAllreduce && !response.is_error()) {
+        response.hierarchy_min_bytes = min_bytes;
+      }
+    }
+  }
   LogBatch(logger_, responses);
   if (mark_cycles_.load(std::memory_order_relaxed) && tracing()) {
     RecordCycle(trace_, responses, now);

@@ -62,7 +62,9 @@ class Controller final : public ControllerHandler {
   void Attach(ControllerOutbox* outbox);
 
   // With KOLO_AUTOTUNE: the cycle time and the fusion threshold come from `autotuner`
-  // (core/autotuner.h; it must outlive the controller). Call before Start.
+  // (core/autotuner.h; it must outlive the controller), and while it tunes the hierarchical
+  // choice, every allreduce response carries its rule (Response::hierarchy_min_bytes). Call
+  // before Start.
   void UseAutotuner(const Autotuner* autotuner) { autotuner_ = autotuner; }
 
   // Starts the sequencer thread. Call at most once.

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "core/hierarchy_rule.h"
 #include "core/op_text.h"
 
 namespace kolo {
@@ -15,6 +16,26 @@ int64_t ClampThreshold(int64_t bytes) {
 
 double ClampCycle(double ms) {
   return std::clamp(ms, Autotuner::kMinCycleMs, Autotuner::kMaxCycleMs);
+}
+
+uint64_t ClampHierarchy(uint64_t min_bytes) {
+  if (min_bytes == 0 || min_bytes == kHierarchyFlat) return min_bytes;
+  return std::clamp(min_bytes, Autotuner::kMinHierarchyBytes, Autotuner::kMaxHierarchyBytes);
+}
+
+// The hierarchical rule's neighbour on its grid: 0, kMinHierarchyBytes, x2, ...,
+// kMaxHierarchyBytes, kHierarchyFlat. At an end, the end itself.
+uint64_t HierarchyStep(uint64_t min_bytes, bool up) {
+  constexpr uint64_t kMin = Autotuner::kMinHierarchyBytes;
+  constexpr uint64_t kMax = Autotuner::kMaxHierarchyBytes;
+  if (up) {
+    if (min_bytes == kHierarchyFlat) return min_bytes;
+    if (min_bytes == 0) return kMin;
+    return min_bytes >= kMax ? kHierarchyFlat : std::min(min_bytes * 2, kMax);
+  }
+  if (min_bytes == 0) return 0;
+  if (min_bytes == kHierarchyFlat) return kMax;
+  return min_bytes <= kMin ? 0 : std::max(min_bytes / 2, kMin);
 }
 
 double Median(std::vector<double> values) {
@@ -30,12 +51,14 @@ Autotuner::Autotuner(Config config)
       logger_(config_.logger ? config_.logger : MakeLogger(0, "autotune", spdlog::level::info)),
       threshold_(ClampThreshold(config_.threshold_bytes)),
       cycle_ms_(ClampCycle(config_.cycle_ms)) {
-  current_ = best_ = Setting{threshold_.load(), cycle_ms_.load()};
+  current_ = best_ = Setting{threshold_.load(), cycle_ms_.load(), kHierarchyFlat};
+  hierarchy_min_bytes_.store(kHierarchyFlat, std::memory_order_relaxed);
   to_skip_ = std::max(config_.warmup_samples, 0);
   if (!config_.log_path.empty()) {
     log_.open(config_.log_path, std::ios::out | std::ios::trunc);
     if (log_) {
-      log_ << "fusion_threshold_bytes,cycle_time_ms,score_bytes_per_second\n";
+      log_ << "fusion_threshold_bytes,cycle_time_ms,hierarchical_min_bytes,"
+              "score_bytes_per_second\n";
     } else {
       logger_->warn("autotune: cannot write KOLO_AUTOTUNE_LOG={}; tuning without it",
                     config_.log_path);
@@ -45,6 +68,17 @@ Autotuner::Autotuner(Config config)
       "autotune: starting at {}; {} warm-up samples, then the median of {} samples of {} steps "
       "per setting",
       Describe(current_), to_skip_, config_.samples_per_setting, config_.steps_per_sample);
+}
+
+void Autotuner::TuneHierarchy(uint64_t start_min_bytes) {
+  const uint64_t min_bytes = ClampHierarchy(start_min_bytes);
+  current_.hierarchy_min_bytes = best_.hierarchy_min_bytes = min_bytes;
+  hierarchy_min_bytes_.store(min_bytes, std::memory_order_relaxed);
+  tunes_hierarchy_.store(true, std::memory_order_relaxed);
+  logger_->info(
+      "autotune: tuning the hierarchical choice too, after the cycle time: starting "
+      "hierarchical {}",
+      HierarchyText(min_bytes, /*csv=*/false));
 }
 
 void Autotuner::Observe(const std::vector<std::string>& names, int64_t bytes, TimePoint now) {
@@ -80,7 +114,9 @@ void Autotuner::Scored(double score) {
   ++settings_scored_;
   logger_->info("autotune: {}: {:.1f} MB/s", Describe(current_), score / 1e6);
   if (log_) {
-    log_ << current_.threshold_bytes << ',' << current_.cycle_ms << ',' << score << '\n';
+    log_ << current_.threshold_bytes << ',' << current_.cycle_ms << ','
+         << (tunes_hierarchy() ? HierarchyText(current_.hierarchy_min_bytes, /*csv=*/true) : "")
+         << ',' << score << '\n';
     log_.flush();
   }
   bool parameter_done = false;
@@ -97,14 +133,7 @@ void Autotuner::Scored(double score) {
   }
   Setting next{};
   bool more = !parameter_done && NextCandidate(&next);
-  if (!more && parameter_ == Parameter::kThreshold) {
-    logger_->info("autotune: fusion threshold settled at {}",
-                  FormatBytes(static_cast<size_t>(best_.threshold_bytes)));
-    parameter_ = Parameter::kCycle;
-    direction_ = Direction::kUp;
-    moved_ = false;
-    more = NextCandidate(&next);
-  }
+  while (!more && NextParameter()) more = NextCandidate(&next);
   if (!more) {
     Finish();
     return;
@@ -112,16 +141,43 @@ void Autotuner::Scored(double score) {
   Apply(next);
 }
 
+bool Autotuner::NextParameter() {
+  switch (parameter_) {
+    case Parameter::kThreshold:
+      logger_->info("autotune: fusion threshold settled at {}",
+                    FormatBytes(static_cast<size_t>(best_.threshold_bytes)));
+      parameter_ = Parameter::kCycle;
+      break;
+    case Parameter::kCycle:
+      if (!tunes_hierarchy()) return false;
+      logger_->info("autotune: cycle time settled at {:g} ms", best_.cycle_ms);
+      parameter_ = Parameter::kHierarchy;
+      break;
+    case Parameter::kHierarchy:
+      return false;
+  }
+  direction_ = Direction::kUp;
+  moved_ = false;
+  return true;
+}
+
 std::optional<Autotuner::Setting> Autotuner::Neighbor(Direction direction) const {
   Setting next = best_;
   const bool up = direction == Direction::kUp;
-  if (parameter_ == Parameter::kThreshold) {
-    next.threshold_bytes =
-        ClampThreshold(up ? best_.threshold_bytes * 2 : best_.threshold_bytes / 2);
-    if (next.threshold_bytes == best_.threshold_bytes) return std::nullopt;
-  } else {
-    next.cycle_ms = ClampCycle(up ? best_.cycle_ms * 2 : best_.cycle_ms / 2);
-    if (next.cycle_ms == best_.cycle_ms) return std::nullopt;
+  switch (parameter_) {
+    case Parameter::kThreshold:
+      next.threshold_bytes =
+          ClampThreshold(up ? best_.threshold_bytes * 2 : best_.threshold_bytes / 2);
+      if (next.threshold_bytes == best_.threshold_bytes) return std::nullopt;
+      break;
+    case Parameter::kCycle:
+      next.cycle_ms = ClampCycle(up ? best_.cycle_ms * 2 : best_.cycle_ms / 2);
+      if (next.cycle_ms == best_.cycle_ms) return std::nullopt;
+      break;
+    case Parameter::kHierarchy:
+      next.hierarchy_min_bytes = HierarchyStep(best_.hierarchy_min_bytes, up);
+      if (next.hierarchy_min_bytes == best_.hierarchy_min_bytes) return std::nullopt;
+      break;
   }
   return next;
 }
@@ -145,6 +201,7 @@ void Autotuner::Apply(const Setting& setting) {
   current_ = setting;
   threshold_.store(setting.threshold_bytes, std::memory_order_relaxed);
   cycle_ms_.store(setting.cycle_ms, std::memory_order_relaxed);
+  hierarchy_min_bytes_.store(setting.hierarchy_min_bytes, std::memory_order_relaxed);
   to_skip_ = 1;  // work decided before the change still runs under the old setting
   scores_.clear();
 }
@@ -159,8 +216,20 @@ void Autotuner::Finish() {
 std::string Autotuner::Describe(const Setting& setting) const {
   char cycle[32];
   std::snprintf(cycle, sizeof(cycle), "%g ms", setting.cycle_ms);
-  return "fusion threshold " + FormatBytes(static_cast<size_t>(setting.threshold_bytes)) +
-         ", cycle time " + cycle;
+  std::string text = "fusion threshold " +
+                     FormatBytes(static_cast<size_t>(setting.threshold_bytes)) + ", cycle time " +
+                     cycle;
+  if (tunes_hierarchy()) {
+    text += ", hierarchical " + HierarchyText(setting.hierarchy_min_bytes, /*csv=*/false);
+  }
+  return text;
+}
+
+std::string Autotuner::HierarchyText(uint64_t min_bytes, bool csv) {
+  if (min_bytes == kHierarchyFlat) return csv ? "flat" : "never (flat)";
+  if (csv) return std::to_string(min_bytes);
+  if (min_bytes == 0) return "always";
+  return "from " + FormatBytes(static_cast<size_t>(min_bytes));
 }
 
 }  // namespace kolo

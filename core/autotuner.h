@@ -1,6 +1,7 @@
-// Autotuner: KOLO_AUTOTUNE (Horovod's HOROVOD_AUTOTUNE). Rank 0 tunes the fusion threshold and
-// the controller's cycle time while the job trains, from the allreduce throughput it measures,
-// then keeps the best and stops (docs/SCALE.md, "Autotuning").
+// Autotuner: KOLO_AUTOTUNE (Horovod's HOROVOD_AUTOTUNE). Rank 0 tunes the fusion threshold, the
+// controller's cycle time and, in a job with a hierarchy and KOLO_HIERARCHICAL=auto, the
+// hierarchical choice while the job trains, from the allreduce throughput it measures, then
+// keeps the best and stops (docs/SCALE.md, "Autotuning").
 //
 // What it measures: every allreduce rank 0 runs (the controller's responses and the fast path's
 // rounds alike) is reported with its tensor names and bytes. A *sample* ends once some tensor
@@ -13,17 +14,21 @@
 //
 // How it searches: a hill climb on a doubling grid, one parameter at a time, from the configured
 // values: the fusion threshold first (x2 while that gains more than `min_gain`, else /2 while
-// that does), then the cycle time the same way. Each parameter ends at its best setting seen;
-// then tuning is over and the best values stay. Horovod fits a Gaussian process over both
-// parameters at once; along a doubling grid a climb needs fewer settings (3 to 6 here, against
+// that does), then the cycle time the same way, then (TuneHierarchy) the hierarchical rule's
+// minimum size along 0, 4 KiB, 8 KiB, ..., 64 MiB, flat (never). Each parameter ends at its best
+// setting seen; then tuning is over and the best values stay. Horovod fits a Gaussian process over
+// both parameters at once; along a doubling grid a climb needs fewer settings (3 to 6 here, against
 // Horovod's 20 samples), and both are at the mercy of the score's noise.
 //
 // How the ranks follow: only rank 0 tunes. Its fast path sends the tuned threshold in its round
 // messages while every other rank with KOLO_AUTOTUNE sends "no limit", so the rounds' rule (the
-// smallest threshold any rank sent) gives every rank the tuned one; the controller, on rank 0,
-// reads both values here.
+// smallest threshold any rank sent) gives every rank the tuned one; the hierarchical rule
+// travels the same way (its "no limit" is flat). The controller, on rank 0, reads the values
+// here and puts the hierarchical rule into its allreduce responses, so every rank runs each op
+// by the rule its round or its response carries (ops/cpu_executor.h).
 //
-// Threading: Observe on one thread (rank 0's loop thread); the getters on any thread.
+// Threading: TuneHierarchy before the first Observe; Observe on one thread (rank 0's loop
+// thread); the getters on any thread.
 #pragma once
 
 #include <atomic>
@@ -50,8 +55,9 @@ class Autotuner {
     int steps_per_sample = 10;                    // KOLO_AUTOTUNE_STEPS_PER_SAMPLE
     int samples_per_setting = 3;                  // KOLO_AUTOTUNE_SAMPLES
     double min_gain = 0.03;  // a neighbour must score this much better to be moved to
-    std::string log_path;    // KOLO_AUTOTUNE_LOG: one CSV line per setting scored; empty: none
-    Logger logger;           // null: an "autotune" logger at info level
+    // KOLO_AUTOTUNE_LOG: one CSV line per setting scored, after a header; empty: none.
+    std::string log_path;
+    Logger logger;  // null: an "autotune" logger at info level
   };
 
   // The grid's ends: the threshold doubles or halves within [kMinThreshold, kMaxThreshold], the
@@ -60,8 +66,17 @@ class Autotuner {
   static constexpr int64_t kMaxThreshold = int64_t{1} << 30;
   static constexpr double kMinCycleMs = 0.25;
   static constexpr double kMaxCycleMs = 64;
+  // The hierarchical rule's grid (core/hierarchy_rule.h): 0 (always), then kMinHierarchyBytes
+  // doubling to kMaxHierarchyBytes, then kHierarchyFlat (never).
+  static constexpr uint64_t kMinHierarchyBytes = uint64_t{4} << 10;
+  static constexpr uint64_t kMaxHierarchyBytes = uint64_t{64} << 20;
 
   explicit Autotuner(Config config);
+
+  // Tunes the hierarchical choice too, from `start_min_bytes` (KOLO_HIERARCHICAL=auto's rule;
+  // put on the grid: a value between its points stays, beyond its ends goes to the end). Call
+  // before the first Observe, only in a job whose allreduces can run hierarchically.
+  void TuneHierarchy(uint64_t start_min_bytes);
 
   // Rank 0 ran an allreduce of `names` moving `bytes` (the sum of its tensors) at `now`.
   void Observe(const std::vector<std::string>& names, int64_t bytes, TimePoint now);
@@ -70,13 +85,19 @@ class Autotuner {
   int64_t fusion_threshold_bytes() const { return threshold_.load(std::memory_order_relaxed); }
   double cycle_time_ms() const { return cycle_ms_.load(std::memory_order_relaxed); }
   bool done() const { return done_.load(std::memory_order_relaxed); }
+  // Whether TuneHierarchy was called; then hierarchy_min_bytes() is the rule in force.
+  bool tunes_hierarchy() const { return tunes_hierarchy_.load(std::memory_order_relaxed); }
+  uint64_t hierarchy_min_bytes() const {
+    return hierarchy_min_bytes_.load(std::memory_order_relaxed);
+  }
 
  private:
-  enum class Parameter { kThreshold, kCycle };
+  enum class Parameter { kThreshold, kCycle, kHierarchy };
   enum class Direction { kUp, kDown };
   struct Setting {
     int64_t threshold_bytes;
     double cycle_ms;
+    uint64_t hierarchy_min_bytes;  // while tunes_hierarchy()
   };
 
   void EndSample(TimePoint now);
@@ -85,9 +106,13 @@ class Autotuner {
   std::optional<Setting> Neighbor(Direction direction) const;
   // The next setting of the current parameter's climb; false when it is settled.
   bool NextCandidate(Setting* next);
+  // Moves on to the next parameter to climb; false when there is none.
+  bool NextParameter();
   void Apply(const Setting& setting);
   void Finish();
   std::string Describe(const Setting& setting) const;
+  // The hierarchical rule as the log shows it: "flat", "0", "65536" (the CSV) or sizes.
+  static std::string HierarchyText(uint64_t min_bytes, bool csv);
 
   // Constant after construction.
   const Config config_;
@@ -96,6 +121,8 @@ class Autotuner {
   std::atomic<int64_t> threshold_;
   std::atomic<double> cycle_ms_;
   std::atomic<bool> done_{false};
+  std::atomic<bool> tunes_hierarchy_{false};
+  std::atomic<uint64_t> hierarchy_min_bytes_{0};
 
   // Loop thread only.
   std::ofstream log_;

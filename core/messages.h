@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,11 @@ struct Response {
   // The process set whose members run this response (0: every rank); only they have entries
   // for it, the other ranks skip it. add_process_set: `root` is the new id, `splits` the members.
   int process_set = 0;
+  // Allreduce: run hierarchically when the fused bytes reach this (core/hierarchy_rule.h;
+  // kHierarchyFlat: never). Set by a fast-path round (the rounds' value) and by rank 0's
+  // controller while KOLO_AUTOTUNE tunes the hierarchical choice; unset, each rank's executor
+  // applies its configured KOLO_HIERARCHICAL rule, the same on every rank.
+  std::optional<uint64_t> hierarchy_min_bytes;
   // Local only, never on the wire: set (seq 0) on responses a fast-path round decided
   // (docs/FAST-PATH.md), the same on every rank, unique in the job; the timeline's fused group.
   uint64_t fast_round = 0;

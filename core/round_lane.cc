@@ -44,7 +44,9 @@ std::vector<int> RoundPeersOf(int rank, int size) {
 bool operator==(const RoundMessage& a, const RoundMessage& b) {
   return a.round == b.round && a.step == b.step && a.notice == b.notice &&
          a.received_seq == b.received_seq && a.joined == b.joined && a.stopping == b.stopping &&
-         a.fusion_threshold == b.fusion_threshold && a.ready == b.ready && a.diverted == b.diverted;
+         a.fusion_threshold == b.fusion_threshold &&
+         a.hierarchy_min_bytes == b.hierarchy_min_bytes && a.ready == b.ready &&
+         a.diverted == b.diverted;
 }
 
 }  // namespace kolo

@@ -65,6 +65,10 @@ struct RoundMessage {
   // This rank's KOLO_FUSION_THRESHOLD: a round fuses under the smallest, so that ranks that
   // were configured differently still cut the same responses.
   uint64_t fusion_threshold = 0;
+  // Allreduces of at least this many bytes run hierarchically (core/hierarchy_rule.h): this
+  // rank's KOLO_HIERARCHICAL rule, or the tuned one (KOLO_AUTOTUNE); a round takes the smallest,
+  // so that every rank runs each op the same way. kHierarchyFlat: never (and no limit).
+  uint64_t hierarchy_min_bytes = UINT64_MAX;
   std::vector<uint32_t> ready;     // cache ids of this rank's waiting cached allreduces, sorted
   std::vector<uint32_t> diverted;  // cache ids this rank sent to the controller instead, sorted
 };

@@ -59,6 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       RoundMessage mine;
       mine.ready = {1, 2, 3};
       mine.fusion_threshold = 1 << 20;
+      mine.hierarchy_min_bytes = 1 << 16;
       rounds.RecordSent(&mine, now);
     }
     if (std::optional<RoundDecision> d = rounds.TakeDecision()) {
@@ -71,6 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         "id %u both runnable and diverted", id);
       }
       KOLO_FUZZ_CHECK(d->fusion_threshold <= (1u << 20), "threshold above this rank's");
+      KOLO_FUZZ_CHECK(d->hierarchy_min_bytes <= (1u << 16), "hierarchical rule above this rank's");
     }
   }
   return 0;

@@ -97,7 +97,7 @@ CpuExecutor::CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes,
 }
 
 void CpuExecutor::UseHierarchy(DataPlane& local, DataPlane& cross, SharedMemoryPlane* local_shm,
-                               size_t min_bytes) {
+                               uint64_t min_bytes) {
   hierarchical_ = std::make_unique<HierarchicalAllreduce>(local, cross, local_shm);
   hierarchy_min_bytes_ = min_bytes;
 }
@@ -179,7 +179,8 @@ bool CpuExecutor::Hierarchical(const Response& response,
   if (hierarchical_ == nullptr) return false;
   size_t count = 0;  // from the entries, which CheckEntries matched against the response
   for (const TensorEntry* entry : entries) count += ElementCount(*entry);
-  return count * DataTypeSize(response.dtype) >= hierarchy_min_bytes_;
+  const uint64_t bytes = count * DataTypeSize(response.dtype);
+  return bytes >= response.hierarchy_min_bytes.value_or(hierarchy_min_bytes_);
 }
 
 Status CpuExecutor::ReduceInPlace(const Response& response, void* data, size_t count,

@@ -54,17 +54,18 @@ class CpuExecutor final : public Executor {
   Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                  PhaseObserver* observer) override;
 
-  // Runs allreduces of at least `min_bytes` (the fused total, the same on every rank; 0: all)
-  // hierarchically (ops/hierarchical_allreduce.h) instead of over `plane`: `local` holds this
-  // host's ranks, `cross` the ranks of the other hosts with this rank's local rank; both are
-  // subsets of the ranks of `plane`, every host has local.size() of them; `local_shm` (may be
-  // null) is the host's ranks over shared memory. All outlive the executor. Not with the
-  // constructor's SharedMemoryPlane (whose job is on one host). Phases: as the flat
-  // path, with HIERARCHICAL_ALLREDUCE in place of RING_ALLREDUCE; fused tensors always go
-  // through the fusion buffer (MEMCPY_IN_FUSION_BUFFER, ...), which the three steps need
-  // contiguous. Call before the first Execute.
+  // Runs allreduces of at least `min_bytes` (the fused total, the same on every rank; 0: all;
+  // kHierarchyFlat: none; a response's own hierarchy_min_bytes, when it carries one, instead:
+  // core/hierarchy_rule.h) hierarchically (ops/hierarchical_allreduce.h) instead of over `plane`:
+  // `local` holds this host's ranks, `cross` the ranks of the other hosts with this rank's local
+  // rank; both are subsets of the ranks of `plane`, every host has local.size() of them;
+  // `local_shm` (may be null) is the host's ranks over shared memory. All outlive the executor. Not
+  // with the constructor's SharedMemoryPlane (whose job is on one host). Phases: as the flat path,
+  // with HIERARCHICAL_ALLREDUCE in place of RING_ALLREDUCE; fused tensors always go through the
+  // fusion buffer (MEMCPY_IN_FUSION_BUFFER, ...), which the three steps need contiguous. Call
+  // before the first Execute.
   void UseHierarchy(DataPlane& local, DataPlane& cross, SharedMemoryPlane* local_shm,
-                    size_t min_bytes);
+                    uint64_t min_bytes);
 
  private:
   Status Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -102,7 +103,8 @@ class CpuExecutor final : public Executor {
                                       const std::vector<TensorEntry*>& entries,
                                       const std::string& what, PhaseObserver* observer,
                                       bool hierarchical);
-  // Whether this allreduce runs hierarchically (UseHierarchy and its size rule).
+  // Whether this allreduce runs hierarchically (UseHierarchy and its size rule: the
+  // response's, else the one UseHierarchy was given).
   bool Hierarchical(const Response& response, const std::vector<TensorEntry*>& entries) const;
   // The reduction proper, in place over `count` elements at `data`: RING_ALLREDUCE over
   // plane_ (DataPlaneAllreduce) or HIERARCHICAL_ALLREDUCE (hierarchical_).
@@ -123,7 +125,7 @@ class CpuExecutor final : public Executor {
   const Logger logger_;
   // Set once by UseHierarchy, before the first Execute; null: every allreduce over plane_.
   std::unique_ptr<HierarchicalAllreduce> hierarchical_;
-  size_t hierarchy_min_bytes_ = 0;
+  uint64_t hierarchy_min_bytes_ = 0;  // for responses that carry no rule of their own
   // Background thread only.
   RingScratch scratch_;
   AlignedBuffer fusion_buffer_;

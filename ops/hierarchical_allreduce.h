@@ -33,11 +33,6 @@
 
 namespace kolo::ops {
 
-// KOLO_HIERARCHICAL=auto runs allreduces of at least this many bytes hierarchically (smaller
-// ones flat, where the two extra steps within the host cost more than the bytes they save
-// between hosts). Provisional: chosen before it was measured on a multi-host testbed.
-constexpr size_t kHierarchicalAutoMinBytes = size_t{64} << 10;
-
 class HierarchicalAllreduce {
  public:
   // `local`: this host's ranks; `cross`: the ranks of the other hosts with this rank's local

@@ -6,9 +6,9 @@
 
 #include "controller/controller.h"
 #include "core/config/config_table.h"
+#include "core/hierarchy_rule.h"
 #include "core/op_text.h"
 #include "ops/cpu_executor.h"
-#include "ops/hierarchical_allreduce.h"
 #include "runtime/elastic_join.h"
 #include "runtime/fd_limit.h"
 #include "runtime/job_credentials.h"
@@ -296,9 +296,12 @@ Status RuntimeImpl::StartExecutors() {
       std::make_unique<ops::CpuExecutor>(*mesh_, MakeLogger(options_.rank, "ops", logger_->level()),
                                          ops::RingScratch::kDefaultBytes, shm_.get());
   if (host_plane_) {
-    executor_->UseHierarchy(
-        *host_plane_, *cross_plane_, host_shm_.get(),
-        options_.hierarchical == Hierarchical::kOn ? 0 : ops::kHierarchicalAutoMinBytes);
+    executor_->UseHierarchy(*host_plane_, *cross_plane_, host_shm_.get(),
+                            ConfiguredHierarchyMinBytes(options_.hierarchical));
+    // The choice is tuned only where KOLO_HIERARCHICAL left it to kolo (auto).
+    if (autotuner_ && options_.hierarchical == Hierarchical::kAuto) {
+      autotuner_->TuneHierarchy(kHierarchicalAutoMinBytes);
+    }
   }
   GpuPlane::Wiring gpu_wiring;
   gpu_wiring.local_rank = topology_.local_rank;
@@ -353,7 +356,7 @@ Status RuntimeImpl::StartHostPlanes() {
   logger_->debug(
       "KOLO_HIERARCHICAL={}: allreduces of {} bytes and more run hierarchically over {}: "
       "within the host ({}) among ranks {}, across hosts among ranks {}",
-      mode, asked ? 0 : ops::kHierarchicalAutoMinBytes, host_groups_.Describe(),
+      mode, ConfiguredHierarchyMinBytes(options_.hierarchical), host_groups_.Describe(),
       host_shm_ ? "shared memory" : "tcp", RankList(host_groups_.local),
       RankList(host_groups_.cross));
   return Status::Ok();

@@ -35,6 +35,7 @@ std::string EncodeRoundMessage(const RoundMessage& message) {
   PutLong(&out, message.round);
   PutLong(&out, message.received_seq);
   PutLong(&out, message.fusion_threshold);
+  PutLong(&out, message.hierarchy_min_bytes);
   PutWord(&out, (message.joined ? kJoinedFlag : 0) | (message.stopping ? kStoppingFlag : 0) |
                     (message.notice ? kNoticeFlag : 0) |
                     (std::min(message.step, kMaxRoundStep) << kStepShift));
@@ -57,9 +58,9 @@ Status RoundStreamParser::ParseAvailable() {
   while (buffer_.size() - at >= kRoundHeaderBytes) {
     const char* p = buffer_.data() + at;
     if (GetWord(p) != kRoundMagic) return Unavailable("not a kolo round message (wrong magic)");
-    const uint32_t flags = GetWord(p + 28);
-    const uint32_t ready = GetWord(p + 32);
-    const uint32_t diverted = GetWord(p + 36);
+    const uint32_t flags = GetWord(p + 36);
+    const uint32_t ready = GetWord(p + 40);
+    const uint32_t diverted = GetWord(p + 44);
     if ((flags & ~(kJoinedFlag | kStoppingFlag | kNoticeFlag | kStepMask)) != 0) {
       return Unavailable("round message with unknown flags " + std::to_string(flags));
     }
@@ -74,6 +75,7 @@ Status RoundStreamParser::ParseAvailable() {
     message.round = GetLong(p + 4);
     message.received_seq = GetLong(p + 12);
     message.fusion_threshold = GetLong(p + 20);
+    message.hierarchy_min_bytes = GetLong(p + 28);
     message.joined = (flags & kJoinedFlag) != 0;
     message.stopping = (flags & kStoppingFlag) != 0;
     message.step = (flags & kStepMask) >> kStepShift;

@@ -3,7 +3,8 @@
 // which carry the same byte stream.
 //
 // Wire format of one message, all integers big-endian:
-//   magic "KLOR" (u32), round (u64), received_seq (u64), fusion_threshold (u64), flags (u32:
+//   magic "KLOR" (u32), round (u64), received_seq (u64), fusion_threshold (u64),
+//   hierarchy_min_bytes (u64), flags (u32:
 //   1 joined, 2 stopping, 4 notice, bits 8-15 the dissemination step), ready count (u32), diverted
 //   count (u32), then the ready ids and the diverted ids (u32 each).
 // Counts above kMaxRoundIds are refused as soon as the header is in, before any allocation.
@@ -21,7 +22,7 @@
 namespace kolo::transport {
 
 constexpr uint32_t kRoundMagic = 0x4B4C4F52;  // "KLOR"
-constexpr size_t kRoundHeaderBytes = 40;
+constexpr size_t kRoundHeaderBytes = 48;
 // The most ids one list may carry: KOLO_CACHE_CAPACITY's upper bound.
 constexpr uint32_t kMaxRoundIds = 1000000;
 // The highest step the wire carries (a job of 2^255 ranks would need more).

@@ -447,9 +447,11 @@ std::vector<ConfigVar> BuildTable() {
                 "fuse, while some are announced by some ranks only (else it plans at once)."),
       Row("KOLO_AUTOTUNE", {"HOROVOD_AUTOTUNE"})
           .Bool(&Options::autotune, false)
-          .Help("1: rank 0 tunes KOLO_FUSION_THRESHOLD and KOLO_CYCLE_TIME_MS while the job "
-                "trains, from the allreduce throughput it measures, then keeps the best (a climb "
-                "along doubling steps; logged). Set it on every rank."),
+          .Help("1: rank 0 tunes KOLO_FUSION_THRESHOLD and KOLO_CYCLE_TIME_MS, and with "
+                "KOLO_HIERARCHICAL=auto on several hosts the size from which allreduces run "
+                "hierarchically, while the job trains, from the allreduce throughput it "
+                "measures, then keeps the best (a climb along doubling steps; logged). Set it "
+                "on every rank."),
       Row("KOLO_AUTOTUNE_LOG", {"HOROVOD_AUTOTUNE_LOG"})
           .Text(&Options::autotune_log, "file path")
           .Unset("none")
@@ -538,9 +540,9 @@ std::vector<ConfigVar> BuildTable() {
           .Help("CPU allreduces of a job whose hosts each run the same number (> 1) of ranks: "
                 "a reduce-scatter within each host, an allreduce of each rank's block across "
                 "the hosts, an allgather within the host. on (or 1): every allreduce; auto: "
-                "those of 64 KiB and more (provisional, not yet measured between real hosts); "
-                "off (or 0): one flat ring or halving-doubling over all ranks. Same on every "
-                "rank."),
+                "those of 64 KiB and more (provisional, not yet measured between real hosts; "
+                "KOLO_AUTOTUNE tunes that size); off (or 0): one flat ring or halving-doubling "
+                "over all ranks. Same on every rank."),
       Row("KOLO_FAST_PATH")
           .Bool(&Options::fast_path, true)
           .Help("1: allreduces seen before (cached) are agreed on among the ranks, without a "

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/fusion/fusion_rule.h"
+#include "core/hierarchy_rule.h"
 #include "core/op_text.h"
 
 namespace kolo {
@@ -147,12 +148,23 @@ uint64_t FastPath::FusionThreshold() const {
   return static_cast<uint64_t>(std::max<int64_t>(options_.fusion_threshold_bytes, 0));
 }
 
+uint64_t FastPath::HierarchyMinBytes() const {
+  // The same rule for the hierarchical choice, while rank 0's tuner tunes it (it does with
+  // KOLO_HIERARCHICAL=auto on several hosts); a rank without KOLO_AUTOTUNE sends its own rule.
+  if (autotuner_ != nullptr && autotuner_->tunes_hierarchy()) {
+    return autotuner_->hierarchy_min_bytes();
+  }
+  if (autotuner_ == nullptr && options_.autotune) return kHierarchyFlat;
+  return ConfiguredHierarchyMinBytes(options_.hierarchical);
+}
+
 RoundMessage FastPath::MakeRound(TimePoint now) {
   RoundMessage message;
   message.received_seq = received_seq_;
   message.joined = joined_;
   message.stopping = stopping_;
   message.fusion_threshold = FusionThreshold();
+  message.hierarchy_min_bytes = HierarchyMinBytes();
   message.ready.reserve(hits_.size());
   for (auto& [id, hit] : hits_) {
     message.ready.push_back(id);
@@ -272,6 +284,7 @@ void FastPath::CutHits(Work* work) {
   size_t count = 0;
   response.seq = 0;  // the fast path: no controller sequence number
   response.fast_round = decision.round;
+  response.hierarchy_min_bytes = decision.hierarchy_min_bytes;
   for (; decided.next < decision.runnable.size(); ++decided.next) {
     const uint32_t id = decision.runnable[decided.next];
     const FastSpec& s = decided.specs[decided.next];

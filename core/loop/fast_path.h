@@ -78,7 +78,8 @@ class FastPath {
   FastPath(Options&&, TraceSink*) = delete;  // it keeps a reference
 
   // Rank 0 with KOLO_AUTOTUNE: the threshold its round messages carry comes from `autotuner`
-  // (core/autotuner.h). Call before the first round.
+  // (core/autotuner.h), and so does the hierarchical rule while it tunes that. Call before the
+  // first round.
   void UseAutotuner(const Autotuner* autotuner) { autotuner_ = autotuner; }
 
   // How long a cached allreduce waits for the other ranks before it goes to the controller
@@ -158,6 +159,8 @@ class FastPath {
   RoundMessage MakeRound(TimePoint now);
   // What this rank's round messages carry as its fusion threshold.
   uint64_t FusionThreshold() const;
+  // What they carry as its hierarchical rule (core/hierarchy_rule.h).
+  uint64_t HierarchyMinBytes() const;
   void DivertWaiting(TimePoint now, Outbox* out);
   void Divert(uint32_t id, Outbox* out);
   Status ApplyDecision(RoundDecision decision, TimePoint now, Outbox* out);

@@ -38,6 +38,7 @@ void CombineRound(RoundMessage* into, const RoundMessage& other) {
   into->received_seq = std::max(into->received_seq, other.received_seq);
   into->stopping = into->stopping || other.stopping;
   into->fusion_threshold = std::min(into->fusion_threshold, other.fusion_threshold);
+  into->hierarchy_min_bytes = std::min(into->hierarchy_min_bytes, other.hierarchy_min_bytes);
   if (!other.diverted.empty()) into->diverted = Union(into->diverted, other.diverted);
   if (into->joined && other.joined) {
     if (!other.ready.empty()) into->ready = Union(into->ready, other.ready);
@@ -232,6 +233,7 @@ RoundMessage RoundAgreement::Gone() const {
   gone.round = round_;
   gone.stopping = true;
   gone.fusion_threshold = UINT64_MAX;
+  gone.hierarchy_min_bytes = UINT64_MAX;
   return gone;
 }
 
@@ -255,6 +257,7 @@ std::optional<RoundDecision> RoundAgreement::TakeDecision() {
   decision.run_through_seq = combined_.received_seq;
   decision.stopping = combined_.stopping;
   decision.fusion_threshold = combined_.fusion_threshold;
+  decision.hierarchy_min_bytes = combined_.hierarchy_min_bytes;
   decision.diverted = std::move(combined_.diverted);
   decision.runnable = std::move(combined_.ready);
   Filter(&decision.runnable, decision.diverted, /*keep=*/false);

@@ -14,6 +14,8 @@
 //     rank diverted to the controller, run next in ascending order,
 //   - diverted: those ids; every rank sends them to the controller from now on,
 //   - stopping: some rank called shutdown(); every rank sends every op to the controller.
+//   - fusion_threshold, hierarchy_min_bytes: the smallest any rank sent; the runnable ids fuse
+//     under the one and run hierarchically from the other.
 // Rounds are numbered 1, 2, ...; a rank starts round k + 1 only after round k is complete at
 // it, so a peer's message is always for the current round or the next one (a round complete at
 // a peer holds, combined, this rank's message, so this rank has sent it). Except under
@@ -44,12 +46,15 @@ struct RoundDecision {
   std::vector<uint32_t> diverted;  // ascending
   bool stopping = false;
   uint64_t fusion_threshold = 0;  // the smallest any rank sent: runnable ids fuse under it
+  // The smallest any rank sent: the runnable allreduces of at least this many bytes run
+  // hierarchically (core/hierarchy_rule.h).
+  uint64_t hierarchy_min_bytes = UINT64_MAX;
 };
 
 // Combines `other` into `into`: the highest received_seq, stopping if either, the smaller
-// fusion_threshold, the union of diverted, joined if both, and as ready the ids both have if
-// neither joined, the ids of the one that did not join if one did, both's if both did.
-// round and step are left alone.
+// fusion_threshold and hierarchy_min_bytes, the union of diverted, joined if both, and as ready the
+// ids both have if neither joined, the ids of the one that did not join if one did, both's if both
+// did. round and step are left alone.
 void CombineRound(RoundMessage* into, const RoundMessage& other);
 
 // A round message to send: `to` one peer, or -1 every peer (all-to-all).

@@ -9,6 +9,7 @@
 #include <functional>
 #include <sstream>
 
+#include "core/hierarchy_rule.h"
 #include "tests/support/temp_dir.h"
 
 using kolo::Autotuner;
@@ -36,6 +37,41 @@ int Train(Autotuner& tuner, const std::function<double(int64_t, double)>& step_m
     ++steps;
   }
   return steps;
+}
+
+// Runs training steps of one allreduce per tensor of `tensor_bytes` against `tuner` until it is
+// done, a step taking `step_ms(tuner)`; each step is reported to the tuner at its end, as one
+// (tensors of different sizes reported one by one would make a sample's bytes depend on which
+// tensor ends it). Returns the rules in force, in the order they came.
+std::vector<uint64_t> TrainOps(Autotuner& tuner, const std::vector<int64_t>& tensor_bytes,
+                               const std::function<double(const Autotuner&)>& step_ms) {
+  std::vector<std::string> names;
+  int64_t bytes = 0;
+  for (size_t t = 0; t < tensor_bytes.size(); ++t) {
+    names.push_back("grad/" + std::to_string(t));
+    bytes += tensor_bytes[t];
+  }
+  std::vector<uint64_t> rules;
+  Clock::time_point now{};
+  for (int step = 0; !tuner.done() && step < 100000; ++step) {
+    if (rules.empty() || rules.back() != tuner.hierarchy_min_bytes()) {
+      rules.push_back(tuner.hierarchy_min_bytes());
+    }
+    now += std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double, std::milli>(step_ms(tuner)));
+    tuner.Observe(names, bytes, now);
+  }
+  if (rules.back() != tuner.hierarchy_min_bytes()) rules.push_back(tuner.hierarchy_min_bytes());
+  return rules;
+}
+
+// A modelled allreduce of `bytes` between hosts, in ms: flat, a latency of `flat_ms` and
+// 1 GB/s; hierarchical, `hierarchical_ms` (the two steps within the host added) and 2 GB/s (half
+// the bytes cross the hosts' links). Which runs is the tuner's rule, as in ops/cpu_executor.cc.
+double OpMs(const Autotuner& tuner, int64_t bytes, double flat_ms, double hierarchical_ms) {
+  const bool hierarchical = static_cast<uint64_t>(bytes) >= tuner.hierarchy_min_bytes();
+  return hierarchical ? hierarchical_ms + static_cast<double>(bytes) / 2e6
+                      : flat_ms + static_cast<double>(bytes) / 1e6;
 }
 
 Autotuner::Config SmallConfig() {
@@ -75,12 +111,15 @@ TEST_CASE("the autotuner climbs down from the configured threshold to the best o
   // Scored: 64 (start), 128 (worse), 32, 16 (better), 8 (worse); cycle 2 and 0.5 ms (equal).
   const std::vector<std::string> lines = Lines(config.log_path);
   REQUIRE(lines.size() == 1 + 7);
-  CHECK(lines[0] == "fusion_threshold_bytes,cycle_time_ms,score_bytes_per_second");
+  CHECK(lines[0] ==
+        "fusion_threshold_bytes,cycle_time_ms,hierarchical_min_bytes,score_bytes_per_second");
   const int64_t expected[] = {64, 128, 32, 16, 8, 16, 16};
   for (int i = 0; i < 7; ++i) {
     INFO(lines[1 + i]);
     CHECK(lines[1 + i].rfind(std::to_string(expected[i] * kMiB) + ",", 0) == 0);
+    CHECK(lines[1 + i].find(",,") != std::string::npos);  // the hierarchy is not tuned
   }
+  CHECK_FALSE(tuner.tunes_hierarchy());
   // Two warm-up samples, three for the start, then one dropped and three scored per setting:
   // 29 samples. A sample ends when some tensor ran five times since it began, which spans four
   // to five steps depending on where the previous one ended.
@@ -159,4 +198,103 @@ TEST_CASE("an unwritable autotune log leaves the tuning on") {
   Train(tuner, BestAt16MiB);
   CHECK(tuner.done());
   CHECK(tuner.fusion_threshold_bytes() == 16 * kMiB);
+}
+
+// The step time of a loop with a tensor of each of `sizes`, allreduced between hosts as OpMs
+// models, after `compute_ms` of compute.
+double StepMs(const Autotuner& tuner, const std::vector<int64_t>& sizes, double compute_ms,
+              double flat_ms, double hierarchical_ms) {
+  double ms = compute_ms;
+  for (int64_t bytes : sizes) ms += OpMs(tuner, bytes, flat_ms, hierarchical_ms);
+  return ms;
+}
+
+Autotuner::Config HierarchyConfig() {
+  Autotuner::Config config = SmallConfig();
+  config.threshold_bytes = Autotuner::kMaxThreshold;  // no neighbour above: a short first climb
+  return config;
+}
+
+TEST_CASE("the autotuner tunes the hierarchical rule after the cycle time, up to the best") {
+  kolo::testing::TempDir dir;
+  Autotuner::Config config = HierarchyConfig();
+  config.log_path = dir.path() + "/autotune.csv";
+  Autotuner tuner(config);
+  tuner.TuneHierarchy(64 << 10);
+  CHECK(tuner.tunes_hierarchy());
+  CHECK(tuner.hierarchy_min_bytes() == 64 << 10);
+  // Flat costs 0.02 ms, hierarchical 0.2 ms: the hierarchical path pays from 360 KB, so for
+  // these tensors a rule of 128 KiB to 512 KiB is best, and 128 KiB is where the climb from
+  // auto's 64 KiB finds it (256 KiB is no better).
+  const std::vector<int64_t> sizes = {8 << 10, 64 << 10, 512 << 10, 4 << 20};
+  const std::vector<uint64_t> rules = TrainOps(
+      tuner, sizes, [&sizes](const Autotuner& t) { return StepMs(t, sizes, 0.5, 0.02, 0.2); });
+  REQUIRE(tuner.done());
+  CHECK(tuner.hierarchy_min_bytes() == 128 << 10);
+  CHECK(tuner.fusion_threshold_bytes() == Autotuner::kMaxThreshold);
+  CHECK(tuner.cycle_time_ms() == 1);
+  // 64 KiB through the threshold's and the cycle time's climbs, then 128 KiB (better), 256 KiB
+  // (no better), and the best stays.
+  CHECK(rules == std::vector<uint64_t>{64 << 10, 128 << 10, 256 << 10, 128 << 10});
+  const std::vector<std::string> lines = Lines(config.log_path);
+  // The start, the threshold's neighbour, the cycle time's two, the rule's two.
+  REQUIRE(lines.size() == 1 + 6);
+  for (size_t i = 1; i < 5; ++i) {
+    INFO(lines[i]);
+    CHECK(lines[i].find(",65536,") != std::string::npos);
+  }
+  CHECK(lines[5].find(",131072,") != std::string::npos);
+  CHECK(lines[6].find(",262144,") != std::string::npos);
+}
+
+TEST_CASE("the autotuner climbs to flat when the hierarchical path never pays") {
+  kolo::testing::TempDir dir;
+  Autotuner::Config config = HierarchyConfig();
+  config.log_path = dir.path() + "/autotune.csv";
+  Autotuner tuner(config);
+  tuner.TuneHierarchy(64 << 10);
+  // A tensor at every point of the grid from 64 KiB to 64 MiB, the hierarchical path 200 ms
+  // slower to start than flat: every doubling of the rule takes one tensor off it and pays.
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = 64 << 10; bytes <= 64 * kMiB; bytes *= 2) sizes.push_back(bytes);
+  const std::vector<uint64_t> rules =
+      TrainOps(tuner, sizes, [&sizes](const Autotuner& t) { return StepMs(t, sizes, 1, 0, 200); });
+  REQUIRE(tuner.done());
+  CHECK(tuner.hierarchy_min_bytes() == kolo::kHierarchyFlat);
+  std::vector<uint64_t> want;
+  for (uint64_t bytes = 64 << 10; bytes <= Autotuner::kMaxHierarchyBytes; bytes *= 2) {
+    want.push_back(bytes);
+  }
+  want.push_back(kolo::kHierarchyFlat);  // past the grid's top; nothing beyond it
+  CHECK(rules == want);
+  const std::vector<std::string> lines = Lines(config.log_path);
+  REQUIRE(lines.size() >= 2);
+  CHECK(lines.back().find(",flat,") != std::string::npos);
+}
+
+TEST_CASE("the autotuner climbs down to always when the hierarchical path always pays") {
+  Autotuner tuner(HierarchyConfig());
+  tuner.TuneHierarchy(64 << 10);
+  // A tensor at every point of the grid from 0 to 64 KiB, the hierarchical path 0.02 ms faster
+  // to start than flat and twice as fast per byte: every halving of the rule (up does not
+  // pay) puts one more tensor on it, and 0 the last, empty one.
+  const std::vector<int64_t> sizes = {0, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10};
+  const std::vector<uint64_t> rules = TrainOps(
+      tuner, sizes, [&sizes](const Autotuner& t) { return StepMs(t, sizes, 0.1, 0.02, 0); });
+  REQUIRE(tuner.done());
+  CHECK(tuner.hierarchy_min_bytes() == 0);
+  CHECK(rules ==
+        std::vector<uint64_t>{64 << 10, 128 << 10, 32 << 10, 16 << 10, 8 << 10, 4 << 10, 0});
+}
+
+TEST_CASE("the autotuner starts the hierarchical rule on its grid") {
+  Autotuner tuner(SmallConfig());
+  tuner.TuneHierarchy(1);  // below the grid's lowest size: starts there
+  CHECK(tuner.hierarchy_min_bytes() == Autotuner::kMinHierarchyBytes);
+  Autotuner above(SmallConfig());
+  above.TuneHierarchy(uint64_t{1} << 40);  // above its highest: starts there
+  CHECK(above.hierarchy_min_bytes() == Autotuner::kMaxHierarchyBytes);
+  Autotuner flat(SmallConfig());
+  flat.TuneHierarchy(kolo::kHierarchyFlat);
+  CHECK(flat.hierarchy_min_bytes() == kolo::kHierarchyFlat);
 }

@@ -9,6 +9,8 @@
 #include <map>
 #include <memory>
 
+#include "core/hierarchy_rule.h"
+
 using namespace kolo;
 using namespace std::chrono_literals;
 
@@ -27,11 +29,13 @@ FastSpec Spec(const std::string& name, int64_t elements, DataType dtype = DataTy
 // N ranks' fast paths, their entries and a manual clock; round messages travel at once.
 class Job {
  public:
-  explicit Job(int size, int64_t threshold = 1 << 20, std::vector<int64_t> thresholds = {}) {
+  explicit Job(int size, int64_t threshold = 1 << 20, std::vector<int64_t> thresholds = {},
+               Hierarchical hierarchical = Hierarchical::kAuto) {
     for (int r = 0; r < size; ++r) {
       Options& options = options_.emplace_back();  // the defaults: a patience of 1 s
       options.rank = r;
       options.size = size;
+      options.hierarchical = hierarchical;
       options.fusion_threshold_bytes = thresholds.empty() ? threshold : thresholds[r];
       options.timeout_seconds = 30.0;
       REQUIRE(FastPath::DivertAfterSeconds(options) == 1.0);
@@ -422,6 +426,10 @@ TEST_CASE("With KOLO_AUTOTUNE rank 0's rounds carry the tuner's threshold and th
   Autotuner::Config tuning;
   tuning.threshold_bytes = 4 << 20;
   Autotuner tuner(tuning);
+  // The hierarchical rule: rank 0 sends the tuner's while it tunes it, else its configured one
+  // (KOLO_HIERARCHICAL=auto); the others send flat, "no limit".
+  const bool tuned = GENERATE(false, true);
+  if (tuned) tuner.TuneHierarchy(32 << 10);
   std::deque<Options> options(2);
   std::vector<std::unique_ptr<FastPath>> ranks;
   for (int r = 0; r < 2; ++r) {
@@ -451,4 +459,34 @@ TEST_CASE("With KOLO_AUTOTUNE rank 0's rounds carry the tuner's threshold and th
   }
   CHECK(out[0].round->fusion_threshold == static_cast<uint64_t>(tuner.fusion_threshold_bytes()));
   CHECK(out[1].round->fusion_threshold == UINT64_MAX);
+  const uint64_t rule = tuned ? 32 << 10 : kHierarchicalAutoMinBytes;
+  CHECK(out[0].round->hierarchy_min_bytes == rule);
+  CHECK(out[1].round->hierarchy_min_bytes == kHierarchyFlat);
+  // Each rank takes the smallest, and the response it runs carries it to the executor.
+  REQUIRE(ranks[0]->ReceiveRound(1, *out[1].round, clock.Now()).ok());
+  REQUIRE(ranks[1]->ReceiveRound(0, *out[0].round, clock.Now()).ok());
+  for (int r = 0; r < 2; ++r) {
+    FastPath::Outbox again;
+    REQUIRE(ranks[r]->Advance(clock.Now(), &again).ok());
+    FastPath::Work work;
+    REQUIRE(ranks[r]->NextWork(clock.Now(), &work));
+    CHECK(work.response.names == std::vector<std::string>{"w"});
+    CHECK(work.response.hierarchy_min_bytes == std::optional<uint64_t>(rule));
+  }
+}
+
+TEST_CASE(
+    "Without KOLO_AUTOTUNE the rounds carry the ranks' KOLO_HIERARCHICAL rule to the responses",
+    "[core][fast_path]") {
+  const Hierarchical mode = GENERATE(Hierarchical::kAuto, Hierarchical::kOn, Hierarchical::kOff);
+  Job job(3, 1 << 20, {}, mode);
+  const FastSpec w = Spec("grad/w", 100);
+  job.LearnEverywhere(7, w);
+  for (int r = 0; r < 3; ++r) job.Submit(r, 7, w);
+  job.Settle();
+  for (int r = 0; r < 3; ++r) {
+    std::vector<FastPath::Work> works = job.Drain(r);
+    REQUIRE(works.size() == 1);
+    CHECK(works[0].response.hierarchy_min_bytes == ConfiguredHierarchyMinBytes(mode));
+  }
 }

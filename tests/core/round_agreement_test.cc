@@ -93,20 +93,37 @@ TEST_CASE("A peer's next round waits until the current one is complete", "[core]
   CHECK(d->run_through_seq == 4);
 }
 
-TEST_CASE("A round fuses under the smallest threshold any rank sent", "[core][fastpath]") {
+TEST_CASE(
+    "A round fuses under the smallest threshold and goes hierarchical from the smallest rule any "
+    "rank sent",
+    "[core][fastpath]") {
   RoundAgreement rounds(0, 3);
   RoundMessage mine = Msg(0, 0, {1});
   mine.fusion_threshold = 64 << 20;
+  mine.hierarchy_min_bytes = UINT64_MAX;  // flat: a rank that does not tune with KOLO_AUTOTUNE
   rounds.RecordSent(&mine, kNow);
   RoundMessage a = Msg(1, 0, {1});
   a.fusion_threshold = 4096;
+  a.hierarchy_min_bytes = 1 << 20;
   RoundMessage b = Msg(1, 0, {1});
   b.fusion_threshold = 1 << 20;
+  b.hierarchy_min_bytes = 8192;
   REQUIRE(rounds.Receive(1, a).ok());
   REQUIRE(rounds.Receive(2, b).ok());
   std::optional<RoundDecision> d = rounds.TakeDecision();
   REQUIRE(d.has_value());
   CHECK(d->fusion_threshold == 4096);
+  CHECK(d->hierarchy_min_bytes == 8192);
+  // 0 (always hierarchical) is a rule like any other, and the smallest.
+  RoundMessage next = Msg(0, 0, {});
+  rounds.RecordSent(&next, kNow);
+  RoundMessage always = Msg(2, 0, {});
+  always.hierarchy_min_bytes = 0;
+  REQUIRE(rounds.Receive(1, Msg(2, 0, {})).ok());
+  REQUIRE(rounds.Receive(2, always).ok());
+  d = rounds.TakeDecision();
+  REQUIRE(d.has_value());
+  CHECK(d->hierarchy_min_bytes == 0);
 }
 
 TEST_CASE("A rank that left after stopping no longer holds rounds up", "[core][fastpath]") {

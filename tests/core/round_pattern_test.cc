@@ -24,6 +24,7 @@ const auto kNow = std::chrono::steady_clock::now();
 RoundDecision Reference(const std::vector<RoundMessage>& all) {
   RoundDecision d;
   d.fusion_threshold = UINT64_MAX;
+  d.hierarchy_min_bytes = UINT64_MAX;
   const RoundMessage* first_ready = nullptr;
   for (const RoundMessage& m : all) {
     d.run_through_seq = std::max(d.run_through_seq, m.received_seq);
@@ -33,6 +34,7 @@ RoundDecision Reference(const std::vector<RoundMessage>& all) {
     d.diverted = diverted;
     d.stopping = d.stopping || m.stopping;
     d.fusion_threshold = std::min(d.fusion_threshold, m.fusion_threshold);
+    d.hierarchy_min_bytes = std::min(d.hierarchy_min_bytes, m.hierarchy_min_bytes);
     if (!m.joined && first_ready == nullptr) first_ready = &m;
   }
   if (first_ready != nullptr) {
@@ -74,6 +76,9 @@ RoundMessage RandomMessage(std::mt19937* rng, bool mostly_joined) {
   m.joined = std::bernoulli_distribution(mostly_joined ? 0.9 : 0.1)(*rng);
   m.stopping = std::bernoulli_distribution(0.05)(*rng);
   m.fusion_threshold = std::uniform_int_distribution<uint64_t>(1, 1 << 20)(*rng);
+  m.hierarchy_min_bytes = std::bernoulli_distribution(0.2)(*rng)
+                              ? UINT64_MAX
+                              : std::uniform_int_distribution<uint64_t>(0, 1 << 20)(*rng);
   // Most ids ready almost everywhere, so that intersections are not always empty.
   m.ready = RandomIds(rng, 12, 0.93);
   m.diverted = RandomIds(rng, 12, 0.02);
@@ -83,7 +88,7 @@ RoundMessage RandomMessage(std::mt19937* rng, bool mostly_joined) {
 bool SameDecision(const RoundDecision& a, const RoundDecision& b) {
   return a.round == b.round && a.run_through_seq == b.run_through_seq && a.runnable == b.runnable &&
          a.diverted == b.diverted && a.stopping == b.stopping &&
-         a.fusion_threshold == b.fusion_threshold;
+         a.fusion_threshold == b.fusion_threshold && a.hierarchy_min_bytes == b.hierarchy_min_bytes;
 }
 
 // `size` ranks run `rounds` rounds with `pattern`; each round's messages are random, a random

@@ -81,7 +81,8 @@ TEST_CASE("With KOLO_AUTOTUNE rank 0 tunes the fusion threshold and every result
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   REQUIRE(lines.size() >= 4);  // the header, then the start and both of its neighbours at least
-  CHECK(lines[0] == "fusion_threshold_bytes,cycle_time_ms,score_bytes_per_second");
+  CHECK(lines[0] ==
+        "fusion_threshold_bytes,cycle_time_ms,hierarchical_min_bytes,score_bytes_per_second");
   std::set<std::string> thresholds;
   for (size_t i = 1; i < lines.size(); ++i) {
     INFO(lines[i]);

@@ -67,7 +67,16 @@ inline ControllerMessage SampleResponses() {
   departed.names = {"late"};
   departed.error = "rank 2 called shutdown() before submitting 'late'";
   departed.error_code = StatusCode::kShutdown;
-  message.responses = {fused, failed, departed};
+  // The tuned hierarchical choice: 0 (always) and never must survive as set, unlike absent.
+  Response always;
+  always.seq = 10;
+  always.names = {"grad/w2"};
+  always.num_elements = {1024};
+  always.hierarchy_min_bytes = 0;
+  Response never = always;
+  never.seq = 11;
+  never.hierarchy_min_bytes = UINT64_MAX;
+  message.responses = {fused, failed, departed, always, never};
   return message;
 }
 
@@ -107,6 +116,7 @@ inline std::string Diff(const Response& a, const Response& b) {
   if (a.splits != b.splits) return "splits";
   if (a.gpu != b.gpu) return "gpu";
   if (a.process_set != b.process_set) return "process_set";
+  if (a.hierarchy_min_bytes != b.hierarchy_min_bytes) return "hierarchy_min_bytes";
   return a.error == b.error ? "" : "error";
 }
 

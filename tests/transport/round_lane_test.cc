@@ -18,6 +18,7 @@ RoundMessage Sample() {
   m.round = (uint64_t{1} << 40) + 3;
   m.received_seq = 77;
   m.fusion_threshold = (uint64_t{5} << 33) + 1;
+  m.hierarchy_min_bytes = (uint64_t{3} << 35) + 9;
   m.joined = true;
   m.stopping = false;
   m.ready = {1, 2, 900000};
@@ -71,14 +72,14 @@ TEST_CASE("Malformed round messages are refused before anything is allocated",
     CHECK_THAT(parser.Feed(bytes.data(), bytes.size()).message(), Catch::Contains("wrong magic"));
   }
   SECTION("a count beyond the cache's bound, refused with only the header in") {
-    bytes[32] = '\x7f';  // ready count 0x7f000003
+    bytes[kRoundHeaderBytes - 8] = '\x7f';  // ready count 0x7f000003
     RoundStreamParser parser;
     Status s = parser.Feed(bytes.data(), kRoundHeaderBytes);
     CHECK_THAT(s.message(), Catch::Contains("more than 1000000"));
     CHECK_FALSE(parser.Feed("x", 1).ok());  // stays failed
   }
   SECTION("unknown flags") {
-    bytes[31] = '\x08';
+    bytes[kRoundHeaderBytes - 9] = '\x08';  // the flags' lowest byte
     RoundStreamParser parser;
     CHECK_THAT(parser.Feed(bytes.data(), bytes.size()).message(),
                Catch::Contains("unknown flags 8"));

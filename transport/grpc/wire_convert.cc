@@ -89,6 +89,9 @@ void ToWire(const Response& response, wire::Response* out) {
   for (int64_t s : response.splits) out->add_splits(s);
   out->set_gpu(response.gpu);
   out->set_process_set(response.process_set);
+  if (response.hierarchy_min_bytes.has_value()) {
+    out->set_hierarchy_min_bytes(*response.hierarchy_min_bytes);
+  }
 }
 
 Response FromWire(const wire::Response& in) {
@@ -102,6 +105,7 @@ Response FromWire(const wire::Response& in) {
   response.root = in.root();
   response.gpu = in.gpu();
   response.process_set = in.process_set();
+  if (in.has_hierarchy_min_bytes()) response.hierarchy_min_bytes = in.hierarchy_min_bytes();
   response.names.assign(in.names().begin(), in.names().end());
   response.cache_ids.assign(in.cache_ids().begin(), in.cache_ids().end());
   response.num_elements.assign(in.num_elements().begin(), in.num_elements().end());
