@@ -101,7 +101,7 @@ std::map<std::string, std::vector<std::string>> PathsOf(const std::string& path,
   std::vector<std::string> warnings;
   Status read = timeline::ReadTraceArray(
       *text, path,
-      [&](JsonValue object, int line) -> Status {
+      [&](timeline::JsonValue object, int line) -> Status {
         KOLO_ASSIGN_OR_RETURN(timeline::Event event, timeline::ParseEvent(object, path, line));
         if (event.pid != rank) return Status::Ok();
         if (event.phase == 'M' && event.name == "thread_name") {
