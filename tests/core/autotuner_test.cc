@@ -209,18 +209,24 @@ double StepMs(const Autotuner& tuner, const std::vector<int64_t>& sizes, double 
   return ms;
 }
 
-Autotuner::Config HierarchyConfig() {
-  Autotuner::Config config = SmallConfig();
-  config.threshold_bytes = Autotuner::kMaxThreshold;  // no neighbour above: a short first climb
-  return config;
-}
+// A tuner of the hierarchical rule too, from auto's 64 KiB, logging into a temporary directory.
+struct HierarchyTuner {
+  static Autotuner::Config Config(const std::string& log) {
+    Autotuner::Config config = SmallConfig();
+    config.threshold_bytes = Autotuner::kMaxThreshold;  // no neighbour above: a short first climb
+    config.log_path = log;
+    return config;
+  }
+  HierarchyTuner() { tuner.TuneHierarchy(64 << 10); }
+
+  kolo::testing::TempDir dir;
+  const std::string log = dir.path() + "/autotune.csv";
+  Autotuner tuner{Config(log)};
+};
 
 TEST_CASE("the autotuner tunes the hierarchical rule after the cycle time, up to the best") {
-  kolo::testing::TempDir dir;
-  Autotuner::Config config = HierarchyConfig();
-  config.log_path = dir.path() + "/autotune.csv";
-  Autotuner tuner(config);
-  tuner.TuneHierarchy(64 << 10);
+  HierarchyTuner tuned;
+  Autotuner& tuner = tuned.tuner;
   CHECK(tuner.tunes_hierarchy());
   CHECK(tuner.hierarchy_min_bytes() == 64 << 10);
   // Flat costs 0.02 ms, hierarchical 0.2 ms: the hierarchical path pays from 360 KB, so for
@@ -236,7 +242,7 @@ TEST_CASE("the autotuner tunes the hierarchical rule after the cycle time, up to
   // 64 KiB through the threshold's and the cycle time's climbs, then 128 KiB (better), 256 KiB
   // (no better), and the best stays.
   CHECK(rules == std::vector<uint64_t>{64 << 10, 128 << 10, 256 << 10, 128 << 10});
-  const std::vector<std::string> lines = Lines(config.log_path);
+  const std::vector<std::string> lines = Lines(tuned.log);
   // The start, the threshold's neighbour, the cycle time's two, the rule's two.
   REQUIRE(lines.size() == 1 + 6);
   for (size_t i = 1; i < 5; ++i) {
@@ -248,11 +254,8 @@ TEST_CASE("the autotuner tunes the hierarchical rule after the cycle time, up to
 }
 
 TEST_CASE("the autotuner climbs to flat when the hierarchical path never pays") {
-  kolo::testing::TempDir dir;
-  Autotuner::Config config = HierarchyConfig();
-  config.log_path = dir.path() + "/autotune.csv";
-  Autotuner tuner(config);
-  tuner.TuneHierarchy(64 << 10);
+  HierarchyTuner tuned;
+  Autotuner& tuner = tuned.tuner;
   // A tensor at every point of the grid from 64 KiB to 64 MiB, the hierarchical path 200 ms
   // slower to start than flat: every doubling of the rule takes one tensor off it and pays.
   std::vector<int64_t> sizes;
@@ -267,14 +270,14 @@ TEST_CASE("the autotuner climbs to flat when the hierarchical path never pays") 
   }
   want.push_back(kolo::kHierarchyFlat);  // past the grid's top; nothing beyond it
   CHECK(rules == want);
-  const std::vector<std::string> lines = Lines(config.log_path);
+  const std::vector<std::string> lines = Lines(tuned.log);
   REQUIRE(lines.size() >= 2);
   CHECK(lines.back().find(",flat,") != std::string::npos);
 }
 
 TEST_CASE("the autotuner climbs down to always when the hierarchical path always pays") {
-  Autotuner tuner(HierarchyConfig());
-  tuner.TuneHierarchy(64 << 10);
+  HierarchyTuner tuned;
+  Autotuner& tuner = tuned.tuner;
   // A tensor at every point of the grid from 0 to 64 KiB, the hierarchical path 0.02 ms faster
   // to start than flat and twice as fast per byte: every halving of the rule (up does not
   // pay) puts one more tensor on it, and 0 the last, empty one.
