@@ -125,7 +125,9 @@ void Autotuner::Scored(double score) {
   } else if (score > best_score_ * (1 + config_.min_gain)) {
     best_ = current_;
     best_score_ = score;
-    moved_ = true;
+    moved_ = !probing_;  // an end that wins is where the climb starts, not a step of it
+  } else if (probing_) {
+    // An end that did not pay: the next end, or the climb from the best so far.
   } else if (direction_ == Direction::kUp && !moved_) {
     direction_ = Direction::kDown;  // up did not pay from the start: try down
   } else {
@@ -152,6 +154,9 @@ bool Autotuner::NextParameter() {
       if (!tunes_hierarchy()) return false;
       logger_->info("autotune: cycle time settled at {:g} ms", best_.cycle_ms);
       parameter_ = Parameter::kHierarchy;
+      for (uint64_t end : {kHierarchyFlat, uint64_t{0}}) {
+        if (end != best_.hierarchy_min_bytes) probes_.push_back(end);
+      }
       break;
     case Parameter::kHierarchy:
       return false;
@@ -183,6 +188,13 @@ std::optional<Autotuner::Setting> Autotuner::Neighbor(Direction direction) const
 }
 
 bool Autotuner::NextCandidate(Setting* next) {
+  probing_ = !probes_.empty();
+  if (probing_) {
+    *next = best_;
+    next->hierarchy_min_bytes = probes_.front();
+    probes_.erase(probes_.begin());
+    return true;
+  }
   for (;;) {
     if (std::optional<Setting> neighbor = Neighbor(direction_)) {
       *next = *neighbor;

@@ -15,7 +15,8 @@
 // How it searches: a hill climb on a doubling grid, one parameter at a time, from the configured
 // values: the fusion threshold first (x2 while that gains more than `min_gain`, else /2 while
 // that does), then the cycle time the same way, then (TuneHierarchy) the hierarchical rule's
-// minimum size along 0, 4 KiB, 8 KiB, ..., 64 MiB, flat (never). Each parameter ends at its best
+// minimum size along 0, 4 KiB, 8 KiB, ..., 64 MiB, flat (never): its two ends first (flat,
+// then always), then the climb from the best of those and the start. Each parameter ends at its best
 // setting seen; then tuning is over and the best values stay. Horovod fits a Gaussian process over
 // both parameters at once; along a doubling grid a climb needs fewer settings (3 to 6 here, against
 // Horovod's 20 samples), and both are at the mercy of the score's noise.
@@ -129,6 +130,11 @@ class Autotuner {
   Parameter parameter_ = Parameter::kThreshold;
   Direction direction_ = Direction::kUp;
   bool moved_ = false;  // the current parameter's climb found a better setting
+  // The hierarchical rule's ends (flat, then always), scored before its climb: a step of the
+  // doubling grid moves one op size at a time, often less than min_gain, so a climb alone
+  // stops next to its start even where flat or always is far better.
+  std::vector<uint64_t> probes_;
+  bool probing_ = false;  // current_ is one of those ends
   Setting current_{};   // being scored
   Setting best_{};
   double best_score_ = -1;

@@ -239,55 +239,60 @@ TEST_CASE("the autotuner tunes the hierarchical rule after the cycle time, up to
   CHECK(tuner.hierarchy_min_bytes() == 128 << 10);
   CHECK(tuner.fusion_threshold_bytes() == Autotuner::kMaxThreshold);
   CHECK(tuner.cycle_time_ms() == 1);
-  // 64 KiB through the threshold's and the cycle time's climbs, then 128 KiB (better), 256 KiB
-  // (no better), and the best stays.
-  CHECK(rules == std::vector<uint64_t>{64 << 10, 128 << 10, 256 << 10, 128 << 10});
+  // 64 KiB through the threshold's and the cycle time's climbs, then the rule's ends, flat and
+  // always (neither better), then the climb from 64 KiB: 128 KiB (better), 256 KiB (no better),
+  // and the best stays.
+  CHECK(rules == std::vector<uint64_t>{64 << 10, kolo::kHierarchyFlat, 0, 128 << 10, 256 << 10,
+                                       128 << 10});
   const std::vector<std::string> lines = Lines(tuned.log);
-  // The start, the threshold's neighbour, the cycle time's two, the rule's two.
-  REQUIRE(lines.size() == 1 + 6);
+  // The header, the start, the threshold's neighbour, the cycle time's two, the rule's ends and
+  // its two steps.
+  REQUIRE(lines.size() == 1 + 8);
   for (size_t i = 1; i < 5; ++i) {
     INFO(lines[i]);
     CHECK(lines[i].find(",65536,") != std::string::npos);
   }
-  CHECK(lines[5].find(",131072,") != std::string::npos);
-  CHECK(lines[6].find(",262144,") != std::string::npos);
+  CHECK(lines[5].find(",flat,") != std::string::npos);
+  CHECK(lines[6].find(",0,") != std::string::npos);
+  CHECK(lines[7].find(",131072,") != std::string::npos);
+  CHECK(lines[8].find(",262144,") != std::string::npos);
 }
 
-TEST_CASE("the autotuner climbs to flat when the hierarchical path never pays") {
+TEST_CASE("the autotuner finds flat first when the hierarchical path never pays") {
   HierarchyTuner tuned;
   Autotuner& tuner = tuned.tuner;
   // A tensor at every point of the grid from 64 KiB to 64 MiB, the hierarchical path 200 ms
-  // slower to start than flat: every doubling of the rule takes one tensor off it and pays.
+  // slower to start than flat: flat, the first end tried, wins by far; the climb from it (down
+  // to 64 MiB) puts a tensor back on the hierarchical path and does not pay.
   std::vector<int64_t> sizes;
   for (int64_t bytes = 64 << 10; bytes <= 64 * kMiB; bytes *= 2) sizes.push_back(bytes);
   const std::vector<uint64_t> rules =
       TrainOps(tuner, sizes, [&sizes](const Autotuner& t) { return StepMs(t, sizes, 1, 0, 200); });
   REQUIRE(tuner.done());
   CHECK(tuner.hierarchy_min_bytes() == kolo::kHierarchyFlat);
-  std::vector<uint64_t> want;
-  for (uint64_t bytes = 64 << 10; bytes <= Autotuner::kMaxHierarchyBytes; bytes *= 2) {
-    want.push_back(bytes);
-  }
-  want.push_back(kolo::kHierarchyFlat);  // past the grid's top; nothing beyond it
-  CHECK(rules == want);
+  CHECK(rules == std::vector<uint64_t>{64 << 10, kolo::kHierarchyFlat, 0,
+                                       Autotuner::kMaxHierarchyBytes, kolo::kHierarchyFlat});
+  // The header, the start, the threshold's neighbour, the cycle time's two, then flat, always
+  // and 64 MiB; flat, the best, is what stays (not scored again).
   const std::vector<std::string> lines = Lines(tuned.log);
-  REQUIRE(lines.size() >= 2);
-  CHECK(lines.back().find(",flat,") != std::string::npos);
+  REQUIRE(lines.size() == 1 + 7);
+  CHECK(lines[5].find(",flat,") != std::string::npos);
+  CHECK(lines[7].find(",67108864,") != std::string::npos);
 }
 
-TEST_CASE("the autotuner climbs down to always when the hierarchical path always pays") {
+TEST_CASE("the autotuner finds always second when the hierarchical path always pays") {
   HierarchyTuner tuned;
   Autotuner& tuner = tuned.tuner;
   // A tensor at every point of the grid from 0 to 64 KiB, the hierarchical path 0.02 ms faster
-  // to start than flat and twice as fast per byte: every halving of the rule (up does not
-  // pay) puts one more tensor on it, and 0 the last, empty one.
+  // to start than flat and twice as fast per byte: always, the second end tried, wins; the
+  // climb from it (up to 4 KiB) takes the empty tensor off the hierarchical path and does not
+  // pay.
   const std::vector<int64_t> sizes = {0, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10};
   const std::vector<uint64_t> rules = TrainOps(
       tuner, sizes, [&sizes](const Autotuner& t) { return StepMs(t, sizes, 0.1, 0.02, 0); });
   REQUIRE(tuner.done());
   CHECK(tuner.hierarchy_min_bytes() == 0);
-  CHECK(rules ==
-        std::vector<uint64_t>{64 << 10, 128 << 10, 32 << 10, 16 << 10, 8 << 10, 4 << 10, 0});
+  CHECK(rules == std::vector<uint64_t>{64 << 10, kolo::kHierarchyFlat, 0, 4 << 10, 0});
 }
 
 TEST_CASE("the autotuner starts the hierarchical rule on its grid") {
