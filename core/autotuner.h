@@ -16,10 +16,10 @@
 // values: the fusion threshold first (x2 while that gains more than `min_gain`, else /2 while
 // that does), then the cycle time the same way, then (TuneHierarchy) the hierarchical rule's
 // minimum size along 0, 4 KiB, 8 KiB, ..., 64 MiB, flat (never): its two ends first (flat,
-// then always), then the climb from the best of those and the start. Each parameter ends at its best
-// setting seen; then tuning is over and the best values stay. Horovod fits a Gaussian process over
-// both parameters at once; along a doubling grid a climb needs fewer settings (3 to 6 here, against
-// Horovod's 20 samples), and both are at the mercy of the score's noise.
+// then always), then the climb from the best of those and the start. Each parameter ends at its
+// best setting seen; then tuning is over and the best values stay. Horovod fits a Gaussian process
+// over both parameters at once; along a doubling grid a climb needs fewer settings (3 to 6 here,
+// against Horovod's 20 samples), and both are at the mercy of the score's noise.
 //
 // How the ranks follow: only rank 0 tunes. Its fast path sends the tuned threshold in its round
 // messages while every other rank with KOLO_AUTOTUNE sends "no limit", so the rounds' rule (the
@@ -135,7 +135,7 @@ class Autotuner {
   // stops next to its start even where flat or always is far better.
   std::vector<uint64_t> probes_;
   bool probing_ = false;  // current_ is one of those ends
-  Setting current_{};   // being scored
+  Setting current_{};     // being scored
   Setting best_{};
   double best_score_ = -1;
   int settings_scored_ = 0;

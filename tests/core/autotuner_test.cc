@@ -242,8 +242,8 @@ TEST_CASE("the autotuner tunes the hierarchical rule after the cycle time, up to
   // 64 KiB through the threshold's and the cycle time's climbs, then the rule's ends, flat and
   // always (neither better), then the climb from 64 KiB: 128 KiB (better), 256 KiB (no better),
   // and the best stays.
-  CHECK(rules == std::vector<uint64_t>{64 << 10, kolo::kHierarchyFlat, 0, 128 << 10, 256 << 10,
-                                       128 << 10});
+  CHECK(rules ==
+        std::vector<uint64_t>{64 << 10, kolo::kHierarchyFlat, 0, 128 << 10, 256 << 10, 128 << 10});
   const std::vector<std::string> lines = Lines(tuned.log);
   // The header, the start, the threshold's neighbour, the cycle time's two, the rule's ends and
   // its two steps.
