@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/hierarchy_rule.h"
 #include "kolo/status.h"
 
 namespace kolo {
@@ -68,7 +69,7 @@ struct RoundMessage {
   // Allreduces of at least this many bytes run hierarchically (core/hierarchy_rule.h): this
   // rank's KOLO_HIERARCHICAL rule, or the tuned one (KOLO_AUTOTUNE); a round takes the smallest,
   // so that every rank runs each op the same way. kHierarchyFlat: never (and no limit).
-  uint64_t hierarchy_min_bytes = UINT64_MAX;
+  uint64_t hierarchy_min_bytes = kHierarchyFlat;
   std::vector<uint32_t> ready;     // cache ids of this rank's waiting cached allreduces, sorted
   std::vector<uint32_t> diverted;  // cache ids this rank sent to the controller instead, sorted
 };

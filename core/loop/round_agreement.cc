@@ -233,7 +233,7 @@ RoundMessage RoundAgreement::Gone() const {
   gone.round = round_;
   gone.stopping = true;
   gone.fusion_threshold = UINT64_MAX;
-  gone.hierarchy_min_bytes = UINT64_MAX;
+  gone.hierarchy_min_bytes = kHierarchyFlat;
   return gone;
 }
 

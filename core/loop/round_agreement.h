@@ -48,7 +48,7 @@ struct RoundDecision {
   uint64_t fusion_threshold = 0;  // the smallest any rank sent: runnable ids fuse under it
   // The smallest any rank sent: the runnable allreduces of at least this many bytes run
   // hierarchically (core/hierarchy_rule.h).
-  uint64_t hierarchy_min_bytes = UINT64_MAX;
+  uint64_t hierarchy_min_bytes = kHierarchyFlat;
 };
 
 // Combines `other` into `into`: the highest received_seq, stopping if either, the smaller
