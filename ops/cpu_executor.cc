@@ -96,10 +96,12 @@ CpuExecutor::CpuExecutor(DataPlane& plane, Logger logger, size_t scratch_bytes,
   if (shm != nullptr) shm_allreduce_ = std::make_unique<ShmAllreduce>(*shm, single_copy);
 }
 
-void CpuExecutor::UseHierarchy(DataPlane& local, DataPlane& cross, SharedMemoryPlane* local_shm,
-                               uint64_t min_bytes) {
-  hierarchical_ = std::make_unique<HierarchicalAllreduce>(local, cross, local_shm);
+void CpuExecutor::UseHierarchy(HostPlanes planes, uint64_t min_bytes, bool broadcasts) {
+  hierarchical_ =
+      std::make_unique<HierarchicalAllreduce>(*planes.local, *planes.cross, planes.local_shm);
+  host_planes_ = std::move(planes);
   hierarchy_min_bytes_ = min_bytes;
+  hierarchical_broadcasts_ = broadcasts;
 }
 
 Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -142,21 +144,27 @@ Status CpuExecutor::Broadcast(const Response& response, const std::vector<Tensor
     PhaseScope phase(observer, "COPY_INPUT");
     std::memcpy(entry.output.data, entry.input.data, bytes);
   }
+  const std::string from = what + " from rank " + std::to_string(response.root);
   if (shm_ != nullptr) {
     PhaseScope phase(observer, "SHM_BROADCAST");
-    return ShmBroadcast(*shm_, entry.output.data, bytes, response.root,
-                        what + " from rank " + std::to_string(response.root));
+    return ShmBroadcast(*shm_, entry.output.data, bytes, response.root, from);
+  }
+  if (hierarchical_ != nullptr && hierarchical_broadcasts_) {
+    PhaseScope phase(observer, "HIERARCHICAL_BROADCAST");
+    return HierarchicalBroadcast(host_planes_, entry.output.data, bytes, response.root, from);
   }
   PhaseScope phase(observer, "CHAIN_BROADCAST");
-  return ChainBroadcast(plane_, entry.output.data, bytes, response.root,
-                        what + " from rank " + std::to_string(response.root));
+  return ChainBroadcast(plane_, entry.output.data, bytes, response.root, from);
 }
 
 Status CpuExecutor::Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
                               PhaseObserver* observer) {
   const std::string what = DescribeOp(response.op, entries);
   KOLO_RETURN_IF_ERROR(CheckEntries(response, entries, what));
-  const bool hierarchical = shm_allreduce_ == nullptr && Hierarchical(response, entries);
+  size_t count = 0;  // from the entries, which CheckEntries matched against the response
+  for (const TensorEntry* entry : entries) count += ElementCount(*entry);
+  const bool hierarchical =
+      shm_allreduce_ == nullptr && Hierarchical(response, count * DataTypeSize(response.dtype));
   if (logger_ != nullptr && logger_->should_log(spdlog::level::debug)) {
     logger_->debug("seq {}: {} ({}) over {} ranks{}", response.seq, what,
                    ReduceOpName(response.reduce_op), plane_.size(),
@@ -174,12 +182,8 @@ Status CpuExecutor::Allreduce(const Response& response, const std::vector<Tensor
   return AllreduceFused(response, entries, what, observer);
 }
 
-bool CpuExecutor::Hierarchical(const Response& response,
-                               const std::vector<TensorEntry*>& entries) const {
+bool CpuExecutor::Hierarchical(const Response& response, uint64_t bytes) const {
   if (hierarchical_ == nullptr) return false;
-  size_t count = 0;  // from the entries, which CheckEntries matched against the response
-  for (const TensorEntry* entry : entries) count += ElementCount(*entry);
-  const uint64_t bytes = count * DataTypeSize(response.dtype);
   return bytes >= response.hierarchy_min_bytes.value_or(hierarchy_min_bytes_);
 }
 

@@ -2,8 +2,9 @@
 // response with the ring of ops/ring_allreduce.h over a DataPlane, fusing several tensors
 // through one fusion buffer, with prescale/postscale folded into the copies; or, when it was
 // given a SharedMemoryPlane (every rank on one host), with ops/shm_allreduce.h straight from
-// the tensors through shared memory; broadcast then goes through shared memory too
-// (ops/shm_broadcast.h). The other collectives always use the DataPlane.
+// the tensors through shared memory; broadcast, allgather and reducescatter then go through
+// shared memory too (ops/shm_broadcast.h, ops/shm_allgather.h, and reducescatter as a
+// shared-memory allreduce of its fusion buffer). Alltoall always uses the DataPlane.
 //
 // Threading: one thread at a time (like every Executor; core/executor.h). Owns its fusion
 // buffer and ring scratch, which it reuses across calls and never shrinks.
@@ -21,6 +22,7 @@
 #include "core/shared_memory_plane.h"
 #include "ops/aligned_buffer.h"
 #include "ops/hierarchical_allreduce.h"
+#include "ops/hierarchical_gather.h"
 #include "ops/ring_allreduce.h"
 #include "ops/shm_allreduce.h"
 
@@ -37,7 +39,8 @@ class CpuExecutor final : public Executor {
               SharedMemoryPlane* shm = nullptr,
               const ShmSingleCopy::Tuning& single_copy = ShmSingleCopy::Tuning());
 
-  // Allreduce, allgather and reducescatter (ring), broadcast (pipelined chain from the root),
+  // Allreduce, allgather and reducescatter (ring), broadcast (pipelined chain from the root;
+  // allreduce, broadcast and allgather hierarchically on several hosts: UseHierarchy),
   // alltoall (pairwise) and barrier; other ops fail with
   // kInternal "<op> is not implemented". Blocks until the
   // results are in every entry's output. Average divides once by the number of ranks: for
@@ -54,18 +57,19 @@ class CpuExecutor final : public Executor {
   Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                  PhaseObserver* observer) override;
 
-  // Runs allreduces of at least `min_bytes` (the fused total, the same on every rank; 0: all;
-  // kHierarchyFlat: none; a response's own hierarchy_min_bytes, when it carries one, instead:
-  // core/hierarchy_rule.h) hierarchically (ops/hierarchical_allreduce.h) instead of over `plane`:
-  // `local` holds this host's ranks, `cross` the ranks of the other hosts with this rank's local
-  // rank; both are subsets of the ranks of `plane`, every host has local.size() of them;
-  // `local_shm` (may be null) is the host's ranks over shared memory. All outlive the executor. Not
-  // with the constructor's SharedMemoryPlane (whose job is on one host). Phases: as the flat path,
-  // with HIERARCHICAL_ALLREDUCE in place of RING_ALLREDUCE; fused tensors always go through the
-  // fusion buffer (MEMCPY_IN_FUSION_BUFFER, ...), which the three steps need contiguous. Call
-  // before the first Execute.
-  void UseHierarchy(DataPlane& local, DataPlane& cross, SharedMemoryPlane* local_shm,
-                    uint64_t min_bytes);
+  // Runs allreduces and allgathers of at least `min_bytes` (the fused total, the same on every
+  // rank; 0: all; kHierarchyFlat: none; an allreduce response's own hierarchy_min_bytes, when it
+  // carries one, instead: core/hierarchy_rule.h), and with `broadcasts` every broadcast,
+  // hierarchically (ops/hierarchical_allreduce.h, ops/hierarchical_gather.h) instead of over
+  // `plane`. `planes`: this host's ranks (`local`), the other hosts' ranks with this rank's place
+  // (`cross`), both subsets of the ranks of `plane`, every host with local->size() of them; the
+  // host's shared memory (may be null); every rank's place; this rank. All outlive the executor.
+  // Not with the constructor's SharedMemoryPlane (whose job is on one host). Phases: as the flat
+  // path, with HIERARCHICAL_ALLREDUCE in place of RING_ALLREDUCE (fused tensors always go through
+  // the fusion buffer, MEMCPY_IN_FUSION_BUFFER, ..., which the three steps need contiguous),
+  // HIERARCHICAL_ALLGATHER in place of RING_ALLGATHER, HIERARCHICAL_BROADCAST in place of
+  // CHAIN_BROADCAST. Call before the first Execute.
+  void UseHierarchy(HostPlanes planes, uint64_t min_bytes, bool broadcasts);
 
  private:
   Status Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -77,8 +81,10 @@ class CpuExecutor final : public Executor {
   Status Allgather(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseObserver* observer);
   // Ring reduce-scatter through the fusion buffer (the inputs stay untouched), laid out so that
-  // block r holds part r of every fused tensor; this rank's parts go to the entries' outputs,
-  // scaled and averaged as for allreduce.
+  // block r holds part r of every fused tensor, or on one host the shared-memory allreduce of
+  // that buffer; this rank's parts go to the entries' outputs, scaled and averaged as for
+  // allreduce. Phases: MEMCPY_IN_FUSION_BUFFER, RING_REDUCESCATTER or SHM_REDUCESCATTER,
+  // MEMCPY_OUT_FUSION_BUFFER.
   Status Reducescatter(const Response& response, const std::vector<TensorEntry*>& entries,
                        PhaseObserver* observer);
   // Pairwise exchanges of the blocks the split matrix assigns; the output comes from the
@@ -103,9 +109,10 @@ class CpuExecutor final : public Executor {
                                       const std::vector<TensorEntry*>& entries,
                                       const std::string& what, PhaseObserver* observer,
                                       bool hierarchical);
-  // Whether this allreduce runs hierarchically (UseHierarchy and its size rule: the
-  // response's, else the one UseHierarchy was given).
-  bool Hierarchical(const Response& response, const std::vector<TensorEntry*>& entries) const;
+  // Whether this op, which moves `bytes` (the fused total, the same on every rank), runs
+  // hierarchically (UseHierarchy and its size rule: the response's, else the one UseHierarchy
+  // was given).
+  bool Hierarchical(const Response& response, uint64_t bytes) const;
   // The reduction proper, in place over `count` elements at `data`: RING_ALLREDUCE over
   // plane_ (DataPlaneAllreduce) or HIERARCHICAL_ALLREDUCE (hierarchical_).
   Status ReduceInPlace(const Response& response, void* data, size_t count, const std::string& what,
@@ -123,8 +130,10 @@ class CpuExecutor final : public Executor {
   DataPlane& plane_;
   SharedMemoryPlane* const shm_;  // null: everything over plane_
   const Logger logger_;
-  // Set once by UseHierarchy, before the first Execute; null: every allreduce over plane_.
+  // Set once by UseHierarchy, before the first Execute; null: every op over plane_.
   std::unique_ptr<HierarchicalAllreduce> hierarchical_;
+  HostPlanes host_planes_;  // for allgather and broadcast
+  bool hierarchical_broadcasts_ = false;
   uint64_t hierarchy_min_bytes_ = 0;  // for responses that carry no rule of their own
   // Background thread only.
   RingScratch scratch_;

@@ -12,6 +12,7 @@
 #include "ops/reduce_kernels.h"
 #include "ops/ring_allgather.h"
 #include "ops/ring_reducescatter.h"
+#include "ops/shm_allgather.h"
 
 namespace kolo::ops {
 
@@ -28,6 +29,17 @@ Status CpuExecutor::Allgather(const Response& response, const std::vector<Tensor
     outputs[t] = AllocateOutput(*entries[t], layout->output_shape(t), what);
   }
   const std::vector<size_t>& block_bytes = layout->block_bytes();
+  // Every rank's block into place at `data` (laid out as the blocks, back to back): through
+  // the job's shared memory on one host, hierarchically on several (UseHierarchy), else a ring.
+  const bool hierarchical = Hierarchical(response, layout->total_bytes());
+  const char* gather_phase = shm_ != nullptr ? "SHM_ALLGATHER"
+                             : hierarchical  ? "HIERARCHICAL_ALLGATHER"
+                                             : "RING_ALLGATHER";
+  auto gather = [&](void* data) {
+    if (shm_ != nullptr) return ShmAllgatherBlocks(*shm_, data, block_bytes, what);
+    return hierarchical ? HierarchicalAllgather(host_planes_, data, block_bytes, what)
+                        : RingAllgather(plane_, data, block_bytes, what);
+  };
   if (tensors == 1 && outputs[0] != nullptr) {
     // Gather straight into the output: its layout is the ring's.
     uint8_t* output = static_cast<uint8_t*>(outputs[0]);
@@ -36,8 +48,8 @@ Status CpuExecutor::Allgather(const Response& response, const std::vector<Tensor
       if (block_bytes[me] > 0)
         std::memcpy(output + layout->own_offset(), entries[0]->input.data, block_bytes[me]);
     }
-    PhaseScope phase(observer, "RING_ALLGATHER");
-    return RingAllgather(plane_, output, block_bytes, what);
+    PhaseScope phase(observer, gather_phase);
+    return gather(output);
   }
   // Through the fusion buffer (core/fusion/fusion_layout.h).
   fusion_buffer_.Reserve(layout->total_bytes());
@@ -50,8 +62,8 @@ Status CpuExecutor::Allgather(const Response& response, const std::vector<Tensor
     }
   }
   {
-    PhaseScope phase(observer, "RING_ALLGATHER");
-    KOLO_RETURN_IF_ERROR(RingAllgather(plane_, fused, block_bytes, what));
+    PhaseScope phase(observer, gather_phase);
+    KOLO_RETURN_IF_ERROR(gather(fused));
   }
   PhaseScope phase(observer, "MEMCPY_OUT_FUSION_BUFFER");
   for (int r = 0; r < plane_.size(); ++r) {
@@ -105,7 +117,17 @@ Status CpuExecutor::Reducescatter(const Response& response,
       }
     }
   }
-  {
+  if (shm_allreduce_ != nullptr) {
+    // On one host: the whole buffer reduced through shared memory, this rank keeping its block.
+    // The slots' reduction is split among the ranks already; copying out the other blocks
+    // costs less than the TCP ring's kernel copies (docs/PERFORMANCE.md, "Reducescatter and
+    // allgather over shared memory"). Average sums here and divides below, as the ring does.
+    PhaseScope phase(observer, "SHM_REDUCESCATTER");
+    spans_.assign(1, ReduceSpan{work, work, total});
+    const ReduceOp op =
+        response.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum : response.reduce_op;
+    KOLO_RETURN_IF_ERROR(shm_allreduce_->Run(spans_, response.dtype, op, ReduceScaling(), what));
+  } else {
     PhaseScope phase(observer, "RING_REDUCESCATTER");
     KOLO_RETURN_IF_ERROR(RingReducescatterBlocks(plane_, work, block_elements, response.dtype,
                                                  response.reduce_op, scratch_, what));

@@ -6,17 +6,12 @@
 namespace kolo::ops {
 namespace {
 
-struct Block {
-  size_t offset = 0;
-  size_t bytes = 0;
-};
-
 class AllgatherExchange final : public StreamExchange {
  public:
-  AllgatherExchange(uint8_t* output, std::vector<Block> sends, std::vector<Block> recvs)
+  AllgatherExchange(uint8_t* output, std::vector<BlockAt> sends, std::vector<BlockAt> recvs)
       : output_(output), sends_(std::move(sends)), recvs_(std::move(recvs)) {
-    for (const Block& b : sends_) send_total_ += b.bytes;
-    for (const Block& b : recvs_) recv_total_ += b.bytes;
+    for (const BlockAt& b : sends_) send_total_ += b.bytes;
+    for (const BlockAt& b : recvs_) recv_total_ += b.bytes;
     Skip();
   }
 
@@ -25,7 +20,7 @@ class AllgatherExchange final : public StreamExchange {
 
   ConstBytes NextSend() override {
     if (send_index_ >= sends_.size()) return {};
-    const Block& block = sends_[send_index_];
+    const BlockAt& block = sends_[send_index_];
     return {output_ + block.offset + sent_, Ready(send_index_) - sent_};
   }
   void OnSent(size_t n) override {
@@ -34,7 +29,7 @@ class AllgatherExchange final : public StreamExchange {
   }
   MutableBytes NextRecv() override {
     if (recv_index_ >= recvs_.size()) return {};
-    const Block& block = recvs_[recv_index_];
+    const BlockAt& block = recvs_[recv_index_];
     return {output_ + block.offset + received_, block.bytes - received_};
   }
   void OnReceived(size_t n) override {
@@ -62,8 +57,8 @@ class AllgatherExchange final : public StreamExchange {
   }
 
   uint8_t* const output_;
-  const std::vector<Block> sends_;
-  const std::vector<Block> recvs_;
+  const std::vector<BlockAt> sends_;
+  const std::vector<BlockAt> recvs_;
   size_t send_total_ = 0;
   size_t recv_total_ = 0;
   size_t send_index_ = 0;
@@ -76,16 +71,25 @@ class AllgatherExchange final : public StreamExchange {
 
 Status RingAllgather(DataPlane& plane, void* output, const std::vector<size_t>& block_bytes,
                      const std::string& what) {
-  const int n = plane.size();
-  const int r = plane.rank();
-  if (n == 1) return Status::Ok();
-  std::vector<Block> blocks(n);
+  std::vector<BlockAt> blocks(block_bytes.size());
   size_t offset = 0;
-  for (int i = 0; i < n; ++i) {
-    blocks[i] = Block{offset, block_bytes[i]};
+  for (size_t i = 0; i < block_bytes.size(); ++i) {
+    blocks[i] = BlockAt{offset, block_bytes[i]};
     offset += block_bytes[i];
   }
-  std::vector<Block> sends, recvs;
+  return RingAllgatherAt(plane, output, blocks, what);
+}
+
+Status RingAllgatherAt(DataPlane& plane, void* output, const std::vector<BlockAt>& blocks,
+                       const std::string& what) {
+  const int n = plane.size();
+  const int r = plane.rank();
+  if (static_cast<int>(blocks.size()) != n) {
+    return Internal(what + ": " + std::to_string(blocks.size()) + " blocks for " +
+                    std::to_string(n) + " ranks");
+  }
+  if (n == 1) return Status::Ok();
+  std::vector<BlockAt> sends, recvs;
   for (int s = 0; s < n - 1; ++s) {
     sends.push_back(blocks[((r - s) % n + n) % n]);
     recvs.push_back(blocks[((r - s - 1) % n + n) % n]);

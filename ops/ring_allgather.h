@@ -19,4 +19,16 @@ namespace kolo::ops {
 Status RingAllgather(DataPlane& plane, void* output, const std::vector<size_t>& block_bytes,
                      const std::string& what);
 
+// Where one rank's block lies: `bytes` bytes from `offset` into the buffer.
+struct BlockAt {
+  size_t offset = 0;
+  size_t bytes = 0;
+};
+
+// As RingAllgather, with the blocks anywhere in `output` (one per rank of `plane`, in its rank
+// order; they must not overlap): the hierarchical allgather's steps gather blocks that lie
+// between other hosts' blocks (ops/hierarchical_gather.h).
+Status RingAllgatherAt(DataPlane& plane, void* output, const std::vector<BlockAt>& blocks,
+                       const std::string& what);
+
 }  // namespace kolo::ops

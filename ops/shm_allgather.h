@@ -14,6 +14,7 @@
 
 #include "core/shared_memory_plane.h"
 #include "kolo/status.h"
+#include "ops/ring_allgather.h"
 
 namespace kolo::ops {
 
@@ -22,5 +23,14 @@ namespace kolo::ops {
 // (job-fatal) when a sync fails; `what` prefixes the message.
 Status ShmAllgatherBlocks(SharedMemoryPlane& plane, void* buffer,
                           const std::vector<size_t>& block_bytes, const std::string& what);
+
+// As ShmAllgatherBlocks, with each rank's share made of several blocks anywhere in `buffer`
+// (`shares[r]`: rank r's blocks, in the order they travel; the same on every rank; no two
+// overlap): a rank's blocks travel as one stream, cut into slot-sized chunks across block
+// edges, so many small blocks cost the syncs of their total, not one each. The hierarchical
+// allgather's step within a host (ops/hierarchical_gather.h) shares every block its rank
+// gathered across the hosts this way.
+Status ShmAllgatherShares(SharedMemoryPlane& plane, void* buffer,
+                          const std::vector<std::vector<BlockAt>>& shares, const std::string& what);
 
 }  // namespace kolo::ops

@@ -23,7 +23,8 @@ std::string HostGroups::Describe() const {
 HostGroups ComputeHostGroups(const std::vector<PeerInfo>& peers, int rank) {
   HostGroups groups;
   std::map<std::string, int> host_index;  // host -> index by lowest rank
-  std::vector<int> place(peers.size());   // each rank's place on its host
+  std::vector<int>& place = groups.place;
+  place.resize(peers.size());
   for (size_t r = 0; r < peers.size(); ++r) {
     auto [it, added] =
         host_index.emplace(peers[r].host, static_cast<int>(groups.ranks_per_host.size()));

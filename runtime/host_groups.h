@@ -1,8 +1,8 @@
-// HostGroups: the rank groups of the hierarchical allreduce (ops/hierarchical_allreduce.h),
-// from the peer table, which every rank holds the same: ranks that report one host name share
-// a host, in any placement (a host's ranks need not be consecutive); a rank's place on its
-// host counts the host's ranks below it (ComputeTopology's local rank, which is derived from
-// these groups). Pure functions.
+// HostGroups: the rank groups of the hierarchical collectives (ops/hierarchical_allreduce.h,
+// ops/hierarchical_gather.h), from the peer table, which every rank holds the same: ranks that
+// report one host name share a host, in any placement (a host's ranks need not be
+// consecutive); a rank's place on its host counts the host's ranks below it (ComputeTopology's
+// local rank, which is derived from these groups). Pure functions.
 #pragma once
 
 #include <string>
@@ -16,6 +16,7 @@ struct HostGroups {
   std::vector<int> local;           // this host's ranks, ascending
   std::vector<int> cross;           // the ranks with this rank's place on their host, ascending
   std::vector<int> ranks_per_host;  // hosts numbered by their lowest rank
+  std::vector<int> place;           // every rank's place on its host, by rank
   int host = 0;                     // this rank's host, by that numbering
 
   // Whether every host has the same number of ranks (the hierarchical allreduce needs it).

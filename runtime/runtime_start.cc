@@ -296,8 +296,16 @@ Status RuntimeImpl::StartExecutors() {
       std::make_unique<ops::CpuExecutor>(*mesh_, MakeLogger(options_.rank, "ops", logger_->level()),
                                          ops::RingScratch::kDefaultBytes, shm_.get());
   if (host_plane_) {
-    executor_->UseHierarchy(*host_plane_, *cross_plane_, host_shm_.get(),
-                            ConfiguredHierarchyMinBytes(options_.hierarchical));
+    ops::HostPlanes planes;
+    planes.local = host_plane_.get();
+    planes.cross = cross_plane_.get();
+    planes.local_shm = host_shm_.get();
+    planes.place = host_groups_.place;
+    planes.rank = mesh_->rank();
+    // Broadcasts only when asked: measured, the two steps gain with many ranks a host and lose
+    // where the link is the limit (docs/SCALE.md, "Hierarchical collectives").
+    executor_->UseHierarchy(std::move(planes), ConfiguredHierarchyMinBytes(options_.hierarchical),
+                            options_.hierarchical == Hierarchical::kOn);
     // The choice is tuned only where KOLO_HIERARCHICAL left it to kolo (auto).
     if (autotuner_ && options_.hierarchical == Hierarchical::kAuto) {
       autotuner_->TuneHierarchy(kHierarchicalAutoMinBytes);

@@ -521,10 +521,10 @@ std::vector<ConfigVar> BuildTable() {
                 "generation (kolorun sets it from --elastic-timeout)."),
       Row("KOLO_TRANSPORT")
           .Enum(&Options::transport, kTransportNames, Transport::kAuto)
-          .Help("CPU allreduce and broadcast data path: shm (shared memory; every rank on this "
-                "host, else init() fails), tcp (the TCP ring and chain), or auto (shm when "
-                "several ranks share one host and no other, tcp otherwise). Same on every "
-                "rank."),
+          .Help("CPU allreduce, broadcast, allgather and reducescatter data path: shm (shared "
+                "memory; every rank on this host, else init() fails), tcp (the TCP ring and "
+                "chain), or auto (shm when several ranks share one host and no other, tcp "
+                "otherwise). Same on every rank."),
       Row("KOLO_SHM_SINGLE_COPY")
           .Enum(&Options::shm_single_copy, kShmSingleCopyNames, ShmSingleCopy::kAuto)
           .Help("Shared-memory allreduces of 256 KiB and more (at most 8 MiB of them out of "
@@ -537,12 +537,15 @@ std::vector<ConfigVar> BuildTable() {
       Row("KOLO_HIERARCHICAL", {"HOROVOD_HIERARCHICAL_ALLREDUCE"})
           .Enum(&Options::hierarchical, kHierarchicalNames, Hierarchical::kAuto)
           .SwitchValues(&Options::hierarchical, Hierarchical::kOn, Hierarchical::kOff)
-          .Help("CPU allreduces of a job whose hosts each run the same number (> 1) of ranks: "
-                "a reduce-scatter within each host, an allreduce of each rank's block across "
-                "the hosts, an allgather within the host. on (or 1): every allreduce; auto: "
-                "those of 64 KiB and more (provisional, not yet measured between real hosts; "
-                "KOLO_AUTOTUNE tunes that size); off (or 0): one flat ring or halving-doubling "
-                "over all ranks. Same on every rank."),
+          .Help("CPU allreduces and allgathers of a job whose hosts each run the same number "
+                "(> 1) of ranks: an allreduce as a reduce-scatter within each host, an allreduce "
+                "of each rank's block across the hosts, an allgather within the host; an "
+                "allgather across the hosts, then within each host. on (or 1): every allreduce "
+                "and allgather, and broadcasts (across the hosts, then within each); auto: "
+                "allreduces and allgathers of 64 KiB and more (provisional, not yet measured "
+                "between real hosts; KOLO_AUTOTUNE tunes that size for allreduces); off (or 0): "
+                "flat rings, halving-doubling and the broadcast chain over all ranks. Same on "
+                "every rank."),
       Row("KOLO_FAST_PATH")
           .Bool(&Options::fast_path, true)
           .Help("1: allreduces seen before (cached) are agreed on among the ranks, without a "

@@ -80,8 +80,9 @@ const std::vector<HorovodVariable>& HorovodVariables() {
       NoEffect("HOROVOD_BATCH_D2D_MEMCOPIES",
                "tunes Horovod's GPU fusion-buffer copies, which kolo does not have"),
       NoEffect("HOROVOD_LOG_HIDE_TIME", "kolo's log lines have a fixed format"),
-      OnlyWith("HOROVOD_HIERARCHICAL_ALLGATHER", "0",
-               "kolo has no hierarchical allgather; unset it or set 0"),
+      NoEffect("HOROVOD_HIERARCHICAL_ALLGATHER",
+               "KOLO_HIERARCHICAL (HOROVOD_HIERARCHICAL_ALLREDUCE) decides for allreduces, "
+               "allgathers and broadcasts together"),
       NoEffect("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
                "kolo's autotuner climbs a doubling grid instead of Horovod's Bayesian "
                "optimisation (KOLO_AUTOTUNE)"),

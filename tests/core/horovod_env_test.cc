@@ -36,9 +36,10 @@ TEST_CASE("HOROVOD_HOSTNAME and HOROVOD_STALL_CHECK_DISABLE work", "[core][optio
 
 TEST_CASE("Horovod variables about parts kolo does not have are accepted",
           "[core][options][horovod]") {
-  const char* name = GENERATE("HOROVOD_DYNAMIC_PROCESS_SETS", "HOROVOD_MIXED_INSTALL",
-                              "HOROVOD_MPI_THREADS_DISABLE", "HOROVOD_GLOO_IFACE",
-                              "HOROVOD_GPU_ALLREDUCE", "HOROVOD_CROSS_RANK");
+  const char* name =
+      GENERATE("HOROVOD_DYNAMIC_PROCESS_SETS", "HOROVOD_MIXED_INSTALL",
+               "HOROVOD_MPI_THREADS_DISABLE", "HOROVOD_GLOO_IFACE", "HOROVOD_GPU_ALLREDUCE",
+               "HOROVOD_CROSS_RANK", "HOROVOD_HIERARCHICAL_ALLGATHER");
   auto options = Options::FromMap({{name, "1"}});
   REQUIRE(options.ok());
   CHECK(options->environment_warnings.empty());  // no near-miss warning either
@@ -46,13 +47,13 @@ TEST_CASE("Horovod variables about parts kolo does not have are accepted",
 
 TEST_CASE("A Horovod switch kolo lacks is accepted off and refused on",
           "[core][options][horovod]") {
-  CHECK(Options::FromMap({{"HOROVOD_HIERARCHICAL_ALLGATHER", "0"},
+  CHECK(Options::FromMap({{"HOROVOD_DISABLE_GROUP_FUSION", "0"},
                           {"HOROVOD_ELASTIC", "0"},
                           {"HOROVOD_NUM_NCCL_STREAMS", "1"}})
             .ok());
-  CHECK(ErrorOf({{"HOROVOD_HIERARCHICAL_ALLGATHER", "1"}}) ==
-        "HOROVOD_HIERARCHICAL_ALLGATHER=1 is not supported: kolo has no hierarchical allgather; "
-        "unset it or set 0");
+  CHECK(ErrorOf({{"HOROVOD_DISABLE_GROUP_FUSION", "1"}}) ==
+        "HOROVOD_DISABLE_GROUP_FUSION=1 is not supported: kolo always fuses a group's tensors "
+        "together with other ready tensors; unset it or set 0");
   CHECK(ErrorOf({{"HOROVOD_ELASTIC", "1"}}) ==
         "HOROVOD_ELASTIC=1 is not supported: kolo's elastic jobs are started by kolorun "
         "--min-np/--max-np/--host-discovery-script (docs/ELASTIC.md), which sets "

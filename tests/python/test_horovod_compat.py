@@ -18,10 +18,10 @@ def refused(call, error, text):
     else:
         raise SystemExit("no %s from %s" % (error.__name__, call))
 
-os.environ["HOROVOD_HIERARCHICAL_ALLGATHER"] = "1"
-refused(hvd.init, ValueError, "HOROVOD_HIERARCHICAL_ALLGATHER=1 is not supported: kolo has "
-        "no hierarchical allgather")
-del os.environ["HOROVOD_HIERARCHICAL_ALLGATHER"]
+os.environ["HOROVOD_DISABLE_GROUP_FUSION"] = "1"
+refused(hvd.init, ValueError, "HOROVOD_DISABLE_GROUP_FUSION=1 is not supported: kolo always "
+        "fuses a group's tensors")
+del os.environ["HOROVOD_DISABLE_GROUP_FUSION"]
 os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"  # Horovod's test suites set it: accepted
 
 refused(lambda: hvd.init(comm=object()), ValueError, "an MPI communicator cannot be passed")

@@ -27,6 +27,7 @@ TEST_CASE("Host groups of consecutive ranks pair each local rank with its peers 
   CHECK(g.local == std::vector<int>{2, 3});
   CHECK(g.cross == std::vector<int>{1, 3, 5});
   CHECK(g.ranks_per_host == std::vector<int>{2, 2, 2});
+  CHECK(g.place == std::vector<int>{0, 1, 0, 1, 0, 1});
   CHECK(g.uniform());
   CHECK(g.Describe() == "3 hosts of 2 ranks");
 }
@@ -42,6 +43,7 @@ TEST_CASE("Host groups of interleaved ranks follow the host names, not the rank 
   CHECK(g3.local == std::vector<int>{1, 3});
   CHECK(g3.cross == std::vector<int>{2, 3});
   CHECK(g3.host == 1);
+  CHECK(g3.place == std::vector<int>{0, 0, 1, 1});
 }
 
 TEST_CASE("Host groups say when hosts have different numbers of ranks", "[runtime][hierarchical]") {

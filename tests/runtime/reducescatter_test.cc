@@ -1,10 +1,16 @@
 // Reducescatter through the public API, over real gRPC and loopback sockets: uneven splits of
-// dimension 0, every dtype, sum and average, and argument errors.
+// dimension 0, every dtype, sum and average, through shared memory and over the TCP ring (the
+// path read from the timeline), and argument errors.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <fstream>
+#include <iterator>
+#include <string>
 
+#include "core/config/config_table.h"
 #include "core/op_validation.h"
 #include "tests/support/local_job.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/tensor_values.h"
 #include "tests/support/watchdog.h"
 
@@ -61,23 +67,39 @@ TEST_CASE("The rows split as documented", "[runtime][reducescatter]") {
 
 TEST_CASE("Reducescatter leaves each rank its part of the reduction", "[runtime][reducescatter]") {
   const int n = GENERATE(1, 2, 3, 4);
-  Watchdog watchdog("reducescatter sweep with " + std::to_string(n) + " ranks",
+  // On one host: through shared memory (auto), or the TCP ring (tcp).
+  const std::string transport = GENERATE(as<std::string>(), "auto", "tcp");
+  Watchdog watchdog("reducescatter sweep with " + std::to_string(n) + " ranks over " + transport,
                     std::chrono::seconds(90));
-  LocalJob job(n);
-  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
-    for (DataType dtype : kAllDataTypes) {
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
-        if (!kolo::testing::HasReduceOp(dtype, op)) continue;
-        for (int64_t rows : {int64_t{0}, int64_t{1}, int64_t{13}, int64_t{5 * n + 3}}) {
-          std::string e = CheckReducescatter(rt, dtype, op, rows, 3);
-          if (!e.empty()) return e;
+  const kolo::testing::TempDir temp("kolo-reducescatter-test-");
+  {
+    LocalJob job(n, [&](Options& options) {
+      options.transport = *TransportFromName(transport);
+      options.timeline_path = temp.File("t.json");
+    });
+    auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+      for (DataType dtype : kAllDataTypes) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
+          if (!kolo::testing::HasReduceOp(dtype, op)) continue;
+          for (int64_t rows : {int64_t{0}, int64_t{1}, int64_t{13}, int64_t{5 * n + 3}}) {
+            std::string e = CheckReducescatter(rt, dtype, op, rows, 3);
+            if (!e.empty()) return e;
+          }
         }
       }
-    }
-    // Several MiB, more than the ring's scratch.
-    return CheckReducescatter(rt, DataType::kFloat32, ReduceOp::kSum, 4099, 257);
-  });
-  CHECK(failures == std::vector<std::string>{});
+      // Several MiB, more than the ring's scratch and the segment's 1 MiB slots.
+      return CheckReducescatter(rt, DataType::kFloat32, ReduceOp::kSum, 4099, 257);
+    });
+    CHECK(failures == std::vector<std::string>{});
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+  }
+  if (n > 1) {
+    std::ifstream in(temp.File("t.rank0.json"));
+    const std::string timeline((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+    CHECK((timeline.find("\"SHM_REDUCESCATTER\"") != std::string::npos) == (transport == "auto"));
+    CHECK((timeline.find("\"RING_REDUCESCATTER\"") != std::string::npos) == (transport == "tcp"));
+  }
 }
 
 TEST_CASE("Reducescatter errors: a scalar and a wrong output size at enqueue, shapes everywhere",

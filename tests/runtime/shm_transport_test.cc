@@ -1,14 +1,16 @@
-// Allreduce and broadcast over the shared-memory data plane through the public API: N runtimes
-// in one process (real gRPC, real loopback mesh, a real POSIX shared-memory segment), with
-// KOLO_TRANSPORT=shm and auto, and KOLO_SHM_SINGLE_COPY=on and off (the slots alone); results
-// checked against the direct computation and compared bit for bit across ranks and across the
-// two paths; broadcast over shm and tcp alike; the transport choice visible in the process's
-// mappings; shm refused for a job that spans hosts.
+// Allreduce, broadcast and allgather over the shared-memory data plane through the public API:
+// N runtimes in one process (real gRPC, real loopback mesh, a real POSIX shared-memory segment),
+// with KOLO_TRANSPORT=shm and auto, and KOLO_SHM_SINGLE_COPY=on and off (the slots alone);
+// results checked against the direct computation and compared bit for bit across ranks and
+// across the two paths; broadcast and allgather over shm and tcp alike (allgather's path read
+// from the timeline); the transport choice visible in the process's mappings; shm refused for a
+// job that spans hosts.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -20,6 +22,7 @@
 #include "tests/support/allreduce_sweep.h"
 #include "tests/support/cross_memory_attach.h"
 #include "tests/support/local_job.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/tensor_values.h"
 #include "tests/support/watchdog.h"
 
@@ -208,6 +211,70 @@ TEST_CASE("Broadcast over shared memory and over TCP delivers the root's bytes, 
     return "";
   });
   for (const std::string& failure : failures) CHECK(failure == "");
+}
+
+TEST_CASE("Allgather over shared memory and over TCP gathers uneven blocks, alone and fused",
+          "[runtime][allgather][shm]") {
+  const int n = GENERATE(2, 3, 4);
+  const std::string transport = GENERATE(as<std::string>(), "shm", "tcp");
+  Watchdog watchdog("allgather over " + transport + ", " + std::to_string(n) + " ranks",
+                    std::chrono::seconds(60));
+  const kolo::testing::TempDir temp("kolo-shm-allgather-test-");
+  {
+    LocalJob job(n, [&](Options& options) {
+      WithTransport(transport)(options);
+      options.timeline_path = temp.File("t.json");
+    });
+    // Rows of 1031 float32 a rank: none on rank 1, a few, and blocks past a 1 MiB slot.
+    auto rows = [](int rank, int pattern) -> int64_t {
+      if (pattern == 0) return rank == 1 ? 0 : rank + 1;
+      return 300 + 40 * rank + pattern;
+    };
+    auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+      std::string failure;  // the first; every rank goes on, so none waits for another
+      for (int tensors : {1, 2}) {
+        for (int pattern = 0; pattern < 2; ++pattern) {
+          std::vector<std::string> names;
+          std::vector<std::vector<uint8_t>> inputs(2), outputs(2);
+          std::vector<TensorView> views;
+          std::vector<Allocator> allocators;
+          for (int t = 0; t < tensors; ++t) {
+            const int64_t count = rows(rt.rank(), pattern + t) * 1031;
+            names.push_back("g/" + std::to_string(tensors) + "/" + std::to_string(pattern) + "/" +
+                            std::to_string(t));
+            inputs[t] =
+                kolo::testing::MakeInput(DataType::kFloat32, count, rt.rank(), ReduceOp::kSum);
+            views.push_back(
+                {inputs[t].data(), DataType::kFloat32, {count / 1031, 1031}, Device::Cpu()});
+            allocators.push_back([&outputs, t](const std::vector<int64_t>& shape) -> void* {
+              outputs[t].assign(static_cast<size_t>(shape[0] * shape[1]) * 4, 0xEE);
+              return outputs[t].data();
+            });
+          }
+          Status s = tensors == 1 ? rt.Allgather(names[0], views[0], allocators[0])
+                                  : rt.GroupedAllgather(names, views, allocators);
+          if (!s.ok() && failure.empty()) failure = names[0] + ": " + s.ToString();
+          for (int t = 0; t < tensors && s.ok(); ++t) {
+            std::vector<uint8_t> expected;
+            for (int r = 0; r < rt.size(); ++r) {
+              std::vector<uint8_t> part = kolo::testing::MakeInput(
+                  DataType::kFloat32, rows(r, pattern + t) * 1031, r, ReduceOp::kSum);
+              expected.insert(expected.end(), part.begin(), part.end());
+            }
+            if (outputs[t] != expected && failure.empty()) failure = names[t] + ": wrong bytes";
+          }
+        }
+      }
+      return failure;
+    });
+    for (const std::string& failure : failures) CHECK(failure == "");
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+  }
+  std::ifstream in(temp.File("t.rank1.json"));
+  const std::string timeline((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  CHECK((timeline.find("\"SHM_ALLGATHER\"") != std::string::npos) == (transport == "shm"));
+  CHECK((timeline.find("\"RING_ALLGATHER\"") != std::string::npos) == (transport == "tcp"));
 }
 
 TEST_CASE("KOLO_TRANSPORT=tcp keeps allreduce off shared memory", "[runtime][shm]") {

@@ -3,8 +3,11 @@
 # the same run, printed as one table (median µs per op of the slowest rank, bus bandwidth).
 #
 #   tools/testbed/bench.sh [--hosts 4] [--ranks-per-host 4] [--rate 10gbit] [--delay 25us]
-#                          [--sizes 4K,64M] [--iters 20] [--warmup 5]
+#                          [--sizes 4K,64M] [--iters 20] [--warmup 5] [--op allreduce]
 #
+# --op allgather or broadcast (from rank 0) times kolo's, flat and hierarchical, in their place
+# (kolo-bench's sizes: allgather's output, broadcast's buffer); the Open MPI benchmark times
+# allreduce only, so those tables have no Open MPI row.
 # (Default hosts and ranks: 4 x 4 on a machine of 16 cores or more, else 2 x 2.)
 # Brings a testbed up (deleted at the end, also when interrupted), then per size runs
 # kolo-bench with KOLO_HIERARCHICAL=off and =on (passed through; a kolo that does not know the
@@ -20,7 +23,7 @@ build=${BUILD:-$repo/build}
 testbed=$here/testbed
 # 4 hosts x 4 ranks (the issue's testbed) where the cores allow it, else 2 x 2.
 if (($(nproc) >= 16)); then hosts=4 ranks=4; else hosts=2 ranks=2; fi
-rate=10gbit delay=25us sizes=4K,64M iters=20 warmup=5
+rate=10gbit delay=25us sizes=4K,64M iters=20 warmup=5 op=allreduce
 while (($#)); do
   case $1 in
   --hosts) hosts=${2:?}; shift 2 ;;
@@ -30,15 +33,21 @@ while (($#)); do
   --sizes) sizes=${2:?}; shift 2 ;;
   --iters) iters=${2:?}; shift 2 ;;
   --warmup) warmup=${2:?}; shift 2 ;;
+  --op) op=${2:?}; shift 2 ;;
   -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench.sh: unknown flag '$1' (--help)" >&2; exit 2 ;;
   esac
 done
+case $op in
+allreduce) op_flags=(--inplace 1) ;;  # as Open MPI's benchmark, MPI_IN_PLACE
+allgather | broadcast) op_flags=(--op "$op") ;;
+*) echo "bench.sh: --op must be allreduce, allgather or broadcast, not '$op'" >&2; exit 2 ;;
+esac
 [[ -x $build/bin/kolo-bench ]] || { echo "bench.sh: no $build/bin/kolo-bench: build kolo first" >&2; exit 1; }
 export KOLORUN=${KOLORUN:-$build/bin/kolorun}
 
 ompi_bench=""
-if command -v "${MPIRUN:-/usr/bin/mpirun}" >/dev/null; then
+if [[ $op == allreduce ]] && command -v "${MPIRUN:-/usr/bin/mpirun}" >/dev/null; then
   ompi_bench=$("$here/build-mpi-bench" "$build/testbed") || ompi_bench=""
 fi
 
@@ -76,11 +85,15 @@ row() {
 
 cpu=$(lscpu | awk -F': *' '/^Model name/ && !seen++ { print $2 }')
 shaping=$("$testbed" status --name "$name" | sed -n '1s/.*; //p')
-echo "# kolo and Open MPI allreduce (float sum, in place) on the testbed: $hosts hosts x $ranks ranks"
+if [[ $op == allreduce ]]; then
+  echo "# kolo and Open MPI allreduce (float sum, in place) on the testbed: $hosts hosts x $ranks ranks"
+else
+  echo "# kolo $op (float) on the testbed: $hosts hosts x $ranks ranks"
+fi
 echo "# links: $shaping"
 echo "# cpu: $cpu, $(nproc) cores; $(date -u '+%Y-%m-%d %H:%M UTC'); kolo $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "# time: median over $iters iterations (after $warmup) of the slowest rank's µs; busbw GB/s"
-echo "# reproduce: tools/testbed/bench.sh --hosts $hosts --ranks-per-host $ranks --rate $rate --delay $delay --sizes $sizes --iters $iters --warmup $warmup"
+echo "# reproduce: tools/testbed/bench.sh --hosts $hosts --ranks-per-host $ranks --rate $rate --delay $delay --sizes $sizes --iters $iters --warmup $warmup --op $op"
 echo
 echo "| config | size | time µs | busbw GB/s | wrong |"
 echo "|---|---|---|---|---|"
@@ -89,10 +102,12 @@ for size in ${sizes//,/ }; do
     rc=0
     KOLO_HIERARCHICAL=$hier timeout -k 5 600 "$testbed" run --name "$name" --start-timeout 60 -- \
       "$build/bin/kolo-bench" -b "$size" -e "$size" -n "$iters" -w "$warmup" --stat median \
-      --barrier 1 --inplace 1 >"$log/out" 2>"$log/err" || rc=$?
+      --barrier 1 "${op_flags[@]}" >"$log/out" 2>"$log/err" || rc=$?
     row "kolo hierarchical=$hier" "$size" "$rc"
   done
-  if [[ -n $ompi_bench ]]; then
+  if [[ $op != allreduce ]]; then
+    :  # Open MPI's benchmark times allreduce only
+  elif [[ -n $ompi_bench ]]; then
     rc=0
     timeout -k 5 600 "$testbed" mpirun --name "$name" -- "$ompi_bench" -s "$(bytes_of "$size")" \
       -n "$iters" -w "$warmup" >"$log/out" 2>"$log/err" || rc=$?
