@@ -8,9 +8,7 @@
 // Horovod's variable, and hosts with different numbers of ranks (flat).
 #include <catch2/catch.hpp>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,9 +19,11 @@
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tensor_values.h"
+#include "tests/support/timeline_text.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
+using kolo::testing::HasActivity;
 using kolo::testing::KoloShmMappings;
 using kolo::testing::LocalJob;
 using kolo::testing::View;
@@ -52,17 +52,6 @@ std::function<void(Options&)> OnHosts(const std::string& placement, Hierarchical
   };
 }
 
-std::string TextOf(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-bool Has(const std::string& text, const std::string& activity) {
-  return text.find("\"" + activity + "\"") != std::string::npos;
-}
-
 // Runs one allreduce of `small` and one of `large` float32 elements on every rank of a job on
 // `placement` with `mode`, checks their results, shuts the job down and returns rank 0's
 // timeline.
@@ -88,7 +77,7 @@ std::string TimelineOfTwoOps(const std::string& placement, Hierarchical mode, in
     for (const std::string& failure : failures) CHECK(failure == "");
     for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
   }
-  return TextOf(temp.File("t.rank0.json"));
+  return kolo::testing::FileText(temp.File("t.rank0.json"));
 }
 
 }  // namespace
@@ -175,18 +164,18 @@ TEST_CASE(
   const int64_t large = 1 << 16;
   SECTION("on: every allreduce") {
     const std::string timeline = TimelineOfTwoOps("ab", Hierarchical::kOn, small, large);
-    CHECK(Has(timeline, "HIERARCHICAL_ALLREDUCE"));
-    CHECK_FALSE(Has(timeline, "RING_ALLREDUCE"));
+    CHECK(HasActivity(timeline, "HIERARCHICAL_ALLREDUCE"));
+    CHECK_FALSE(HasActivity(timeline, "RING_ALLREDUCE"));
   }
   SECTION("auto: the large one only") {
     const std::string timeline = TimelineOfTwoOps("interleaved", Hierarchical::kAuto, small, large);
-    CHECK(Has(timeline, "HIERARCHICAL_ALLREDUCE"));
-    CHECK(Has(timeline, "RING_ALLREDUCE"));
+    CHECK(HasActivity(timeline, "HIERARCHICAL_ALLREDUCE"));
+    CHECK(HasActivity(timeline, "RING_ALLREDUCE"));
   }
   SECTION("off: none") {
     const std::string timeline = TimelineOfTwoOps("ab", Hierarchical::kOff, small, large);
-    CHECK_FALSE(Has(timeline, "HIERARCHICAL_ALLREDUCE"));
-    CHECK(Has(timeline, "RING_ALLREDUCE"));
+    CHECK_FALSE(HasActivity(timeline, "HIERARCHICAL_ALLREDUCE"));
+    CHECK(HasActivity(timeline, "RING_ALLREDUCE"));
   }
   SECTION("HOROVOD_HIERARCHICAL_ALLREDUCE=1 and 0") {
     for (const char* value : {"1", "0"}) {
@@ -194,14 +183,14 @@ TEST_CASE(
       REQUIRE(parsed.ok());
       const std::string timeline = TimelineOfTwoOps("ab", parsed->hierarchical, small, large);
       INFO("HOROVOD_HIERARCHICAL_ALLREDUCE=" << value);
-      CHECK(Has(timeline, "HIERARCHICAL_ALLREDUCE") == (std::string(value) == "1"));
-      CHECK(Has(timeline, "RING_ALLREDUCE") == (std::string(value) == "0"));
+      CHECK(HasActivity(timeline, "HIERARCHICAL_ALLREDUCE") == (std::string(value) == "1"));
+      CHECK(HasActivity(timeline, "RING_ALLREDUCE") == (std::string(value) == "0"));
     }
   }
   SECTION("on, but hosts with different numbers of ranks: flat, and still right") {
     const std::string timeline = TimelineOfTwoOps("3+1", Hierarchical::kOn, small, large);
-    CHECK_FALSE(Has(timeline, "HIERARCHICAL_ALLREDUCE"));
-    CHECK(Has(timeline, "RING_ALLREDUCE"));
+    CHECK_FALSE(HasActivity(timeline, "HIERARCHICAL_ALLREDUCE"));
+    CHECK(HasActivity(timeline, "RING_ALLREDUCE"));
   }
 }
 

@@ -9,9 +9,7 @@
 // RING_ALLGATHER) for KOLO_HIERARCHICAL on, auto (allgathers by size, broadcasts flat) and off.
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,9 +18,11 @@
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tensor_values.h"
+#include "tests/support/timeline_text.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
+using kolo::testing::HasActivity;
 using kolo::testing::LocalJob;
 using kolo::testing::Watchdog;
 
@@ -49,17 +49,6 @@ std::function<void(Options&)> OnHosts(const std::string& placement, Hierarchical
     options.transport = transport;
     options.timeline_path = timeline;
   };
-}
-
-std::string TextOf(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-bool Has(const std::string& text, const std::string& activity) {
-  return text.find("\"" + activity + "\"") != std::string::npos;
 }
 
 // Bytes that differ by rank and position, so a block in the wrong place or from the wrong rank
@@ -170,9 +159,9 @@ TEST_CASE("Hierarchical broadcast delivers the root's bytes from every root",
     for (const std::string& failure : failures) CHECK(failure == "");
     for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
   }
-  const std::string timeline = TextOf(temp.File("t.rank1.json"));
-  CHECK(Has(timeline, "HIERARCHICAL_BROADCAST"));
-  CHECK_FALSE(Has(timeline, "CHAIN_BROADCAST"));
+  const std::string timeline = kolo::testing::FileText(temp.File("t.rank1.json"));
+  CHECK(HasActivity(timeline, "HIERARCHICAL_BROADCAST"));
+  CHECK_FALSE(HasActivity(timeline, "CHAIN_BROADCAST"));
 }
 
 TEST_CASE("Hierarchical allgather gathers uneven blocks in rank order, alone and fused",
@@ -193,9 +182,9 @@ TEST_CASE("Hierarchical allgather gathers uneven blocks in rank order, alone and
     for (const std::string& failure : failures) CHECK(failure == "");
     for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
   }
-  const std::string timeline = TextOf(temp.File("t.rank2.json"));
-  CHECK(Has(timeline, "HIERARCHICAL_ALLGATHER"));
-  CHECK_FALSE(Has(timeline, "RING_ALLGATHER"));
+  const std::string timeline = kolo::testing::FileText(temp.File("t.rank2.json"));
+  CHECK(HasActivity(timeline, "HIERARCHICAL_ALLGATHER"));
+  CHECK_FALSE(HasActivity(timeline, "RING_ALLGATHER"));
 }
 
 TEST_CASE(
@@ -236,27 +225,27 @@ TEST_CASE(
       for (const std::string& failure : failures) CHECK(failure == "");
       for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
     }
-    return TextOf(temp.File("t.rank3.json"));
+    return kolo::testing::FileText(temp.File("t.rank3.json"));
   };
   SECTION("on: every one") {
     const std::string timeline = run(Hierarchical::kOn);
-    CHECK(Has(timeline, "HIERARCHICAL_BROADCAST"));
-    CHECK(Has(timeline, "HIERARCHICAL_ALLGATHER"));
-    CHECK_FALSE(Has(timeline, "CHAIN_BROADCAST"));
-    CHECK_FALSE(Has(timeline, "RING_ALLGATHER"));
+    CHECK(HasActivity(timeline, "HIERARCHICAL_BROADCAST"));
+    CHECK(HasActivity(timeline, "HIERARCHICAL_ALLGATHER"));
+    CHECK_FALSE(HasActivity(timeline, "CHAIN_BROADCAST"));
+    CHECK_FALSE(HasActivity(timeline, "RING_ALLGATHER"));
   }
   SECTION("auto: the large allgather only; broadcasts flat") {
     const std::string timeline = run(Hierarchical::kAuto);
-    CHECK_FALSE(Has(timeline, "HIERARCHICAL_BROADCAST"));
-    CHECK(Has(timeline, "HIERARCHICAL_ALLGATHER"));
-    CHECK(Has(timeline, "CHAIN_BROADCAST"));
-    CHECK(Has(timeline, "RING_ALLGATHER"));
+    CHECK_FALSE(HasActivity(timeline, "HIERARCHICAL_BROADCAST"));
+    CHECK(HasActivity(timeline, "HIERARCHICAL_ALLGATHER"));
+    CHECK(HasActivity(timeline, "CHAIN_BROADCAST"));
+    CHECK(HasActivity(timeline, "RING_ALLGATHER"));
   }
   SECTION("off: none") {
     const std::string timeline = run(Hierarchical::kOff);
-    CHECK_FALSE(Has(timeline, "HIERARCHICAL_BROADCAST"));
-    CHECK_FALSE(Has(timeline, "HIERARCHICAL_ALLGATHER"));
-    CHECK(Has(timeline, "CHAIN_BROADCAST"));
-    CHECK(Has(timeline, "RING_ALLGATHER"));
+    CHECK_FALSE(HasActivity(timeline, "HIERARCHICAL_BROADCAST"));
+    CHECK_FALSE(HasActivity(timeline, "HIERARCHICAL_ALLGATHER"));
+    CHECK(HasActivity(timeline, "CHAIN_BROADCAST"));
+    CHECK(HasActivity(timeline, "RING_ALLGATHER"));
   }
 }

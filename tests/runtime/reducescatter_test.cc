@@ -3,8 +3,6 @@
 // path read from the timeline), and argument errors.
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include "core/config/config_table.h"
@@ -12,6 +10,7 @@
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tensor_values.h"
+#include "tests/support/timeline_text.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
@@ -94,11 +93,9 @@ TEST_CASE("Reducescatter leaves each rank its part of the reduction", "[runtime]
     for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
   }
   if (n > 1) {
-    std::ifstream in(temp.File("t.rank0.json"));
-    const std::string timeline((std::istreambuf_iterator<char>(in)),
-                               std::istreambuf_iterator<char>());
-    CHECK((timeline.find("\"SHM_REDUCESCATTER\"") != std::string::npos) == (transport == "auto"));
-    CHECK((timeline.find("\"RING_REDUCESCATTER\"") != std::string::npos) == (transport == "tcp"));
+    const std::string timeline = kolo::testing::FileText(temp.File("t.rank0.json"));
+    CHECK(kolo::testing::HasActivity(timeline, "SHM_REDUCESCATTER") == (transport == "auto"));
+    CHECK(kolo::testing::HasActivity(timeline, "RING_REDUCESCATTER") == (transport == "tcp"));
   }
 }
 

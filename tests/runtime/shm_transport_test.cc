@@ -10,7 +10,6 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,6 +23,7 @@
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tensor_values.h"
+#include "tests/support/timeline_text.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
@@ -270,11 +270,9 @@ TEST_CASE("Allgather over shared memory and over TCP gathers uneven blocks, alon
     for (const std::string& failure : failures) CHECK(failure == "");
     for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
   }
-  std::ifstream in(temp.File("t.rank1.json"));
-  const std::string timeline((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  CHECK((timeline.find("\"SHM_ALLGATHER\"") != std::string::npos) == (transport == "shm"));
-  CHECK((timeline.find("\"RING_ALLGATHER\"") != std::string::npos) == (transport == "tcp"));
+  const std::string timeline = kolo::testing::FileText(temp.File("t.rank1.json"));
+  CHECK(kolo::testing::HasActivity(timeline, "SHM_ALLGATHER") == (transport == "shm"));
+  CHECK(kolo::testing::HasActivity(timeline, "RING_ALLGATHER") == (transport == "tcp"));
 }
 
 TEST_CASE("KOLO_TRANSPORT=tcp keeps allreduce off shared memory", "[runtime][shm]") {
