@@ -3,8 +3,8 @@
 // through one fusion buffer, with prescale/postscale folded into the copies; or, when it was
 // given a SharedMemoryPlane (every rank on one host), with ops/shm_allreduce.h straight from
 // the tensors through shared memory; broadcast, allgather and reducescatter then go through
-// shared memory too (ops/shm_broadcast.h, ops/shm_allgather.h, and reducescatter as a
-// shared-memory allreduce of its fusion buffer). Alltoall always uses the DataPlane.
+// shared memory too (ops/shm_broadcast.h, ops/shm_allgather.h, ops/shm_reducescatter.h).
+// Alltoall always uses the DataPlane.
 //
 // Threading: one thread at a time (like every Executor; core/executor.h). Owns its fusion
 // buffer and ring scratch, which it reuses across calls and never shrinks.
@@ -80,11 +80,13 @@ class CpuExecutor final : public Executor {
   // this rank only (entry.local_error); the rank still relays.
   Status Allgather(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseObserver* observer);
-  // Ring reduce-scatter through the fusion buffer (the inputs stay untouched), laid out so that
-  // block r holds part r of every fused tensor, or on one host the shared-memory allreduce of
-  // that buffer; this rank's parts go to the entries' outputs, scaled and averaged as for
-  // allreduce. Phases: MEMCPY_IN_FUSION_BUFFER, RING_REDUCESCATTER or SHM_REDUCESCATTER,
-  // MEMCPY_OUT_FUSION_BUFFER.
+  // Ring reduce-scatter (on one host ops/shm_reducescatter.h) through the fusion buffer (the
+  // inputs stay untouched), laid out so that block r holds part r of every fused tensor; this
+  // rank's parts go to the entries' outputs, scaled and averaged as for allreduce. Phases:
+  // MEMCPY_IN_FUSION_BUFFER, RING_REDUCESCATTER or SHM_REDUCESCATTER, MEMCPY_OUT_FUSION_BUFFER.
+  // On one host a lone tensor without prescale skips the fusion buffer (its input is laid out
+  // so already): SHM_REDUCESCATTER from its input into its output, then SCALE_OUTPUT where there
+  // is a postscale or an integer average.
   Status Reducescatter(const Response& response, const std::vector<TensorEntry*>& entries,
                        PhaseObserver* observer);
   // Pairwise exchanges of the blocks the split matrix assigns; the output comes from the

@@ -2,6 +2,7 @@
 // reducescatter and alltoall (ops/cpu_executor.h states the contract), their fused buffers laid
 // out as on every path (core/fusion/fusion_layout.h). Allreduce, broadcast and the dispatch are
 // in cpu_executor.cc.
+#include <cstdint>
 #include <cstring>
 
 #include "core/fusion/fusion_layout.h"
@@ -13,8 +14,21 @@
 #include "ops/ring_allgather.h"
 #include "ops/ring_reducescatter.h"
 #include "ops/shm_allgather.h"
+#include "ops/shm_reducescatter.h"
 
 namespace kolo::ops {
+namespace {
+
+// Whether a reducescatter's output may be written while its input is read (ShmReducescatter):
+// it lies outside the input's `total` bytes, or is exactly this rank's block of it (in place).
+bool DisjointOrOwnBlock(const TensorEntry& entry, size_t total, size_t own_offset) {
+  const auto in = reinterpret_cast<uintptr_t>(entry.input.data);
+  const auto out = reinterpret_cast<uintptr_t>(entry.output.data);
+  const size_t out_bytes = entry.output.num_bytes();
+  return out + out_bytes <= in || out >= in + total || out == in + own_offset;
+}
+
+}  // namespace
 
 Status CpuExecutor::Allgather(const Response& response, const std::vector<TensorEntry*>& entries,
                               PhaseObserver* observer) {
@@ -96,6 +110,28 @@ Status CpuExecutor::Reducescatter(const Response& response,
     if (r == me) own_offset = total;
     total += block_elements[r];
   }
+  const ReduceOp op =  // average sums, and divides at the end
+      response.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum : response.reduce_op;
+  if (shm_ != nullptr && tensors == 1 && response.prescale == 1.0 &&
+      DisjointOrOwnBlock(*entries[0], total * element_size, own_offset * element_size)) {
+    // One tensor on one host: its input is rank-major already, so the slots read it where it
+    // is and this rank's block is reduced straight into the output.
+    void* output = entries[0]->output.data;
+    const size_t count = block_elements[me];
+    {
+      PhaseScope phase(observer, "SHM_REDUCESCATTER");
+      KOLO_RETURN_IF_ERROR(ShmReducescatter(*shm_, entries[0]->input.data, output, block_elements,
+                                            response.dtype, op, what));
+    }
+    const double post = PostFactor(response);
+    if (post != 1.0 ||
+        (response.reduce_op == ReduceOp::kAverage && !IsFloatingPoint(response.dtype))) {
+      PhaseScope phase(observer, "SCALE_OUTPUT");
+      FinishIntegerAverage(response, output, count);
+      ScaleCopy(output, output, count, response.dtype, post);
+    }
+    return Status::Ok();
+  }
   // Rank-major: block r holds part r of every tensor, so the ring leaves this rank's parts
   // together. For one tensor this is just its input, scaled (the input stays untouched).
   fusion_buffer_.Reserve(total * element_size);
@@ -117,16 +153,10 @@ Status CpuExecutor::Reducescatter(const Response& response,
       }
     }
   }
-  if (shm_allreduce_ != nullptr) {
-    // On one host: the whole buffer reduced through shared memory, this rank keeping its block.
-    // The slots' reduction is split among the ranks already; copying out the other blocks
-    // costs less than the TCP ring's kernel copies (docs/PERFORMANCE.md, "Reducescatter and
-    // allgather over shared memory"). Average sums here and divides below, as the ring does.
+  if (shm_ != nullptr) {
     PhaseScope phase(observer, "SHM_REDUCESCATTER");
-    spans_.assign(1, ReduceSpan{work, work, total});
-    const ReduceOp op =
-        response.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum : response.reduce_op;
-    KOLO_RETURN_IF_ERROR(shm_allreduce_->Run(spans_, response.dtype, op, ReduceScaling(), what));
+    KOLO_RETURN_IF_ERROR(ShmReducescatter(*shm_, work, work + own_offset * element_size,
+                                          block_elements, response.dtype, op, what));
   } else {
     PhaseScope phase(observer, "RING_REDUCESCATTER");
     KOLO_RETURN_IF_ERROR(RingReducescatterBlocks(plane_, work, block_elements, response.dtype,

@@ -99,6 +99,37 @@ TEST_CASE("Reducescatter leaves each rank its part of the reduction", "[runtime]
   }
 }
 
+TEST_CASE("Reducescatter into the input's own block, over shared memory and TCP",
+          "[runtime][reducescatter]") {
+  const std::string transport = GENERATE(as<std::string>(), "auto", "tcp");
+  Watchdog watchdog("in-place reducescatter over " + transport, std::chrono::seconds(60));
+  const int n = 3;
+  LocalJob job(n, [&](Options& options) { options.transport = *TransportFromName(transport); });
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    // 3 x 100,003 rows of one int32: blocks past a slot's piece; the part is a view of the input.
+    const int64_t rows = 3 * 100003;
+    std::vector<uint8_t> data =
+        kolo::testing::MakeInput(DataType::kInt32, rows, rt.rank(), ReduceOp::kSum);
+    const int64_t part = rows / n;
+    uint8_t* own = data.data() + static_cast<size_t>(rt.rank() * part) * 4;
+    Status s = rt.Reducescatter("in place", {data.data(), DataType::kInt32, {rows}, Device::Cpu()},
+                                {own, DataType::kInt32, {part}, Device::Cpu()});
+    if (!s.ok()) return s.ToString();
+    for (int64_t i = 0; i < part; ++i) {
+      const int64_t global = rt.rank() * part + i;
+      const double want =
+          kolo::testing::ExpectedAllreduce(n, global, ReduceOp::kSum, DataType::kInt32);
+      const double got = kolo::testing::ReadElement(data, DataType::kInt32, global);
+      if (got != want) {
+        return transport + ": element " + std::to_string(global) + " is " + std::to_string(got) +
+               ", expected " + std::to_string(want);
+      }
+    }
+    return "";
+  });
+  CHECK(failures == std::vector<std::string>{});
+}
+
 TEST_CASE("Reducescatter errors: a scalar and a wrong output size at enqueue, shapes everywhere",
           "[runtime][reducescatter][errors]") {
   Watchdog watchdog("reducescatter errors", std::chrono::seconds(60));
