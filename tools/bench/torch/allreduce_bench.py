@@ -27,13 +27,7 @@ import time
 
 import torch
 
-
-def parse_size(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    text = text.strip().upper()
-    if text and text[-1] in units:
-        return int(text[:-1]) * units[text[-1]]
-    return int(text)
+from sweep_sizes import parse_size, sizes
 
 
 def parse_args(argv):
@@ -116,13 +110,6 @@ class Ddp:
 
     def shutdown(self):
         self.dist.destroy_process_group()
-
-
-def sizes(low, high, factor):
-    size = low
-    while size <= high:
-        yield size
-        size *= factor
 
 
 def main(argv):

@@ -23,13 +23,7 @@ import time
 import torch
 import torch.distributed as dist
 
-
-def parse_size(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    text = text.strip().upper()
-    if text and text[-1] in units:
-        return int(text[:-1]) * units[text[-1]]
-    return int(text)
+from sweep_sizes import parse_size, sizes
 
 
 def parse_args(argv):
@@ -46,13 +40,6 @@ def parse_args(argv):
     parser.add_argument("--stat", choices=["mean", "median"], default="median")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     return parser.parse_args(argv)
-
-
-def sizes(low, high, factor):
-    size = low
-    while size <= high:
-        yield size
-        size *= factor
 
 
 def run_op(op, size, rank, ranks, args):
