@@ -32,7 +32,7 @@ Status ShmReducescatter(SharedMemoryPlane& plane, const void* input, void* outpu
   const size_t longest = *std::max_element(block_elements.begin(), block_elements.end());
   for (size_t at = 0; at < longest; at += piece) {
     const int set = plane.NextSlotSet();
-    // Elements [at, at + Count(r)) of block r go this round.
+    // Elements [at, at + count(r)) of block r go this round.
     auto count = [&](int r) {
       return std::min(piece, block_elements[r] - std::min(at, block_elements[r]));
     };
