@@ -8,16 +8,6 @@
 namespace kolo::ops {
 namespace {
 
-// The job ranks whose place on their host is `place`, ascending: the members of that place's
-// cross group, in its rank order.
-std::vector<int> RanksOfPlace(const std::vector<int>& places, int place) {
-  std::vector<int> ranks;
-  for (size_t r = 0; r < places.size(); ++r) {
-    if (places[r] == place) ranks.push_back(static_cast<int>(r));
-  }
-  return ranks;
-}
-
 Status CheckPlanes(const HostPlanes& planes, const std::string& what) {
   if (planes.local == nullptr || planes.cross == nullptr || planes.rank < 0 ||
       planes.rank >= static_cast<int>(planes.place.size())) {
@@ -56,20 +46,16 @@ Status HierarchicalAllgather(const HostPlanes& planes, void* output,
     return Internal(what + ": " + std::to_string(block_bytes.size()) + " blocks for " +
                     std::to_string(planes.place.size()) + " ranks");
   }
-  std::vector<BlockAt> blocks(block_bytes.size());  // by job rank
+  // Every place's blocks, in job-rank order: the members of that place's cross group in its
+  // rank order.
+  const int host_ranks = planes.local->size();
+  std::vector<std::vector<BlockAt>> shares(static_cast<size_t>(host_ranks));  // by place
   size_t offset = 0;
   for (size_t r = 0; r < block_bytes.size(); ++r) {
-    blocks[r] = BlockAt{offset, block_bytes[r]};
+    shares[static_cast<size_t>(planes.place[r])].push_back(BlockAt{offset, block_bytes[r]});
     offset += block_bytes[r];
   }
   // Across the hosts: this rank gathers the blocks of every rank with its place.
-  const int host_ranks = planes.local->size();
-  std::vector<std::vector<BlockAt>> shares(static_cast<size_t>(host_ranks));  // by place
-  for (int place = 0; place < host_ranks; ++place) {
-    for (int r : RanksOfPlace(planes.place, place)) {
-      shares[static_cast<size_t>(place)].push_back(blocks[static_cast<size_t>(r)]);
-    }
-  }
   const int my_place = planes.place[static_cast<size_t>(planes.rank)];
   KOLO_RETURN_IF_ERROR(RingAllgatherAt(*planes.cross, output, shares[static_cast<size_t>(my_place)],
                                        what + " (across hosts)"));
