@@ -2,10 +2,18 @@
 
 namespace kolo::controller {
 
-const TensorMeta* ResponseCache::Lookup(uint32_t id) const {
+TensorMeta ResponseCache::Cached::MetaOf(int place) const {
+  TensorMeta own = meta;
+  if (meta.op == OpType::kAllgather && !own.shape.empty()) {
+    own.shape[0] = first_dims[static_cast<size_t>(place)];
+  }
+  return own;
+}
+
+const ResponseCache::Cached* ResponseCache::Lookup(uint32_t id) const {
   auto it = name_by_id_.find(id);
   if (it == name_by_id_.end()) return nullptr;
-  return &by_name_.at(it->second).meta;
+  return &by_name_.at(it->second).cached;
 }
 
 uint32_t ResponseCache::IdOf(const std::string& name) const {
@@ -13,20 +21,31 @@ uint32_t ResponseCache::IdOf(const std::string& name) const {
   return it == by_name_.end() ? 0 : it->second.id;
 }
 
-uint32_t ResponseCache::Commit(const TensorMeta& meta) {
+uint32_t ResponseCache::NextId(OpType op) {
+  if (next_count_ >= kEveryRankCacheIdBit) return 0;
+  const uint32_t count = next_count_++;
+  return op == OpType::kAllreduce ? count : count | kEveryRankCacheIdBit;
+}
+
+uint32_t ResponseCache::Commit(const TensorMeta& meta, const std::vector<int64_t>& first_dims) {
   auto it = by_name_.find(meta.name);
   if (it != by_name_.end()) {
     Entry& entry = it->second;
-    if (entry.meta == meta) return entry.id;
+    if (entry.cached.meta == meta && entry.cached.first_dims == first_dims) return entry.id;
     name_by_id_.erase(entry.id);
-    entry.id = next_id_++;
-    entry.meta = meta;
+    entry.id = NextId(meta.op);
+    if (entry.id == 0) {
+      by_name_.erase(it);
+      return 0;
+    }
+    entry.cached = Cached{meta, first_dims};
     name_by_id_[entry.id] = meta.name;
     return entry.id;
   }
   if (size() >= capacity_) return 0;
-  const uint32_t id = next_id_++;
-  by_name_.emplace(meta.name, Entry{id, meta});
+  const uint32_t id = NextId(meta.op);
+  if (id == 0) return 0;
+  by_name_.emplace(meta.name, Entry{id, Cached{meta, first_dims}});
   name_by_id_[id] = meta.name;
   return id;
 }

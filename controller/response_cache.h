@@ -2,15 +2,18 @@
 // name whose metadata all ranks agreed on a small id, so that workers can announce it next
 // time by id alone. Owned by the Negotiator; not thread-safe (the Controller's lock guards it).
 //
-// Rules (v0.1): ids are 1, 2, 3, ... in order of assignment and never reused; at most
-// `capacity` names hold an id; once full, new names are simply not cached (no eviction).
-// A name whose agreed metadata changes (say, a new shape) gets a fresh id in place of its old
-// one, which is retired; that needs no free slot.
+// Rules: ids count 1, 2, 3, ... in order of assignment and are never reused; an op other than
+// allreduce has kEveryRankCacheIdBit set on its count (core/messages.h: a joined rank cannot
+// stand in for it). At most `capacity` names hold an id; once full, new names are simply not
+// cached (no eviction). A name whose agreed metadata changes (say, a new shape, or for an
+// allgather any rank's dimension 0) gets a fresh id in place of its old one, which is retired;
+// that needs no free slot.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "core/messages.h"
 
@@ -21,17 +24,26 @@ class ResponseCache {
   // `capacity` >= 0; 0 disables caching.
   explicit ResponseCache(int capacity) : capacity_(capacity) {}
 
-  // The metadata `id` stands for, or nullptr if no live entry has that id.
-  const TensorMeta* Lookup(uint32_t id) const;
+  // What an id stands for: the agreed metadata (an allgather's shape is rank 0's) and, for an
+  // allgather, every rank's dimension 0 by rank (by member index in a process set).
+  struct Cached {
+    TensorMeta meta;
+    std::vector<int64_t> first_dims;
+    // The metadata rank `place` announced (`place` < first_dims.size() for an allgather).
+    TensorMeta MetaOf(int place) const;
+  };
+
+  // What `id` stands for, or nullptr if no live entry has that id.
+  const Cached* Lookup(uint32_t id) const;
 
   // The live id of `name`, 0 if it has none.
   uint32_t IdOf(const std::string& name) const;
 
-  // Records that every rank agreed on `meta` and returns the id that workers should use for
-  // meta.name from now on (0: not cached). Same metadata as the live entry: its id. Different
-  // metadata: the old id is retired and a fresh one assigned. New name: a fresh id while
-  // fewer than `capacity` names are cached, else 0.
-  uint32_t Commit(const TensorMeta& meta);
+  // Records that every rank agreed on `meta` (and, for an allgather, on `first_dims`) and
+  // returns the id that workers should use for meta.name from now on (0: not cached). Same
+  // agreement as the live entry: its id. A different one: the old id is retired and a fresh one
+  // assigned. New name: a fresh id while fewer than `capacity` names are cached, else 0.
+  uint32_t Commit(const TensorMeta& meta, const std::vector<int64_t>& first_dims = {});
 
   int size() const { return static_cast<int>(by_name_.size()); }
   int capacity() const { return capacity_; }
@@ -39,11 +51,14 @@ class ResponseCache {
  private:
   struct Entry {
     uint32_t id = 0;
-    TensorMeta meta;
+    Cached cached;
   };
+  // The next id for an op; 0 once the count reached kEveryRankCacheIdBit (never in practice:
+  // 2^31 commits).
+  uint32_t NextId(OpType op);
 
   const int capacity_;
-  uint32_t next_id_ = 1;
+  uint32_t next_count_ = 1;
   std::unordered_map<std::string, Entry> by_name_;
   std::unordered_map<uint32_t, std::string> name_by_id_;
 };

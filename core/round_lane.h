@@ -70,7 +70,7 @@ struct RoundMessage {
   // rank's KOLO_HIERARCHICAL rule, or the tuned one (KOLO_AUTOTUNE); a round takes the smallest,
   // so that every rank runs each op the same way. kHierarchyFlat: never (and no limit).
   uint64_t hierarchy_min_bytes = kHierarchyFlat;
-  std::vector<uint32_t> ready;     // cache ids of this rank's waiting cached allreduces, sorted
+  std::vector<uint32_t> ready;     // cache ids of this rank's waiting cached ops, sorted
   std::vector<uint32_t> diverted;  // cache ids this rank sent to the controller instead, sorted
 };
 bool operator==(const RoundMessage& a, const RoundMessage& b);

@@ -548,9 +548,9 @@ std::vector<ConfigVar> BuildTable() {
                 "every rank."),
       Row("KOLO_FAST_PATH")
           .Bool(&Options::fast_path, true)
-          .Help("1: allreduces seen before (cached) are agreed on among the ranks, without a "
-                "round trip to the controller; 0: every op goes through the controller. Same on "
-                "every rank."),
+          .Help("1: CPU allreduces, broadcasts, allgathers and reducescatters seen before "
+                "(cached) are agreed on among the ranks, without a round trip to the controller; "
+                "0: every op goes through the controller. Same on every rank."),
       Row("KOLO_CPU_BIND")
           .Choice(&Options::cpu_bind, {"none", "core"}, "none")
           .Help("core: the ranks of this host are bound to CPU sets of their own (kolorun binds "

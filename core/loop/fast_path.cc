@@ -11,17 +11,13 @@ namespace {
 
 FusionKey KeyOf(const FastSpec& spec) {
   FusionKey key;
-  key.op = OpType::kAllreduce;
+  key.op = spec.op;
   key.dtype = spec.dtype;
   key.device = Device::Cpu();
   key.reduce_op = spec.reduce_op;
   key.prescale = spec.prescale;
   key.postscale = spec.postscale;
   return key;
-}
-
-int64_t BytesOf(const FastSpec& spec) {
-  return spec.num_elements * static_cast<int64_t>(DataTypeSize(spec.dtype));
 }
 
 // A round runs at most KOLO_CACHE_CAPACITY <= 10^6 < 2^20 tensors, so its batches fit below
@@ -55,11 +51,13 @@ void FastPath::Forget(uint32_t id) {
 
 bool FastPath::Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now) {
   const TensorMeta& meta = entry->meta;
-  if (stopping_ || closed_ || cache_id == 0 || meta.op != OpType::kAllreduce ||
-      !meta.group.empty() || !meta.device.is_cpu() || specs_.count(cache_id) == 0 ||
-      diverted_.count(cache_id) != 0) {
+  if (stopping_ || closed_ || cache_id == 0 || !meta.group.empty() || !meta.device.is_cpu() ||
+      specs_.count(cache_id) == 0 || diverted_.count(cache_id) != 0) {
     return false;
   }
+  // The ops a joined rank cannot stand in for go to the controller from a joined rank, which
+  // fails them naming the join, as it would have without the fast path.
+  if (joined_ && NeedsEveryRank(cache_id)) return false;
   hits_[cache_id] = Hit{entry, now, false};
   round_trace_.Ready(options_.rank, cache_id, meta.name, now);
   return true;
@@ -225,7 +223,7 @@ Status FastPath::ApplyDecision(RoundDecision decision, TimePoint now, Outbox* ou
       return Internal(round() + " decided on cache id " + std::to_string(id) +
                       ", which this rank reported ready but no longer holds");
     }
-    if (!mine && (!last_sent_.joined || specs_.count(id) == 0)) {
+    if (!mine && (!last_sent_.joined || NeedsEveryRank(id) || specs_.count(id) == 0)) {
       return Internal(round() + " decided on cache id " + std::to_string(id) +
                       ", which this rank neither reported ready nor can stand in for");
     }
@@ -263,7 +261,7 @@ bool FastPath::NextWork(TimePoint now, Work* work) {
   return false;
 }
 
-// The front decision's next batch of cached allreduces, in ascending id order, fused under
+// The front decision's next batch of cached ops, in ascending id order, fused under
 // the same rule as the controller's (core/fusion/fusion_rule.h) and the round's smallest threshold.
 void FastPath::CutHits(Work* work) {
   Decided& decided = decided_.front();
@@ -275,8 +273,10 @@ void FastPath::CutHits(Work* work) {
   std::vector<std::string> names = std::move(work->response.names);
   std::vector<uint32_t> cache_ids = std::move(work->response.cache_ids);
   std::vector<int64_t> num_elements = std::move(work->response.num_elements);
+  std::vector<int64_t> first_dims = std::move(work->response.first_dims);
   cache_ids.clear();
   num_elements.clear();
+  first_dims.clear();
   work->entries.clear();
   work->from_controller = false;
   work->response = Response();
@@ -288,14 +288,19 @@ void FastPath::CutHits(Work* work) {
   for (; decided.next < decision.runnable.size(); ++decided.next) {
     const uint32_t id = decision.runnable[decided.next];
     const FastSpec& s = decided.specs[decided.next];
-    if (!batch.Admits(KeyOf(s), BytesOf(s))) break;
+    if (!batch.Admits(KeyOf(s), s.fusion_bytes)) break;
     if (batch.empty()) {
+      response.op = s.op;
       response.dtype = s.dtype;
       response.reduce_op = s.reduce_op;
       response.prescale = s.prescale;
       response.postscale = s.postscale;
+      response.root = s.root;
+      // The round's hierarchical rule is an allreduce's; the others apply the configured
+      // KOLO_HIERARCHICAL, as they do when the controller decides them.
+      if (s.op != OpType::kAllreduce) response.hierarchy_min_bytes.reset();
     }
-    batch.Add(KeyOf(s), BytesOf(s));
+    batch.Add(KeyOf(s), s.fusion_bytes);
     if (count < names.size()) {
       names[count] = s.name;
     } else {
@@ -304,12 +309,14 @@ void FastPath::CutHits(Work* work) {
     ++count;
     cache_ids.push_back(id);
     num_elements.push_back(s.num_elements);
+    first_dims.insert(first_dims.end(), s.first_dims.begin(), s.first_dims.end());
     work->entries.push_back(decided.entries[decided.next]);
   }
   names.resize(count);
   response.names = std::move(names);
   response.cache_ids = std::move(cache_ids);
   response.num_elements = std::move(num_elements);
+  response.first_dims = std::move(first_dims);
   response.fast_group = FastGroup(decision.round, decided.batches++);
 }
 

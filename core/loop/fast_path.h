@@ -1,5 +1,6 @@
-// FastPath: the decisions of the fast path (docs/FAST-PATH.md), without I/O. Cached allreduces
-// wait here for a round in which every rank reports them ready instead of going to the
+// FastPath: the decisions of the fast path (docs/FAST-PATH.md), without I/O. Cached allreduces,
+// broadcasts, allgathers and reducescatters (of the global set, on CPU, not grouped) wait here
+// for a round in which every rank reports them ready instead of going to the
 // controller, and every controller response also waits here until a round decides where it
 // runs, so that all ranks run everything in one order. Plain data in, decisions out, like the
 // controller's Negotiator: the background loop feeds it this rank's cached ops, the controller's
@@ -32,15 +33,20 @@
 
 namespace kolo {
 
-// What a cached allreduce's id stands for; identical on every rank (from the controller's
-// response that assigned the id).
+// What a cached op's id stands for; identical on every rank (from the controller's response
+// that assigned the id, and for `fusion_bytes` the shape past dimension 0, which every rank
+// agreed on).
 struct FastSpec {
   std::string name;
+  OpType op = OpType::kAllreduce;  // allreduce, broadcast, allgather or reducescatter
   DataType dtype = DataType::kFloat32;
   ReduceOp reduce_op = ReduceOp::kSum;
   double prescale = 1.0;
   double postscale = 1.0;
-  int64_t num_elements = 0;
+  int root = -1;                    // broadcast
+  int64_t num_elements = 0;         // as in the response (an allgather's: rank 0's input)
+  std::vector<int64_t> first_dims;  // allgather: every rank's dimension 0
+  int64_t fusion_bytes = 0;         // what it takes in a fusion buffer (FusionBytes)
 };
 
 class FastPath {
@@ -49,8 +55,8 @@ class FastPath {
 
   // The next thing to run, in the order every rank runs it: a controller response
   // (`entries` empty: the loop finds this rank's entries by name), or a fused batch of cached
-  // allreduces a round decided (`entries` parallel to response.names; null where this rank
-  // joined without the tensor and runs zeros).
+  // ops a round decided (`entries` parallel to response.names; null where this rank joined
+  // without an allreduce and runs zeros).
   struct Work {
     bool from_controller = false;
     Response response;
@@ -97,9 +103,10 @@ class FastPath {
   void InstanceOver(uint32_t id) { diverted_.erase(id); }
 
   // --- This rank's ops. ---
-  // Takes `entry` (a cached request with `cache_id`) when it can wait for a round: a plain CPU
-  // allreduce whose id is known and not diverted, while no rank is stopping. False: the loop
-  // sends it to the controller.
+  // Takes `entry` (a cached request with `cache_id`) when it can wait for a round: a CPU
+  // allreduce, broadcast, allgather or reducescatter outside a group whose id is known and not
+  // diverted, while no rank is stopping (and, but for an allreduce, this rank has not joined:
+  // the controller names that error). False: the loop sends it to the controller.
   bool Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now);
   // This rank sends a tensor whose metadata changed to the controller: the peers' cached
   // copies of `old_id` must meet it there (the controller names the mismatch).

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "core/fusion/fusion_rule.h"
+
 namespace kolo {
 
 ResponseRunner::ResponseRunner(Config config, TensorQueue* queue, Executor* executor,
@@ -109,13 +111,43 @@ void ResponseRunner::RememberCacheIds(const Response& response,
       continue;
     }
     cache_[name] = CacheSlot{id, entries[i]->meta};
-    if (fast_ != nullptr && response.op == OpType::kAllreduce && entries[i]->meta.group.empty() &&
-        response.process_set == 0) {
-      fast_->Learn(id, FastSpec{name, response.dtype, response.reduce_op, response.prescale,
-                                response.postscale,
-                                i < response.num_elements.size() ? response.num_elements[i] : 0});
+    if (fast_ != nullptr && TakesFastPath(response) && entries[i]->meta.group.empty()) {
+      fast_->Learn(id, SpecOf(response, i, entries[i]->meta));
     }
   }
+}
+
+bool ResponseRunner::TakesFastPath(const Response& response) {
+  if (response.process_set != 0 || response.gpu) return false;
+  switch (response.op) {
+    case OpType::kAllreduce:
+    case OpType::kBroadcast:
+    case OpType::kAllgather:
+    case OpType::kReducescatter:
+      return true;
+    default:
+      return false;
+  }
+}
+
+FastSpec ResponseRunner::SpecOf(const Response& response, size_t index, const TensorMeta& meta) {
+  FastSpec spec;
+  spec.name = response.names[index];
+  spec.op = response.op;
+  spec.dtype = response.dtype;
+  spec.reduce_op = response.reduce_op;
+  spec.prescale = response.prescale;
+  spec.postscale = response.postscale;
+  spec.root = response.root;
+  spec.num_elements = index < response.num_elements.size() ? response.num_elements[index] : 0;
+  if (response.op == OpType::kAllgather) {
+    // This tensor's row of the response's first dimensions (one row of `size` per tensor).
+    const size_t size = response.first_dims.size() / response.names.size();
+    const auto row = response.first_dims.begin() + static_cast<ptrdiff_t>(index * size);
+    spec.first_dims.assign(row, row + static_cast<ptrdiff_t>(size));
+  }
+  spec.fusion_bytes = FusionBytes(meta, spec.first_dims);
+  return spec;
 }
 
 Fault ResponseRunner::Execute(const Response& response, const std::vector<TensorEntry*>& entries) {

@@ -67,14 +67,19 @@ class ResponseRunner {
   // --- Running what was decided. ---
   // The controller's next response (in sequence: a gap is a protocol error).
   Fault RunControllerResponse(const Response& response);
-  // A fused batch of cached allreduces a round decided (FastPath::Work); null entries (this
-  // rank joined without the tensor) get stand-ins.
+  // A fused batch of cached ops a round decided (FastPath::Work); null entries (this rank
+  // joined without the allreduce) get stand-ins.
   Fault RunRoundWork(FastPath::Work& work);
 
  private:
   // Executes `response` over `entries` (this rank's, or stand-ins) and completes them.
   Fault Execute(const Response& response, const std::vector<TensorEntry*>& entries);
   void RememberCacheIds(const Response& response, const std::vector<TensorEntry*>& entries);
+  // Whether the cached names of `response` may take the fast path (docs/FAST-PATH.md): the
+  // global set's CPU allreduces, broadcasts, allgathers and reducescatters.
+  static bool TakesFastPath(const Response& response);
+  // What name `index` of `response` stands for; `meta` is this rank's tensor of it.
+  static FastSpec SpecOf(const Response& response, size_t index, const TensorMeta& meta);
   void ObserveAllreduce(const Response& response, const std::vector<TensorEntry*>& entries);
   // The executor of `process_set` (0: the job's), or null when that set has none.
   Executor* ExecutorFor(int process_set) const;

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "core/messages.h"
+
 namespace kolo {
 namespace {
 
@@ -40,12 +42,29 @@ void CombineRound(RoundMessage* into, const RoundMessage& other) {
   into->fusion_threshold = std::min(into->fusion_threshold, other.fusion_threshold);
   into->hierarchy_min_bytes = std::min(into->hierarchy_min_bytes, other.hierarchy_min_bytes);
   if (!other.diverted.empty()) into->diverted = Union(into->diverted, other.diverted);
-  if (into->joined && other.joined) {
-    if (!other.ready.empty()) into->ready = Union(into->ready, other.ready);
-  } else if (into->joined) {
-    into->ready = other.ready;  // a joined rank is ready for everything the other is
-  } else if (!other.joined) {
-    Filter(&into->ready, other.ready, /*keep=*/true);
+  if (!into->joined && !other.joined) {
+    Filter(&into->ready, other.ready, /*keep=*/true);  // the common case: allocates nothing
+  } else {
+    // A joined rank is ready for every allreduce the other is, and for no other op: the ids
+    // that need every rank (they sort last) are the ones both have, joined or not.
+    auto every_rank = [](const std::vector<uint32_t>& ids) {
+      return std::lower_bound(ids.begin(), ids.end(), kEveryRankCacheIdBit);
+    };
+    const std::vector<uint32_t>& mine = into->ready;
+    const auto into_split = every_rank(mine);
+    const auto other_split = every_rank(other.ready);
+    std::vector<uint32_t> ready;
+    if (into->joined && other.joined) {
+      std::set_union(mine.begin(), into_split, other.ready.begin(), other_split,
+                     std::back_inserter(ready));
+    } else if (into->joined) {
+      ready.assign(other.ready.begin(), other_split);
+    } else {
+      ready.assign(mine.begin(), into_split);
+    }
+    std::set_intersection(into_split, mine.end(), other_split, other.ready.end(),
+                          std::back_inserter(ready));
+    into->ready = std::move(ready);
   }
   into->joined = into->joined && other.joined;
 }

@@ -10,8 +10,9 @@
 // the same RoundDecision as combining all `size` messages at once:
 //   - run_through_seq: the highest controller sequence number any rank has received; every rank
 //     runs the controller's responses up to it first (waiting to receive them if needed),
-//   - runnable: the cache ids every rank that has not joined reported ready, minus any id some
-//     rank diverted to the controller, run next in ascending order,
+//   - runnable: the allreduce cache ids every rank that has not joined reported ready, and the
+//     ids of the other ops (kEveryRankCacheIdBit, core/messages.h) every rank reported ready,
+//     minus any id some rank diverted to the controller, run next in ascending order,
 //   - diverted: those ids; every rank sends them to the controller from now on,
 //   - stopping: some rank called shutdown(); every rank sends every op to the controller.
 //   - fusion_threshold, hierarchy_min_bytes: the smallest any rank sent; the runnable ids fuse
@@ -52,9 +53,10 @@ struct RoundDecision {
 };
 
 // Combines `other` into `into`: the highest received_seq, stopping if either, the smaller
-// fusion_threshold and hierarchy_min_bytes, the union of diverted, joined if both, and as ready the
-// ids both have if neither joined, the ids of the one that did not join if one did, both's if both
-// did. round and step are left alone.
+// fusion_threshold and hierarchy_min_bytes, the union of diverted, joined if both, and as ready:
+// of the allreduce ids, those both have if neither joined, those of the one that did not join if
+// one did, both's if both did; of the ids with kEveryRankCacheIdBit, those both have. round and
+// step are left alone.
 void CombineRound(RoundMessage* into, const RoundMessage& other);
 
 // A round message to send: `to` one peer, or -1 every peer (all-to-all).

@@ -109,6 +109,45 @@ TEST_CASE("A mismatch between an id and new metadata fails the op and keeps the 
   CHECK(AllSend(&n, 2, {ById(1)}).at(0).names == std::vector<std::string>{"a"});
 }
 
+TEST_CASE("A cached allgather resolves each rank's own dimension 0",
+          "[controller][negotiator][cache]") {
+  const int size = 3;
+  const Options options = MakeOptions(size);
+  Negotiator n(options);
+  auto gather = [](int64_t rows) {
+    TensorMeta meta = Meta("g", {rows, 2});
+    meta.op = OpType::kAllgather;
+    return meta;
+  };
+  for (int rank = 0; rank < size; ++rank) {
+    REQUIRE(n.AddRequests(rank, {Full(gather(rank + 1))}, kT0).ok());
+  }
+  std::vector<Response> first = n.Plan();
+  REQUIRE(first.size() == 1);
+  const uint32_t id = first[0].cache_ids.at(0);
+  CHECK(NeedsEveryRank(id));
+  CHECK(first[0].first_dims == std::vector<int64_t>{1, 2, 3});
+
+  // By id alone: the response carries every rank's rows as agreed.
+  std::vector<Response> second = AllSend(&n, size, {ById(id)});
+  REQUIRE(second.size() == 1);
+  CHECK_FALSE(second[0].is_error());
+  CHECK(second[0].first_dims == std::vector<int64_t>{1, 2, 3});
+  CHECK(second[0].cache_ids == std::vector<uint32_t>{id});
+
+  // Rank 1's rows changed: it announces in full, the others by id; a fresh id.
+  REQUIRE(n.AddRequests(0, {ById(id)}, kT0).ok());
+  REQUIRE(n.AddRequests(1, {Full(gather(5))}, kT0).ok());
+  REQUIRE(n.AddRequests(2, {ById(id)}, kT0).ok());
+  std::vector<Response> third = n.Plan();
+  REQUIRE(third.size() == 1);
+  CHECK_FALSE(third[0].is_error());
+  CHECK(third[0].first_dims == std::vector<int64_t>{1, 5, 3});
+  CHECK(third[0].cache_ids.at(0) != id);
+  CHECK(n.AddRequests(0, {ById(id)}, kT0).message() ==
+        "rank 0 sent unknown cache id " + std::to_string(id));
+}
+
 TEST_CASE("Malformed metadata and duplicate announcements are protocol errors",
           "[controller][negotiator]") {
   const Options options = MakeOptions(3);

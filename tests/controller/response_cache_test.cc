@@ -18,7 +18,7 @@ TEST_CASE("Cache ids are 1, 2, 3 in commit order and stable for the same metadat
   CHECK(cache.IdOf("b") == 2);
   CHECK(cache.IdOf("c") == 0);
   REQUIRE(cache.Lookup(2) != nullptr);
-  CHECK(*cache.Lookup(2) == Meta("b"));
+  CHECK(cache.Lookup(2)->meta == Meta("b"));
   CHECK(cache.Lookup(0) == nullptr);
   CHECK(cache.Lookup(3) == nullptr);
   CHECK(cache.size() == 2);
@@ -30,7 +30,7 @@ TEST_CASE("Changed metadata replaces a name's entry with a fresh id", "[controll
   CHECK(cache.Commit(Meta("a", {8})) == 2);  // no free slot needed
   CHECK(cache.Lookup(1) == nullptr);         // the old id is retired
   REQUIRE(cache.Lookup(2) != nullptr);
-  CHECK(cache.Lookup(2)->shape == std::vector<int64_t>{8});
+  CHECK(cache.Lookup(2)->meta.shape == std::vector<int64_t>{8});
   CHECK(cache.size() == 1);
 }
 
@@ -44,6 +44,45 @@ TEST_CASE("Once full, new names are not cached", "[controller][cache]") {
   CHECK(cache.IdOf("extra") == 0);
   CHECK(cache.size() == capacity);
   if (capacity > 0) CHECK(cache.Commit(Meta("t0")) == 1);
+}
+
+TEST_CASE("Ops a joined rank cannot stand in for get ids with the every-rank bit",
+          "[controller][cache]") {
+  ResponseCache cache(8);
+  TensorMeta broadcast = Meta("b");
+  broadcast.op = OpType::kBroadcast;
+  broadcast.root = 1;
+  TensorMeta reducescatter = Meta("r");
+  reducescatter.op = OpType::kReducescatter;
+  CHECK(cache.Commit(Meta("a")) == 1);
+  CHECK(cache.Commit(broadcast) == (2 | kEveryRankCacheIdBit));
+  CHECK(cache.Commit(reducescatter) == (3 | kEveryRankCacheIdBit));
+  CHECK(cache.Commit(Meta("c")) == 4);  // one count for both kinds: ids stay unique
+  CHECK_FALSE(NeedsEveryRank(cache.IdOf("c")));
+  CHECK(NeedsEveryRank(cache.IdOf("b")));
+  REQUIRE(cache.Lookup(2 | kEveryRankCacheIdBit) != nullptr);
+  CHECK(cache.Lookup(2 | kEveryRankCacheIdBit)->meta == broadcast);
+  CHECK(cache.Lookup(2) == nullptr);
+}
+
+TEST_CASE("An allgather's id stands for every rank's dimension 0", "[controller][cache]") {
+  ResponseCache cache(8);
+  TensorMeta gather = Meta("g", {3, 5});  // rank 0's: 3 rows of 5
+  gather.op = OpType::kAllgather;
+  const uint32_t id = cache.Commit(gather, {3, 0, 7});
+  CHECK(id == (1 | kEveryRankCacheIdBit));
+  CHECK(cache.Commit(gather, {3, 0, 7}) == id);
+  const ResponseCache::Cached* cached = cache.Lookup(id);
+  REQUIRE(cached != nullptr);
+  CHECK(cached->first_dims == std::vector<int64_t>{3, 0, 7});
+  CHECK(cached->MetaOf(0).shape == std::vector<int64_t>{3, 5});
+  CHECK(cached->MetaOf(1).shape == std::vector<int64_t>{0, 5});
+  CHECK(cached->MetaOf(2).shape == std::vector<int64_t>{7, 5});
+  // Another rank's rows changed, rank 0's did not: a fresh id all the same.
+  const uint32_t changed = cache.Commit(gather, {3, 1, 7});
+  CHECK(changed == (2 | kEveryRankCacheIdBit));
+  CHECK(cache.Lookup(id) == nullptr);
+  CHECK(cache.size() == 1);
 }
 
 }  // namespace

@@ -23,6 +23,26 @@ FastSpec Spec(const std::string& name, int64_t elements, DataType dtype = DataTy
   s.num_elements = elements;
   s.dtype = dtype;
   s.reduce_op = op;
+  s.fusion_bytes = elements * static_cast<int64_t>(DataTypeSize(dtype));
+  return s;
+}
+
+// A cached broadcast from `root`.
+FastSpec BroadcastSpec(const std::string& name, int64_t elements, int root) {
+  FastSpec s = Spec(name, elements);
+  s.op = OpType::kBroadcast;
+  s.root = root;
+  return s;
+}
+
+// A cached allgather of rows of `row` floats, `first_dims` rows on each rank.
+FastSpec AllgatherSpec(const std::string& name, int64_t row, std::vector<int64_t> first_dims) {
+  FastSpec s = Spec(name, first_dims.at(0) * row);
+  s.op = OpType::kAllgather;
+  int64_t rows = 0;
+  for (int64_t dim : first_dims) rows += dim;
+  s.fusion_bytes = rows * row * 4;
+  s.first_dims = std::move(first_dims);
   return s;
 }
 
@@ -57,14 +77,27 @@ class Job {
   TensorEntry* Submit(int rank, uint32_t id, const FastSpec& spec) {
     auto entry = std::make_unique<TensorEntry>();
     entry->meta.name = spec.name;
-    entry->meta.op = OpType::kAllreduce;
+    entry->meta.op = spec.op;
     entry->meta.dtype = spec.dtype;
     entry->meta.shape = {spec.num_elements};
     entry->meta.reduce_op = spec.reduce_op;
+    entry->meta.root = spec.root;
     TensorEntry* raw = entry.get();
     entries_.push_back(std::move(entry));
     REQUIRE(at(rank).Offer(raw, id, clock_.Now()));
     return raw;
+  }
+
+  // Whether rank `rank`'s fast path takes a cached op of `spec` (entries it refuses go to the
+  // controller; the test keeps them all the same).
+  bool Offers(int rank, uint32_t id, const FastSpec& spec) {
+    auto entry = std::make_unique<TensorEntry>();
+    entry->meta.name = spec.name;
+    entry->meta.op = spec.op;
+    entry->meta.shape = {spec.num_elements};
+    TensorEntry* raw = entry.get();
+    entries_.push_back(std::move(entry));
+    return at(rank).Offer(raw, id, clock_.Now());
   }
 
   // Advances every rank and delivers every round message, until nothing moves. Ranks in
@@ -324,6 +357,117 @@ TEST_CASE("A joined rank runs the others' cached allreduces with zeros (a null e
   CHECK(works0[0].entries == std::vector<TensorEntry*>{on0});
   CHECK(works2[0].entries == std::vector<TensorEntry*>{nullptr});
   CHECK(works2[0].response.names == std::vector<std::string>{"grad/w"});
+}
+
+TEST_CASE(
+    "Cached broadcasts, allgathers and reducescatters run as decided, each response as the "
+    "controller's would be",
+    "[core][fastpath]") {
+  const int size = GENERATE(2, 3, 9);
+  Job job(size);
+  const uint32_t bit = kEveryRankCacheIdBit;
+  std::vector<int64_t> dims;
+  for (int r = 0; r < size; ++r) dims.push_back(r % 2 == 0 ? 2 : 0);  // uneven, some empty
+  const FastSpec gather_a = AllgatherSpec("gather/a", 3, dims);
+  const FastSpec gather_b = AllgatherSpec("gather/b", 3, dims);
+  FastSpec scatter = Spec("scatter", 6 * size);
+  scatter.op = OpType::kReducescatter;
+  const FastSpec cast = BroadcastSpec("cast", 5, size - 1);
+  const FastSpec w = Spec("grad/w", 4);
+  job.LearnEverywhere(1, w);
+  job.LearnEverywhere(2 | bit, gather_a);
+  job.LearnEverywhere(3 | bit, gather_b);
+  job.LearnEverywhere(4 | bit, cast);
+  job.LearnEverywhere(5 | bit, scatter);
+  for (int r = 0; r < size; ++r) {
+    job.Submit(r, 5 | bit, scatter);
+    job.Submit(r, 4 | bit, cast);
+    job.Submit(r, 3 | bit, gather_b);
+    job.Submit(r, 2 | bit, gather_a);
+    job.Submit(r, 1, w);
+  }
+  job.Settle();
+  for (int r = 0; r < size; ++r) {
+    std::vector<FastPath::Work> works = job.Drain(r);
+    REQUIRE(works.size() == 4);  // the allreduce; both allgathers fused; the broadcast; the rest
+    CHECK(works[0].response.op == OpType::kAllreduce);
+    CHECK(works[0].response.names == std::vector<std::string>{"grad/w"});
+    const Response& gathers = works[1].response;
+    CHECK(gathers.op == OpType::kAllgather);
+    CHECK(gathers.names == std::vector<std::string>{"gather/a", "gather/b"});
+    std::vector<int64_t> rows = dims;
+    rows.insert(rows.end(), dims.begin(), dims.end());
+    CHECK(gathers.first_dims == rows);                     // one row of first dimensions per tensor
+    CHECK_FALSE(gathers.hierarchy_min_bytes.has_value());  // the configured rule decides
+    CHECK(works[2].response.op == OpType::kBroadcast);
+    CHECK(works[2].response.root == size - 1);
+    CHECK(works[2].response.names == std::vector<std::string>{"cast"});
+    CHECK(works[3].response.op == OpType::kReducescatter);
+    CHECK(works[3].response.num_elements == std::vector<int64_t>{6 * size});
+    CHECK(works[3].response.first_dims.empty());
+    for (const FastPath::Work& work : works) {
+      CHECK_FALSE(work.from_controller);
+      CHECK(std::count(work.entries.begin(), work.entries.end(), nullptr) == 0);
+    }
+  }
+}
+
+TEST_CASE(
+    "A joined rank stands in for allreduces only: another op waits for it, then goes to the "
+    "controller, and a joined rank's own goes there at once",
+    "[core][fastpath]") {
+  const int size = GENERATE(3, 10);
+  Job job(size);
+  const uint32_t cast_id = 7 | kEveryRankCacheIdBit;
+  const FastSpec cast = BroadcastSpec("cast", 4, 0);
+  const FastSpec w = Spec("grad/w", 4);
+  job.LearnEverywhere(6, w);
+  job.LearnEverywhere(cast_id, cast);
+  job.at(2).SetJoined(true);
+  CHECK_FALSE(job.Offers(2, cast_id, cast));  // the controller names the join
+  for (int r = 0; r < size; ++r) {
+    if (r == 2) continue;
+    job.Submit(r, 6, w);
+    job.Submit(r, cast_id, cast);
+  }
+  job.Settle();
+  for (int r = 0; r < size; ++r) {
+    std::vector<FastPath::Work> works = job.Drain(r);
+    REQUIRE(works.size() == 1);  // the allreduce, rank 2 with zeros; not the broadcast
+    CHECK(works[0].response.names == std::vector<std::string>{"grad/w"});
+  }
+  job.clock().Advance(1s);
+  job.Settle();
+  for (int r = 0; r < size; ++r) {
+    if (r == 2) continue;
+    CHECK(job.to_controller(r) == std::vector<uint32_t>{cast_id});
+  }
+}
+
+TEST_CASE(
+    "A rank that joins after offering a broadcast still runs it on the fast path with the "
+    "others",
+    "[core][fastpath]") {
+  Job job(3);
+  const uint32_t cast_id = 1 | kEveryRankCacheIdBit;
+  const FastSpec cast = BroadcastSpec("cast", 4, 1);
+  job.LearnEverywhere(cast_id, cast);
+  job.LearnEverywhere(2, Spec("grad/w", 4));
+  TensorEntry* on0 = job.Submit(0, cast_id, cast);
+  TensorEntry join;
+  join.meta.op = OpType::kJoin;
+  REQUIRE(job.at(0).HoldJoin(&join));
+  job.at(0).SetJoined(true);
+  job.Submit(1, cast_id, cast);
+  job.Submit(2, cast_id, cast);
+  job.Submit(1, 2, Spec("grad/w", 4));
+  job.Submit(2, 2, Spec("grad/w", 4));
+  job.Settle();
+  std::vector<FastPath::Work> works = job.Drain(0);
+  REQUIRE(works.size() == 2);
+  CHECK(works[0].entries == std::vector<TensorEntry*>{nullptr});  // grad/w: zeros
+  CHECK(works[1].entries == std::vector<TensorEntry*>{on0});      // its own broadcast
+  CHECK(job.at(0).TakeReleasedJoin() == &join);
 }
 
 TEST_CASE("A join waits for the rank's own cached allreduces to be decided", "[core][fastpath]") {

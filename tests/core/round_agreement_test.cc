@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/messages.h"
+
 using namespace kolo;
 
 namespace {
@@ -67,6 +69,33 @@ TEST_CASE("When every rank has joined, whatever any rank has ready runs", "[core
   std::optional<RoundDecision> d = rounds.TakeDecision();
   REQUIRE(d.has_value());
   CHECK(d->runnable == std::vector<uint32_t>{6});
+}
+
+TEST_CASE("Ops a joined rank cannot stand in for run only when every rank, joined or not, has them",
+          "[core][fastpath]") {
+  const uint32_t bit = kEveryRankCacheIdBit;
+  RoundAgreement rounds(0, 3);
+  RoundMessage mine = Msg(0, 0, {3, 1 | bit, 2 | bit}, {});
+  rounds.RecordSent(&mine, kNow);
+  REQUIRE(rounds.Receive(1, Msg(1, 0, {2 | bit}, {}, /*joined=*/true)).ok());
+  REQUIRE(rounds.Receive(2, Msg(1, 0, {3, 1 | bit, 2 | bit}, {})).ok());
+  std::optional<RoundDecision> d = rounds.TakeDecision();
+  REQUIRE(d.has_value());
+  // 3: rank 1 joined, so it stands in; 1|bit: rank 1 does not have it; 2|bit: every rank does.
+  CHECK(d->runnable == std::vector<uint32_t>{3, 2 | bit});
+
+  // Combined in any order and grouping, the same.
+  RoundMessage a = Msg(1, 0, {3, 1 | bit, 2 | bit}, {});
+  RoundMessage j = Msg(1, 0, {2 | bit}, {}, true);
+  RoundMessage c = a;
+  CombineRound(&c, j);
+  CHECK(c.ready == std::vector<uint32_t>{3, 2 | bit});
+  RoundMessage reversed = j;
+  CombineRound(&reversed, a);
+  CHECK(reversed.ready == c.ready);
+  RoundMessage joined_pair = j;
+  CombineRound(&joined_pair, Msg(1, 0, {5, 2 | bit, 4 | bit}, {}, true));
+  CHECK(joined_pair.ready == std::vector<uint32_t>{5, 2 | bit});  // allreduces: either's
 }
 
 TEST_CASE("A peer's next round waits until the current one is complete", "[core][fastpath]") {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/loop/round_agreement.h"
+#include "core/messages.h"
 
 using namespace kolo;
 
@@ -20,7 +21,8 @@ namespace {
 
 const auto kNow = std::chrono::steady_clock::now();
 
-// The decision as all-to-all rounds computed it before the patterns existed, from all messages.
+// The decision as all-to-all rounds computed it before the patterns existed, from all messages,
+// and for the ids with kEveryRankCacheIdBit the ones every message has, joined or not.
 RoundDecision Reference(const std::vector<RoundMessage>& all) {
   RoundDecision d;
   d.fusion_threshold = UINT64_MAX;
@@ -54,6 +56,18 @@ RoundDecision Reference(const std::vector<RoundMessage>& all) {
       d.runnable = either;
     }
   }
+  d.runnable.erase(std::lower_bound(d.runnable.begin(), d.runnable.end(), kEveryRankCacheIdBit),
+                   d.runnable.end());
+  std::vector<uint32_t> every = all.at(0).ready;
+  for (const RoundMessage& m : all) {
+    std::vector<uint32_t> both;
+    std::set_intersection(every.begin(), every.end(), m.ready.begin(), m.ready.end(),
+                          std::back_inserter(both));
+    every = both;
+  }
+  for (uint32_t id : every) {
+    if (NeedsEveryRank(id)) d.runnable.push_back(id);
+  }
   std::vector<uint32_t> kept;
   std::set_difference(d.runnable.begin(), d.runnable.end(), d.diverted.begin(), d.diverted.end(),
                       std::back_inserter(kept));
@@ -61,11 +75,14 @@ RoundDecision Reference(const std::vector<RoundMessage>& all) {
   return d;
 }
 
+// Ids 1..universe, each with probability p, then the same for the ids that need every rank.
 std::vector<uint32_t> RandomIds(std::mt19937* rng, uint32_t universe, double p) {
   std::vector<uint32_t> ids;
   std::bernoulli_distribution take(p);
-  for (uint32_t id = 1; id <= universe; ++id) {
-    if (take(*rng)) ids.push_back(id);
+  for (uint32_t bit : {0u, kEveryRankCacheIdBit}) {
+    for (uint32_t id = 1; id <= universe; ++id) {
+      if (take(*rng)) ids.push_back(id | bit);
+    }
   }
   return ids;
 }

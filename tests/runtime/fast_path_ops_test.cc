@@ -1,0 +1,194 @@
+// The fast path for the ops besides allreduce (docs/FAST-PATH.md, "Which ops"): repeated
+// broadcasts, allgathers and reducescatters through the public API with real ranks, agreed on
+// in rounds instead of at the controller, exact on every rank; an allgather whose rows change
+// on one rank; and the join rule (a joined rank stands in for allreduces only).
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "core/config/config_table.h"
+#include "tests/support/local_job.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/watchdog.h"
+
+using namespace kolo;
+using kolo::testing::LocalJob;
+using kolo::testing::Watchdog;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// How many of rank r's timeline ops of `op` ("BROADCAST", ...) completed without a controller
+// sequence number, that is, as a round decided them.
+int FastOpsOf(const std::string& path, int rank, const std::string& op) {
+  std::ifstream in(path + ".rank" + std::to_string(rank));
+  int count = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"seq\":0,") != std::string::npos &&
+        line.find("\"name\":\"" + op + "\"") != std::string::npos) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+float ValueAt(int rank, int step, int64_t i) {
+  return static_cast<float>(rank * 1000 + step * 10) + static_cast<float>(i % 7);
+}
+
+// Rows rank r sends to the allgather "rows": uneven, rank 1 none.
+int64_t RowsOf(int rank) {
+  return rank == 1 ? 0 : rank + 2;
+}
+
+// One step of a broadcast from the last rank, an allgather of uneven rows and a reducescatter,
+// each checked against what every rank sent.
+std::string Step(Runtime& rt, int step, int64_t (*rows_of)(int)) {
+  const int n = rt.size();
+  const int64_t cols = 3;
+  const std::string at = "step " + std::to_string(step) + ": ";
+
+  std::vector<float> cast(37);
+  for (size_t i = 0; i < cast.size(); ++i) cast[i] = ValueAt(rt.rank(), step, i);
+  TensorView c{cast.data(), DataType::kFloat32, {37}, Device::Cpu()};
+  Status s = rt.Broadcast("cast", c, n - 1);
+  if (!s.ok()) return at + "broadcast: " + s.ToString();
+  for (size_t i = 0; i < cast.size(); ++i) {
+    if (cast[i] != ValueAt(n - 1, step, i)) return at + "broadcast: wrong value";
+  }
+
+  std::vector<float> mine(static_cast<size_t>(rows_of(rt.rank()) * cols));
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = ValueAt(rt.rank(), step, i);
+  TensorView g{mine.data(), DataType::kFloat32, {rows_of(rt.rank()), cols}, Device::Cpu()};
+  std::vector<float> gathered;
+  std::vector<int64_t> shape;
+  s = rt.Allgather("rows", g, [&](const std::vector<int64_t>& out_shape) -> void* {
+    shape = out_shape;
+    gathered.resize(static_cast<size_t>(out_shape[0] * out_shape[1]));
+    return gathered.data();
+  });
+  if (!s.ok()) return at + "allgather: " + s.ToString();
+  size_t k = 0;
+  for (int r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < rows_of(r) * cols; ++i, ++k) {
+      if (k >= gathered.size() || gathered[k] != ValueAt(r, step, i)) {
+        return at + "allgather: wrong value at " + std::to_string(k);
+      }
+    }
+  }
+  if (k != gathered.size()) return at + "allgather: " + std::to_string(gathered.size()) + " values";
+
+  const int64_t total_rows = 2 * n;
+  std::vector<float> input(static_cast<size_t>(total_rows * cols));
+  for (size_t i = 0; i < input.size(); ++i) input[i] = ValueAt(rt.rank(), step, i);
+  std::vector<float> part(static_cast<size_t>(2 * cols), -1.0f);
+  TensorView in{input.data(), DataType::kFloat32, {total_rows, cols}, Device::Cpu()};
+  TensorView out{part.data(), DataType::kFloat32, {2, cols}, Device::Cpu()};
+  s = rt.Reducescatter("scatter", in, out);
+  if (!s.ok()) return at + "reducescatter: " + s.ToString();
+  for (size_t i = 0; i < part.size(); ++i) {
+    const int64_t at_input = rt.rank() * 2 * cols + static_cast<int64_t>(i);
+    float want = 0;
+    for (int r = 0; r < n; ++r) want += ValueAt(r, step, at_input);
+    if (part[i] != want) return at + "reducescatter: wrong value at " + std::to_string(i);
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Repeated broadcasts, allgathers and reducescatters skip the controller and stay exact",
+          "[runtime][fastpath]") {
+  const std::string transport = GENERATE("shm", "tcp");
+  Watchdog watchdog("fast path ops over " + transport, std::chrono::seconds(60));
+  const kolo::testing::TempDir temp("kolo_fast_path_ops_");
+  const std::string path = temp.path() + "/trace";
+  const int steps = 8;
+  {
+    LocalJob job(3, [&](Options& o) {
+      o.transport = *TransportFromName(transport);
+      o.timeline_path = path;
+    });
+    CHECK(job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+      for (int step = 0; step < steps; ++step) {
+        std::string failure = Step(rt, step, RowsOf);
+        if (!failure.empty()) return failure;
+      }
+      return "";
+    }) == std::vector<std::string>{});
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+  }
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << " over " << transport);
+    // Step 0 announces full metadata; from step 1 on each op is cached.
+    CHECK(FastOpsOf(path, r, "BROADCAST") == steps - 1);
+    CHECK(FastOpsOf(path, r, "ALLGATHER") == steps - 1);
+    CHECK(FastOpsOf(path, r, "REDUCESCATTER") == steps - 1);
+  }
+}
+
+TEST_CASE(
+    "An allgather whose rows change on one rank meets the others at the controller at once "
+    "and is exact",
+    "[runtime][fastpath]") {
+  Watchdog watchdog("fast path allgather rows change", std::chrono::seconds(60));
+  LocalJob job(3);
+  std::vector<double> seconds(3, -1);
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    for (int step = 0; step < 3; ++step) {
+      std::string failure = Step(rt, step, RowsOf);
+      if (!failure.empty()) return failure;
+    }
+    // Rank 2 sends more rows from now on; the others' cached copies must not wait for a round.
+    const auto start = Clock::now();
+    std::string failure =
+        Step(rt, 3, [](int rank) -> int64_t { return rank == 2 ? 9 : RowsOf(rank); });
+    seconds[rt.rank()] = std::chrono::duration<double>(Clock::now() - start).count();
+    if (!failure.empty()) return failure;
+    for (int step = 4; step < 7; ++step) {
+      failure = Step(rt, step, [](int rank) -> int64_t { return rank == 2 ? 9 : RowsOf(rank); });
+      if (!failure.empty()) return failure;
+    }
+    return "";
+  });
+  CHECK(failures == std::vector<std::string>{});
+  // Well under the 1 s after which a waiting cached op goes to the controller anyway.
+  for (double s : seconds) CHECK(s < 0.9);
+}
+
+TEST_CASE(
+    "A cached broadcast while other ranks have joined fails naming the join, and the job goes "
+    "on",
+    "[runtime][fastpath][join]") {
+  Watchdog watchdog("fast path broadcast and join", std::chrono::seconds(60));
+  LocalJob job(3);
+  std::vector<double> seconds(3, -1);
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    std::vector<float> x(5, static_cast<float>(rt.rank()));
+    TensorView v{x.data(), DataType::kFloat32, {5}, Device::Cpu()};
+    for (int step = 0; step < 3; ++step) {
+      Status s = rt.Broadcast("x", v, 0);
+      if (!s.ok()) return "warm-up: " + s.ToString();
+    }
+    if (rt.rank() != 0) {  // out of data
+      StatusOr<int> last = rt.Join();
+      return last.ok() && *last == 0 ? "" : "join: " + last.status().ToString();
+    }
+    const auto start = Clock::now();
+    Status s = rt.Broadcast("x", v, 0);
+    seconds[0] = std::chrono::duration<double>(Clock::now() - start).count();
+    if (s.code() != StatusCode::kFailedPrecondition ||
+        s.message().find("join supports only allreduce") == std::string::npos) {
+      return "expected the broadcast to fail naming the join, got " + s.ToString();
+    }
+    StatusOr<int> last = rt.Join();
+    return last.ok() ? "" : "join: " + last.status().ToString();
+  });
+  CHECK(failures == std::vector<std::string>{});
+  // It waits for a round at most the fast path's patience (1 s), then the controller decides.
+  CHECK(seconds[0] < 5);
+}
