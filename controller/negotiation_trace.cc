@@ -1,15 +1,8 @@
 #include "controller/negotiation_trace.h"
 
-#include <cctype>
 #include <utility>
 
 namespace kolo::controller {
-
-std::string NegotiateSpanName(OpType op) {
-  std::string name = "NEGOTIATE_" + OpTypeName(op);
-  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return name;
-}
 
 void RecordNegotiation(TraceSink* sink, const std::vector<NegotiationEvent>& events,
                        Clock::TimePoint now) {

@@ -14,9 +14,6 @@
 
 namespace kolo::controller {
 
-// "NEGOTIATE_ALLREDUCE", "NEGOTIATE_BROADCAST", ...
-std::string NegotiateSpanName(OpType op);
-
 // Records `events` at `now`, in order: kBegin -> `B` NEGOTIATE_<OP>; kAnnounce -> instant
 // named by the rank ("2", scope 't'); kEnd -> `E` NEGOTIATE_<OP> with {"last_rank":R}.
 // `sink` must be non-null; callers check sink->enabled() first.

@@ -1,5 +1,6 @@
 #include "core/trace_sink.h"
 
+#include <cctype>
 #include <utility>
 
 namespace kolo {
@@ -72,6 +73,12 @@ TraceEvent ControllerTraceEvent(char phase, std::string track, std::string name,
   event.name = std::move(name);
   event.start = at;
   return event;
+}
+
+std::string NegotiateSpanName(OpType op) {
+  std::string name = "NEGOTIATE_" + OpTypeName(op);
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
 }
 
 }  // namespace kolo

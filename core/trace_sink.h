@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/clock.h"
+#include "kolo/types.h"
 
 namespace kolo {
 
@@ -26,6 +27,10 @@ struct TraceEvent {
 // An event of the controller's pseudo-process (its negotiation tracks) at `at`.
 TraceEvent ControllerTraceEvent(char phase, std::string track, std::string name,
                                 Clock::TimePoint at);
+
+// The span of an op's negotiation on those tracks, whether the controller or the fast path's
+// rounds agreed on it: "NEGOTIATE_ALLREDUCE", "NEGOTIATE_BROADCAST", ...
+std::string NegotiateSpanName(OpType op);
 
 class TraceSink {
  public:

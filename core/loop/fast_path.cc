@@ -59,7 +59,7 @@ bool FastPath::Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now) {
   // fails them naming the join, as it would have without the fast path.
   if (joined_ && NeedsEveryRank(cache_id)) return false;
   hits_[cache_id] = Hit{entry, now, false};
-  round_trace_.Ready(options_.rank, cache_id, meta.name, now);
+  round_trace_.Ready(options_.rank, cache_id, meta.name, meta.op, now);
   return true;
 }
 
@@ -100,7 +100,9 @@ Status FastPath::ReceiveRound(int from, RoundMessage message, TimePoint now) {
   if (from >= 0 && from < options_.size) peer_stopping_[from] = message.stopping;
   for (uint32_t id : message.ready) {
     auto spec = specs_.find(id);
-    if (spec != specs_.end()) round_trace_.Ready(from, id, spec->second.name, now);
+    if (spec != specs_.end()) {
+      round_trace_.Ready(from, id, spec->second.name, spec->second.op, now);
+    }
   }
   return rounds_.Receive(from, std::move(message));
 }

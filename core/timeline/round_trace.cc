@@ -3,19 +3,15 @@
 #include <utility>
 
 namespace kolo {
-namespace {
-
-constexpr const char* kSpan = "NEGOTIATE_ALLREDUCE";
-
-}  // namespace
-
-void RoundTrace::Ready(int rank, uint32_t id, const std::string& name, Clock::TimePoint now) {
+void RoundTrace::Ready(int rank, uint32_t id, const std::string& name, OpType op,
+                       Clock::TimePoint now) {
   if (!on() || rank < 0 || rank >= size_) return;
   auto [it, fresh] = open_.try_emplace(id);
   Open& span = it->second;
   if (fresh) {
     span.seen.assign(size_, false);
-    sink_->Record(ControllerTraceEvent('B', name, kSpan, now));
+    span.span = NegotiateSpanName(op);
+    sink_->Record(ControllerTraceEvent('B', name, span.span, now));
   }
   if (span.seen[rank]) return;  // peers repeat what is still waiting in every round
   span.seen[rank] = true;
@@ -27,9 +23,10 @@ void RoundTrace::Closed(uint32_t id, const std::string& name, bool ran, Clock::T
   auto it = open_.find(id);
   if (it == open_.end()) return;
   const int last = ran ? it->second.last_rank : -1;
+  std::string span = std::move(it->second.span);
   open_.erase(it);
   if (!on()) return;
-  TraceEvent end = ControllerTraceEvent('E', name, kSpan, now);
+  TraceEvent end = ControllerTraceEvent('E', name, std::move(span), now);
   end.args_json = "{\"last_rank\":" + std::to_string(last) + "}";
   sink_->Record(std::move(end));
 }

@@ -1,7 +1,7 @@
-// RoundTrace: the fast path's negotiations on the timeline (docs/TIMELINE.md). Cached
-// allreduces agreed on in rounds never reach the controller, so rank 0's background loop
-// draws them where the controller draws its own: on the controller process (pid
-// kControllerTracePid), one track per tensor, a NEGOTIATE_ALLREDUCE span from the first rank
+// RoundTrace: the fast path's negotiations on the timeline (docs/TIMELINE.md). Cached ops
+// agreed on in rounds never reach the controller, so rank 0's background loop draws them
+// where the controller draws its own: on the controller process (pid kControllerTracePid), one
+// track per tensor, a NEGOTIATE_<OP> span (NEGOTIATE_ALLREDUCE, ...) from the first rank
 // seen ready to the round that runs it, with an instant per rank as its readiness arrives and
 // {"last_rank":R} naming the rank that was ready last (-1 when it went to the controller
 // instead, whose own span then follows).
@@ -16,6 +16,7 @@
 
 #include "core/clock.h"
 #include "core/trace_sink.h"
+#include "kolo/types.h"
 
 namespace kolo {
 
@@ -24,8 +25,8 @@ class RoundTrace {
   // `sink` may be null: nothing is recorded.
   RoundTrace(TraceSink* sink, int size) : sink_(sink), size_(size) {}
 
-  // Rank `rank` reported cache id `id` (tensor `name`) ready.
-  void Ready(int rank, uint32_t id, const std::string& name, Clock::TimePoint now);
+  // Rank `rank` reported cache id `id` (tensor `name`, an `op`) ready.
+  void Ready(int rank, uint32_t id, const std::string& name, OpType op, Clock::TimePoint now);
   // A round decided: `id` runs, or goes to the controller (`ran` false).
   void Closed(uint32_t id, const std::string& name, bool ran, Clock::TimePoint now);
 
@@ -37,6 +38,7 @@ class RoundTrace {
   struct Open {
     std::vector<bool> seen;  // by rank
     int last_rank = -1;
+    std::string span;  // NegotiateSpanName of its op
   };
   std::unordered_map<uint32_t, Open> open_;
 };

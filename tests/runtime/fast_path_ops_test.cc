@@ -36,6 +36,17 @@ int FastOpsOf(const std::string& path, int rank, const std::string& op) {
   return count;
 }
 
+// How many negotiation spans `span` ("NEGOTIATE_BROADCAST", ...) rank 0's timeline draws:
+// the controller's and, for ops agreed on in rounds, the fast path's (core/timeline/round_trace.h).
+int SpansOf(const std::string& path, const std::string& span) {
+  std::ifstream in(path + ".rank0");
+  int count = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("{\"name\":\"" + span + "\",\"ph\":\"B\"") != std::string::npos) ++count;
+  }
+  return count;
+}
+
 float ValueAt(int rank, int step, int64_t i) {
   return static_cast<float>(rank * 1000 + step * 10) + static_cast<float>(i % 7);
 }
@@ -128,6 +139,12 @@ TEST_CASE("Repeated broadcasts, allgathers and reducescatters skip the controlle
     CHECK(FastOpsOf(path, r, "BROADCAST") == steps - 1);
     CHECK(FastOpsOf(path, r, "ALLGATHER") == steps - 1);
     CHECK(FastOpsOf(path, r, "REDUCESCATTER") == steps - 1);
+  }
+  // Every step's negotiation is drawn under its own op, whichever path agreed on it.
+  for (const char* span :
+       {"NEGOTIATE_BROADCAST", "NEGOTIATE_ALLGATHER", "NEGOTIATE_REDUCESCATTER"}) {
+    INFO(span);
+    CHECK(SpansOf(path, span) == steps);
   }
 }
 
