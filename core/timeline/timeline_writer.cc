@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -118,9 +119,10 @@ void TimelineWriter::Record(TraceEvent event) {
       ++dropped_;
       return;
     }
-    // A non-empty queue means the writer was already woken and will look again.
-    wake = queue_.empty();
     queue_.push_back(std::move(event));
+    // Once per batch, when it reaches a quarter of the queue: the writer looks every
+    // kBatchPeriod anyway, and a small op must not pay a thread's wake-up.
+    wake = queue_.size() == std::max<size_t>(1, config_.queue_capacity / 4);
     ++accepted_;
   }
   if (wake) work_cv_.NotifyOne();
@@ -129,8 +131,12 @@ void TimelineWriter::Record(TraceEvent event) {
 void TimelineWriter::Flush() {
   MutexLock lock(&mu_);
   const int64_t target = accepted_;
+  if (done_ >= target) return;
+  ++flushing_;
+  work_cv_.NotifyOne();
   // Bounded by the writer thread, which hands back every event it took (written or dropped).
   done_cv_.Wait(&mu_, [&]() KOLO_REQUIRES(mu_) { return done_ >= target; });
+  --flushing_;
 }
 
 void TimelineWriter::Close() {
@@ -165,9 +171,15 @@ void TimelineWriter::WriterLoop() {
   for (;;) {
     {
       MutexLock lock(&mu_);
-      // The writer thread idles here until an event or Close comes: no deadline by design.
-      work_cv_.Wait(&mu_, [this]() KOLO_REQUIRES(mu_) { return !queue_.empty() || closing_; });
-      if (queue_.empty()) return;  // closing, and everything is written
+      // A batch is due at a quarter-full queue, a Flush or Close, or after kBatchPeriod.
+      work_cv_.WaitFor(&mu_, kBatchPeriod, [this]() KOLO_REQUIRES(mu_) {
+        return queue_.size() >= std::max<size_t>(1, config_.queue_capacity / 4) || flushing_ > 0 ||
+               closing_;
+      });
+      if (queue_.empty()) {
+        if (closing_) return;  // everything is written
+        continue;
+      }
     }
     if (config_.before_batch_for_test) config_.before_batch_for_test();
     {

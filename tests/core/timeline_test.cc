@@ -327,6 +327,32 @@ TEST_CASE("At the size limit the writer stops, and the file stays valid", "[core
   CHECK(JsonChecker::Valid(text));
 }
 
+TEST_CASE("A few events reach the file within the batch period, unflushed", "[core][timeline]") {
+  // Record does not wake the writer for them (a small op must not pay a thread's wake-up): the
+  // writer finds them on its own within TimelineWriter::kBatchPeriod.
+  TempDir dir("kolo_timeline_");
+  ManualClock clock;
+  auto writer = OpenOrDie(TestConfig(dir.File("t.json"), 0, &clock));
+  writer->Record(Event('i', 0, "grad/w", "tick", clock.Now()));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (CountLinesWith(ReadFile(dir.File("t.json")), R"("name":"tick")") == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(CountLinesWith(ReadFile(dir.File("t.json")), R"("name":"tick")") == 1);
+  writer->Close();
+}
+
+TEST_CASE("Flush returns once every event recorded before it is in the file", "[core][timeline]") {
+  TempDir dir("kolo_timeline_");
+  ManualClock clock;
+  auto writer = OpenOrDie(TestConfig(dir.File("t.json"), 0, &clock));
+  for (int i = 0; i < 3; ++i) writer->Record(Event('i', 0, "grad/w", "tick", clock.Now()));
+  writer->Flush();
+  CHECK(CountLinesWith(ReadFile(dir.File("t.json")), R"("name":"tick")") == 3);
+  writer->Close();
+}
+
 TEST_CASE("A writer killed mid-trace leaves whole lines and every flushed event",
           "[core][timeline]") {
   TempDir dir("kolo_timeline_");
