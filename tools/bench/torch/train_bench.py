@@ -4,6 +4,8 @@
     horovodrun -np 2 -H localhost:2 --gloo python train_bench.py --hvd horovod.torch
     torchrun --nproc_per_node 2 train_bench.py --ddp               # DistributedDataParallel, gloo
     kolorun -np 2 python train_bench.py --ddp --backend kolo      # DDP on kolo's c10d backend
+    torchrun --nproc_per_node 2 train_bench.py --fsdp              # FSDP2 (fully_shard), gloo
+    kolorun -np 2 python train_bench.py --fsdp --backend kolo     # FSDP2 on kolo's c10d backend
     kolorun -np 2 python train_bench.py --raw                      # no communication at all
 
 Every rank trains the same model on random data of its own (seeded by its rank) of a fixed
@@ -11,13 +13,19 @@ batch (default 8 images of 3x224x224, or 8 vectors for the MLP) with SGD, one co
 (torch.set_num_threads(1)).
 --hvd wraps the optimizer in the module's DistributedOptimizer (gradients averaged as their
 hooks fire) after broadcasting the initial weights; --ddp wraps the model in
-DistributedDataParallel (gloo); --raw runs the same step with no library: under any launcher,
+DistributedDataParallel (gloo); --fsdp shards it with FSDP2's fully_shard, one unit per
+bottleneck block (MLP: per linear layer) and the root, so every step all-gathers each unit's
+parameters before its forward and backward and reduce-scatters its gradients (FSDP's
+collectives: dist.all_gather_into_tensor, dist.reduce_scatter_tensor); --raw runs the same
+step with no library: under any launcher,
 every rank then computes alone, competing for the same cores as in the other modes, which is
 the floor the others are measured against.
 
 After the timed steps, --hvd and --ddp check, untimed, that every rank ends with rank 0's
 weights to the bit (their gradients were averaged identically; #wrong counts the ranks that
-do not) and exit non-zero otherwise, as allreduce_bench.py checks every result.
+do not) and exit non-zero otherwise, as allreduce_bench.py checks every result. --fsdp checks
+that every rank gathers the same full weights from the shards (that FSDP on kolo trains as on
+gloo is tests/python/distributed/test_training.py's).
 
 Rank 0 prints the median (and min, max) time per step over --steps timed steps after
 --warmup ones, images per second over all ranks (batch * ranks / step time), and the CPU time
@@ -117,9 +125,12 @@ def parse_args(argv):
                        help="the Horovod-style module to import")
     which.add_argument("--ddp", action="store_true",
                        help="DistributedDataParallel (run under torchrun, or kolorun)")
+    which.add_argument("--fsdp", action="store_true",
+                       help="FSDP2's fully_shard (run under torchrun, or kolorun)")
     which.add_argument("--raw", action="store_true", help="the step with no communication")
     parser.add_argument("--backend", choices=["gloo", "kolo"], default="gloo",
-                        help="--ddp's torch.distributed backend (kolo: kolo.torch.distributed)")
+                        help="--ddp's and --fsdp's torch.distributed backend (kolo: "
+                        "kolo.torch.distributed)")
     parser.add_argument("--model", choices=["resnet50", "mlp"], default="resnet50")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--image", type=int, default=224, help="ResNet-50 input side")
@@ -133,8 +144,24 @@ def parse_args(argv):
 
 
 def flat_weights(model):
-    """Every parameter of `model`, flattened into one tensor (a copy)."""
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    """Every parameter of `model`, flattened into one tensor (a copy; a sharded one gathered)."""
+    def full(p):
+        return p.full_tensor() if hasattr(p, "full_tensor") else p
+    return torch.cat([full(p.detach()).reshape(-1) for p in model.parameters()])
+
+
+def shard(model):
+    """FSDP2 units: each bottleneck block (MLP: each linear layer), then the root."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    unit = Bottleneck if isinstance(model, ResNet50) else nn.Linear
+    for module in model.modules():
+        if isinstance(module, unit):
+            fully_shard(module, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
 
 
 def cpu_seconds():
@@ -159,20 +186,25 @@ def main(argv):
     else:
         data = torch.randn(args.batch, 1024)
         target = torch.randint(0, 10, (args.batch,))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    if not args.fsdp:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
     if args.raw:
         library, rank, ranks = "raw (no communication)", launcher_rank(), launcher_size()
         barrier, shutdown = (lambda: None), (lambda: None)
         wrong_weights = lambda: 0  # noqa: E731  (nothing to compare: each rank on its own)
-    elif args.ddp:
+    elif args.ddp or args.fsdp:
         import torch.distributed as dist
         if args.backend == "kolo":
             import kolo.torch.distributed  # noqa: F401  (registers the backend)
         dist.init_process_group(args.backend)
-        library = "DDP(%s)" % args.backend
+        library = "%s(%s)" % ("DDP" if args.ddp else "FSDP2", args.backend)
         rank, ranks = dist.get_rank(), dist.get_world_size()
-        model = nn.parallel.DistributedDataParallel(model)
+        if args.ddp:
+            model = nn.parallel.DistributedDataParallel(model)
+        else:
+            model = shard(model)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         barrier, shutdown = dist.barrier, dist.destroy_process_group
 
         def wrong_weights():
