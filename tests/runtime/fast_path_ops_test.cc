@@ -56,6 +56,11 @@ int64_t RowsOf(int rank) {
   return rank == 1 ? 0 : rank + 2;
 }
 
+// The same, but rank 2 sends 9.
+int64_t MoreRowsOn2(int rank) {
+  return rank == 2 ? 9 : RowsOf(rank);
+}
+
 // One step of a broadcast from the last rank, an allgather of uneven rows and a reducescatter,
 // each checked against what every rank sent.
 std::string Step(Runtime& rt, int step, int64_t (*rows_of)(int)) {
@@ -162,12 +167,11 @@ TEST_CASE(
     }
     // Rank 2 sends more rows from now on; the others' cached copies must not wait for a round.
     const auto start = Clock::now();
-    std::string failure =
-        Step(rt, 3, [](int rank) -> int64_t { return rank == 2 ? 9 : RowsOf(rank); });
+    std::string failure = Step(rt, 3, MoreRowsOn2);
     seconds[rt.rank()] = std::chrono::duration<double>(Clock::now() - start).count();
     if (!failure.empty()) return failure;
     for (int step = 4; step < 7; ++step) {
-      failure = Step(rt, step, [](int rank) -> int64_t { return rank == 2 ? 9 : RowsOf(rank); });
+      failure = Step(rt, step, MoreRowsOn2);
       if (!failure.empty()) return failure;
     }
     return "";
