@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -122,7 +121,7 @@ void TimelineWriter::Record(TraceEvent event) {
     queue_.push_back(std::move(event));
     // Once per batch, when it reaches a quarter of the queue: the writer looks every
     // kBatchPeriod anyway, and a small op must not pay a thread's wake-up.
-    wake = queue_.size() == std::max<size_t>(1, config_.queue_capacity / 4);
+    wake = queue_.size() == BatchEvents();
     ++accepted_;
   }
   if (wake) work_cv_.NotifyOne();
@@ -173,8 +172,7 @@ void TimelineWriter::WriterLoop() {
       MutexLock lock(&mu_);
       // A batch is due at a quarter-full queue, a Flush or Close, or after kBatchPeriod.
       work_cv_.WaitFor(&mu_, kBatchPeriod, [this]() KOLO_REQUIRES(mu_) {
-        return queue_.size() >= std::max<size_t>(1, config_.queue_capacity / 4) || flushing_ > 0 ||
-               closing_;
+        return queue_.size() >= BatchEvents() || flushing_ > 0 || closing_;
       });
       if (queue_.empty()) {
         if (closing_) return;  // everything is written

@@ -9,6 +9,7 @@
 // 2-core machine (docs/PERFORMANCE.md, "Timeline overhead").
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -78,6 +79,8 @@ class TimelineWriter {
  private:
   TimelineWriter(const Config& config, int fd, Clock::TimePoint origin, int64_t header_bytes);
 
+  // Queued events that make a batch due at once: a quarter of the queue.
+  size_t BatchEvents() const { return std::max<size_t>(1, config_.queue_capacity / 4); }
   void WriterLoop();
   // Formats `batch` (with thread_name lines for new tracks) and writes it with one write().
   void WriteBatch(const std::vector<TraceEvent>& batch);
