@@ -40,7 +40,7 @@ class CpuExecutor final : public Executor {
               const ShmSingleCopy::Tuning& single_copy = ShmSingleCopy::Tuning());
 
   // Allreduce, allgather and reducescatter (ring), broadcast (pipelined chain from the root;
-  // allreduce, broadcast and allgather hierarchically on several hosts: UseHierarchy),
+  // all four hierarchically on several hosts: UseHierarchy),
   // alltoall (pairwise) and barrier; other ops fail with
   // kInternal "<op> is not implemented". Blocks until the
   // results are in every entry's output. Average divides once by the number of ranks: for
@@ -57,18 +57,20 @@ class CpuExecutor final : public Executor {
   Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                  PhaseObserver* observer) override;
 
-  // Runs allreduces and allgathers of at least `min_bytes` (the fused total, the same on every
-  // rank; 0: all; kHierarchyFlat: none; an allreduce response's own hierarchy_min_bytes, when it
-  // carries one, instead: core/hierarchy_rule.h), and with `broadcasts` every broadcast,
-  // hierarchically (ops/hierarchical_allreduce.h, ops/hierarchical_gather.h) instead of over
-  // `plane`. `planes`: this host's ranks (`local`), the other hosts' ranks with this rank's place
+  // Runs allreduces, allgathers and reducescatters of at least `min_bytes` (the fused total,
+  // the same on every rank; 0: all; kHierarchyFlat: none; an allreduce response's own
+  // hierarchy_min_bytes, when it carries one, instead: core/hierarchy_rule.h), and with
+  // `broadcasts` every broadcast, hierarchically (ops/hierarchical_allreduce.h,
+  // ops/hierarchical_gather.h, ops/hierarchical_reducescatter.h) instead of over `plane`.
+  // `planes`: this host's ranks (`local`), the other hosts' ranks with this rank's place
   // (`cross`), both subsets of the ranks of `plane`, every host with local->size() of them; the
   // host's shared memory (may be null); every rank's place; this rank. All outlive the executor.
   // Not with the constructor's SharedMemoryPlane (whose job is on one host). Phases: as the flat
   // path, with HIERARCHICAL_ALLREDUCE in place of RING_ALLREDUCE (fused tensors always go through
   // the fusion buffer, MEMCPY_IN_FUSION_BUFFER, ..., which the three steps need contiguous),
-  // HIERARCHICAL_ALLGATHER in place of RING_ALLGATHER, HIERARCHICAL_BROADCAST in place of
-  // CHAIN_BROADCAST. Call before the first Execute.
+  // HIERARCHICAL_ALLGATHER in place of RING_ALLGATHER, HIERARCHICAL_REDUCESCATTER in place of
+  // RING_REDUCESCATTER, HIERARCHICAL_BROADCAST in place of CHAIN_BROADCAST. Call before the
+  // first Execute.
   void UseHierarchy(HostPlanes planes, uint64_t min_bytes, bool broadcasts);
 
  private:
@@ -80,10 +82,13 @@ class CpuExecutor final : public Executor {
   // this rank only (entry.local_error); the rank still relays.
   Status Allgather(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseObserver* observer);
-  // Ring reduce-scatter (on one host ops/shm_reducescatter.h) through the fusion buffer (the
-  // inputs stay untouched), laid out so that block r holds part r of every fused tensor; this
-  // rank's parts go to the entries' outputs, scaled and averaged as for allreduce. Phases:
-  // MEMCPY_IN_FUSION_BUFFER, RING_REDUCESCATTER or SHM_REDUCESCATTER, MEMCPY_OUT_FUSION_BUFFER.
+  // Ring reduce-scatter (on one host ops/shm_reducescatter.h; on several, by the allgather's
+  // size rule, ops/hierarchical_reducescatter.h) through the fusion buffer (the inputs stay
+  // untouched), laid out so that block r holds part r of every fused tensor (the blocks in
+  // place-major order for the hierarchical path); this rank's parts go to the entries'
+  // outputs, scaled and averaged as for allreduce. Phases: MEMCPY_IN_FUSION_BUFFER,
+  // RING_REDUCESCATTER, SHM_REDUCESCATTER or HIERARCHICAL_REDUCESCATTER,
+  // MEMCPY_OUT_FUSION_BUFFER.
   // On one host a lone tensor without prescale skips the fusion buffer (its input is laid out
   // so already): SHM_REDUCESCATTER from its input into its output, then SCALE_OUTPUT where there
   // is a postscale or an integer average.

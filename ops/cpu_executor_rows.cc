@@ -8,6 +8,7 @@
 #include "core/fusion/fusion_layout.h"
 #include "core/op_validation.h"
 #include "ops/cpu_executor.h"
+#include "ops/hierarchical_reducescatter.h"
 #include "ops/pairwise_alltoall.h"
 #include "ops/phase_scope.h"
 #include "ops/reduce_kernels.h"
@@ -105,10 +106,21 @@ Status CpuExecutor::Reducescatter(const Response& response,
   if (!layout.ok()) return layout.status().WithContext(what);
   const std::vector<size_t>& parts = layout->parts;
   const std::vector<size_t>& block_elements = layout->block_elements;
-  size_t total = 0, own_offset = 0;
-  for (int r = 0; r < n; ++r) {
-    if (r == me) own_offset = total;
-    total += block_elements[r];
+  size_t total = 0;
+  for (size_t count : block_elements) total += count;
+  // The order of the ranks' blocks in the buffer: rank order, or place-major for the
+  // hierarchical path (ops/hierarchical_reducescatter.h).
+  const bool hierarchical = Hierarchical(response, total * element_size);
+  std::vector<int> order;
+  if (hierarchical) {
+    order = PlaceMajorOrder(host_planes_);
+  } else {
+    for (int r = 0; r < n; ++r) order.push_back(r);
+  }
+  size_t own_offset = 0, offset = 0;
+  for (int r : order) {
+    if (r == me) own_offset = offset;
+    offset += block_elements[r];
   }
   const ReduceOp op =  // average sums, and divides at the end
       response.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum : response.reduce_op;
@@ -133,27 +145,37 @@ Status CpuExecutor::Reducescatter(const Response& response,
     return Status::Ok();
   }
   // Rank-major: block r holds part r of every tensor, so the ring leaves this rank's parts
-  // together. For one tensor this is just its input, scaled (the input stays untouched).
+  // together; the blocks lie in `order`. For one tensor in rank order this is just its input,
+  // scaled (the input stays untouched).
   fusion_buffer_.Reserve(total * element_size);
   uint8_t* work = fusion_buffer_.data();
   {
     PhaseScope phase(observer, "MEMCPY_IN_FUSION_BUFFER");
-    std::vector<size_t> in_offset(tensors, 0);  // elements of tensor t already placed
-    size_t offset = 0;
-    for (int r = 0; r < n; ++r) {
+    std::vector<size_t> part_offset(static_cast<size_t>(n) * tensors);  // tensor t, rank r
+    for (size_t t = 0; t < tensors; ++t) {
+      for (size_t r = 0, before = 0; r < static_cast<size_t>(n); ++r) {
+        part_offset[t * n + r] = before;
+        before += parts[t * n + r];
+      }
+    }
+    offset = 0;
+    for (int r : order) {
       for (size_t t = 0; t < tensors; ++t) {
         const size_t count = parts[t * n + r];
         const uint8_t* input = static_cast<const uint8_t*>(entries[t]->input.data);
         if (count > 0) {
-          ScaleCopy(work + offset * element_size, input + in_offset[t] * element_size, count,
-                    response.dtype, response.prescale);
+          ScaleCopy(work + offset * element_size, input + part_offset[t * n + r] * element_size,
+                    count, response.dtype, response.prescale);
         }
-        in_offset[t] += count;
         offset += count;
       }
     }
   }
-  if (shm_ != nullptr) {
+  if (hierarchical) {
+    PhaseScope phase(observer, "HIERARCHICAL_REDUCESCATTER");
+    KOLO_RETURN_IF_ERROR(HierarchicalReducescatter(host_planes_, work, block_elements,
+                                                   response.dtype, op, scratch_, what));
+  } else if (shm_ != nullptr) {
     PhaseScope phase(observer, "SHM_REDUCESCATTER");
     KOLO_RETURN_IF_ERROR(ShmReducescatter(*shm_, work, work + own_offset * element_size,
                                           block_elements, response.dtype, op, what));

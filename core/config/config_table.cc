@@ -537,15 +537,16 @@ std::vector<ConfigVar> BuildTable() {
       Row("KOLO_HIERARCHICAL", {"HOROVOD_HIERARCHICAL_ALLREDUCE"})
           .Enum(&Options::hierarchical, kHierarchicalNames, Hierarchical::kAuto)
           .SwitchValues(&Options::hierarchical, Hierarchical::kOn, Hierarchical::kOff)
-          .Help("CPU allreduces and allgathers of a job whose hosts each run the same number "
-                "(> 1) of ranks: an allreduce as a reduce-scatter within each host, an allreduce "
-                "of each rank's block across the hosts, an allgather within the host; an "
-                "allgather across the hosts, then within each host. on (or 1): every allreduce "
-                "and allgather, and broadcasts (across the hosts, then within each); auto: "
-                "allreduces and allgathers of 64 KiB and more (provisional, not yet measured "
-                "between real hosts; KOLO_AUTOTUNE tunes that size for allreduces); off (or 0): "
-                "flat rings, halving-doubling and the broadcast chain over all ranks. Same on "
-                "every rank."),
+          .Help("CPU allreduces, allgathers and reducescatters of a job whose hosts each run "
+                "the same number (> 1) of ranks: an allreduce as a reduce-scatter within each "
+                "host, an allreduce of each rank's block across the hosts, an allgather within "
+                "the host; an allgather across the hosts, then within each host; a "
+                "reducescatter within each host, then across the hosts. on (or 1): every "
+                "allreduce, allgather and reducescatter, and broadcasts (across the hosts, then "
+                "within each); auto: allreduces, allgathers and reducescatters of 64 KiB and "
+                "more (provisional, not yet measured between real hosts; KOLO_AUTOTUNE tunes "
+                "that size for allreduces); off (or 0): flat rings, halving-doubling and the "
+                "broadcast chain over all ranks. Same on every rank."),
       Row("KOLO_FAST_PATH")
           .Bool(&Options::fast_path, true)
           .Help("1: CPU allreduces, broadcasts, allgathers and reducescatters seen before "

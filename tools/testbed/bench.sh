@@ -5,9 +5,9 @@
 #   tools/testbed/bench.sh [--hosts 4] [--ranks-per-host 4] [--rate 10gbit] [--delay 25us]
 #                          [--sizes 4K,64M] [--iters 20] [--warmup 5] [--op allreduce]
 #
-# --op allgather or broadcast (from rank 0) times kolo's, flat and hierarchical, in their place
-# (kolo-bench's sizes: allgather's output, broadcast's buffer); the Open MPI benchmark times
-# allreduce only, so those tables have no Open MPI row.
+# --op allgather, reducescatter or broadcast (from rank 0) times kolo's, flat and hierarchical,
+# in their place (kolo-bench's sizes: allgather's output, reducescatter's input, broadcast's
+# buffer); the Open MPI benchmark times allreduce only, so those tables have no Open MPI row.
 # (Default hosts and ranks: 4 x 4 on a machine of 16 cores or more, else 2 x 2.)
 # Brings a testbed up (deleted at the end, also when interrupted), then per size runs
 # kolo-bench with KOLO_HIERARCHICAL=off and =on (passed through; a kolo that does not know the
@@ -40,8 +40,8 @@ while (($#)); do
 done
 case $op in
 allreduce) op_flags=(--inplace 1) ;;  # as Open MPI's benchmark, MPI_IN_PLACE
-allgather | broadcast) op_flags=(--op "$op") ;;
-*) echo "bench.sh: --op must be allreduce, allgather or broadcast, not '$op'" >&2; exit 2 ;;
+allgather | reducescatter | broadcast) op_flags=(--op "$op") ;;
+*) echo "bench.sh: --op must be allreduce, allgather, reducescatter or broadcast, not '$op'" >&2; exit 2 ;;
 esac
 [[ -x $build/bin/kolo-bench ]] || { echo "bench.sh: no $build/bin/kolo-bench: build kolo first" >&2; exit 1; }
 export KOLORUN=${KOLORUN:-$build/bin/kolorun}
