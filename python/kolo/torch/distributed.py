@@ -77,14 +77,7 @@ class KoloProcessGroup(_C.ProcessGroupBase):
         super().shutdown()
         if self.rank() == 0 or self is not dist.distributed_c10d._world.default_pg:
             return
-        import time
-        deadline = time.monotonic() + min(5.0, self._kolo_timeout.total_seconds())
-        while time.monotonic() < deadline:
-            try:
-                self._kolo_store.check(["kolo/destroyed"])
-            except Exception:  # noqa: BLE001  (the store's host closed it: what we wait for)
-                return
-            time.sleep(0.005)
+        _wait_for_store_close(self._kolo_store, min(5.0, self._kolo_timeout.total_seconds()))
 
     def new_group(self, ranks: list[int], timeout: Optional[timedelta] = None,
                   backend: Optional[str] = None, pg_options: Any = None,
@@ -134,6 +127,24 @@ def _foreign_group(ranks: list[int], timeout: timedelta, backend: str, pg_option
     if group in c10d._world.tags_to_pg.get(tag, []):
         c10d._world.tags_to_pg[tag].remove(group)
     return group
+
+
+def _wait_for_store_close(store: dist.Store, seconds: float) -> None:
+    """Returns once the TCPStore server behind `store` has closed (or at once for another kind
+    of store), at most `seconds` later. Watches a connection of its own that sends nothing,
+    which the server closes when it stops, rather than polling through torch's client, which
+    logs a warning and a C++ stack trace on every rank when the server goes away."""
+    while isinstance(store, dist.PrefixStore):
+        store = store.underlying_store
+    if not isinstance(store, dist.TCPStore) or seconds <= 0:
+        return
+    try:
+        with socket.create_connection((store.host, store.port), timeout=seconds) as probe:
+            probe.settimeout(seconds)
+            while probe.recv(4096):  # the server never writes to a client that asked nothing
+                pass
+    except OSError:  # refused (already closed), reset, or the deadline passed
+        pass
 
 
 def _free_port() -> int:
