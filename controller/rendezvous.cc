@@ -26,7 +26,7 @@ Status Rendezvous::Admit(const Hello& hello) {
   }
   if (admitted_[hello.rank]) return InvalidArgument(who + " is already connected");
   admitted_[hello.rank] = true;
-  peers_[hello.rank] = PeerInfo{hello.rank, hello.host, hello.data_address};
+  peers_[hello.rank] = PeerInfo{hello.rank, hello.host, hello.data_address, hello.machine};
   ++num_admitted_;
   return Status::Ok();
 }

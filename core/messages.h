@@ -68,6 +68,9 @@ struct Hello {
   int size = 0;
   std::string host;
   std::string data_address;  // "ip:port"
+  // The kernel and CPUs the rank runs on ("" if unknown): which ranks share its cores, whatever
+  // host names they report (runtime/core_share.h).
+  std::string machine;
   // The sender's build; a Hello read off the wire has the peer's (protocol 0: before v0.2).
   int protocol = kProtocolVersion;
   std::string kolo_version = KOLO_VERSION_STRING;  // for messages
@@ -86,6 +89,7 @@ struct PeerInfo {
   int rank = -1;
   std::string host;
   std::string data_address;
+  std::string machine;  // its Hello's
 };
 
 // A decision of the controller, identical on every rank. Executed in `seq` order.

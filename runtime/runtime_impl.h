@@ -25,6 +25,7 @@
 #include "core/wakeup.h"
 #include "kolo/kolo.h"
 #include "ops/gpu_plane/gpu_plane.h"
+#include "runtime/core_share.h"
 #include "runtime/host_groups.h"
 #include "transport/grpc/control_auth.h"
 
@@ -171,6 +172,8 @@ class RuntimeImpl {
   const Logger logger_;
   Topology topology_;
   HostGroups host_groups_;
+  CoreShare core_share_;  // the ranks on this rank's CPUs (at least its host's local ranks)
+  int own_cpus_ = 1;      // the CPUs this process may run on
   std::chrono::microseconds wait_spin_{0};
 
   // Outlive everything below that records into them (declared first, destroyed last).

@@ -1,6 +1,8 @@
 // RuntimeImpl's start (init()), step by step: Create, Start and its named steps, each of which
 // fails with its own message, and what rank 0 does after a start that failed (TellLateRanks).
 // The rest of RuntimeImpl is in runtime_impl.cc.
+#include <sched.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -27,20 +29,21 @@ namespace {
 
 using SteadyTime = std::chrono::steady_clock;
 
-// The caller's wait (BackgroundLoop::Drive) on cores the host's ranks outnumber: long enough
-// for a small op to finish while its caller drives it, which takes longer the more ranks share
-// the cores. Measured on 2 cores (docs/PERFORMANCE.md, "Waiting on oversubscribed cores"): the
-// best budgets were ~300 us at 4 and 8 ranks (1.2 ms was slower at 8), 1.6-3 ms at 16, ~5 ms at
-// 32 and ~10 ms at 64, where anything shorter gained little.
-constexpr std::chrono::microseconds kOversubscribedWaitSpinFew{300};      // up to 8 local ranks
+// The caller's wait (BackgroundLoop::Drive) on cores the ranks sharing them outnumber
+// (runtime/core_share.h: on this host, or on this machine's kernel under other host names):
+// long enough for a small op to finish while its caller drives it, which takes longer the more
+// ranks share the cores. Measured on 2 cores (docs/PERFORMANCE.md, "Waiting on
+// oversubscribed cores"): the best budgets were ~300 us at 4 and 8 ranks (1.2 ms was slower at
+// 8), 1.6-3 ms at 16, ~5 ms at 32 and ~10 ms at 64, where anything shorter gained little.
+constexpr std::chrono::microseconds kOversubscribedWaitSpinFew{300};      // up to 8 ranks
 constexpr std::chrono::microseconds kOversubscribedWaitSpinPerRank{150};  // beyond
 constexpr std::chrono::microseconds kMaxWaitSpin{10000};  // KOLO_WAIT_SPIN_US's own limit
 
 std::chrono::microseconds CallerWaitSpin(std::chrono::microseconds asked, bool core_each,
-                                         int local_ranks) {
+                                         int sharing_ranks) {
   if (core_each || asked <= std::chrono::microseconds::zero()) return asked;
-  if (local_ranks <= 8) return kOversubscribedWaitSpinFew;
-  return std::min(kMaxWaitSpin, kOversubscribedWaitSpinPerRank * local_ranks);
+  if (sharing_ranks <= 8) return kOversubscribedWaitSpinFew;
+  return std::min(kMaxWaitSpin, kOversubscribedWaitSpinPerRank * sharing_ranks);
 }
 
 }  // namespace
@@ -232,6 +235,7 @@ StatusOr<std::vector<PeerInfo>> RuntimeImpl::MeetPeers(SteadyTime::time_point de
   hello.size = options_.size;
   hello.host = options_.host.empty() ? LocalHostName() : options_.host;
   hello.data_address = mesh_->listen_address();
+  hello.machine = LocalMachine();
   StatusOr<std::vector<PeerInfo>> peers =
       channel_->Connect(hello, deadline, [this] { wakeup_.Notify(); });
   if (!peers.ok()) return StartFailure(peers.status());
@@ -242,6 +246,14 @@ StatusOr<std::vector<PeerInfo>> RuntimeImpl::MeetPeers(SteadyTime::time_point de
       "its ranks report " + std::to_string(topology_.cross_size) + " host names"));
   if (options_.local_rank >= 0) topology_.local_rank = options_.local_rank;
   if (options_.local_size >= 0) topology_.local_size = options_.local_size;
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  own_cpus_ = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  core_share_ = ComputeCoreShare(*peers, options_.rank, own_cpus_);
+  core_share_.ranks = std::max(core_share_.ranks, topology_.local_size);
+  logger_->debug("{} ranks (this host's {}) share this rank's {} cores ({})", core_share_.ranks,
+                 topology_.local_size, core_share_.cores,
+                 hello.machine.empty() ? "by host name" : hello.machine);
   return peers;
 }
 
@@ -251,7 +263,10 @@ Status RuntimeImpl::ConnectPeers(const std::vector<PeerInfo>& peers,
   std::vector<std::string> addresses;
   for (const PeerInfo& peer : peers) addresses.push_back(peer.data_address);
   KOLO_RETURN_IF_ERROR(mesh_->Connect(addresses, deadline));
-  mesh_->SetLocalRanks(topology_.local_size, options_.cpu_bind == "core");
+  // Busy polling by this host's ranks on this rank's CPUs, not by the machine's share: at twice
+  // as many ranks as cores (2 hosts of 2 ranks on 2 cores, the testbed) polling still paid for
+  // small ops (docs/PERFORMANCE.md, "Waiting on oversubscribed cores").
+  mesh_->SetCoreShare(topology_.local_size, own_cpus_, options_.cpu_bind == "core");
   return Status::Ok();
 }
 
@@ -270,7 +285,7 @@ Status RuntimeImpl::StartSharedMemory() {
   config.rank = options_.rank;
   config.size = options_.size;
   config.timeout_seconds = options_.timeout_seconds;
-  config.spin = mesh_->busy_poll();  // decided by SetLocalRanks, KOLO_CPU_BIND included
+  config.spin = mesh_->busy_poll();  // decided by SetCoreShare, KOLO_CPU_BIND included
   config.single_copy = options_.shm_single_copy;
   config.logger = MakeLogger(options_.rank, "shm", logger_->level());
   StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(config, *mesh_);
@@ -379,7 +394,7 @@ void RuntimeImpl::StartLoop() {
   // shared-memory plane's spin, which stays off there (docs/PERFORMANCE.md).
   loop_wiring.spin_for_rounds = true;
   wait_spin_ = CallerWaitSpin(std::chrono::microseconds(options_.wait_spin_us), mesh_->busy_poll(),
-                              topology_.local_size);
+                              core_share_.ranks);
   if (options_.rank == 0) loop_wiring.negotiation_sink = &timeline_;
   loop_wiring.process_sets = &sets_;
   loop_wiring.autotuner = autotuner_.get();

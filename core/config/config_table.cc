@@ -564,10 +564,12 @@ std::vector<ConfigVar> BuildTable() {
           .Help("A blocking call runs its op on the calling thread while the background "
                 "thread is idle, or polls it (yielding the core), this long before it sleeps; "
                 "synchronize() polls. Where the host's ranks outnumber its cores kolo sets the "
-                "time itself: 300 us up to 8 ranks on the host, 150 us a rank beyond, at most "
-                "10 ms (measured, docs/PERFORMANCE.md). A small op then returns without a "
-                "thread hand-off, and a peer that calls up to this much later finds this rank "
-                "awake. 0: always hand over and sleep."),
+                "time itself: 300 us up to 8 ranks on the cores, 150 us a rank beyond, at most "
+                "10 ms, counting every rank of the job on this machine's kernel whose CPUs "
+                "overlap this rank's, whatever host name it reports (containers and namespaces "
+                "of one machine; measured, docs/PERFORMANCE.md). A small op then returns "
+                "without a thread hand-off, and a peer that calls up to this much later finds "
+                "this rank awake. 0: always hand over and sleep."),
       Row("KOLO_GPU_OPERATIONS", {"HOROVOD_GPU_OPERATIONS"})
           .Enum(&Options::gpu_operations, kGpuOperationsNames, GpuOperations::kAuto)
           .Help("Data path of GPU tensors: nccl (NCCL collectives), ring (staged through host "

@@ -11,6 +11,7 @@ Hello MakeHello(int rank, int size) {
   hello.size = size;
   hello.host = "host" + std::to_string(rank);
   hello.data_address = "10.0.0.1:" + std::to_string(5000 + rank);
+  hello.machine = "boot/" + std::to_string(rank % 2);
   return hello;
 }
 
@@ -28,6 +29,7 @@ TEST_CASE("The peer table is complete once every rank is admitted", "[controller
     CHECK(peer.rank == rank);
     CHECK(peer.host == "host" + std::to_string(rank));
     CHECK(peer.data_address == "10.0.0.1:" + std::to_string(5000 + rank));
+    CHECK(peer.machine == "boot/" + std::to_string(rank % 2));
   }
 }
 

@@ -92,7 +92,7 @@ struct FaultRun {
 };
 
 // `count` float32 elements through `algorithm` on rank 0, with a scratch of `scratch_bytes`.
-// Rank 0's mesh polls without sleeping (SetLocalRanks(1)) so that the deadline is also tested
+// Rank 0's mesh polls without sleeping (SetCoreShare(1, 1)) so that the deadline is also tested
 // on the spinning path.
 inline FaultRun RunOnRankZero(PairwiseAllreduce algorithm, int n, double timeout_seconds,
                               const std::function<void(Meshes&)>& prepare, size_t count,
@@ -106,7 +106,7 @@ inline FaultRun RunOnRankZero(PairwiseAllreduce algorithm, int n, double timeout
     run.status = meshes.status().WithContext("test setup");
     return run;
   }
-  (*meshes)[0]->SetLocalRanks(1);
+  (*meshes)[0]->SetCoreShare(1, 1);
   prepare(*meshes);
   std::vector<float> data(count, 1.0f);
   ops::RingScratch scratch(scratch_bytes);
@@ -177,7 +177,7 @@ TEST_CASE("a pairwise allreduce matches a direct computation for every dtype and
   REQUIRE(meshes.status().ToString() == "OK");
   // Busy polling (transport/tcp/stream_pump.h) on and off: the pump's two ways of waiting.
   const bool busy_poll = GENERATE(false, true);
-  for (auto& mesh : *meshes) mesh->SetLocalRanks(busy_poll ? 1 : 1 << 20);
+  for (auto& mesh : *meshes) mesh->SetCoreShare(busy_poll ? 1 : 1 << 20, 1);
   INFO(c.name << ", " << n << " ranks, " << pieces << " pieces, busy poll " << busy_poll);
   for (const std::string& failure : RunAllreduceCases(
            c.run, *meshes, c.counts, pieces, c.piece_unit, ops::RingScratch::kDefaultBytes)) {

@@ -45,7 +45,7 @@ class RecordingHandler final : public ControllerHandler {
       ControllerMessage welcome;
       welcome.kind = ControllerMessage::Kind::kWelcome;
       for (const auto& [rank, h] : recorded_.hellos) {
-        welcome.peers.push_back({rank, h.host, h.data_address});
+        welcome.peers.push_back({rank, h.host, h.data_address, h.machine});
       }
       for (const auto& [rank, h] : recorded_.hellos) outbox_->Send(rank, welcome);
     }

@@ -32,7 +32,8 @@ std::chrono::steady_clock::time_point In(std::chrono::milliseconds d) {
 using kolo::testing::SecondsSince;
 
 Hello MakeHello(int rank, int size, const std::string& host = "host") {
-  return {rank, size, host, "127.0.0.1:" + std::to_string(7000 + rank)};
+  return {rank, size, host, "127.0.0.1:" + std::to_string(7000 + rank),
+          "boot-id/" + std::to_string(rank)};
 }
 
 // A loopback port that nothing listens on (it was free a moment ago).
@@ -90,6 +91,7 @@ TEST_CASE("Three workers say hello, get the peer table and shut down cleanly",
     for (int j = 0; j < 3; ++j) {
       CHECK((*peers[r])[j].rank == j);
       CHECK((*peers[r])[j].data_address == MakeHello(j, 3).data_address);
+      CHECK((*peers[r])[j].machine == MakeHello(j, 3).machine);
     }
   }
   for (auto& channel : channels) ShutDownCleanly(*channel);

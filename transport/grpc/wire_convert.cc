@@ -44,6 +44,7 @@ void ToWire(const Hello& hello, wire::Hello* out) {
   out->set_data_address(hello.data_address);
   out->set_protocol(hello.protocol);
   out->set_kolo_version(hello.kolo_version);
+  out->set_machine(hello.machine);
 }
 
 Hello FromWire(const wire::Hello& in) {
@@ -54,6 +55,7 @@ Hello FromWire(const wire::Hello& in) {
   hello.data_address = in.data_address();
   hello.protocol = in.protocol();
   hello.kolo_version = in.kolo_version();
+  hello.machine = in.machine();
   return hello;
 }
 
@@ -189,6 +191,7 @@ wire::ControllerMessage ToWire(const ControllerMessage& message) {
         p->set_rank(peer.rank);
         p->set_host(peer.host);
         p->set_data_address(peer.data_address);
+        p->set_machine(peer.machine);
       }
       break;
     case ControllerMessage::Kind::kResponses:
@@ -217,7 +220,7 @@ StatusOr<ControllerMessage> FromWire(const wire::ControllerMessage& in) {
     case wire::ControllerMessage::kWelcome:
       message.kind = ControllerMessage::Kind::kWelcome;
       for (const wire::Peer& p : in.welcome().peers()) {
-        message.peers.push_back({p.rank(), p.host(), p.data_address()});
+        message.peers.push_back({p.rank(), p.host(), p.data_address(), p.machine()});
       }
       return message;
     case wire::ControllerMessage::kResponses:

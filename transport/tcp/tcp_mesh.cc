@@ -1,7 +1,6 @@
 #include "transport/tcp/tcp_mesh.h"
 
 #include <poll.h>
-#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -247,12 +246,9 @@ MeshConnector::Params TcpMesh::ConnectorParams(const std::string& generation) {
   return params;
 }
 
-void TcpMesh::SetLocalRanks(int local_ranks, bool bound_to_own_cpus) {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  busy_poll_ = bound_to_own_cpus || local_ranks <= cores;
-  config_.logger->debug("{} ranks on this host, {} cores{}: busy polling {}", local_ranks, cores,
+void TcpMesh::SetCoreShare(int ranks, int cores, bool bound_to_own_cpus) {
+  busy_poll_ = bound_to_own_cpus || ranks <= cores;
+  config_.logger->debug("{} ranks on this rank's {} cores{}: busy polling {}", ranks, cores,
                         bound_to_own_cpus ? " (bound to its own)" : "", busy_poll_ ? "on" : "off");
 }
 

@@ -69,14 +69,15 @@ class TcpMesh final : public DataPlane {
   // Connect, on the owner's thread.
   void SetGeneration(std::string generation) { generation_ = std::move(generation); }
 
-  // How many ranks of the job run on this host, and whether a launcher bound each to CPUs of
-  // its own (KOLO_CPU_BIND=core). The pump polls without sleeping before it blocks
-  // (transport/tcp/stream_pump.h) only when the ranks are bound so, or do not outnumber the
-  // cores this process may run on: beyond that a spinning rank takes the core from one that has
-  // work. Until it is called the mesh does not busy-poll. Owner thread, not during an Exchange.
-  void SetLocalRanks(int local_ranks, bool bound_to_own_cpus = false);
+  // How many ranks of the job compete for how many CPUs with this one (the runtime passes its
+  // host's ranks and its own CPUs), and whether a launcher bound each rank to CPUs of its own
+  // (KOLO_CPU_BIND=core). The pump polls without sleeping before it blocks
+  // (transport/tcp/stream_pump.h) only when the ranks are bound so, or do not outnumber those
+  // cores: beyond that a spinning rank takes the core from one that has work. Until it is called
+  // the mesh does not busy-poll. Owner thread, not during an Exchange.
+  void SetCoreShare(int ranks, int cores, bool bound_to_own_cpus = false);
 
-  // Whether SetLocalRanks found a core for every local rank. Owner thread.
+  // Whether SetCoreShare found a core for every rank sharing them. Owner thread.
   bool busy_poll() const { return busy_poll_; }
 
   // "ip:port" (or "host:port") that peers connect to.
@@ -147,7 +148,7 @@ class TcpMesh final : public DataPlane {
   std::vector<UniqueFd> peers_;          // by rank; empty until Connect succeeds
   std::vector<UniqueFd> round_peers_;    // by rank; see TakeRoundConnections
   bool connect_called_ = false;
-  bool busy_poll_ = false;  // see SetLocalRanks
+  bool busy_poll_ = false;  // see SetCoreShare
 
   mutable Mutex mu_;
   Status interrupt_status_ KOLO_GUARDED_BY(mu_);  // set once by Interrupt
