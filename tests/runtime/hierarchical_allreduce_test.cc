@@ -8,7 +8,6 @@
 // Horovod's variable, and hosts with different numbers of ranks (flat).
 #include <catch2/catch.hpp>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "core/config/config_table.h"
 #include "kolo/options.h"
 #include "tests/support/allreduce_sweep.h"
+#include "tests/support/host_placement.h"
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tensor_values.h"
@@ -26,31 +26,13 @@ using namespace kolo;
 using kolo::testing::HasActivity;
 using kolo::testing::KoloShmMappings;
 using kolo::testing::LocalJob;
+using kolo::testing::OnHosts;
 using kolo::testing::View;
 using kolo::testing::Watchdog;
 
 namespace {
 
 constexpr int kRanks = 4;
-
-// Rank r's host: "ab" puts ranks 0, 1 on host a and 2, 3 on host b; "interleaved" 0, 2 on a
-// and 1, 3 on b; "3+1" ranks 0, 1, 2 on a and 3 on b.
-std::string HostOf(const std::string& placement, int rank) {
-  if (placement == "interleaved") return rank % 2 == 0 ? "host-a" : "host-b";
-  if (placement == "3+1") return rank < 3 ? "host-a" : "host-b";
-  return rank < 2 ? "host-a" : "host-b";
-}
-
-std::function<void(Options&)> OnHosts(const std::string& placement, Hierarchical mode,
-                                      const std::string& timeline = "",
-                                      Transport transport = Transport::kAuto) {
-  return [placement, mode, timeline, transport](Options& options) {
-    options.host = HostOf(placement, options.rank);
-    options.hierarchical = mode;
-    options.timeline_path = timeline;
-    options.transport = transport;
-  };
-}
 
 // Runs one allreduce of `small` and one of `large` float32 elements on every rank of a job on
 // `placement` with `mode`, checks their results, shuts the job down and returns rank 0's
@@ -59,7 +41,7 @@ std::string TimelineOfTwoOps(const std::string& placement, Hierarchical mode, in
                              int64_t large) {
   const kolo::testing::TempDir temp("kolo-hierarchical-test-");
   {
-    LocalJob job(kRanks, OnHosts(placement, mode, temp.File("t.json")));
+    LocalJob job(kRanks, OnHosts(placement, mode, Transport::kAuto, temp.File("t.json")));
     auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
       for (int64_t count : {small, large}) {
         std::vector<uint8_t> data =
@@ -91,7 +73,7 @@ TEST_CASE(
   const std::string transport = GENERATE(as<std::string>(), "auto", "tcp");
   Watchdog watchdog("hierarchical allreduce sweep, " + placement + ", " + transport,
                     std::chrono::seconds(120));
-  LocalJob job(kRanks, OnHosts(placement, Hierarchical::kOn, "", *TransportFromName(transport)));
+  LocalJob job(kRanks, OnHosts(placement, Hierarchical::kOn, *TransportFromName(transport)));
   // One segment per host, mapped by its two ranks; none over TCP.
   CHECK(KoloShmMappings() == (transport == "auto" ? kRanks : 0));
   // Fewer elements than a host's ranks (empty blocks), odd counts (blocks of different
@@ -197,8 +179,7 @@ TEST_CASE(
 TEST_CASE("Hierarchical allreduce gives every rank the same bits", "[runtime][hierarchical]") {
   const std::string transport = GENERATE(as<std::string>(), "auto", "tcp");
   Watchdog watchdog("hierarchical allreduce bits, " + transport, std::chrono::seconds(60));
-  LocalJob job(kRanks,
-               OnHosts("interleaved", Hierarchical::kOn, "", *TransportFromName(transport)));
+  LocalJob job(kRanks, OnHosts("interleaved", Hierarchical::kOn, *TransportFromName(transport)));
   // Values whose float sums depend on the order of addition; an odd count over two hosts.
   const int64_t count = 3 * (1 << 17) + 5;
   std::vector<std::vector<float>> results(kRanks);

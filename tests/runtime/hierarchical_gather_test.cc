@@ -9,12 +9,12 @@
 // RING_ALLGATHER) for KOLO_HIERARCHICAL on, auto (allgathers by size, broadcasts flat) and off.
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/config/config_table.h"
 #include "kolo/options.h"
+#include "tests/support/host_placement.h"
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tensor_values.h"
@@ -24,32 +24,11 @@
 using namespace kolo;
 using kolo::testing::HasActivity;
 using kolo::testing::LocalJob;
+using kolo::testing::OnHosts;
+using kolo::testing::RanksOf;
 using kolo::testing::Watchdog;
 
 namespace {
-
-// Rank r's host: "ab" puts ranks 0, 1 on host a and 2, 3 on host b; "interleaved" 0, 2 on a
-// and 1, 3 on b; "abc" ranks 0, 3 on a, 1, 4 on b, 2, 5 on c (three hosts, interleaved).
-std::string HostOf(const std::string& placement, int rank) {
-  if (placement == "interleaved") return rank % 2 == 0 ? "host-a" : "host-b";
-  if (placement == "abc") return std::string("host-") + static_cast<char>('a' + rank % 3);
-  return rank < 2 ? "host-a" : "host-b";
-}
-
-int RanksOf(const std::string& placement) {
-  return placement == "abc" ? 6 : 4;
-}
-
-std::function<void(Options&)> OnHosts(const std::string& placement, Hierarchical mode,
-                                      Transport transport = Transport::kAuto,
-                                      const std::string& timeline = "") {
-  return [placement, mode, transport, timeline](Options& options) {
-    options.host = HostOf(placement, options.rank);
-    options.hierarchical = mode;
-    options.transport = transport;
-    options.timeline_path = timeline;
-  };
-}
 
 // Bytes that differ by rank and position, so a block in the wrong place or from the wrong rank
 // shows.

@@ -8,13 +8,13 @@
 // read from a rank's timeline, for KOLO_HIERARCHICAL on, auto (by size) and off.
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/config/config_table.h"
 #include "core/op_validation.h"
 #include "kolo/options.h"
+#include "tests/support/host_placement.h"
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tensor_values.h"
@@ -24,27 +24,10 @@
 using namespace kolo;
 using kolo::testing::HasActivity;
 using kolo::testing::LocalJob;
+using kolo::testing::OnHosts;
 using kolo::testing::Watchdog;
 
 namespace {
-
-// As in hierarchical_gather_test: "ab" puts ranks 0, 1 on host a and 2, 3 on host b;
-// "interleaved" 0, 2 on a and 1, 3 on b; "abc" 0, 3 on a, 1, 4 on b, 2, 5 on c.
-std::string HostOf(const std::string& placement, int rank) {
-  if (placement == "interleaved") return rank % 2 == 0 ? "host-a" : "host-b";
-  if (placement == "abc") return std::string("host-") + static_cast<char>('a' + rank % 3);
-  return rank < 2 ? "host-a" : "host-b";
-}
-
-std::function<void(Options&)> OnHosts(const std::string& placement, Hierarchical mode,
-                                      Transport transport, const std::string& timeline) {
-  return [placement, mode, transport, timeline](Options& options) {
-    options.host = HostOf(placement, options.rank);
-    options.hierarchical = mode;
-    options.transport = transport;
-    options.timeline_path = timeline;
-  };
-}
 
 // One tensor of a reducescatter: its rows (cols columns) and this rank's input and output.
 struct Part {
