@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <fstream>
 
 namespace kolo {
