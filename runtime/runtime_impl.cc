@@ -54,14 +54,51 @@ Executor* RuntimeImpl::SetExecutor(int id) {
   std::vector<int> ranks = sets_.Members(id);
   if (ranks.empty()) return nullptr;
   SetPlane set;
-  set.plane = std::make_unique<SubsetDataPlane>(*mesh_, std::move(ranks));
-  // Shared memory spans every rank of the host; a set's ring runs over TCP (DESIGN-NOTES).
+  set.plane = std::make_unique<SubsetDataPlane>(*mesh_, ranks);
+  set.shm = MakeSetShm(id, *set.plane, ranks);
   set.executor = std::make_unique<ops::CpuExecutor>(
       *set.plane, MakeLogger(options_.rank, "ops", logger_->level()),
-      ops::RingScratch::kDefaultBytes, nullptr);
+      ops::RingScratch::kDefaultBytes, set.shm.get());
   Executor* executor = set.executor.get();
   set_planes_.emplace(id, std::move(set));
   return executor;
+}
+
+std::unique_ptr<transport::ShmMesh> RuntimeImpl::MakeSetShm(int id, SubsetDataPlane& plane,
+                                                            const std::vector<int>& members) {
+  const std::vector<int>& host = host_groups_.local;
+  const bool one_host = std::all_of(members.begin(), members.end(), [&host](int r) {
+    return std::find(host.begin(), host.end(), r) != host.end();
+  });
+  if (members.size() < 2 || !one_host || options_.transport == Transport::kTcp) return nullptr;
+  transport::ShmMesh::Config config;
+  config.rank = plane.rank();
+  config.size = plane.size();
+  config.timeout_seconds = options_.timeout_seconds;
+  config.spin = mesh_->busy_poll();
+  config.single_copy = options_.shm_single_copy;
+  config.logger = MakeLogger(options_.rank, "shm", logger_->level());
+  config.job_ranks = members;
+  StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(config, plane);
+  if (!shm.ok()) {
+    logger_->warn("process set {} runs over TCP: {}", id, shm.status().message());
+    return nullptr;
+  }
+  MutexLock lock(&set_shms_mu_);
+  set_shms_.push_back(shm->get());
+  if (!fatal_.ok()) (*shm)->Interrupt(fatal_);
+  return std::move(shm).value();
+}
+
+void RuntimeImpl::DropSetPlane(int id) {
+  auto it = set_planes_.find(id);
+  if (it == set_planes_.end()) return;
+  if (it->second.shm) {
+    MutexLock lock(&set_shms_mu_);
+    set_shms_.erase(std::remove(set_shms_.begin(), set_shms_.end(), it->second.shm.get()),
+                    set_shms_.end());
+  }
+  set_planes_.erase(it);
 }
 
 StatusOr<SetMembership> RuntimeImpl::CurrentMembership(const std::string& what) const {
@@ -312,6 +349,7 @@ void RuntimeImpl::Teardown() {
   if (!closed.ok()) logger_->warn("timeline: {}", closed.message());
   if (gpu_) gpu_->Stop();  // waits for its device work; uses executor_ and mesh_
   executor_.reset();
+  while (!set_planes_.empty()) DropSetPlane(set_planes_.begin()->first);  // before mesh_
   channel_ = nullptr;
   grpc_channel_.reset();
   cross_plane_.reset();

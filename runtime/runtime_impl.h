@@ -165,8 +165,17 @@ class RuntimeImpl {
   Status EnqueueScoped(TensorMeta meta, const TensorView& input, const TensorView& output,
                        Callback callback, Allocator allocate, std::vector<int64_t>* received_splits,
                        int* int_result);
-  // The executor of set `id`'s responses, made on first use (loop thread only).
+  // The executor of set `id`'s responses, made on first use (loop thread only): over the set's
+  // own shared memory when every member is on this host (KOLO_TRANSPORT other than tcp), made
+  // collectively then (every member makes it at the same response, the set's first), else a
+  // ring over TCP.
   Executor* SetExecutor(int id);
+  // The set's shared memory among its members, or null (TCP): when it cannot be made, every
+  // member falls back together (ShmMesh::Create agrees), with a warning.
+  std::unique_ptr<transport::ShmMesh> MakeSetShm(int id, SubsetDataPlane& plane,
+                                                 const std::vector<int>& members);
+  // Forgets set `id`'s planes (removed, or at teardown); loop thread, or after the loop stopped.
+  void DropSetPlane(int id);
   // Constant after Create.
   const Options options_;
   const Logger logger_;
@@ -209,12 +218,20 @@ class RuntimeImpl {
   transport::ControlSecurity security_;  // set at the start of Start(); holds the key
   std::unique_ptr<ops::CpuExecutor> executor_;
   ProcessSets sets_;
-  // Per process set: a ring over its members on the TCP mesh (loop thread only).
+  // Per process set: its members on the TCP mesh and, for a set of one host's ranks, their own
+  // shared memory (loop thread only; the fatal handler reaches the shared memory through
+  // set_shms_).
   struct SetPlane {
     std::unique_ptr<SubsetDataPlane> plane;
+    std::unique_ptr<transport::ShmMesh> shm;  // null: the set's collectives run over TCP
     std::unique_ptr<ops::CpuExecutor> executor;
   };
   std::map<int, SetPlane> set_planes_;
+  // The sets' shared memory, for the control channel's fatal handler (its reader thread), and
+  // the first fatal error, for a set's shared memory made after it.
+  Mutex set_shms_mu_;
+  std::vector<SharedMemoryPlane*> set_shms_ KOLO_GUARDED_BY(set_shms_mu_);
+  Status fatal_ KOLO_GUARDED_BY(set_shms_mu_);
   // The loop's executor: GPU responses to the GPU path, the others to executor_.
   std::unique_ptr<GpuPlane> gpu_;
   std::unique_ptr<RoundLane> round_lane_;  // KOLO_FAST_PATH=1: shared memory's or TCP's

@@ -226,6 +226,9 @@ void RuntimeImpl::OpenControlChannel(const std::string& controller_address) {
   channel_->SetFatalHandler([this](const Status& why) {
     mesh_->Interrupt(why);
     if (SharedMemoryPlane* shm = shm_plane_.load()) shm->Interrupt(why);
+    MutexLock lock(&set_shms_mu_);
+    if (fatal_.ok()) fatal_ = why;
+    for (SharedMemoryPlane* shm : set_shms_) shm->Interrupt(why);
   });
 }
 
@@ -399,7 +402,7 @@ void RuntimeImpl::StartLoop() {
   loop_wiring.process_sets = &sets_;
   loop_wiring.autotuner = autotuner_.get();
   loop_wiring.set_executor = [this](int id) { return SetExecutor(id); };
-  loop_wiring.set_removed = [this](int id) { set_planes_.erase(id); };
+  loop_wiring.set_removed = [this](int id) { DropSetPlane(id); };
   if (options_.fast_path) {
     Logger lane_logger = MakeLogger(options_.rank, "fast-path", logger_->level());
     if (shm_) {  // round messages through the segment, the connections as doorbells

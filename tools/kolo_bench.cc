@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -149,7 +150,8 @@ class Sweep {
 
   const BenchOptions options_;
   const int rank_ = kolo::rank();
-  const int size_ = kolo::size();
+  // --set's ranks 0 .. N-1 are the set's: the same numbers, fewer of them.
+  const int size_ = options_.set_ranks > 0 ? options_.set_ranks : kolo::size();
   // uint64_t: 8-byte alignment for every dtype. Allocated by Run(), without throwing. The
   // patterns are written and checked here; with a GPU (device_) the ops run on device copies.
   std::unique_ptr<uint64_t[]> input_;
@@ -338,8 +340,12 @@ void PrintHeader(const BenchOptions& options) {
       collectives += (collectives.empty() ? "" : ", ") + name;
     }
   }
-  std::printf("# kolo-bench: %s over %d ranks, tensors on %s, %s\n", collectives.c_str(),
-              kolo::size(), options.device.c_str(),
+  std::printf("# kolo-bench: %s over %d ranks%s, tensors on %s, %s\n", collectives.c_str(),
+              options.set_ranks > 0 ? options.set_ranks : kolo::size(),
+              options.set_ranks > 0
+                  ? (" (a process set of the job's " + std::to_string(kolo::size()) + ")").c_str()
+                  : "",
+              options.device.c_str(),
               options.raw       ? "data plane alone, in place"
               : options.inplace ? "in place"
                                 : "out of place");
@@ -385,9 +391,29 @@ int RunBench(const BenchOptions& options) {
     }
     return down.ok() ? code : 1;
   }
+  std::optional<int> set;  // --set's process set
+  if (options.set_ranks > 0) {
+    std::vector<int> ranks;
+    for (int r = 0; r < options.set_ranks; ++r) ranks.push_back(r);
+    StatusOr<int> added =
+        options.set_ranks <= kolo::size()
+            ? kolo::add_process_set(ranks)
+            : StatusOr<int>(kolo::InvalidArgument("--set " + std::to_string(options.set_ranks) +
+                                                  " is more than the job's " +
+                                                  std::to_string(kolo::size()) + " ranks"));
+    if (!added.ok()) {
+      std::fprintf(stderr, "kolo-bench: rank %d: %s\n", kolo::rank(),
+                   added.status().ToString().c_str());
+      kolo::shutdown().IgnoreError();  // the error is what this run reports
+      return 1;
+    }
+    set = *added;
+  }
   if (kolo::rank() == 0) PrintHeader(options);
   int64_t wrong = 0;
-  {
+  if (!set || kolo::rank() < options.set_ranks) {
+    std::optional<kolo::ProcessSetScope> in_set;
+    if (set) in_set.emplace(*set);
     // Gone before shutdown(): its device buffers belong to the runtime's device (cuda-sim).
     Sweep sweep(options);
     status = sweep.Run();

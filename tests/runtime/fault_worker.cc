@@ -10,10 +10,15 @@
 //   LONELY <ns> <status>           the op only this rank submitted
 //   LATER <ms> <status>            an enqueue after the failure, and how long it took
 //   SHUTDOWN <ms> <status>         shutdown() and how long it took
+//   GONE <ns>                      shutdown() returned: the background thread has stopped
 // Exit codes: 3 after a failure (expected), 2 if init failed, 0 if nothing failed in 60 s.
+// FAULT_WORKER_IN_SET=1: the steps run in a process set of every rank, made after init (on one
+// host, over the set's own shared memory); the lonely op stays in the global set.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,14 +71,30 @@ int main() {
     Print("INIT " + std::to_string(Nanos(Clock::now())) + " " + status.ToString());
     return 2;
   }
+  std::optional<kolo::ProcessSetScope> in_set;
+  if (const char* in = std::getenv("FAULT_WORKER_IN_SET"); in != nullptr && in[0] == '1') {
+    std::vector<int> everyone;
+    for (int r = 0; r < kolo::size(); ++r) everyone.push_back(r);
+    kolo::StatusOr<int> set = kolo::add_process_set(everyone);
+    if (!set.ok()) {
+      Print("INIT " + std::to_string(Nanos(Clock::now())) + " " + set.status().ToString());
+      return 2;
+    }
+    in_set.emplace(*set);
+  }
   Op lonely{"lonely/" + std::to_string(kolo::rank()), std::vector<float>(4, 1.0f), {}};
-  Enqueue(lonely);
+  {
+    kolo::ProcessSetScope global(0);
+    Enqueue(lonely);
+  }
 
   const Clock::time_point started = Clock::now();
   bool failed = false;
   for (int step = 0; !failed && MsSince(started) < 60000; ++step) {
     std::vector<Op> ops(3);
-    ops[0] = Op{"grad/big", std::vector<float>(1 << 20, 1.0f), {}};
+    // In a set, a big op long enough (32 MiB through the slots) that a kill mostly finds the
+    // others waiting for the victim inside the set's shared memory, not at the controller.
+    ops[0] = Op{"grad/big", std::vector<float>(in_set ? 1 << 23 : 1 << 20, 1.0f), {}};
     ops[1] = Op{"grad/mid", std::vector<float>(1 << 16, 1.0f), {}};
     ops[2] = Op{"grad/small", std::vector<float>(16, 1.0f), {}};
     std::vector<std::future<std::pair<Clock::time_point, kolo::Status>>> results;
@@ -120,5 +141,6 @@ int main() {
   kolo::Status down = kolo::shutdown();
   std::snprintf(ms, sizeof(ms), "%.1f", MsSince(t0));
   Print(std::string("SHUTDOWN ") + ms + " " + down.ToString());
+  Print("GONE " + std::to_string(Nanos(Clock::now())));
   return 3;
 }

@@ -142,6 +142,7 @@ const std::map<std::string, FlagSetter>& Flags() {
     add("--raw", "--raw", IntFlag("--raw", &BenchOptions::raw, 0, 1));
     add("--inplace", "--inplace", IntFlag("--inplace", &BenchOptions::inplace, 0, 1));
     add("--barrier", "--barrier", IntFlag("--barrier", &BenchOptions::barrier, 0, 1));
+    add("--set", "--set", IntFlag("--set", &BenchOptions::set_ranks, 2, 1 << 20));
     add("--stat", "--stat", [](const std::string& v, BenchOptions* o) -> Status {
       if (v != "mean" && v != "median") {
         return InvalidArgument("--stat: unknown value '" + v + "' (one of: mean median)");
@@ -213,6 +214,11 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
   if (options.device != "cpu" && options.raw) {
     return InvalidArgument("--raw runs on host memory only (--device cpu)");
   }
+  if (options.set_ranks > 0 && (options.raw || options.device != "cpu" || !options.model.empty())) {
+    return InvalidArgument(
+        "--set runs the sweep's collectives in a process set: not with --raw (the data plane "
+        "alone has no sets), --model, or GPU tensors (process sets are CPU only)");
+  }
   if (options.min_bytes > options.max_bytes) {
     return InvalidArgument("--minbytes (" + std::to_string(options.min_bytes) +
                            ") is larger than --maxbytes (" + std::to_string(options.max_bytes) +
@@ -279,6 +285,9 @@ Collective sweep through kolo's public API, printed by rank 0 in the style of nc
                            start each timed op together, as the MPI and Gloo benchmarks time
                            theirs (default 0: back to back, a rank's wait for a late peer
                            counts)
+      --set N              run the sweep in a process set of ranks 0 .. N-1 (2 <= N <= the
+                           job's ranks; the others wait): its own shared memory on one host,
+                           as torch.distributed's sub-groups and Horovod's process sets run
   -m, --model resnet50     instead of the sweep: a training step of the model's gradients (each
                            its own allreduce, last layer first, waited for together) against one
                            raw allreduce of the same bytes through the data plane alone, which

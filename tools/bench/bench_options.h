@@ -35,6 +35,9 @@ struct BenchOptions {
   // --barrier: an untimed barrier before every timed iteration, so that the ranks start each
   // timed op together, as the peers' benchmarks (../shared/bench) time theirs.
   bool barrier = false;
+  // --set: the sweep runs in a process set of job ranks 0 .. set_ranks - 1 (its ranks are then
+  // theirs), the other ranks only join and leave; 0: in the global set.
+  int set_ranks = 0;
   // --model: instead of the sweep, a training step of this model's gradients against one raw
   // data-plane allreduce of the same bytes (tools/bench/model_bench.h).
   std::string model;
