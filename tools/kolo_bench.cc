@@ -66,9 +66,10 @@ Status Allreduce(const std::string& name, const TensorView& in, const TensorView
 
 // One blocking run of `op`'s collective on the bench's buffers (`in` is unused by broadcast,
 // which works in place on `out`; allgather's and alltoall's output goes to `out`, whose shape
-// they check; alltoall splits evenly and checks that it received `out` / size rows per rank).
-Status RunCollective(const std::string& name, const BenchOp& op, int root, const TensorView& in,
-                     const TensorView& out) {
+// they check; alltoall splits evenly and checks that it received `out` / `ranks` rows from each
+// of the `ranks` ranks it runs among).
+Status RunCollective(const std::string& name, const BenchOp& op, int root, int ranks,
+                     const TensorView& in, const TensorView& out) {
   Status status;
   switch (op.collective) {
     case Collective::kAllreduce:
@@ -95,7 +96,6 @@ Status RunCollective(const std::string& name, const BenchOp& op, int root, const
             return shape == out.shape ? out.data : nullptr;
           },
           &received);
-      const int ranks = kolo::size();
       if (status.ok() &&
           received != std::vector<int64_t>(static_cast<size_t>(ranks), out.shape[0] / ranks)) {
         status = kolo::Internal("received splits do not split " + std::to_string(out.shape[0]) +
@@ -256,7 +256,7 @@ Status Sweep::RunOnce(const std::string& name, const BenchOp& op, const TensorVi
   Clock::time_point start = Clock::now();
   Status status = options_.raw
                       ? kolo::internal::RawAllreduce(out.data, out.num_elements(), out.dtype)
-                      : RunCollective(name, op, options_.root, in, out);
+                      : RunCollective(name, op, options_.root, size_, in, out);
   if (time_us != nullptr) {
     *time_us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   }

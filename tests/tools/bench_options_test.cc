@@ -86,6 +86,10 @@ TEST_CASE("ParseBenchOptions takes --model and --stat", "[tools][bench]") {
   options = ParseBenchOptions({"--inplace", "1", "-o", "all"});
   REQUIRE(options.ok());
   CHECK(options->inplace);
+  CHECK(options->set_ranks == 0);
+  options = ParseBenchOptions({"--set", "3"});
+  REQUIRE(options.ok());
+  CHECK(options->set_ranks == 3);
 }
 
 TEST_CASE("ParseBenchOptions takes --device", "[tools][bench]") {
@@ -118,6 +122,10 @@ TEST_CASE("ParseBenchOptions names the bad flag", "[tools][bench]") {
       Case{{"--barrier", "yes"}, "--barrier must be an integer in [0, 1]"},
       Case{{"--device", "gpu"}, "--device: unknown value 'gpu' (one of: cpu cuda cuda-sim)"},
       Case{{"--device", "cuda", "--raw", "1"}, "--raw runs on host memory only (--device cpu)"},
+      Case{{"--set", "1"}, "--set must be an integer in [2, "},
+      Case{{"--set", "2", "--raw", "1"}, "--set runs the sweep's collectives in a process set"},
+      Case{{"--set", "2", "--device", "cuda-sim"},
+           "--set runs the sweep's collectives in a process set"},
       Case{{"-e"}, "-e needs a value"}, Case{{"--bogus"}, "unknown argument '--bogus'"});
   auto options = ParseBenchOptions(args);
   REQUIRE_FALSE(options.ok());

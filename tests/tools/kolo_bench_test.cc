@@ -223,6 +223,24 @@ TEST_CASE("kolo-bench --model resnet50 runs a step on GPUs, exactly, without a r
   CHECK(run.out.find("# Wrong elements           : 0 OK") != std::string::npos);
 }
 
+TEST_CASE("kolo-bench --set 2 runs every collective exactly in a process set of 3 ranks",
+          "[tools][bench][multirank]") {
+  Watchdog watchdog("kolo-bench --set", seconds(120));
+  for (const std::string op : {"sum", "allgather", "broadcast", "reducescatter", "alltoall"}) {
+    ProcessResult run = RunBench(3, {"--set", "2", "-b", "4K", "-e", "2M", "-f", "32", "-n", "3",
+                                     "-w", "1", "-o", op, "--barrier", "1"});
+    INFO(op << ": " << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.out.find("over 2 ranks (a process set of the job's 3)") != std::string::npos);
+    std::vector<BenchRow> rows = ParseRows(run.out);
+    REQUIRE(rows.size() == 2);  // 4 KiB, 128 KiB
+    for (const BenchRow& row : rows) CHECK(row.wrong == "0");
+  }
+  ProcessResult run = RunBench(2, {"--set", "3", "-b", "1K", "-e", "1K"});
+  CHECK(run.exit_code != 0);
+  CHECK(run.err.find("--set 3 is more than the job's 2 ranks") != std::string::npos);
+}
+
 TEST_CASE("kolo-bench rejects a root outside the job", "[tools][bench][multirank]") {
   Watchdog watchdog("kolo-bench bad root", seconds(60));
   ProcessResult run = RunBench(2, {"-b", "1K", "-e", "1K", "-o", "broadcast", "-r", "2"});
