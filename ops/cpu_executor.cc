@@ -7,6 +7,7 @@
 #include "core/op_validation.h"
 #include "ops/chain_broadcast.h"
 #include "ops/data_plane_allreduce.h"
+#include "ops/hierarchical_reducescatter.h"
 #include "ops/phase_scope.h"
 #include "ops/reduce_kernels.h"
 #include "ops/shm_broadcast.h"
@@ -100,6 +101,7 @@ void CpuExecutor::UseHierarchy(HostPlanes planes, uint64_t min_bytes, bool broad
   hierarchical_ =
       std::make_unique<HierarchicalAllreduce>(*planes.local, *planes.cross, planes.local_shm);
   host_planes_ = std::move(planes);
+  place_major_order_ = PlaceMajorOrder(host_planes_);
   hierarchy_min_bytes_ = min_bytes;
   hierarchical_broadcasts_ = broadcasts;
 }

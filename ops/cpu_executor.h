@@ -139,7 +139,8 @@ class CpuExecutor final : public Executor {
   const Logger logger_;
   // Set once by UseHierarchy, before the first Execute; null: every op over plane_.
   std::unique_ptr<HierarchicalAllreduce> hierarchical_;
-  HostPlanes host_planes_;  // for allgather and broadcast
+  HostPlanes host_planes_;              // for allgather, reducescatter and broadcast
+  std::vector<int> place_major_order_;  // PlaceMajorOrder(host_planes_): reducescatter's blocks
   bool hierarchical_broadcasts_ = false;
   uint64_t hierarchy_min_bytes_ = 0;  // for responses that carry no rule of their own
   // Background thread only.

@@ -108,19 +108,14 @@ Status CpuExecutor::Reducescatter(const Response& response,
   const std::vector<size_t>& block_elements = layout->block_elements;
   size_t total = 0;
   for (size_t count : block_elements) total += count;
-  // The order of the ranks' blocks in the buffer: rank order, or place-major for the
-  // hierarchical path (ops/hierarchical_reducescatter.h).
+  // The blocks lie in rank order, or place-major for the hierarchical path
+  // (ops/hierarchical_reducescatter.h).
   const bool hierarchical = Hierarchical(response, total * element_size);
-  std::vector<int> order;
-  if (hierarchical) {
-    order = PlaceMajorOrder(host_planes_);
-  } else {
-    for (int r = 0; r < n; ++r) order.push_back(r);
-  }
+  auto block_of = [&](int i) { return hierarchical ? place_major_order_[i] : i; };
   size_t own_offset = 0, offset = 0;
-  for (int r : order) {
-    if (r == me) own_offset = offset;
-    offset += block_elements[r];
+  for (int i = 0; i < n; ++i) {
+    if (block_of(i) == me) own_offset = offset;
+    offset += block_elements[block_of(i)];
   }
   const ReduceOp op =  // average sums, and divides at the end
       response.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum : response.reduce_op;
@@ -145,8 +140,8 @@ Status CpuExecutor::Reducescatter(const Response& response,
     return Status::Ok();
   }
   // Rank-major: block r holds part r of every tensor, so the ring leaves this rank's parts
-  // together; the blocks lie in `order`. For one tensor in rank order this is just its input,
-  // scaled (the input stays untouched).
+  // together; the blocks lie in block_of's order. For one tensor in rank order this is just its
+  // input, scaled (the input stays untouched).
   fusion_buffer_.Reserve(total * element_size);
   uint8_t* work = fusion_buffer_.data();
   {
@@ -159,7 +154,8 @@ Status CpuExecutor::Reducescatter(const Response& response,
       }
     }
     offset = 0;
-    for (int r : order) {
+    for (int i = 0; i < n; ++i) {
+      const int r = block_of(i);
       for (size_t t = 0; t < tensors; ++t) {
         const size_t count = parts[t * n + r];
         const uint8_t* input = static_cast<const uint8_t*>(entries[t]->input.data);

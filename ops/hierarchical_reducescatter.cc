@@ -33,16 +33,16 @@ Status HierarchicalReducescatter(const HostPlanes& planes, void* buffer,
   // buffer; this rank's place's blocks in the cross plane's rank order.
   std::vector<size_t> share_elements(static_cast<size_t>(planes.local->size()), 0);
   std::vector<size_t> mine;
-  size_t share_offset = 0;  // elements before this rank's place's share
-  for (int r : PlaceMajorOrder(planes)) {
-    const int place = planes.place[static_cast<size_t>(r)];
+  size_t share_offset = 0;                            // elements before this rank's place's share
+  for (size_t r = 0; r < planes.place.size(); ++r) {  // job order: the cross plane's for `mine`
+    const int place = planes.place[r];
     if (place < 0 || place >= planes.local->size()) {
       return Internal(what + ": rank " + std::to_string(r) + " has place " + std::to_string(place) +
                       " on a host of " + std::to_string(planes.local->size()) + " ranks");
     }
-    share_elements[static_cast<size_t>(place)] += block_elements[static_cast<size_t>(r)];
-    if (place < my_place) share_offset += block_elements[static_cast<size_t>(r)];
-    if (place == my_place) mine.push_back(block_elements[static_cast<size_t>(r)]);
+    share_elements[static_cast<size_t>(place)] += block_elements[r];
+    if (place < my_place) share_offset += block_elements[r];
+    if (place == my_place) mine.push_back(block_elements[r]);
   }
   // Within the host: local rank p ends with place p's share reduced over the host.
   uint8_t* const data = static_cast<uint8_t*>(buffer);

@@ -25,8 +25,6 @@ std::string LocalMachine();
 struct CoreShare {
   int ranks = 1;  // the ranks (this one included) that may run on this rank's CPUs
   int cores = 1;  // the CPUs those ranks may run on, together
-
-  bool oversubscribed() const { return ranks > cores; }
 };
 
 // The ranks among `peers` (indexed by rank) on the kernel of `rank`'s machine whose CPUs

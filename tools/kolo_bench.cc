@@ -396,11 +396,9 @@ int RunBench(const BenchOptions& options) {
     std::vector<int> ranks;
     for (int r = 0; r < options.set_ranks; ++r) ranks.push_back(r);
     StatusOr<int> added =
-        options.set_ranks <= kolo::size()
-            ? kolo::add_process_set(ranks)
-            : StatusOr<int>(kolo::InvalidArgument("--set " + std::to_string(options.set_ranks) +
-                                                  " is more than the job's " +
-                                                  std::to_string(kolo::size()) + " ranks"));
+        kolo::InvalidArgument("--set " + std::to_string(options.set_ranks) +
+                              " is more than the job's " + std::to_string(kolo::size()) + " ranks");
+    if (options.set_ranks <= kolo::size()) added = kolo::add_process_set(ranks);
     if (!added.ok()) {
       std::fprintf(stderr, "kolo-bench: rank %d: %s\n", kolo::rank(),
                    added.status().ToString().c_str());

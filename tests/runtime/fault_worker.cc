@@ -92,9 +92,7 @@ int main() {
   bool failed = false;
   for (int step = 0; !failed && MsSince(started) < 60000; ++step) {
     std::vector<Op> ops(3);
-    // In a set, a big op long enough (32 MiB through the slots) that a kill mostly finds the
-    // others waiting for the victim inside the set's shared memory, not at the controller.
-    ops[0] = Op{"grad/big", std::vector<float>(in_set ? 1 << 23 : 1 << 20, 1.0f), {}};
+    ops[0] = Op{"grad/big", std::vector<float>(1 << 20, 1.0f), {}};
     ops[1] = Op{"grad/mid", std::vector<float>(1 << 16, 1.0f), {}};
     ops[2] = Op{"grad/small", std::vector<float>(16, 1.0f), {}};
     std::vector<std::future<std::pair<Clock::time_point, kolo::Status>>> results;
