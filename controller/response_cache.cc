@@ -21,10 +21,11 @@ uint32_t ResponseCache::IdOf(const std::string& name) const {
   return it == by_name_.end() ? 0 : it->second.id;
 }
 
-uint32_t ResponseCache::NextId(OpType op) {
+uint32_t ResponseCache::NextId(const TensorMeta& meta) {
   if (next_count_ >= kEveryRankCacheIdBit) return 0;
   const uint32_t count = next_count_++;
-  return op == OpType::kAllreduce ? count : count | kEveryRankCacheIdBit;
+  return meta.op == OpType::kAllreduce && meta.process_set == 0 ? count
+                                                                : count | kEveryRankCacheIdBit;
 }
 
 uint32_t ResponseCache::Commit(const TensorMeta& meta, const std::vector<int64_t>& first_dims) {
@@ -33,7 +34,7 @@ uint32_t ResponseCache::Commit(const TensorMeta& meta, const std::vector<int64_t
     Entry& entry = it->second;
     if (entry.cached.meta == meta && entry.cached.first_dims == first_dims) return entry.id;
     name_by_id_.erase(entry.id);
-    entry.id = NextId(meta.op);
+    entry.id = NextId(meta);
     if (entry.id == 0) {
       by_name_.erase(it);
       return 0;
@@ -43,7 +44,7 @@ uint32_t ResponseCache::Commit(const TensorMeta& meta, const std::vector<int64_t
     return entry.id;
   }
   if (size() >= capacity_) return 0;
-  const uint32_t id = NextId(meta.op);
+  const uint32_t id = NextId(meta);
   if (id == 0) return 0;
   by_name_.emplace(meta.name, Entry{id, Cached{meta, first_dims}});
   name_by_id_[id] = meta.name;

@@ -3,11 +3,11 @@
 // time by id alone. Owned by the Negotiator; not thread-safe (the Controller's lock guards it).
 //
 // Rules: ids count 1, 2, 3, ... in order of assignment and are never reused; an op other than
-// allreduce has kEveryRankCacheIdBit set on its count (core/messages.h: a joined rank cannot
-// stand in for it). At most `capacity` names hold an id; once full, new names are simply not
-// cached (no eviction). A name whose agreed metadata changes (say, a new shape, or for an
-// allgather any rank's dimension 0) gets a fresh id in place of its old one, which is retired;
-// that needs no free slot.
+// an allreduce of the job's set has kEveryRankCacheIdBit set on its count (core/messages.h: a
+// rank that joined the job cannot stand in for it). At most `capacity` names hold an id; once full,
+// new names are simply not cached (no eviction). A name whose agreed metadata changes (say, a new
+// shape, or for an allgather any rank's dimension 0) gets a fresh id in place of its old one, which
+// is retired; that needs no free slot.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +55,7 @@ class ResponseCache {
   };
   // The next id for an op; 0 once the count reached kEveryRankCacheIdBit (never in practice:
   // 2^31 commits).
-  uint32_t NextId(OpType op);
+  uint32_t NextId(const TensorMeta& meta);
 
   const int capacity_;
   uint32_t next_count_ = 1;

@@ -47,11 +47,13 @@ struct Request {
   TensorMeta meta;
 };
 
-// Cache ids of the ops a joined rank cannot stand in for (broadcast, allgather, reducescatter:
-// join supports allreduce only) carry this bit; allreduce ids never do. A fast-path round runs
-// such an id only when every rank, joined or not, reported it ready (core/loop/round_agreement.h),
-// and since they sort after every allreduce id, a round message's ready list is its allreduces
-// followed by them (docs/PROTOCOL.md, "Response cache").
+// Cache ids of the ops a rank that joined the job cannot stand in for (broadcast, allgather,
+// reducescatter: join supports allreduce only; and every op of a process set, whose joins are
+// the set's own) carry this bit; the job's allreduce ids never do. A fast-path round runs
+// such an id only when every rank, joined or not, reported it ready (core/loop/round_agreement.h;
+// a rank outside an op's set always does), and since they sort after every allreduce id, a
+// round message's ready list is its allreduces followed by them (docs/PROTOCOL.md,
+// "Response cache").
 inline constexpr uint32_t kEveryRankCacheIdBit = 0x80000000u;
 inline bool NeedsEveryRank(uint32_t cache_id) {
   return (cache_id & kEveryRankCacheIdBit) != 0;
@@ -60,7 +62,7 @@ inline bool NeedsEveryRank(uint32_t cache_id) {
 // The control protocol's version (docs/PROTOCOL.md): every Hello carries it and the controller
 // admits only its own, so ranks of different kolo builds fail init with both versions named
 // instead of misreading each other's messages. Raised with every incompatible change.
-inline constexpr int kProtocolVersion = 4;
+inline constexpr int kProtocolVersion = 5;
 
 // First message on every worker stream.
 struct Hello {

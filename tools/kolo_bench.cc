@@ -422,6 +422,16 @@ int RunBench(const BenchOptions& options) {
     }
     wrong = sweep.total_wrong();
   }
+  if (set) {
+    // The ranks outside the set wait for its members here, not in shutdown(): a rank that
+    // calls shutdown() takes every rank's ops off the fast path (docs/FAST-PATH.md).
+    Status waited = kolo::barrier();
+    if (!waited.ok()) {
+      std::fprintf(stderr, "kolo-bench: rank %d: the closing barrier: %s\n", kolo::rank(),
+                   waited.ToString().c_str());
+      if (status.ok()) status = waited;
+    }
+  }
   Status down = kolo::shutdown();
   if (!down.ok()) {
     std::fprintf(stderr, "kolo-bench: kolo::shutdown() failed: %s\n", down.ToString().c_str());

@@ -17,6 +17,7 @@ FusionKey KeyOf(const FastSpec& spec) {
   key.reduce_op = spec.reduce_op;
   key.prescale = spec.prescale;
   key.postscale = spec.postscale;
+  key.process_set = spec.process_set;
   return key;
 }
 
@@ -45,16 +46,62 @@ void FastPath::Learn(uint32_t id, FastSpec spec) {
   specs_[id] = std::move(spec);
 }
 
+void FastPath::LearnForeign(uint32_t id, int process_set) {
+  if (foreign_.emplace(id, process_set).second) foreign_news_ = true;
+}
+
 void FastPath::Forget(uint32_t id) {
   specs_.erase(id);
+  foreign_.erase(id);
+}
+
+void FastPath::ForgetSet(int process_set) {
+  for (auto it = specs_.begin(); it != specs_.end();) {
+    it = it->second.process_set == process_set ? specs_.erase(it) : std::next(it);
+  }
+  for (auto it = foreign_.begin(); it != foreign_.end();) {
+    it = it->second == process_set ? foreign_.erase(it) : std::next(it);
+  }
+}
+
+void FastPath::InstanceOver(uint32_t id) {
+  auto spec = specs_.find(id);
+  if (spec != specs_.end() && JoinedSet(spec->second.process_set)) {
+    newly_diverted_.push_back(id);  // the next instance goes to the controller as well
+    return;
+  }
+  diverted_.erase(id);
+}
+
+void FastPath::JoinSet(int process_set, bool joined) {
+  auto at = std::find(joined_sets_.begin(), joined_sets_.end(), process_set);
+  if (!joined) {
+    if (at != joined_sets_.end()) joined_sets_.erase(at);
+    // Its ids may take the fast path again once their instance in flight ran (InstanceOver).
+    return;
+  }
+  if (at == joined_sets_.end()) joined_sets_.push_back(process_set);
+  for (const auto& [id, spec] : specs_) {
+    // This rank's own waiting ops of the set are decided first (HoldJoin holds the join).
+    if (spec.process_set != process_set || hits_.count(id) != 0) continue;
+    diverted_.insert(id);
+    newly_diverted_.push_back(id);
+  }
+}
+
+bool FastPath::JoinedSet(int process_set) const {
+  return process_set != 0 &&
+         std::find(joined_sets_.begin(), joined_sets_.end(), process_set) != joined_sets_.end();
 }
 
 bool FastPath::Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now) {
   const TensorMeta& meta = entry->meta;
   if (stopping_ || closed_ || cache_id == 0 || !meta.group.empty() || !meta.device.is_cpu() ||
-      specs_.count(cache_id) == 0 || diverted_.count(cache_id) != 0) {
+      diverted_.count(cache_id) != 0) {
     return false;
   }
+  auto spec = specs_.find(cache_id);
+  if (spec == specs_.end() || JoinedSet(spec->second.process_set)) return false;
   // The ops a joined rank cannot stand in for go to the controller from a joined rank, which
   // fails them naming the join, as it would have without the fast path.
   if (joined_ && NeedsEveryRank(cache_id)) return false;
@@ -134,7 +181,7 @@ Status FastPath::Advance(TimePoint now, Outbox* out) {
 }
 
 bool FastPath::NeedRound() const {
-  if (received_seq_ > decided_seq_ || !newly_diverted_.empty()) return true;
+  if (received_seq_ > decided_seq_ || !newly_diverted_.empty() || foreign_news_) return true;
   if (joined_ != last_sent_.joined || stopping_ != last_sent_.stopping) return true;
   return std::any_of(hits_.begin(), hits_.end(),
                      [](const auto& item) { return !item.second.announced; });
@@ -165,10 +212,20 @@ RoundMessage FastPath::MakeRound(TimePoint now) {
   message.stopping = stopping_;
   message.fusion_threshold = FusionThreshold();
   message.hierarchy_min_bytes = HierarchyMinBytes();
-  message.ready.reserve(hits_.size());
+  message.ready.reserve(hits_.size() + foreign_.size());
   for (auto& [id, hit] : hits_) {
     message.ready.push_back(id);
     hit.announced = true;
+  }
+  if (!foreign_.empty()) {
+    // The other sets' ids carry kEveryRankCacheIdBit: past this rank's allreduces, mixed
+    // with its own other ops; both runs ascending.
+    const size_t own = message.ready.size();
+    for (const auto& item : foreign_) message.ready.push_back(item.first);
+    std::inplace_merge(message.ready.begin(),
+                       message.ready.begin() + static_cast<std::ptrdiff_t>(own),
+                       message.ready.end());
+    foreign_news_ = false;
   }
   std::sort(newly_diverted_.begin(), newly_diverted_.end());
   newly_diverted_.erase(std::unique(newly_diverted_.begin(), newly_diverted_.end()),
@@ -214,13 +271,19 @@ Status FastPath::ApplyDecision(RoundDecision decision, TimePoint now, Outbox* ou
     }
   }
   for (uint32_t id : decision.diverted) Divert(id, out);
-  Decided decided{std::move(decision), {}, {}, 0, 0};
+  Decided decided{std::move(decision), {}, {}, {}, 0, 0};
   const RoundDecision& taken = decided.decision;
   // Built for an error only: this runs once per round, a small op's critical path.
   auto round = [&] { return "fast path: round " + std::to_string(taken.round); };
   for (uint32_t id : taken.runnable) {
     const bool mine = std::binary_search(last_sent_.ready.begin(), last_sent_.ready.end(), id);
     auto hit = hits_.find(id);
+    // Another set's: its members run it. (Or it was when this rank reported it, and a response
+    // since retired the id: then its members cannot all have reported it, but nothing of it
+    // is this rank's either way.)
+    if (foreign_.count(id) != 0 || (mine && hit == hits_.end() && specs_.count(id) == 0)) {
+      continue;
+    }
     if (mine && (hit == hits_.end() || specs_.count(id) == 0)) {
       return Internal(round() + " decided on cache id " + std::to_string(id) +
                       ", which this rank reported ready but no longer holds");
@@ -229,10 +292,12 @@ Status FastPath::ApplyDecision(RoundDecision decision, TimePoint now, Outbox* ou
       return Internal(round() + " decided on cache id " + std::to_string(id) +
                       ", which this rank neither reported ready nor can stand in for");
     }
+    decided.ids.push_back(id);
     decided.entries.push_back(mine ? hit->second.entry : nullptr);  // null: joined, zeros
     decided.specs.push_back(specs_.at(id));
     if (mine) hits_.erase(hit);
   }
+  OrderBySet(&decided);
   decided_.push_back(std::move(decided));
   return Status::Ok();
 }
@@ -254,7 +319,7 @@ bool FastPath::NextWork(TimePoint now, Work* work) {
       return true;
     }
     blocked_ = false;
-    if (front.next < front.decision.runnable.size()) {
+    if (front.next < front.ids.size()) {
       CutHits(work);
       return true;
     }
@@ -263,7 +328,29 @@ bool FastPath::NextWork(TimePoint now, Work* work) {
   return false;
 }
 
-// The front decision's next batch of cached ops, in ascending id order, fused under
+void FastPath::OrderBySet(Decided* decided) {
+  const std::vector<FastSpec>& specs = decided->specs;
+  if (std::is_sorted(specs.begin(), specs.end(), [](const FastSpec& a, const FastSpec& b) {
+        return a.process_set < b.process_set;
+      })) {
+    return;  // the common case (the job's set alone): nothing to move
+  }
+  std::vector<size_t> order(specs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return specs[a].process_set < specs[b].process_set; });
+  Decided sorted{decided->decision, {}, {}, {}, 0, 0};
+  for (size_t i : order) {
+    sorted.ids.push_back(decided->ids[i]);
+    sorted.entries.push_back(decided->entries[i]);
+    sorted.specs.push_back(std::move(decided->specs[i]));
+  }
+  decided->ids = std::move(sorted.ids);
+  decided->entries = std::move(sorted.entries);
+  decided->specs = std::move(sorted.specs);
+}
+
+// The front decision's next batch of cached ops, by set and in ascending id order, fused under
 // the same rule as the controller's (core/fusion/fusion_rule.h) and the round's smallest threshold.
 void FastPath::CutHits(Work* work) {
   Decided& decided = decided_.front();
@@ -287,8 +374,8 @@ void FastPath::CutHits(Work* work) {
   response.seq = 0;  // the fast path: no controller sequence number
   response.fast_round = decision.round;
   response.hierarchy_min_bytes = decision.hierarchy_min_bytes;
-  for (; decided.next < decision.runnable.size(); ++decided.next) {
-    const uint32_t id = decision.runnable[decided.next];
+  for (; decided.next < decided.ids.size(); ++decided.next) {
+    const uint32_t id = decided.ids[decided.next];
     const FastSpec& s = decided.specs[decided.next];
     if (!batch.Admits(KeyOf(s), s.fusion_bytes)) break;
     if (batch.empty()) {
@@ -298,6 +385,7 @@ void FastPath::CutHits(Work* work) {
       response.prescale = s.prescale;
       response.postscale = s.postscale;
       response.root = s.root;
+      response.process_set = s.process_set;
       // The round's hierarchical rule is an allreduce's; the others apply the configured
       // KOLO_HIERARCHICAL, as they do when the controller decides them.
       if (s.op != OpType::kAllreduce) response.hierarchy_min_bytes.reset();
@@ -359,7 +447,8 @@ bool FastPath::Done() const {
 }
 
 bool FastPath::Quiet() const {
-  return Done() && hits_.empty() && held_join_ == nullptr && !stopping_ && !NeedRound();
+  return Done() && hits_.empty() && held_join_ == nullptr && !stopping_ && foreign_.empty() &&
+         !NeedRound();
 }
 
 void FastPath::DropEntries() {

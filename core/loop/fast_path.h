@@ -1,6 +1,7 @@
 // FastPath: the decisions of the fast path (docs/FAST-PATH.md), without I/O. Cached allreduces,
-// broadcasts, allgathers and reducescatters (of the global set, on CPU, not grouped) wait here
-// for a round in which every rank reports them ready instead of going to the
+// broadcasts, allgathers and reducescatters (of any process set, on CPU, not grouped) wait here
+// for a round in which every member of their set reports them ready (every other rank
+// reports every id of a set it is not in) instead of going to the
 // controller, and every controller response also waits here until a round decides where it
 // runs, so that all ranks run everything in one order. Plain data in, decisions out, like the
 // controller's Negotiator: the background loop feeds it this rank's cached ops, the controller's
@@ -47,6 +48,7 @@ struct FastSpec {
   int64_t num_elements = 0;         // as in the response (an allgather's: rank 0's input)
   std::vector<int64_t> first_dims;  // allgather: every rank's dimension 0
   int64_t fusion_bytes = 0;         // what it takes in a fusion buffer (FusionBytes)
+  int process_set = 0;              // the set it runs in (0: the job's)
 };
 
 class FastPath {
@@ -96,11 +98,18 @@ class FastPath {
   // --- What the controller's responses taught about cache ids. ---
   // `id` now stands for `spec`; a cached allreduce of it may take the fast path.
   void Learn(uint32_t id, FastSpec spec);
+  // `id` stands for an op of `process_set`, which this rank is not a member of: its round
+  // messages report it ready, always (what a member of every set would do the moment it has
+  // the op), so that the set's members alone decide when it runs; it runs nothing of it.
+  // Such ids carry kEveryRankCacheIdBit (core/messages.h).
+  void LearnForeign(uint32_t id, int process_set);
   // `id` no longer stands for anything.
   void Forget(uint32_t id);
+  // `process_set` was removed: its ids, this rank's own and foreign, stand for nothing.
+  void ForgetSet(int process_set);
   // The controller ran (or failed) the instance of `id` it was sent: the next one may take
-  // the fast path again.
-  void InstanceOver(uint32_t id) { diverted_.erase(id); }
+  // the fast path again (not while this rank's join of its set is in flight: see JoinSet).
+  void InstanceOver(uint32_t id);
 
   // --- This rank's ops. ---
   // Takes `entry` (a cached request with `cache_id`) when it can wait for a round: a CPU
@@ -117,6 +126,11 @@ class FastPath {
   TensorEntry* TakeReleasedJoin();
   // This rank's join is in flight (it contributes zeros) or over.
   void SetJoined(bool joined) { joined_ = joined; }
+  // This rank's join of `process_set` is in flight or over. While it is, the set's ids go to
+  // the controller on every member (which runs them with this rank's zeros): this rank
+  // diverts every id of the set it is not waiting on itself, and each again after its
+  // instance ran; and its own ops of the set go to the controller too.
+  void JoinSet(int process_set, bool joined);
   // shutdown() was called on this rank: nothing new takes the fast path; rounds say so.
   void SetStopping() { stopping_ = true; }
 
@@ -153,15 +167,18 @@ class FastPath {
   // this rank's is open (a peer may still need its answer).
   bool Done() const;
   // Nothing of this rank waits on the peers: no round of its own is open or due, no cached
-  // allreduce or join waits, every controller response received has run, and it is not
-  // stopping. A peer's round can then wait for this rank's answer until the rank has an op
-  // of its own (core/loop/background_loop.h, "Waking for rounds").
+  // allreduce or join waits, every controller response received has run, it is not
+  // stopping, and it knows no op of a set it is not in (whose members' rounds need its answer
+  // at once: it will never have an op of its own to answer with). A peer's round can then wait for
+  // this rank's answer until the rank has an op of its own (core/loop/background_loop.h, "Waking
+  // for rounds").
   bool Quiet() const;
   // The job ends (aborted or shut down) and the queue fails every entry: forget the entries
   // and the work held here; nothing of it runs.
   void DropEntries();
 
  private:
+  struct Decided;
   bool NeedRound() const;
   RoundMessage MakeRound(TimePoint now);
   // What this rank's round messages carry as its fusion threshold.
@@ -172,6 +189,12 @@ class FastPath {
   void Divert(uint32_t id, Outbox* out);
   Status ApplyDecision(RoundDecision decision, TimePoint now, Outbox* out);
   void CutHits(Work* work);
+  // Orders a decision's ids by process set (the job's first), ascending within each, so that
+  // a set's ids are consecutive on every rank and its members cut the same fused transfers
+  // (by ids alone a rank in two sets would cut set 1's run where a set 2 id falls between,
+  // and a rank of set 1 only would not). Still one order on every rank.
+  static void OrderBySet(Decided* decided);
+  bool JoinedSet(int process_set) const;
 
   // Constant after construction.
   const Options& options_;
@@ -187,6 +210,9 @@ class FastPath {
     bool announced = false;  // in a round message of this rank already
   };
   std::map<uint32_t, Hit> hits_;          // waiting cached allreduces, by cache id
+  std::map<uint32_t, int> foreign_;       // ids of the sets this rank is not in, with their set
+  bool foreign_news_ = false;             // foreign_ grew since this rank's last round message
+  std::vector<int> joined_sets_;          // sets whose join of this rank is in flight
   std::set<uint32_t> diverted_;           // ids that go to the controller until their name runs
   std::vector<uint32_t> newly_diverted_;  // diverted by this rank since its last message
   bool joined_ = false;
@@ -200,13 +226,16 @@ class FastPath {
   uint64_t decided_seq_ = 0;  // the highest run_through_seq decided so far
   struct Decided {
     RoundDecision decision;
-    // Parallel to decision.runnable: this rank's entry, or null where its message said
-    // `joined` without the id. Taken out of hits_ when decided, so that nothing decided can be
-    // diverted or announced again while it waits to run.
+    // What this rank runs of decision.runnable (not the other sets' ids), in run order
+    // (OrderBySet).
+    std::vector<uint32_t> ids;
+    // Parallel to ids: this rank's entry, or null where its message said `joined` without the
+    // id. Taken out of hits_ when decided, so that nothing decided can be diverted or
+    // announced again while it waits to run.
     std::vector<TensorEntry*> entries;
-    // Parallel to decision.runnable: what each id stood for when it was decided.
+    // Parallel to ids: what each id stood for when it was decided.
     std::vector<FastSpec> specs;
-    size_t next = 0;       // runnable[next..] not cut into Work yet
+    size_t next = 0;       // ids[next..] not cut into Work yet
     uint64_t batches = 0;  // Work cut from it so far
   };
   std::deque<Decided> decided_;

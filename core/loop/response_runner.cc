@@ -22,6 +22,7 @@ ResponseRunner::ResponseRunner(Config config, TensorQueue* queue, Executor* exec
 void ResponseRunner::NoteJoin(const TensorEntry& join) {
   if (join.meta.process_set != 0) {
     joined_sets_.push_back(join.meta.process_set);
+    if (fast_ != nullptr) fast_->JoinSet(join.meta.process_set, true);
     return;
   }
   joined_ = true;
@@ -57,7 +58,10 @@ Fault ResponseRunner::RunControllerResponse(const Response& response) {
                                   ", which this rank does not know"));
     }
     // Only the set's members run it; the others move on to the next response.
-    if (!config_.process_sets->IsMember(response.process_set)) return Fault();
+    if (!config_.process_sets->IsMember(response.process_set)) {
+      RememberForeignIds(response);
+      return Fault();
+    }
   }
   std::vector<TensorEntry*> entries;
   entries.reserve(response.names.size());
@@ -117,8 +121,23 @@ void ResponseRunner::RememberCacheIds(const Response& response,
   }
 }
 
+void ResponseRunner::RememberForeignIds(const Response& response) {
+  if (fast_ == nullptr || response.is_error() || !TakesFastPath(response)) return;
+  for (size_t i = 0; i < response.names.size(); ++i) {
+    const uint32_t id = i < response.cache_ids.size() ? response.cache_ids[i] : 0;
+    auto old = foreign_ids_.find(response.names[i]);
+    if (old != foreign_ids_.end() && old->second.id != id) {
+      fast_->Forget(old->second.id);  // retired: its members no longer report it
+      foreign_ids_.erase(old);
+    }
+    if (id == 0) continue;
+    foreign_ids_[response.names[i]] = ForeignId{id, response.process_set};
+    fast_->LearnForeign(id, response.process_set);
+  }
+}
+
 bool ResponseRunner::TakesFastPath(const Response& response) {
-  if (response.process_set != 0 || response.gpu) return false;
+  if (response.gpu) return false;
   switch (response.op) {
     case OpType::kAllreduce:
     case OpType::kBroadcast:
@@ -139,6 +158,7 @@ FastSpec ResponseRunner::SpecOf(const Response& response, size_t index, const Te
   spec.prescale = response.prescale;
   spec.postscale = response.postscale;
   spec.root = response.root;
+  spec.process_set = response.process_set;
   spec.num_elements = index < response.num_elements.size() ? response.num_elements[index] : 0;
   if (response.op == OpType::kAllgather) {
     // This tensor's row of the response's first dimensions (one row of `size` per tensor).
@@ -211,6 +231,7 @@ void ResponseRunner::FinishJoin(const Response& response,
   if (response.process_set != 0) {
     joined_sets_.erase(std::remove(joined_sets_.begin(), joined_sets_.end(), response.process_set),
                        joined_sets_.end());
+    if (fast_ != nullptr) fast_->JoinSet(response.process_set, false);
     // The set's table counts its members; the caller gets a job rank, as for broadcast roots.
     const std::vector<int> members = config_.process_sets->Members(response.process_set);
     if (last >= 0 && last < static_cast<int>(members.size())) {
@@ -244,6 +265,10 @@ void ResponseRunner::ApplyProcessSetDecision(const Response& response,
     return;
   }
   sets->Remove(response.root);
+  if (fast_ != nullptr) fast_->ForgetSet(response.root);
+  for (auto it = foreign_ids_.begin(); it != foreign_ids_.end();) {
+    it = it->second.process_set == response.root ? foreign_ids_.erase(it) : std::next(it);
+  }
   if (config_.set_removed) config_.set_removed(response.root);
 }
 

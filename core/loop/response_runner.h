@@ -75,8 +75,11 @@ class ResponseRunner {
   // Executes `response` over `entries` (this rank's, or stand-ins) and completes them.
   Fault Execute(const Response& response, const std::vector<TensorEntry*>& entries);
   void RememberCacheIds(const Response& response, const std::vector<TensorEntry*>& entries);
-  // Whether the cached names of `response` may take the fast path (docs/FAST-PATH.md): the
-  // global set's CPU allreduces, broadcasts, allgathers and reducescatters.
+  // A response of a set this rank is not in: the fast path learns its cache ids (its rounds
+  // report them ready; docs/FAST-PATH.md, "Process sets").
+  void RememberForeignIds(const Response& response);
+  // Whether the cached names of `response` may take the fast path (docs/FAST-PATH.md): CPU
+  // allreduces, broadcasts, allgathers and reducescatters, of any process set.
   static bool TakesFastPath(const Response& response);
   // What name `index` of `response` stands for; `meta` is this rank's tensor of it.
   static FastSpec SpecOf(const Response& response, size_t index, const TensorMeta& meta);
@@ -109,6 +112,12 @@ class ResponseRunner {
     TensorMeta meta;
   };
   std::unordered_map<std::string, CacheSlot> cache_;
+  // The cache ids of the other sets' names (which are scoped by set), for the fast path.
+  struct ForeignId {
+    uint32_t id;
+    int process_set;
+  };
+  std::unordered_map<std::string, ForeignId> foreign_ids_;
 };
 
 }  // namespace kolo

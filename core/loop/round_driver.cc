@@ -25,7 +25,6 @@ RoundDriver::RoundDriver(FastPath* fast, RoundLane* lane, ResponseRunner* runner
       spin_for_rounds_(spin_for_rounds) {}
 
 bool RoundDriver::Take(TensorEntry* entry, uint32_t cache_id, Clock::TimePoint now) {
-  if (entry->meta.process_set != 0) return false;  // the fast path is the global set's
   // This rank's waiting cached allreduces come first, as they would on the controller's
   // stream: the join goes out once they are decided (StepOnce).
   if (entry->meta.op == OpType::kJoin && fast_->HoldJoin(entry)) return true;

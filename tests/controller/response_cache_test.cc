@@ -63,6 +63,12 @@ TEST_CASE("Ops a joined rank cannot stand in for get ids with the every-rank bit
   REQUIRE(cache.Lookup(2 | kEveryRankCacheIdBit) != nullptr);
   CHECK(cache.Lookup(2 | kEveryRankCacheIdBit)->meta == broadcast);
   CHECK(cache.Lookup(2) == nullptr);
+  // A process set's allreduce too: a rank that joined the job stands in for the job's
+  // allreduces only (a set's join is the set's own), and every rank outside the set reports
+  // the id ready for the fast path's rounds.
+  TensorMeta in_set = Meta("s [process set 1]");
+  in_set.process_set = 1;
+  CHECK(cache.Commit(in_set) == (5 | kEveryRankCacheIdBit));
 }
 
 TEST_CASE("An allgather's id stands for every rank's dimension 0", "[controller][cache]") {

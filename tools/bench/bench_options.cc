@@ -286,8 +286,9 @@ Collective sweep through kolo's public API, printed by rank 0 in the style of nc
                            theirs (default 0: back to back, a rank's wait for a late peer
                            counts)
       --set N              run the sweep in a process set of ranks 0 .. N-1 (2 <= N <= the
-                           job's ranks; the others wait): its own shared memory on one host,
-                           as torch.distributed's sub-groups and Horovod's process sets run
+                           job's ranks; the others wait in a barrier of the job): its own
+                           shared memory on one host, as torch.distributed's sub-groups and
+                           Horovod's process sets run
   -m, --model resnet50     instead of the sweep: a training step of the model's gradients (each
                            its own allreduce, last layer first, waited for together) against one
                            raw allreduce of the same bytes through the data plane alone, which
