@@ -129,6 +129,28 @@ TensorEntry* FastPath::TakeReleasedJoin() {
   return join;
 }
 
+bool FastPath::HoldsHitOf(int process_set) const {
+  return std::any_of(hits_.begin(), hits_.end(), [&](const auto& item) {
+    auto spec = specs_.find(item.first);
+    return spec != specs_.end() && spec->second.process_set == process_set;
+  });
+}
+
+bool FastPath::HoldRemoval(TensorEntry* removal) {
+  // The set's id is the request's root (docs/PROTOCOL.md, "Process sets"). Behind an earlier
+  // held removal it waits too, so that removals keep their order.
+  if (held_removals_.empty() && !HoldsHitOf(removal->meta.root)) return false;
+  held_removals_.push_back(removal);
+  return true;
+}
+
+TensorEntry* FastPath::TakeReleasedRemoval() {
+  if (held_removals_.empty() || HoldsHitOf(held_removals_.front()->meta.root)) return nullptr;
+  TensorEntry* removal = held_removals_.front();
+  held_removals_.pop_front();
+  return removal;
+}
+
 Status FastPath::ReceiveResponse(Response response) {
   if (response.seq != received_seq_ + 1) {
     return Internal("protocol error: response " + std::to_string(response.seq) + " arrived after " +
@@ -241,9 +263,17 @@ RoundMessage FastPath::MakeRound(TimePoint now) {
 // (the controller's stall inspector then sees it and names who is late).
 void FastPath::DivertWaiting(TimePoint now, Outbox* out) {
   const auto patience = DurationOf(divert_after_seconds_);
+  auto removing = [&](uint32_t id) {
+    if (held_removals_.empty()) return false;
+    auto spec = specs_.find(id);
+    return spec != specs_.end() &&
+           std::any_of(held_removals_.begin(), held_removals_.end(), [&](TensorEntry* removal) {
+             return removal->meta.root == spec->second.process_set;
+           });
+  };
   std::vector<uint32_t> ids;
   for (const auto& [id, hit] : hits_) {
-    if (stopping_ || closed_ || now - hit.since >= patience) ids.push_back(id);
+    if (stopping_ || closed_ || now - hit.since >= patience || removing(id)) ids.push_back(id);
   }
   for (uint32_t id : ids) {
     Divert(id, out);
@@ -438,7 +468,8 @@ Status FastPath::CheckDeadlines(TimePoint now) const {
 }
 
 bool FastPath::Settled() const {
-  return !rounds_.waiting() && last_sent_.stopping && hits_.empty() && held_join_ == nullptr;
+  return !rounds_.waiting() && last_sent_.stopping && hits_.empty() && held_join_ == nullptr &&
+         held_removals_.empty();
 }
 
 bool FastPath::Done() const {
@@ -447,13 +478,14 @@ bool FastPath::Done() const {
 }
 
 bool FastPath::Quiet() const {
-  return Done() && hits_.empty() && held_join_ == nullptr && !stopping_ && foreign_.empty() &&
-         !NeedRound();
+  return Done() && hits_.empty() && held_join_ == nullptr && held_removals_.empty() && !stopping_ &&
+         foreign_.empty() && !NeedRound();
 }
 
 void FastPath::DropEntries() {
   hits_.clear();
   held_join_ = nullptr;
+  held_removals_.clear();
   decided_.clear();
   received_.clear();
   handed_seq_ = received_seq_;

@@ -124,6 +124,13 @@ class FastPath {
   // stream: true if it is held (TakeReleasedJoin hands it back once they have been decided).
   bool HoldJoin(TensorEntry* join);
   TensorEntry* TakeReleasedJoin();
+  // A removal of a process set must reach the controller after this rank's waiting cached
+  // ops of that set, which the controller would otherwise not see (it refuses a removal while
+  // an op of the set is in flight): true if it is held. Those ops go to the controller at the
+  // next pass between rounds (or run, if their round decides them first), and
+  // TakeReleasedRemoval hands the removal back once none waits here.
+  bool HoldRemoval(TensorEntry* removal);
+  TensorEntry* TakeReleasedRemoval();
   // This rank's join is in flight (it contributes zeros) or over.
   void SetJoined(bool joined) { joined_ = joined; }
   // This rank's join of `process_set` is in flight or over. While it is, the set's ids go to
@@ -195,6 +202,8 @@ class FastPath {
   // and a rank of set 1 only would not). Still one order on every rank.
   static void OrderBySet(Decided* decided);
   bool JoinedSet(int process_set) const;
+  // Whether a hit of `process_set` waits here.
+  bool HoldsHitOf(int process_set) const;
 
   // Constant after construction.
   const Options& options_;
@@ -219,6 +228,7 @@ class FastPath {
   bool stopping_ = false;  // this rank called shutdown()
   bool closed_ = false;    // some rank is stopping: every op goes to the controller
   TensorEntry* held_join_ = nullptr;
+  std::deque<TensorEntry*> held_removals_;  // remove_process_set requests, in submission order
 
   std::deque<Response> received_;  // controller responses not handed out yet, in seq order
   uint64_t received_seq_ = 0;

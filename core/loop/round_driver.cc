@@ -28,6 +28,8 @@ bool RoundDriver::Take(TensorEntry* entry, uint32_t cache_id, Clock::TimePoint n
   // This rank's waiting cached allreduces come first, as they would on the controller's
   // stream: the join goes out once they are decided (StepOnce).
   if (entry->meta.op == OpType::kJoin && fast_->HoldJoin(entry)) return true;
+  // Likewise a set's removal: the controller must see this rank's waiting ops of the set.
+  if (entry->meta.op == OpType::kRemoveProcessSet && fast_->HoldRemoval(entry)) return true;
   if (fast_->Offer(entry, cache_id, now)) return true;
   if (cache_id == 0) {
     // Its metadata changed: the peers' cached copies must meet it at the controller (which
@@ -67,10 +69,11 @@ RoundDriver::Step RoundDriver::StepOnce(const std::function<bool()>* done) {
       return step;
     }
   }
-  if (TensorEntry* join = fast_->TakeReleasedJoin(); join != nullptr) {
+  for (TensorEntry* held : {fast_->TakeReleasedJoin(), fast_->TakeReleasedRemoval()}) {
+    if (held == nullptr || !step.fault.ok()) continue;
     WorkerMessage batch;
     batch.kind = WorkerMessage::Kind::kRequests;
-    batch.requests.push_back(runner_->RequestFor(*join));
+    batch.requests.push_back(runner_->RequestFor(*held));
     step.fault = Fault::FromController(session_->Send(batch));
   }
   return step;

@@ -781,3 +781,29 @@ TEST_CASE("A removed set's ids stand for nothing, on its members and elsewhere",
   CHECK(job.Drain(1).empty());
   CHECK(job.at(1).Quiet());  // nothing of another set is left to answer for
 }
+
+TEST_CASE("A set's removal waits until the rank's cached ops of the set went to the controller",
+          "[core][fastpath][process_sets]") {
+  Job job(3);
+  const uint32_t id = 9 | kEveryRankCacheIdBit;
+  const FastSpec x = SetSpec("x [process set 2]", 4, 2);
+  job.LearnInSet(id, x, {0, 1});
+  TensorEntry other_set;
+  other_set.meta.op = OpType::kRemoveProcessSet;
+  other_set.meta.root = 5;
+  CHECK_FALSE(job.at(0).HoldRemoval(&other_set));  // nothing of set 5 waits: it goes at once
+  job.Submit(0, id, x);
+  job.Settle();  // rank 1 never submits x: its round does not run it
+  TensorEntry removal;
+  removal.meta.op = OpType::kRemoveProcessSet;
+  removal.meta.root = 2;
+  REQUIRE(job.at(0).HoldRemoval(&removal));
+  CHECK(job.at(0).TakeReleasedRemoval() == nullptr);
+  job.Settle();
+  // x went to the controller first, announced as diverted so that rank 1's copy follows it;
+  // then the removal may go.
+  CHECK(job.to_controller(0) == std::vector<uint32_t>{id});
+  CHECK_FALSE(job.Offers(1, id, x));
+  CHECK(job.at(0).TakeReleasedRemoval() == &removal);
+  CHECK(job.at(0).TakeReleasedRemoval() == nullptr);
+}

@@ -252,3 +252,48 @@ TEST_CASE("While a member's join of a set is in flight, the set's cached ops go 
     return last.ok() && *last == 1 ? "" : "join: " + last.status().ToString();
   }) == std::vector<std::string>{});
 }
+
+TEST_CASE("Removing a set while a member's cached op waits for a round fails naming the op",
+          "[runtime][process_sets][fastpath][errors]") {
+  Watchdog watchdog("removing a set with a cached op waiting", std::chrono::seconds(60));
+  LocalJob job(3);
+  CHECK(job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    int set = -1;
+    std::string failed = Add(rt, {0, 1}, &set);
+    if (!failed.empty()) return failed;
+    std::vector<float> w(2);
+    for (int step = 0; step < 3 && rt.rank() != 2; ++step) {  // cached from step 1 on
+      ProcessSetScope scope(set);
+      std::fill(w.begin(), w.end(), static_cast<float>(rt.rank() + 1));
+      Status s = rt.Allreduce("w", View(w), View(w));
+      if (!s.ok() || w[0] != 3.0f) return "step " + std::to_string(step) + ": " + s.ToString();
+    }
+    // Rank 0's next instance waits on the fast path, where the controller does not see it;
+    // the removal must fail as it does for an op the controller holds.
+    std::optional<Handle> pending;
+    std::fill(w.begin(), w.end(), static_cast<float>(rt.rank() + 1));
+    if (rt.rank() == 0) {
+      ProcessSetScope scope(set);
+      StatusOr<Handle> h = rt.AllreduceAsync("w", View(w), View(w));
+      if (!h.ok()) return "w: " + h.status().ToString();
+      pending = *h;
+    }
+    Status removed = rt.RemoveProcessSet(set);
+    if (removed.code() != StatusCode::kFailedPrecondition ||
+        removed.message().find("'w [process set 1]'") == std::string::npos ||
+        removed.message().find("in flight") == std::string::npos) {
+      return "removal with a cached op waiting: " + removed.ToString();
+    }
+    if (rt.rank() == 1) {
+      ProcessSetScope scope(set);
+      Status s = rt.Allreduce("w", View(w), View(w));
+      if (!s.ok() || w[0] != 3.0f) return "w on rank 1: " + s.ToString();
+    }
+    if (pending) {
+      Status s = synchronize(*pending);
+      if (!s.ok() || w[0] != 3.0f) return "w on rank 0: " + s.ToString();
+    }
+    removed = rt.RemoveProcessSet(set);
+    return removed.ok() ? "" : "removal: " + removed.ToString();
+  }) == std::vector<std::string>{});
+}
