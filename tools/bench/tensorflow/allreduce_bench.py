@@ -1,7 +1,9 @@
-"""Allreduce (sum) of a float32 tensor from TensorFlow, in kolo-bench's columns.
+"""Allreduce (sum) of a float32 tensor from TensorFlow, in kolo-bench's columns; with --hvd
+also allgather and broadcast (--op).
 
     kolorun -np 2 python allreduce_bench.py --hvd kolo.tensorflow            # eager calls
     kolorun -np 2 python allreduce_bench.py --hvd kolo.tensorflow --function  # in a tf.function
+    kolorun -np 2 python allreduce_bench.py --hvd kolo.tensorflow --op allgather
     python allreduce_bench.py --mwms       # one process per worker, TF_CONFIG set by the caller
 
 Every iteration makes the input untimed (rank r's holds r+1), with --barrier 1 waits for the
@@ -12,6 +14,11 @@ n(n+1)/2 everywhere). Sizes go from -b to -e by the factor -f. Rank 0 prints, pe
 count, type, redop, the median (or mean) over -n timed iterations (after -w warmup) of the
 slowest rank's time, algbw, busbw = algbw*2(n-1)/n and #wrong. Exits non-zero if any result was
 wrong. Ops are named per size, so kolo's negotiation cache is used, as for gradients.
+
+--op allgather: rank r contributes SIZE/4/n elements holding r+1 and every rank checks the
+gathered SIZE bytes (kolo-bench -o allgather counts the size the same way); busbw =
+algbw*(n-1)/n. --op broadcast: SIZE bytes from rank 0 (rank r's holds r+1, the result must be
+1 everywhere); busbw = algbw.
 """
 
 import argparse
@@ -42,7 +49,9 @@ def parse_args(argv):
     which.add_argument("--mwms", action="store_true",
                        help="tf.distribute.MultiWorkerMirroredStrategy (TF_CONFIG from the caller)")
     parser.add_argument("--function", action="store_true",
-                        help="with --hvd: run each allreduce inside a tf.function")
+                        help="with --hvd: run each op inside a tf.function")
+    parser.add_argument("--op", choices=["allreduce", "allgather", "broadcast"],
+                        default="allreduce", help="the collective (allgather, broadcast: --hvd)")
     parser.add_argument("-b", default="4K", help="smallest size in bytes (4K, 1M)")
     parser.add_argument("-e", default="64M", help="largest size in bytes")
     parser.add_argument("-f", type=int, default=4, help="size step factor")
@@ -73,11 +82,20 @@ class Hvd:
         return self.hvd.size()
 
     def allreduce(self, tensor, name):
+        return self._call(lambda t: self.hvd.allreduce(t, op=self.hvd.Sum, name=name), tensor,
+                          name)
+
+    def allgather(self, tensor, name):
+        return self._call(lambda t: self.hvd.allgather(t, name=name), tensor, name)
+
+    def broadcast(self, tensor, name):
+        return self._call(lambda t: self.hvd.broadcast(t, root_rank=0, name=name), tensor, name)
+
+    def _call(self, op, tensor, name):
         if not self.in_function:
-            return self.hvd.allreduce(tensor, op=self.hvd.Sum, name=name)
+            return op(tensor)
         if name not in self.functions:
-            self.functions[name] = tf.function(
-                lambda t: self.hvd.allreduce(t, op=self.hvd.Sum, name=name))
+            self.functions[name] = tf.function(op)
         return self.functions[name](tensor)
 
     def barrier(self):
@@ -140,14 +158,18 @@ def sizes(low, high, factor):
 
 def main(argv):
     args = parse_args(argv)
+    if args.mwms and args.op != "allreduce":
+        print("allreduce_bench: --op %s needs --hvd" % args.op, file=sys.stderr)
+        return 2
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     lib = Mwms() if args.mwms else Hvd(args.hvd, args.function)
     rank, ranks = lib.rank(), lib.size()
-    expected = ranks * (ranks + 1) / 2
+    what = {"allreduce": "sum of float32", "allgather": "allgather of float32",
+            "broadcast": "broadcast of float32 from rank 0"}[args.op]
     if rank == 0:
-        print("# %s, %d ranks, pid %d, tensorflow %s, sum of float32, %s of %d iterations after "
-              "%d warmup" % (lib.name, ranks, os.getpid(), tf.__version__, args.stat, args.n,
-                             args.w))
+        print("# %s, %d ranks, pid %d, tensorflow %s, %s, %s of %d iterations after "
+              "%d warmup" % (lib.name, ranks, os.getpid(), tf.__version__, what, args.stat,
+                             args.n, args.w))
         print("# %10s %12s %6s %6s %10s %8s %8s %6s" % ("size", "count", "type", "redop",
                                                        "time(us)", "algbw", "busbw", "#wrong"))
         sys.stdout.flush()
@@ -155,17 +177,28 @@ def main(argv):
     rows = []
     for size in sizes(parse_size(args.b), parse_size(args.e), args.f):
         count = size // 4
-        name = "bench.allreduce.%d" % size
+        name = "bench.%s.%d" % (args.op, size)
+        part = count // ranks  # allgather: the elements a rank contributes
+        if args.op == "allreduce":
+            call, shape = lib.allreduce, [count]
+            expected = tf.fill([count], float(ranks * (ranks + 1) / 2))
+        elif args.op == "allgather":
+            call, shape = lib.allgather, [part]
+            expected = tf.repeat(tf.range(1, ranks + 1, dtype=tf.float32), part)
+        else:
+            call, shape = lib.broadcast, [count]
+            expected = tf.ones([count])
         times, wrong = [], 0
         lib.barrier()
         for iteration in range(args.w + args.n):
-            tensor = tf.fill([count], float(rank + 1))
+            tensor = tf.fill(shape, float(rank + 1))
             if args.barrier:
                 lib.barrier()
             start = time.perf_counter()
-            result = lib.allreduce(tensor, name)
+            result = call(tensor, name)
             elapsed = time.perf_counter() - start
-            if not bool(tf.reduce_all(tf.equal(result, expected))):
+            if result.shape != expected.shape or not bool(tf.reduce_all(tf.equal(result,
+                                                                                 expected))):
                 wrong += 1
             if iteration >= args.w:
                 times.append(elapsed)
@@ -173,17 +206,19 @@ def main(argv):
         times = np.max(per_rank, axis=0).tolist()
         seconds = statistics.median(times) if args.stat == "median" else statistics.mean(times)
         algbw = size / seconds / 1e9
-        busbw = algbw * 2 * (ranks - 1) / ranks
+        busbw = algbw * {"allreduce": 2 * (ranks - 1) / ranks, "allgather": (ranks - 1) / ranks,
+                         "broadcast": 1}[args.op]
         wrong_total += wrong
         rows.append({"size": size, "us": seconds * 1e6, "wrong": wrong})
         if rank == 0:
-            print("  %10d %12d %6s %6s %10.1f %8.2f %8.2f %6d" % (size, count, "float", "sum",
+            redop = "sum" if args.op == "allreduce" else "none"
+            print("  %10d %12d %6s %6s %10.1f %8.2f %8.2f %6d" % (size, count, "float", redop,
                                                                    seconds * 1e6, algbw, busbw,
                                                                    wrong))
             sys.stdout.flush()
     lib.barrier()
     if rank == 0:
-        print("# json " + json.dumps({"bench": "allreduce", "lib": lib.name, "ranks": ranks,
+        print("# json " + json.dumps({"bench": args.op, "lib": lib.name, "ranks": ranks,
                                       "rows": rows}))
     lib.shutdown()
     if wrong_total:

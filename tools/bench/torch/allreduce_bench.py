@@ -6,6 +6,7 @@ One script for three libraries, so that they are timed the same way:
     horovodrun -np 2 -H localhost:2 --gloo python allreduce_bench.py --hvd horovod.torch
     torchrun --nproc_per_node 2 allreduce_bench.py --ddp        # torch.distributed, gloo
     kolorun -np 2 python allreduce_bench.py --ddp --backend kolo  # torch.distributed on kolo
+    kolorun -np 3 python allreduce_bench.py --ddp --backend kolo --group 2  # a sub-group
 
 Every iteration fills the tensor untimed (rank r writes r+1), with --barrier 1 waits for the
 other ranks (untimed), times one in-place sum (the library's allreduce_ / dist.all_reduce,
@@ -15,7 +16,9 @@ Rank 0 prints, per size: bytes, count, type, redop, the mean or median (--stat) 
 iterations (after -w warmup ones) of the slowest rank's time, algbw = bytes/time and busbw =
 algbw*2(n-1)/n (nccl-tests' definition), and #wrong. Exits non-zero if any result was wrong.
 Ops are named per size (as DistributedOptimizer names gradients), so libraries that cache
-negotiations by name may use their caches.
+negotiations by name may use their caches. --group N runs the sweep among ranks 0 .. N-1 only:
+a sub-group (dist.new_group) with --ddp, a process set (add_process_set) with --hvd; the other
+ranks wait in a barrier of the whole job, and n above is N.
 """
 
 import argparse
@@ -49,31 +52,41 @@ def parse_args(argv):
     parser.add_argument("--barrier", type=int, choices=[0, 1], default=0,
                         help="1: an untimed barrier before every timed op, so that the ranks "
                         "start it together (as kolo-bench --barrier 1 and the MPI benchmarks)")
+    parser.add_argument("--group", type=int, default=0,
+                        help="N: the sweep in a sub-group / process set of ranks 0 .. N-1")
     return parser.parse_args(argv)
 
 
 class Hvd:
     """kolo.torch or horovod.torch: the same calls on either."""
 
-    def __init__(self, module_name):
+    def __init__(self, module_name, group):
         self.name = module_name
         self.hvd = importlib.import_module(module_name)
         self.hvd.init()
+        self.group_size = group or self.hvd.size()
+        self.set = (self.hvd.add_process_set(list(range(group))) if group
+                    else self.hvd.global_process_set)
+        if group:
+            self.name += " (process set of %d of %d ranks)" % (group, self.hvd.size())
 
     def rank(self):
         return self.hvd.rank()
 
     def size(self):
-        return self.hvd.size()
+        return self.group_size
 
     def allreduce_(self, tensor, name):
-        self.hvd.allreduce_(tensor, op=self.hvd.Sum, name=name)
+        self.hvd.allreduce_(tensor, op=self.hvd.Sum, name=name, process_set=self.set)
 
     def barrier(self):
-        self.hvd.allreduce(torch.zeros(1), name="bench.barrier")
+        self.hvd.allreduce(torch.zeros(1), name="bench.barrier", process_set=self.set)
+
+    def job_barrier(self):
+        self.hvd.allreduce(torch.zeros(1), name="bench.done")
 
     def gather_rows(self, row, name):
-        return self.hvd.allgather(row.unsqueeze(0), name=name)
+        return self.hvd.allgather(row.unsqueeze(0), name=name, process_set=self.set)
 
     def shutdown(self):
         self.hvd.shutdown()
@@ -83,29 +96,36 @@ class Ddp:
     """torch.distributed with gloo or kolo; the launcher's environment (torchrun's variables,
     which kolorun sets too) gives the rank and the size."""
 
-    def __init__(self, backend):
+    def __init__(self, backend, group):
         import torch.distributed as dist
         if backend == "kolo":
             import kolo.torch.distributed  # noqa: F401  (registers the backend)
         self.dist = dist
         self.name = "torch.distributed(%s)" % backend
         dist.init_process_group(backend)
+        # new_group is collective over every rank, members or not.
+        self.group = dist.new_group(list(range(group))) if group else None
+        if group:
+            self.name += " (sub-group of %d of %d ranks)" % (group, dist.get_world_size())
 
     def rank(self):
         return self.dist.get_rank()
 
     def size(self):
-        return self.dist.get_world_size()
+        return self.dist.get_world_size(self.group)
 
     def allreduce_(self, tensor, name):
-        self.dist.all_reduce(tensor, op=self.dist.ReduceOp.SUM)
+        self.dist.all_reduce(tensor, op=self.dist.ReduceOp.SUM, group=self.group)
 
     def barrier(self):
+        self.dist.barrier(group=self.group)
+
+    def job_barrier(self):
         self.dist.barrier()
 
     def gather_rows(self, row, name):
         rows = [torch.empty_like(row) for _ in range(self.size())]
-        self.dist.all_gather(rows, row)
+        self.dist.all_gather(rows, row, group=self.group)
         return torch.stack(rows)
 
     def shutdown(self):
@@ -115,8 +135,12 @@ class Ddp:
 def main(argv):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    lib = Ddp(args.backend) if args.ddp else Hvd(args.hvd)
+    lib = Ddp(args.backend, args.group) if args.ddp else Hvd(args.hvd, args.group)
     rank, ranks = lib.rank(), lib.size()
+    if args.group and rank >= args.group:  # outside the group: wait for its members
+        lib.job_barrier()
+        lib.shutdown()
+        return 0
     expected = ranks * (ranks + 1) / 2
     if rank == 0:
         print("# %s, %d ranks, pid %d, torch %s, in-place sum of float32, %s of %d iterations"
@@ -158,6 +182,8 @@ def main(argv):
                                                                    busbw, wrong))
             sys.stdout.flush()
     lib.barrier()
+    if args.group:
+        lib.job_barrier()
     lib.shutdown()
     if wrong_total:
         print("rank %d: %d wrong results" % (rank, wrong_total), file=sys.stderr)
