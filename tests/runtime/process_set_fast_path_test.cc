@@ -297,3 +297,36 @@ TEST_CASE("Removing a set while a member's cached op waits for a round fails nam
     return removed.ok() ? "" : "removal: " + removed.ToString();
   }) == std::vector<std::string>{});
 }
+
+TEST_CASE("A cached op of a set whose shape changes on one member fails on every member at once",
+          "[runtime][process_sets][fastpath][errors]") {
+  Watchdog watchdog("a changed shape in a set on the fast path", std::chrono::seconds(60));
+  LocalJob job(3);
+  CHECK(job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    int set = -1;
+    std::string failed = Add(rt, {1, 2}, &set);
+    if (!failed.empty() || rt.rank() == 0) return failed;
+    ProcessSetScope scope(set);
+    std::vector<float> x(4, 1.0f);
+    for (int step = 0; step < 3; ++step) {  // cached from step 1 on
+      Status s = rt.Allreduce("shape", View(x), View(x));
+      if (!s.ok()) return "step " + std::to_string(step) + ": " + s.ToString();
+    }
+    // Rank 2's tensor grows: its full metadata meets rank 1's cached copy at the controller,
+    // not after the fast path's patience.
+    std::vector<float> y(rt.rank() == 2 ? 6 : 4, 1.0f);
+    const Clock::time_point start = Clock::now();
+    Status s = rt.Allreduce("shape", View(y), View(y));
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (s.code() != StatusCode::kMismatch ||
+        s.message().find("'shape [process set 1]'") == std::string::npos ||
+        s.message().find("whose members are ranks [1, 2]") == std::string::npos) {
+      return s.ToString();
+    }
+    if (seconds >= 0.8) return "the mismatch took " + std::to_string(seconds) + " s";
+    // The set goes on: the next op of the right shape runs.
+    std::fill(x.begin(), x.end(), 1.0f);
+    s = rt.Allreduce("after", View(x), View(x));
+    return s.ok() && x[0] == 2.0f ? "" : "after the mismatch: " + s.ToString();
+  }) == std::vector<std::string>{});
+}
