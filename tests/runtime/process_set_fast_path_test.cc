@@ -38,6 +38,22 @@ std::string Add(Runtime& rt, const std::vector<int>& ranks, int* id) {
   return "";
 }
 
+// Three allreduces of `name` with `elements` floats in `set` (the caller's scope), each member
+// sending its rank + 1 and expecting `sum`: from the second on the name's id is cached, so the
+// next op of it takes the fast path. "" or the failure.
+std::string CacheInSet(Runtime& rt, const std::string& name, size_t elements, float sum) {
+  std::vector<float> x(elements);
+  for (int step = 0; step < 3; ++step) {
+    std::fill(x.begin(), x.end(), static_cast<float>(rt.rank() + 1));
+    Status s = rt.Allreduce(name, View(x), View(x));
+    if (!s.ok() || x[0] != sum) {
+      return name + " step " + std::to_string(step) + ": " + s.ToString() + ", " +
+             std::to_string(x[0]);
+    }
+  }
+  return "";
+}
+
 float ValueAt(int rank, int step, int64_t i) {
   return static_cast<float>(rank * 1000 + step * 10) + static_cast<float>(i % 7);
 }
@@ -227,12 +243,9 @@ TEST_CASE("While a member's join of a set is in flight, the set's cached ops go 
     std::string failed = Add(rt, {1, 2}, &set);
     if (!failed.empty() || rt.rank() == 0) return failed;
     ProcessSetScope scope(set);
+    failed = CacheInSet(rt, "x", 3, 2.0f + 3.0f);
+    if (!failed.empty()) return failed;
     std::vector<float> x(3);
-    for (int step = 0; step < 3; ++step) {  // cached from step 1 on
-      std::fill(x.begin(), x.end(), static_cast<float>(rt.rank()));
-      Status s = rt.Allreduce("x", View(x), View(x));
-      if (!s.ok() || x[0] != 3.0f) return "before the join: " + s.ToString();
-    }
     if (rt.rank() == 2) {
       StatusOr<int> last = rt.Join();
       return last.ok() && *last == 1 ? "" : "join: " + last.status().ToString();
@@ -261,13 +274,12 @@ TEST_CASE("Removing a set while a member's cached op waits for a round fails nam
     int set = -1;
     std::string failed = Add(rt, {0, 1}, &set);
     if (!failed.empty()) return failed;
-    std::vector<float> w(2);
-    for (int step = 0; step < 3 && rt.rank() != 2; ++step) {  // cached from step 1 on
+    if (rt.rank() != 2) {
       ProcessSetScope scope(set);
-      std::fill(w.begin(), w.end(), static_cast<float>(rt.rank() + 1));
-      Status s = rt.Allreduce("w", View(w), View(w));
-      if (!s.ok() || w[0] != 3.0f) return "step " + std::to_string(step) + ": " + s.ToString();
+      failed = CacheInSet(rt, "w", 2, 1.0f + 2.0f);
+      if (!failed.empty()) return failed;
     }
+    std::vector<float> w(2);
     // Rank 0's next instance waits on the fast path, where the controller does not see it;
     // the removal must fail as it does for an op the controller holds.
     std::optional<Handle> pending;
@@ -307,11 +319,9 @@ TEST_CASE("A cached op of a set whose shape changes on one member fails on every
     std::string failed = Add(rt, {1, 2}, &set);
     if (!failed.empty() || rt.rank() == 0) return failed;
     ProcessSetScope scope(set);
-    std::vector<float> x(4, 1.0f);
-    for (int step = 0; step < 3; ++step) {  // cached from step 1 on
-      Status s = rt.Allreduce("shape", View(x), View(x));
-      if (!s.ok()) return "step " + std::to_string(step) + ": " + s.ToString();
-    }
+    failed = CacheInSet(rt, "shape", 4, 2.0f + 3.0f);
+    if (!failed.empty()) return failed;
+    std::vector<float> x(4);
     // Rank 2's tensor grows: its full metadata meets rank 1's cached copy at the controller,
     // not after the fast path's patience.
     std::vector<float> y(rt.rank() == 2 ? 6 : 4, 1.0f);
