@@ -51,7 +51,9 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, C
             std::to_string(meta->process_set) +
             (set == sets_.end() ? ", which does not exist" : ", which it is not a member of"));
       }
+      const size_t first_event = events != nullptr ? events->size() : 0;
       KOLO_RETURN_IF_ERROR(set->second.table->Announce(index, *meta, now, &ready_, events));
+      ToJobRanks(set->second, first_event, events);
       AnnotateSetErrors(before, set->first, set->second);
       CommitToCache(before);
       continue;
@@ -68,7 +70,9 @@ void Negotiator::AddShutdown(int rank, std::vector<NegotiationEvent>* events) {
     const int index = set.IndexOf(rank);
     if (index < 0) continue;
     const size_t before = ready_.size();
+    const size_t first_event = events != nullptr ? events->size() : 0;
     set.table->MarkShutdown(index, &ready_, events);
+    ToJobRanks(set, first_event, events);
     AnnotateSetErrors(before, id, set);
   }
 }
@@ -79,8 +83,21 @@ void Negotiator::AddGone(int rank, std::vector<NegotiationEvent>* events) {
     const int index = set.IndexOf(rank);
     if (index < 0) continue;
     const size_t before = ready_.size();
+    const size_t first_event = events != nullptr ? events->size() : 0;
     set.table->MarkGone(index, &ready_, events);
+    ToJobRanks(set, first_event, events);
     AnnotateSetErrors(before, id, set);
+  }
+}
+
+void Negotiator::ToJobRanks(const ProcessSet& set, size_t first,
+                            std::vector<NegotiationEvent>* events) {
+  if (events == nullptr) return;
+  for (size_t i = first; i < events->size(); ++i) {
+    int& rank = (*events)[i].rank;
+    if (rank >= 0 && rank < static_cast<int>(set.ranks.size())) {
+      rank = set.ranks[static_cast<size_t>(rank)];
+    }
   }
 }
 

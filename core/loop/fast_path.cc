@@ -46,8 +46,29 @@ void FastPath::Learn(uint32_t id, FastSpec spec) {
   specs_[id] = std::move(spec);
 }
 
-void FastPath::LearnForeign(uint32_t id, int process_set) {
-  if (foreign_.emplace(id, process_set).second) foreign_news_ = true;
+void FastPath::LearnForeign(uint32_t id, FastSpec spec) {
+  if (foreign_.emplace(id, std::move(spec)).second) foreign_news_ = true;
+}
+
+void FastPath::KnowSet(int process_set, const std::vector<int>& members) {
+  std::vector<bool>& known = set_members_[process_set];
+  known.assign(static_cast<size_t>(options_.size), false);
+  for (int r : members) {
+    if (r >= 0 && r < options_.size) known[static_cast<size_t>(r)] = true;
+  }
+}
+
+const FastSpec* FastPath::SpecOf(uint32_t id) const {
+  auto own = specs_.find(id);
+  if (own != specs_.end()) return &own->second;
+  auto other = foreign_.find(id);
+  return other == foreign_.end() ? nullptr : &other->second;
+}
+
+bool FastPath::MemberOf(int process_set, int rank) const {
+  if (process_set == 0) return true;
+  auto set = set_members_.find(process_set);
+  return set == set_members_.end() || set->second[static_cast<size_t>(rank)];
 }
 
 void FastPath::Forget(uint32_t id) {
@@ -60,8 +81,9 @@ void FastPath::ForgetSet(int process_set) {
     it = it->second.process_set == process_set ? specs_.erase(it) : std::next(it);
   }
   for (auto it = foreign_.begin(); it != foreign_.end();) {
-    it = it->second == process_set ? foreign_.erase(it) : std::next(it);
+    it = it->second.process_set == process_set ? foreign_.erase(it) : std::next(it);
   }
+  set_members_.erase(process_set);
 }
 
 void FastPath::InstanceOver(uint32_t id) {
@@ -167,10 +189,13 @@ Status FastPath::ReceiveRound(int from, RoundMessage message, TimePoint now) {
   // that one of them stopped (and every op goes to the controller anyway), and the timeline
   // sees readiness when it reaches rank 0, from the rank that relayed it.
   if (from >= 0 && from < options_.size) peer_stopping_[from] = message.stopping;
-  for (uint32_t id : message.ready) {
-    auto spec = specs_.find(id);
-    if (spec != specs_.end()) {
-      round_trace_.Ready(from, id, spec->second.name, spec->second.op, now);
+  if (round_trace_.on()) {
+    for (uint32_t id : message.ready) {
+      // A rank outside an op's set reports it ready in every round: not readiness.
+      const FastSpec* spec = SpecOf(id);
+      if (spec != nullptr && MemberOf(spec->process_set, from)) {
+        round_trace_.Ready(from, id, spec->name, spec->op, now);
+      }
     }
   }
   return rounds_.Receive(from, std::move(message));
@@ -294,10 +319,8 @@ Status FastPath::ApplyDecision(RoundDecision decision, TimePoint now, Outbox* ou
   if (decision.stopping) closed_ = true;
   for (const std::vector<uint32_t>* ids : {&decision.runnable, &decision.diverted}) {
     for (uint32_t id : *ids) {
-      auto spec = specs_.find(id);
-      if (spec != specs_.end()) {
-        round_trace_.Closed(id, spec->second.name, ids == &decision.runnable, now);
-      }
+      const FastSpec* spec = SpecOf(id);
+      if (spec != nullptr) round_trace_.Closed(id, spec->name, ids == &decision.runnable, now);
     }
   }
   for (uint32_t id : decision.diverted) Divert(id, out);

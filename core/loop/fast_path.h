@@ -98,11 +98,15 @@ class FastPath {
   // --- What the controller's responses taught about cache ids. ---
   // `id` now stands for `spec`; a cached allreduce of it may take the fast path.
   void Learn(uint32_t id, FastSpec spec);
-  // `id` stands for an op of `process_set`, which this rank is not a member of: its round
-  // messages report it ready, always (what a member of every set would do the moment it has
-  // the op), so that the set's members alone decide when it runs; it runs nothing of it.
-  // Such ids carry kEveryRankCacheIdBit (core/messages.h).
-  void LearnForeign(uint32_t id, int process_set);
+  // `id` stands for an op of `spec.process_set`, which this rank is not a member of (only
+  // name, op and process_set matter): its round messages report it ready, always (what a
+  // member of every set would do the moment it has the op), so that the set's members alone
+  // decide when it runs; it runs nothing of it. Such ids carry kEveryRankCacheIdBit
+  // (core/messages.h).
+  void LearnForeign(uint32_t id, FastSpec spec);
+  // `process_set` has the job ranks `members`: rank 0's timeline counts only their readiness
+  // for the set's ops (the others report every id of a set they are not in).
+  void KnowSet(int process_set, const std::vector<int>& members);
   // `id` no longer stands for anything.
   void Forget(uint32_t id);
   // `process_set` was removed: its ids, this rank's own and foreign, stand for nothing.
@@ -202,6 +206,10 @@ class FastPath {
   // and a rank of set 1 only would not). Still one order on every rank.
   static void OrderBySet(Decided* decided);
   bool JoinedSet(int process_set) const;
+  // What `id` stands for, this rank's or another set's; null if nothing.
+  const FastSpec* SpecOf(uint32_t id) const;
+  // Whether `rank`'s readiness counts for `process_set`'s ops (a set not known here: yes).
+  bool MemberOf(int process_set, int rank) const;
   // Whether a hit of `process_set` waits here.
   bool HoldsHitOf(int process_set) const;
 
@@ -219,7 +227,8 @@ class FastPath {
     bool announced = false;  // in a round message of this rank already
   };
   std::map<uint32_t, Hit> hits_;          // waiting cached allreduces, by cache id
-  std::map<uint32_t, int> foreign_;       // ids of the sets this rank is not in, with their set
+  std::map<uint32_t, FastSpec> foreign_;  // ids of the sets this rank is not in
+  std::unordered_map<int, std::vector<bool>> set_members_;  // by set, by job rank
   bool foreign_news_ = false;             // foreign_ grew since this rank's last round message
   std::vector<int> joined_sets_;          // sets whose join of this rank is in flight
   std::set<uint32_t> diverted_;           // ids that go to the controller until their name runs

@@ -132,7 +132,11 @@ void ResponseRunner::RememberForeignIds(const Response& response) {
     }
     if (id == 0) continue;
     foreign_ids_[response.names[i]] = ForeignId{id, response.process_set};
-    fast_->LearnForeign(id, response.process_set);
+    FastSpec spec;  // what the timeline needs: this rank runs nothing of it
+    spec.name = response.names[i];
+    spec.op = response.op;
+    spec.process_set = response.process_set;
+    fast_->LearnForeign(id, std::move(spec));
   }
 }
 
@@ -253,6 +257,7 @@ void ResponseRunner::ApplyProcessSetDecision(const Response& response,
   if (response.op == OpType::kAddProcessSet) {
     if (response.is_error()) return;
     std::vector<int> ranks(response.splits.begin(), response.splits.end());
+    if (fast_ != nullptr) fast_->KnowSet(response.root, ranks);
     sets->Add(response.root, std::move(ranks));
     for (TensorEntry* e : entries) {
       if (e->int_result != nullptr) *e->int_result = response.root;  // the new set's id

@@ -25,14 +25,15 @@ class RoundTrace {
   // `sink` may be null: nothing is recorded.
   RoundTrace(TraceSink* sink, int size) : sink_(sink), size_(size) {}
 
+  // Whether a timeline records (Ready does nothing otherwise).
+  bool on() const { return sink_ != nullptr && sink_->enabled(); }
+
   // Rank `rank` reported cache id `id` (tensor `name`, an `op`) ready.
   void Ready(int rank, uint32_t id, const std::string& name, OpType op, Clock::TimePoint now);
   // A round decided: `id` runs, or goes to the controller (`ran` false).
   void Closed(uint32_t id, const std::string& name, bool ran, Clock::TimePoint now);
 
  private:
-  bool on() const { return sink_ != nullptr && sink_->enabled(); }
-
   TraceSink* const sink_;
   const int size_;
   struct Open {

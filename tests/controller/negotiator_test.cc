@@ -321,6 +321,23 @@ TEST_CASE("The stall inspector watches process sets, naming job ranks",
   CHECK(findings.warning.find("rank 3 has not submitted 'x [process set 1]'") != std::string::npos);
 }
 
+TEST_CASE("A set's negotiation steps name job ranks, as the fast path's rounds do",
+          "[controller][negotiator][process_sets][trace]") {
+  using Kind = NegotiationEvent::Kind;
+  const Options options = MakeOptions(4);
+  Negotiator n(options);
+  REQUIRE(AllSend(&n, 4, {testing::Full(AddSet({1, 3}))}).size() == 1);
+  std::vector<NegotiationEvent> events;
+  REQUIRE(n.AddRequests(3, {testing::Full(InSet("x", 1))}, testing::kT0, &events).ok());
+  REQUIRE(n.AddRequests(1, {testing::Full(InSet("x", 1))}, testing::kT0, &events).ok());
+  const std::string x = "x [process set 1]";
+  // The set's table counts its members 0 and 1; the timeline shows job ranks 3 and 1.
+  CHECK(events == std::vector<NegotiationEvent>{{Kind::kBegin, x, OpType::kAllreduce, -1},
+                                                {Kind::kAnnounce, x, OpType::kAllreduce, 3},
+                                                {Kind::kAnnounce, x, OpType::kAllreduce, 1},
+                                                {Kind::kEnd, x, OpType::kAllreduce, 1}});
+}
+
 TEST_CASE("A malformed add_process_set is a protocol error naming the rank",
           "[controller][negotiator][process_sets]") {
   const Options options = MakeOptions(3);

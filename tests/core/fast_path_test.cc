@@ -79,7 +79,7 @@ class Job {
       if (std::find(members.begin(), members.end(), r) != members.end()) {
         at(r).Learn(id, spec);
       } else {
-        at(r).LearnForeign(id, spec.process_set);
+        at(r).LearnForeign(id, spec);
       }
     }
   }
@@ -733,7 +733,7 @@ TEST_CASE(
   job.Submit(1, id, x);
   job.Settle();
   CHECK(job.Drain(0).empty());  // rank 2 did not report it: it did not know it yet
-  job.at(2).LearnForeign(id, 1);
+  job.at(2).LearnForeign(id, x);
   job.Settle();
   CHECK(job.Drain(0).size() == 1);
   CHECK(job.Drain(1).size() == 1);

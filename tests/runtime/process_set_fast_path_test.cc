@@ -340,3 +340,60 @@ TEST_CASE("A cached op of a set whose shape changes on one member fails on every
     return s.ok() && x[0] == 2.0f ? "" : "after the mismatch: " + s.ToString();
   }) == std::vector<std::string>{});
 }
+
+TEST_CASE("Rank 0's timeline draws a set's rounds, counting only the set's members as ready",
+          "[runtime][process_sets][fastpath][timeline]") {
+  Watchdog watchdog("a set's rounds on the timeline", std::chrono::seconds(60));
+  const kolo::testing::TempDir temp("kolo_set_rounds_trace_");
+  const std::string path = temp.path() + "/trace";
+  const int steps = 6;
+  {
+    // Set {1, 2}: rank 0, which draws the negotiations, and rank 3 are not in it.
+    LocalJob job(4, [&](Options& o) { o.timeline_path = path; });
+    CHECK(job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+      int set = -1;
+      std::string failed = Add(rt, {1, 2}, &set);
+      if (!failed.empty() || rt.rank() == 0 || rt.rank() == 3) return failed;
+      ProcessSetScope scope(set);
+      std::vector<float> x(4);
+      for (int step = 0; step < steps; ++step) {
+        std::fill(x.begin(), x.end(), static_cast<float>(rt.rank()));
+        Status s = rt.Allreduce("x", View(x), View(x));
+        if (!s.ok() || x[0] != 3.0f) return "step " + std::to_string(step) + ": " + s.ToString();
+      }
+      return "";
+    }) == std::vector<std::string>{});
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+  }
+  // The controller process's track of the tensor: one NEGOTIATE_ALLREDUCE a step (the first
+  // the controller's, the others the rounds'), ticks from ranks 1 and 2 only (job ranks, from
+  // the controller as from the rounds), and every span ending with one of them as the last
+  // rank ready.
+  std::ifstream in(path + ".rank0");
+  std::string track;
+  int spans = 0;
+  std::set<std::string> ticks, last_ranks;
+  for (std::string line; std::getline(in, line);) {
+    const size_t tid = line.find("\"tid\":");
+    if (line.find("\"pid\":1000000,") == std::string::npos || tid == std::string::npos) continue;
+    const std::string here = line.substr(tid, line.find(',', tid) - tid);
+    if (line.find("\"thread_name\"") != std::string::npos &&
+        line.find("\"x [process set 1]\"") != std::string::npos) {
+      track = here;
+    } else if (!track.empty() && here == track) {
+      if (line.find("\"name\":\"NEGOTIATE_ALLREDUCE\",\"ph\":\"B\"") != std::string::npos) ++spans;
+      if (line.find("\"ph\":\"i\"") != std::string::npos) {
+        const size_t at = line.find("\"name\":\"") + 8;
+        ticks.insert(line.substr(at, line.find('"', at) - at));
+      }
+      const size_t last = line.find("\"last_rank\":");
+      if (last != std::string::npos) {
+        last_ranks.insert(line.substr(last + 12, line.find('}', last) - last - 12));
+      }
+    }
+  }
+  CHECK(spans == steps);
+  CHECK(ticks == std::set<std::string>{"1", "2"});
+  CHECK(last_ranks.size() >= 1);
+  for (const std::string& last : last_ranks) CHECK((last == "1" || last == "2"));
+}
