@@ -139,16 +139,9 @@ void FastPath::DivertChanged(uint32_t old_id) {
 }
 
 bool FastPath::HoldJoin(TensorEntry* join) {
-  if (hits_.empty()) return false;
-  held_join_ = join;
+  if (hits_.empty() && held_.empty()) return false;
+  held_.push_back(join);
   return true;
-}
-
-TensorEntry* FastPath::TakeReleasedJoin() {
-  if (held_join_ == nullptr || !hits_.empty()) return nullptr;
-  TensorEntry* join = held_join_;
-  held_join_ = nullptr;
-  return join;
 }
 
 bool FastPath::HoldsHitOf(int process_set) const {
@@ -159,18 +152,22 @@ bool FastPath::HoldsHitOf(int process_set) const {
 }
 
 bool FastPath::HoldRemoval(TensorEntry* removal) {
-  // The set's id is the request's root (docs/PROTOCOL.md, "Process sets"). Behind an earlier
-  // held removal it waits too, so that removals keep their order.
-  if (held_removals_.empty() && !HoldsHitOf(removal->meta.root)) return false;
-  held_removals_.push_back(removal);
+  // The set's id is the request's root (docs/PROTOCOL.md, "Process sets").
+  if (held_.empty() && !HoldsHitOf(removal->meta.root)) return false;
+  held_.push_back(removal);
   return true;
 }
 
-TensorEntry* FastPath::TakeReleasedRemoval() {
-  if (held_removals_.empty() || HoldsHitOf(held_removals_.front()->meta.root)) return nullptr;
-  TensorEntry* removal = held_removals_.front();
-  held_removals_.pop_front();
-  return removal;
+bool FastPath::MustHold(const TensorEntry* held) const {
+  if (held->meta.op == OpType::kRemoveProcessSet) return HoldsHitOf(held->meta.root);
+  return !hits_.empty();
+}
+
+TensorEntry* FastPath::TakeReleased() {
+  if (held_.empty() || MustHold(held_.front())) return nullptr;
+  TensorEntry* released = held_.front();
+  held_.pop_front();
+  return released;
 }
 
 Status FastPath::ReceiveResponse(Response response) {
@@ -289,11 +286,12 @@ RoundMessage FastPath::MakeRound(TimePoint now) {
 void FastPath::DivertWaiting(TimePoint now, Outbox* out) {
   const auto patience = DurationOf(divert_after_seconds_);
   auto removing = [&](uint32_t id) {
-    if (held_removals_.empty()) return false;
+    if (held_.empty()) return false;
     auto spec = specs_.find(id);
     return spec != specs_.end() &&
-           std::any_of(held_removals_.begin(), held_removals_.end(), [&](TensorEntry* removal) {
-             return removal->meta.root == spec->second.process_set;
+           std::any_of(held_.begin(), held_.end(), [&](const TensorEntry* held) {
+             return held->meta.op == OpType::kRemoveProcessSet &&
+                    held->meta.root == spec->second.process_set;
            });
   };
   std::vector<uint32_t> ids;
@@ -491,8 +489,7 @@ Status FastPath::CheckDeadlines(TimePoint now) const {
 }
 
 bool FastPath::Settled() const {
-  return !rounds_.waiting() && last_sent_.stopping && hits_.empty() && held_join_ == nullptr &&
-         held_removals_.empty();
+  return !rounds_.waiting() && last_sent_.stopping && hits_.empty() && held_.empty();
 }
 
 bool FastPath::Done() const {
@@ -501,14 +498,12 @@ bool FastPath::Done() const {
 }
 
 bool FastPath::Quiet() const {
-  return Done() && hits_.empty() && held_join_ == nullptr && held_removals_.empty() && !stopping_ &&
-         foreign_.empty() && !NeedRound();
+  return Done() && hits_.empty() && held_.empty() && !stopping_ && foreign_.empty() && !NeedRound();
 }
 
 void FastPath::DropEntries() {
   hits_.clear();
-  held_join_ = nullptr;
-  held_removals_.clear();
+  held_.clear();
   decided_.clear();
   received_.clear();
   handed_seq_ = received_seq_;

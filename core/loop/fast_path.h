@@ -124,17 +124,19 @@ class FastPath {
   // This rank sends a tensor whose metadata changed to the controller: the peers' cached
   // copies of `old_id` must meet it there (the controller names the mismatch).
   void DivertChanged(uint32_t old_id);
-  // A join must follow this rank's waiting cached allreduces, as it would on the controller's
-  // stream: true if it is held (TakeReleasedJoin hands it back once they have been decided).
+  // A join (of the job or of a set) must follow this rank's waiting cached ops, as it would
+  // on the controller's stream: true if it is held (TakeReleased hands it back once they have
+  // been decided).
   bool HoldJoin(TensorEntry* join);
-  TensorEntry* TakeReleasedJoin();
   // A removal of a process set must reach the controller after this rank's waiting cached
   // ops of that set, which the controller would otherwise not see (it refuses a removal while
   // an op of the set is in flight): true if it is held. Those ops go to the controller at the
-  // next pass between rounds (or run, if their round decides them first), and
-  // TakeReleasedRemoval hands the removal back once none waits here.
+  // next pass between rounds (or run, if their round decides them first), and TakeReleased
+  // hands the removal back once none waits here.
   bool HoldRemoval(TensorEntry* removal);
-  TensorEntry* TakeReleasedRemoval();
+  // The next held join or removal that may go to the controller now, or null. They go in the
+  // order they were held: one held behind another waits for it.
+  TensorEntry* TakeReleased();
   // This rank's join is in flight (it contributes zeros) or over.
   void SetJoined(bool joined) { joined_ = joined; }
   // This rank's join of `process_set` is in flight or over. While it is, the set's ids go to
@@ -212,6 +214,8 @@ class FastPath {
   bool MemberOf(int process_set, int rank) const;
   // Whether a hit of `process_set` waits here.
   bool HoldsHitOf(int process_set) const;
+  // Whether a held join or removal must still wait (see HoldJoin, HoldRemoval).
+  bool MustHold(const TensorEntry* held) const;
 
   // Constant after construction.
   const Options& options_;
@@ -236,8 +240,9 @@ class FastPath {
   bool joined_ = false;
   bool stopping_ = false;  // this rank called shutdown()
   bool closed_ = false;    // some rank is stopping: every op goes to the controller
-  TensorEntry* held_join_ = nullptr;
-  std::deque<TensorEntry*> held_removals_;  // remove_process_set requests, in submission order
+  // Joins and remove_process_set requests held back (HoldJoin, HoldRemoval), in submission
+  // order.
+  std::deque<TensorEntry*> held_;
 
   std::deque<Response> received_;  // controller responses not handed out yet, in seq order
   uint64_t received_seq_ = 0;

@@ -25,8 +25,8 @@ RoundDriver::RoundDriver(FastPath* fast, RoundLane* lane, ResponseRunner* runner
       spin_for_rounds_(spin_for_rounds) {}
 
 bool RoundDriver::Take(TensorEntry* entry, uint32_t cache_id, Clock::TimePoint now) {
-  // This rank's waiting cached allreduces come first, as they would on the controller's
-  // stream: the join goes out once they are decided (StepOnce).
+  // This rank's waiting cached ops come first, as they would on the controller's stream: the
+  // join goes out once they are decided (StepOnce).
   if (entry->meta.op == OpType::kJoin && fast_->HoldJoin(entry)) return true;
   // Likewise a set's removal: the controller must see this rank's waiting ops of the set.
   if (entry->meta.op == OpType::kRemoveProcessSet && fast_->HoldRemoval(entry)) return true;
@@ -69,13 +69,12 @@ RoundDriver::Step RoundDriver::StepOnce(const std::function<bool()>* done) {
       return step;
     }
   }
-  for (TensorEntry* held : {fast_->TakeReleasedJoin(), fast_->TakeReleasedRemoval()}) {
-    if (held == nullptr || !step.fault.ok()) continue;
-    WorkerMessage batch;
-    batch.kind = WorkerMessage::Kind::kRequests;
-    batch.requests.push_back(runner_->RequestFor(*held));
-    step.fault = Fault::FromController(session_->Send(batch));
+  WorkerMessage released;  // held joins and removals, in their order
+  released.kind = WorkerMessage::Kind::kRequests;
+  while (TensorEntry* held = fast_->TakeReleased()) {
+    released.requests.push_back(runner_->RequestFor(*held));
   }
+  if (!released.requests.empty()) step.fault = Fault::FromController(session_->Send(released));
   return step;
 }
 

@@ -478,7 +478,7 @@ TEST_CASE(
   REQUIRE(works.size() == 2);
   CHECK(works[0].entries == std::vector<TensorEntry*>{nullptr});  // grad/w: zeros
   CHECK(works[1].entries == std::vector<TensorEntry*>{on0});      // its own broadcast
-  CHECK(job.at(0).TakeReleasedJoin() == &join);
+  CHECK(job.at(0).TakeReleased() == &join);
 }
 
 TEST_CASE("A join waits for the rank's own cached allreduces to be decided", "[core][fastpath]") {
@@ -490,12 +490,36 @@ TEST_CASE("A join waits for the rank's own cached allreduces to be decided", "[c
   join.meta.op = OpType::kJoin;
   REQUIRE(job.at(0).HoldJoin(&join));
   job.at(0).SetJoined(true);
-  CHECK(job.at(0).TakeReleasedJoin() == nullptr);
+  CHECK(job.at(0).TakeReleased() == nullptr);
   job.Submit(1, 2, w);
   job.Settle();
-  CHECK(job.at(0).TakeReleasedJoin() == &join);
-  CHECK(job.at(0).TakeReleasedJoin() == nullptr);
+  CHECK(job.at(0).TakeReleased() == &join);
+  CHECK(job.at(0).TakeReleased() == nullptr);
   CHECK_FALSE(job.at(1).HoldJoin(&join));  // nothing of rank 1's waits
+}
+
+TEST_CASE("Joins and removals held together all go, in the order they were held",
+          "[core][fastpath][process_sets]") {
+  Job job(2);
+  const FastSpec w = Spec("grad/w", 4);
+  job.LearnEverywhere(2, w);
+  job.Submit(0, 2, w);
+  TensorEntry join_a, join_b, removal;
+  join_a.meta.op = join_b.meta.op = OpType::kJoin;
+  join_a.meta.process_set = 1;  // joins of two sets at once
+  join_b.meta.process_set = 2;
+  removal.meta.op = OpType::kRemoveProcessSet;
+  removal.meta.root = 7;  // nothing of set 7 waits, but it stays behind the joins
+  REQUIRE(job.at(0).HoldJoin(&join_a));
+  REQUIRE(job.at(0).HoldJoin(&join_b));
+  REQUIRE(job.at(0).HoldRemoval(&removal));
+  CHECK(job.at(0).TakeReleased() == nullptr);
+  job.Submit(1, 2, w);
+  job.Settle();
+  CHECK(job.at(0).TakeReleased() == &join_a);
+  CHECK(job.at(0).TakeReleased() == &join_b);
+  CHECK(job.at(0).TakeReleased() == &removal);
+  CHECK(job.at(0).TakeReleased() == nullptr);
 }
 
 TEST_CASE(
@@ -798,12 +822,12 @@ TEST_CASE("A set's removal waits until the rank's cached ops of the set went to 
   removal.meta.op = OpType::kRemoveProcessSet;
   removal.meta.root = 2;
   REQUIRE(job.at(0).HoldRemoval(&removal));
-  CHECK(job.at(0).TakeReleasedRemoval() == nullptr);
+  CHECK(job.at(0).TakeReleased() == nullptr);
   job.Settle();
   // x went to the controller first, announced as diverted so that rank 1's copy follows it;
   // then the removal may go.
   CHECK(job.to_controller(0) == std::vector<uint32_t>{id});
   CHECK_FALSE(job.Offers(1, id, x));
-  CHECK(job.at(0).TakeReleasedRemoval() == &removal);
-  CHECK(job.at(0).TakeReleasedRemoval() == nullptr);
+  CHECK(job.at(0).TakeReleased() == &removal);
+  CHECK(job.at(0).TakeReleased() == nullptr);
 }
