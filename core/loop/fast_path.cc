@@ -66,6 +66,7 @@ const FastSpec* FastPath::SpecOf(uint32_t id) const {
 }
 
 bool FastPath::MemberOf(int process_set, int rank) const {
+  if (rank < 0 || rank >= options_.size) return false;
   if (process_set == 0) return true;
   auto set = set_members_.find(process_set);
   return set == set_members_.end() || set->second[static_cast<size_t>(rank)];
@@ -99,7 +100,8 @@ void FastPath::JoinSet(int process_set, bool joined) {
   auto at = std::find(joined_sets_.begin(), joined_sets_.end(), process_set);
   if (!joined) {
     if (at != joined_sets_.end()) joined_sets_.erase(at);
-    // Its ids may take the fast path again once their instance in flight ran (InstanceOver).
+    // Its ids take the fast path again after their next instance, which goes to the
+    // controller while the id stays diverted here and on the members that saw it diverted.
     return;
   }
   if (at == joined_sets_.end()) joined_sets_.push_back(process_set);
