@@ -51,9 +51,7 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, C
             std::to_string(meta->process_set) +
             (set == sets_.end() ? ", which does not exist" : ", which it is not a member of"));
       }
-      const size_t first_event = events != nullptr ? events->size() : 0;
       KOLO_RETURN_IF_ERROR(set->second.table->Announce(index, *meta, now, &ready_, events));
-      ToJobRanks(set->second, first_event, events);
       AnnotateSetErrors(before, set->first, set->second);
       CommitToCache(before);
       continue;
@@ -70,9 +68,7 @@ void Negotiator::AddShutdown(int rank, std::vector<NegotiationEvent>* events) {
     const int index = set.IndexOf(rank);
     if (index < 0) continue;
     const size_t before = ready_.size();
-    const size_t first_event = events != nullptr ? events->size() : 0;
     set.table->MarkShutdown(index, &ready_, events);
-    ToJobRanks(set, first_event, events);
     AnnotateSetErrors(before, id, set);
   }
 }
@@ -83,21 +79,8 @@ void Negotiator::AddGone(int rank, std::vector<NegotiationEvent>* events) {
     const int index = set.IndexOf(rank);
     if (index < 0) continue;
     const size_t before = ready_.size();
-    const size_t first_event = events != nullptr ? events->size() : 0;
     set.table->MarkGone(index, &ready_, events);
-    ToJobRanks(set, first_event, events);
     AnnotateSetErrors(before, id, set);
-  }
-}
-
-void Negotiator::ToJobRanks(const ProcessSet& set, size_t first,
-                            std::vector<NegotiationEvent>* events) {
-  if (events == nullptr) return;
-  for (size_t i = first; i < events->size(); ++i) {
-    int& rank = (*events)[i].rank;
-    if (rank >= 0 && rank < static_cast<int>(set.ranks.size())) {
-      rank = set.ranks[static_cast<size_t>(rank)];
-    }
   }
 }
 
@@ -167,7 +150,8 @@ void Negotiator::DecideProcessSets() {
       const int id = next_set_id_++;
       ProcessSet set;
       set.ranks.assign(t.meta.splits.begin(), t.meta.splits.end());
-      set.table = std::make_unique<ReadinessTable>(static_cast<int>(set.ranks.size()));
+      // Its table counts members by place; its timeline events name job ranks.
+      set.table = std::make_unique<ReadinessTable>(static_cast<int>(set.ranks.size()), set.ranks);
       // A rank that already shut down submits nothing more, in this set either.
       std::vector<ReadyTensor> none;  // a new table has no pending name to fail
       for (size_t i = 0; i < set.ranks.size(); ++i) {

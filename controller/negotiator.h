@@ -84,10 +84,6 @@ class Negotiator {
   // Adds to the errors among ready_ from `first` on that their rank numbers count within set
   // `id` (the set's table numbers its members 0, 1, ...), and which job ranks those are.
   void AnnotateSetErrors(size_t first, int id, const ProcessSet& set);
-  // The timeline's ticks and last ranks of `set`'s events from index `first` on, which its
-  // table numbers by place in the set, as job ranks (as the fast path's rounds draw them).
-  static void ToJobRanks(const ProcessSet& set, size_t first,
-                         std::vector<NegotiationEvent>* events);
 
   const Options& options_;
   ReadinessTable table_;

@@ -1,21 +1,25 @@
 #include "controller/readiness_table.h"
 
+#include <utility>
+
 #include "controller/meta_validation.h"
 
 namespace kolo::controller {
 
-ReadinessTable::ReadinessTable(int size)
-    : size_(size), shut_down_(size, false), joined_(size, false) {}
+ReadinessTable::ReadinessTable(int size, std::vector<int> event_ranks)
+    : size_(size),
+      event_ranks_(std::move(event_ranks)),
+      shut_down_(size, false),
+      joined_(size, false) {}
 
-namespace {
-
-// Appends one step to `events` unless it is null (nobody records).
-void Note(std::vector<NegotiationEvent>* events, NegotiationEvent::Kind kind,
-          const std::string& name, OpType op, int rank) {
-  if (events != nullptr) events->push_back(NegotiationEvent{kind, name, op, rank});
+void ReadinessTable::Note(std::vector<NegotiationEvent>* events, NegotiationEvent::Kind kind,
+                          const std::string& name, OpType op, int rank) const {
+  if (events == nullptr) return;
+  if (rank >= 0 && rank < static_cast<int>(event_ranks_.size())) {
+    rank = event_ranks_[static_cast<size_t>(rank)];
+  }
+  events->push_back(NegotiationEvent{kind, name, op, rank});
 }
-
-}  // namespace
 
 Status ReadinessTable::Announce(int rank, const TensorMeta& meta, Clock::TimePoint now,
                                 std::vector<ReadyTensor>* ready,

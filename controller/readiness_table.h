@@ -65,7 +65,9 @@ struct PendingName {
 
 class ReadinessTable {
  public:
-  explicit ReadinessTable(int size);
+  // `event_ranks`, if given, names rank r as event_ranks[r] in the events (a process set's
+  // table counts its members 0, 1, ...; the timeline shows job ranks).
+  explicit ReadinessTable(int size, std::vector<int> event_ranks = {});
 
   // Records that `rank` announced `meta` at `now` (which must not decrease from call to call).
   // Appends the name to *ready if this completes it (or fails it at once because a rank has
@@ -132,7 +134,13 @@ class ReadinessTable {
   // Removes a pending name from both indexes.
   void Erase(PendingMap::iterator it);
 
+  // Appends one step to `events` unless it is null (nobody records), `rank` as event_ranks_
+  // names it.
+  void Note(std::vector<NegotiationEvent>* events, NegotiationEvent::Kind kind,
+            const std::string& name, OpType op, int rank) const;
+
   const int size_;
+  const std::vector<int> event_ranks_;
   uint64_t next_arrival_ = 0;
   PendingMap pending_;
   std::map<uint64_t, std::string> by_arrival_;  // the names of pending_, oldest first

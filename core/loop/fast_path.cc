@@ -47,7 +47,16 @@ void FastPath::Learn(uint32_t id, FastSpec spec) {
 }
 
 void FastPath::LearnForeign(uint32_t id, FastSpec spec) {
-  if (foreign_.emplace(id, std::move(spec)).second) foreign_news_ = true;
+  // A name's earlier id is retired (its members no longer report it), as is the name's id
+  // when `id` is 0. Names are scoped by set, so a name stands for one id at a time. Only a
+  // response of another set gets here, not a small op's path.
+  for (auto it = foreign_.begin(); it != foreign_.end(); ++it) {
+    if (it->first != id && it->second.name == spec.name) {
+      foreign_.erase(it);
+      break;
+    }
+  }
+  if (id != 0 && foreign_.emplace(id, std::move(spec)).second) foreign_news_ = true;
 }
 
 void FastPath::KnowSet(int process_set, const std::vector<int>& members) {

@@ -102,7 +102,7 @@ class FastPath {
   // name, op and process_set matter): its round messages report it ready, always (what a
   // member of every set would do the moment it has the op), so that the set's members alone
   // decide when it runs; it runs nothing of it. Such ids carry kEveryRankCacheIdBit
-  // (core/messages.h).
+  // (core/messages.h). The name's earlier id, if another, is forgotten; `id` 0 only forgets.
   void LearnForeign(uint32_t id, FastSpec spec);
   // `process_set` has the job ranks `members`: rank 0's timeline counts only their readiness
   // for the set's ops (the others report every id of a set they are not in).

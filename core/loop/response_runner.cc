@@ -124,19 +124,11 @@ void ResponseRunner::RememberCacheIds(const Response& response,
 void ResponseRunner::RememberForeignIds(const Response& response) {
   if (fast_ == nullptr || response.is_error() || !TakesFastPath(response)) return;
   for (size_t i = 0; i < response.names.size(); ++i) {
-    const uint32_t id = i < response.cache_ids.size() ? response.cache_ids[i] : 0;
-    auto old = foreign_ids_.find(response.names[i]);
-    if (old != foreign_ids_.end() && old->second.id != id) {
-      fast_->Forget(old->second.id);  // retired: its members no longer report it
-      foreign_ids_.erase(old);
-    }
-    if (id == 0) continue;
-    foreign_ids_[response.names[i]] = ForeignId{id, response.process_set};
     FastSpec spec;  // what the timeline needs: this rank runs nothing of it
     spec.name = response.names[i];
     spec.op = response.op;
     spec.process_set = response.process_set;
-    fast_->LearnForeign(id, std::move(spec));
+    fast_->LearnForeign(i < response.cache_ids.size() ? response.cache_ids[i] : 0, std::move(spec));
   }
 }
 
@@ -271,9 +263,6 @@ void ResponseRunner::ApplyProcessSetDecision(const Response& response,
   }
   sets->Remove(response.root);
   if (fast_ != nullptr) fast_->ForgetSet(response.root);
-  for (auto it = foreign_ids_.begin(); it != foreign_ids_.end();) {
-    it = it->second.process_set == response.root ? foreign_ids_.erase(it) : std::next(it);
-  }
   if (config_.set_removed) config_.set_removed(response.root);
 }
 

@@ -112,12 +112,6 @@ class ResponseRunner {
     TensorMeta meta;
   };
   std::unordered_map<std::string, CacheSlot> cache_;
-  // The cache ids of the other sets' names (which are scoped by set), for the fast path.
-  struct ForeignId {
-    uint32_t id;
-    int process_set;
-  };
-  std::unordered_map<std::string, ForeignId> foreign_ids_;
 };
 
 }  // namespace kolo

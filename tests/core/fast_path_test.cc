@@ -831,3 +831,22 @@ TEST_CASE("A set's removal waits until the rank's cached ops of the set went to 
   CHECK(job.at(0).TakeReleased() == &removal);
   CHECK(job.at(0).TakeReleased() == nullptr);
 }
+
+TEST_CASE("Another set's name stands for its latest id only; id 0 forgets it",
+          "[core][fastpath][process_sets]") {
+  Job job(3);
+  const uint32_t old_id = 4 | kEveryRankCacheIdBit, new_id = 6 | kEveryRankCacheIdBit;
+  const FastSpec x = SetSpec("x [process set 1]", 4, 1);
+  job.LearnInSet(old_id, x, {0, 1});
+  job.LearnInSet(new_id, x, {0, 1});  // the members' tensor changed: a fresh id
+  // The members still holding the old id (as if their cached copies had not caught up) find
+  // rank 2 no longer reporting it: it does not run.
+  job.Submit(0, old_id, x);
+  job.Submit(1, old_id, x);
+  job.Settle();
+  CHECK(job.Drain(0).empty());
+  job.at(2).LearnForeign(0, x);  // the name lost its id
+  job.Settle();
+  CHECK(job.Drain(2).empty());
+  CHECK(job.at(2).Quiet());  // nothing of another set is left to answer for
+}
