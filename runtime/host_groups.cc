@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 
 namespace kolo {
 
@@ -20,24 +21,44 @@ std::string HostGroups::Describe() const {
   return text + " ranks";
 }
 
-HostGroups ComputeHostGroups(const std::vector<PeerInfo>& peers, int rank) {
+namespace {
+
+// The groups of `rank` among ranks whose hosts are `keys` (equal keys: one host).
+template <typename Key>
+HostGroups GroupByHost(const std::vector<Key>& keys, int rank) {
   HostGroups groups;
-  std::map<std::string, int> host_index;  // host -> index by lowest rank
-  std::vector<int>& place = groups.place;
-  place.resize(peers.size());
-  for (size_t r = 0; r < peers.size(); ++r) {
-    auto [it, added] =
-        host_index.emplace(peers[r].host, static_cast<int>(groups.ranks_per_host.size()));
+  std::map<Key, int> host_index;  // key -> host, numbered by lowest rank
+  groups.place.resize(keys.size());
+  groups.host_of.resize(keys.size());
+  for (size_t r = 0; r < keys.size(); ++r) {
+    auto [it, added] = host_index.emplace(keys[r], static_cast<int>(groups.ranks_per_host.size()));
     if (added) groups.ranks_per_host.push_back(0);
-    place[r] = groups.ranks_per_host[static_cast<size_t>(it->second)]++;
+    groups.host_of[r] = it->second;
+    groups.place[r] = groups.ranks_per_host[static_cast<size_t>(it->second)]++;
   }
-  const std::string& mine = peers[static_cast<size_t>(rank)].host;
-  groups.host = host_index[mine];
-  for (size_t r = 0; r < peers.size(); ++r) {
-    if (peers[r].host == mine) groups.local.push_back(static_cast<int>(r));
-    if (place[r] == place[static_cast<size_t>(rank)]) groups.cross.push_back(static_cast<int>(r));
+  const size_t mine = static_cast<size_t>(rank);
+  groups.host = groups.host_of[mine];
+  for (size_t r = 0; r < keys.size(); ++r) {
+    if (groups.host_of[r] == groups.host) groups.local.push_back(static_cast<int>(r));
+    if (groups.place[r] == groups.place[mine]) groups.cross.push_back(static_cast<int>(r));
   }
   return groups;
+}
+
+}  // namespace
+
+HostGroups ComputeHostGroups(const std::vector<PeerInfo>& peers, int rank) {
+  std::vector<std::string> hosts;
+  hosts.reserve(peers.size());
+  for (const PeerInfo& peer : peers) hosts.push_back(peer.host);
+  return GroupByHost(hosts, rank);
+}
+
+HostGroups SetHostGroups(const HostGroups& job, const std::vector<int>& members, int index) {
+  std::vector<int> hosts;
+  hosts.reserve(members.size());
+  for (int member : members) hosts.push_back(job.host_of[static_cast<size_t>(member)]);
+  return GroupByHost(hosts, index);
 }
 
 }  // namespace kolo

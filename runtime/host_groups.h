@@ -2,7 +2,8 @@
 // ops/hierarchical_gather.h), from the peer table, which every rank holds the same: ranks that
 // report one host name share a host, in any placement (a host's ranks need not be
 // consecutive); a rank's place on its host counts the host's ranks below it (ComputeTopology's
-// local rank, which is derived from these groups). Pure functions.
+// local rank, which is derived from these groups). A process set's groups are the same over its
+// members alone (SetHostGroups). Pure functions.
 #pragma once
 
 #include <string>
@@ -17,6 +18,7 @@ struct HostGroups {
   std::vector<int> cross;           // the ranks with this rank's place on their host, ascending
   std::vector<int> ranks_per_host;  // hosts numbered by their lowest rank
   std::vector<int> place;           // every rank's place on its host, by rank
+  std::vector<int> host_of;         // every rank's host, by that numbering
   int host = 0;                     // this rank's host, by that numbering
 
   // Whether every host has the same number of ranks (the hierarchical allreduce needs it).
@@ -27,5 +29,12 @@ struct HostGroups {
 
 // The groups of `rank` in `peers` (indexed by rank, as Controller's peer table).
 HostGroups ComputeHostGroups(const std::vector<PeerInfo>& peers, int rank);
+
+// The groups of a process set in its own terms: its ranks are the indices into `members` (job
+// ranks, ascending, as ProcessSets keeps them), `index` is this rank's, and hosts are numbered
+// by their lowest member. `job` is any rank's ComputeHostGroups (host_of is the same on every
+// rank). A set that leaves some host out, or takes only part of one, has the groups of a job
+// placed so.
+HostGroups SetHostGroups(const HostGroups& job, const std::vector<int>& members, int index);
 
 }  // namespace kolo

@@ -165,15 +165,25 @@ class RuntimeImpl {
   Status EnqueueScoped(TensorMeta meta, const TensorView& input, const TensorView& output,
                        Callback callback, Allocator allocate, std::vector<int64_t>* received_splits,
                        int* int_result);
-  // The executor of set `id`'s responses, made on first use (loop thread only): over the set's
-  // own shared memory when every member is on this host (KOLO_TRANSPORT other than tcp), made
-  // collectively then (every member makes it at the same response, the set's first), else a
-  // ring over TCP.
+  // The executor of set `id`'s responses, made on first use (loop thread only; every member
+  // makes it at the same response, the set's first, so what it makes collectively is made
+  // together): over the set's own shared memory when every member is on this host
+  // (KOLO_TRANSPORT other than tcp), hierarchically when the members are on several hosts with
+  // the same number (more than one) on each (StartSetHierarchy), else rings over TCP.
   Executor* SetExecutor(int id);
-  // The set's shared memory among its members, or null (TCP): when it cannot be made, every
-  // member falls back together (ShmMesh::Create agrees), with a warning.
+  struct SetPlane;
+  // KOLO_HIERARCHICAL for a set across hosts: its host and cross planes and the host's shared
+  // memory among its members there, as StartHostPlanes makes them for the job, with the job's
+  // rule; the set's collectives stay flat (logged as StartHostPlanes logs) where its hosts do
+  // not allow it.
+  void StartSetHierarchy(int id, const std::vector<int>& members, const HostGroups& groups,
+                         SetPlane* set);
+  // Shared memory among `job_ranks` (some of set `id`'s members, all on this host, over
+  // `plane`), or null (TCP): when it cannot be made, every member falls back together
+  // (ShmMesh::Create agrees), with a warning.
   std::unique_ptr<transport::ShmMesh> MakeSetShm(int id, SubsetDataPlane& plane,
-                                                 const std::vector<int>& members);
+                                                 const std::vector<int>& job_ranks,
+                                                 ShmSingleCopy single_copy);
   // Forgets set `id`'s planes (removed, or at teardown); loop thread, or after the loop stopped.
   void DropSetPlane(int id);
   // Constant after Create.
@@ -224,6 +234,11 @@ class RuntimeImpl {
   struct SetPlane {
     std::unique_ptr<SubsetDataPlane> plane;
     std::unique_ptr<transport::ShmMesh> shm;  // null: the set's collectives run over TCP
+    // A set across hosts, hierarchically: its members on this host, its members with this
+    // rank's place on the others, and the first over shared memory (null: TCP); else null.
+    std::unique_ptr<SubsetDataPlane> host_plane;
+    std::unique_ptr<SubsetDataPlane> cross_plane;
+    std::unique_ptr<transport::ShmMesh> host_shm;
     std::unique_ptr<ops::CpuExecutor> executor;
   };
   std::map<int, SetPlane> set_planes_;

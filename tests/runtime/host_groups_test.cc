@@ -56,3 +56,22 @@ TEST_CASE("Host groups say when hosts have different numbers of ranks", "[runtim
         "3 hosts of 1, 2 and 3 ranks");
   CHECK(ComputeHostGroups(Peers({"a", "a"}), 1).Describe() == "1 host of 2 ranks");
 }
+
+TEST_CASE("A process set's host groups are its members' own, numbered in the set",
+          "[runtime][hierarchical][process_sets]") {
+  // Job: ranks 0, 3 on a; 1, 4 on b; 2, 5 on c. The set {1, 2, 4, 5}: b and c, interleaved.
+  const HostGroups job = ComputeHostGroups(Peers({"a", "b", "c", "a", "b", "c"}), 4);
+  CHECK(job.host_of == std::vector<int>{0, 1, 2, 0, 1, 2});
+  const std::vector<int> members = {1, 2, 4, 5};
+  const HostGroups g = kolo::SetHostGroups(job, members, 2);  // job rank 4
+  CHECK(g.local == std::vector<int>{0, 2});                   // job ranks 1 and 4
+  CHECK(g.cross == std::vector<int>{2, 3});                   // the second member of b and c
+  CHECK(g.place == std::vector<int>{0, 0, 1, 1});
+  CHECK(g.host_of == std::vector<int>{0, 1, 0, 1});  // b, the lowest member's host, first
+  CHECK(g.host == 0);
+  CHECK(g.Describe() == "2 hosts of 2 ranks");
+  // Part of a host: {0, 3, 4} has two members on a and one on b.
+  CHECK(kolo::SetHostGroups(job, {0, 3, 4}, 0).Describe() == "2 hosts of 2 and 1 ranks");
+  CHECK(kolo::SetHostGroups(job, {0, 1, 2}, 1).Describe() == "3 hosts of 1 ranks");
+  CHECK(kolo::SetHostGroups(job, {1, 4}, 1).Describe() == "1 host of 2 ranks");
+}

@@ -4,11 +4,15 @@
 #
 #   tools/testbed/bench.sh [--hosts 4] [--ranks-per-host 4] [--rate 10gbit] [--delay 25us]
 #                          [--sizes 4K,64M] [--iters 20] [--warmup 5] [--op allreduce]
+#                          [--set N]
 #
 # --op allgather, reducescatter or broadcast (from rank 0) times kolo's, flat and hierarchical,
 # in their place (kolo-bench's sizes: allgather's output, reducescatter's input, broadcast's
 # buffer); the Open MPI benchmark times allreduce only, so those tables have no Open MPI row.
 # (Default hosts and ranks: 4 x 4 on a machine of 16 cores or more, else 2 x 2.)
+# --set N runs kolo's op in a process set of ranks 0 .. N-1 (kolo-bench --set: the first
+# N / ranks-per-host hosts when N is a multiple of it; the other ranks wait in a barrier), and
+# Open MPI's allreduce with N ranks (mpirun -np N fills the first hosts the same way).
 # Brings a testbed up (deleted at the end, also when interrupted), then per size runs
 # kolo-bench with KOLO_HIERARCHICAL=off and =on (passed through; a kolo that does not know the
 # variable fails, and the table says what it reported) and Open MPI's MPI_Allreduce benchmark
@@ -23,7 +27,7 @@ build=${BUILD:-$repo/build}
 testbed=$here/testbed
 # 4 hosts x 4 ranks (the issue's testbed) where the cores allow it, else 2 x 2.
 if (($(nproc) >= 16)); then hosts=4 ranks=4; else hosts=2 ranks=2; fi
-rate=10gbit delay=25us sizes=4K,64M iters=20 warmup=5 op=allreduce
+rate=10gbit delay=25us sizes=4K,64M iters=20 warmup=5 op=allreduce set=""
 while (($#)); do
   case $1 in
   --hosts) hosts=${2:?}; shift 2 ;;
@@ -34,6 +38,7 @@ while (($#)); do
   --iters) iters=${2:?}; shift 2 ;;
   --warmup) warmup=${2:?}; shift 2 ;;
   --op) op=${2:?}; shift 2 ;;
+  --set) set=${2:?}; shift 2 ;;
   -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench.sh: unknown flag '$1' (--help)" >&2; exit 2 ;;
   esac
@@ -43,6 +48,8 @@ allreduce) op_flags=(--inplace 1) ;;  # as Open MPI's benchmark, MPI_IN_PLACE
 allgather | reducescatter | broadcast) op_flags=(--op "$op") ;;
 *) echo "bench.sh: --op must be allreduce, allgather, reducescatter or broadcast, not '$op'" >&2; exit 2 ;;
 esac
+set_flags=() mpi_flags=()
+if [[ -n $set ]]; then set_flags=(--set "$set") mpi_flags=(-np "$set"); fi
 [[ -x $build/bin/kolo-bench ]] || { echo "bench.sh: no $build/bin/kolo-bench: build kolo first" >&2; exit 1; }
 export KOLORUN=${KOLORUN:-$build/bin/kolorun}
 
@@ -85,15 +92,16 @@ row() {
 
 cpu=$(lscpu | awk -F': *' '/^Model name/ && !seen++ { print $2 }')
 shaping=$("$testbed" status --name "$name" | sed -n '1s/.*; //p')
+in_set=${set:+, in a process set of ranks 0 .. $((set - 1))}
 if [[ $op == allreduce ]]; then
-  echo "# kolo and Open MPI allreduce (float sum, in place) on the testbed: $hosts hosts x $ranks ranks"
+  echo "# kolo and Open MPI allreduce (float sum, in place) on the testbed: $hosts hosts x $ranks ranks$in_set"
 else
-  echo "# kolo $op (float) on the testbed: $hosts hosts x $ranks ranks"
+  echo "# kolo $op (float) on the testbed: $hosts hosts x $ranks ranks$in_set"
 fi
 echo "# links: $shaping"
 echo "# cpu: $cpu, $(nproc) cores; $(date -u '+%Y-%m-%d %H:%M UTC'); kolo $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "# time: median over $iters iterations (after $warmup) of the slowest rank's µs; busbw GB/s"
-echo "# reproduce: tools/testbed/bench.sh --hosts $hosts --ranks-per-host $ranks --rate $rate --delay $delay --sizes $sizes --iters $iters --warmup $warmup --op $op"
+echo "# reproduce: tools/testbed/bench.sh --hosts $hosts --ranks-per-host $ranks --rate $rate --delay $delay --sizes $sizes --iters $iters --warmup $warmup --op $op${set:+ --set $set}"
 echo
 echo "| config | size | time µs | busbw GB/s | wrong |"
 echo "|---|---|---|---|---|"
@@ -102,14 +110,14 @@ for size in ${sizes//,/ }; do
     rc=0
     KOLO_HIERARCHICAL=$hier timeout -k 5 600 "$testbed" run --name "$name" --start-timeout 60 -- \
       "$build/bin/kolo-bench" -b "$size" -e "$size" -n "$iters" -w "$warmup" --stat median \
-      --barrier 1 "${op_flags[@]}" >"$log/out" 2>"$log/err" || rc=$?
+      --barrier 1 "${op_flags[@]}" "${set_flags[@]}" >"$log/out" 2>"$log/err" || rc=$?
     row "kolo hierarchical=$hier" "$size" "$rc"
   done
   if [[ $op != allreduce ]]; then
     :  # Open MPI's benchmark times allreduce only
   elif [[ -n $ompi_bench ]]; then
     rc=0
-    timeout -k 5 600 "$testbed" mpirun --name "$name" -- "$ompi_bench" -s "$(bytes_of "$size")" \
+    timeout -k 5 600 "$testbed" mpirun --name "$name" "${mpi_flags[@]}" -- "$ompi_bench" -s "$(bytes_of "$size")" \
       -n "$iters" -w "$warmup" >"$log/out" 2>"$log/err" || rc=$?
     row ompi "$size" "$rc"
   else

@@ -295,7 +295,11 @@ MeshConnector::StepResult MeshConnector::OnDial(Pending& p) {
                 ", which does not connect to it in this set",
             /*outside_set=*/true};
   }
-  if (claimed_[frame.rank]) return {StepOutcome::kFailed, "duplicate connection for " + who};
+  // In a lazy mesh's start, a second dial from a claimed rank is its first-use data dial,
+  // arriving while we connect the round lane: expected, and retried (see outside_set).
+  if (claimed_[frame.rank]) {
+    return {StepOutcome::kFailed, "duplicate connection for " + who, /*outside_set=*/true};
+  }
   StatusOr<std::string> nonce = RandomBytes(kNonceBytes);
   if (!nonce.ok()) return {StepOutcome::kFailed, nonce.status().message()};
   p.my_nonce = std::move(nonce).value();
@@ -323,8 +327,8 @@ MeshConnector::StepResult MeshConnector::OnProof(Pending& p) {
                                       " (no or another job secret, or a replayed answer)"};
   }
   if (claimed_[p.claimed_rank]) {
-    return {StepOutcome::kFailed,
-            "duplicate connection for rank " + std::to_string(p.claimed_rank)};
+    return {StepOutcome::kFailed, "duplicate connection for rank " + std::to_string(p.claimed_rank),
+            /*outside_set=*/true};
   }
   claimed_[p.claimed_rank] = true;
   p.peer = p.claimed_rank;

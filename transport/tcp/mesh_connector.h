@@ -44,9 +44,10 @@ class MeshConnector {
     // By rank (empty: none): ranks connected by an earlier pass; a dial from one of them is
     // refused as a duplicate.
     std::vector<bool> already_connected;
-    // A lazy mesh's Connect: dials from ranks outside `only` are expected (a peer that finished
-    // its own start dials its round connections, or a first-use connection, before this rank is
-    // ready for them; it retries), so they are refused with a debug line, not a warning.
+    // A lazy mesh's Connect: dials from ranks outside `only`, and second dials from ranks
+    // already connected, are expected (a peer that finished its own start dials its round
+    // connections, or a first-use connection, before this rank is ready for them; it retries),
+    // so they are refused with a debug line, not a warning.
     bool outside_dials_expected = false;
   };
   // `peers[j]` is where rank j listens; only the ranks below ours are dialled.
@@ -65,7 +66,9 @@ class MeshConnector {
   struct StepResult {
     StepOutcome outcome = StepOutcome::kContinue;
     std::string error;
-    bool outside_set = false;  // a dial from a rank this run does not connect (see OnDial)
+    // A dial this run does not connect: from a rank outside its set (see OnDial), or a second
+    // one from a rank it connected (a lazy mesh's first-use dial during the round lane's pass).
+    bool outside_set = false;
   };
   struct Dial {  // one per lower rank
     SteadyTime retry_at;
