@@ -5,6 +5,8 @@
 // Threading: the loop's thread only (see RoundLane).
 #pragma once
 
+#include <poll.h>
+
 #include <string>
 #include <vector>
 
@@ -34,6 +36,9 @@ class TcpRoundLane final : public RoundLane {
   RoundPeers peers_;
   std::vector<RoundStreamParser> parsers_;  // by rank
   std::vector<std::string> out_;            // by rank: bytes not sent yet
+  // Poll's scratch: the open connections and their ranks.
+  std::vector<pollfd> ready_;
+  std::vector<size_t> ready_peer_;
 };
 
 }  // namespace kolo::transport
