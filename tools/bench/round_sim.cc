@@ -1,9 +1,12 @@
 // kolo-round-sim: the fast path's rounds (docs/FAST-PATH.md) of N ranks in one process, each
 // rank a real RoundAgreement, over a modelled network in which every message takes the same
-// latency. For each rank count and pattern it reports the messages a rank sends per round, the
-// sequential hops until the round is complete at every rank (the round's time over the
-// latency), and the agreement's CPU time per round and rank (the calls into RoundAgreement
-// only, not the simulator's queue). A benchmark, not a test: its numbers are the model's.
+// latency. Messages travel as the round lanes send them: encoded once per send
+// (transport/round_codec.h; a message to every peer once, as TcpRoundLane::SendToAll) and parsed
+// by each receiver. For each rank count and pattern it reports the messages and bytes a rank
+// sends per round, the sequential hops until the round is complete at every rank (the round's
+// time over the latency), and the CPU time per round and rank of the agreement (the calls into
+// RoundAgreement) and of the wire format (encoding and parsing), not the simulator's queue nor
+// the sockets. A benchmark, not a test: its numbers are the model's.
 //
 //   kolo-round-sim [--ranks 2,4,...,1024] [--rounds 8] [--ids 161] [--latency-us 25]
 //                  [--start all|one] [--max-all-to-all 256]
@@ -15,11 +18,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <queue>
 #include <string>
 #include <vector>
 
 #include "core/loop/round_agreement.h"
+#include "transport/round_codec.h"
 
 namespace {
 
@@ -44,7 +49,7 @@ struct Event {
   uint64_t order;  // FIFO among equal times
   int from;
   int to;
-  RoundMessage message;
+  std::shared_ptr<const std::string> bytes;  // one encoding, shared by a send's receivers
 };
 struct Later {
   bool operator()(const Event& a, const Event& b) const {
@@ -68,7 +73,9 @@ struct Result {
   double messages_per_rank = 0;  // per round
   double hops = 0;               // per round, mean
   double max_hops = 0;
-  double cpu_us = 0;  // per round and rank
+  double bytes_per_rank = 0;  // sent, per round
+  double cpu_us = 0;          // agreement, per round and rank
+  double codec_us = 0;        // encoding and parsing, per round and rank
 };
 
 class Simulation {
@@ -105,7 +112,9 @@ class Simulation {
     }
     const double rank_rounds = static_cast<double>(size_) * flags_.rounds;
     result.messages_per_rank = static_cast<double>(messages_) / rank_rounds;
+    result.bytes_per_rank = static_cast<double>(bytes_) / rank_rounds;
     result.cpu_us = std::chrono::duration<double, std::micro>(cpu_).count() / rank_rounds;
+    result.codec_us = std::chrono::duration<double, std::micro>(codec_).count() / rank_rounds;
     return result;
   }
 
@@ -127,10 +136,15 @@ class Simulation {
     ranks_[r].TakeSends(&sends);
     cpu_ += Clock::now() - t;
     for (RoundSend& s : sends) {
+      const Clock::time_point encode = Clock::now();
+      auto bytes =
+          std::make_shared<const std::string>(kolo::transport::EncodeRoundMessage(s.message));
+      codec_ += Clock::now() - encode;
       for (int q = 0; q < size_; ++q) {
         if (q == r || (s.to >= 0 && s.to != q)) continue;
-        queue_.push(Event{now_us + flags_.latency_us, order_++, r, q, s.message});
+        queue_.push(Event{now_us + flags_.latency_us, order_++, r, q, bytes});
         ++messages_;
+        bytes_ += bytes->size();
       }
     }
   }
@@ -138,7 +152,18 @@ class Simulation {
   void Deliver(Event e) {
     RoundAgreement& rank = ranks_[e.to];
     Clock::time_point t = Clock::now();
-    const kolo::Status received = rank.Receive(e.from, std::move(e.message));
+    kolo::transport::RoundStreamParser parser;
+    const kolo::Status parsed = parser.Feed(e.bytes->data(), e.bytes->size());
+    std::vector<RoundMessage> messages;
+    parser.Take(&messages);
+    codec_ += Clock::now() - t;
+    if (!parsed.ok() || messages.size() != 1) {
+      std::fprintf(stderr, "rank %d: a message from rank %d did not parse: %s\n", e.to, e.from,
+                   parsed.ToString().c_str());
+      std::exit(1);
+    }
+    t = Clock::now();
+    const kolo::Status received = rank.Receive(e.from, std::move(messages.front()));
     const bool answer = !rank.waiting() && rank.must_answer();
     cpu_ += Clock::now() - t;
     if (!received.ok()) {
@@ -168,7 +193,9 @@ class Simulation {
   std::priority_queue<Event, std::vector<Event>, Later> queue_;
   uint64_t order_ = 0;
   uint64_t messages_ = 0;
+  uint64_t bytes_ = 0;
   Clock::duration cpu_{};
+  Clock::duration codec_{};
   int decided_ = 0;
   double last_decision_us_ = 0;
 };
@@ -228,9 +255,9 @@ int main(int argc, char** argv) {
               flags.start_all ? "all ranks" : "one rank", flags.ids, flags.latency_us,
               flags.rounds);
   std::printf(
-      "| ranks | pattern | round connections/rank | messages/rank/round | hops/round (mean, max) "
-      "| CPU us/rank/round |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+      "| ranks | pattern | round connections/rank | messages/rank/round | bytes/rank/round "
+      "| hops/round (mean, max) | agreement CPU us/rank/round | wire format CPU us/rank/round |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (int n : flags.ranks) {
     for (RoundPattern pattern : {RoundPattern::kAllToAll, RoundPattern::kDissemination}) {
       if (pattern == RoundPattern::kAllToAll && n > flags.max_all_to_all) continue;
@@ -238,10 +265,10 @@ int main(int argc, char** argv) {
       Simulation sim(n, pattern, flags);
       const Result r = sim.Run();
       const bool chosen = kolo::RoundPatternFor(n) == pattern;
-      std::printf("| %d | %s%s | %d | %.1f | %.1f, %.0f | %.1f |\n", n,
+      std::printf("| %d | %s%s | %d | %.1f | %.0f | %.1f, %.0f | %.1f | %.1f |\n", n,
                   pattern == RoundPattern::kAllToAll ? "all-to-all" : "dissemination",
-                  chosen ? " (used)" : "", Connections(n, pattern), r.messages_per_rank, r.hops,
-                  r.max_hops, r.cpu_us);
+                  chosen ? " (used)" : "", Connections(n, pattern), r.messages_per_rank,
+                  r.bytes_per_rank, r.hops, r.max_hops, r.cpu_us, r.codec_us);
       std::fflush(stdout);
     }
   }
