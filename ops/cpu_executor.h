@@ -2,9 +2,9 @@
 // response with the ring of ops/ring_allreduce.h over a DataPlane, fusing several tensors
 // through one fusion buffer, with prescale/postscale folded into the copies; or, when it was
 // given a SharedMemoryPlane (every rank on one host), with ops/shm_allreduce.h straight from
-// the tensors through shared memory; broadcast, allgather and reducescatter then go through
-// shared memory too (ops/shm_broadcast.h, ops/shm_allgather.h, ops/shm_reducescatter.h).
-// Alltoall always uses the DataPlane.
+// the tensors through shared memory; broadcast, allgather, reducescatter and alltoall then go
+// through shared memory too (ops/shm_broadcast.h, ops/shm_allgather.h, ops/shm_reducescatter.h,
+// ops/shm_alltoall.h).
 //
 // Threading: one thread at a time (like every Executor; core/executor.h). Owns its fusion
 // buffer and ring scratch, which it reuses across calls and never shrinks.
@@ -41,7 +41,7 @@ class CpuExecutor final : public Executor {
 
   // Allreduce, allgather and reducescatter (ring), broadcast (pipelined chain from the root;
   // all four hierarchically on several hosts: UseHierarchy),
-  // alltoall (pairwise) and barrier; other ops fail with
+  // alltoall (pairwise, or through shared memory on one host) and barrier; other ops fail with
   // kInternal "<op> is not implemented". Blocks until the
   // results are in every entry's output. Average divides once by the number of ranks: for
   // floating dtypes folded into the postscale, for integer dtypes together with the postscale
@@ -94,8 +94,9 @@ class CpuExecutor final : public Executor {
   // is a postscale or an integer average.
   Status Reducescatter(const Response& response, const std::vector<TensorEntry*>& entries,
                        PhaseObserver* observer);
-  // Pairwise exchanges of the blocks the split matrix assigns; the output comes from the
-  // entry's allocator, as for allgather.
+  // Pairwise exchanges of the blocks the split matrix assigns (PAIRWISE_ALLTOALL), or through
+  // the SharedMemoryPlane's slots (SHM_ALLTOALL); the output comes from the entry's allocator,
+  // as for allgather.
   Status Alltoall(const Response& response, const std::vector<TensorEntry*>& entries,
                   PhaseObserver* observer);
   // Calls the entry's allocator for `shape`; nullptr (with entry.local_error set) if it gave

@@ -15,6 +15,7 @@
 #include "ops/ring_allgather.h"
 #include "ops/ring_reducescatter.h"
 #include "ops/shm_allgather.h"
+#include "ops/shm_alltoall.h"
 #include "ops/shm_reducescatter.h"
 
 namespace kolo::ops {
@@ -229,6 +230,14 @@ Status CpuExecutor::Alltoall(const Response& response, const std::vector<TensorE
   if (entry.received_splits != nullptr) {
     entry.received_splits->clear();
     for (int peer = 0; peer < n; ++peer) entry.received_splits->push_back(rows(peer, me));
+  }
+  if (shm_ != nullptr) {
+    std::vector<size_t> matrix_bytes(static_cast<size_t>(n) * n);
+    for (size_t i = 0; i < matrix_bytes.size(); ++i) {
+      matrix_bytes[i] = static_cast<size_t>(response.splits[i]) * row_bytes;
+    }
+    PhaseScope phase(observer, "SHM_ALLTOALL");
+    return ShmAlltoall(*shm_, entry.input.data, send, output, recv, matrix_bytes, what);
   }
   PhaseScope phase(observer, "PAIRWISE_ALLTOALL");
   return PairwiseAlltoall(plane_, entry.input.data, send, output, recv, what);

@@ -1,10 +1,14 @@
 // Alltoall through the public API, over real gRPC and loopback sockets: even and uneven
-// splits (zero rows included), every dtype, received splits, and argument errors.
+// splits (zero rows included), every dtype, received splits, and argument errors; through the
+// host's shared memory (SHM_ALLTOALL in the timeline) and pairwise over TCP
+// (KOLO_TRANSPORT=tcp, PAIRWISE_ALLTOALL).
 #include <catch2/catch.hpp>
 
 #include "tests/support/element_codec.h"
 #include "tests/support/local_job.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/tensor_values.h"
+#include "tests/support/timeline_text.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
@@ -77,19 +81,32 @@ std::string CheckAlltoall(Runtime& rt, DataType dtype, int pattern, int64_t cols
 
 TEST_CASE("Alltoall delivers every rank's block for every other rank", "[runtime][alltoall]") {
   const int n = GENERATE(1, 2, 3, 4);
-  Watchdog watchdog("alltoall sweep with " + std::to_string(n) + " ranks",
+  // One host: through shared memory (auto) or pairwise over TCP.
+  const Transport transport = GENERATE(Transport::kAuto, Transport::kTcp);
+  const bool shm = transport == Transport::kAuto && n > 1;
+  Watchdog watchdog("alltoall sweep with " + std::to_string(n) + " ranks" + (shm ? ", shm" : ""),
                     std::chrono::seconds(90));
-  LocalJob job(n);
-  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
-    for (DataType dtype : kAllDataTypes) {
-      for (int pattern = 0; pattern < 3; ++pattern) {
-        std::string e = CheckAlltoall(rt, dtype, pattern, pattern == 2 ? 257 : 3);
-        if (!e.empty()) return e;
+  const kolo::testing::TempDir temp("kolo-alltoall-test-");
+  {
+    LocalJob job(n, [&](Options& options) {
+      options.transport = transport;
+      options.timeline_path = temp.File("t.json");
+    });
+    auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+      for (DataType dtype : kAllDataTypes) {
+        for (int pattern = 0; pattern < 3; ++pattern) {
+          std::string e = CheckAlltoall(rt, dtype, pattern, pattern == 2 ? 257 : 3);
+          if (!e.empty()) return e;
+        }
       }
-    }
-    return "";
-  });
-  CHECK(failures == std::vector<std::string>{});
+      return "";
+    });
+    CHECK(failures == std::vector<std::string>{});
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+  }
+  const std::string timeline = kolo::testing::FileText(temp.File("t.rank0.json"));
+  CHECK(kolo::testing::HasActivity(timeline, "SHM_ALLTOALL") == shm);
+  CHECK(kolo::testing::HasActivity(timeline, "PAIRWISE_ALLTOALL") == !shm);
 }
 
 TEST_CASE("Alltoall argument errors fail at enqueue; inner dimensions everywhere",
