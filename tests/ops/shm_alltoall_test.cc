@@ -108,11 +108,10 @@ TEST_CASE("Shared-memory alltoall delivers every block, across many chunks", "[o
     // The last rank sends nothing; everything else one byte past a part.
     std::vector<size_t> silent(nn, 1024 / static_cast<size_t>(n) / 64 * 64 + 1);
     for (size_t d = 0; d < static_cast<size_t>(n); ++d) silent[(n - 1) * n + d] = 0;
-    for (const auto& [name, matrix] :
-         {std::pair<const char*, std::vector<size_t>>{"mixed", mixed},
-          {"one large block", one_large},
-          {"a silent rank", silent},
-          {"all empty", std::vector<size_t>(nn, 0)}}) {
+    for (const auto& [name, matrix] : {std::pair<const char*, std::vector<size_t>>{"mixed", mixed},
+                                       {"one large block", one_large},
+                                       {"a silent rank", silent},
+                                       {"all empty", std::vector<size_t>(nn, 0)}}) {
       INFO(n << " ranks, " << name);
       CHECK(RunAlltoall(job, matrix) == std::vector<std::string>{});
     }
@@ -126,8 +125,9 @@ TEST_CASE("Shared-memory alltoall refuses a split matrix of the wrong size", "[o
   uint8_t in[4] = {1, 2, 3, 4}, out[4] = {};
   Status s = ShmAlltoall(*job.planes[0], in, blocks, out, blocks, {4, 4}, "alltoall 'x'");
   CHECK(s.code() == StatusCode::kInternal);
-  CHECK(s.message() == "alltoall 'x': 1 send blocks, 1 receive blocks and a matrix of 2 for 1 "
-                       "ranks");
+  CHECK(s.message() ==
+        "alltoall 'x': 1 send blocks, 1 receive blocks and a matrix of 2 for 1 "
+        "ranks");
 }
 
 }  // namespace kolo::ops

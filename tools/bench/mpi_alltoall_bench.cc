@@ -40,9 +40,10 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int iterations = 20, warmup = 3;
   if (rank == 0) {
-    std::printf("# MPI_Alltoall, float32, %d ranks, even splits; median over %d iterations "
-                "(after %d) of the slowest rank's us, an untimed barrier before each\n",
-                size, iterations, warmup);
+    std::printf(
+        "# MPI_Alltoall, float32, %d ranks, even splits; median over %d iterations "
+        "(after %d) of the slowest rank's us, an untimed barrier before each\n",
+        size, iterations, warmup);
     std::printf("%12s %12s %12s %8s\n", "bytes", "per peer", "time us", "#wrong");
   }
   for (int a = 1; a < argc; ++a) {
