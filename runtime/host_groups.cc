@@ -11,6 +11,10 @@ bool HostGroups::uniform() const {
                      [this](int n) { return n == ranks_per_host.front(); });
 }
 
+bool HostGroups::hierarchical() const {
+  return ranks_per_host.size() > 1 && place.size() > ranks_per_host.size() && uniform();
+}
+
 std::string HostGroups::Describe() const {
   const size_t hosts = ranks_per_host.size();
   std::string text = std::to_string(hosts) + (hosts == 1 ? " host of " : " hosts of ");

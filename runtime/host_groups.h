@@ -23,6 +23,9 @@ struct HostGroups {
 
   // Whether every host has the same number of ranks (the hierarchical allreduce needs it).
   bool uniform() const;
+  // Whether the ranks can run the hierarchical collectives: several hosts, more than one rank
+  // on each, the same number on every host.
+  bool hierarchical() const;
   // "2 hosts of 2 ranks" (uniform), "2 hosts of 3 and 1 ranks" (not).
   std::string Describe() const;
 };

@@ -6,12 +6,9 @@
 #include "controller/controller.h"
 #include "core/check.h"
 #include "core/clock.h"
-#include "core/hierarchy_rule.h"
-#include "core/op_text.h"
 #include "core/op_validation.h"
 #include "core/spin_wait.h"
 #include "ops/cpu_executor.h"
-#include "ops/hierarchical_gather.h"
 #include "transport/deadline.h"
 #include "transport/grpc/grpc_control_channel.h"
 #include "transport/grpc/grpc_control_server.h"
@@ -49,104 +46,6 @@ RuntimeImpl::~RuntimeImpl() {
   KOLO_CHECK(!BackgroundLoop::IsBackgroundThread() || shut_down_)
       << "a Runtime was destroyed from one of its callbacks";
   Shutdown().IgnoreError(); /* destructor: nobody to tell */
-}
-
-Executor* RuntimeImpl::SetExecutor(int id) {
-  auto it = set_planes_.find(id);
-  if (it != set_planes_.end()) return it->second.executor.get();
-  std::vector<int> ranks = sets_.Members(id);
-  if (ranks.empty()) return nullptr;
-  SetPlane set;
-  set.plane = std::make_unique<SubsetDataPlane>(*mesh_, ranks);
-  const HostGroups groups = SetHostGroups(host_groups_, ranks, set.plane->rank());
-  const bool one_host = groups.ranks_per_host.size() == 1;
-  if (one_host) set.shm = MakeSetShm(id, *set.plane, ranks, options_.shm_single_copy);
-  set.executor = std::make_unique<ops::CpuExecutor>(
-      *set.plane, MakeLogger(options_.rank, "ops", logger_->level()),
-      ops::RingScratch::kDefaultBytes, set.shm.get());
-  if (!one_host) StartSetHierarchy(id, ranks, groups, &set);
-  Executor* executor = set.executor.get();
-  set_planes_.emplace(id, std::move(set));
-  return executor;
-}
-
-void RuntimeImpl::StartSetHierarchy(int id, const std::vector<int>& members,
-                                    const HostGroups& groups, SetPlane* set) {
-  if (options_.hierarchical == Hierarchical::kOff) return;
-  const bool asked = options_.hierarchical == Hierarchical::kOn;
-  const char* mode = asked ? "on" : "auto";
-  if (members.size() == groups.ranks_per_host.size() || !groups.uniform()) {
-    const bool uneven = !groups.uniform();
-    logger_->log(
-        asked && uneven ? spdlog::level::warn : spdlog::level::debug,
-        "KOLO_HIERARCHICAL={}: process set {} runs flat over its {} ranks: {}{}", mode, id,
-        members.size(), groups.Describe(),
-        uneven ? ", and a hierarchical allreduce needs the same number on every host" : "");
-    return;
-  }
-  auto job_ranks = [&members](const std::vector<int>& indices) {
-    std::vector<int> ranks;
-    for (int index : indices) ranks.push_back(members[static_cast<size_t>(index)]);
-    return ranks;
-  };
-  const std::vector<int> local = job_ranks(groups.local);
-  set->host_plane = std::make_unique<SubsetDataPlane>(*mesh_, local);
-  set->cross_plane = std::make_unique<SubsetDataPlane>(*mesh_, job_ranks(groups.cross));
-  // As the job's host planes: the probe would name the plane's ranks, not the set's.
-  set->host_shm = MakeSetShm(id, *set->host_plane, local, ShmSingleCopy::kOff);
-  ops::HostPlanes planes;
-  planes.local = set->host_plane.get();
-  planes.cross = set->cross_plane.get();
-  planes.local_shm = set->host_shm.get();
-  planes.place = groups.place;
-  planes.rank = set->plane->rank();
-  set->executor->UseHierarchy(std::move(planes), ConfiguredHierarchyMinBytes(options_.hierarchical),
-                              asked);
-  logger_->debug(
-      "KOLO_HIERARCHICAL={}: process set {}'s allreduces of {} bytes and more run "
-      "hierarchically over {}: within the host ({}) among ranks {}, across hosts among ranks {}",
-      mode, id, ConfiguredHierarchyMinBytes(options_.hierarchical), groups.Describe(),
-      set->host_shm ? "shared memory" : "tcp", RankList(local), RankList(job_ranks(groups.cross)));
-}
-
-std::unique_ptr<transport::ShmMesh> RuntimeImpl::MakeSetShm(int id, SubsetDataPlane& plane,
-                                                            const std::vector<int>& job_ranks,
-                                                            ShmSingleCopy single_copy) {
-  if (job_ranks.size() < 2 || options_.transport == Transport::kTcp) return nullptr;
-  transport::ShmMesh::Config config;
-  config.rank = plane.rank();
-  config.size = plane.size();
-  config.timeout_seconds = options_.timeout_seconds;
-  config.spin = mesh_->busy_poll();
-  config.single_copy = single_copy;
-  config.logger = MakeLogger(options_.rank, "shm", logger_->level());
-  config.job_ranks = job_ranks;
-  StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(config, plane);
-  if (!shm.ok()) {
-    logger_->warn(
-        "process set {} runs over TCP{}: {}", id,
-        plane.size() == static_cast<int>(sets_.Members(id).size()) ? "" : " within this host",
-        shm.status().message());
-    return nullptr;
-  }
-  MutexLock lock(&set_shms_mu_);
-  set_shms_.push_back(shm->get());
-  if (!fatal_.ok()) (*shm)->Interrupt(fatal_);
-  return std::move(shm).value();
-}
-
-void RuntimeImpl::DropSetPlane(int id) {
-  auto it = set_planes_.find(id);
-  if (it == set_planes_.end()) return;
-  {
-    MutexLock lock(&set_shms_mu_);
-    for (SharedMemoryPlane* shm : {static_cast<SharedMemoryPlane*>(it->second.shm.get()),
-                                   static_cast<SharedMemoryPlane*>(it->second.host_shm.get())}) {
-      if (shm == nullptr) continue;
-      set_shms_.erase(std::remove(set_shms_.begin(), set_shms_.end(), shm), set_shms_.end());
-    }
-  }
-  set_planes_.erase(it);
 }
 
 StatusOr<SetMembership> RuntimeImpl::CurrentMembership(const std::string& what) const {

@@ -165,25 +165,40 @@ class RuntimeImpl {
   Status EnqueueScoped(TensorMeta meta, const TensorView& input, const TensorView& output,
                        Callback callback, Allocator allocate, std::vector<int64_t>* received_splits,
                        int* int_result);
+  // A process set's data path (runtime/set_planes.cc): its members on the TCP mesh; for a set
+  // of one host's ranks, their own shared memory; for a set across hosts that allows it
+  // (HostGroups::hierarchical), its host and cross planes and its members' shared memory on
+  // this host. The executor is declared last, so it goes first.
+  struct SetPlane {
+    std::unique_ptr<SubsetDataPlane> plane;
+    std::unique_ptr<transport::ShmMesh> shm;  // one host's set; null: over TCP
+    // A set across hosts, hierarchically: its members on this host, its members with this
+    // rank's place on the others, and the first over shared memory (null: TCP); else null.
+    std::unique_ptr<SubsetDataPlane> host_plane;
+    std::unique_ptr<SubsetDataPlane> cross_plane;
+    std::unique_ptr<transport::ShmMesh> host_shm;
+    std::unique_ptr<ops::CpuExecutor> executor;
+  };
   // The executor of set `id`'s responses, made on first use (loop thread only; every member
   // makes it at the same response, the set's first, so what it makes collectively is made
   // together): over the set's own shared memory when every member is on this host
   // (KOLO_TRANSPORT other than tcp), hierarchically when the members are on several hosts with
   // the same number (more than one) on each (StartSetHierarchy), else rings over TCP.
   Executor* SetExecutor(int id);
-  struct SetPlane;
   // KOLO_HIERARCHICAL for a set across hosts: its host and cross planes and the host's shared
   // memory among its members there, as StartHostPlanes makes them for the job, with the job's
-  // rule; the set's collectives stay flat (logged as StartHostPlanes logs) where its hosts do
-  // not allow it.
+  // rule; the set's collectives stay flat (logged as StartHostPlanes logs, the warning from the
+  // set's first member only) where its hosts do not allow it. Unlike the job's, a host whose
+  // segment cannot be made does not fail: its members fall back to TCP within the host (the
+  // set is made while the job runs; the other hosts' steps do not depend on it).
   void StartSetHierarchy(int id, const std::vector<int>& members, const HostGroups& groups,
                          SetPlane* set);
-  // Shared memory among `job_ranks` (some of set `id`'s members, all on this host, over
-  // `plane`), or null (TCP): when it cannot be made, every member falls back together
-  // (ShmMesh::Create agrees), with a warning.
+  // Shared memory among `job_ranks` (set `id`'s members on this host, over `plane`; `part`:
+  // only some of the set's members, the set being across hosts), or null (TCP): when it cannot
+  // be made, every one of them falls back together (ShmMesh::Create agrees), with a warning.
   std::unique_ptr<transport::ShmMesh> MakeSetShm(int id, SubsetDataPlane& plane,
                                                  const std::vector<int>& job_ranks,
-                                                 ShmSingleCopy single_copy);
+                                                 ShmSingleCopy single_copy, bool part);
   // Forgets set `id`'s planes (removed, or at teardown); loop thread, or after the loop stopped.
   void DropSetPlane(int id);
   // Constant after Create.
@@ -228,19 +243,8 @@ class RuntimeImpl {
   transport::ControlSecurity security_;  // set at the start of Start(); holds the key
   std::unique_ptr<ops::CpuExecutor> executor_;
   ProcessSets sets_;
-  // Per process set: its members on the TCP mesh and, for a set of one host's ranks, their own
-  // shared memory (loop thread only; the fatal handler reaches the shared memory through
-  // set_shms_).
-  struct SetPlane {
-    std::unique_ptr<SubsetDataPlane> plane;
-    std::unique_ptr<transport::ShmMesh> shm;  // null: the set's collectives run over TCP
-    // A set across hosts, hierarchically: its members on this host, its members with this
-    // rank's place on the others, and the first over shared memory (null: TCP); else null.
-    std::unique_ptr<SubsetDataPlane> host_plane;
-    std::unique_ptr<SubsetDataPlane> cross_plane;
-    std::unique_ptr<transport::ShmMesh> host_shm;
-    std::unique_ptr<ops::CpuExecutor> executor;
-  };
+  // Per process set (SetPlane; loop thread only; the fatal handler reaches the shared memory
+  // through set_shms_).
   std::map<int, SetPlane> set_planes_;
   // The sets' shared memory, for the control channel's fatal handler (its reader thread), and
   // the first fatal error, for a set's shared memory made after it.

@@ -348,7 +348,7 @@ Status RuntimeImpl::StartHostPlanes() {
   const int hosts = static_cast<int>(host_groups_.ranks_per_host.size());
   const bool asked = options_.hierarchical == Hierarchical::kOn;
   const char* mode = asked ? "on" : "auto";
-  if (hosts < 2 || options_.size == hosts || !host_groups_.uniform()) {
+  if (!host_groups_.hierarchical()) {
     // Only hosts with different numbers of ranks defeat an explicit "on"; say so louder then.
     const bool uneven = hosts > 1 && options_.size != hosts;
     logger_->log(

@@ -1,6 +1,6 @@
 // The hierarchical allreduce (ops/hierarchical_allreduce.h) through the public API: four
 // runtimes in one process (real gRPC, real loopback mesh) posing as two hosts of two ranks by
-// their host names (KOLO_HOSTNAME), in consecutive and interleaved placement, with shared
+// their host names (KOLO_HOSTNAME), in consecutive, interleaved and "abba" placement, with shared
 // memory or TCP within the host (KOLO_TRANSPORT auto or tcp). Results checked
 // against the direct computation for every dtype and op, odd and tiny counts, fused groups,
 // prescale and postscale, and bit for bit across the ranks; which path ran read from each rank's
@@ -68,7 +68,7 @@ TEST_CASE(
     "Hierarchical allreduce over two hosts matches a direct computation for every dtype "
     "and op",
     "[runtime][allreduce][hierarchical]") {
-  const std::string placement = GENERATE(as<std::string>(), "ab", "interleaved");
+  const std::string placement = GENERATE(as<std::string>(), "ab", "interleaved", "abba");
   // Within the host: shared memory (auto) or the TCP ring.
   const std::string transport = GENERATE(as<std::string>(), "auto", "tcp");
   Watchdog watchdog("hierarchical allreduce sweep, " + placement + ", " + transport,

@@ -145,7 +145,7 @@ TEST_CASE("Hierarchical broadcast delivers the root's bytes from every root",
 
 TEST_CASE("Hierarchical allgather gathers uneven blocks in rank order, alone and fused",
           "[runtime][allgather][hierarchical]") {
-  const std::string placement = GENERATE(as<std::string>(), "ab", "interleaved", "abc");
+  const std::string placement = GENERATE(as<std::string>(), "ab", "interleaved", "abc", "abba");
   const std::string transport = GENERATE(as<std::string>(), "auto", "tcp");
   Watchdog watchdog("hierarchical allgather, " + placement + ", " + transport,
                     std::chrono::seconds(120));

@@ -115,6 +115,7 @@ TEST_CASE("KOLO_HIERARCHICAL=auto runs a set's large allreduces hierarchically, 
     CHECK(HasActivity(job.across_only, "CHAIN_BROADCAST"));
     CHECK(HasActivity(job.across_only, "RING_REDUCESCATTER"));
     CHECK_FALSE(HasActivity(job.across_only, "HIERARCHICAL_BROADCAST"));
+    CHECK(job.segments_of_across == 4);
   }
   SECTION("off: every set flat, no segment for the set across hosts") {
     const SetJob job = RunSets(Hierarchical::kOff, Transport::kAuto);
@@ -122,4 +123,30 @@ TEST_CASE("KOLO_HIERARCHICAL=auto runs a set's large allreduces hierarchically, 
     for (const char* phase : kFlatPhases) CHECK(HasActivity(job.across_only, phase));
     CHECK(job.segments_of_across == 0);
   }
+}
+
+TEST_CASE("A set whose places lie on its hosts in different orders runs hierarchically",
+          "[runtime][process_sets][hierarchical]") {
+  // "abba": ranks 0, 3 on host a and 1, 2 on b. In the set of all four (a set, not the job),
+  // place 0 is ranks 0 (a) and 1 (b), place 1 ranks 2 (b) and 3 (a): the cross planes take
+  // the hosts in different orders.
+  Watchdog watchdog("hierarchical process set, abba", std::chrono::seconds(120));
+  const kolo::testing::TempDir temp("kolo-hierarchical-set-test-");
+  {
+    LocalJob job(4, OnHosts("abba", Hierarchical::kOn, Transport::kAuto, temp.File("t.json")));
+    auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+      StatusOr<int> id = rt.AddProcessSet({0, 1, 2, 3});
+      if (!id.ok()) return "add_process_set: " + id.status().ToString();
+      ProcessSetScope scope(*id);
+      for (const char* tag : {"/first", "/cached"}) {
+        const std::string failure = RunSetOps(rt, {0, 1, 2, 3}, tag);
+        if (!failure.empty()) return std::string(tag) + ": " + failure;
+      }
+      return "";
+    });
+    CHECK(failures == std::vector<std::string>{});
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+  }
+  const std::string timeline = kolo::testing::FileText(temp.File("t.rank2.json"));
+  for (const char* phase : kHierarchicalPhases) CHECK(HasActivity(timeline, phase));
 }

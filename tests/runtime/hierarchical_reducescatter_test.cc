@@ -140,7 +140,7 @@ std::string Sweep(Runtime& rt) {
 
 TEST_CASE("Hierarchical reducescatter leaves each rank its part, alone and fused",
           "[runtime][reducescatter][hierarchical]") {
-  const std::string placement = GENERATE(as<std::string>(), "ab", "interleaved", "abc");
+  const std::string placement = GENERATE(as<std::string>(), "ab", "interleaved", "abc", "abba");
   const std::string transport = GENERATE(as<std::string>(), "auto", "tcp");
   Watchdog watchdog("hierarchical reducescatter, " + placement + ", " + transport,
                     std::chrono::seconds(120));

@@ -1,9 +1,10 @@
 // A process set's own shared memory (runtime/runtime_impl.h, SetExecutor): a set whose members
 // all sit on this host runs its collectives through a segment of its own, made by the members
-// at the set's first op; a set across hosts, or any set with KOLO_TRANSPORT=tcp, runs over
-// TCP. Real ranks as threads over real gRPC and loopback, posing as two hosts by name (so the
-// job's own collectives run over TCP and every SHM_ phase in a timeline is a set's). Every
-// result is checked; the path is read from the timeline; a removed set's segment is unmapped.
+// at the set's first op; a set across hosts (with KOLO_HIERARCHICAL=off; else see
+// hierarchical_process_set_test), or any set with KOLO_TRANSPORT=tcp, runs over TCP. Real ranks as
+// threads over real gRPC and loopback, posing as two hosts by name (so the job's own collectives
+// run over TCP and every SHM_ phase in a timeline is a set's). Every result is checked; the path is
+// read from the timeline; a removed set's segment is unmapped.
 #include <catch2/catch.hpp>
 #include <numeric>
 #include <string>

@@ -12,9 +12,11 @@ namespace kolo::testing {
 
 // Rank r's host: "ab" puts ranks 0, 1 on host a and 2, 3 on host b; "interleaved" the even ranks
 // on a and the odd on b; "abc" ranks 0, 3 on a, 1, 4 on b, 2, 5 on c (three hosts,
-// interleaved); "3+1" ranks 0, 1, 2 on a and 3 on b (uneven hosts).
+// interleaved); "3+1" ranks 0, 1, 2 on a and 3 on b (uneven hosts); "abba" ranks 0, 3 on a and
+// 1, 2 on b (place 1's ranks, 2 and 3, lie on the hosts in the other order than place 0's).
 inline std::string HostOf(const std::string& placement, int rank) {
   if (placement == "interleaved") return rank % 2 == 0 ? "host-a" : "host-b";
+  if (placement == "abba") return rank == 0 || rank == 3 ? "host-a" : "host-b";
   if (placement == "abc") return std::string("host-") + static_cast<char>('a' + rank % 3);
   if (placement == "3+1") return rank < 3 ? "host-a" : "host-b";
   return rank < 2 ? "host-a" : "host-b";

@@ -21,6 +21,7 @@
 #include <memory>
 #include <queue>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/loop/round_agreement.h"
@@ -82,6 +83,7 @@ class Simulation {
  public:
   Simulation(int size, RoundPattern pattern, const Flags& flags) : size_(size), flags_(flags) {
     for (int r = 0; r < size; ++r) ranks_.emplace_back(r, size, pattern);
+    parsers_.resize(static_cast<size_t>(size));
     for (uint32_t id = 1; id <= flags.ids; ++id) ready_.push_back(id);
   }
 
@@ -152,7 +154,8 @@ class Simulation {
   void Deliver(Event e) {
     RoundAgreement& rank = ranks_[e.to];
     Clock::time_point t = Clock::now();
-    kolo::transport::RoundStreamParser parser;
+    // One parser per connection, as the lanes keep them.
+    kolo::transport::RoundStreamParser& parser = parsers_[e.to][e.from];
     const kolo::Status parsed = parser.Feed(e.bytes->data(), e.bytes->size());
     std::vector<RoundMessage> messages;
     parser.Take(&messages);
@@ -189,6 +192,8 @@ class Simulation {
   const int size_;
   const Flags& flags_;
   std::vector<RoundAgreement> ranks_;
+  // By receiver, by sender: the stream parser of that connection.
+  std::vector<std::unordered_map<int, kolo::transport::RoundStreamParser>> parsers_;
   std::vector<uint32_t> ready_;
   std::priority_queue<Event, std::vector<Event>, Later> queue_;
   uint64_t order_ = 0;
