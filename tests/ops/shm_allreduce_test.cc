@@ -21,8 +21,8 @@
 #include "ops/half.h"
 #include "ops/reduce_kernels.h"
 #include "tests/support/cross_memory_attach.h"
-#include "tests/support/loopback_mesh.h"
 #include "tests/support/rank_threads.h"
+#include "tests/support/shm_job.h"
 #include "tests/support/watchdog.h"
 #include "transport/shm/shm_mesh.h"
 
@@ -162,35 +162,13 @@ std::vector<Case> Cases(int n) {
   return cases;
 }
 
-struct Job {
-  testing::Meshes meshes;
-  std::vector<std::unique_ptr<ShmMesh>> planes;
-};
+using Job = testing::ShmJob;
 
 // n ranks' planes, with single copy as `mode` says; `tweak` (may be empty) changes a rank's
 // configuration, on the thread that creates its plane.
 Job MakeJob(int n, ShmMesh::SingleCopy mode,
             const std::function<void(int, ShmMesh::Config&)>& tweak = {}) {
-  Job job;
-  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
-  REQUIRE(meshes.status().ToString() == "OK");
-  job.meshes = std::move(meshes).value();
-  job.planes.resize(n);
-  const std::vector<std::string> created = RunOnRanks(n, [&](int r) {
-    ShmMesh::Config config;
-    config.rank = r;
-    config.size = n;
-    config.slot_bytes = 1024;  // several chunks through the slots too
-    config.timeout_seconds = 10;
-    config.single_copy = mode;
-    if (tweak) tweak(r, config);
-    StatusOr<std::unique_ptr<ShmMesh>> plane = ShmMesh::Create(config, *job.meshes[r]);
-    if (!plane.ok()) return plane.status().ToString();
-    job.planes[r] = std::move(plane).value();
-    return std::string();
-  });
-  for (const std::string& failure : created) REQUIRE(failure == "");
-  return job;
+  return testing::MakeShmJob(n, 1024, mode, tweak);  // small slots: several chunks through them
 }
 
 // Every output of every case on every rank: [rank][case][tensor].

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/loopback_mesh.h"
 #include "tests/support/rank_threads.h"
+#include "tests/support/shm_job.h"
 #include "tests/support/watchdog.h"
 #include "transport/shm/shm_mesh.h"
 
@@ -25,33 +25,6 @@ using namespace std::chrono_literals;
 using testing::RunOnRanks;
 using transport::ShmMesh;
 
-struct Job {
-  testing::Meshes meshes;
-  std::vector<std::unique_ptr<ShmMesh>> planes;
-};
-
-Job MakeJob(int n, size_t slot_bytes) {
-  Job job;
-  StatusOr<testing::Meshes> meshes = testing::ConnectLoopbackMeshes(n);
-  REQUIRE(meshes.status().ToString() == "OK");
-  job.meshes = std::move(meshes).value();
-  job.planes.resize(n);
-  const std::vector<std::string> created = RunOnRanks(n, [&](int r) {
-    ShmMesh::Config config;
-    config.rank = r;
-    config.size = n;
-    config.slot_bytes = slot_bytes;
-    config.timeout_seconds = 10;
-    config.single_copy = ShmMesh::SingleCopy::kOff;
-    StatusOr<std::unique_ptr<ShmMesh>> plane = ShmMesh::Create(config, *job.meshes[r]);
-    if (!plane.ok()) return plane.status().ToString();
-    job.planes[r] = std::move(plane).value();
-    return std::string();
-  });
-  for (const std::string& failure : created) REQUIRE(failure == "");
-  return job;
-}
-
 // Byte k of the block rank s sends rank d: differs by pair and position.
 uint8_t ByteOf(size_t s, size_t d, size_t k) {
   return static_cast<uint8_t>(s * 61 + d * 17 + k * 7 + k / 251);
@@ -59,7 +32,7 @@ uint8_t ByteOf(size_t s, size_t d, size_t k) {
 
 // Runs one alltoall of `matrix` (bytes s -> d at s * n + d) on every rank of `job` and checks
 // every output; the failures, "rank r: ...".
-std::vector<std::string> RunAlltoall(Job& job, const std::vector<size_t>& matrix) {
+std::vector<std::string> RunAlltoall(testing::ShmJob& job, const std::vector<size_t>& matrix) {
   const size_t n = job.planes.size();
   return testing::Failures(RunOnRanks(static_cast<int>(n), [&](int r) -> std::string {
     const size_t me = static_cast<size_t>(r);
@@ -96,7 +69,7 @@ TEST_CASE("Shared-memory alltoall delivers every block, across many chunks", "[o
   testing::Watchdog watchdog("shm alltoall", 120s);
   for (int n = 1; n <= 4; ++n) {
     // 1 KiB slots: a part of 512, 320 or 256 bytes per destination at 2, 3 and 4 ranks.
-    Job job = MakeJob(n, 1024);
+    testing::ShmJob job = testing::MakeShmJob(n, 1024, ShmMesh::SingleCopy::kOff);
     const size_t nn = static_cast<size_t>(n) * n;
     std::mt19937 random(static_cast<unsigned>(n));
     // Random blocks, some empty, up to several parts each.
@@ -120,7 +93,7 @@ TEST_CASE("Shared-memory alltoall delivers every block, across many chunks", "[o
 
 TEST_CASE("Shared-memory alltoall refuses a split matrix of the wrong size", "[ops][shm]") {
   testing::Watchdog watchdog("shm alltoall, wrong matrix", 60s);
-  Job job = MakeJob(1, 1024);
+  testing::ShmJob job = testing::MakeShmJob(1, 1024, ShmMesh::SingleCopy::kOff);
   std::vector<ByteBlock> blocks = {{0, 4}};
   uint8_t in[4] = {1, 2, 3, 4}, out[4] = {};
   Status s = ShmAlltoall(*job.planes[0], in, blocks, out, blocks, {4, 4}, "alltoall 'x'");
