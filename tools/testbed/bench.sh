@@ -6,9 +6,11 @@
 #                          [--sizes 4K,64M] [--iters 20] [--warmup 5] [--op allreduce]
 #                          [--set N]
 #
-# --op allgather, reducescatter or broadcast (from rank 0) times kolo's, flat and hierarchical,
-# in their place (kolo-bench's sizes: allgather's output, reducescatter's input, broadcast's
-# buffer); the Open MPI benchmark times allreduce only, so those tables have no Open MPI row.
+# --op allgather, reducescatter, broadcast (from rank 0) or alltoall times kolo's, flat and
+# hierarchical, in their place (kolo-bench's sizes: allgather's output, reducescatter's input,
+# broadcast's buffer, each rank's alltoall input); Open MPI's benchmarks time allreduce and
+# alltoall (tools/bench/mpi_alltoall_bench.cc, 20 iterations after 3), so the other tables have
+# no Open MPI row.
 # (Default hosts and ranks: 4 x 4 on a machine of 16 cores or more, else 2 x 2.)
 # --set N runs kolo's op in a process set of ranks 0 .. N-1 (kolo-bench --set: the first
 # N / ranks-per-host hosts when N is a multiple of it; the other ranks wait in a barrier), and
@@ -45,8 +47,8 @@ while (($#)); do
 done
 case $op in
 allreduce) op_flags=(--inplace 1) ;;  # as Open MPI's benchmark, MPI_IN_PLACE
-allgather | reducescatter | broadcast) op_flags=(--op "$op") ;;
-*) echo "bench.sh: --op must be allreduce, allgather, reducescatter or broadcast, not '$op'" >&2; exit 2 ;;
+allgather | reducescatter | broadcast | alltoall) op_flags=(--op "$op") ;;
+*) echo "bench.sh: --op must be allreduce, allgather, reducescatter, broadcast or alltoall, not '$op'" >&2; exit 2 ;;
 esac
 set_flags=() mpi_flags=()
 if [[ -n $set ]]; then set_flags=(--set "$set") mpi_flags=(-np "$set"); fi
@@ -54,8 +56,8 @@ if [[ -n $set ]]; then set_flags=(--set "$set") mpi_flags=(-np "$set"); fi
 export KOLORUN=${KOLORUN:-$build/bin/kolorun}
 
 ompi_bench=""
-if [[ $op == allreduce ]] && command -v "${MPIRUN:-/usr/bin/mpirun}" >/dev/null; then
-  ompi_bench=$("$here/build-mpi-bench" "$build/testbed") || ompi_bench=""
+if [[ $op == allreduce || $op == alltoall ]] && command -v "${MPIRUN:-/usr/bin/mpirun}" >/dev/null; then
+  ompi_bench=$("$here/build-mpi-bench" "$build/testbed" "${op/allreduce/}") || ompi_bench=""
 fi
 
 name=bench$$
@@ -74,7 +76,9 @@ bytes_of() {
 # One table row: CONFIG SIZE, then the program's output in $log/out and $log/err.
 row() {
   local config=$1 size=$2 rc=$3 fields
-  if [[ $config == ompi ]]; then  # bytes count warm iters time_us ... busbw_GBps wrong flt
+  if [[ $config == ompi && $op == alltoall ]]; then  # bytes per_peer time_us wrong
+    fields=$(awk '$1 ~ /^[0-9]+$/ && NF == 4 { print $3, "-", $4 }' "$log/out" | tail -1)
+  elif [[ $config == ompi ]]; then  # bytes count warm iters time_us ... busbw_GBps wrong flt
     fields=$(awk '$1 ~ /^[0-9]+$/ && NF >= 11 { print $5, $10, $11 }' "$log/out" | tail -1)
   else  # [0] size count type redop root time algbw busbw #wrong
     fields=$(awk '$1 == "[0]" && $2 ~ /^[0-9]+$/ && NF >= 10 { print $7, $9, $10 }' "$log/out" |
@@ -113,8 +117,13 @@ for size in ${sizes//,/ }; do
       --barrier 1 "${op_flags[@]}" "${set_flags[@]}" >"$log/out" 2>"$log/err" || rc=$?
     row "kolo hierarchical=$hier" "$size" "$rc"
   done
-  if [[ $op != allreduce ]]; then
-    :  # Open MPI's benchmark times allreduce only
+  if [[ $op != allreduce && $op != alltoall ]]; then
+    :  # Open MPI's benchmarks time allreduce and alltoall only
+  elif [[ -n $ompi_bench && $op == alltoall ]]; then
+    rc=0
+    timeout -k 5 600 "$testbed" mpirun --name "$name" "${mpi_flags[@]}" -- "$ompi_bench" "$size" \
+      >"$log/out" 2>"$log/err" || rc=$?
+    row ompi "$size" "$rc"
   elif [[ -n $ompi_bench ]]; then
     rc=0
     timeout -k 5 600 "$testbed" mpirun --name "$name" "${mpi_flags[@]}" -- "$ompi_bench" -s "$(bytes_of "$size")" \
