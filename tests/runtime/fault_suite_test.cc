@@ -292,6 +292,41 @@ TEST_CASE(
   CheckSurvivors(job, victim, killed, {"rank " + std::to_string(victim)}, {0, 2 * kTimeout}, what);
 }
 
+TEST_CASE("A rank SIGKILLed mid-alltoall over shared memory fails every survivor's ops, naming it",
+          "[runtime][fault][alltoall]") {
+  // The alltoall's slot syncs (ops/shm_alltoall.h), interrupted by the abort as allreduce's.
+  const auto [size, victim] = GENERATE(table<int, int>({{2, 1}, {3, 1}}));
+  const std::string what = "SIGKILL of rank " + std::to_string(victim) + " of " +
+                           std::to_string(size) + " mid-alltoall over shared memory";
+  Watchdog watchdog(what, 60s);
+  const std::vector<std::string> shm_before = ShmSegmentsOfUsOrTheDead();
+  Job job = StartJob(size, -1, {{"FAULT_WORKER_OP", "alltoall"}, {"KOLO_TRANSPORT", "shm"}});
+  AwaitReady(job);
+  const Clock::time_point killed = job.ranks[victim]->Signal(SIGKILL);
+  AwaitSurvivors(job, victim);
+  CheckSurvivors(job, victim, killed, {"rank " + std::to_string(victim)}, {0, 2 * kTimeout}, what);
+  CHECK(ShmSegmentsOfUsOrTheDead() == shm_before);
+}
+
+TEST_CASE(
+    "A rank SIGKILLed mid hierarchical allreduce in a process set across hosts fails the others",
+    "[runtime][fault][hierarchical][process_sets]") {
+  // The set's own host segments (runtime/set_planes.cc), which the abort must interrupt as it
+  // does the job's: a survivor on the victim's host may be waiting in one of their syncs.
+  const int victim = GENERATE(1, 2);
+  const std::string what = "SIGKILL of rank " + std::to_string(victim) +
+                           " of 2 hosts x 2, hierarchical, in a process set";
+  Watchdog watchdog(what, 60s);
+  const std::vector<std::string> shm_before = ShmSegmentsOfUsOrTheDead();
+  Job job = StartJob(4, -1, {{"KOLO_HIERARCHICAL", "on"}, {"FAULT_WORKER_IN_SET", "1"}},
+                     {"host-a", "host-a", "host-b", "host-b"});
+  AwaitReady(job);
+  const Clock::time_point killed = job.ranks[victim]->Signal(SIGKILL);
+  AwaitSurvivors(job, victim);
+  CheckSurvivors(job, victim, killed, {"rank " + std::to_string(victim)}, {0, 2 * kTimeout}, what);
+  CHECK(ShmSegmentsOfUsOrTheDead() == shm_before);
+}
+
 TEST_CASE("A rank SIGSTOPped mid-allreduce times out every survivor's pending ops",
           "[runtime][fault]") {
   // Two ranks: the op is usually still in negotiation; four: usually in the ring, where the

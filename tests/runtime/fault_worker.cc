@@ -14,6 +14,7 @@
 // Exit codes: 3 after a failure (expected), 2 if init failed, 0 if nothing failed in 60 s.
 // FAULT_WORKER_IN_SET=1: the steps run in a process set of every rank, made after init (on one
 // host, over the set's own shared memory); the lonely op stays in the global set.
+// FAULT_WORKER_OP=alltoall: the steps' ops are alltoalls of the same sizes, even splits.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -40,6 +41,8 @@ struct Op {
   std::string name;
   std::vector<float> data;
   std::promise<std::pair<Clock::time_point, kolo::Status>> done;
+  bool alltoall = false;
+  std::vector<float> received;  // an alltoall's output
 };
 
 kolo::TensorView View(std::vector<float>& data) {
@@ -56,10 +59,17 @@ void Print(const std::string& line) {
 
 // Enqueues `op`; its promise is fulfilled by the callback (or at once if enqueue failed).
 void Enqueue(Op& op) {
-  kolo::Status queued = kolo::allreduce_async(op.name, View(op.data), View(op.data), {},
-                                              [&op](const kolo::Status& s) {
-                                                op.done.set_value({Clock::now(), s});
-                                              });
+  auto done = [&op](const kolo::Status& s) { op.done.set_value({Clock::now(), s}); };
+  kolo::Status queued =
+      op.alltoall
+          ? kolo::alltoall_async(
+                op.name, View(op.data), {},
+                [&op](const std::vector<int64_t>& shape) -> void* {
+                  op.received.resize(static_cast<size_t>(shape[0]));
+                  return op.received.data();
+                },
+                nullptr, done)
+          : kolo::allreduce_async(op.name, View(op.data), View(op.data), {}, done);
   if (!queued.ok()) op.done.set_value({Clock::now(), queued});
 }
 
@@ -95,6 +105,12 @@ int main() {
     ops[0] = Op{"grad/big", std::vector<float>(1 << 20, 1.0f), {}};
     ops[1] = Op{"grad/mid", std::vector<float>(1 << 16, 1.0f), {}};
     ops[2] = Op{"grad/small", std::vector<float>(16, 1.0f), {}};
+    const char* kind = std::getenv("FAULT_WORKER_OP");
+    for (Op& op : ops) {
+      op.alltoall = kind != nullptr && std::string(kind) == "alltoall";
+      // Even splits: a multiple of the ranks' count of rows.
+      if (op.alltoall) op.data.resize(op.data.size() / 16 * 16 * kolo::size(), 1.0f);
+    }
     std::vector<std::future<std::pair<Clock::time_point, kolo::Status>>> results;
     for (Op& op : ops) results.push_back(op.done.get_future());
     for (Op& op : ops) Enqueue(op);
