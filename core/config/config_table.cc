@@ -521,10 +521,11 @@ std::vector<ConfigVar> BuildTable() {
                 "generation (kolorun sets it from --elastic-timeout)."),
       Row("KOLO_TRANSPORT")
           .Enum(&Options::transport, kTransportNames, Transport::kAuto)
-          .Help("CPU allreduce, broadcast, allgather, reducescatter and alltoall data path: shm "
-                "(shared memory; every rank on this host, else init() fails), tcp (the TCP ring and "
-                "chain), or auto (shm when several ranks share one host and no other, tcp "
-                "otherwise). Same on every rank."),
+          .Help(
+              "CPU allreduce, broadcast, allgather, reducescatter and alltoall data path: shm "
+              "(shared memory; every rank on this host, else init() fails), tcp (the TCP ring and "
+              "chain), or auto (shm when several ranks share one host and no other, tcp "
+              "otherwise). Same on every rank."),
       Row("KOLO_SHM_SINGLE_COPY")
           .Enum(&Options::shm_single_copy, kShmSingleCopyNames, ShmSingleCopy::kAuto)
           .Help("Shared-memory allreduces of 256 KiB and more (at most 8 MiB of them out of "
@@ -538,7 +539,8 @@ std::vector<ConfigVar> BuildTable() {
           .Enum(&Options::hierarchical, kHierarchicalNames, Hierarchical::kAuto)
           .SwitchValues(&Options::hierarchical, Hierarchical::kOn, Hierarchical::kOff)
           .Help("CPU allreduces, allgathers and reducescatters of a job (or a process set) "
-                "whose hosts each run the same number (> 1) of its ranks: an allreduce as a reduce-scatter within each "
+                "whose hosts each run the same number (> 1) of its ranks: an allreduce as a "
+                "reduce-scatter within each "
                 "host, an allreduce of each rank's block across the hosts, an allgather within "
                 "the host; an allgather across the hosts, then within each host; a "
                 "reducescatter within each host, then across the hosts. on (or 1): every "

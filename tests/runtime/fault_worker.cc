@@ -61,15 +61,14 @@ void Print(const std::string& line) {
 void Enqueue(Op& op) {
   auto done = [&op](const kolo::Status& s) { op.done.set_value({Clock::now(), s}); };
   kolo::Status queued =
-      op.alltoall
-          ? kolo::alltoall_async(
-                op.name, View(op.data), {},
-                [&op](const std::vector<int64_t>& shape) -> void* {
-                  op.received.resize(static_cast<size_t>(shape[0]));
-                  return op.received.data();
-                },
-                nullptr, done)
-          : kolo::allreduce_async(op.name, View(op.data), View(op.data), {}, done);
+      op.alltoall ? kolo::alltoall_async(
+                        op.name, View(op.data), {},
+                        [&op](const std::vector<int64_t>& shape) -> void* {
+                          op.received.resize(static_cast<size_t>(shape[0]));
+                          return op.received.data();
+                        },
+                        nullptr, done)
+                  : kolo::allreduce_async(op.name, View(op.data), View(op.data), {}, done);
   if (!queued.ok()) op.done.set_value({Clock::now(), queued});
 }
 
