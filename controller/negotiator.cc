@@ -12,7 +12,7 @@ Negotiator::Negotiator(const Options& options)
 
 Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, Clock::TimePoint now,
                                std::vector<NegotiationEvent>* events) {
-  TensorMeta resolved;  // a cached allgather's metadata as this rank announced it
+  TensorMeta resolved;  // a cached allgather's or alltoall's metadata as this rank announced it
   for (const Request& request : requests) {
     const TensorMeta* meta = &request.meta;
     if (request.cache_id != 0) {
@@ -22,17 +22,18 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, C
                         std::to_string(request.cache_id));
       }
       meta = &cached->meta;
-      if (meta->op == OpType::kAllgather) {
-        // Its dimension 0 is the rank's own: by its index in the set the id was agreed in.
+      if (meta->op == OpType::kAllgather || meta->op == OpType::kAlltoall) {
+        // Its dimension 0 (and an alltoall's splits) are the rank's own: by its index in the
+        // set the id was agreed in.
         int place = rank;
         if (meta->process_set != 0) {
           auto set = sets_.find(meta->process_set);
           place = set == sets_.end() ? -1 : set->second.IndexOf(rank);
         }
-        if (place < 0 || place >= static_cast<int>(cached->first_dims.size())) {
+        if (place < 0 || place >= cached->ranks()) {
           return Internal("rank " + std::to_string(rank) + " sent cache id " +
-                          std::to_string(request.cache_id) + " of allgather '" + meta->name +
-                          "', agreed among ranks it is not one of");
+                          std::to_string(request.cache_id) + " of " + OpTypeName(meta->op) + " '" +
+                          meta->name + "', agreed among ranks it is not one of");
         }
         resolved = cached->MetaOf(place);
         meta = &resolved;
@@ -185,11 +186,12 @@ void Negotiator::CommitToCache(size_t first) {
   // Ids are committed when a name completes, not when it is planned, so that readiness order
   // alone decides them; no rank can use an id before the response that carries it arrives.
   for (size_t i = first; i < ready_.size(); ++i) {
-    // Alltoall's splits differ per rank and, in the models that use it, per step: no id. An
-    // allgather's id stands for every rank's dimension 0 as well; a rank whose own changed
-    // announces it in full (its cached metadata no longer matches).
-    if (!ready_[i].is_error() && ready_[i].meta.op != OpType::kAlltoall) {
-      ready_[i].cache_id = cache_.Commit(ready_[i].meta, ready_[i].first_dims);
+    // An allgather's id stands for every rank's dimension 0 as well, an alltoall's for the
+    // split matrix; a rank whose own changed announces it in full (its cached metadata no
+    // longer matches), and the name gets a fresh id. Alltoalls whose splits change every step
+    // (mixtures of experts) go to the controller every step, as they did before they had ids.
+    if (!ready_[i].is_error()) {
+      ready_[i].cache_id = cache_.Commit(ready_[i].meta, ready_[i].first_dims, ready_[i].splits);
     }
   }
 }

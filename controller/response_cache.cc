@@ -2,10 +2,23 @@
 
 namespace kolo::controller {
 
+int ResponseCache::Cached::ranks() const {
+  if (meta.op == OpType::kAllgather) return static_cast<int>(first_dims.size());
+  if (meta.op == OpType::kAlltoall) return static_cast<int>(meta.splits.size());
+  return 0;
+}
+
 TensorMeta ResponseCache::Cached::MetaOf(int place) const {
   TensorMeta own = meta;
   if (meta.op == OpType::kAllgather && !own.shape.empty()) {
     own.shape[0] = first_dims[static_cast<size_t>(place)];
+  }
+  if (meta.op == OpType::kAlltoall && !own.shape.empty()) {
+    const size_t n = meta.splits.size();
+    const auto row = splits.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(place) * n);
+    own.splits.assign(row, row + static_cast<ptrdiff_t>(n));
+    own.shape[0] = 0;
+    for (int64_t rows : own.splits) own.shape[0] += rows;
   }
   return own;
 }
@@ -28,25 +41,29 @@ uint32_t ResponseCache::NextId(const TensorMeta& meta) {
                                                                 : count | kEveryRankCacheIdBit;
 }
 
-uint32_t ResponseCache::Commit(const TensorMeta& meta, const std::vector<int64_t>& first_dims) {
+uint32_t ResponseCache::Commit(const TensorMeta& meta, const std::vector<int64_t>& first_dims,
+                               const std::vector<int64_t>& splits) {
   auto it = by_name_.find(meta.name);
   if (it != by_name_.end()) {
     Entry& entry = it->second;
-    if (entry.cached.meta == meta && entry.cached.first_dims == first_dims) return entry.id;
+    if (entry.cached.meta == meta && entry.cached.first_dims == first_dims &&
+        entry.cached.splits == splits) {
+      return entry.id;
+    }
     name_by_id_.erase(entry.id);
     entry.id = NextId(meta);
     if (entry.id == 0) {
       by_name_.erase(it);
       return 0;
     }
-    entry.cached = Cached{meta, first_dims};
+    entry.cached = Cached{meta, first_dims, splits};
     name_by_id_[entry.id] = meta.name;
     return entry.id;
   }
   if (size() >= capacity_) return 0;
   const uint32_t id = NextId(meta);
   if (id == 0) return 0;
-  by_name_.emplace(meta.name, Entry{id, Cached{meta, first_dims}});
+  by_name_.emplace(meta.name, Entry{id, Cached{meta, first_dims, splits}});
   name_by_id_[id] = meta.name;
   return id;
 }

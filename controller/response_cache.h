@@ -24,12 +24,17 @@ class ResponseCache {
   // `capacity` >= 0; 0 disables caching.
   explicit ResponseCache(int capacity) : capacity_(capacity) {}
 
-  // What an id stands for: the agreed metadata (an allgather's shape is rank 0's) and, for an
-  // allgather, every rank's dimension 0 by rank (by member index in a process set).
+  // What an id stands for: the agreed metadata (an allgather's shape and an alltoall's shape
+  // and splits are rank 0's), for an allgather every rank's dimension 0 by rank, and for an
+  // alltoall the split matrix (rows rank s sends rank d at [s * ranks + d]); ranks by member
+  // index in a process set.
   struct Cached {
     TensorMeta meta;
     std::vector<int64_t> first_dims;
-    // The metadata rank `place` announced (`place` < first_dims.size() for an allgather).
+    std::vector<int64_t> splits;
+    // The ranks the id was agreed among.
+    int ranks() const;
+    // The metadata rank `place` announced (`place` < ranks()).
     TensorMeta MetaOf(int place) const;
   };
 
@@ -39,11 +44,13 @@ class ResponseCache {
   // The live id of `name`, 0 if it has none.
   uint32_t IdOf(const std::string& name) const;
 
-  // Records that every rank agreed on `meta` (and, for an allgather, on `first_dims`) and
-  // returns the id that workers should use for meta.name from now on (0: not cached). Same
-  // agreement as the live entry: its id. A different one: the old id is retired and a fresh one
+  // Records that every rank agreed on `meta` (and, for an allgather, on `first_dims`; for an
+  // alltoall, on the split matrix `splits`) and returns the id that workers should use for
+  // meta.name from now on (0: not cached). Same agreement as the live entry: its id. A
+  // different one (for an alltoall, any rank's splits): the old id is retired and a fresh one
   // assigned. New name: a fresh id while fewer than `capacity` names are cached, else 0.
-  uint32_t Commit(const TensorMeta& meta, const std::vector<int64_t>& first_dims = {});
+  uint32_t Commit(const TensorMeta& meta, const std::vector<int64_t>& first_dims = {},
+                  const std::vector<int64_t>& splits = {});
 
   int size() const { return static_cast<int>(by_name_.size()); }
   int capacity() const { return capacity_; }

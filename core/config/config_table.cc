@@ -551,8 +551,9 @@ std::vector<ConfigVar> BuildTable() {
                 "broadcast chain over all ranks. Same on every rank."),
       Row("KOLO_FAST_PATH")
           .Bool(&Options::fast_path, true)
-          .Help("1: CPU allreduces, broadcasts, allgathers and reducescatters seen before "
-                "(cached) are agreed on among the ranks, without a round trip to the controller; "
+          .Help("1: CPU allreduces, broadcasts, allgathers, reducescatters and alltoalls seen "
+                "before (cached; an alltoall with the same splits) are agreed on among the ranks, "
+                "without a round trip to the controller; "
                 "0: every op goes through the controller. Same on every rank."),
       Row("KOLO_CPU_BIND")
           .Choice(&Options::cpu_bind, {"none", "core"}, "none")

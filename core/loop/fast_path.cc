@@ -448,6 +448,7 @@ void FastPath::CutHits(Work* work) {
       response.postscale = s.postscale;
       response.root = s.root;
       response.process_set = s.process_set;
+      response.splits = s.splits;  // an alltoall's (it never fuses); empty for the others
       // The round's hierarchical rule is an allreduce's; the others apply the configured
       // KOLO_HIERARCHICAL, as they do when the controller decides them.
       if (s.op != OpType::kAllreduce) response.hierarchy_min_bytes.reset();

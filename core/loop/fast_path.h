@@ -39,7 +39,7 @@ namespace kolo {
 // agreed on).
 struct FastSpec {
   std::string name;
-  OpType op = OpType::kAllreduce;  // allreduce, broadcast, allgather or reducescatter
+  OpType op = OpType::kAllreduce;  // allreduce, broadcast, allgather, reducescatter or alltoall
   DataType dtype = DataType::kFloat32;
   ReduceOp reduce_op = ReduceOp::kSum;
   double prescale = 1.0;
@@ -47,6 +47,7 @@ struct FastSpec {
   int root = -1;                    // broadcast
   int64_t num_elements = 0;         // as in the response (an allgather's: rank 0's input)
   std::vector<int64_t> first_dims;  // allgather: every rank's dimension 0
+  std::vector<int64_t> splits;      // alltoall: the split matrix, as in its response
   int64_t fusion_bytes = 0;         // what it takes in a fusion buffer (FusionBytes)
   int process_set = 0;              // the set it runs in (0: the job's)
 };

@@ -139,6 +139,7 @@ bool ResponseRunner::TakesFastPath(const Response& response) {
     case OpType::kBroadcast:
     case OpType::kAllgather:
     case OpType::kReducescatter:
+    case OpType::kAlltoall:
       return true;
     default:
       return false;
@@ -162,6 +163,7 @@ FastSpec ResponseRunner::SpecOf(const Response& response, size_t index, const Te
     const auto row = response.first_dims.begin() + static_cast<ptrdiff_t>(index * size);
     spec.first_dims.assign(row, row + static_cast<ptrdiff_t>(size));
   }
+  if (response.op == OpType::kAlltoall) spec.splits = response.splits;  // one tensor a response
   spec.fusion_bytes = FusionBytes(meta, spec.first_dims);
   return spec;
 }

@@ -148,6 +148,43 @@ TEST_CASE("A cached allgather resolves each rank's own dimension 0",
         "rank 0 sent unknown cache id " + std::to_string(id));
 }
 
+TEST_CASE("A cached alltoall resolves each rank's own splits; new splits get a fresh id",
+          "[controller][negotiator][cache]") {
+  const int size = 2;
+  const Options options = MakeOptions(size);
+  Negotiator n(options);
+  auto a2a = [](std::vector<int64_t> splits) {
+    TensorMeta meta = Meta("a", {splits[0] + splits[1], 2});
+    meta.op = OpType::kAlltoall;
+    meta.splits = std::move(splits);
+    return meta;
+  };
+  REQUIRE(n.AddRequests(0, {Full(a2a({1, 2}))}, kT0).ok());
+  REQUIRE(n.AddRequests(1, {Full(a2a({3, 0}))}, kT0).ok());
+  std::vector<Response> first = n.Plan();
+  REQUIRE(first.size() == 1);
+  const uint32_t id = first[0].cache_ids.at(0);
+  CHECK(id != 0);
+  CHECK(NeedsEveryRank(id));
+  CHECK(first[0].splits == std::vector<int64_t>{1, 2, 3, 0});
+
+  // By id alone: the response carries the matrix as agreed.
+  std::vector<Response> second = AllSend(&n, size, {ById(id)});
+  REQUIRE(second.size() == 1);
+  CHECK_FALSE(second[0].is_error());
+  CHECK(second[0].splits == std::vector<int64_t>{1, 2, 3, 0});
+  CHECK(second[0].cache_ids == std::vector<uint32_t>{id});
+
+  // Rank 1's splits changed: it announces in full, rank 0 by id; a fresh id.
+  REQUIRE(n.AddRequests(0, {ById(id)}, kT0).ok());
+  REQUIRE(n.AddRequests(1, {Full(a2a({1, 1}))}, kT0).ok());
+  std::vector<Response> third = n.Plan();
+  REQUIRE(third.size() == 1);
+  CHECK_FALSE(third[0].is_error());
+  CHECK(third[0].splits == std::vector<int64_t>{1, 2, 1, 1});
+  CHECK(third[0].cache_ids.at(0) != id);
+}
+
 TEST_CASE("Malformed metadata and duplicate announcements are protocol errors",
           "[controller][negotiator]") {
   const Options options = MakeOptions(3);

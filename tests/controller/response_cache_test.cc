@@ -91,5 +91,26 @@ TEST_CASE("An allgather's id stands for every rank's dimension 0", "[controller]
   CHECK(cache.size() == 1);
 }
 
+TEST_CASE("An alltoall's id stands for the split matrix", "[controller][cache]") {
+  ResponseCache cache(8);
+  TensorMeta a2a = Meta("a", {3, 4});  // rank 0's: 1 row to itself, 2 to rank 1
+  a2a.op = OpType::kAlltoall;
+  a2a.splits = {1, 2};
+  const std::vector<int64_t> matrix = {1, 2, 0, 5};  // rank 1: 0 rows to rank 0, 5 to itself
+  const uint32_t id = cache.Commit(a2a, {}, matrix);
+  CHECK(id == (1 | kEveryRankCacheIdBit));
+  CHECK(cache.Commit(a2a, {}, matrix) == id);
+  const ResponseCache::Cached* cached = cache.Lookup(id);
+  REQUIRE(cached != nullptr);
+  CHECK(cached->ranks() == 2);
+  CHECK(cached->MetaOf(0).splits == std::vector<int64_t>{1, 2});
+  CHECK(cached->MetaOf(0).shape == std::vector<int64_t>{3, 4});
+  CHECK(cached->MetaOf(1).splits == std::vector<int64_t>{0, 5});
+  CHECK(cached->MetaOf(1).shape == std::vector<int64_t>{5, 4});
+  // Rank 1's splits changed, rank 0's did not: a fresh id all the same.
+  CHECK(cache.Commit(a2a, {}, {1, 2, 1, 4}) == (2 | kEveryRankCacheIdBit));
+  CHECK(cache.Lookup(id) == nullptr);
+}
+
 }  // namespace
 }  // namespace kolo::controller

@@ -1,7 +1,8 @@
 // The fast path for the ops besides allreduce (docs/FAST-PATH.md, "Which ops"): repeated
-// broadcasts, allgathers and reducescatters through the public API with real ranks, agreed on
-// in rounds instead of at the controller, exact on every rank; an allgather whose rows change
-// on one rank; and the join rule (a joined rank stands in for allreduces only).
+// broadcasts, allgathers, reducescatters and alltoalls through the public API with real ranks,
+// agreed on in rounds instead of at the controller, exact on every rank; an allgather whose
+// rows and an alltoall whose splits change on one rank; and the join rule (a joined rank stands
+// in for allreduces only).
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -112,6 +113,35 @@ std::string Step(Runtime& rt, int step, int64_t (*rows_of)(int)) {
     for (int r = 0; r < n; ++r) want += ValueAt(r, step, at_input);
     if (part[i] != want) return at + "reducescatter: wrong value at " + std::to_string(i);
   }
+  // Alltoall: rank r sends rank d SplitOf(r, d) rows (through `rows_of`, so MoreRowsOn2 changes
+  // rank 2's splits only); element i of that block is ValueAt(r, step, i) + 100 d.
+  auto split_of = [&](int from, int to) { return rows_of(from) % 4 + (from + to) % 3 + 1; };
+  std::vector<int64_t> splits;
+  std::vector<float> sent;
+  for (int d = 0; d < n; ++d) {
+    splits.push_back(split_of(rt.rank(), d));
+    for (int64_t i = 0; i < splits.back() * cols; ++i) {
+      sent.push_back(ValueAt(rt.rank(), step, i) + 100.0f * static_cast<float>(d));
+    }
+  }
+  const int64_t sent_rows = static_cast<int64_t>(sent.size()) / cols;
+  std::vector<float> received;
+  s = rt.Alltoall("swap", {sent.data(), DataType::kFloat32, {sent_rows, cols}, Device::Cpu()},
+                  splits, [&](const std::vector<int64_t>& out_shape) -> void* {
+                    received.resize(static_cast<size_t>(out_shape[0] * out_shape[1]));
+                    return received.data();
+                  });
+  if (!s.ok()) return at + "alltoall: " + s.ToString();
+  k = 0;
+  for (int r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < split_of(r, rt.rank()) * cols; ++i, ++k) {
+      const float want = ValueAt(r, step, i) + 100.0f * static_cast<float>(rt.rank());
+      if (k >= received.size() || received[k] != want) {
+        return at + "alltoall: wrong value at " + std::to_string(k);
+      }
+    }
+  }
+  if (k != received.size()) return at + "alltoall: " + std::to_string(received.size()) + " values";
   return "";
 }
 
@@ -126,8 +156,10 @@ std::string Steps(Runtime& rt, int first, int end, int64_t (*rows_of)(int)) {
 
 }  // namespace
 
-TEST_CASE("Repeated broadcasts, allgathers and reducescatters skip the controller and stay exact",
-          "[runtime][fastpath]") {
+TEST_CASE(
+    "Repeated broadcasts, allgathers, reducescatters and alltoalls skip the controller and stay "
+    "exact",
+    "[runtime][fastpath]") {
   const std::string transport = GENERATE("shm", "tcp");
   Watchdog watchdog("fast path ops over " + transport, std::chrono::seconds(60));
   const kolo::testing::TempDir temp("kolo_fast_path_ops_");
@@ -148,18 +180,19 @@ TEST_CASE("Repeated broadcasts, allgathers and reducescatters skip the controlle
     CHECK(FastOpsOf(path, r, "BROADCAST") == steps - 1);
     CHECK(FastOpsOf(path, r, "ALLGATHER") == steps - 1);
     CHECK(FastOpsOf(path, r, "REDUCESCATTER") == steps - 1);
+    CHECK(FastOpsOf(path, r, "ALLTOALL") == steps - 1);
   }
   // Every step's negotiation is drawn under its own op, whichever path agreed on it.
-  for (const char* span :
-       {"NEGOTIATE_BROADCAST", "NEGOTIATE_ALLGATHER", "NEGOTIATE_REDUCESCATTER"}) {
+  for (const char* span : {"NEGOTIATE_BROADCAST", "NEGOTIATE_ALLGATHER", "NEGOTIATE_REDUCESCATTER",
+                           "NEGOTIATE_ALLTOALL"}) {
     INFO(span);
     CHECK(SpansOf(path, span) == steps);
   }
 }
 
 TEST_CASE(
-    "An allgather whose rows change on one rank meets the others at the controller at once "
-    "and is exact",
+    "An allgather whose rows and an alltoall whose splits change on one rank meet the others at "
+    "the controller at once and are exact",
     "[runtime][fastpath]") {
   Watchdog watchdog("fast path allgather rows change", std::chrono::seconds(60));
   LocalJob job(3);
