@@ -46,11 +46,17 @@ uint32_t ResponseCache::Commit(const TensorMeta& meta, const std::vector<int64_t
   auto it = by_name_.find(meta.name);
   if (it != by_name_.end()) {
     Entry& entry = it->second;
-    if (entry.cached.meta == meta && entry.cached.first_dims == first_dims &&
-        entry.cached.splits == splits) {
-      return entry.id;
+    const bool same = entry.cached.meta == meta && entry.cached.first_dims == first_dims &&
+                      entry.cached.splits == splits;
+    if (same && entry.id != 0) return entry.id;
+    if (entry.id != 0) name_by_id_.erase(entry.id);
+    if (!same && meta.op == OpType::kAlltoall) {
+      // New splits: no id until the same come twice in a row. A router's change every step,
+      // and an id each would only send the ranks whose own row repeated to a round first.
+      entry.id = 0;
+      entry.cached = Cached{meta, first_dims, splits};
+      return 0;
     }
-    name_by_id_.erase(entry.id);
     entry.id = NextId(meta);
     if (entry.id == 0) {
       by_name_.erase(it);

@@ -47,8 +47,10 @@ class ResponseCache {
   // Records that every rank agreed on `meta` (and, for an allgather, on `first_dims`; for an
   // alltoall, on the split matrix `splits`) and returns the id that workers should use for
   // meta.name from now on (0: not cached). Same agreement as the live entry: its id. A
-  // different one (for an alltoall, any rank's splits): the old id is retired and a fresh one
-  // assigned. New name: a fresh id while fewer than `capacity` names are cached, else 0.
+  // different one: the old id is retired and a fresh one assigned; for an alltoall (any rank's
+  // splits), none, until the same agreement comes twice in a row (splits that change every
+  // step, as a mixture of experts' router makes them, stay off the fast path). New name: a
+  // fresh id while fewer than `capacity` names are cached, else 0.
   uint32_t Commit(const TensorMeta& meta, const std::vector<int64_t>& first_dims = {},
                   const std::vector<int64_t>& splits = {});
 

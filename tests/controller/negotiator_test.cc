@@ -175,14 +175,21 @@ TEST_CASE("A cached alltoall resolves each rank's own splits; new splits get a f
   CHECK(second[0].splits == std::vector<int64_t>{1, 2, 3, 0});
   CHECK(second[0].cache_ids == std::vector<uint32_t>{id});
 
-  // Rank 1's splits changed: it announces in full, rank 0 by id; a fresh id.
+  // Rank 1's splits changed: it announces in full, rank 0 by id; no id until the same splits
+  // come twice in a row.
   REQUIRE(n.AddRequests(0, {ById(id)}, kT0).ok());
   REQUIRE(n.AddRequests(1, {Full(a2a({1, 1}))}, kT0).ok());
   std::vector<Response> third = n.Plan();
   REQUIRE(third.size() == 1);
   CHECK_FALSE(third[0].is_error());
   CHECK(third[0].splits == std::vector<int64_t>{1, 2, 1, 1});
-  CHECK(third[0].cache_ids.at(0) != id);
+  CHECK(third[0].cache_ids.at(0) == 0);
+  REQUIRE(n.AddRequests(0, {Full(a2a({1, 2}))}, kT0).ok());
+  REQUIRE(n.AddRequests(1, {Full(a2a({1, 1}))}, kT0).ok());
+  std::vector<Response> fourth = n.Plan();
+  REQUIRE(fourth.size() == 1);
+  CHECK(fourth[0].cache_ids.at(0) != 0);
+  CHECK(fourth[0].cache_ids.at(0) != id);
 }
 
 TEST_CASE("Malformed metadata and duplicate announcements are protocol errors",

@@ -107,9 +107,15 @@ TEST_CASE("An alltoall's id stands for the split matrix", "[controller][cache]")
   CHECK(cached->MetaOf(0).shape == std::vector<int64_t>{3, 4});
   CHECK(cached->MetaOf(1).splits == std::vector<int64_t>{0, 5});
   CHECK(cached->MetaOf(1).shape == std::vector<int64_t>{5, 4});
-  // Rank 1's splits changed, rank 0's did not: a fresh id all the same.
-  CHECK(cache.Commit(a2a, {}, {1, 2, 1, 4}) == (2 | kEveryRankCacheIdBit));
+  // Rank 1's splits changed, rank 0's did not: no id (the old one is retired) until the same
+  // splits come twice in a row, as a router's that change every step never do.
+  CHECK(cache.Commit(a2a, {}, {1, 2, 1, 4}) == 0);
   CHECK(cache.Lookup(id) == nullptr);
+  CHECK(cache.IdOf("a") == 0);
+  CHECK(cache.Commit(a2a, {}, {1, 2, 2, 3}) == 0);
+  CHECK(cache.Commit(a2a, {}, {1, 2, 2, 3}) == (2 | kEveryRankCacheIdBit));
+  CHECK(cache.Commit(a2a, {}, {1, 2, 2, 3}) == (2 | kEveryRankCacheIdBit));
+  CHECK(cache.size() == 1);
 }
 
 }  // namespace
