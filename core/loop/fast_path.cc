@@ -84,6 +84,7 @@ bool FastPath::MemberOf(int process_set, int rank) const {
 void FastPath::Forget(uint32_t id) {
   specs_.erase(id);
   foreign_.erase(id);
+  diverted_.erase(id);  // retired: never offered again (ids are not reused)
 }
 
 void FastPath::ForgetSet(int process_set) {
@@ -91,7 +92,12 @@ void FastPath::ForgetSet(int process_set) {
     it = it->second.process_set == process_set ? specs_.erase(it) : std::next(it);
   }
   for (auto it = foreign_.begin(); it != foreign_.end();) {
-    it = it->second.process_set == process_set ? foreign_.erase(it) : std::next(it);
+    if (it->second.process_set == process_set) {
+      diverted_.erase(it->first);
+      it = foreign_.erase(it);
+    } else {
+      ++it;
+    }
   }
   set_members_.erase(process_set);
 }
@@ -425,9 +431,11 @@ void FastPath::CutHits(Work* work) {
   std::vector<uint32_t> cache_ids = std::move(work->response.cache_ids);
   std::vector<int64_t> num_elements = std::move(work->response.num_elements);
   std::vector<int64_t> first_dims = std::move(work->response.first_dims);
+  std::vector<int64_t> splits = std::move(work->response.splits);
   cache_ids.clear();
   num_elements.clear();
   first_dims.clear();
+  splits.clear();
   work->entries.clear();
   work->from_controller = false;
   work->response = Response();
@@ -448,7 +456,7 @@ void FastPath::CutHits(Work* work) {
       response.postscale = s.postscale;
       response.root = s.root;
       response.process_set = s.process_set;
-      response.splits = s.splits;  // an alltoall's (it never fuses); empty for the others
+      splits.assign(s.splits.begin(), s.splits.end());  // an alltoall's (never fused); else empty
       // The round's hierarchical rule is an allreduce's; the others apply the configured
       // KOLO_HIERARCHICAL, as they do when the controller decides them.
       if (s.op != OpType::kAllreduce) response.hierarchy_min_bytes.reset();
@@ -470,6 +478,7 @@ void FastPath::CutHits(Work* work) {
   response.cache_ids = std::move(cache_ids);
   response.num_elements = std::move(num_elements);
   response.first_dims = std::move(first_dims);
+  response.splits = std::move(splits);
   response.fast_group = FastGroup(decision.round, decided.batches++);
 }
 

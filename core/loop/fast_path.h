@@ -1,5 +1,6 @@
 // FastPath: the decisions of the fast path (docs/FAST-PATH.md), without I/O. Cached allreduces,
-// broadcasts, allgathers and reducescatters (of any process set, on CPU, not grouped) wait here
+// broadcasts, allgathers, reducescatters and alltoalls (of any process set, on CPU, not grouped)
+// wait here
 // for a round in which every member of their set reports them ready (every other rank
 // reports every id of a set it is not in) instead of going to the
 // controller, and every controller response also waits here until a round decides where it
@@ -118,9 +119,9 @@ class FastPath {
 
   // --- This rank's ops. ---
   // Takes `entry` (a cached request with `cache_id`) when it can wait for a round: a CPU
-  // allreduce, broadcast, allgather or reducescatter outside a group whose id is known and not
-  // diverted, while no rank is stopping (and, but for an allreduce, this rank has not joined:
-  // the controller names that error). False: the loop sends it to the controller.
+  // allreduce, broadcast, allgather, reducescatter or alltoall outside a group whose id is known
+  // and not diverted, while no rank is stopping (and, but for an allreduce, this rank has not
+  // joined: the controller names that error). False: the loop sends it to the controller.
   bool Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now);
   // This rank sends a tensor whose metadata changed to the controller: the peers' cached
   // copies of `old_id` must meet it there (the controller names the mismatch).

@@ -163,7 +163,11 @@ FastSpec ResponseRunner::SpecOf(const Response& response, size_t index, const Te
     const auto row = response.first_dims.begin() + static_cast<ptrdiff_t>(index * size);
     spec.first_dims.assign(row, row + static_cast<ptrdiff_t>(size));
   }
-  if (response.op == OpType::kAlltoall) spec.splits = response.splits;  // one tensor a response
+  if (response.op == OpType::kAlltoall) {
+    spec.splits = response.splits;  // one tensor a response
+    spec.fusion_bytes = 0;          // it never fuses; its own bytes differ by rank
+    return spec;
+  }
   spec.fusion_bytes = FusionBytes(meta, spec.first_dims);
   return spec;
 }

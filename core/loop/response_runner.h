@@ -79,7 +79,7 @@ class ResponseRunner {
   // report them ready; docs/FAST-PATH.md, "Process sets").
   void RememberForeignIds(const Response& response);
   // Whether the cached names of `response` may take the fast path (docs/FAST-PATH.md): CPU
-  // allreduces, broadcasts, allgathers and reducescatters, of any process set.
+  // allreduces, broadcasts, allgathers, reducescatters and alltoalls, of any process set.
   static bool TakesFastPath(const Response& response);
   // What name `index` of `response` stands for; `meta` is this rank's tensor of it.
   static FastSpec SpecOf(const Response& response, size_t index, const TensorMeta& meta);

@@ -195,21 +195,33 @@ TEST_CASE(
     "the controller at once and are exact",
     "[runtime][fastpath]") {
   Watchdog watchdog("fast path allgather rows change", std::chrono::seconds(60));
-  LocalJob job(3);
+  const kolo::testing::TempDir temp("kolo_fast_path_ops_");
+  const std::string path = temp.path() + "/trace";
   std::vector<double> seconds(3, -1);
-  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
-    std::string failure = Steps(rt, 0, 3, RowsOf);
-    if (!failure.empty()) return failure;
-    // Rank 2 sends more rows from now on; the others' cached copies must not wait for a round.
-    const auto start = Clock::now();
-    failure = Step(rt, 3, MoreRowsOn2);
-    seconds[rt.rank()] = std::chrono::duration<double>(Clock::now() - start).count();
-    if (!failure.empty()) return failure;
-    return Steps(rt, 4, 7, MoreRowsOn2);
-  });
-  CHECK(failures == std::vector<std::string>{});
+  {
+    LocalJob job(3, [&](Options& o) { o.timeline_path = path; });
+    auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+      std::string failure = Steps(rt, 0, 3, RowsOf);
+      if (!failure.empty()) return failure;
+      // Rank 2 sends more rows from now on; the others' cached copies must not wait for a round.
+      const auto start = Clock::now();
+      failure = Step(rt, 3, MoreRowsOn2);
+      seconds[rt.rank()] = std::chrono::duration<double>(Clock::now() - start).count();
+      if (!failure.empty()) return failure;
+      return Steps(rt, 4, 7, MoreRowsOn2);
+    });
+    CHECK(failures == std::vector<std::string>{});
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+  }
   // Well under the 1 s after which a waiting cached op goes to the controller anyway.
   for (double s : seconds) CHECK(s < 0.9);
+  // Back on the fast path after the change: the allgather at once under its fresh id (steps
+  // 1-2 and 4-6), the alltoall once its new splits came twice (steps 1-2 and 5-6).
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r);
+    CHECK(FastOpsOf(path, r, "ALLGATHER") == 5);
+    CHECK(FastOpsOf(path, r, "ALLTOALL") == 4);
+  }
 }
 
 TEST_CASE(

@@ -1,6 +1,6 @@
 // Collectives in a process set for the tests of sets' data paths (process_set_shm_test,
-// hierarchical_process_set_test): an allreduce, an uneven allgather, a broadcast and a
-// reducescatter, each checked. Thread-safe: each call uses only its own runtime.
+// hierarchical_process_set_test): an allreduce, an uneven allgather, a broadcast, a
+// reducescatter and an alltoall, each checked. Thread-safe: each call uses only its own runtime.
 #pragma once
 
 #include <algorithm>
@@ -26,7 +26,8 @@ int64_t FirstWrong(const std::vector<float>& got, Expected expected) {
 }
 
 // Within the current set (`members`, ascending job ranks): an allreduce past one slot, an
-// uneven allgather, a broadcast from the set's last member and a reducescatter, each checked
+// uneven allgather, a broadcast from the set's last member, a reducescatter and an uneven
+// alltoall, each checked
 // element by element (values differ along each buffer, so a block put in the wrong place
 // shows); "" or the first wrong result (going on after it, so that the other members are not
 // left waiting). `tag` names the ops ("set/allreduce" + tag, ...).
@@ -82,6 +83,34 @@ inline std::string RunSetOps(Runtime& rt, const std::vector<int>& members,
   s = rt.Reducescatter("set/reducescatter" + tag, FloatView(input), FloatView(part));
   check("reducescatter", s, FirstWrong(part, [&](size_t k) {
           return triangle + static_cast<float>(n * (me * 1001 + static_cast<int>(k)));
+        }));
+  // Alltoall: member i sends member j (i + j) % 3 + 1 rows of 2 floats, element k of them
+  // 1000 i + 10 j + k.
+  std::vector<int64_t> splits;
+  std::vector<float> rows_out;
+  for (int j = 0; j < n; ++j) {
+    splits.push_back((me + j) % 3 + 1);
+    for (int64_t k = 0; k < splits.back() * 2; ++k) {
+      rows_out.push_back(static_cast<float>(1000 * me + 10 * j + k));
+    }
+  }
+  std::vector<float> rows_in, want;
+  for (int i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < ((i + me) % 3 + 1) * 2; ++k) {
+      want.push_back(static_cast<float>(1000 * i + 10 * me + k));
+    }
+  }
+  s = rt.Alltoall("set/alltoall" + tag,
+                  {rows_out.data(),
+                   DataType::kFloat32,
+                   {static_cast<int64_t>(rows_out.size() / 2), 2},
+                   Device::Cpu()},
+                  splits, [&rows_in](const std::vector<int64_t>& shape) -> void* {
+                    rows_in.resize(static_cast<size_t>(shape[0] * shape[1]));
+                    return rows_in.data();
+                  });
+  check("alltoall", s, rows_in.size() != want.size() ? 0 : FirstWrong(rows_in, [&want](size_t k) {
+          return want[k];
         }));
   return first_failure;
 }
