@@ -183,6 +183,16 @@ void CheckSurvivors(Job& job, int victim, Clock::time_point signalled,
                what.c_str(), latest.seconds, later_ms, shutdown_ms, latest.message.c_str());
 }
 
+// Once every rank is ready, SIGKILLs `victim` and checks that every survivor failed naming it
+// within `bounds` of the kill (CheckSurvivors); returns when they all shut down.
+Clock::time_point KillAndCheck(Job& job, int victim, Bounds bounds, const std::string& what) {
+  AwaitReady(job);
+  const Clock::time_point killed = job.ranks[victim]->Signal(SIGKILL);
+  AwaitSurvivors(job, victim);
+  CheckSurvivors(job, victim, killed, {"rank " + std::to_string(victim)}, bounds, what);
+  return killed;
+}
+
 // Whether `pid` is gone, or a child of this test process (a rank of its jobs, reaped or not).
 bool OursOrGone(int pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -239,10 +249,7 @@ TEST_CASE("A rank SIGKILLed mid-allreduce fails every survivor's pending ops, na
   }
   const std::vector<std::string> shm_before = ShmSegmentsOfUsOrTheDead();
   Job job = StartJob(size, -1, env);
-  AwaitReady(job);
-  const Clock::time_point killed = job.ranks[victim]->Signal(SIGKILL);
-  AwaitSurvivors(job, victim);
-  CheckSurvivors(job, victim, killed, {"rank " + std::to_string(victim)}, {0, 2 * kTimeout}, what);
+  KillAndCheck(job, victim, {0, 2 * kTimeout}, what);
   // Segments are unlinked once every rank mapped them: a crash leaves nothing in /dev/shm.
   CHECK(ShmSegmentsOfUsOrTheDead() == shm_before);
 }
@@ -259,10 +266,7 @@ TEST_CASE("A rank SIGKILLed mid-allreduce in a process set's shared memory fails
   const std::vector<std::string> shm_before = ShmSegmentsOfUsOrTheDead();
   // Through the slots (no single copy, whose reads of a dead peer fail by themselves).
   Job job = StartJob(size, -1, {{"FAULT_WORKER_IN_SET", "1"}, {"KOLO_SHM_SINGLE_COPY", "off"}});
-  AwaitReady(job);
-  const Clock::time_point killed = job.ranks[victim]->Signal(SIGKILL);
-  AwaitSurvivors(job, victim);
-  CheckSurvivors(job, victim, killed, {"rank " + std::to_string(victim)}, {0, kTimeout / 2}, what);
+  const Clock::time_point killed = KillAndCheck(job, victim, {0, kTimeout / 2}, what);
   // And shutdown() returns soon after the kill on every survivor.
   for (int r = 0; r < size; ++r) {
     if (r == victim) continue;
@@ -286,10 +290,7 @@ TEST_CASE(
   Watchdog watchdog(what, 60s);
   Job job =
       StartJob(4, -1, {{"KOLO_HIERARCHICAL", "on"}}, {"host-a", "host-a", "host-b", "host-b"});
-  AwaitReady(job);
-  const Clock::time_point killed = job.ranks[victim]->Signal(SIGKILL);
-  AwaitSurvivors(job, victim);
-  CheckSurvivors(job, victim, killed, {"rank " + std::to_string(victim)}, {0, 2 * kTimeout}, what);
+  KillAndCheck(job, victim, {0, 2 * kTimeout}, what);
 }
 
 TEST_CASE("A rank SIGKILLed mid-alltoall over shared memory fails every survivor's ops, naming it",
@@ -301,10 +302,7 @@ TEST_CASE("A rank SIGKILLed mid-alltoall over shared memory fails every survivor
   Watchdog watchdog(what, 60s);
   const std::vector<std::string> shm_before = ShmSegmentsOfUsOrTheDead();
   Job job = StartJob(size, -1, {{"FAULT_WORKER_OP", "alltoall"}, {"KOLO_TRANSPORT", "shm"}});
-  AwaitReady(job);
-  const Clock::time_point killed = job.ranks[victim]->Signal(SIGKILL);
-  AwaitSurvivors(job, victim);
-  CheckSurvivors(job, victim, killed, {"rank " + std::to_string(victim)}, {0, 2 * kTimeout}, what);
+  KillAndCheck(job, victim, {0, 2 * kTimeout}, what);
   CHECK(ShmSegmentsOfUsOrTheDead() == shm_before);
 }
 
@@ -320,10 +318,7 @@ TEST_CASE(
   const std::vector<std::string> shm_before = ShmSegmentsOfUsOrTheDead();
   Job job = StartJob(4, -1, {{"KOLO_HIERARCHICAL", "on"}, {"FAULT_WORKER_IN_SET", "1"}},
                      {"host-a", "host-a", "host-b", "host-b"});
-  AwaitReady(job);
-  const Clock::time_point killed = job.ranks[victim]->Signal(SIGKILL);
-  AwaitSurvivors(job, victim);
-  CheckSurvivors(job, victim, killed, {"rank " + std::to_string(victim)}, {0, 2 * kTimeout}, what);
+  KillAndCheck(job, victim, {0, 2 * kTimeout}, what);
   CHECK(ShmSegmentsOfUsOrTheDead() == shm_before);
 }
 
