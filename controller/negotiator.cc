@@ -188,8 +188,9 @@ void Negotiator::CommitToCache(size_t first) {
   for (size_t i = first; i < ready_.size(); ++i) {
     // An allgather's id stands for every rank's dimension 0 as well, an alltoall's for the
     // split matrix; a rank whose own changed announces it in full (its cached metadata no
-    // longer matches), and the name gets a fresh id. Alltoalls whose splits change every step
-    // (mixtures of experts) go to the controller every step, as they did before they had ids.
+    // longer matches), and the name gets a fresh id (an alltoall none until its new splits
+    // repeat: ResponseCache::Commit). Alltoalls whose splits change every step (mixtures of
+    // experts) go to the controller every step, as they did before they had ids.
     if (!ready_[i].is_error()) {
       ready_[i].cache_id = cache_.Commit(ready_[i].meta, ready_[i].first_dims, ready_[i].splits);
     }
