@@ -28,6 +28,7 @@
 #include "runtime/core_share.h"
 #include "runtime/host_groups.h"
 #include "transport/grpc/control_auth.h"
+#include "transport/shm/shm_mesh.h"
 
 namespace kolo {
 
@@ -37,7 +38,6 @@ class Controller;
 namespace transport {
 class GrpcControlServer;
 class GrpcControlChannel;
-class ShmMesh;
 class TcpMesh;
 }  // namespace transport
 namespace ops {
@@ -137,6 +137,11 @@ class RuntimeImpl {
                       std::chrono::steady_clock::time_point deadline);
   // Maps the shared-memory plane when Options::transport asks for it (collective).
   Status StartSharedMemory();
+  // The configuration of a shared-memory segment among the ranks of `plane` (this rank's place
+  // in it), the runtime's timeout, spin and log level: the job's, a host's and a set's.
+  // `job_ranks`: the plane's members as job ranks, for messages (empty: the plane is the job).
+  transport::ShmMesh::Config ShmConfig(const DataPlane& plane, ShmSingleCopy single_copy,
+                                       std::vector<int> job_ranks) const;
   // The CPU executor and the GPU path (GpuPlane; nothing GPU is made until a GPU response).
   Status StartExecutors();
   // The fast path's round lane and the background loop, started.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <utility>
 
 #include "controller/controller.h"
 #include "core/config/config_table.h"
@@ -284,14 +285,8 @@ Status RuntimeImpl::StartSharedMemory() {
   const bool use_shm = options_.transport == Transport::kShm ||
                        (options_.transport == Transport::kAuto && one_host && options_.size > 1);
   if (!use_shm) return StartHostPlanes();
-  transport::ShmMesh::Config config;
-  config.rank = options_.rank;
-  config.size = options_.size;
-  config.timeout_seconds = options_.timeout_seconds;
-  config.spin = mesh_->busy_poll();  // decided by SetCoreShare, KOLO_CPU_BIND included
-  config.single_copy = options_.shm_single_copy;
-  config.logger = MakeLogger(options_.rank, "shm", logger_->level());
-  StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(config, *mesh_);
+  StatusOr<std::unique_ptr<transport::ShmMesh>> shm =
+      transport::ShmMesh::Create(ShmConfig(*mesh_, options_.shm_single_copy, {}), *mesh_);
   if (!shm.ok()) {
     return shm.status().WithContext(std::string("KOLO_TRANSPORT=") +
                                     TransportName(options_.transport));
@@ -299,6 +294,19 @@ Status RuntimeImpl::StartSharedMemory() {
   shm_ = std::move(shm).value();
   shm_plane_.store(shm_.get());
   return Status::Ok();
+}
+
+transport::ShmMesh::Config RuntimeImpl::ShmConfig(const DataPlane& plane, ShmSingleCopy single_copy,
+                                                  std::vector<int> job_ranks) const {
+  transport::ShmMesh::Config config;
+  config.rank = plane.rank();
+  config.size = plane.size();
+  config.timeout_seconds = options_.timeout_seconds;
+  config.spin = mesh_->busy_poll();  // decided by SetCoreShare, KOLO_CPU_BIND included
+  config.single_copy = single_copy;
+  config.logger = MakeLogger(options_.rank, "shm", logger_->level());
+  config.job_ranks = std::move(job_ranks);
+  return config;
 }
 
 Status RuntimeImpl::StartFailure(const Status& connect_error) {
@@ -361,17 +369,9 @@ Status RuntimeImpl::StartHostPlanes() {
   host_plane_ = std::make_unique<SubsetDataPlane>(*mesh_, host_groups_.local);
   cross_plane_ = std::make_unique<SubsetDataPlane>(*mesh_, host_groups_.cross);
   if (options_.transport == Transport::kAuto) {
-    transport::ShmMesh::Config config;
-    config.rank = host_plane_->rank();
-    config.size = host_plane_->size();
-    config.timeout_seconds = options_.timeout_seconds;
-    config.spin = mesh_->busy_poll();
     // The probe would name the plane's ranks, not the job's; the slots serve the host's steps.
-    config.single_copy = transport::ShmMesh::SingleCopy::kOff;
-    config.logger = MakeLogger(options_.rank, "shm", logger_->level());
-    config.job_ranks = host_groups_.local;
-    StatusOr<std::unique_ptr<transport::ShmMesh>> shm =
-        transport::ShmMesh::Create(config, *host_plane_);
+    StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(
+        ShmConfig(*host_plane_, ShmSingleCopy::kOff, host_groups_.local), *host_plane_);
     if (!shm.ok()) {
       return shm.status().WithContext(std::string("KOLO_HIERARCHICAL=") + mode +
                                       " (KOLO_TRANSPORT=tcp keeps the host's steps on TCP)");

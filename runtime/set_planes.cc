@@ -77,15 +77,8 @@ std::unique_ptr<transport::ShmMesh> RuntimeImpl::MakeSetShm(int id, SubsetDataPl
                                                             const std::vector<int>& job_ranks,
                                                             ShmSingleCopy single_copy, bool part) {
   if (job_ranks.size() < 2 || options_.transport == Transport::kTcp) return nullptr;
-  transport::ShmMesh::Config config;
-  config.rank = plane.rank();
-  config.size = plane.size();
-  config.timeout_seconds = options_.timeout_seconds;
-  config.spin = mesh_->busy_poll();
-  config.single_copy = single_copy;
-  config.logger = MakeLogger(options_.rank, "shm", logger_->level());
-  config.job_ranks = job_ranks;
-  StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(config, plane);
+  StatusOr<std::unique_ptr<transport::ShmMesh>> shm =
+      transport::ShmMesh::Create(ShmConfig(plane, single_copy, job_ranks), plane);
   if (!shm.ok()) {
     logger_->warn("process set {} runs over TCP{}: {}", id, part ? " within this host" : "",
                   shm.status().message());
