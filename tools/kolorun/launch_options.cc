@@ -7,6 +7,8 @@
 #include <cstdlib>
 
 #include "core/config/config_table.h"
+#include "tools/kolorun/config_file.h"
+#include "tools/kolorun/option_table.h"
 
 namespace kolo::launcher {
 namespace {
@@ -25,10 +27,6 @@ StatusOr<int> ParseRankCount(const std::string& flag, const std::string& text) {
     return InvalidArgument(flag + " must be " + range + ", got '" + text + "'");
   }
   return static_cast<int>(value);
-}
-
-bool IsRankCountFlag(const std::string& arg) {
-  return arg == "-np" || arg == "-n" || arg == "--np";
 }
 
 // --start-timeout becomes KOLO_START_TIMEOUT_SECONDS: accepted as that row of the config table
@@ -70,23 +68,24 @@ StatusOr<double> ParseSeconds(const std::string& flag, const std::string& text, 
   return value;
 }
 
-// The elastic options that take one value; false if `flag` is not one of them.
-StatusOr<bool> ApplyElasticOption(const std::string& flag, const std::string& value,
-                                  ElasticLaunch* elastic) {
-  if (flag == "--min-np") {
+// The elastic options that take one value, by dest; false if `dest` is not one of them.
+// `flag` is the option as given, for messages.
+StatusOr<bool> ApplyElasticOption(const std::string& dest, const std::string& flag,
+                                  const std::string& value, ElasticLaunch* elastic) {
+  if (dest == "min_num_proc") {
     KOLO_ASSIGN_OR_RETURN(elastic->min_np, ParseRankCount(flag, value));
-  } else if (flag == "--max-np") {
+  } else if (dest == "max_num_proc") {
     KOLO_ASSIGN_OR_RETURN(elastic->max_np, ParseRankCount(flag, value));
-  } else if (flag == "--host-discovery-script") {
+  } else if (dest == "host_discovery_script") {
     if (value.empty()) return InvalidArgument(flag + " needs a program");
     elastic->discovery_script = value;
-  } else if (flag == "--slots") {
+  } else if (dest == "slots") {
     KOLO_ASSIGN_OR_RETURN(elastic->slots, ParseRankCount(flag, value));
     return true;  // a detail of discovery, not a switch to elastic mode
-  } else if (flag == "--elastic-timeout") {
+  } else if (dest == "elastic_timeout") {
     KOLO_ASSIGN_OR_RETURN(elastic->timeout_seconds, ParseSeconds(flag, value, 0.1, 86400));
     return true;
-  } else if (flag == "--reset-limit") {
+  } else if (dest == "reset_limit") {
     KOLO_ASSIGN_OR_RETURN(elastic->reset_limit, ParseRankCount(flag, value));
     return true;
   } else {
@@ -96,50 +95,98 @@ StatusOr<bool> ApplyElasticOption(const std::string& flag, const std::string& va
   return true;
 }
 
-// Applies one option that takes a value; `value` is the next argument.
-Status ApplyValueOption(const std::string& flag, const std::string& value, LaunchOptions* options,
-                        bool* have_hosts) {
-  KOLO_ASSIGN_OR_RETURN(bool elastic, ApplyElasticOption(flag, value, &options->elastic));
+// Applies one option that takes a value, by its dest; `flag` is the option as given.
+Status ApplyValueOption(const std::string& dest, const std::string& flag, const std::string& value,
+                        LaunchOptions* options, bool* have_hosts) {
+  KOLO_ASSIGN_OR_RETURN(bool elastic, ApplyElasticOption(dest, flag, value, &options->elastic));
   if (elastic) return Status::Ok();
-  if (IsRankCountFlag(flag)) {
+  if (dest == "num_proc") {
     KOLO_ASSIGN_OR_RETURN(int count, ParseRankCount(flag, value));
     options->num_ranks = count;
-  } else if (flag == "-H" || flag == "--host" || flag == "--hostfile") {
+  } else if (dest == "hosts" || dest == "hostfile") {
     if (*have_hosts) return InvalidArgument(flag + ": give one host list (-H or --hostfile)");
     KOLO_ASSIGN_OR_RETURN(std::vector<Host> hosts,
-                          flag == "--hostfile" ? ReadHostfile(value) : ParseHostList(value));
+                          dest == "hostfile" ? ReadHostfile(value) : ParseHostList(value));
     options->hosts = std::move(hosts);
     *have_hosts = true;
-  } else if (flag == "--launch-cmd") {
+  } else if (dest == "launch_cmd") {
     if (value.empty()) return InvalidArgument("--launch-cmd needs a command template");
     options->launch_template = value;
-  } else if (flag == "--rsh") {
+  } else if (dest == "rsh") {
     if (value.empty()) return InvalidArgument("--rsh needs a program");
     options->ssh.program = value;
-  } else if (flag == "-p" || flag == "--ssh-port") {
+  } else if (dest == "ssh_port") {
     KOLO_ASSIGN_OR_RETURN(int port, ParsePort(flag, value));
     options->ssh.port = port;
-  } else if (flag == "-i" || flag == "--ssh-identity") {
+  } else if (dest == "ssh_identity_file") {
     if (value.empty()) return InvalidArgument(flag + " needs a key file");
     options->ssh.identity = value;
-  } else if (flag == "-x") {
+  } else if (dest == "forward_env") {
     if (value.empty() || value[0] == '=') return InvalidArgument("-x needs NAME or NAME=VALUE");
     options->forward_env.push_back(value);
-  } else if (flag == "--start-timeout") {
+  } else if (dest == "start_timeout") {
     KOLO_RETURN_IF_ERROR(CheckStartTimeout(flag, value));
     options->start_timeout = value;
-  } else if (flag == "--bind-to") {
+  } else if (dest == "bind_to") {
     if (value != "core" && value != "none") {
       return InvalidArgument("--bind-to must be core or none, got '" + value + "'");
     }
     options->bind_to_cores = value == "core";
-  } else if (flag == "--output-dir") {
-    if (value.empty()) return InvalidArgument("--output-dir needs a directory");
-    options->output_dir = value;
+  } else if (dest == "output_dir" || dest == "output_filename" || dest == "config_file") {
+    if (value.empty())
+      return InvalidArgument(flag + " needs a " + (dest == "config_file" ? "file" : "directory"));
+    (dest == "output_dir"        ? options->output_dir
+     : dest == "output_filename" ? options->output_filename
+                                 : options->config_file) = value;
   } else {
-    return InvalidArgument("unknown option '" + flag + "'");
+    return InvalidArgument("unknown option '" + flag + "'");  // a table row nobody handles
   }
   return Status::Ok();
+}
+
+// Horovod's --blacklist-cooldown-range MIN MAX.
+Status ApplyCooldownRange(const std::string& flag, const std::string& low, const std::string& high,
+                          ElasticLaunch* elastic) {
+  KOLO_ASSIGN_OR_RETURN(elastic->cooldown_min_seconds, ParseSeconds(flag + " MIN", low, 1, 3600));
+  KOLO_ASSIGN_OR_RETURN(elastic->cooldown_max_seconds, ParseSeconds(flag + " MAX", high, 1, 3600));
+  if (elastic->cooldown_max_seconds < elastic->cooldown_min_seconds) {
+    return InvalidArgument(flag + ": MAX must not be below MIN");
+  }
+  return Status::Ok();
+}
+
+// The options that take no value, by dest: true if `dest` is one of them.
+bool ApplyFlag(const std::string& dest, LaunchOptions* options) {
+  bool* flag = dest == "help"                           ? &options->show_help
+               : dest == "help_env"                     ? &options->show_env_help
+               : dest == "version"                      ? &options->show_version
+               : dest == "check_build"                  ? &options->check_build
+               : dest == "dry_run"                      ? &options->dry_run
+               : dest == "verbose"                      ? &options->verbose
+               : dest == "prefix_output_with_timestamp" ? &options->prefix_timestamps
+                                                        : nullptr;
+  if (flag != nullptr) *flag = true;
+  return flag != nullptr;
+}
+
+// Applies the option `option` with its `values` (as many as it takes).
+Status ApplyOption(const ResolvedOption& option, const std::vector<std::string>& values,
+                   LaunchOptions* options, HorovodrunSettings* settings, bool* have_hosts) {
+  const std::string dest = option.spec->dest;
+  if (IsHorovodrunSetting(dest)) {
+    (*settings)[dest] =
+        Setting{values.empty() ? option.spec->flag_value : values[0], option.spelling};
+    return Status::Ok();
+  }
+  if (values.empty()) {
+    if (!ApplyFlag(dest, options))
+      return InvalidArgument("unknown option '" + option.spelling + "'");
+    return Status::Ok();
+  }
+  if (dest == "cooldown_range") {
+    return ApplyCooldownRange(option.spelling, values[0], values[1], &options->elastic);
+  }
+  return ApplyValueOption(dest, option.spelling, values[0], options, have_hosts);
 }
 
 // Elastic mode's rules: hosts from a discovery script or a host list (not both), and
@@ -169,10 +216,25 @@ Status CheckElastic(bool have_hosts, LaunchOptions* options) {
   return Status::Ok();
 }
 
+// Adds the --config-file's settings to the command line's (which win) and resolves them into
+// what the ranks get; checks the output options.
+Status ResolveHorovodrunSettings(HorovodrunSettings settings, LaunchOptions* options) {
+  if (!options->output_dir.empty() && !options->output_filename.empty()) {
+    return InvalidArgument("give one of --output-dir and --output-filename");
+  }
+  if (!options->config_file.empty()) {
+    KOLO_ASSIGN_OR_RETURN(HorovodrunSettings from_file, ReadConfigFile(options->config_file));
+    MergeConfigSettings(from_file, &settings);
+  }
+  KOLO_ASSIGN_OR_RETURN(options->rank_settings, ResolveSettings(settings, JsrunInstalled()));
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args) {
   LaunchOptions options;
+  HorovodrunSettings settings;  // the command line's
   bool have_hosts = false;
   size_t i = 0;
   for (; i < args.size(); ++i) {
@@ -182,35 +244,26 @@ StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args)
       break;
     }
     if (arg.empty() || arg[0] != '-') break;
-    if (arg == "-h" || arg == "--help") {
-      options.show_help = true;
-      return options;
-    }
-    if (arg == "--help-env") {
-      options.show_env_help = true;
-      return options;
-    }
-    if (arg == "--dry-run") {
-      options.dry_run = true;
-      continue;
-    }
-    if (arg == "--blacklist-cooldown-range") {  // Horovod's: two values, MIN and MAX seconds
-      if (i + 2 >= args.size()) return InvalidArgument(arg + " needs MIN and MAX seconds");
-      KOLO_ASSIGN_OR_RETURN(options.elastic.cooldown_min_seconds,
-                            ParseSeconds(arg + " MIN", args[i + 1], 1, 3600));
-      KOLO_ASSIGN_OR_RETURN(options.elastic.cooldown_max_seconds,
-                            ParseSeconds(arg + " MAX", args[i + 2], 1, 3600));
-      if (options.elastic.cooldown_max_seconds < options.elastic.cooldown_min_seconds) {
-        return InvalidArgument(arg + ": MAX must not be below MIN");
+    KOLO_ASSIGN_OR_RETURN(ResolvedOption option, ResolveOption(arg));
+    std::vector<std::string> values;
+    if (option.value.has_value()) {
+      values.push_back(*option.value);
+    } else {
+      const auto count = static_cast<size_t>(option.spec->values);
+      if (i + count >= args.size()) {
+        return InvalidArgument(option.spelling +
+                               (count == 2 ? " needs MIN and MAX seconds" : " needs a value"));
       }
-      i += 2;
-      continue;
+      values.assign(args.begin() + static_cast<std::ptrdiff_t>(i + 1),
+                    args.begin() + static_cast<std::ptrdiff_t>(i + 1 + count));
+      i += count;
     }
-    if (i + 1 >= args.size()) return InvalidArgument(arg + " needs a value");
-    KOLO_RETURN_IF_ERROR(ApplyValueOption(arg, args[i + 1], &options, &have_hosts));
-    ++i;
+    KOLO_RETURN_IF_ERROR(ApplyOption(option, values, &options, &settings, &have_hosts));
+    if (options.show_help || options.show_env_help || options.show_version) return options;
   }
   options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  KOLO_RETURN_IF_ERROR(ResolveHorovodrunSettings(std::move(settings), &options));
+  if (options.check_build) return options;  // as horovodrun -cb: no -np or program needed
   if (options.elastic.enabled) {
     KOLO_RETURN_IF_ERROR(CheckElastic(have_hosts, &options));
     if (options.command.empty()) return InvalidArgument("missing the program to run");
@@ -226,79 +279,6 @@ StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args)
   }
   if (options.command.empty()) return InvalidArgument("missing the program to run");
   return options;
-}
-
-std::string UsageText() {
-  return R"(Usage: kolorun -np N [OPTIONS] [--] PROGRAM [ARGS...]
-       kolorun [-np N] -H HOST[=ADDR][:SLOTS],... | --hostfile FILE [OPTIONS] [--] PROGRAM ...
-       kolorun --help | --help-env
-
-Starts N processes (ranks) of PROGRAM, each in its own process group, and waits for them.
-Every output line of a rank is prefixed with "[rank] " (stdout to stdout, stderr to stderr).
-Ranks read their standard input from /dev/null.
-
-Options:
-  -np N, -n N           number of ranks, 1..1024 (with a host list: default one per slot)
-  -H, --host LIST       hosts: NAME[=ADDR][:SLOTS],... (SLOTS default 1); ranks fill the
-                        first host's slots first. ADDR is where the other ranks reach NAME.
-  --hostfile FILE       hosts, one per line: NAME [slots=N] [address=ADDR]; '#' comments
-  --launch-cmd TEMPLATE start every rank as "TEMPLATE PROGRAM ARGS..." through /bin/sh, with
-                        {host} and {addr} replaced (e.g. 'ip netns exec {host}'); no ssh
-  -p, --ssh-port PORT   ssh port for remote hosts
-  -i, --ssh-identity F  ssh identity file for remote hosts
-  --rsh PROGRAM         an ssh-compatible program to use instead of ssh
-  -x NAME[=VALUE]       also pass NAME to ranks started over ssh (KOLO_* and HOROVOD_*
-                        variables are passed on by default)
-  --start-timeout S     ranks fail init() if the job is not complete after S seconds
-                        (sets KOLO_START_TIMEOUT_SECONDS)
-  --output-dir DIR      also write each rank's raw stdout and stderr to DIR/rank.N.out and
-                        DIR/rank.N.err (DIR is created)
-  --bind-to core|none   core (default): bind the ranks started on this host to disjoint
-                        blocks of the CPUs kolorun may use, when there are at least as many
-                        CPUs as such ranks (and two or more ranks), and tell them so
-                        (KOLO_CPU_BIND=core); none: leave placement to the scheduler
-                        (for several jobs on one host: each binds from the first CPU)
-  --dry-run             print each rank's host, command line and environment; start nothing
-  --                    ends kolorun's options; what follows is the program and its arguments
-  --help                print this text
-  --help-env            print the configuration variables the kolo runtime reads
-
-Elastic jobs (docs/ELASTIC.md): the job keeps training when ranks fail and grows when hosts
-appear; each process asks kolorun for its rank at every init():
-  --min-np N            fewer ranks than N for --elastic-timeout ends the job (default -np)
-  --max-np N            never more ranks than N (default: every slot)
-  --host-discovery-script P  a program printing the usable hosts, one "HOST[:SLOTS]" a line;
-                        run every second (instead of -H/--hostfile)
-  --slots N             slots of a discovered host whose line gives none (default 1)
-  --elastic-timeout S   how long to wait for --min-np ranks, or for every rank to rejoin
-                        (default 600)
-  --reset-limit N       end the job after N re-formations
-  --blacklist-cooldown-range MIN MAX  a host whose rank failed may be used again after a
-                        cooldown growing from MIN to at most MAX seconds (default: never)
-A worker's lines are prefixed "[HOST:SLOT] "; it gets KOLO_ELASTIC_* variables instead of
-KOLO_RANK and KOLO_SIZE. A failed worker does not stop the others: they re-form without it.
-kolorun exits when every worker has: 0 if the last generation's all exited 0, else the first
-of their codes; 1 when fewer than --min-np were left for --elastic-timeout.
-
-Hosts named localhost, any 127.x.y.z or this host's name run locally; others over
-"ssh -o BatchMode=yes HOST", in the same working directory as kolorun.
-
-Each rank gets, in its environment:
-  KOLO_RANK, KOLO_SIZE              rank in [0, N) and N
-  KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE  its index among the ranks of its host, and their number
-  KOLO_CONTROLLER=HOST:PORT         127.0.0.1 or the first host's address, and a free port
-  KOLO_HOSTNAME                     (host lists only) the host's name as given
-  KOLO_SECRET                       a fresh 32-byte job secret, never on a command line (over
-                                    ssh it travels on ssh's standard input)
-  KOLO_JOB_ID                       a fresh job name, bound into every handshake
-  KOLO_CPU_BIND=core                (ranks bound by --bind-to core) its CPUs are its own
-
-SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank exits with a non-zero code
-or is killed by a signal, kolorun sends SIGTERM to the other ranks, SIGKILL 5 s later to those
-still running, and exits with that first failure's code (128+signal for a signal). Otherwise it
-exits 0 once every rank has exited 0, or 128+signal if it was itself interrupted. A rank
-started over ssh is stopped when its ssh process is.
-)";
 }
 
 }  // namespace kolo::launcher

@@ -2,8 +2,10 @@
 //   kolorun -np 4 python train.py
 //   kolorun -H node1:4,node2:4 python train.py
 //   kolorun -np 4 --min-np 2 --max-np 8 --host-discovery-script ./hosts.sh python train.py
-// See UsageText() in launch_options.cc for the behaviour, job_plan.h for how each rank is
-// started, supervisor.h for the stop policy, elastic_driver.h for elastic jobs.
+//   kolorun -np 8 -H a:4,b:4 --fusion-threshold-mb 32 --gloo python train.py   (horovodrun's)
+// See UsageText() in usage_text.cc for the behaviour, job_plan.h for how each rank is started,
+// supervisor.h for the stop policy, elastic_driver.h for elastic jobs, horovodrun_options.h for
+// what horovodrun's options do.
 #include <sched.h>
 #include <unistd.h>
 
@@ -12,10 +14,12 @@
 #include <vector>
 
 #include "core/config/config_table.h"
+#include "tools/kolorun/check_build.h"
 #include "tools/kolorun/elastic_driver.h"
 #include "tools/kolorun/job_environment.h"
 #include "tools/kolorun/job_plan.h"
 #include "tools/kolorun/launch_options.h"
+#include "tools/kolorun/output_streams.h"
 #include "tools/kolorun/supervisor.h"
 
 extern char** environ;
@@ -49,6 +53,45 @@ std::vector<int> AllowedCpus() {
   return cpus;
 }
 
+// --help, --help-env, --version and --check-build: prints what they ask for; false for a job.
+bool PrintInformation(const kolo::launcher::LaunchOptions& options) {
+  namespace launcher = kolo::launcher;
+  std::string text;
+  if (options.show_help) text = launcher::UsageText();
+  if (options.show_env_help) text = kolo::FormatConfigTable();
+  if (options.show_version) text = launcher::DetectBuild("").version + "\n";
+  if (options.check_build) {
+    text = launcher::FormatCheckBuild(launcher::DetectBuild(launcher::ThisExecutable()));
+  }
+  std::fputs(text.c_str(), stdout);
+  return !text.empty();
+}
+
+// The ranks' output style and environment from horovodrun's options; their notes on stderr.
+void ApplyHorovodrunOptions(kolo::launcher::LaunchOptions* options,
+                            kolo::launcher::PlanContext* context) {
+  namespace launcher = kolo::launcher;
+  for (const std::string& note : options->rank_settings.notes) {
+    std::fprintf(stderr, "kolorun: %s\n", note.c_str());
+  }
+  launcher::OutputStyle style;
+  style.timestamps = options->prefix_timestamps;
+  if (!options->output_filename.empty()) {
+    // horovodrun pads rank numbers to the width of the largest: rank.03 of 12 ranks.
+    style.horovod_layout_digits = static_cast<int>(std::to_string(options->num_ranks - 1).size());
+    options->output_dir = options->output_filename;
+  }
+  launcher::SetOutputStyle(style);
+  launcher::AddToRankEnvironment(options->rank_settings, &context->base_env, &options->forward_env);
+  if (options->verbose || options->dry_run) {
+    std::FILE* out = options->dry_run ? stdout : stderr;
+    for (const auto& [name, value] : options->rank_settings.env) {
+      std::fprintf(out, "every rank: %s=%s (from horovodrun options)\n", name.c_str(),
+                   value.c_str());
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -60,20 +103,14 @@ int main(int argc, char** argv) {
                  options.status().message().c_str());
     return kUsageError;
   }
-  if (options->show_help) {
-    std::fputs(launcher::UsageText().c_str(), stdout);
-    return 0;
-  }
-  if (options->show_env_help) {
-    std::fputs(kolo::FormatConfigTable().c_str(), stdout);
-    return 0;
-  }
+  if (PrintInformation(*options)) return 0;
 
   launcher::PlanContext context;
   for (char** entry = environ; *entry != nullptr; ++entry) context.base_env.emplace_back(*entry);
   context.this_host = ThisHostName();
   context.working_dir = WorkingDirectory();
   context.cpus = AllowedCpus();
+  ApplyHorovodrunOptions(&*options, &context);
 
   kolo::StatusOr<launcher::JobLayout> job = launcher::PrepareJob(options->num_ranks);
   if (!job.ok()) {
@@ -102,6 +139,7 @@ int main(int argc, char** argv) {
     std::fputs(launcher::FormatPlan(*plan).c_str(), stdout);
     return 0;
   }
+  if (options->verbose) std::fputs(launcher::FormatPlan(*plan).c_str(), stderr);
   std::fflush(stdout);
   launcher::SupervisorConfig config;
   config.output_dir = options->output_dir;

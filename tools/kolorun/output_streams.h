@@ -11,6 +11,22 @@
 
 namespace kolo::launcher {
 
+// How rank output is presented beyond the prefix, from horovodrun's options. Set once by
+// kolorun's main() before any rank starts; read by every OutputStream and CopyStreamTo.
+struct OutputStyle {
+  // --prefix-output-with-timestamp: each forwarded line starts with the local time as
+  // asctime(3) writes it, before the prefix, as horovodrun's lines do.
+  bool timestamps = false;
+  // --output-filename: > 0: CopyStreamTo writes DIR/rank.N.out (.err) to horovodrun's layout,
+  // DIR/rank.N/stdout (stderr) with N zero-padded to this many digits (and DIR/worker.W.out to
+  // DIR/worker.W/stdout).
+  int horovod_layout_digits = 0;
+};
+void SetOutputStyle(const OutputStyle& style);
+
+// The file CopyStreamTo writes for `path` under the current OutputStyle.
+std::string StyledCopyPath(const std::string& path);
+
 // Writes all of `data`, retrying short writes; drops it if the reader has gone away.
 void WriteAll(int fd, const std::string& data);
 
@@ -38,7 +54,8 @@ struct OutputStream {
 // Creates `dir` and its missing parents ("--output-dir" in errors).
 Status MakeDirectories(const std::string& dir);
 
-// Opens `path` for the raw copy of a stream (created, truncated) and gives it to `stream`.
+// Opens StyledCopyPath(`path`) for the raw copy of a stream (created, truncated; its folder
+// made) and gives it to `stream`.
 Status CopyStreamTo(const std::string& path, OutputStream* stream);
 
 }  // namespace kolo::launcher
