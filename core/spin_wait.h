@@ -1,12 +1,24 @@
-// SpinWait: the short poll a thread makes before it sleeps on something another thread will
-// soon finish. On these machines a sleeping thread takes ~10-30 us to wake (futex, condition
-// variable, eventfd); an op that completes sooner than that is cheaper to watch for. The poll
-// yields the core between checks, so a thread that needs it (the background thread doing the
-// op, or the application's own) still runs. Callers decide the budget, and only spin where
-// every rank of the host has a core (docs/PERFORMANCE.md, "Waiting for a small op").
+// How a kolo thread waits for something another thread, or another rank's process, will soon
+// do: it polls for a while, then sleeps (a futex, a condition variable, poll()). Polling pays
+// because a sleeping thread takes ~10-30 us to wake on idle cores and milliseconds on a busy
+// host, where a woken thread waits for the running process's time slice
+// (docs/PERFORMANCE.md, "On a busy machine").
 //
-// Threading: any thread; `done` is called on the calling thread and must be cheap and
-// thread-safe (an atomic load).
+// Between two polls a waiter either keeps its core (the CPU's pause instruction) or yields it
+// (sched_yield). Keeping it is right where the one it waits for runs on another core: every
+// rank of the host has a core of its own, and a peer rank is awaited. Yielding hands the core
+// to whatever else is runnable, for a whole time slice on a busy host (a data loader, a second
+// job): 570x slower at 4 KiB with two busy processes beside two ranks. It is right only where
+// the one awaited may need this very core: more ranks than cores, or another thread of this
+// process.
+//
+// A PollBudget of a waiter that keeps its core counts its time on the core: an interval in
+// which it was preempted (a gap between two polls longer than kOffCoreGap) does not use it up,
+// so a waiter that another process pushed off its core still polls when it gets the core back,
+// instead of going to sleep just as its peer answers. A waiter that yields counts wall time:
+// each of its yields may be a time slice off the core, and those must end its wait.
+//
+// Threading: any thread; a PollBudget belongs to the thread that waits.
 #pragma once
 
 #include <sched.h>
@@ -15,17 +27,70 @@
 
 namespace kolo {
 
-// Calls `done` until it returns true or `budget` has passed; true if it did. A zero budget
-// checks once.
+// One pause of a polling loop that keeps its core: tells the CPU this is a spin (a sibling
+// hyperthread gets the pipeline; less power), without giving the core away.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// What a waiter does between two polls: keep its core or yield it (see above).
+enum class BetweenPolls { kKeepCore, kYield };
+
+inline void PauseBetweenPolls(BetweenPolls how) {
+  if (how == BetweenPolls::kKeepCore) {
+    CpuRelax();
+  } else {
+    sched_yield();
+  }
+}
+
+// The time a waiter may poll: on its core only (kKeepCore), or wall time (kYield).
+class PollBudget {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // A gap between two calls of Spent() longer than this is taken as time off the core (a
+  // preemption): a poll of kolo's takes well under a microsecond, a pass of the loop a few,
+  // while the scheduler's time slices are milliseconds.
+  static constexpr std::chrono::microseconds kOffCoreGap{200};
+
+  explicit PollBudget(std::chrono::microseconds budget, BetweenPolls how = BetweenPolls::kKeepCore,
+                      Clock::time_point (*now)() = &Clock::now)
+      : now_(now), on_core_only_(how == BetweenPolls::kKeepCore), left_(budget), last_(now()) {}
+
+  // Call between polls: true once the budget is used up. The clock is read on every call (a
+  // vDSO read, tens of ns), which a pause instruction's latency is of the same order as.
+  bool Spent() {
+    const Clock::time_point now = now_();
+    const Clock::duration step = now - last_;
+    last_ = now;
+    if (!on_core_only_ || step <= kOffCoreGap) left_ -= step;
+    return left_ <= Clock::duration::zero();
+  }
+
+ private:
+  Clock::time_point (*now_)();
+  bool on_core_only_;
+  Clock::duration left_;
+  Clock::time_point last_;
+};
+
+// Calls `done` until it returns true or `budget` (on the core, see PollBudget) has passed;
+// true if it did. `how`: what to do between two calls. A zero budget checks once. `done` is
+// called on the calling thread and must be cheap and thread-safe (an atomic load).
 template <typename Done>
-bool SpinWait(Done&& done, std::chrono::microseconds budget) {
+bool SpinWait(Done&& done, std::chrono::microseconds budget,
+              BetweenPolls how = BetweenPolls::kYield) {
   if (done()) return true;
   if (budget <= std::chrono::microseconds::zero()) return false;
-  const auto until = std::chrono::steady_clock::now() + budget;
+  PollBudget left(budget, how);
   do {
-    sched_yield();
+    PauseBetweenPolls(how);
     if (done()) return true;
-  } while (std::chrono::steady_clock::now() < until);
+  } while (!left.Spent());
   return false;
 }
 

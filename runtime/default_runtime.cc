@@ -76,6 +76,19 @@ class RuntimeAccess {
 
 }  // namespace internal
 
+namespace {
+
+// HandleDriver (runtime/handle_state.h) for the handles of the default runtime's ops: drives
+// the op on the waiting thread, or polls it, while a runtime is up; the shared_ptr keeps it
+// alive meanwhile.
+bool DriveDefault(const std::function<bool()>& done) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return done();
+  return internal::RuntimeAccess::Impl(*rt).DriveOrSpin(done);
+}
+
+}  // namespace
+
 Status init_for_version(int header_version) {
   KOLO_RETURN_IF_ERROR(CheckHeaderVersion(header_version));
   StatusOr<Options> options = Options::FromEnvironment();
@@ -90,7 +103,7 @@ Status init_for_version(int header_version, const Options& options) {
   MutexLock lifecycle(&state.lifecycle_mu);
   if (Current()) return FailedPrecondition("kolo is already initialized");
   KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(options));
-  internal::SetHandleWaitSpin(internal::RuntimeAccess::Impl(*runtime).wait_spin());
+  internal::SetHandleDriver(&DriveDefault);
   MutexLock lock(&state.pointer_mu);
   state.runtime = std::move(runtime);
   WasShutDown() = false;
@@ -108,7 +121,6 @@ Status shutdown() {
   }
   if (!runtime) return Status::Ok();
   WasShutDown() = true;
-  internal::SetHandleWaitSpin(std::chrono::microseconds::zero());
   return runtime->Shutdown();
 }
 

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "core/loop/background_loop.h"
-#include "core/spin_wait.h"
 #include "runtime/handle_state.h"
 
 namespace kolo {
@@ -17,7 +16,7 @@ namespace {
 // static destruction still finds it; the states it holds stay reachable.
 constexpr size_t kPoolLimit = 1024;
 
-std::atomic<int64_t> handle_wait_spin_us{0};  // SetHandleWaitSpin
+std::atomic<HandleDriver> handle_driver{nullptr};  // SetHandleDriver
 
 struct Pool {
   Mutex mu;
@@ -86,14 +85,17 @@ void HandleState::Complete(const Status& status) {
   cv_.NotifyAll();
 }
 
-void SetHandleWaitSpin(std::chrono::microseconds budget) {
-  handle_wait_spin_us.store(budget.count(), std::memory_order_relaxed);
+void SetHandleDriver(HandleDriver drive) {
+  handle_driver.store(drive, std::memory_order_release);
 }
 
 Status HandleState::Wait(double timeout_seconds) {
   if (timeout_seconds != 0) {
-    SpinWait([&] { return done(); },
-             std::chrono::microseconds(handle_wait_spin_us.load(std::memory_order_relaxed)));
+    // Under a busy host a hand-off to kolo's thread costs a time slice: a synchronize() on an
+    // op nothing else is running drives it here (docs/PERFORMANCE.md, "On a busy machine").
+    if (HandleDriver drive = handle_driver.load(std::memory_order_acquire)) {
+      drive([&] { return done(); });
+    }
   }
   MutexLock lock(&mu_);
   auto is_done = [&]() KOLO_REQUIRES(mu_) { return done_.load(std::memory_order_relaxed); };

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <utility>
 
 #include "core/mutex.h"
@@ -28,8 +29,8 @@ class HandleState {
   // Records the op's status and wakes the waiters; the first call counts.
   void Complete(const Status& status);
   bool done() const { return done_.load(std::memory_order_acquire); }
-  // Waits (without a deadline when `timeout_seconds` < 0) and returns the status. Polls for
-  // up to the spin budget (SetHandleWaitSpin) before it sleeps.
+  // Waits (without a deadline when `timeout_seconds` < 0) and returns the status. Drives or
+  // polls the op (SetHandleDriver) before it sleeps.
   Status Wait(double timeout_seconds);
 
  private:
@@ -41,9 +42,12 @@ class HandleState {
   Status status_ KOLO_GUARDED_BY(mu_);
 };
 
-// The spin budget of every handle's wait (core/spin_wait.h): the default runtime's
-// RuntimeImpl::wait_spin(), set by init() and cleared by shutdown().
-void SetHandleWaitSpin(std::chrono::microseconds budget);
+// What a handle's wait does before it sleeps: `drive(done)` runs the op on the waiting thread
+// where the runtime can (RuntimeImpl::DriveOrSpin: the default runtime's, installed once by
+// init()), else polls it, and says whether `done()` turned true. Without one, the wait sleeps
+// at once. A plain function, so that no runtime's lifetime hangs on it.
+using HandleDriver = bool (*)(const std::function<bool()>& done);
+void SetHandleDriver(HandleDriver drive);
 
 class HandleAccess {
  public:

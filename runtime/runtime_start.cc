@@ -303,6 +303,7 @@ transport::ShmMesh::Config RuntimeImpl::ShmConfig(const DataPlane& plane, ShmSin
   config.size = plane.size();
   config.timeout_seconds = options_.timeout_seconds;
   config.spin = mesh_->busy_poll();  // decided by SetCoreShare, KOLO_CPU_BIND included
+  config.poll_budget = std::chrono::microseconds(options_.wait_spin_us);
   config.single_copy = single_copy;
   config.logger = MakeLogger(options_.rank, "shm", logger_->level());
   config.job_ranks = std::move(job_ranks);
@@ -396,6 +397,7 @@ void RuntimeImpl::StartLoop() {
   // On oversubscribed cores too, as the caller's wait (with its own budget there), unlike the
   // shared-memory plane's spin, which stays off there (docs/PERFORMANCE.md).
   loop_wiring.spin_for_rounds = true;
+  loop_wiring.between_polls = mesh_->busy_poll() ? BetweenPolls::kKeepCore : BetweenPolls::kYield;
   wait_spin_ = CallerWaitSpin(std::chrono::microseconds(options_.wait_spin_us), mesh_->busy_poll(),
                               core_share_.ranks);
   if (options_.rank == 0) loop_wiring.negotiation_sink = &timeline_;

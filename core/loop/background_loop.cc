@@ -30,6 +30,7 @@ BackgroundLoop::BackgroundLoop(const Options& options, Wiring wiring, TensorQueu
       data_plane_(data_plane),
       logger_(std::move(logger)),
       clock_(wiring.clock != nullptr ? wiring.clock : SteadyClock::Get()),
+      between_polls_(wiring.between_polls),
       tasks_(wakeup),
       completer_(queue, tracer, clock_, logger_),
       session_(
@@ -41,10 +42,10 @@ BackgroundLoop::BackgroundLoop(const Options& options, Wiring wiring, TensorQueu
       runner_(ResponseRunner::Config{wiring.process_sets, std::move(wiring.set_executor),
                                      std::move(wiring.set_removed), wiring.autotuner},
               queue, executor, &completer_, &async_, fast_.get(), tracer, clock_),
-      rounds_(lane == nullptr
-                  ? nullptr
-                  : std::make_unique<RoundDriver>(fast_.get(), lane, &runner_, &session_, wakeup,
-                                                  clock_, logger_, wiring.spin_for_rounds)) {
+      rounds_(lane == nullptr ? nullptr
+                              : std::make_unique<RoundDriver>(
+                                    fast_.get(), lane, &runner_, &session_, wakeup, clock_, logger_,
+                                    wiring.spin_for_rounds, wiring.between_polls)) {
   if (fast_ != nullptr) fast_->UseAutotuner(wiring.autotuner);
 }
 
@@ -80,7 +81,7 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
   // one drives can still complete here; the loop stops driving at the next pass.)
   if (queue_->InFlight() != 1) return false;
   if (!loop_mu_.TryLock()) return false;
-  const auto until = std::chrono::steady_clock::now() + budget;  // real time, as a spin's
+  PollBudget left(budget, between_polls_);  // time on the core, where it keeps the core
   // The peers' round messages are read here now: they must not wake the sleeping thread,
   // which would take the core this one runs on only to wait for loop_mu_.
   if (rounds_ != nullptr) rounds_->MuteRounds();
@@ -90,12 +91,15 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
     drive_done_ = &done;
     try {
       while (state_ == LoopState::kRunning && !stop_requested_ && !(finished = done()) &&
-             std::chrono::steady_clock::now() < until && queue_->InFlight() == 1) {
+             !left.Spent() && queue_->InFlight() == 1) {
         Pass();
-        // Between passes the core goes to whoever wants it: past the round's own poll
-        // (RoundDriver::SpinForAnswer) a pass returns at once, and without this the caller
-        // kept the core its peers needed to answer until its budget ran out.
-        if (!done()) sched_yield();
+        // Past the round's own poll (RoundDriver::SpinForAnswer) a pass returns at once. Where
+        // the ranks outnumber the cores the core goes to whoever wants it between passes
+        // (without that the caller kept the core its peers needed to answer until its budget
+        // ran out); where each has a core, the caller keeps it: a yield handed it to a busy
+        // host's other processes for a time slice each (docs/PERFORMANCE.md, "On a busy
+        // machine").
+        if (!done()) PauseBetweenPolls(between_polls_);
       }
       finished = done();
     } catch (const std::exception& e) {

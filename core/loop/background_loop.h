@@ -46,6 +46,7 @@
 #include "core/mutex.h"
 #include "core/process_sets.h"
 #include "core/round_lane.h"
+#include "core/spin_wait.h"
 #include "core/tensor_queue.h"
 #include "core/timeline/op_tracer.h"
 #include "core/wakeup.h"
@@ -64,10 +65,13 @@ class BackgroundLoop {
     // Where the fast path's negotiations are drawn (rank 0: the timeline;
     // core/timeline/round_trace.h).
     TraceSink* negotiation_sink = nullptr;
-    // An open round is polled, yielding the core to any thread that wants it, for up to a
-    // round trip before the thread sleeps (RoundDriver). The runtime sets it; tests that
-    // drive a manual clock leave it off.
+    // An open round is polled for up to a round trip before the thread sleeps (RoundDriver).
+    // The runtime sets it; tests that drive a manual clock leave it off.
     bool spin_for_rounds = false;
+    // What a polling thread does between two looks (core/spin_wait.h): the round's poll and a
+    // driving caller's passes (Drive) keep the core where every rank of the host has one,
+    // else yield it.
+    BetweenPolls between_polls = BetweenPolls::kYield;
     // Where time comes from (deadlines, keepalives, the fast path, trace timestamps); tests
     // pass a ManualClock. Sleeps are real time, at most kMaxIdleWait each, so a manual clock
     // that moves is seen within that.
@@ -185,6 +189,7 @@ class BackgroundLoop {
   DataPlane* const data_plane_;
   const Logger logger_;
   const Clock* const clock_;
+  const BetweenPolls between_polls_;  // Wiring::between_polls, for Drive
 
   std::atomic<bool> stop_requested_{false};  // set by Stop() (any thread), read by the loop
   LoopTasks tasks_;                          // its own lock

@@ -1,7 +1,5 @@
 #include "core/loop/round_driver.h"
 
-#include <sched.h>
-
 #include <utility>
 
 namespace kolo {
@@ -14,7 +12,7 @@ constexpr std::chrono::microseconds kRoundSpin{60};
 
 RoundDriver::RoundDriver(FastPath* fast, RoundLane* lane, ResponseRunner* runner,
                          ControllerSession* session, Wakeup* wakeup, const Clock* clock,
-                         Logger logger, bool spin_for_rounds)
+                         Logger logger, bool spin_for_rounds, BetweenPolls between_polls)
     : fast_(fast),
       lane_(lane),
       runner_(runner),
@@ -22,7 +20,8 @@ RoundDriver::RoundDriver(FastPath* fast, RoundLane* lane, ResponseRunner* runner
       wakeup_(wakeup),
       clock_(clock),
       logger_(std::move(logger)),
-      spin_for_rounds_(spin_for_rounds) {}
+      spin_for_rounds_(spin_for_rounds),
+      between_polls_(between_polls) {}
 
 bool RoundDriver::Take(TensorEntry* entry, uint32_t cache_id, Clock::TimePoint now) {
   // This rank's waiting cached ops come first, as they would on the controller's stream: the
@@ -83,7 +82,7 @@ bool RoundDriver::SpinForAnswer() const {
       clock_->Now() - fast_->waiting_since() >= kRoundSpin) {
     return false;
   }
-  sched_yield();
+  PauseBetweenPolls(between_polls_);
   return true;
 }
 

@@ -21,6 +21,7 @@
 #include "core/loop/fault.h"
 #include "core/loop/response_runner.h"
 #include "core/round_lane.h"
+#include "core/spin_wait.h"
 #include "core/tensor_entry.h"
 #include "core/wakeup.h"
 
@@ -28,14 +29,16 @@ namespace kolo {
 
 class RoundDriver {
  public:
-  // `spin_for_rounds`: an open round is polled, yielding the core to any thread that wants it
-  // between looks, for up to a round trip before the thread sleeps. With a core of its own a
-  // rank hears a ready peer's answer within a loopback transit; on cores its host's ranks
-  // outnumber, the yield hands the core to a peer that is runnable, where sleeping would cost
-  // a doorbell and a wake-up per round step (docs/PERFORMANCE.md, "Waiting on oversubscribed
-  // cores"). Needs a clock that moves on its own.
+  // `spin_for_rounds`: an open round is polled for up to a round trip before the thread
+  // sleeps, `between_polls` between looks (core/spin_wait.h). With a core of its own a rank
+  // hears a ready peer's answer within a loopback transit, and keeps its core meanwhile (a
+  // yield would hand it to another process for a time slice on a busy host); on cores its
+  // host's ranks outnumber, a yield hands the core to a peer that is runnable, where sleeping
+  // would cost a doorbell and a wake-up per round step (docs/PERFORMANCE.md, "Waiting on
+  // oversubscribed cores"). Needs a clock that moves on its own.
   RoundDriver(FastPath* fast, RoundLane* lane, ResponseRunner* runner, ControllerSession* session,
-              Wakeup* wakeup, const Clock* clock, Logger logger, bool spin_for_rounds);
+              Wakeup* wakeup, const Clock* clock, Logger logger, bool spin_for_rounds,
+              BetweenPolls between_polls);
 
   // A new op of this rank: true if the fast path takes it (it waits for a round; a join
   // waits for this rank's cached allreduces), false if it goes to the controller as
@@ -52,7 +55,7 @@ class RoundDriver {
     bool caller_done = false;
   };
   Step StepOnce(const std::function<bool()>* done);
-  // Between steps with no progress: true (after yielding the core) while a round of this
+  // Between steps with no progress: true (after a pause, between_polls) while a round of this
   // rank's is open and young enough to poll for its answer instead of sleeping
   // (spin_for_rounds).
   bool SpinForAnswer() const;
@@ -86,6 +89,7 @@ class RoundDriver {
   const Clock* const clock_;
   const Logger logger_;
   const bool spin_for_rounds_;
+  const BetweenPolls between_polls_;
 
   FastPath::Work work_;  // RunDecided's, its buffers reused from op to op
   bool muted_ = false;   // MuteRounds muted the round sockets in wakeup_

@@ -82,7 +82,8 @@ class Rank {
         runner_(ResponseRunner::Config{}, &queue_, &executor, &completer_, &async_, &fast_, nullptr,
                 clock),
         session_(ControllerSession::Config{30, nullptr}, &channel, clock),
-        driver(&fast_, &lane_, &runner_, &session_, &wakeup_, clock, logger_, false) {}
+        driver(&fast_, &lane_, &runner_, &session_, &wakeup_, clock, logger_, false,
+               BetweenPolls::kYield) {}
 
   // Enqueues an allreduce of 4 floats named `name` and hands it to the driver as the loop
   // does; true if the fast path took it.

@@ -14,6 +14,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/spin_wait.h"
 #include "transport/shm/peer_memory.h"
 #include "transport/shm/single_copy_probe.h"
 
@@ -28,8 +29,7 @@ constexpr size_t kPage = 4096;
 constexpr size_t kNameBytes = 64;
 // A waiter re-checks its deadline and Interrupt at least this often while asleep.
 constexpr long kSleepSliceNs = 5'000'000;
-constexpr int kSpins = 1000;  // pause instructions before yielding (with Config::spin)
-constexpr int kYields = 8;    // sched_yield calls before sleeping on the futex
+constexpr int kYields = 8;  // sched_yield calls before sleeping on the futex (without spin)
 // How long a rank whose bootstrap broke waits for rank 0's lock on the segment to drop (a
 // killed creator's lock goes a moment after its sockets close) before leaving the name to the
 // next job's sweep.
@@ -77,14 +77,6 @@ RankWord* Words(uint8_t* base) {
 
 uint32_t* FutexWord(RankWord* word) {
   return reinterpret_cast<uint32_t*>(&word->arrived);
-}
-
-void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
 }
 
 void FutexWake(uint32_t* word) {
@@ -278,7 +270,7 @@ Status ShmMesh::AgreeOnSingleCopy(const std::string& what) {
 }
 
 ShmMesh::ShmMesh(const Config& config, std::unique_ptr<ShmSegment> segment)
-    : config_(config), segment_(std::move(segment)), spins_(config.spin ? kSpins : 0) {}
+    : config_(config), segment_(std::move(segment)) {}
 
 ShmMesh::~ShmMesh() = default;
 
@@ -382,14 +374,16 @@ Status ShmMesh::WaitFor(int peer, uint64_t step, const std::string& what) {
   RankWord& word = Words(segment_->data())[peer];
   auto arrived = [&] { return __atomic_load_n(&word.arrived, __ATOMIC_ACQUIRE) >= step; };
   if (arrived()) return Status::Ok();
-  for (int i = 0; i < spins_; ++i) {
-    CpuRelax();
-    if (arrived()) return Status::Ok();
-  }
-  // More ranks than cores: let the one we wait for run.
-  for (int i = 0; i < kYields; ++i) {
-    sched_yield();
-    if (arrived()) return Status::Ok();
+  if (config_.spin) {
+    // The peer runs on a core of its own: keep this one while polling. A yield would hand it
+    // to whatever else wants it (a busy host's other processes) for a whole time slice.
+    if (SpinWait(arrived, config_.poll_budget, BetweenPolls::kKeepCore)) return Status::Ok();
+  } else {
+    // More ranks than cores: let the one we wait for run.
+    for (int i = 0; i < kYields; ++i) {
+      sched_yield();
+      if (arrived()) return Status::Ok();
+    }
   }
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -14,10 +14,10 @@
 // left, and does not write if it has (docs/DESIGN-NOTES.md, "Single copy").
 //
 // Sync: each rank's counter only grows (one step per Sync, the same sequence on every rank),
-// so a value left from an earlier op never satisfies a later wait. A waiter spins briefly
-// (only with Config::spin), then yields, then sleeps on a futex on its peer's counter (woken by
-// the peer only when someone sleeps), re-checking its deadline and Interrupt every few
-// milliseconds.
+// so a value left from an earlier op never satisfies a later wait. A waiter polls keeping its
+// core (with Config::spin, for Config::poll_budget of its time on the core) or yields a few
+// times (without), then sleeps on a futex on its peer's counter (woken by the peer only when
+// someone sleeps), re-checking its deadline and Interrupt every few milliseconds.
 //
 // Threading: Create, slot and Sync on the owner (background) thread; Interrupt from any thread.
 // Destroy only when no Sync is running.
@@ -26,6 +26,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -67,8 +68,10 @@ class ShmMesh final : public SharedMemoryPlane {
     int size = 1;
     size_t slot_bytes = kDefaultSlotBytes;  // rounded up to a multiple of 64
     // Every rank of the host has a core (TcpMesh::busy_poll(): the one place that rule is
-    // decided): a waiter spins briefly before it yields. False: it yields at once.
+    // decided): a waiter polls keeping its core for `poll_budget` (core/spin_wait.h) before it
+    // sleeps. False: it yields a few times, then sleeps.
     bool spin = false;
+    std::chrono::microseconds poll_budget{1000};  // KOLO_WAIT_SPIN_US
     // KOLO_TIMEOUT_SECONDS: the longest Sync waits for the last rank.
     double timeout_seconds = DefaultOptions().timeout_seconds;
     SingleCopy single_copy = SingleCopy::kAuto;  // the same on every rank
@@ -130,7 +133,6 @@ class ShmMesh final : public SharedMemoryPlane {
   // Constant after construction.
   const Config config_;
   const std::unique_ptr<ShmSegment> segment_;
-  const int spins_;  // pause instructions a waiter spins before yielding
   // Owner thread only.
   uint64_t step_ = 0;                        // sync points passed by this rank
   uint64_t chunks_ = 0;                      // NextSlotSet calls

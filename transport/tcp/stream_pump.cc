@@ -1,13 +1,13 @@
 #include "transport/tcp/stream_pump.h"
 
 #include <poll.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
 
 #include "core/clock.h"
 #include "core/errno_status.h"
+#include "core/spin_wait.h"
 #include "transport/deadline.h"
 #include "transport/tcp/tcp_socket.h"
 
@@ -34,8 +34,11 @@ constexpr size_t kSharedSocketSendCallUpTo = size_t{8} << 20;  // bytes the exch
 // After the last byte moved, poll without sleeping for a while before blocking in poll(). A
 // blocked rank is woken through the scheduler by its peer's softirq, which on this loopback
 // costs ~25 us a wake-up against ~4 us polled (docs/PERFORMANCE.md), and every step of an
-// allreduce waits on a peer. Each idle poll is followed by sched_yield(), so that another
-// runnable thread on the core (4 ranks on 2 cores, the application) gets it. Until the first
+// allreduce waits on a peer. The budgets count time on the core (core/spin_wait.h): a rank
+// preempted by a busy host's other processes still polls when it gets its core back. Between
+// polls it keeps the core (busy_poll is on only where every rank of the host has one): a
+// sched_yield() there handed the core to whatever else was runnable for a whole time slice
+// (docs/PERFORMANCE.md, "On a busy machine"). Until the first
 // byte arrives the peer may not have started at all (through the API ranks reach an op
 // hundreds of us apart), and spinning then takes the core from the very threads it waits for:
 // measured, 1 ms before the first byte made 4-64 KiB allreduces through the API 20-50% slower,
@@ -79,6 +82,8 @@ class Pump {
 Status Pump::Run() {
   SteadyTime last_progress = std::chrono::steady_clock::now();
   const auto timeout = SecondsToDuration(ends_.timeout_seconds);
+  const auto no_spin = std::chrono::microseconds::zero();
+  PollBudget spin_left(ends_.busy_poll ? kSpinBeforeFirstByte : no_spin);
   while (sending() || receiving()) {
     const bool send_ready = sending() && exchange_.NextSend().size > 0;
     if (sending() && !send_ready && !receiving()) {
@@ -92,14 +97,13 @@ Status Pump::Run() {
       slot.fd = ends_.send_fd;
       slot.events |= POLLOUT;
     }
-    const SteadyTime now = std::chrono::steady_clock::now();
-    const bool spin =
-        ends_.busy_poll &&
-        now < last_progress + (received_ > 0 ? kSpinBeforeBlocking : kSpinBeforeFirstByte);
-    const int rc = poll(fds, 3, spin ? 0 : PollTimeoutMs(now, last_progress + timeout));
+    const bool spin = !spin_left.Spent();
+    const int rc =
+        poll(fds, 3,
+             spin ? 0 : PollTimeoutMs(std::chrono::steady_clock::now(), last_progress + timeout));
     if (rc < 0 && errno != EINTR) return ErrnoToStatus(errno, what_ + ": poll()");
     if (rc == 0 && spin) {
-      sched_yield();
+      CpuRelax();
       continue;
     }
     if (fds[0].revents != 0) return ends_.interrupt_status();
@@ -109,6 +113,9 @@ Status Pump::Run() {
     if (sending()) KOLO_RETURN_IF_ERROR(SendSome(&progress));
     if (progress) {
       last_progress = std::chrono::steady_clock::now();
+      spin_left = PollBudget(!ends_.busy_poll ? no_spin
+                             : received_ > 0  ? kSpinBeforeBlocking
+                                              : kSpinBeforeFirstByte);
     } else if (std::chrono::steady_clock::now() >= last_progress + timeout) {
       return NoProgress();
     }
