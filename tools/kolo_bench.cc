@@ -25,6 +25,7 @@
 #include "tools/bench/bench_collective.h"
 #include "tools/bench/bench_device.h"
 #include "tools/bench/bench_options.h"
+#include "tools/bench/busy_load.h"
 #include "tools/bench/model_bench.h"
 
 namespace {
@@ -375,22 +376,9 @@ void PrintFooter(const Sweep& sweep, bool check) {
   std::fflush(stdout);
 }
 
-// Runs the sweep between init and shutdown; returns the exit code.
-int RunBench(const BenchOptions& options) {
-  Status status = kolo::bench::PrepareBenchDevice(options.device);
-  if (status.ok()) status = kolo::init();
-  if (!status.ok()) {
-    std::fprintf(stderr, "kolo-bench: kolo::init() failed: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  if (!options.model.empty()) {
-    const int code = kolo::bench::RunModelBench(options);
-    Status down = kolo::shutdown();
-    if (!down.ok()) {
-      std::fprintf(stderr, "kolo-bench: kolo::shutdown() failed: %s\n", down.ToString().c_str());
-    }
-    return down.ok() ? code : 1;
-  }
+// Runs the model or the sweep after init; returns the exit code (shutdown() is the caller's).
+int RunWithInit(const BenchOptions& options) {
+  if (!options.model.empty()) return kolo::bench::RunModelBench(options);
   std::optional<int> set;  // --set's process set
   if (options.set_ranks > 0) {
     std::vector<int> ranks;
@@ -402,12 +390,12 @@ int RunBench(const BenchOptions& options) {
     if (!added.ok()) {
       std::fprintf(stderr, "kolo-bench: rank %d: %s\n", kolo::rank(),
                    added.status().ToString().c_str());
-      kolo::shutdown().IgnoreError();  // the error is what this run reports
       return 1;
     }
     set = *added;
   }
   if (kolo::rank() == 0) PrintHeader(options);
+  Status status;
   int64_t wrong = 0;
   if (!set || kolo::rank() < options.set_ranks) {
     std::optional<kolo::ProcessSetScope> in_set;
@@ -432,11 +420,34 @@ int RunBench(const BenchOptions& options) {
       if (status.ok()) status = waited;
     }
   }
+  return status.ok() && wrong == 0 ? 0 : 1;
+}
+
+// init, the busy processes (--busy), the run, shutdown; returns the exit code.
+int RunBench(const BenchOptions& options) {
+  Status status = kolo::bench::PrepareBenchDevice(options.device);
+  if (status.ok()) status = kolo::init();
+  if (!status.ok()) {
+    std::fprintf(stderr, "kolo-bench: kolo::init() failed: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  int code = 1;
+  {
+    // One set per host, started before the run and stopped after it, before shutdown().
+    StatusOr<std::unique_ptr<kolo::bench::BusyLoad>> busy =
+        kolo::bench::BusyLoad::Start(kolo::local_rank() == 0 ? options.busy : 0);
+    if (busy.ok()) {
+      code = RunWithInit(options);
+    } else {
+      std::fprintf(stderr, "kolo-bench: rank %d: %s\n", kolo::rank(),
+                   busy.status().ToString().c_str());
+    }
+  }
   Status down = kolo::shutdown();
   if (!down.ok()) {
     std::fprintf(stderr, "kolo-bench: kolo::shutdown() failed: %s\n", down.ToString().c_str());
   }
-  return status.ok() && down.ok() && wrong == 0 ? 0 : 1;
+  return down.ok() ? code : 1;
 }
 
 }  // namespace

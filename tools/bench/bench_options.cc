@@ -143,6 +143,7 @@ const std::map<std::string, FlagSetter>& Flags() {
     add("--inplace", "--inplace", IntFlag("--inplace", &BenchOptions::inplace, 0, 1));
     add("--barrier", "--barrier", IntFlag("--barrier", &BenchOptions::barrier, 0, 1));
     add("--set", "--set", IntFlag("--set", &BenchOptions::set_ranks, 2, 1 << 20));
+    add("--busy", "--busy", IntFlag("--busy", &BenchOptions::busy, 0, 256));
     add("--stat", "--stat", [](const std::string& v, BenchOptions* o) -> Status {
       if (v != "mean" && v != "median") {
         return InvalidArgument("--stat: unknown value '" + v + "' (one of: mean median)");
@@ -289,6 +290,11 @@ Collective sweep through kolo's public API, printed by rank 0 in the style of nc
                            job's ranks; the others wait in a barrier of the job): its own
                            shared memory on one host, as torch.distributed's sub-groups and
                            Horovod's process sets run
+      --busy N             N busy processes beside the ranks for the run (default 0): each
+                           host's first rank starts them after init, unbound, each spinning in
+                           user space as `yes >/dev/null` does (tools/bench/busy.sh runs the
+                           peers' benchmarks the same way; docs/PERFORMANCE.md, "On a busy
+                           machine")
   -m, --model resnet50     instead of the sweep: a training step of the model's gradients (each
                            its own allreduce, last layer first, waited for together) against one
                            raw allreduce of the same bytes through the data plane alone, which

@@ -38,6 +38,9 @@ struct BenchOptions {
   // --set: the sweep runs in a process set of job ranks 0 .. set_ranks - 1 (its ranks are then
   // theirs), the other ranks only join and leave; 0: in the global set.
   int set_ranks = 0;
+  // --busy: N busy processes beside the ranks for the run (tools/bench/busy_load.h), started
+  // by each host's local rank 0 after init; 0: none.
+  int busy = 0;
   // --model: instead of the sweep, a training step of this model's gradients against one raw
   // data-plane allreduce of the same bytes (tools/bench/model_bench.h).
   std::string model;

@@ -32,6 +32,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import busy_load  # noqa: E402  (tools/bench/busy_load.py)
+
 
 def parse_size(text):
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -61,6 +64,7 @@ def parse_args(argv):
     parser.add_argument("--threads", type=int, default=1, help="TensorFlow's intra-op threads")
     parser.add_argument("--barrier", type=int, choices=[0, 1], default=0,
                         help="1: an untimed barrier before every timed op")
+    busy_load.add_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -175,47 +179,48 @@ def main(argv):
         sys.stdout.flush()
     wrong_total = 0
     rows = []
-    for size in sizes(parse_size(args.b), parse_size(args.e), args.f):
-        count = size // 4
-        name = "bench.%s.%d" % (args.op, size)
-        part = count // ranks  # allgather: the elements a rank contributes
-        if args.op == "allreduce":
-            call, shape = lib.allreduce, [count]
-            expected = tf.fill([count], float(ranks * (ranks + 1) / 2))
-        elif args.op == "allgather":
-            call, shape = lib.allgather, [part]
-            expected = tf.repeat(tf.range(1, ranks + 1, dtype=tf.float32), part)
-        else:
-            call, shape = lib.broadcast, [count]
-            expected = tf.ones([count])
-        times, wrong = [], 0
-        lib.barrier()
-        for iteration in range(args.w + args.n):
-            tensor = tf.fill(shape, float(rank + 1))
-            if args.barrier:
-                lib.barrier()
-            start = time.perf_counter()
-            result = call(tensor, name)
-            elapsed = time.perf_counter() - start
-            if result.shape != expected.shape or not bool(tf.reduce_all(tf.equal(result,
-                                                                                 expected))):
-                wrong += 1
-            if iteration >= args.w:
-                times.append(elapsed)
-        per_rank = lib.gather_rows(np.array(times, dtype=np.float64), name + ".times")
-        times = np.max(per_rank, axis=0).tolist()
-        seconds = statistics.median(times) if args.stat == "median" else statistics.mean(times)
-        algbw = size / seconds / 1e9
-        busbw = algbw * {"allreduce": 2 * (ranks - 1) / ranks, "allgather": (ranks - 1) / ranks,
-                         "broadcast": 1}[args.op]
-        wrong_total += wrong
-        rows.append({"size": size, "us": seconds * 1e6, "wrong": wrong})
-        if rank == 0:
-            redop = "sum" if args.op == "allreduce" else "none"
-            print("  %10d %12d %6s %6s %10.1f %8.2f %8.2f %6d" % (size, count, "float", redop,
-                                                                   seconds * 1e6, algbw, busbw,
-                                                                   wrong))
-            sys.stdout.flush()
+    with busy_load.busy(args.busy):
+        for size in sizes(parse_size(args.b), parse_size(args.e), args.f):
+            count = size // 4
+            name = "bench.%s.%d" % (args.op, size)
+            part = count // ranks  # allgather: the elements a rank contributes
+            if args.op == "allreduce":
+                call, shape = lib.allreduce, [count]
+                expected = tf.fill([count], float(ranks * (ranks + 1) / 2))
+            elif args.op == "allgather":
+                call, shape = lib.allgather, [part]
+                expected = tf.repeat(tf.range(1, ranks + 1, dtype=tf.float32), part)
+            else:
+                call, shape = lib.broadcast, [count]
+                expected = tf.ones([count])
+            times, wrong = [], 0
+            lib.barrier()
+            for iteration in range(args.w + args.n):
+                tensor = tf.fill(shape, float(rank + 1))
+                if args.barrier:
+                    lib.barrier()
+                start = time.perf_counter()
+                result = call(tensor, name)
+                elapsed = time.perf_counter() - start
+                if result.shape != expected.shape or not bool(tf.reduce_all(tf.equal(result,
+                                                                                     expected))):
+                    wrong += 1
+                if iteration >= args.w:
+                    times.append(elapsed)
+            per_rank = lib.gather_rows(np.array(times, dtype=np.float64), name + ".times")
+            times = np.max(per_rank, axis=0).tolist()
+            seconds = statistics.median(times) if args.stat == "median" else statistics.mean(times)
+            algbw = size / seconds / 1e9
+            busbw = algbw * {"allreduce": 2 * (ranks - 1) / ranks, "allgather": (ranks - 1) / ranks,
+                             "broadcast": 1}[args.op]
+            wrong_total += wrong
+            rows.append({"size": size, "us": seconds * 1e6, "wrong": wrong})
+            if rank == 0:
+                redop = "sum" if args.op == "allreduce" else "none"
+                print("  %10d %12d %6s %6s %10.1f %8.2f %8.2f %6d" % (size, count, "float", redop,
+                                                                       seconds * 1e6, algbw, busbw,
+                                                                       wrong))
+                sys.stdout.flush()
     lib.barrier()
     if rank == 0:
         print("# json " + json.dumps({"bench": args.op, "lib": lib.name, "ranks": ranks,

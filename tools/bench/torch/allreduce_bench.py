@@ -18,7 +18,8 @@ algbw*2(n-1)/n (nccl-tests' definition), and #wrong. Exits non-zero if any resul
 Ops are named per size (as DistributedOptimizer names gradients), so libraries that cache
 negotiations by name may use their caches. --group N runs the sweep among ranks 0 .. N-1 only:
 a sub-group (dist.new_group) with --ddp, a process set (add_process_set) with --hvd; the other
-ranks wait in a barrier of the whole job, and n above is N.
+ranks wait in a barrier of the whole job, and n above is N. --busy N runs N busy processes
+beside the ranks for the sweep (tools/bench/busy_load.py).
 """
 
 import argparse
@@ -31,6 +32,9 @@ import time
 import torch
 
 from sweep_sizes import parse_size, sizes
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import busy_load  # noqa: E402  (tools/bench/busy_load.py)
 
 
 def parse_args(argv):
@@ -54,6 +58,7 @@ def parse_args(argv):
                         "start it together (as kolo-bench --barrier 1 and the MPI benchmarks)")
     parser.add_argument("--group", type=int, default=0,
                         help="N: the sweep in a sub-group / process set of ranks 0 .. N-1")
+    busy_load.add_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -150,6 +155,20 @@ def main(argv):
                                                        "time(us)", "algbw", "busbw",
                                                        "#wrong"))
         sys.stdout.flush()
+    with busy_load.busy(args.busy):
+        wrong_total = sweep(args, lib, rank, ranks, expected)
+    lib.barrier()
+    if args.group:
+        lib.job_barrier()
+    lib.shutdown()
+    if wrong_total:
+        print("rank %d: %d wrong results" % (rank, wrong_total), file=sys.stderr)
+        return 1
+    return 0
+
+
+def sweep(args, lib, rank, ranks, expected):
+    """The timed sweep; returns the number of wrong results."""
     wrong_total = 0
     for size in sizes(parse_size(args.b), parse_size(args.e), args.f):
         count = size // 4
@@ -181,14 +200,7 @@ def main(argv):
                                                                    "sum", seconds * 1e6, algbw,
                                                                    busbw, wrong))
             sys.stdout.flush()
-    lib.barrier()
-    if args.group:
-        lib.job_barrier()
-    lib.shutdown()
-    if wrong_total:
-        print("rank %d: %d wrong results" % (rank, wrong_total), file=sys.stderr)
-        return 1
-    return 0
+    return wrong_total
 
 
 if __name__ == "__main__":

@@ -10,7 +10,13 @@
 
 Every rank trains the same model on random data of its own (seeded by its rank) of a fixed
 batch (default 8 images of 3x224x224, or 8 vectors for the MLP) with SGD, one compute thread
-(torch.set_num_threads(1)).
+(torch.set_num_threads(1); --threads 0 leaves torch's default, a thread per core). With
+--loader-workers N (ResNet-50 only) each step's batch comes instead from a DataLoader with N
+worker processes that make every image as an input pipeline does (a random 256x256 uint8
+image, a random 224x224 crop, a random flip, scaling and per-channel normalisation): the
+workers compete for the cores with the ranks, as on a training machine
+(docs/PERFORMANCE.md, "On a busy machine"); --busy N runs N busy processes beside the ranks
+for the timed steps (tools/bench/busy_load.py).
 --hvd wraps the optimizer in the module's DistributedOptimizer (gradients averaged as their
 hooks fire) after broadcasting the initial weights; --ddp wraps the model in
 DistributedDataParallel (gloo); --fsdp shards it with FSDP2's fully_shard, one unit per
@@ -45,6 +51,9 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import busy_load  # noqa: E402  (tools/bench/busy_load.py)
 
 
 # ---- models (defined here so that torchvision is not needed) ----
@@ -136,11 +145,53 @@ def parse_args(argv):
     parser.add_argument("--image", type=int, default=224, help="ResNet-50 input side")
     parser.add_argument("--steps", type=int, default=5, help="timed steps")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
-    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch.set_num_threads; 0: torch's default (a thread per core)")
+    parser.add_argument("--loader-workers", type=int, default=0,
+                        help="N > 0: batches from a DataLoader with N worker processes "
+                        "(ResNet-50 only)")
     parser.add_argument("--timeline", metavar="PATH",
                         help="--hvd only: the library's timeline of the timed steps, in PATH "
                         "(kolo.torch: one file per rank, PATH with .rank<r> inserted)")
+    busy_load.add_argument(parser)
     return parser.parse_args(argv)
+
+
+class SyntheticImages(torch.utils.data.Dataset):
+    """Images made the way an input pipeline makes them from decoded files: a random 256x256
+    uint8 image (seeded by rank and index, so each rank's data differs), a random 224x224
+    crop, a random horizontal flip, scaling to [0, 1] and per-channel normalisation."""
+
+    def __init__(self, rank, image, length=1 << 20):
+        self.rank, self.image, self.length = rank, image, length
+        self.mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
+        self.std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, index):
+        g = torch.Generator().manual_seed(self.rank * 1_000_003 + index)
+        side = self.image + self.image // 7
+        raw = torch.randint(0, 256, (3, side, side), dtype=torch.uint8, generator=g)
+        top, left = (int(v) for v in torch.randint(0, side - self.image + 1, (2,), generator=g))
+        crop = raw[:, top:top + self.image, left:left + self.image]
+        if bool(torch.randint(0, 2, (1,), generator=g)):
+            crop = crop.flip(2)
+        image = (crop.float() / 255.0 - self.mean) / self.std
+        return image, int(torch.randint(0, 1000, (1,), generator=g))
+
+
+def batches(args, rank, data, target):
+    """The steps' input: the fixed batch, or an endless DataLoader's batches."""
+    if args.loader_workers <= 0:
+        while True:
+            yield data, target
+    loader = torch.utils.data.DataLoader(
+        SyntheticImages(rank, args.image), batch_size=args.batch,
+        num_workers=args.loader_workers, persistent_workers=True, prefetch_factor=2)
+    while True:
+        yield from loader
 
 
 def flat_weights(model):
@@ -175,7 +226,11 @@ def main(argv):
     if args.timeline and not args.hvd:
         print("--timeline needs --hvd (the timeline is the library's)", file=sys.stderr)
         return 2
-    torch.set_num_threads(args.threads)
+    if args.loader_workers > 0 and args.model != "resnet50":
+        print("--loader-workers needs --model resnet50", file=sys.stderr)
+        return 2
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(1234)
     model = ResNet50() if args.model == "resnet50" else mlp()
     # Each rank's own data: ranks whose gradients were not averaged end with other weights.
@@ -230,9 +285,12 @@ def main(argv):
             wrong = torch.tensor([0 if torch.equal(root, mine) else 1])
             return int(hvd.allreduce(wrong, op=hvd.Sum, name="bench.wrong").item())
 
+    inputs = batches(args, rank, data, target)
+
     def step():
+        images, labels = next(inputs)
         optimizer.zero_grad()
-        loss = F.cross_entropy(model(data), target)
+        loss = F.cross_entropy(model(images), labels)
         loss.backward()
         optimizer.step()
 
@@ -242,12 +300,13 @@ def main(argv):
     if args.timeline:
         hvd.start_timeline(args.timeline)
     times = []
-    process0, thread0 = cpu_seconds()
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    process1, thread1 = cpu_seconds()
+    with busy_load.busy(args.busy):
+        process0, thread0 = cpu_seconds()
+        for _ in range(args.steps):
+            start = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - start)
+        process1, thread1 = cpu_seconds()
     barrier()
     if args.timeline:
         hvd.stop_timeline()
@@ -257,10 +316,11 @@ def main(argv):
     median = statistics.median(times)
     if rank == 0:
         params = sum(p.numel() for p in model.parameters())
-        print("# %s, %s (%.1f M parameters), batch %d per rank, %d ranks, %d thread(s), torch"
-              " %s, %d timed steps after %d" % (library, args.model, params / 1e6, args.batch,
-                                                ranks, args.threads, torch.__version__,
-                                                args.steps, args.warmup))
+        print("# %s, %s (%.1f M parameters), batch %d per rank, %d ranks, %d thread(s), %s, "
+              "torch %s, %d timed steps after %d" % (
+                  library, args.model, params / 1e6, args.batch, ranks, torch.get_num_threads(),
+                  "%d loader workers" % args.loader_workers if args.loader_workers > 0
+                  else "a fixed batch", torch.__version__, args.steps, args.warmup))
         print("# %12s %10s %10s %10s %14s %14s %7s" % ("ms/step", "min", "max", "img/s",
                                                        "main-cpu-ms", "other-cpu-ms",
                                                        "#wrong"))
