@@ -25,6 +25,25 @@ StatusOr<bool> State::Commit() {
   return hosts_updated_;
 }
 
+namespace {
+
+// Whether every rank of the generation just formed may skip the sync: each left the last one
+// at a commit that reported hosts removed only. A rank that restored after a failure, or a
+// newcomer, must be sent the state, and a sync that only some ranks enter never ends (the
+// others' first op waits on a different name: kolo issue 53, F6). One int32 min-allreduce per
+// generation, on every rank of an elastic job.
+StatusOr<bool> EveryRankSkipsSync(bool skip) {
+  if (!enabled()) return skip;  // a fixed job: Run runs once, nobody skips
+  int32_t skips = skip ? 1 : 0;
+  const TensorView view{&skips, DataType::kInt32, {1}, Device::Cpu()};
+  AllreduceOptions every;
+  every.op = ReduceOp::kMin;
+  KOLO_RETURN_IF_ERROR(allreduce("kolo.elastic.skip_sync", view, view, every));
+  return skips == 1;
+}
+
+}  // namespace
+
 void State::RegisterResetCallback(std::function<void()> callback) {
   reset_callbacks_.push_back(std::move(callback));
 }
@@ -35,7 +54,8 @@ Status Run(State* state, const std::function<Status()>& train) {
     if (reset) {
       for (const auto& callback : state->reset_callbacks_) callback();
     }
-    Status trained = state->skip_sync_ ? Status::Ok() : state->Sync();
+    StatusOr<bool> skip = EveryRankSkipsSync(state->skip_sync_);
+    Status trained = !skip.ok() ? skip.status() : *skip ? Status::Ok() : state->Sync();
     state->hosts_updated_ = false;
     state->skip_sync_ = false;
     if (trained.ok()) trained = train();

@@ -11,47 +11,10 @@
 
 #include "kolo/elastic.h"
 #include "tests/support/watchdog.h"
+#include "tests/tools/elastic_membership_support.h"
 
 namespace kolo::launcher {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-using transport::ElasticAssignment;
-using transport::ElasticOutcome;
-
-ElasticMembership::Config MakeConfig(int initial, int min, int max) {
-  ElasticMembership::Config config;
-  config.initial_np = initial;
-  config.min_np = min;
-  config.max_np = max;
-  config.elastic_timeout = std::chrono::milliseconds(10000);
-  config.job_id = "kolorun-test";
-  return config;
-}
-
-std::vector<Host> Hosts(std::vector<std::pair<std::string, int>> list) {
-  std::vector<Host> hosts;
-  for (auto& [name, slots] : list) hosts.push_back(Host{name, "", slots});
-  return hosts;
-}
-
-std::vector<std::string> Ids(const std::vector<ElasticMembership::WorkerToStart>& slots) {
-  std::vector<std::string> ids;
-  for (const auto& slot : slots) ids.push_back(slot.worker_id);
-  return ids;
-}
-
-ElasticAssignment Join(ElasticMembership& m, const std::string& id, int64_t last, int port = 0) {
-  transport::ElasticJoinRequest request{id, last, port};
-  return m.Join(request, Clock::now() - std::chrono::seconds(1));
-}
-
-// Starts the slots the membership asks for and has each join generation 1.
-std::vector<std::string> StartAndJoin(ElasticMembership& m) {
-  std::vector<std::string> ids = Ids(m.TakeSlotsToFill(Clock::now()));
-  for (size_t i = 0; i < ids.size(); ++i) Join(m, ids[i], 0, 5000 + static_cast<int>(i));
-  return ids;
-}
 
 TEST_CASE(
     "Elastic membership starts -np workers in host order and forms generation 1 once all "
@@ -187,13 +150,16 @@ TEST_CASE("A host that discovery no longer lists stops its workers and counts as
   StartAndJoin(m);
   const int64_t seen = m.Poll("a:0", 0, 1).timestamp;
   m.UpdateHosts(Hosts({{"a", 1}, {"b", 1}}), Clock::now());  // b lost a slot
-  CHECK(m.TakeWorkersToStop() == std::vector<std::string>{"b:1"});
+  CHECK(Stops(m) == std::vector<std::string>{"b:1: its host b is listed with 1 slot(s) now"});
   CHECK(m.Poll("a:0", seen, 1).kinds == elastic::kHostsRemoved);
-  CHECK(Join(m, "b:1", 1).outcome == ElasticOutcome::kRefused);
+  CHECK(Join(m, "b:1", 1).message ==
+        "worker b:1 is no longer part of the job: its host b is listed with 1 slot(s) now");
   // Stopped by the driver: its exit code is not a failure and blacklists nothing.
   m.OnWorkerExit("b:1", 143, Clock::now());
   Join(m, "b:0", 1);
   CHECK(Join(m, "a:0", 1).size == 2);
+  m.OnWorkerExit("a:0", 0, Clock::now());
+  m.OnWorkerExit("b:0", 0, Clock::now());
   CHECK(m.ExitCode(0) == 0);
 }
 
@@ -232,7 +198,10 @@ TEST_CASE("Fewer live workers than min_np for the elastic timeout ends the job w
   CHECK(m.Tick(t0 + std::chrono::milliseconds(900)).ok());
   const Status failed = m.Tick(t0 + std::chrono::milliseconds(1100));
   REQUIRE_FALSE(failed.ok());
-  CHECK(failed.message() == "only 1 worker(s) for 1 s (--elastic-timeout), fewer than --min-np 2");
+  // b's host would leave a short of min_np: only b's slot is blacklisted.
+  CHECK(failed.message() ==
+        "only 1 worker(s) for 1 s (--elastic-timeout), fewer than --min-np 2 (hosts listed: a:1, "
+        "b:1; blacklisted: b:0)");
   m.OnWorkerExit("a:0", 143, t0);
   CHECK(m.AllExited());
   CHECK(m.ExitCode(1) == 1);  // the last generation's member a:0 was stopped, not failed
@@ -252,7 +221,8 @@ TEST_CASE(
   Join(m, "b:0", 1);
   CHECK(m.Tick(t0).ok());
   CHECK(m.Tick(t0 + std::chrono::milliseconds(1100)).ok());
-  CHECK(m.TakeWorkersToStop() == std::vector<std::string>{"c:0"});
+  CHECK(Stops(m) == std::vector<std::string>{
+                        "c:0: it did not ask to join a generation within 1 s (--elastic-timeout)"});
   CHECK(Join(m, "a:0", 1).size == 2);
 }
 

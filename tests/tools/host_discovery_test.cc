@@ -2,6 +2,8 @@
 // Horovod's contract says, and the script run for real with /bin/sh, failing, hanging.
 #include "tools/kolorun/host_discovery.h"
 
+#include <signal.h>
+
 #include <catch2/catch.hpp>
 
 #include "tests/support/watchdog.h"
@@ -42,6 +44,36 @@ TEST_CASE("The discovery script runs through /bin/sh; a failure or a hang is an 
   CHECK(hung.status().code() == StatusCode::kDeadlineExceeded);
   CHECK(hung.status().message() ==
         "--host-discovery-script 'sleep 30' did not finish within 300 ms (killed)");
+}
+
+TEST_CASE("A discovery run never blocks its caller; a hung one is killed at its deadline",
+          "[tools][elastic]") {
+  testing::Watchdog watchdog("discovery run", std::chrono::seconds(30));
+  StatusOr<std::unique_ptr<DiscoveryRun>> run =
+      DiscoveryRun::Start("sleep 30", 1, std::chrono::milliseconds(300));
+  REQUIRE(run.ok());
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE((*run)->Check(start).has_value());  // running: no answer, and no wait
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(100));
+  const pid_t pid = (*run)->pid();
+  auto result = (*run)->Check(start + std::chrono::milliseconds(300));  // its deadline
+  REQUIRE(result.has_value());
+  CHECK(result->status().code() == StatusCode::kDeadlineExceeded);
+  CHECK(result->status().message() ==
+        "--host-discovery-script 'sleep 30' did not finish within 300 ms (killed)");
+  CHECK(kill(pid, 0) != 0);                                                 // killed and reaped
+  CHECK_FALSE((*run)->Check(start + std::chrono::seconds(1)).has_value());  // told once
+}
+
+TEST_CASE("A script is done when it exits, even if something it started holds its stdout",
+          "[tools][elastic]") {
+  testing::Watchdog watchdog("discovery leftover", std::chrono::seconds(30));
+  const auto start = std::chrono::steady_clock::now();
+  auto hosts = RunDiscoveryScript("sleep 30 & echo h1:2", 1, std::chrono::seconds(10));
+  REQUIRE(hosts.ok());
+  REQUIRE(hosts->size() == 1);
+  CHECK((*hosts)[0].slots == 2);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));  // not the 10 s
 }
 
 TEST_CASE("kolorun's elastic options: hosts from a script or a list, min <= np <= max",

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <optional>
@@ -93,6 +94,7 @@ class ElasticDriver {
   static ElasticMembership::Config MembershipConfig(const LaunchOptions& options,
                                                     const JobLayout& job);
   void Discover(Clock::time_point now);
+  void ReportShortfall(Clock::time_point now);
   void StartWorkers(Clock::time_point now);
   Status StartWorker(const ElasticMembership::WorkerToStart& slot);
   void StopWorkers(Clock::time_point now);
@@ -112,12 +114,14 @@ class ElasticDriver {
   std::unique_ptr<transport::ElasticRendezvousServer> server_;
   std::map<std::string, WorkerProcess> workers_;  // by worker id, while it holds something
   std::unordered_map<pid_t, std::string> id_of_pid_;
+  std::unique_ptr<DiscoveryRun> discovery_;  // the script's run in progress, if any
   std::optional<Clock::time_point> next_discovery_;
+  std::optional<Clock::time_point> shortfall_since_;  // of the shortfall last reported
+  Clock::time_point next_shortfall_report_{};
   std::optional<Clock::time_point> drain_until_;
   std::string last_generation_text_;
   int failure_code_ = 0;      // 1 once the job failed (membership said it cannot go on)
   int interrupt_signal_ = 0;  // the first SIGINT/SIGTERM/SIGHUP kolorun received
-  bool started_any_ = false;
 };
 
 ElasticMembership::Config ElasticDriver::MembershipConfig(const LaunchOptions& options,
@@ -149,19 +153,62 @@ Status ElasticDriver::Start() {
   return Status::Ok();
 }
 
+// Starts the script when it is due and takes its result when it has one, never waiting for
+// it: the loop goes on forwarding output, reaping and re-forming while a script hangs.
 void ElasticDriver::Discover(Clock::time_point now) {
   if (options_.elastic.discovery_script.empty()) return;
-  if (next_discovery_ && now < *next_discovery_) return;
-  StatusOr<std::vector<Host>> hosts = RunDiscoveryScript(
-      options_.elastic.discovery_script, options_.elastic.slots > 0 ? options_.elastic.slots : 1,
-      config_.discovery_timeout);
-  next_discovery_ = Clock::now() + config_.discovery_interval;
-  if (!hosts.ok()) {
-    // The hosts stay as they were: a script that fails once is not a lost cluster.
-    Message(hosts.status().message() + "; keeping the hosts it found before");
+  if (discovery_) {
+    std::optional<StatusOr<std::vector<Host>>> hosts = discovery_->Check(now);
+    if (!hosts) return;
+    discovery_.reset();
+    next_discovery_ = now + config_.discovery_interval;
+    if (!hosts->ok()) {
+      // The hosts stay as they were: a script that fails once is not a lost cluster.
+      Message(hosts->status().message() + "; keeping the hosts it found before");
+      return;
+    }
+    membership_.UpdateHosts(WithLoopbackAddresses(**hosts), now);
     return;
   }
-  membership_.UpdateHosts(WithLoopbackAddresses(*hosts), now);
+  if (next_discovery_ && now < *next_discovery_) return;
+  StatusOr<std::unique_ptr<DiscoveryRun>> started = DiscoveryRun::Start(
+      options_.elastic.discovery_script, options_.elastic.slots > 0 ? options_.elastic.slots : 1,
+      config_.discovery_timeout);
+  if (!started.ok()) {
+    Message(started.status().message() + "; keeping the hosts it found before");
+    next_discovery_ = now + config_.discovery_interval;
+    return;
+  }
+  discovery_ = std::move(*started);
+}
+
+// Fewer workers than --min-np: a line when the wait starts and every report interval after.
+void ElasticDriver::ReportShortfall(Clock::time_point now) {
+  std::optional<ElasticMembership::Shortfall> shortfall = membership_.ShortOfWorkers();
+  if (!shortfall) {
+    shortfall_since_.reset();
+    return;
+  }
+  if (shortfall_since_ == shortfall->since && now < next_shortfall_report_) return;
+  shortfall_since_ = shortfall->since;
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(options_.elastic.timeout_seconds * 1000));
+  const auto every = std::max(std::chrono::milliseconds(1000),
+                              std::min(config_.shortfall_report_interval, timeout / 3));
+  next_shortfall_report_ = now + every;
+  const auto left = std::chrono::duration_cast<std::chrono::seconds>(shortfall->until - now);
+  const std::time_t until = std::chrono::system_clock::to_time_t(
+      std::chrono::system_clock::now() +
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(shortfall->until - now));
+  std::tm local{};
+  localtime_r(&until, &local);
+  char clock[16];
+  std::strftime(clock, sizeof(clock), "%H:%M:%S", &local);
+  Message(std::to_string(shortfall->live) + " worker(s), fewer than --min-np " +
+          std::to_string(options_.elastic.min_np) + ": waiting for " +
+          std::to_string(options_.elastic.min_np - shortfall->live) + " more slot(s) until " +
+          clock + " (--elastic-timeout, " + std::to_string(std::max<int64_t>(0, left.count())) +
+          " s left), then the job fails; " + shortfall->hosts);
 }
 
 void ElasticDriver::StartWorkers(Clock::time_point now) {
@@ -205,7 +252,6 @@ Status ElasticDriver::StartWorker(const ElasticMembership::WorkerToStart& slot) 
   worker.out = std::make_unique<OutputStream>(process.stdout_fd, config_.output.stdout_fd, prefix);
   worker.err = std::make_unique<OutputStream>(process.stderr_fd, config_.output.stderr_fd, prefix);
   id_of_pid_[process.pid] = slot.worker_id;
-  started_any_ = true;
   if (!config_.output.output_dir.empty()) {
     const std::string base = config_.output.output_dir + "/worker." + slot.worker_id;
     KOLO_RETURN_IF_ERROR(CopyStreamTo(base + ".out", worker.out.get()));
@@ -215,12 +261,10 @@ Status ElasticDriver::StartWorker(const ElasticMembership::WorkerToStart& slot) 
 }
 
 void ElasticDriver::StopWorkers(Clock::time_point now) {
-  for (const std::string& id : membership_.TakeWorkersToStop()) {
-    auto it = workers_.find(id);
+  for (const ElasticMembership::StopOrder& order : membership_.TakeWorkersToStop()) {
+    auto it = workers_.find(order.worker_id);
     if (it == workers_.end() || !it->second.running) continue;
-    Message("stopping worker " + id +
-            " (its host was removed or blacklisted, or it did not "
-            "rejoin in time)");
+    Message("stopping worker " + order.worker_id + ": " + order.reason);
     kill(-it->second.pid, SIGTERM);
     CloseStdin(it->second);
     it->second.kill_at = now + config_.output.kill_grace;
@@ -247,9 +291,15 @@ void ElasticDriver::PollOnce(Clock::time_point now) {
       streams.push_back(stream);
     }
   }
+  const bool discovering = discovery_ && discovery_->fd() >= 0;
+  if (discovering) fds.push_back({discovery_->fd(), POLLIN, 0});
   // Wakes at least every 50 ms for the membership's deadlines, discovery and kill timers.
   int ready = poll(fds.data(), fds.size(), 50);
   if (ready <= 0) return;
+  if (discovering) {
+    if (fds.back().revents != 0) discovery_->Pump();
+    fds.pop_back();
+  }
   if (fds[0].revents != 0) {
     for (int sig : signals_->Drain()) {
       if (sig == SIGCHLD) continue;
@@ -263,14 +313,18 @@ void ElasticDriver::PollOnce(Clock::time_point now) {
   }
 }
 
+// Reaps the workers by pid (not waitpid(-1): the discovery script's run reaps its own).
 void ElasticDriver::Reap(Clock::time_point now) {
-  for (;;) {
+  std::vector<std::pair<pid_t, int>> ended;
+  for (const auto& [pid, id] : id_of_pid_) {
     int wait_status = 0;
-    pid_t pid = waitpid(-1, &wait_status, WNOHANG);
-    if (pid < 0 && errno == EINTR) continue;
-    if (pid <= 0) return;
+    pid_t done;
+    while ((done = waitpid(pid, &wait_status, WNOHANG)) < 0 && errno == EINTR) {
+    }
+    if (done == pid) ended.emplace_back(pid, wait_status);
+  }
+  for (const auto& [pid, wait_status] : ended) {
     auto it = id_of_pid_.find(pid);
-    if (it == id_of_pid_.end()) continue;
     const std::string id = it->second;
     id_of_pid_.erase(it);
     WorkerProcess& worker = workers_[id];
@@ -301,7 +355,9 @@ bool ElasticDriver::Finished(Clock::time_point now) {
   for (const auto& [id, worker] : workers_) {
     if (worker.running) return false;
   }
-  if (!started_any_ && failure_code_ == 0 && interrupt_signal_ == 0) return false;
+  // A job ends when a worker finished it, it failed, or kolorun was interrupted; until then,
+  // with every worker gone (hosts removed), it waits for hosts (Tick bounds the wait).
+  if (failure_code_ == 0 && interrupt_signal_ == 0 && !membership_.Finishing()) return false;
   if (!membership_.AllExited()) return false;
   bool holds_pipes = false;
   for (const auto& [id, worker] : workers_) holds_pipes |= worker.HoldsPipes();
@@ -316,6 +372,7 @@ int ElasticDriver::Run() {
       Discover(now);
       StartWorkers(now);
       Status going = membership_.Tick(now);
+      for (const std::string& notice : membership_.TakeNotices()) Message(notice);
       if (!going.ok()) {
         Message("the elastic job cannot go on: " + going.message() + "; stopping every worker");
         failure_code_ = 1;
@@ -323,6 +380,7 @@ int ElasticDriver::Run() {
       }
       StopWorkers(now);
       ReportGeneration();
+      ReportShortfall(now);
     }
     PollOnce(now);
     Reap(Clock::now());
@@ -339,6 +397,9 @@ int ElasticDriver::Run() {
     worker.err->Finish();
   }
   if (server_) server_->Stop();
+  if (failure_code_ == 0 && interrupt_signal_ != 0 && !membership_.Finishing()) {
+    return 128 + interrupt_signal_;
+  }
   const int code = membership_.ExitCode(failure_code_);
   if (code == 0 && interrupt_signal_ != 0) return 128 + interrupt_signal_;
   return code;

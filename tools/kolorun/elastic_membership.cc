@@ -1,7 +1,7 @@
 #include "tools/kolorun/elastic_membership.h"
 
 #include <algorithm>
-#include <cmath>
+#include <cstdio>
 
 #include "kolo/elastic.h"
 
@@ -12,74 +12,73 @@ using transport::ElasticHostChanges;
 using transport::ElasticJoinRequest;
 using transport::ElasticOutcome;
 
-ElasticMembership::ElasticMembership(const Config& config) : config_(config) {}
+ElasticMembership::ElasticMembership(const Config& config)
+    : config_(config), hosts_(config.cooldown_min_seconds, config.cooldown_max_seconds) {}
 
-std::string ElasticMembership::WorkerId(const std::string& host, int slot) {
-  return host + ":" + std::to_string(slot);
+namespace {
+
+// "15", "2.5": seconds as a user wrote them.
+std::string Seconds(std::chrono::milliseconds duration) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", static_cast<double>(duration.count()) / 1000);
+  return text;
 }
+
+}  // namespace
 
 void ElasticMembership::AdvanceHostClock(int kinds) {
   ++host_clock_;
   host_changes_.emplace_back(host_clock_, kinds);
 }
 
-void ElasticMembership::StopWorker(Worker* worker) {
+void ElasticMembership::StopWorker(Worker* worker, const std::string& reason) {
   worker->stop = true;
+  worker->stop_reason = reason;
   worker->wants_after.reset();
   changed_.NotifyAll();
 }
 
-bool ElasticMembership::Usable(const std::string& host, Clock::time_point now) {
-  HostState& state = host_states_[host];
-  if (!state.blacklisted) return true;
-  if (config_.cooldown_min_seconds > 0 && now >= state.cooldown_end) {
-    state.blacklisted = false;  // its cooldown is over: Horovod's "resurrected" host
-    return true;
-  }
-  return false;
+int ElasticMembership::LiveCount() const {
+  int live = 0;
+  for (const auto& [id, worker] : workers_) live += Live(worker) ? 1 : 0;
+  return live;
 }
 
-void ElasticMembership::Blacklist(const std::string& host, Clock::time_point now) {
-  HostState& state = host_states_[host];
-  if (!state.blacklisted) AdvanceHostClock(elastic::kHostsRemoved);
-  state.blacklisted = true;
-  ++state.blacklistings;
-  if (config_.cooldown_min_seconds > 0) {
-    const double low = config_.cooldown_min_seconds;
-    const double grown = low * std::ldexp(1.0, std::min(state.blacklistings, 30)) +
-                         std::uniform_real_distribution<double>(0, low)(random_);
-    const double seconds = std::clamp(grown, low, std::max(low, config_.cooldown_max_seconds));
-    state.cooldown_end =
-        now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  }
-  for (auto& [id, worker] : workers_) {
-    if (Live(worker) && worker.host.name == host) StopWorker(&worker);
+void ElasticMembership::Blacklist(const Worker& worker, Clock::time_point now) {
+  const std::string& host = worker.host.name;
+  const std::string why =
+      "worker " + worker.id + " failed with exit code " + std::to_string(worker.exit_code);
+  std::string notice;
+  bool newly = false;
+  const bool whole_host =
+      hosts_.BarAfterFailure(host, worker.slot, why, config_.min_np, now, &notice, &newly);
+  notices_.push_back(notice);
+  if (newly) AdvanceHostClock(elastic::kHostsRemoved);
+  if (!whole_host) return;
+  for (auto& [id, other] : workers_) {
+    if (Live(other) && other.host.name == host) {
+      StopWorker(&other, "its host " + host + " was blacklisted: " + why);
+    }
   }
 }
 
 void ElasticMembership::UpdateHosts(const std::vector<Host>& hosts, Clock::time_point now) {
   (void)now;
   MutexLock lock(&mu_);
-  std::map<std::string, int> before;
-  for (const Host& host : hosts_) before[host.name] = host.slots;
-  std::map<std::string, int> after;
-  for (const Host& host : hosts) after[host.name] = host.slots;
   // An addition is announced when a worker started there asks to join (Join), not here: a host
   // that gets no worker (every slot taken up to max_np) must not make the members re-form.
-  int kinds = elastic::kNoUpdate;
-  for (const auto& [name, slots] : after) {
-    auto old = before.find(name);
-    if (old != before.end() && old->second > slots) kinds |= elastic::kHostsRemoved;
-  }
-  for (const auto& [name, slots] : before) {
-    if (after.count(name) == 0) kinds |= elastic::kHostsRemoved;
-  }
-  hosts_ = hosts;
+  const bool removed = hosts_.Update(hosts);
   for (auto& [id, worker] : workers_) {
-    auto host = after.find(worker.host.name);
-    if (Live(worker) && (host == after.end() || worker.slot >= host->second)) StopWorker(&worker);
+    if (!Live(worker)) continue;
+    const int slots = hosts_.SlotsOf(worker.host.name);
+    if (slots == 0) {
+      StopWorker(&worker, "its host " + worker.host.name + " is no longer listed");
+    } else if (worker.slot >= slots) {
+      StopWorker(&worker, "its host " + worker.host.name + " is listed with " +
+                              std::to_string(slots) + " slot(s) now");
+    }
   }
-  if (kinds != elastic::kNoUpdate) AdvanceHostClock(kinds);
+  if (removed) AdvanceHostClock(elastic::kHostsRemoved);
 }
 
 std::vector<ElasticMembership::WorkerToStart> ElasticMembership::TakeSlotsToFill(
@@ -88,13 +87,11 @@ std::vector<ElasticMembership::WorkerToStart> ElasticMembership::TakeSlotsToFill
   std::vector<WorkerToStart> fill;
   if (finishing_) return fill;
   const int target = generation_ == 0 ? config_.initial_np : config_.max_np;
-  int live = 0;
-  for (const auto& [id, worker] : workers_) live += Live(worker) ? 1 : 0;
-  for (const Host& host : hosts_) {
-    if (live >= target) break;
-    if (!Usable(host.name, now)) continue;
+  int live = LiveCount();
+  for (const Host& host : hosts_.listed()) {
     for (int slot = 0; slot < host.slots && live < target; ++slot) {
-      const std::string id = WorkerId(host.name, slot);
+      if (!hosts_.SlotOpen(host.name, slot, now)) continue;
+      const std::string id = ElasticWorkerId(host.name, slot);
       auto it = workers_.find(id);
       if (it != workers_.end() && !it->second.exited) continue;  // taken, or still stopping
       Worker worker;
@@ -123,22 +120,29 @@ void ElasticMembership::OnWorkerExit(const std::string& worker_id, int exit_code
     if (!finishing_) finished_worker_ = worker_id;
     finishing_ = true;
   } else if (!worker.stop) {
-    Blacklist(worker.host.name, now);
+    Blacklist(worker, now);
   }
   changed_.NotifyAll();
   TryForm(now);
 }
 
-std::vector<std::string> ElasticMembership::TakeWorkersToStop() {
+std::vector<ElasticMembership::StopOrder> ElasticMembership::TakeWorkersToStop() {
   MutexLock lock(&mu_);
-  std::vector<std::string> stop;
+  std::vector<StopOrder> stop;
   for (auto& [id, worker] : workers_) {
     if (worker.stop && !worker.exited && !worker.stop_reported) {
       worker.stop_reported = true;
-      stop.push_back(id);
+      stop.push_back({id, worker.stop_reason});
     }
   }
   return stop;
+}
+
+std::vector<std::string> ElasticMembership::TakeNotices() {
+  MutexLock lock(&mu_);
+  std::vector<std::string> notices;
+  notices.swap(notices_);
+  return notices;
 }
 
 void ElasticMembership::TryForm(Clock::time_point now) {
@@ -163,14 +167,15 @@ void ElasticMembership::TryForm(Clock::time_point now) {
   std::sort(old_members.begin(), old_members.end(),
             [](const Worker* a, const Worker* b) { return a->rank < b->rank; });
   std::vector<std::pair<std::pair<size_t, int>, Worker*>> keyed;  // (host index, slot)
-  for (Worker* w : newcomers) keyed.push_back({{HostIndex(w->host.name), w->slot}, w});
+  for (Worker* w : newcomers) keyed.push_back({{hosts_.IndexOf(w->host.name), w->slot}, w});
   std::sort(keyed.begin(), keyed.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   for (size_t i = 0; i < keyed.size(); ++i) newcomers[i] = keyed[i].second;
   std::vector<Worker*> order = old_members;
   order.insert(order.end(), newcomers.begin(), newcomers.end());
   while (order.size() > static_cast<size_t>(config_.max_np)) {
-    StopWorker(order.back());
+    StopWorker(order.back(), "the generation has --max-np " + std::to_string(config_.max_np) +
+                                 " workers without it");
     order.pop_back();
   }
   ++generation_;
@@ -190,6 +195,7 @@ void ElasticMembership::TryForm(Clock::time_point now) {
 
 Status ElasticMembership::Tick(Clock::time_point now) {
   MutexLock lock(&mu_);
+  shortfall_.reset();
   if (finishing_) return Status::Ok();
   if (config_.reset_limit >= 0 && generation_ > config_.reset_limit) {
     bool someone_waits = false;
@@ -200,13 +206,11 @@ Status ElasticMembership::Tick(Clock::time_point now) {
     }
   }
   TryForm(now);
-  int live = 0;
+  const int live = LiveCount();
   bool member_left = false;  // a member of the current generation asked for the next
   for (const auto& [id, worker] : workers_) {
-    if (!Live(worker)) continue;
-    ++live;
-    member_left |=
-        worker.wants_after.has_value() && worker.generation == generation_ && generation_ > 0;
+    member_left |= Live(worker) && worker.wants_after.has_value() &&
+                   worker.generation == generation_ && generation_ > 0;
   }
   const bool awaited = generation_ == 0 || member_left || live < config_.min_np;
   if (!awaited) {
@@ -214,21 +218,42 @@ Status ElasticMembership::Tick(Clock::time_point now) {
     return Status::Ok();
   }
   if (!waiting_since_) waiting_since_ = now;
+  if (live < config_.min_np && hosts_.known()) {
+    if (std::optional<std::string> none = hosts_.NoneLeft()) {
+      return FailedPrecondition(*none + "; " + std::to_string(live) +
+                                " worker(s) left, fewer than --min-np " +
+                                std::to_string(config_.min_np) +
+                                " (--blacklist-cooldown-range lets a blacklisted host or slot be "
+                                "used again)");
+    }
+    shortfall_ = Shortfall{live, *waiting_since_, *waiting_since_ + config_.elastic_timeout,
+                           hosts_.InWords(now)};
+  }
   if (now - *waiting_since_ < config_.elastic_timeout) return Status::Ok();
-  const std::string waited =
-      std::to_string(
-          std::chrono::duration_cast<std::chrono::seconds>(config_.elastic_timeout).count()) +
-      " s (--elastic-timeout)";
+  const std::string waited = Seconds(config_.elastic_timeout) + " s (--elastic-timeout)";
   if (live < config_.min_np) {
     return FailedPrecondition("only " + std::to_string(live) + " worker(s) for " + waited +
-                              ", fewer than --min-np " + std::to_string(config_.min_np));
+                              ", fewer than --min-np " + std::to_string(config_.min_np) +
+                              (shortfall_ ? " (" + shortfall_->hosts + ")" : ""));
   }
   // Enough workers, but some never asked to join: stop them, and form without them.
   for (auto& [id, worker] : workers_) {
-    if (Live(worker) && !worker.wants_after.has_value()) StopWorker(&worker);
+    if (Live(worker) && !worker.wants_after.has_value()) {
+      StopWorker(&worker, "it did not ask to join a generation within " + waited);
+    }
   }
   waiting_since_ = now;
   return Status::Ok();
+}
+
+std::optional<ElasticMembership::Shortfall> ElasticMembership::ShortOfWorkers() const {
+  MutexLock lock(&mu_);
+  return shortfall_;
+}
+
+bool ElasticMembership::Finishing() const {
+  MutexLock lock(&mu_);
+  return finishing_;
 }
 
 bool ElasticMembership::AllExited() const {
@@ -242,6 +267,7 @@ bool ElasticMembership::AllExited() const {
 int ElasticMembership::ExitCode(int failure_code) const {
   if (failure_code != 0) return failure_code;  // the driver said why; every worker was stopped
   MutexLock lock(&mu_);
+  if (!finishing_) return 1;  // no worker finished: the job did not do its work
   for (const std::string& id : members_) {
     const Worker& worker = workers_.at(id);
     if (worker.generation == generation_ && worker.exit_code != 0 && !worker.stop) {
@@ -279,13 +305,6 @@ ElasticAssignment ElasticMembership::AnswerFor(const Worker& worker) const {
   return answer;
 }
 
-size_t ElasticMembership::HostIndex(const std::string& host) const {
-  for (size_t i = 0; i < hosts_.size(); ++i) {
-    if (hosts_[i].name == host) return i;
-  }
-  return hosts_.size();
-}
-
 std::optional<ElasticAssignment> ElasticMembership::RefusalFor(const std::string& id) const {
   auto it = workers_.find(id);
   ElasticAssignment refused;
@@ -293,9 +312,9 @@ std::optional<ElasticAssignment> ElasticMembership::RefusalFor(const std::string
   if (it == workers_.end()) {
     refused.message = "kolorun started no worker '" + id + "'";
   } else if (it->second.exited || it->second.stop) {
-    refused.message = "worker " + id +
-                      " is no longer part of the job (its host was removed or blacklisted, or "
-                      "it did not join in time)";
+    const std::string& why = it->second.stop_reason;
+    refused.message = "worker " + id + " is no longer part of the job" +
+                      (why.empty() ? std::string(" (it exited)") : ": " + why);
   } else if (finishing_) {
     refused.message = "the job is finishing (worker " + finished_worker_ +
                       " exited with code 0), so it forms no new generation";

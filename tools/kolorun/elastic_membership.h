@@ -15,7 +15,10 @@
 // is an old member whenever one is left, and the state a loop syncs comes from it), new
 // workers follow in host and slot order. A worker whose process fails blacklists its host (as
 // Horovod: the host's other workers stop, the host gets no new workers until its cooldown, if
-// any, ends).
+// any, ends) when the other hosts still have min_np slots; otherwise only its slot, so that a
+// job on one host outlives a failed worker. Below min_np the job waits elastic_timeout for
+// hosts (ShortOfWorkers says for what), and fails at once when every listed host is
+// blacklisted for good. Only a job some worker finished (exited 0) ends with code 0.
 //
 // Threading: thread-safe. Join waits on a condition variable (on the server's threads); every
 // other method returns at once.
@@ -25,13 +28,13 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kolo/status.h"
+#include "tools/kolorun/elastic_hosts.h"
 #include "tools/kolorun/host_list.h"
 #include "transport/grpc/elastic_rendezvous.h"
 
@@ -61,6 +64,17 @@ class ElasticMembership final : public transport::ElasticMembershipService {
     Host host;
     int slot = 0;
   };
+  struct StopOrder {
+    std::string worker_id;
+    std::string reason;  // "its host h was blacklisted: worker h:1 failed with exit code 137"
+  };
+  // Fewer live workers than min_np: how many, since when, until when the job waits.
+  struct Shortfall {
+    int live = 0;
+    Clock::time_point since;
+    Clock::time_point until;
+    std::string hosts;  // what discovery lists now and what is blacklisted, in words
+  };
 
   explicit ElasticMembership(const Config& config);
 
@@ -75,19 +89,28 @@ class ElasticMembership final : public transport::ElasticMembershipService {
   // the job is finishing.
   std::vector<WorkerToStart> TakeSlotsToFill(Clock::time_point now);
   // A worker's process ended: `exit_code` 0 is success (the job is then finishing: no further
-  // generation forms), else a failure that blacklists its host unless the driver stopped it.
+  // generation forms), else a failure that blacklists its host (or slot) unless the driver
+  // stopped it.
   void OnWorkerExit(const std::string& worker_id, int exit_code, Clock::time_point now);
   // Workers the driver must stop (their host was removed or blacklisted, they were refused, or
-  // they did not join within elastic_timeout); each is returned once.
-  std::vector<std::string> TakeWorkersToStop();
+  // they did not join within elastic_timeout), with the reason; each is returned once.
+  std::vector<StopOrder> TakeWorkersToStop();
+  // What the membership decided that kolorun should say (a host or a slot blacklisted, and
+  // why), each once.
+  std::vector<std::string> TakeNotices();
   // Forms a generation when it can; checks the deadlines. Fails (then every worker is to stop)
-  // when the job cannot go on, saying why.
+  // when the job cannot go on, saying why: fewer than min_np workers for elastic_timeout, no
+  // listed host left that is not blacklisted for good, the reset limit.
   Status Tick(Clock::time_point now);
+  // Set while there are fewer live workers than min_np (after Tick).
+  std::optional<Shortfall> ShortOfWorkers() const;
+  // Some worker exited 0 (its training function returned): the job is ending.
+  bool Finishing() const;
   // Every started worker has exited.
   bool AllExited() const;
-  // kolorun's exit code once AllExited: 0 when every member of the last generation exited 0
-  // (or was stopped by the driver), else the first of their failures' codes; `failure_code`
-  // when the job failed in Tick.
+  // kolorun's exit code once AllExited: `failure_code` when the job failed in Tick; 1 when no
+  // worker finished (a job that did not finish never exits 0); 0 when every member of the last
+  // generation exited 0 (or was stopped by the driver), else the first of their failures' codes.
   int ExitCode(int failure_code) const;
   // A line about the current generation, for kolorun's messages ("generation 2: 3 ranks ...").
   std::string Describe() const;
@@ -108,6 +131,7 @@ class ElasticMembership final : public transport::ElasticMembershipService {
     bool exited = false;
     bool stop = false;           // the driver stops it (or stopped it)
     bool stop_reported = false;  // returned by TakeWorkersToStop
+    std::string stop_reason;
     int exit_code = 0;
     std::optional<int64_t> wants_after;  // asked to join a generation after this one
     bool announced = false;              // its join advanced the host clock (a newcomer)
@@ -115,31 +139,23 @@ class ElasticMembership final : public transport::ElasticMembershipService {
     int64_t generation = 0;  // the last it is a member of; 0: none
     int rank = -1;           // its rank in that generation
   };
-  struct HostState {
-    int blacklistings = 0;
-    bool blacklisted = false;
-    Clock::time_point cooldown_end{};
-  };
-
   bool Live(const Worker& w) const { return !w.exited && !w.stop; }
-  bool Usable(const std::string& host, Clock::time_point now) KOLO_REQUIRES(mu_);
-  void Blacklist(const std::string& host, Clock::time_point now) KOLO_REQUIRES(mu_);
+  int LiveCount() const KOLO_REQUIRES(mu_);
+  // After `worker` failed: blacklists its host (stopping its other workers), or only its slot
+  // when the other hosts lack min_np open slots (ElasticHosts::BarAfterFailure).
+  void Blacklist(const Worker& worker, Clock::time_point now) KOLO_REQUIRES(mu_);
   void AdvanceHostClock(int kinds) KOLO_REQUIRES(mu_);
-  void StopWorker(Worker* worker) KOLO_REQUIRES(mu_);
+  void StopWorker(Worker* worker, const std::string& reason) KOLO_REQUIRES(mu_);
   void TryForm(Clock::time_point now) KOLO_REQUIRES(mu_);
   transport::ElasticAssignment AnswerFor(const Worker& worker) const KOLO_REQUIRES(mu_);
   // Why worker `id` may not join, or nullopt when it may.
   std::optional<transport::ElasticAssignment> RefusalFor(const std::string& id) const
       KOLO_REQUIRES(mu_);
-  // The position of `host` in the last discovery (its size when absent).
-  size_t HostIndex(const std::string& host) const KOLO_REQUIRES(mu_);
-  static std::string WorkerId(const std::string& host, int slot);
 
   const Config config_;
   mutable Mutex mu_;
   CondVar changed_;  // with mu_: a generation formed, a worker stopped, the job is finishing
-  std::vector<Host> hosts_ KOLO_GUARDED_BY(mu_);  // the last discovery, in order
-  std::map<std::string, HostState> host_states_ KOLO_GUARDED_BY(mu_);
+  ElasticHosts hosts_ KOLO_GUARDED_BY(mu_);  // the last discovery, and what is blacklisted
   std::map<std::string, Worker> workers_ KOLO_GUARDED_BY(mu_);  // by id
   int64_t generation_ KOLO_GUARDED_BY(mu_) = 0;
   std::vector<std::string> members_ KOLO_GUARDED_BY(mu_);  // of generation_, in rank order
@@ -152,7 +168,8 @@ class ElasticMembership final : public transport::ElasticMembershipService {
   std::string finished_worker_ KOLO_GUARDED_BY(mu_);
   // Since when some live worker has waited to join, or live workers were fewer than min_np.
   std::optional<Clock::time_point> waiting_since_ KOLO_GUARDED_BY(mu_);
-  std::mt19937_64 random_ KOLO_GUARDED_BY(mu_){std::random_device{}()};
+  std::optional<Shortfall> shortfall_ KOLO_GUARDED_BY(mu_);  // as of the last Tick
+  std::vector<std::string> notices_ KOLO_GUARDED_BY(mu_);
 };
 
 }  // namespace kolo::launcher

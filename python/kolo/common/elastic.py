@@ -176,7 +176,8 @@ def run_fn(func: Callable[..., Any], reset: Callable[[], None],
     """Horovod's elastic retry loop around `func(state, *args, **kwargs)`: sync the state, call
     func; when it raises one of `internal_errors` (a rank was lost), restore the last commit;
     when it raises HostsUpdatedInterrupt, keep the state (and skip the sync when hosts were only
-    removed); either way reset() (shutdown and init: the next generation) and state.on_reset(),
+    removed, except in kolorun's elastic job, where the next generation may hold ranks that need
+    it); either way reset() (shutdown and init: the next generation) and state.on_reset(),
     and go again. Returns what func returns; an error of an op that failed alone, or of reset(),
     goes to the caller."""
     @functools.wraps(func)
@@ -184,7 +185,11 @@ def run_fn(func: Callable[..., Any], reset: Callable[[], None],
         skip_sync = False
         while True:
             try:
-                if not skip_sync:
+                # In kolorun's elastic job the generation may hold a newcomer, or a survivor
+                # that restored after a failure, whose sync the others would not join (their
+                # first op then waits forever on another name: kolo issue 53, F6): there every
+                # reset syncs. Outside one, Horovod's skip after a removal.
+                if not skip_sync or (_native is not None and _native.elastic_enabled()):
                     state.sync()
                 return func(state, *args, **kwargs)
             except HostsUpdatedInterrupt as interrupt:
