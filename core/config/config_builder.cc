@@ -2,9 +2,8 @@
 // that are not templates.
 #include "core/config/config_builder.h"
 
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
+#include <cstdio>
 #include <sstream>
 
 namespace kolo {
@@ -34,33 +33,9 @@ std::string Joined(const std::vector<const char*>& words, const char* separator)
   return text;
 }
 
-Status BadValue(const std::string& source, const std::string& value, const std::string& want) {
-  return InvalidArgument(source + "='" + value + "' is invalid: expected " + want);
-}
-
 // A field of Options built by hand, outside its row's range.
 Status BadField(const char* name, const std::string& value, const std::string& want) {
   return InvalidArgument(std::string(name) + "=" + value + " is invalid: expected " + want);
-}
-
-bool ParseInteger(const std::string& value, int64_t lo, int64_t hi, int64_t* out) {
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(value.c_str(), &end, 10);
-  if (value.empty() || errno != 0 || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
-bool ParseNumber(const std::string& value, double lo, double hi, double* out) {
-  errno = 0;
-  char* end = nullptr;
-  double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || errno != 0 || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
-    return false;
-  }
-  *out = v;
-  return true;
 }
 
 std::string Interval(const std::string& lo, const std::string& hi) {
@@ -78,39 +53,45 @@ Row& Row::OptionalInteger(int Options::*field, int64_t lo, int64_t hi) {
 }
 
 Row& Row::Number(double Options::*field, double lo, double hi, double def, const char* unit) {
-  Numeric(ConfigKind::kNumber, lo, hi, NumberText(def), NumberText(lo), NumberText(hi), unit,
-          "a number in ");
-  const std::string want = var_.expected;
-  var_.apply = [field, lo, hi, want](const std::string& source, const std::string& value,
-                                     Options* options) {
-    return ParseNumber(value, lo, hi, &(options->*field)) ? Status::Ok()
-                                                          : BadValue(source, value, want);
+  Numeric(ConfigKind::kNumber, lo, hi, NumberText(def), NumberText(lo), NumberText(hi), unit);
+  var_.expected = NumberExpected(lo, hi);
+  var_.apply = [field, lo, hi](const std::string& source, const std::string& value,
+                               Options* options) {
+    StatusOr<double> v = ParseNumberValue(source, value, lo, hi);
+    if (!v.ok()) return v.status();
+    options->*field = *v;
+    return Status::Ok();
   };
   var_.set_default = [field, def](Options* options) { options->*field = def; };
-  var_.check = [name = var_.name, field, lo, hi, want](const Options& options) {
+  var_.check = [name = var_.name, field, lo, hi, want = var_.expected](const Options& options) {
     const double v = options.*field;  // NaN fails both comparisons
     return v >= lo && v <= hi ? Status::Ok() : BadField(name, NumberText(v), want);
+  };
+  var_.value_text = [field](const Options& options) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.17g", options.*field);
+    return std::string(text);
   };
   return *this;
 }
 
 Row& Row::ByteSize(int64_t Options::*field, int64_t lo, int64_t hi, int64_t def) {
   Numeric(ConfigKind::kByteSize, static_cast<double>(lo), static_cast<double>(hi), ByteText(def),
-          ByteText(lo), ByteText(hi), "bytes", "a byte size in ");
-  var_.expected += " such as 1048576, 64K, 64M or 1G";
-  const std::string want = var_.expected;
-  var_.apply = [field, lo, hi, want](const std::string& source, const std::string& value,
-                                     Options* options) {
-    StatusOr<int64_t> bytes = ParseByteSize(value);
-    if (!bytes.ok() || *bytes < lo || *bytes > hi) return BadValue(source, value, want);
+          ByteText(lo), ByteText(hi), "bytes");
+  var_.expected = ByteSizeExpected(lo, hi);
+  var_.apply = [field, lo, hi](const std::string& source, const std::string& value,
+                               Options* options) {
+    StatusOr<int64_t> bytes = ParseByteSizeValue(source, value, lo, hi);
+    if (!bytes.ok()) return bytes.status();
     options->*field = *bytes;
     return Status::Ok();
   };
   var_.set_default = [field, def](Options* options) { options->*field = def; };
-  var_.check = [name = var_.name, field, lo, hi, want](const Options& options) {
+  var_.check = [name = var_.name, field, lo, hi, want = var_.expected](const Options& options) {
     const int64_t v = options.*field;
     return v >= lo && v <= hi ? Status::Ok() : BadField(name, std::to_string(v), want);
   };
+  var_.value_text = [field](const Options& options) { return std::to_string(options.*field); };
   return *this;
 }
 
@@ -118,42 +99,38 @@ Row& Row::Bool(bool Options::*field, bool def) {
   var_.kind = ConfigKind::kBool;
   var_.default_text = def ? "1" : "0";
   var_.range = "0|1";
-  var_.expected = "0 or 1";
-  var_.apply = [field, want = var_.expected](const std::string& source, const std::string& value,
-                                             Options* options) {
-    if (value == "1" || value == "true") {
-      options->*field = true;
-    } else if (value == "0" || value == "false" || value.empty()) {
-      options->*field = false;
-    } else {
-      return BadValue(source, value, want);
-    }
+  var_.expected = kBoolExpected;
+  var_.apply = [field](const std::string& source, const std::string& value, Options* options) {
+    StatusOr<bool> v = ParseBoolValue(source, value);
+    if (!v.ok()) return v.status();
+    options->*field = *v;
     return Status::Ok();
   };
   var_.set_default = [field, def](Options* options) { options->*field = def; };
+  var_.value_text = [field](const Options& options) {
+    return std::string(options.*field ? "1" : "0");
+  };
   return *this;
 }
 
 Row& Row::Choice(std::string Options::*field, std::vector<const char*> choices, const char* def) {
   SetChoices(std::move(choices), def);
-  const std::vector<const char*> names = var_.choices;
-  var_.apply = [field, names, want = var_.expected](const std::string& source,
-                                                    const std::string& value, Options* options) {
-    for (const char* name : names) {
-      if (value == name) {
-        options->*field = value;
-        return Status::Ok();
-      }
-    }
-    return BadValue(source, value, want);
+  var_.apply = [field, names = var_.choices](const std::string& source, const std::string& value,
+                                             Options* options) {
+    StatusOr<size_t> index = ParseChoiceValue(source, value, names);
+    if (!index.ok()) return index.status();
+    options->*field = names[*index];  // HOROVOD_LOG_LEVEL=INFO keeps "info"
+    return Status::Ok();
   };
   var_.set_default = [field, def](Options* options) { options->*field = def; };
-  var_.check = [name = var_.name, field, names, want = var_.expected](const Options& options) {
+  var_.check = [name = var_.name, field, names = var_.choices,
+                want = var_.expected](const Options& options) {
     for (const char* choice : names) {
       if (options.*field == choice) return Status::Ok();
     }
     return BadField(name, "'" + options.*field + "'", want);
   };
+  var_.value_text = [field](const Options& options) { return options.*field; };
   return *this;
 }
 
@@ -166,15 +143,15 @@ Row& Row::Text(std::string Options::*field, const char* what, size_t max_bytes) 
     var_.range += ", <= " + std::to_string(max_bytes) + " bytes";
     var_.expected += " of at most " + std::to_string(max_bytes) + " bytes";
   }
+  KeepsText(field);
   var_.apply = [field, max_bytes, want = var_.expected](
                    const std::string& source, const std::string& value, Options* options) {
     if (max_bytes > 0 && value.size() > max_bytes) {
-      return BadValue(source, value.substr(0, 32) + "...", want);
+      return InvalidConfigValue(source, value.substr(0, 32) + "...", want);
     }
     options->*field = value;
     return Status::Ok();
   };
-  var_.set_default = [field](Options* options) { (options->*field).clear(); };
   var_.check = [name = var_.name, field, max_bytes, want = var_.expected](const Options& o) {
     return max_bytes == 0 || (o.*field).size() <= max_bytes
                ? Status::Ok()
@@ -188,28 +165,64 @@ Row& Row::HostPort(std::string Options::*field) {
   var_.lo = 1;
   var_.hi = 65535;
   var_.range = "host:port";
-  var_.expected = "host:port with a port in [1, 65535]";
-  var_.apply = [field, want = var_.expected](const std::string& source, const std::string& value,
-                                             Options* options) {
-    const size_t colon = value.rfind(':');
-    int64_t port = 0;
-    if (colon == std::string::npos || colon == 0 ||
-        !ParseInteger(value.substr(colon + 1), 1, 65535, &port)) {
-      return BadValue(source, value, want);
-    }
+  var_.expected = kHostPortExpected;
+  KeepsText(field);
+  var_.apply = [field](const std::string& source, const std::string& value, Options* options) {
+    KOLO_RETURN_IF_ERROR(CheckHostPortValue(source, value));
     options->*field = value;
     return Status::Ok();
   };
-  var_.set_default = [field](Options* options) { (options->*field).clear(); };
+  return *this;
+}
+
+Row& Row::IpAddress(std::string Options::*field) {
+  var_.kind = ConfigKind::kIpAddress;
+  var_.range = "IP address";
+  var_.expected = kIpAddressExpected;
+  KeepsText(field);
+  var_.apply = [field](const std::string& source, const std::string& value, Options* options) {
+    if (!value.empty()) KOLO_RETURN_IF_ERROR(CheckIpAddressValue(source, value));
+    options->*field = value;
+    return Status::Ok();
+  };
+  var_.check = [name = var_.name, field](const Options& options) {
+    const std::string& value = options.*field;
+    return value.empty() ? Status::Ok() : CheckIpAddressValue(name, value);
+  };
+  return *this;
+}
+
+Row& Row::RankLists(std::string Options::*field) {
+  var_.kind = ConfigKind::kRankLists;
+  var_.range = "rank lists";
+  var_.expected = kRankListsExpected;
+  KeepsText(field);
+  var_.apply = [field](const std::string& source, const std::string& value, Options* options) {
+    KOLO_RETURN_IF_ERROR(ParseRankListsValue(source, value, 0).status());
+    options->*field = value;
+    return Status::Ok();
+  };
+  var_.check = [name = var_.name, field](const Options& options) {
+    return ParseRankListsValue(name, options.*field, options.size).status();
+  };
+  var_.value_text = [name = var_.name, field](const Options& options) {
+    StatusOr<std::vector<std::vector<int>>> sets = ParseRankListsValue(name, options.*field, 0);
+    if (!sets.ok()) return options.*field;
+    std::string text;  // "0,1;2,3": the sets as parsed, ranks ascending
+    for (const std::vector<int>& set : *sets) {
+      text += text.empty() ? "" : ";";
+      for (size_t i = 0; i < set.size(); ++i) text += (i ? "," : "") + std::to_string(set[i]);
+    }
+    return text;
+  };
   return *this;
 }
 
 Row& Row::Port() {
-  Numeric(ConfigKind::kPort, 1, 65535, "", "1", "65535", nullptr, "an integer in ");
-  var_.apply = [want = var_.expected](const std::string& source, const std::string& value,
-                                      Options*) {
-    int64_t port = 0;
-    return ParseInteger(value, 1, 65535, &port) ? Status::Ok() : BadValue(source, value, want);
+  Numeric(ConfigKind::kPort, 1, 65535, "", "1", "65535", nullptr);
+  var_.expected = IntegerExpected(1, 65535);
+  var_.apply = [](const std::string& source, const std::string& value, Options*) {
+    return ParseIntegerValue(source, value, 1, 65535).status();
   };
   return *this;
 }
@@ -233,6 +246,7 @@ Row& Row::Secret(std::string Options::*field, size_t min_digits) {
     return Status::Ok();
   };
   var_.set_default = [field](Options* options) { (options->*field).clear(); };
+  var_.value_text = [](const Options&) { return std::string("(not shown)"); };
   return *this;
 }
 
@@ -248,14 +262,17 @@ Row& Row::Help(const char* text) {
 }
 
 void Row::Numeric(ConfigKind kind, double lo, double hi, std::string def,
-                  const std::string& lo_text, const std::string& hi_text, const char* unit,
-                  const char* want) {
+                  const std::string& lo_text, const std::string& hi_text, const char* unit) {
   var_.kind = kind;
   var_.lo = lo;
   var_.hi = hi;
   var_.default_text = std::move(def);
   var_.range = Interval(lo_text, hi_text) + (unit != nullptr ? std::string(" ") + unit : "");
-  var_.expected = want + Interval(lo_text, hi_text);
+}
+
+void Row::KeepsText(std::string Options::*field) {
+  var_.set_default = [field](Options* options) { (options->*field).clear(); };
+  var_.value_text = [field](const Options& options) { return options.*field; };
 }
 
 void Row::SetChoices(std::vector<const char*> choices, const char* def) {
@@ -263,7 +280,7 @@ void Row::SetChoices(std::vector<const char*> choices, const char* def) {
   var_.choices = std::move(choices);
   var_.default_text = def;
   var_.range = Joined(var_.choices, "|");
-  var_.expected = "one of " + Joined(var_.choices, ", ");
+  var_.expected = ChoiceExpected(var_.choices);
 }
 
 }  // namespace config_internal

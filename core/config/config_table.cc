@@ -1,9 +1,7 @@
 #include "core/config/config_table.h"
 
-#include <cctype>
 #include <cstdlib>
 #include <iterator>
-#include <limits>
 #include <sstream>
 
 #include "core/check.h"
@@ -55,7 +53,7 @@ std::vector<ConfigVar> BuildTable() {
           .Unset("MASTER_PORT, else derived from the launcher's job id")
           .Help("Controller port when the host comes from MASTER_ADDR or the launcher's rule."),
       Row("KOLO_DATA_ADDR")
-          .Text(&Options::data_address, "IP address")
+          .IpAddress(&Options::data_address)
           .Unset("interface routing to the controller")
           .Help("Address peers use to reach this rank's data-plane port."),
       Row("KOLO_HOSTNAME", {"HOROVOD_HOSTNAME"})
@@ -155,12 +153,14 @@ std::vector<ConfigVar> BuildTable() {
                 "min: torch.distributed's default timeout); 0 never aborts."),
       Row("KOLO_LOG_LEVEL", {"HOROVOD_LOG_LEVEL"})
           .Choice(&Options::log_level, {std::begin(kLogLevels), std::end(kLogLevels)}, "warning")
-          .Help("Level of kolo's messages on stderr."),
+          .Help("Level of kolo's messages on stderr. Any case (Horovod's INFO is info)."),
       Row("KOLO_PROCESS_SETS")
-          .Text(&Options::process_sets, "rank lists")
+          .RankLists(&Options::process_sets)
           .Unset("none")
           .Help("Process sets made at init, ids 1, 2, ... in order: sets separated by ';', "
-                "ranks by ',' (\"0,1;2,3\"). The same on every rank."),
+                "ranks by ',' (\"0,1;2,3\"; spaces and a trailing ';' allowed). Each is "
+                "checked as add_process_set() checks one: no rank twice, no set twice, not the "
+                "global set. The same on every rank."),
       Row("KOLO_ELASTIC_RENDEZVOUS")
           .HostPort(&Options::elastic_rendezvous)
           .Unset("none (not elastic)")
@@ -301,7 +301,8 @@ std::string FormatConfigTable() {
          "PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS) or SLURM (SLURM_PROCID, SLURM_NTASKS,\n"
          "SLURM_LOCALID). Without KOLO_CONTROLLER, MASTER_ADDR and MASTER_PORT are used, else\n"
          "the first node of the SLURM node list, or loopback for a one-host MPI job, with a\n"
-         "port derived from the launcher's job id (README: Running under mpirun/SLURM).\n";
+         "port derived from the launcher's job id (README: Running under mpirun/SLURM).\n\n";
+  out << kConfigValueGrammar << "\n";
   return out.str();
 }
 
@@ -319,28 +320,6 @@ StatusOr<Transport> TransportFromName(const std::string& name) {
   Options options;
   KOLO_RETURN_IF_ERROR(FindConfigVar("KOLO_TRANSPORT").apply("KOLO_TRANSPORT", name, &options));
   return options.transport;
-}
-
-StatusOr<int64_t> ParseByteSize(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) {
-    ++digits;
-  }
-  std::string unit = text.substr(digits);
-  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  int64_t scale = 0;
-  if (unit.empty() || unit == "B") scale = 1;
-  if (unit == "K" || unit == "KB" || unit == "KIB") scale = int64_t{1} << 10;
-  if (unit == "M" || unit == "MB" || unit == "MIB") scale = int64_t{1} << 20;
-  if (unit == "G" || unit == "GB" || unit == "GIB") scale = int64_t{1} << 30;
-  if (digits == 0 || digits > 15 || scale == 0) {
-    return InvalidArgument("'" + text + "' is not a byte size (such as 4096, 64K, 64M, 1G)");
-  }
-  const int64_t count = std::stoll(text.substr(0, digits));  // < 10^15: cannot overflow
-  if (count > std::numeric_limits<int64_t>::max() / scale) {
-    return InvalidArgument("'" + text + "' is too large a byte size");
-  }
-  return count * scale;
 }
 
 }  // namespace kolo

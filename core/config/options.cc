@@ -14,7 +14,6 @@
 #include "core/config/launcher_env.h"
 #include "core/config/near_miss.h"
 #include "core/mutex.h"
-#include "core/process_sets.h"
 
 extern char** environ;
 
@@ -76,8 +75,8 @@ StatusOr<Options> Options::FromMap(const std::map<std::string, std::string>& env
     }
   }
   KOLO_RETURN_IF_ERROR(ApplyLauncherIdentity(env, &options));
-  KOLO_RETURN_IF_ERROR(ApplyHorovodVariables(env, &options));
   options.environment_warnings = NearMissWarnings(env);
+  KOLO_RETURN_IF_ERROR(ApplyHorovodVariables(env, &options));  // adds its warnings
   KOLO_RETURN_IF_ERROR(options.Validate());
   return options;
 }
@@ -130,8 +129,6 @@ Status Options::Validate() const {
   if (!secret.empty() && !secret_file.empty()) {
     return InvalidArgument("KOLO_SECRET and KOLO_SECRET_FILE are both set; set one");
   }
-  StatusOr<std::vector<std::vector<int>>> sets = ParseProcessSets(process_sets, size);
-  if (!sets.ok()) return sets.status().WithContext("KOLO_PROCESS_SETS");
   return Status::Ok();
 }
 
