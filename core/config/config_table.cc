@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/config/config_builder.h"
+#include "core/config/horovod_env.h"
 
 namespace kolo {
 namespace {
@@ -124,9 +125,10 @@ std::vector<ConfigVar> BuildTable() {
           .Integer(&Options::cache_capacity, 0, 1000000, 1024)
           .Help("Tensors whose metadata is cached and announced by a short id; 0 disables the "
                 "cache."),
-      Row("KOLO_TIMEOUT_SECONDS")
+      Row("KOLO_TIMEOUT_SECONDS", {"HOROVOD_GLOO_TIMEOUT_SECONDS"})
           .Number(&Options::timeout_seconds, 0.1, 86400, 30, "s")
-          .Help("Deadline for data-plane progress, liveness of peers and shutdown."),
+          .Help("Deadline for data-plane progress, liveness of peers and shutdown (the role of "
+                "Horovod's Gloo timeout)."),
       Row("KOLO_START_TIMEOUT_SECONDS", {"HOROVOD_START_TIMEOUT"})
           .Number(&Options::start_timeout_seconds, 0.1, 86400, 60, "s")
           .Help("How long init() waits for every rank to connect."),
@@ -302,7 +304,10 @@ std::string FormatConfigTable() {
          "SLURM_LOCALID). Without KOLO_CONTROLLER, MASTER_ADDR and MASTER_PORT are used, else\n"
          "the first node of the SLURM node list, or loopback for a one-host MPI job, with a\n"
          "port derived from the launcher's job id (README: Running under mpirun/SLURM).\n\n";
-  out << kConfigValueGrammar << "\n";
+  out << kConfigValueGrammar << "\n\n";
+  out << "Horovod's variables (core/config/horovod_env.cc; each warning or refusal names the "
+         "variable and why):\n\n";
+  for (const std::string& row : HorovodVariablesMarkdownRows()) out << row << "\n";
   return out.str();
 }
 

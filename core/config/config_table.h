@@ -72,8 +72,9 @@ const Options& DefaultOptions();
 Status CheckConfigRanges(const Options& options);
 
 // `kolorun --help-env`: a line of introduction, the table as markdown rows (the README's
-// "Environment variables" table is exactly these rows), how launchers' variables are read, and
-// the grammar of values (kConfigValueGrammar).
+// "Environment variables" table is exactly these rows), how launchers' variables are read, the
+// grammar of values (kConfigValueGrammar), and the table of Horovod's variables
+// (HorovodVariablesMarkdownRows(), also copied into the README).
 std::string FormatConfigTable();
 // Just the markdown rows of the table: header, separator, one row per variable.
 std::vector<std::string> ConfigTableMarkdownRows();
