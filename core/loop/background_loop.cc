@@ -70,6 +70,7 @@ Status BackgroundLoop::RunWithDataPlane(const std::function<void()>& task) {
     return FailedPrecondition("this call may not be made from a kolo callback");
   }
   MutexLock lock(&loop_mu_);
+  CallerWaitScope caller_waits;
   task();
   return Status::Ok();
 }
@@ -88,6 +89,7 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
   bool finished = false;
   {
     CallbackThreadScope callbacks;
+    CallerWaitScope caller_waits;  // the data plane's waits poll for their whole budget here
     drive_done_ = &done;
     try {
       while (state_ == LoopState::kRunning && !stop_requested_ && !(finished = done()) &&
