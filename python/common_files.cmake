@@ -1,7 +1,8 @@
 # The files of the kolo package that every binding installs (python/CMakeLists.txt for
 # kolo.torch, python/tensorflow/CMakeLists.txt for kolo.tensorflow): the package root, its
-# py.typed marker (PEP 561: the hints of the installed package are read by type checkers) and
-# kolo.common. Paths relative to python/.
+# py.typed marker (PEP 561: the hints of the installed package are read by type checkers),
+# kolo.common, and Horovod's framework-free names kolo.data and kolo.runner. Paths relative to
+# python/.
 set(KOLO_COMMON_PY_FILES
   kolo/__init__.py
   kolo/py.typed
@@ -11,4 +12,8 @@ set(KOLO_COMMON_PY_FILES
   kolo/common/errors.py
   kolo/common/objects.py
   kolo/common/process_sets.py
+  kolo/data/__init__.py
+  kolo/data/data_loader_base.py
+  kolo/runner/__init__.py
+  kolo/runner/task.py
 )

@@ -65,6 +65,11 @@ Status BackgroundLoop::RunOnLoop(std::function<void()> task) {
   return tasks_.Hand(std::move(task), options_.timeout_seconds);
 }
 
+bool BackgroundLoop::AbortJob(const Status& why) {
+  // Run by RunPending, under loop_mu_, on whichever thread does the loop's work.
+  return tasks_.Post([this, why]() KOLO_REQUIRES(loop_mu_) { AbortOn(Fault::Requested(why)); });
+}
+
 Status BackgroundLoop::RunWithDataPlane(const std::function<void()>& task) {
   if (IsBackgroundThread()) {
     return FailedPrecondition("this call may not be made from a kolo callback");

@@ -183,6 +183,22 @@ void KoloBackend::CheckUsable(const char* op) const {
   }
 }
 
+std::exception_ptr KoloBackend::WaitForOlder(const std::string& name, const std::string& what,
+                                             std::chrono::milliseconds timeout) {
+  auto older = in_flight_.find(name);
+  if (older == in_flight_.end() || older->second.Poll()) return nullptr;
+  const Status waited =
+      timeout.count() > 0
+          ? older->second.Synchronize(std::chrono::duration<double>(timeout).count())
+          : older->second.Synchronize();
+  if (older->second.Poll()) return nullptr;  // done, whatever its outcome (its own work's)
+  if (waited.code() != StatusCode::kDeadlineExceeded) return ToException(waited, what);
+  // That earlier collective timed out: as after a wait() (KoloWork), the job ends.
+  return EndJobAfterTimeout(
+      older->second,
+      "the earlier collective of kolo name '" + name + "' that " + what + " waits for", timeout);
+}
+
 c10::intrusive_ptr<c10d::Work> KoloBackend::Issue(Launch launch, const Enqueue& enqueue) {
   std::optional<pybind11::gil_scoped_release> no_gil;
   if (PyGILState_Check() != 0) no_gil.emplace();
@@ -197,19 +213,10 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::Issue(Launch launch, const Enqueue& 
   const std::string name = namer_.Next(launch.signature.value());
   const std::string what = Describe(launch.op, namer_.sequence());
   // kolo takes one op per name at a time: the older one of this name must be done here first.
-  auto older = in_flight_.find(name);
-  if (older != in_flight_.end() && !older->second.Poll()) {
-    Status waited = timeout.count() > 0
-                        ? older->second.Synchronize(std::chrono::duration<double>(timeout).count())
-                        : older->second.Synchronize();
-    if (!older->second.Poll()) {
-      namer_.Retract();
-      throw c10::DistBackendError(
-          c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-          "kolo: " + what + " waits for an earlier collective of the same kolo name '" + name +
-              "', which did not complete within " + std::to_string(timeout.count()) +
-              " ms: " + waited.message());
-    }
+  std::exception_ptr older_failed = WaitForOlder(name, what, timeout);
+  if (older_failed) {
+    namer_.Retract();
+    std::rethrow_exception(older_failed);
   }
   KoloWork::Spec spec;
   spec.rank = config_.rank;

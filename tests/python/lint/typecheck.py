@@ -1,4 +1,4 @@
-"""Runs mypy over kolo.torch and kolo.common with python/mypy.ini: every function there has
+"""Runs mypy over kolo.torch, kolo.common, kolo.data and kolo.runner with python/mypy.ini: every function there has
 type hints, and mypy checks the code against them and against torch's and numpy's own.
 
     typecheck.py <source root> <cache dir>
@@ -15,7 +15,7 @@ import sys
 import time
 
 SKIP = 77
-PACKAGES = ["kolo.torch", "kolo.common"]
+PACKAGES = ["kolo.torch", "kolo.common", "kolo.data", "kolo.runner"]
 
 
 def main():
