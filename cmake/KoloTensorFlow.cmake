@@ -19,6 +19,11 @@ set(KOLO_TENSORFLOW_PYTHON "${PROJECT_SOURCE_DIR}/.venv/tensorflow/bin/python"
 set(KOLO_HAVE_TENSORFLOW OFF)
 set(_kolo_tf_install_hint
     "run tools/install-deps.sh --tensorflow, or pass -DKOLO_TENSORFLOW_PYTHON=<a python with tensorflow>")
+if(DEFINED SKBUILD)  # a pip build (cmake/KoloPip.cmake)
+  string(CONCAT _kolo_tf_install_hint
+         "pip install tensorflow-cpu into the environment you install kolo into and build with "
+         "pip install --no-build-isolation, or leave it out with HOROVOD_WITHOUT_TENSORFLOW=1")
+endif()
 
 function(_kolo_tf_probe result)
   if(NOT EXISTS "${KOLO_TENSORFLOW_PYTHON}")
@@ -103,10 +108,16 @@ if(NOT KOLO_WITH_TENSORFLOW STREQUAL "OFF" AND NOT KOLO_SANITIZE STREQUAL "")
   message(STATUS "kolo.tensorflow not built: ${_kolo_tf_why}")
 elseif(NOT KOLO_WITH_TENSORFLOW STREQUAL "OFF")
   _kolo_tf_probe(_kolo_tf_problem)
+  if(NOT _kolo_tf_problem STREQUAL "")
+    kolo_pip_isolation_problem("${KOLO_TENSORFLOW_PYTHON}" tensorflow TENSORFLOW
+                               _kolo_tf_isolation)
+  endif()
   if(_kolo_tf_problem STREQUAL "")
     set(KOLO_HAVE_TENSORFLOW ON)
     message(STATUS "kolo.tensorflow: TensorFlow ${KOLO_TENSORFLOW_VERSION} from "
                    "${KOLO_TENSORFLOW_PYTHON}")
+  elseif(_kolo_tf_isolation)  # AUTO too: the user has it, pip hid it
+    message(FATAL_ERROR "kolo.tensorflow: ${_kolo_tf_problem}: ${_kolo_tf_isolation}")
   elseif(KOLO_WITH_TENSORFLOW STREQUAL "ON")
     message(FATAL_ERROR "KOLO_WITH_TENSORFLOW=ON: ${_kolo_tf_problem}; ${_kolo_tf_install_hint}")
   else()

@@ -17,6 +17,11 @@ set(KOLO_TORCH_PYTHON "${PROJECT_SOURCE_DIR}/.venv/torch/bin/python"
 
 set(KOLO_HAVE_TORCH OFF)
 set(_kolo_torch_install_hint "run tools/install-deps.sh --torch, or pass -DKOLO_TORCH_PYTHON=<a python with torch>")
+if(DEFINED SKBUILD)  # a pip build (cmake/KoloPip.cmake)
+  string(CONCAT _kolo_torch_install_hint
+         "pip install torch into the environment you install kolo into and build with "
+         "pip install --no-build-isolation, or leave it out with HOROVOD_WITHOUT_PYTORCH=1")
+endif()
 
 function(_kolo_torch_probe result)
   if(NOT EXISTS "${KOLO_TORCH_PYTHON}")
@@ -84,9 +89,14 @@ if(NOT KOLO_WITH_TORCH STREQUAL "OFF" AND NOT KOLO_SANITIZE STREQUAL "")
   message(STATUS "kolo.torch not built: ${_kolo_torch_why}")
 elseif(NOT KOLO_WITH_TORCH STREQUAL "OFF")
   _kolo_torch_probe(_kolo_torch_problem)
+  if(NOT _kolo_torch_problem STREQUAL "")
+    kolo_pip_isolation_problem("${KOLO_TORCH_PYTHON}" torch PYTORCH _kolo_torch_isolation)
+  endif()
   if(_kolo_torch_problem STREQUAL "")
     set(KOLO_HAVE_TORCH ON)
     message(STATUS "kolo.torch: torch ${KOLO_TORCH_VERSION} from ${KOLO_TORCH_PYTHON}")
+  elseif(_kolo_torch_isolation)  # AUTO too: the user has it, pip hid it
+    message(FATAL_ERROR "kolo.torch: ${_kolo_torch_problem}: ${_kolo_torch_isolation}")
   elseif(KOLO_WITH_TORCH STREQUAL "ON")
     message(FATAL_ERROR "KOLO_WITH_TORCH=ON: ${_kolo_torch_problem}; ${_kolo_torch_install_hint}")
   else()
