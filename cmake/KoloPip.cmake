@@ -18,12 +18,16 @@ if(DEFINED SKBUILD)
     message(FATAL_ERROR "a pip build (SKBUILD) without Python_EXECUTABLE: scikit-build-core "
                         "passes it; is its cmake.python-hints setting off?")
   endif()
-  # CACHE: the first definition wins, so these become the defaults that the two files below
-  # would otherwise set to the .venv of the source tree; -D still overrides them.
-  set(KOLO_TORCH_PYTHON "${Python_EXECUTABLE}"
-      CACHE FILEPATH "Python interpreter whose torch kolo.torch is built against")
-  set(KOLO_TENSORFLOW_PYTHON "${Python_EXECUTABLE}"
-      CACHE FILEPATH "Python interpreter whose TensorFlow kolo.tensorflow is built against")
+  # Defined here, these win over the defaults the two files below give (the .venv of the source
+  # tree). A value the last pip configure defaulted follows a new installing Python (a reused
+  # build directory: -C build-dir=...); one given with -C cmake.define... stays.
+  foreach(var KOLO_TORCH_PYTHON KOLO_TENSORFLOW_PYTHON)
+    if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "${_KOLO_PIP_PYTHON}")
+      set(${var} "${Python_EXECUTABLE}" CACHE FILEPATH
+          "Python interpreter whose torch or TensorFlow kolo is built against" FORCE)
+    endif()
+  endforeach()
+  set(_KOLO_PIP_PYTHON "${Python_EXECUTABLE}" CACHE INTERNAL "the Python of the last pip build")
 
   # _kolo_pip_choice(<option> <framework word>): sets the normal variable <option> (it shadows
   # the cache entry for this configure only, so nothing sticks to a reused build directory) from
@@ -74,7 +78,7 @@ function(kolo_pip_isolation_problem python module word result)
     RESULT_VARIABLE status OUTPUT_QUIET ERROR_QUIET)
   if(status EQUAL 0)
     string(CONCAT problem
-           "pip's build isolation hides the ${module} installed beside ${python}; build against "
+           "pip's build isolation hides the ${module} of ${python}'s environment; build against "
            "it with: pip install scikit-build-core && pip install --no-build-isolation <this "
            "folder or sdist> (or leave it out: HOROVOD_WITHOUT_${word}=1)")
     set(${result} "${problem}" PARENT_SCOPE)
