@@ -86,7 +86,7 @@ try_job() {
   local venv=$1 name=$2 script=$3 prefix=$4 out
   mkdir -p "$work/run-$name"
   cp "$here/pip_jobs/$script" "$work/run-$name/"
-  out=$(cd "$work/run-$name" && timeout 120 env -u PYTHONPATH -u LD_LIBRARY_PATH -u PYTHONHOME \
+  out=$(cd "$work/run-$name" && timeout 240 env -u PYTHONPATH -u LD_LIBRARY_PATH -u PYTHONHOME \
     "$venv/bin/kolorun" -np 2 "$venv/bin/python" "$script" 2>&1) ||
     fail "$venv/bin/kolorun -np 2 $venv/bin/python $script failed: $out"
   for r in 0 1; do
