@@ -69,6 +69,18 @@ if [ -n "$tf_python" ]; then
   grep -qx 'LIBKOLO = "../lib/libkolo.so.0"' "$libkolo_py" ||
     fail "kolo/tensorflow/_libkolo.py does not name ../lib/libkolo.so.0: $(cat "$libkolo_py")"
 fi
+# Every file of python/kolo is in the wheel, those of a binding not built aside: a module left
+# out of the CMake lists would be missing from pip users' kolo.
+missing=""
+while IFS= read -r f; do
+  case "$f" in
+    kolo/torch/*) [ -n "$torch_python" ] || continue ;;
+    kolo/tensorflow/* | kolo/keras/*) [ -n "$tf_python" ] || continue ;;
+  esac
+  [ -e "$stage/$f" ] || missing="$missing $f"
+done < <(cd "$source/python" && find kolo -name '*.py' -o -name '*.pyi' -o -name py.typed | sort)
+[ -z "$missing" ] || fail "python/kolo files missing from the wheel (add them to the lists of" \
+  "python/CMakeLists.txt, python/tensorflow/CMakeLists.txt or python/common_files.cmake):$missing"
 for program in kolorun kolo-timeline; do
   missing=$(env -u LD_LIBRARY_PATH ldd "$stage/kolo/bin/$program" | grep 'not found' || true)
   [ -z "$missing" ] || fail "kolo/bin/$program misses libraries: $missing"
