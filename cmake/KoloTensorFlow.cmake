@@ -1,7 +1,9 @@
 # kolo.tensorflow (python/tensorflow/): KOLO_WITH_TENSORFLOW is AUTO (build it when a Python with
 # TensorFlow is found, else say in one line what to install), ON (fail the configure step
 # without it) or OFF. The Python is KOLO_TENSORFLOW_PYTHON, by default the venv
-# tools/install-deps.sh --tensorflow makes (.venv/tensorflow in the source tree). Everything about
+# tools/install-deps.sh --tensorflow makes (.venv/tensorflow in the source tree); in a pip build,
+# the installing Python (cmake/KoloPip.cmake, which also fails the build when pip's isolation
+# hides TensorFlow). Everything about
 # TensorFlow is read from that interpreter's tf.sysconfig (its compile and link flags: include
 # path, C++ standard, _GLIBCXX_USE_CXX11_ABI, the framework library), as TensorFlow's guide to
 # custom ops says; nothing is hard-coded.

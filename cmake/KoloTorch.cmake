@@ -1,7 +1,8 @@
 # kolo.torch (python/): KOLO_WITH_TORCH is AUTO (build it when a Python with torch is found,
 # else say in one line what to install), ON (fail the configure step without it) or OFF.
 # The Python is KOLO_TORCH_PYTHON, by default the venv tools/install-deps.sh --torch makes
-# (.venv/torch in the source tree). Everything about torch is read from that interpreter (no
+# (.venv/torch in the source tree); in a pip build, the installing Python (cmake/KoloPip.cmake,
+# which also fails the build when pip's isolation hides torch). Everything about torch is read from that interpreter (no
 # find_package(Torch): its config drags in CUDA detection for a CPU build): include and library
 # paths, the C++11 ABI flag, the version, and Python's headers and module suffix.
 # Sets KOLO_HAVE_TORCH and, when ON, KOLO_TORCH_INCLUDE_DIRS, KOLO_TORCH_LIBRARY_DIR,
