@@ -3,10 +3,9 @@
 # without it) or OFF. The Python is KOLO_TENSORFLOW_PYTHON, by default the venv
 # tools/install-deps.sh --tensorflow makes (.venv/tensorflow in the source tree); in a pip build,
 # the installing Python (cmake/KoloPip.cmake, which also fails the build when pip's isolation
-# hides TensorFlow). Everything about
-# TensorFlow is read from that interpreter's tf.sysconfig (its compile and link flags: include
-# path, C++ standard, _GLIBCXX_USE_CXX11_ABI, the framework library), as TensorFlow's guide to
-# custom ops says; nothing is hard-coded.
+# hides TensorFlow). Everything about TensorFlow is read from that interpreter's tf.sysconfig
+# (its compile and link flags: include path, C++ standard, _GLIBCXX_USE_CXX11_ABI, the framework
+# library), as TensorFlow's guide to custom ops says; nothing is hard-coded.
 # Sets KOLO_HAVE_TENSORFLOW and, when ON, KOLO_TENSORFLOW_INCLUDE_DIR, KOLO_TENSORFLOW_DEFINES,
 # KOLO_TENSORFLOW_LIBRARY, KOLO_TENSORFLOW_LIBRARY_DIR, KOLO_TENSORFLOW_VERSION,
 # KOLO_TENSORFLOW_PYTHON_VERSION.
