@@ -2,9 +2,10 @@
 # else say in one line what to install), ON (fail the configure step without it) or OFF.
 # The Python is KOLO_TORCH_PYTHON, by default the venv tools/install-deps.sh --torch makes
 # (.venv/torch in the source tree); in a pip build, the installing Python (cmake/KoloPip.cmake,
-# which also fails the build when pip's isolation hides torch). Everything about torch is read from that interpreter (no
-# find_package(Torch): its config drags in CUDA detection for a CPU build): include and library
-# paths, the C++11 ABI flag, the version, and Python's headers and module suffix.
+# which also fails the build when pip's isolation hides torch). Everything about torch is read
+# from that interpreter (no find_package(Torch): its config drags in CUDA detection for a CPU
+# build): include and library paths, the C++11 ABI flag, the version, and Python's headers and
+# module suffix.
 # Sets KOLO_HAVE_TORCH and, when ON, KOLO_TORCH_INCLUDE_DIRS, KOLO_TORCH_LIBRARY_DIR,
 # KOLO_TORCH_CXX11_ABI, KOLO_TORCH_VERSION, KOLO_TORCH_PYTHON_INCLUDE, KOLO_TORCH_EXT_SUFFIX,
 # KOLO_TORCH_PYTHON_VERSION.
