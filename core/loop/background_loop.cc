@@ -37,17 +37,15 @@ BackgroundLoop::BackgroundLoop(const Options& options, Wiring wiring, TensorQueu
           ControllerSession::Config{options.timeout_seconds, std::move(wiring.on_clock_offset)},
           channel, clock_),
       async_(executor, &completer_, tracer, wakeup, clock_, options.timeout_seconds, logger_),
-      fast_(lane == nullptr ? nullptr
-                            : std::make_unique<FastPath>(options, wiring.negotiation_sink)),
       runner_(ResponseRunner::Config{wiring.process_sets, std::move(wiring.set_executor),
                                      std::move(wiring.set_removed), wiring.autotuner},
-              queue, executor, &completer_, &async_, fast_.get(), tracer, clock_),
+              queue, executor, &completer_, &async_, tracer, clock_, options.size,
+              /*fast_path=*/lane != nullptr),
       rounds_(lane == nullptr ? nullptr
                               : std::make_unique<RoundDriver>(
-                                    fast_.get(), lane, &runner_, &session_, wakeup, clock_, logger_,
-                                    wiring.spin_for_rounds, wiring.between_polls)) {
-  if (fast_ != nullptr) fast_->UseAutotuner(wiring.autotuner);
-}
+                                    options, wiring.negotiation_sink, wiring.autotuner, lane,
+                                    &runner_, &session_, wakeup, clock_, logger_,
+                                    wiring.spin_for_rounds, wiring.between_polls)) {}
 
 BackgroundLoop::~BackgroundLoop() {
   Stop().IgnoreError(); /* reported by an explicit Stop */
@@ -189,7 +187,7 @@ void BackgroundLoop::RunLoop() {
 bool BackgroundLoop::RoundsMustWake() {
   if (rounds_ == nullptr || !serving()) return false;
   return state_ != LoopState::kRunning || stop_requested_ || queue_->InFlight() > 0 ||
-         !fast_->Quiet();
+         !rounds_->fast().Quiet();
 }
 
 void BackgroundLoop::Sleep(Clock::TimePoint deadline, const std::vector<int>& fds) {

@@ -216,9 +216,8 @@ class BackgroundLoop {
   std::vector<TensorEntry*> fresh_ KOLO_GUARDED_BY(loop_mu_);  // SendNewRequests' buffer
   ControllerSession session_ KOLO_GUARDED_BY(loop_mu_);
   AsyncOps async_;  // launches under loop_mu_; its own lock for the completion threads
-  // The fast path's decisions and I/O; both null without a lane.
-  const std::unique_ptr<FastPath> fast_ KOLO_PT_GUARDED_BY(loop_mu_);
   ResponseRunner runner_ KOLO_GUARDED_BY(loop_mu_);
+  // The fast path's I/O and its decisions (RoundDriver owns the FastPath); null without a lane.
   const std::unique_ptr<RoundDriver> rounds_ KOLO_PT_GUARDED_BY(loop_mu_);
 
   std::thread thread_;        // started by Start(), joined by Stop()

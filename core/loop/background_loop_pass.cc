@@ -29,7 +29,7 @@ void BackgroundLoop::Pass() {
   // controller refuses announcements after a rank's notice).
   if (state_ == LoopState::kRunning && stop_requested_) {
     MoveTo(LoopState::kStopRequested);
-    if (fast_ != nullptr) fast_->SetStopping();
+    if (rounds_ != nullptr) rounds_->SetStopping();
   }
   SendNewRequests();
   if (rounds_ != nullptr) StepRounds();
@@ -56,8 +56,8 @@ void BackgroundLoop::HandleMessage(const ControllerMessage& message) {
       for (const Response& response : message.responses) {
         if (!serving()) return;
         // With the fast path, a response runs once a round decided where it goes in the order.
-        AbortOn(fast_ != nullptr ? Fault::Here(fast_->ReceiveResponse(response))
-                                 : runner_.RunControllerResponse(response));
+        AbortOn(rounds_ != nullptr ? rounds_->Receive(response)
+                                   : runner_.RunControllerResponse(response));
       }
       return;
     case ControllerMessage::Kind::kAbort:
@@ -85,7 +85,7 @@ void BackgroundLoop::HandleShutdown() {
                  "was " + LoopStateName(state_) + ", before its own shutdown notice")));
     return;
   }
-  if (fast_ != nullptr) {
+  if (rounds_ != nullptr) {
     MoveTo(LoopState::kFinishing);  // done once every response received has run (AdvanceLife)
     return;
   }
@@ -101,7 +101,7 @@ void BackgroundLoop::SendNewRequests() {
   const Clock::TimePoint now = clock_->Now();
   for (TensorEntry* entry : fresh_) {
     if (entry->meta.op == OpType::kJoin) runner_.NoteJoin(*entry);
-    Request request = runner_.RequestFor(*entry);
+    Request request = runner_.cache().RequestFor(*entry);
     if (rounds_ != nullptr && rounds_->Take(entry, request.cache_id, now)) continue;
     batch.requests.push_back(std::move(request));
   }
@@ -143,7 +143,7 @@ void BackgroundLoop::AdvanceLife() {
     case LoopState::kStopRequested: {
       // With the fast path, the notice waits until this rank's stopping round went out and
       // nothing waits for a round any more: the job-wide Shutdown it leads to lets peers leave.
-      if (fast_ != nullptr && !fast_->Settled()) return;
+      if (rounds_ != nullptr && !rounds_->fast().Settled()) return;
       const Status sent = session_.SendStopNotice();
       if (!sent.ok()) {
         AbortOn(Fault::FromController(sent));
@@ -165,7 +165,7 @@ void BackgroundLoop::AdvanceLife() {
     case LoopState::kFinishing:
       // Every rank did call shutdown(); what is left to run is bounded by the fast path's own
       // deadlines.
-      if (fast_->Done()) {
+      if (rounds_->fast().Done()) {
         FailAll(ShutDownBeforeCompletion());
         Finish();
       }
@@ -215,7 +215,7 @@ void BackgroundLoop::AbortOn(const Fault& fault) {
 }
 
 void BackgroundLoop::FailAll(const Status& why) {
-  if (fast_ != nullptr) fast_->DropEntries();  // they point into the queue's table
+  if (rounds_ != nullptr) rounds_->DropEntries();  // they point into the queue's table
   completer_.FailQueued(why);
 }
 

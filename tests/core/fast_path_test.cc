@@ -1,6 +1,7 @@
 // FastPath as plain data: several ranks' FastPaths exchange round messages in memory under a
 // manual clock; the tests check what they decide, in which order and fused how, and the
-// deadlines and protocol errors, with no thread, socket or sleep.
+// deadlines and protocol errors, with no thread, socket or sleep. What cache ids stand for each
+// rank's OpCache learns from responses, as its runner would write them.
 #include "core/loop/fast_path.h"
 
 #include <algorithm>
@@ -46,7 +47,51 @@ FastSpec AllgatherSpec(const std::string& name, int64_t row, std::vector<int64_t
   return s;
 }
 
-// N ranks' fast paths, their entries and a manual clock; round messages travel at once.
+// What `cache` learns from the controller's response that assigned `id` to `spec` (one tensor),
+// run with this rank's tensor of it, as the runner writes it (OpCache::Remember).
+void Teach(OpCache& cache, uint32_t id, const FastSpec& spec) {
+  Response r;
+  r.names = {spec.name};
+  r.op = spec.op;
+  r.dtype = spec.dtype;
+  r.reduce_op = spec.reduce_op;
+  r.prescale = spec.prescale;
+  r.postscale = spec.postscale;
+  r.root = spec.root;
+  r.process_set = spec.process_set;
+  r.cache_ids = {id};
+  r.num_elements = {spec.num_elements};
+  r.first_dims = spec.first_dims;
+  r.splits = spec.splits;
+  TensorEntry entry;
+  entry.meta.name = spec.name;
+  entry.meta.op = spec.op;
+  entry.meta.dtype = spec.dtype;
+  entry.meta.reduce_op = spec.reduce_op;
+  entry.meta.root = spec.root;
+  entry.meta.process_set = spec.process_set;
+  entry.meta.shape = {spec.num_elements};
+  if (spec.op == OpType::kAllgather && !spec.first_dims.empty() && spec.first_dims[0] > 0) {
+    entry.meta.shape = {spec.first_dims[0], spec.num_elements / spec.first_dims[0]};
+  }
+  cache.Remember(r, {&entry});
+  REQUIRE(cache.Own(id) != nullptr);
+  CHECK(cache.Own(id)->fusion_bytes == spec.fusion_bytes);
+}
+
+// What `cache` learns from a response of `spec`'s set, which this rank is not in, assigning
+// `id` (0: the name lost its id).
+void TeachForeign(OpCache& cache, uint32_t id, const FastSpec& spec) {
+  Response r;
+  r.names = {spec.name};
+  r.op = spec.op;
+  r.process_set = spec.process_set;
+  r.cache_ids = {id};
+  cache.RememberForeign(r);
+}
+
+// N ranks' fast paths, each with its OpCache, their entries and a manual clock; round messages
+// travel at once.
 class Job {
  public:
   explicit Job(int size, int64_t threshold = 1 << 20, std::vector<int64_t> thresholds = {},
@@ -59,7 +104,8 @@ class Job {
       options.fusion_threshold_bytes = thresholds.empty() ? threshold : thresholds[r];
       options.timeout_seconds = 30.0;
       REQUIRE(FastPath::DivertAfterSeconds(options) == 1.0);
-      ranks_.push_back(std::make_unique<FastPath>(options, nullptr));
+      caches_.push_back(std::make_unique<OpCache>(size, /*fast_path=*/true));
+      ranks_.push_back(std::make_unique<FastPath>(options, caches_.back().get(), nullptr));
       to_controller_.emplace_back();
     }
   }
@@ -68,19 +114,48 @@ class Job {
   ManualClock& clock() { return clock_; }
   const std::vector<uint32_t>& to_controller(int r) const { return to_controller_[r]; }
 
-  // Every rank learns `id` for `spec`, as from the controller's response that assigned it.
+  OpCache& cache(int r) { return *caches_[r]; }
+
+  // Rank `r` learns `id` for `spec`, as from the controller's response that assigned it.
+  void Learn(int r, uint32_t id, const FastSpec& spec) { Teach(cache(r), id, spec); }
   void LearnEverywhere(uint32_t id, const FastSpec& spec) {
-    for (auto& fast : ranks_) fast->Learn(id, spec);
+    for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) Learn(r, id, spec);
   }
+  // Rank `r`, not in `spec`'s set, learns `id` for it (0: the name lost its id).
+  void LearnForeign(int r, uint32_t id, const FastSpec& spec) { TeachForeign(cache(r), id, spec); }
 
   // `spec`'s set has the ranks `members`: they learn `id` for it, the others as another set's.
   void LearnInSet(uint32_t id, const FastSpec& spec, const std::vector<int>& members) {
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
       if (std::find(members.begin(), members.end(), r) != members.end()) {
-        at(r).Learn(id, spec);
+        Learn(r, id, spec);
       } else {
-        at(r).LearnForeign(id, spec);
+        LearnForeign(r, id, spec);
       }
+    }
+  }
+
+  // Rank `rank` submits a join of `set` (0: the job); true if the fast path holds it back.
+  bool Join(int rank, int set = 0) {
+    auto entry = std::make_unique<TensorEntry>();
+    entry->meta.name = "join";
+    entry->meta.op = OpType::kJoin;
+    entry->meta.process_set = set;
+    TensorEntry* raw = entry.get();
+    entries_.push_back(std::move(entry));
+    return at(rank).Offer(raw, 0, clock_.Now());
+  }
+
+  // The controller's next response, `response`, reaches every rank, and a round places it: each
+  // rank hands it out to run (nothing else is decided meanwhile).
+  void RunEverywhere(Response response) {
+    response.seq = ++controller_seq_;
+    for (auto& fast : ranks_) REQUIRE(fast->ReceiveResponse(response).ok());
+    Settle();
+    for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
+      const std::vector<FastPath::Work> works = Drain(r);
+      REQUIRE(works.size() == 1);
+      REQUIRE(works[0].from_controller);
     }
   }
 
@@ -148,7 +223,9 @@ class Job {
  private:
   ManualClock clock_;
   std::deque<Options> options_;  // each rank's; a deque keeps them in place as it grows
+  std::vector<std::unique_ptr<OpCache>> caches_;
   std::vector<std::unique_ptr<FastPath>> ranks_;
+  uint64_t controller_seq_ = 0;
   std::vector<std::unique_ptr<TensorEntry>> entries_;
   std::vector<std::vector<uint32_t>> to_controller_;
 };
@@ -251,8 +328,11 @@ TEST_CASE("A tensor only some ranks have waits, then goes to the controller afte
   late.meta.name = "grad/w";
   late.meta.shape = {8};
   CHECK_FALSE(job.at(2).Offer(&late, 3, job.clock().Now()));
-  // Once the controller ran that instance, the next takes the fast path again.
-  job.at(2).InstanceOver(3);
+  // Once the controller's response for that instance went to run, the next takes the fast path
+  // again.
+  Response ran = ControllerResponse(0, "grad/w");
+  ran.cache_ids = {3};
+  job.RunEverywhere(ran);
   CHECK(job.at(2).Offer(&late, 3, job.clock().Now()));
 }
 
@@ -355,7 +435,7 @@ TEST_CASE("A joined rank runs the others' cached allreduces with zeros (a null e
   Job job(size);
   const FastSpec w = Spec("grad/w", 4);
   job.LearnEverywhere(6, w);
-  job.at(2).SetJoined(true);
+  CHECK_FALSE(job.Join(2));  // nothing of its own waits: the join goes on to the controller
   TensorEntry* on0 = job.Submit(0, 6, w);
   for (int r = 1; r < size; ++r) {
     if (r != 2) job.Submit(r, 6, w);
@@ -434,7 +514,7 @@ TEST_CASE(
   const FastSpec w = Spec("grad/w", 4);
   job.LearnEverywhere(6, w);
   job.LearnEverywhere(cast_id, cast);
-  job.at(2).SetJoined(true);
+  CHECK_FALSE(job.Join(2));
   CHECK_FALSE(job.Offers(2, cast_id, cast));  // the controller names the join
   for (int r = 0; r < size; ++r) {
     if (r == 2) continue;
@@ -467,8 +547,7 @@ TEST_CASE(
   TensorEntry* on0 = job.Submit(0, cast_id, cast);
   TensorEntry join;
   join.meta.op = OpType::kJoin;
-  REQUIRE(job.at(0).HoldJoin(&join));
-  job.at(0).SetJoined(true);
+  REQUIRE(job.at(0).Offer(&join, 0, job.clock().Now()));  // held behind the broadcast
   job.Submit(1, cast_id, cast);
   job.Submit(2, cast_id, cast);
   job.Submit(1, 2, Spec("grad/w", 4));
@@ -488,14 +567,13 @@ TEST_CASE("A join waits for the rank's own cached allreduces to be decided", "[c
   job.Submit(0, 2, w);
   TensorEntry join;
   join.meta.op = OpType::kJoin;
-  REQUIRE(job.at(0).HoldJoin(&join));
-  job.at(0).SetJoined(true);
+  REQUIRE(job.at(0).Offer(&join, 0, job.clock().Now()));
   CHECK(job.at(0).TakeReleased() == nullptr);
   job.Submit(1, 2, w);
   job.Settle();
   CHECK(job.at(0).TakeReleased() == &join);
   CHECK(job.at(0).TakeReleased() == nullptr);
-  CHECK_FALSE(job.at(1).HoldJoin(&join));  // nothing of rank 1's waits
+  CHECK_FALSE(job.at(1).Offer(&join, 0, job.clock().Now()));  // nothing of rank 1's waits
 }
 
 TEST_CASE("Joins and removals held together all go, in the order they were held",
@@ -510,9 +588,9 @@ TEST_CASE("Joins and removals held together all go, in the order they were held"
   join_b.meta.process_set = 2;
   removal.meta.op = OpType::kRemoveProcessSet;
   removal.meta.root = 7;  // nothing of set 7 waits, but it stays behind the joins
-  REQUIRE(job.at(0).HoldJoin(&join_a));
-  REQUIRE(job.at(0).HoldJoin(&join_b));
-  REQUIRE(job.at(0).HoldRemoval(&removal));
+  REQUIRE(job.at(0).Offer(&join_a, 0, job.clock().Now()));
+  REQUIRE(job.at(0).Offer(&join_b, 0, job.clock().Now()));
+  REQUIRE(job.at(0).Offer(&removal, 0, job.clock().Now()));
   CHECK(job.at(0).TakeReleased() == nullptr);
   job.Submit(1, 2, w);
   job.Settle();
@@ -585,8 +663,8 @@ TEST_CASE("A decision for an id this rank neither has nor can stand in for is re
           "[core][fastpath]") {
   Job job(2);
   const FastSpec w = Spec("grad/w", 4);
-  job.at(0).Learn(1, w);      // rank 1 never learnt what id 1 stands for,
-  job.at(1).SetJoined(true);  // yet it joined: it would have to run it with zeros
+  job.Learn(0, 1, w);        // rank 1 never learnt what id 1 stands for,
+  CHECK_FALSE(job.Join(1));  // yet it joined: it would have to run it with zeros
   job.Submit(0, 1, w);
   FastPath::Outbox out0;
   REQUIRE(job.at(0).Advance(job.clock().Now(), &out0).ok());
@@ -610,6 +688,7 @@ TEST_CASE("With KOLO_AUTOTUNE rank 0's rounds carry the tuner's threshold and th
   const bool tuned = GENERATE(false, true);
   if (tuned) tuner.TuneHierarchy(32 << 10);
   std::deque<Options> options(2);
+  std::deque<OpCache> caches;
   std::vector<std::unique_ptr<FastPath>> ranks;
   for (int r = 0; r < 2; ++r) {
     options[r].rank = r;
@@ -617,9 +696,10 @@ TEST_CASE("With KOLO_AUTOTUNE rank 0's rounds carry the tuner's threshold and th
     options[r].fusion_threshold_bytes = 1 << 20;  // what the tuner replaces
     options[r].autotune = true;
     options[r].timeout_seconds = 30.0;
-    ranks.push_back(std::make_unique<FastPath>(options[r], nullptr));
+    caches.emplace_back(2, /*fast_path=*/true);
+    ranks.push_back(
+        std::make_unique<FastPath>(options[r], &caches[r], nullptr, r == 0 ? &tuner : nullptr));
   }
-  ranks[0]->UseAutotuner(&tuner);
   ManualClock clock;
   const FastSpec spec = Spec("w", 4);
   TensorEntry entries[2];
@@ -628,7 +708,7 @@ TEST_CASE("With KOLO_AUTOTUNE rank 0's rounds carry the tuner's threshold and th
     entries[r].meta.op = OpType::kAllreduce;
     entries[r].meta.dtype = spec.dtype;
     entries[r].meta.shape = {spec.num_elements};
-    ranks[r]->Learn(1, spec);
+    Teach(caches[r], 1, spec);
     REQUIRE(ranks[r]->Offer(&entries[r], 1, clock.Now()));
   }
   FastPath::Outbox out[2];
@@ -751,13 +831,13 @@ TEST_CASE(
   Job job(3);
   const uint32_t id = 4 | kEveryRankCacheIdBit;
   const FastSpec x = SetSpec("x [process set 1]", 4, 1);
-  job.at(0).Learn(id, x);
-  job.at(1).Learn(id, x);
+  job.Learn(0, id, x);
+  job.Learn(1, id, x);
   job.Submit(0, id, x);
   job.Submit(1, id, x);
   job.Settle();
   CHECK(job.Drain(0).empty());  // rank 2 did not report it: it did not know it yet
-  job.at(2).LearnForeign(id, x);
+  job.LearnForeign(2, id, x);
   job.Settle();
   CHECK(job.Drain(0).size() == 1);
   CHECK(job.Drain(1).size() == 1);
@@ -770,19 +850,23 @@ TEST_CASE("While a member's join of a set is in flight the set's ops go to the c
   const uint32_t id = 6 | kEveryRankCacheIdBit;
   const FastSpec x = SetSpec("x [process set 1]", 4, 1);
   job.LearnInSet(id, x, {0, 1});
-  job.at(1).JoinSet(1, true);
+  CHECK_FALSE(job.Join(1, 1));
   CHECK_FALSE(job.Offers(1, id, x));  // the joined rank's own op of the set, too
   job.Settle();
   CHECK_FALSE(job.Offers(0, id, x));  // diverted on rank 0 by rank 1's round
   // The instance ran at the controller; the join is still in flight: the next goes there too.
-  job.at(1).InstanceOver(id);
-  job.at(0).InstanceOver(id);
+  Response instance = ControllerResponse(0, x.name);
+  instance.process_set = 1;
+  instance.cache_ids = {id};
+  job.RunEverywhere(instance);
   job.Settle();
   CHECK_FALSE(job.Offers(0, id, x));
   // The join is over: once the last instance ran, the set's op takes the fast path again.
-  job.at(1).JoinSet(1, false);
-  job.at(1).InstanceOver(id);
-  job.at(0).InstanceOver(id);
+  Response joined = ControllerResponse(0, "join [process set 1]");
+  joined.op = OpType::kJoin;
+  joined.process_set = 1;
+  job.RunEverywhere(joined);
+  job.RunEverywhere(instance);
   job.Settle();
   job.Submit(0, id, x);
   job.Submit(1, id, x);
@@ -798,8 +882,13 @@ TEST_CASE("A removed set's ids stand for nothing, on its members and elsewhere",
   job.LearnInSet(id, x, {0});
   CHECK_FALSE(job.at(1).Quiet());
   job.Settle();
-  job.at(0).ForgetSet(3);
-  job.at(1).ForgetSet(3);
+  // The removal's response goes to run, and each rank's runner applies it to the cache.
+  Response removed = ControllerResponse(0, "kolo.remove_process_set");
+  removed.op = OpType::kRemoveProcessSet;
+  removed.root = 3;
+  job.RunEverywhere(removed);
+  job.cache(0).ForgetSet(3);
+  job.cache(1).ForgetSet(3);
   CHECK_FALSE(job.Offers(0, id, x));
   job.Settle();
   CHECK(job.Drain(1).empty());
@@ -815,13 +904,13 @@ TEST_CASE("A set's removal waits until the rank's cached ops of the set went to 
   TensorEntry other_set;
   other_set.meta.op = OpType::kRemoveProcessSet;
   other_set.meta.root = 5;
-  CHECK_FALSE(job.at(0).HoldRemoval(&other_set));  // nothing of set 5 waits: it goes at once
+  CHECK_FALSE(job.at(0).Offer(&other_set, 0, job.clock().Now()));  // nothing of set 5 waits
   job.Submit(0, id, x);
   job.Settle();  // rank 1 never submits x: its round does not run it
   TensorEntry removal;
   removal.meta.op = OpType::kRemoveProcessSet;
   removal.meta.root = 2;
-  REQUIRE(job.at(0).HoldRemoval(&removal));
+  REQUIRE(job.at(0).Offer(&removal, 0, job.clock().Now()));
   CHECK(job.at(0).TakeReleased() == nullptr);
   job.Settle();
   // x went to the controller first, announced as diverted so that rank 1's copy follows it;
@@ -838,14 +927,14 @@ TEST_CASE("Another set's name stands for its latest id only; id 0 forgets it",
   const uint32_t old_id = 4 | kEveryRankCacheIdBit, new_id = 6 | kEveryRankCacheIdBit;
   const FastSpec x = SetSpec("x [process set 1]", 4, 1);
   job.LearnInSet(old_id, x, {0, 1});
-  job.LearnInSet(new_id, x, {0, 1});  // the members' tensor changed: a fresh id
+  job.LearnForeign(2, new_id, x);  // the members' tensor changed: a fresh id
   // The members still holding the old id (as if their cached copies had not caught up) find
   // rank 2 no longer reporting it: it does not run.
   job.Submit(0, old_id, x);
   job.Submit(1, old_id, x);
   job.Settle();
   CHECK(job.Drain(0).empty());
-  job.at(2).LearnForeign(0, x);  // the name lost its id
+  job.LearnForeign(2, 0, x);  // the name lost its id
   job.Settle();
   CHECK(job.Drain(2).empty());
   CHECK(job.at(2).Quiet());  // nothing of another set is left to answer for
