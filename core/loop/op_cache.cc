@@ -62,9 +62,8 @@ void OpCache::RememberForeign(const Response& response) {
   if (!fast_path_ || response.is_error() || !TakesFastPath(response)) return;
   for (size_t i = 0; i < response.names.size(); ++i) {
     FastSpec spec;  // what the timeline needs: this rank runs nothing of it
+    spec.signature() = response.signature();
     spec.name = response.names[i];
-    spec.op = response.op;
-    spec.process_set = response.process_set;
     const uint32_t id = i < response.cache_ids.size() ? response.cache_ids[i] : 0;
     // A name's earlier id is retired (its members no longer report it), as is the name's id
     // when `id` is 0. Names are scoped by set, so a name stands for one id at a time. Only a
@@ -113,14 +112,8 @@ bool OpCache::TakesFastPath(const Response& response) {
 
 FastSpec OpCache::SpecOf(const Response& response, size_t index, const TensorMeta& meta) {
   FastSpec spec;
+  spec.signature() = response.signature();
   spec.name = response.names[index];
-  spec.op = response.op;
-  spec.dtype = response.dtype;
-  spec.reduce_op = response.reduce_op;
-  spec.prescale = response.prescale;
-  spec.postscale = response.postscale;
-  spec.root = response.root;
-  spec.process_set = response.process_set;
   spec.num_elements = index < response.num_elements.size() ? response.num_elements[index] : 0;
   if (response.op == OpType::kAllgather) {
     // This tensor's row of the response's first dimensions (one row of `size` per tensor).

@@ -22,20 +22,14 @@ namespace kolo {
 
 // What a cached op's id stands for; identical on every rank (from the controller's response
 // that assigned the id, and for `fusion_bytes` the shape past dimension 0, which every rank
-// agreed on).
-struct FastSpec {
+// agreed on). Its signature (core/op_signature.h) is the response's: an allreduce, broadcast,
+// allgather, reducescatter or alltoall of any process set.
+struct FastSpec : OpSignature {
   std::string name;
-  OpType op = OpType::kAllreduce;  // allreduce, broadcast, allgather, reducescatter or alltoall
-  DataType dtype = DataType::kFloat32;
-  ReduceOp reduce_op = ReduceOp::kSum;
-  double prescale = 1.0;
-  double postscale = 1.0;
-  int root = -1;                    // broadcast
   int64_t num_elements = 0;         // as in the response (an allgather's: rank 0's input)
   std::vector<int64_t> first_dims;  // allgather: every rank's dimension 0
   std::vector<int64_t> splits;      // alltoall: the split matrix, as in its response
   int64_t fusion_bytes = 0;         // what it takes in a fusion buffer (FusionBytes)
-  int process_set = 0;              // the set it runs in (0: the job's)
 };
 
 class OpCache {
@@ -57,7 +51,7 @@ class OpCache {
     return it == own_.end() ? nullptr : &it->second;
   }
   const std::unordered_map<uint32_t, FastSpec>& own() const { return own_; }
-  // The ids of the process sets this rank is not in (only name, op and process_set are known),
+  // The ids of the process sets this rank is not in (only name and signature are known),
   // ascending.
   const std::map<uint32_t, FastSpec>& foreign() const { return foreign_; }
   // Counts the foreign ids learned so far: the round messages announce what is new.

@@ -10,18 +10,6 @@
 namespace kolo {
 namespace {
 
-FusionKey KeyOf(const FastSpec& spec) {
-  FusionKey key;
-  key.op = spec.op;
-  key.dtype = spec.dtype;
-  key.device = Device::Cpu();
-  key.reduce_op = spec.reduce_op;
-  key.prescale = spec.prescale;
-  key.postscale = spec.postscale;
-  key.process_set = spec.process_set;
-  return key;
-}
-
 // A round runs at most KOLO_CACHE_CAPACITY <= 10^6 < 2^20 tensors, so its batches fit below
 // bit 20; the groups stay apart from controller sequence numbers and below 2^53, so JSON
 // readers (whose numbers are doubles) read them exactly for the first 2^32 rounds.
@@ -31,13 +19,7 @@ uint64_t FastGroup(uint64_t round, uint64_t batch) {
 
 // What a batch's first op, `s`, says for the whole response.
 void StartBatch(const FastSpec& s, Response* response, std::vector<int64_t>* splits) {
-  response->op = s.op;
-  response->dtype = s.dtype;
-  response->reduce_op = s.reduce_op;
-  response->prescale = s.prescale;
-  response->postscale = s.postscale;
-  response->root = s.root;
-  response->process_set = s.process_set;
+  response->signature() = s.signature();
   splits->assign(s.splits.begin(), s.splits.end());  // an alltoall's (never fused); else empty
   // The round's hierarchical rule is an allreduce's; the others apply the configured
   // KOLO_HIERARCHICAL, as they do when the controller decides them.
@@ -153,9 +135,10 @@ void WorkOrder::Cut(Work* work) {
   response.hierarchy_min_bytes = decision.hierarchy_min_bytes;
   for (; decided.next < decided.ids.size(); ++decided.next) {
     const FastSpec& s = decided.specs[decided.next];
-    if (!batch.Admits(KeyOf(s), s.fusion_bytes)) break;
+    const FusionKey key = FusionKey::Of(s, Device::Cpu());  // the fast path's ops are on CPU
+    if (!batch.Admits(key, s.fusion_bytes)) break;
     if (batch.empty()) StartBatch(s, &response, &splits);
-    batch.Add(KeyOf(s), s.fusion_bytes);
+    batch.Add(key, s.fusion_bytes);
     if (count < names.size()) {
       names[count] = s.name;
     } else {

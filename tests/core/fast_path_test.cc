@@ -51,25 +51,15 @@ FastSpec AllgatherSpec(const std::string& name, int64_t row, std::vector<int64_t
 // run with this rank's tensor of it, as the runner writes it (OpCache::Remember).
 void Teach(OpCache& cache, uint32_t id, const FastSpec& spec) {
   Response r;
+  r.signature() = spec.signature();
   r.names = {spec.name};
-  r.op = spec.op;
-  r.dtype = spec.dtype;
-  r.reduce_op = spec.reduce_op;
-  r.prescale = spec.prescale;
-  r.postscale = spec.postscale;
-  r.root = spec.root;
-  r.process_set = spec.process_set;
   r.cache_ids = {id};
   r.num_elements = {spec.num_elements};
   r.first_dims = spec.first_dims;
   r.splits = spec.splits;
   TensorEntry entry;
+  entry.meta.signature() = spec.signature();
   entry.meta.name = spec.name;
-  entry.meta.op = spec.op;
-  entry.meta.dtype = spec.dtype;
-  entry.meta.reduce_op = spec.reduce_op;
-  entry.meta.root = spec.root;
-  entry.meta.process_set = spec.process_set;
   entry.meta.shape = {spec.num_elements};
   if (spec.op == OpType::kAllgather && !spec.first_dims.empty() && spec.first_dims[0] > 0) {
     entry.meta.shape = {spec.first_dims[0], spec.num_elements / spec.first_dims[0]};
@@ -83,9 +73,8 @@ void Teach(OpCache& cache, uint32_t id, const FastSpec& spec) {
 // `id` (0: the name lost its id).
 void TeachForeign(OpCache& cache, uint32_t id, const FastSpec& spec) {
   Response r;
+  r.signature() = spec.signature();
   r.names = {spec.name};
-  r.op = spec.op;
-  r.process_set = spec.process_set;
   r.cache_ids = {id};
   cache.RememberForeign(r);
 }
@@ -162,12 +151,9 @@ class Job {
   // A cached allreduce of `spec` on `rank`, offered to its fast path.
   TensorEntry* Submit(int rank, uint32_t id, const FastSpec& spec) {
     auto entry = std::make_unique<TensorEntry>();
+    entry->meta.signature() = spec.signature();
     entry->meta.name = spec.name;
-    entry->meta.op = spec.op;
-    entry->meta.dtype = spec.dtype;
     entry->meta.shape = {spec.num_elements};
-    entry->meta.reduce_op = spec.reduce_op;
-    entry->meta.root = spec.root;
     TensorEntry* raw = entry.get();
     entries_.push_back(std::move(entry));
     REQUIRE(at(rank).Offer(raw, id, clock_.Now()));
