@@ -10,5 +10,6 @@ set(KOLO_COMMON_PY_FILES
   kolo/common/elastic.py
   kolo/common/errors.py
   kolo/common/objects.py
+  kolo/common/op_names.py
   kolo/common/process_sets.py
 )

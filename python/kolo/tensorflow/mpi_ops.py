@@ -25,7 +25,7 @@ from kolo.common.errors import HorovodInternalError
 from kolo.common.process_sets import (ProcessSet, add_process_set,  # noqa: F401 (re-exported)
                                       global_process_set, remove_process_set)
 from kolo.tensorflow.basics import Basics
-from kolo.tensorflow.op_names import executing_eagerly, forget_unnamed_ops, op_name
+from kolo.tensorflow.op_names import executing_eagerly, forget_unnamed_ops, joined, named_op
 
 def _load_libkolo():
     """Loads libkolo.so (and gRPC, protobuf, OpenSSL with it) before the op library, with
@@ -156,26 +156,9 @@ def _check_op(op):
     return op
 
 
-def _name(kind, name, set_id, tensor, ignore_name_scope):
-    """The name input of a `kind` op: op_names.op_name's string, in a graph as it is; eagerly a
-    string tensor made here, because TensorFlow's eager fast path takes only tensors as inputs and
-    a str sends every call down its Python fallback (~25 us more an op, measured). A name given
-    explicitly comes back each step, so its tensor is kept; an unnamed op's is new each time."""
-    text = op_name(kind, name, set_id, tensor, ignore_name_scope)
-    if not executing_eagerly():
-        return text
-    return _name_tensor(text) if name is not None else tf.constant(text)
-
-
-@functools.lru_cache(maxsize=4096)
-def _name_tensor(text):
-    return tf.constant(text)
-
-
-def _group_names(kind, name, set_id, tensors, ignore_name_scope):
-    base = op_name(kind, name, set_id, tensors[0] if tensors else None, ignore_name_scope)
-    names = ["%s.%d" % (base, i) for i in range(len(tensors))]
-    return tf.constant(names, dtype=tf.string) if executing_eagerly() else names
+def _first(tensors):
+    """The first tensor of a group (its graph name comes from it), or None for an empty one."""
+    return tensors[0] if tensors else None
 
 
 # ---- allreduce ----
@@ -187,11 +170,12 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
     dtype."""
     set_id = _set_id(process_set)
     tensor = tf.convert_to_tensor(tensor)
-    return _ops.kolo_allreduce(
-        tensor, _name("allreduce", name, set_id, tensor, ignore_name_scope),
-        reduce_op=_check_op(op), prescale_factor=prescale_factor,
-        postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-        process_set_id=set_id, drive=executing_eagerly())
+    reduce_op = _check_op(op)
+    return named_op("allreduce", name, set_id, tensor, ignore_name_scope,
+                    lambda names: _ops.kolo_allreduce(
+                        tensor, names, reduce_op=reduce_op, prescale_factor=prescale_factor,
+                        postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+                        process_set_id=set_id, drive=executing_eagerly()))
 
 
 @ops.RegisterGradient("KoloAllreduce")
@@ -211,11 +195,12 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscal
     """Reduces every tensor of the list as one fused transfer; returns the list of results."""
     set_id = _set_id(process_set)
     tensors = [tf.convert_to_tensor(t) for t in tensors]
-    return _ops.kolo_grouped_allreduce(
-        tensors, _group_names("grouped_allreduce", name, set_id, tensors, ignore_name_scope),
-        reduce_op=_check_op(op), prescale_factor=prescale_factor,
-        postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-        process_set_id=set_id, drive=executing_eagerly())
+    reduce_op = _check_op(op)
+    return named_op("grouped_allreduce", name, set_id, _first(tensors), ignore_name_scope,
+                    lambda names: _ops.kolo_grouped_allreduce(
+                        tensors, names, reduce_op=reduce_op, prescale_factor=prescale_factor,
+                        postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+                        process_set_id=set_id, drive=executing_eagerly()), len(tensors))
 
 
 @ops.RegisterGradient("KoloGroupedAllreduce")
@@ -235,10 +220,10 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_pro
     rank order."""
     set_id = _set_id(process_set)
     tensor = tf.convert_to_tensor(tensor)
-    return _ops.kolo_allgather(tensor, _name("allgather", name, set_id, tensor,
-                                             ignore_name_scope),
-                               ignore_name_scope=ignore_name_scope, process_set_id=set_id,
-                               drive=executing_eagerly())
+    return named_op("allgather", name, set_id, tensor, ignore_name_scope,
+                    lambda names: _ops.kolo_allgather(
+                        tensor, names, ignore_name_scope=ignore_name_scope,
+                        process_set_id=set_id, drive=executing_eagerly()))
 
 
 def _my_rows(grad, x, ignore_name_scope, process_set):
@@ -267,9 +252,10 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False,
     """Allgathers every tensor of the list as one fused transfer."""
     set_id = _set_id(process_set)
     tensors = [tf.convert_to_tensor(t) for t in tensors]
-    return _ops.kolo_grouped_allgather(
-        tensors, _group_names("grouped_allgather", name, set_id, tensors, ignore_name_scope),
-        ignore_name_scope=ignore_name_scope, process_set_id=set_id, drive=executing_eagerly())
+    return named_op("grouped_allgather", name, set_id, _first(tensors), ignore_name_scope,
+                    lambda names: _ops.kolo_grouped_allgather(
+                        tensors, names, ignore_name_scope=ignore_name_scope,
+                        process_set_id=set_id, drive=executing_eagerly()), len(tensors))
 
 
 @ops.RegisterGradient("KoloGroupedAllgather")
@@ -292,10 +278,11 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
     set)."""
     set_id = _set_id(process_set)
     tensor = tf.convert_to_tensor(tensor)
-    return _ops.kolo_broadcast(tensor, _name("broadcast", name, set_id, tensor,
-                                             ignore_name_scope),
-                               root_rank=int(root_rank), ignore_name_scope=ignore_name_scope,
-                               process_set_id=set_id, drive=executing_eagerly())
+    root = int(root_rank)
+    return named_op("broadcast", name, set_id, tensor, ignore_name_scope,
+                    lambda names: _ops.kolo_broadcast(
+                        tensor, names, root_rank=root, ignore_name_scope=ignore_name_scope,
+                        process_set_id=set_id, drive=executing_eagerly()))
 
 
 @ops.RegisterGradient("KoloBroadcast")
@@ -331,9 +318,11 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
     tensor = tf.convert_to_tensor(tensor)
     splits_ = (tf.cast(tf.convert_to_tensor(splits), tf.int32) if splits is not None
                else tf.constant([], dtype=tf.int32))
-    output, received_splits = _ops.kolo_alltoall(
-        tensor, splits_, _name("alltoall", name, set_id, tensor, ignore_name_scope),
-        ignore_name_scope=ignore_name_scope, process_set_id=set_id, drive=executing_eagerly())
+    output, received_splits = named_op(
+        "alltoall", name, set_id, tensor, ignore_name_scope,
+        lambda names: _ops.kolo_alltoall(tensor, splits_, names,
+                                         ignore_name_scope=ignore_name_scope,
+                                         process_set_id=set_id, drive=executing_eagerly()))
     return (output, received_splits) if splits is not None else output
 
 
@@ -355,11 +344,12 @@ def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False,
     first rows % size ranks one more)."""
     set_id = _set_id(process_set)
     tensor = tf.convert_to_tensor(tensor)
-    return _ops.kolo_reducescatter(
-        tensor, _name("reducescatter", name, set_id, tensor, ignore_name_scope),
-        reduce_op=_check_op(op), prescale_factor=prescale_factor,
-        postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-        process_set_id=set_id, drive=executing_eagerly())
+    reduce_op = _check_op(op)
+    return named_op("reducescatter", name, set_id, tensor, ignore_name_scope,
+                    lambda names: _ops.kolo_reducescatter(
+                        tensor, names, reduce_op=reduce_op, prescale_factor=prescale_factor,
+                        postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+                        process_set_id=set_id, drive=executing_eagerly()))
 
 
 def _scaled_for_reducescatter_grad(op, grads):
@@ -387,12 +377,12 @@ def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
                            postscale_factor=1.0):
     set_id = _set_id(process_set)
     tensors = [tf.convert_to_tensor(t) for t in tensors]
-    return _ops.kolo_grouped_reducescatter(
-        tensors, _group_names("grouped_reducescatter", name, set_id, tensors,
-                              ignore_name_scope),
-        reduce_op=_check_op(op), prescale_factor=prescale_factor,
-        postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-        process_set_id=set_id, drive=executing_eagerly())
+    reduce_op = _check_op(op)
+    return named_op("grouped_reducescatter", name, set_id, _first(tensors), ignore_name_scope,
+                    lambda names: _ops.kolo_grouped_reducescatter(
+                        tensors, names, reduce_op=reduce_op, prescale_factor=prescale_factor,
+                        postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+                        process_set_id=set_id, drive=executing_eagerly()), len(tensors))
 
 
 @ops.RegisterGradient("KoloGroupedReducescatter")
@@ -406,7 +396,12 @@ def _grouped_reducescatter_grad(op, *grads):
 def join(process_set=global_process_set):
     """Called by a rank that ran out of data: it contributes zeros to the allreduces the others
     still submit until every rank joined. Returns the last rank to join (an int32 tensor)."""
-    return _ops.kolo_join(process_set_id=_set_id(process_set), drive=executing_eagerly())
+    set_id = _set_id(process_set)
+    eager = executing_eagerly()
+    last_rank = _ops.kolo_join(process_set_id=set_id, drive=eager)
+    if eager:  # every rank of the set is here at once: unnamed ops number anew
+        joined(set_id)
+    return last_rank
 
 
 @_job_failure_raises_internal_error
