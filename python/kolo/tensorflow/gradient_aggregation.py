@@ -18,7 +18,10 @@ class LocalGradientAggregation:
         self.allreduce_grads = allreduce_grads
         self.sparse_as_dense = sparse_as_dense
         self.average_aggregated_gradients = average_aggregated_gradients
-        self.counter = None
+        # The passes since the last reduction (Horovod's helper has it as `counter` too).
+        with tf.init_scope():
+            self.counter = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                       name="kolo_backward_passes")
         self.accumulators = None
 
     def _dense(self, grads):
@@ -36,8 +39,6 @@ class LocalGradientAggregation:
     def _create(self, grads):
         # Lifted out of any tf.function being traced: made once, on the first pass.
         with tf.init_scope():
-            self.counter = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                       name="kolo_backward_passes")
             self.accumulators = [
                 None if g is None else tf.Variable(tf.zeros(g.shape, dtype=g.dtype),
                                                    trainable=False, name="kolo_aggregated")

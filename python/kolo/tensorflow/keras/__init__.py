@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from kolo.common.errors import HorovodInternalError, KoloError  # noqa: F401
 from kolo.tensorflow import collectives as _collectives
+from kolo.tensorflow import functions as _functions
 from kolo.tensorflow import mpi_ops as _mpi_ops
 from kolo.tensorflow.compression import Compression
 from kolo.tensorflow.keras import callbacks  # noqa: F401
@@ -36,6 +37,35 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
         backward_passes_per_step=backward_passes_per_step,
         average_aggregated_gradients=average_aggregated_gradients, num_groups=num_groups,
         groups=groups, process_set=process_set, scale_local_gradients=scale_local_gradients)
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                compression=Compression.none, sparse_as_dense=False,
+                                gradient_predivide_factor=1.0, op=Average, groups=None,
+                                process_set=global_process_set, local_layers=None,
+                                scale_local_gradients=True):
+    """Horovod's (horovod.keras): DistributedOptimizer whose `local_layers`' (a Keras layer or
+    a list of them) trainable variables keep their gradients local: not reduced, divided by
+    the set's size when scale_local_gradients. Raises ValueError for an op other than Average
+    or Sum and for a local layer that is not a Keras layer, as Horovod does."""
+    if op != Average and op != Sum:
+        raise ValueError("op currently only supports Average and Sum")
+    layer_class = tf.keras.layers.Layer
+    if local_layers is None:
+        local_layers = []
+    elif isinstance(local_layers, layer_class):
+        local_layers = [local_layers]
+    elif not all(isinstance(layer, layer_class) for layer in local_layers):
+        raise ValueError("All local layers must be of tf.keras.layers.Layer type.")
+    wrapped = DistributedOptimizer(
+        optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse,
+        compression=compression, sparse_as_dense=sparse_as_dense,
+        gradient_predivide_factor=gradient_predivide_factor, op=op, groups=groups,
+        process_set=process_set, scale_local_gradients=scale_local_gradients)
+    for layer in local_layers:
+        for variable in layer.trainable_weights:
+            wrapped.register_local_var(variable)
+    return wrapped
 
 
 def _value(result):
@@ -68,9 +98,12 @@ def reducescatter(value, name=None, op=Average):
 
 
 def broadcast_global_variables(root_rank):
-    """Horovod's TF1 graph-mode helper: there are no global variables in TensorFlow 2."""
-    raise RuntimeError("broadcast_global_variables() does not support eager execution. Please "
-                       "use `hvd.broadcast_variables(<model/optimizer variables>)` instead.")
+    """Horovod's TensorFlow 1 helper: broadcasts every global variable from root_rank, in the
+    Keras backend's session. Eagerly (TensorFlow 2) there are no global variables: raises the
+    RuntimeError Horovod raises."""
+    op = _functions.broadcast_global_variables(root_rank)
+    session = tf.compat.v1.get_default_session() or tf.compat.v1.keras.backend.get_session()
+    return session.run(op)
 
 
 def load_model(filepath, custom_optimizers=None, custom_objects=None,

@@ -175,11 +175,23 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
 
 
 class BestModelCheckpoint(_keras.callbacks.ModelCheckpoint):
-    """ModelCheckpoint that saves only the best model (Horovod's; give filepath, which Keras 3
-    requires)."""
+    """ModelCheckpoint that saves only the best model (Horovod's), with Horovod's arguments in
+    Horovod's order: BestModelCheckpoint('val_acc') monitors val_acc. Horovod leaves filepath
+    to be set later (its Spark estimator sets `.filepath`); kolo takes it as a keyword too.
+    Keras 3 wants one when the callback is made, so without it a placeholder is given and
+    filepath is None again; saving without one raises ValueError saying so."""
 
-    def __init__(self, filepath=None, monitor="val_loss", verbose=0, save_weights_only=False,
-                 mode="auto", save_freq="epoch"):
-        super().__init__(filepath=filepath, monitor=monitor, verbose=verbose,
+    def __init__(self, monitor="val_loss", verbose=0, save_weights_only=False, mode="auto",
+                 save_freq="epoch", *, filepath=None):
+        placeholder = "best_model.weights.h5" if save_weights_only else "best_model.keras"
+        super().__init__(filepath=filepath or placeholder, monitor=monitor, verbose=verbose,
                          save_best_only=True, save_weights_only=save_weights_only, mode=mode,
                          save_freq=save_freq)
+        if filepath is None:
+            self.filepath = None
+
+    def _get_file_path(self, *args, **kwargs):
+        if self.filepath is None:
+            raise ValueError("BestModelCheckpoint has no filepath to save the best model to: "
+                             "give filepath=... or set its .filepath before training")
+        return super()._get_file_path(*args, **kwargs)
