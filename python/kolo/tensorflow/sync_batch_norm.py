@@ -22,7 +22,7 @@ def _takes_fused() -> bool:
     return "fused" in inspect.signature(_BatchNormalization.__init__).parameters
 
 
-class SyncBatchNormalization(_BatchNormalization):  # type: ignore[misc,valid-type]
+class SyncBatchNormalization(_BatchNormalization):
     """Synchronous batch normalization: in training, the statistics are the batch's over every
     rank (Horovod's). Raises ValueError for fused=True or None, as Horovod's: the fused kernel
     computes the statistics where kolo cannot reach them."""
