@@ -10,7 +10,9 @@ set(KOLO_COMMON_PY_FILES
   kolo/common/basics.py
   kolo/common/elastic.py
   kolo/common/errors.py
+  kolo/common/exceptions.py
   kolo/common/objects.py
+  kolo/common/op_names.py
   kolo/common/process_sets.py
   kolo/data/__init__.py
   kolo/data/data_loader_base.py
