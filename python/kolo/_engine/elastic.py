@@ -211,7 +211,7 @@ class ElasticDriverRun:
                    threading.Thread(target=self._serve, args=(server,), daemon=True)]
         for thread in threads:
             thread.start()
-        env = dict(os.environ, KOLO_ENGINE_TOKEN=self._token)
+        env = dict(os.environ, KOLOENGINE_DRIVER_TOKEN=self._token)
         process = subprocess.Popen(self._command(folder, socket_path), env=env,
                                    stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
         relay = threading.Thread(target=self._relay_stderr, args=(process,), daemon=True)

@@ -24,7 +24,7 @@ import sys
 from typing import Any, Optional
 
 # Variables of kolorun's environment meant for the driver, not for the worker.
-_DRIVER_ONLY = ("KOLO_ENGINE_TOKEN", "KOLO_KOLORUN")
+_DRIVER_ONLY = ("KOLOENGINE_DRIVER_TOKEN", "KOLO_KOLORUN")
 
 
 def worker_environment(environ: dict[str, str]) -> dict[str, str]:
@@ -48,7 +48,7 @@ def main(path: str) -> int:
     try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(path)
-        _send(sock, {"token": os.environ.get("KOLO_ENGINE_TOKEN", ""), "worker_id": worker_id,
+        _send(sock, {"token": os.environ.get("KOLOENGINE_DRIVER_TOKEN", ""), "worker_id": worker_id,
                      "host": os.environ.get("KOLO_HOSTNAME", ""),
                      "env": worker_environment(dict(os.environ))})
     except OSError as error:

@@ -80,7 +80,7 @@ def _places(gathered: list[str]) -> tuple[list[ranks.Place], list[int]]:
 
 def run_task(job: dict[str, Any]) -> tuple[int, int, str, bytes, float]:
     """One barrier task of job (runner.py's description): (rank, partition, status, payload,
-    exit time). status "ok" (payload: the pickled value) or "error" (payload: a pickled
+    the time fn returned or raised, or the process ended without a result). status "ok" (payload: the pickled value) or "error" (payload: a pickled
     (exception or None, text))."""
     from pyspark import BarrierTaskContext
     context = BarrierTaskContext.get()
@@ -138,8 +138,8 @@ def _run_rank(job: dict[str, Any], rank: int, index: int, rank_env: dict[str, st
             copy.join(timeout=10)
         if os.path.exists(result_path):
             with open(result_path, "rb") as source:
-                status, payload = pickle.load(source)
-            return rank, index, status, payload, ended
+                status, payload, when = pickle.load(source)
+            return rank, index, status, payload, when
     how = ("was killed by signal %d" % -code) if code < 0 else ("exited with code %d" % code)
     return _error(rank, index, "its process %s before returning a result" % how, ended)
 
@@ -152,19 +152,21 @@ def _error(rank: int, index: int, text: str,
 
 def main(result_path: str) -> int:
     """The rank's process: reads (fn, args, kwargs) from stdin, calls fn and writes
-    ("ok", pickled value) or ("error", pickled (exception, traceback text)) to result_path.
+    ("ok", pickled value, time) or ("error", pickled (exception, traceback text), the time it
+    raised) to result_path.
     Exits 1 after an error (kolo shuts down at exit either way)."""
     from pyspark import cloudpickle  # what the driver pickled with
     fn, args, kwargs = cloudpickle.loads(sys.stdin.buffer.read())
     try:
-        outcome = ("ok", cloudpickle.dumps(fn(*args, **kwargs)))
+        outcome = ("ok", cloudpickle.dumps(fn(*args, **kwargs)), time.time())
     except BaseException as error:
+        when = time.time()  # the first rank to raise is the one run() names
         text = "".join(traceback.format_exception(error))
         try:
             payload = pickle.dumps((error, text))
         except Exception:  # an exception that does not pickle still names itself
             payload = pickle.dumps((None, text))
-        outcome = ("error", payload)
+        outcome = ("error", payload, when)
     with open(result_path + ".tmp", "wb") as sink:
         pickle.dump(outcome, sink)
     os.replace(result_path + ".tmp", result_path)
