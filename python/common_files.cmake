@@ -23,6 +23,7 @@ set(KOLO_COMMON_PY_FILES
   kolo/ray/strategy.py
   kolo/ray/worker.py
   kolo/spark/__init__.py
+  kolo/spark/elastic.py
   kolo/spark/runner.py
   kolo/spark/task.py
 )

@@ -91,3 +91,49 @@ def test_a_rank_killed_mid_training_is_named(spark):
     assert "killed by signal 9" in message, message
     assert "then ranks 0" in message, message  # the survivor failed too, not by a timeout
     assert time.monotonic() - started < 90
+
+
+def _elastic_train(out, kill_at=None, steps=60):
+    """hvd.elastic.run with a commit every 5 steps; the worker that is rank 1 at step
+    `kill_at` SIGKILLs itself once."""
+    import torch
+
+    import kolo.torch as hvd
+    hvd.init()
+    state = hvd.elastic.TorchState(step=0, total=0.0)
+
+    @hvd.elastic.run
+    def train(state):
+        while state.step < steps:
+            if state.step == kill_at and hvd.rank() == 1:
+                try:
+                    os.close(os.open(os.path.join(out, "killed"), os.O_CREAT | os.O_EXCL))
+                    os.kill(os.getpid(), signal.SIGKILL)
+                except FileExistsError:
+                    pass
+            state.total += hvd.allreduce(torch.ones(1), op=hvd.Sum, name="one").item()
+            state.step += 1
+            if state.step % 5 == 0:
+                state.commit()
+
+    train(state)
+    return dict(rank=hvd.rank(), size=hvd.size(), step=state.step)
+
+
+def test_run_elastic_two_ranks(spark, tmp_path):
+    started = time.monotonic()
+    results = kolo.spark.run_elastic(_elastic_train, args=(str(tmp_path),), num_proc=2,
+                                     elastic_timeout=60, start_timeout=120)
+    print("kolo.spark.run_elastic, 2 ranks: %.1f s" % (time.monotonic() - started))
+    assert results == [dict(rank=0, size=2, step=60), dict(rank=1, size=2, step=60)]
+
+
+@pytest.mark.slow
+def test_run_elastic_survives_a_killed_worker(spark, tmp_path):
+    # Two tasks (the cluster's two slots); rank 1's worker SIGKILLed at step 20: its task is
+    # blacklisted and rank 0 goes on alone (min_num_proc=1).
+    results = kolo.spark.run_elastic(_elastic_train, args=(str(tmp_path), 20), num_proc=2,
+                                     min_num_proc=1, max_num_proc=2, elastic_timeout=60,
+                                     start_timeout=120)
+    assert results == [dict(rank=0, size=1, step=60)]
+    assert (tmp_path / "killed").exists()

@@ -48,8 +48,8 @@ def main(path: str) -> int:
     try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(path)
-        _send(sock, {"token": os.environ.get("KOLOENGINE_DRIVER_TOKEN", ""), "worker_id": worker_id,
-                     "host": os.environ.get("KOLO_HOSTNAME", ""),
+        _send(sock, {"token": os.environ.get("KOLOENGINE_DRIVER_TOKEN", ""),
+                     "worker_id": worker_id, "host": os.environ.get("KOLO_HOSTNAME", ""),
                      "env": worker_environment(dict(os.environ))})
     except OSError as error:
         print("kolo: worker %s: cannot reach the engine's driver at %s: %s"

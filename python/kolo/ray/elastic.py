@@ -152,7 +152,7 @@ class _ElasticRayJob:
         with the worker's variables set."""
         def start(request: WorkerRequest) -> _ActorWorker:
             node, address = self._nodes[request.host]
-            actor = ray.remote(BaseHorovodWorker).options(
+            actor: Any = ray.remote(BaseHorovodWorker).options(
                 num_cpus=self.cpus, num_gpus=self.gpus if self.use_gpu else 0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
             env = dict(request.env, PYTHONUNBUFFERED="1", KOLO_DATA_ADDR=address)

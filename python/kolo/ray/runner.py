@@ -87,8 +87,8 @@ def gather(refs: Sequence[Any], describe: Callable[[int], str], grace_s: float) 
             rank = pending.pop(ref)
             try:
                 results[rank] = ray.get(ref)
-            except Exception as error:  # a task error or a dead actor, Ray's types kept
-                failures.append((rank, error))
+            except Exception as failure:  # a task error or a dead actor, Ray's types kept
+                failures.append((rank, failure))
                 if deadline is None:
                     deadline = time.monotonic() + grace_s
     if not failures:
@@ -153,12 +153,12 @@ class RayExecutor:
             raise ValueError("give num_workers or num_hosts, not both")
         self.settings = settings
         self.settings.elastic = min_workers is not None
-        self._sizes = dict(num_workers=num_workers, num_hosts=num_hosts,
+        self._sizes: dict[str, Any] = dict(num_workers=num_workers, num_hosts=num_hosts,
                            num_workers_per_host=num_workers_per_host,
                            cpus_per_worker=cpus_per_worker, use_gpu=use_gpu,
                            gpus_per_worker=gpus_per_worker or 1,
                            use_current_placement_group=use_current_placement_group)
-        self._elastic_params = dict(
+        self._elastic_params: dict[str, Any] = dict(
             min_workers=min_workers, max_workers=max_workers, reset_limit=reset_limit,
             cooldown_range=cooldown_range, elastic_timeout=elastic_timeout,
             override_discovery=override_discovery, cpus_per_worker=cpus_per_worker,

@@ -100,7 +100,7 @@ class _Service:
 
     def _write(self, message: dict[str, Any]) -> None:
         """One line of a rank's output, prefixed as kolorun prefixes it."""
-        prefix = "[%d] " % message["rank"]
+        prefix = "[%s] " % message["rank"]
         if self.timestamps:
             prefix = time.strftime("%a %b %d %H:%M:%S %Y") + " " + prefix
         stream = self.streams.get(message["stream"], self.streams["stderr"])

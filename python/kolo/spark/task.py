@@ -65,7 +65,7 @@ class _DriverLink:
         self._sock.close()
 
 
-def _forward(stream: Any, link: _DriverLink, rank: int, name: str) -> None:
+def _forward(stream: Any, link: _DriverLink, rank: Any, name: str) -> None:
     """Sends each line of the child's `stream` to the driver."""
     for raw in iter(stream.readline, b""):
         link.send({"rank": rank, "stream": name,
@@ -80,8 +80,8 @@ def _places(gathered: list[str]) -> tuple[list[ranks.Place], list[int]]:
 
 def run_task(job: dict[str, Any]) -> tuple[int, int, str, bytes, float]:
     """One barrier task of job (runner.py's description): (rank, partition, status, payload,
-    the time fn returned or raised, or the process ended without a result). status "ok" (payload: the pickled value) or "error" (payload: a pickled
-    (exception or None, text))."""
+    the time fn returned or raised, or its process ended without a result). status "ok"
+    (payload: the pickled value) or "error" (payload: a pickled (exception or None, text))."""
     from pyspark import BarrierTaskContext
     context = BarrierTaskContext.get()
     index = context.partitionId()
@@ -118,30 +118,47 @@ def _run_rank(job: dict[str, Any], rank: int, index: int, rank_env: dict[str, st
     env["PYTHONUNBUFFERED"] = "1"
     with tempfile.TemporaryDirectory(prefix="kolo-spark-") as folder:
         result_path = os.path.join(folder, "result.pkl")
-        child = subprocess.Popen(
-            [job["executable"] or sys.executable, "-m", "kolo.spark.task", result_path],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-            preexec_fn=_die_with_parent)
-        copies = [threading.Thread(target=_forward, args=(s, link, rank, n), daemon=True)
-                  for s, n in ((child.stdout, "stdout"), (child.stderr, "stderr"))]
-        for copy in copies:
-            copy.start()
-        assert child.stdin is not None
-        try:
-            child.stdin.write(job["payload"])
-            child.stdin.close()
-        except BrokenPipeError:
-            pass
+        child, copies = start_rank_process(job, env, result_path, link, rank)
         code = child.wait()
         ended = time.time()
         for copy in copies:
             copy.join(timeout=10)
-        if os.path.exists(result_path):
-            with open(result_path, "rb") as source:
-                status, payload, when = pickle.load(source)
+        result = read_result(result_path)
+        if result is not None:
+            status, payload, when, _ = result
             return rank, index, status, payload, when
     how = ("was killed by signal %d" % -code) if code < 0 else ("exited with code %d" % code)
     return _error(rank, index, "its process %s before returning a result" % how, ended)
+
+
+def start_rank_process(job: dict[str, Any], env: dict[str, str], result_path: str,
+                       link: _DriverLink, label: Any) -> tuple[subprocess.Popen[bytes],
+                                                               list[threading.Thread]]:
+    """Starts `python -m kolo.spark.task RESULT_PATH` with `env` and the job's function on its
+    stdin; its output lines go to the driver labelled `label` (a rank, a worker id)."""
+    child = subprocess.Popen(
+        [job["executable"] or sys.executable, "-m", "kolo.spark.task", result_path],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        preexec_fn=_die_with_parent)
+    copies = [threading.Thread(target=_forward, args=(s, link, label, n), daemon=True)
+              for s, n in ((child.stdout, "stdout"), (child.stderr, "stderr"))]
+    for copy in copies:
+        copy.start()
+    assert child.stdin is not None
+    try:
+        child.stdin.write(job["payload"])
+        child.stdin.close()
+    except BrokenPipeError:
+        pass
+    return child, copies
+
+
+def read_result(result_path: str) -> Optional[tuple[str, bytes, float, Optional[int]]]:
+    """What the rank's process wrote (main()), or None when it wrote nothing."""
+    if not os.path.exists(result_path):
+        return None
+    with open(result_path, "rb") as source:
+        return pickle.load(source)  # type: ignore[no-any-return]
 
 
 def _error(rank: int, index: int, text: str,
@@ -150,15 +167,25 @@ def _error(rank: int, index: int, text: str,
     return rank, index, "error", pickle.dumps((None, text)), ended or time.time()
 
 
+def _kolo_rank() -> Optional[int]:
+    """The rank of this process's initialized kolo binding (an elastic job renumbers), or
+    None."""
+    for name in ("kolo.torch", "kolo.tensorflow"):
+        binding = sys.modules.get(name)
+        if binding is not None and binding.is_initialized():
+            return int(binding.rank())
+    return None
+
+
 def main(result_path: str) -> int:
     """The rank's process: reads (fn, args, kwargs) from stdin, calls fn and writes
-    ("ok", pickled value, time) or ("error", pickled (exception, traceback text), the time it
-    raised) to result_path.
+    ("ok", pickled value, time, kolo rank) or ("error", pickled (exception, traceback text),
+    the time it raised, kolo rank) to result_path.
     Exits 1 after an error (kolo shuts down at exit either way)."""
     from pyspark import cloudpickle  # what the driver pickled with
     fn, args, kwargs = cloudpickle.loads(sys.stdin.buffer.read())
     try:
-        outcome = ("ok", cloudpickle.dumps(fn(*args, **kwargs)), time.time())
+        outcome = ("ok", cloudpickle.dumps(fn(*args, **kwargs)), time.time(), _kolo_rank())
     except BaseException as error:
         when = time.time()  # the first rank to raise is the one run() names
         text = "".join(traceback.format_exception(error))
@@ -166,7 +193,7 @@ def main(result_path: str) -> int:
             payload = pickle.dumps((error, text))
         except Exception:  # an exception that does not pickle still names itself
             payload = pickle.dumps((None, text))
-        outcome = ("error", payload, when)
+        outcome = ("error", payload, when, _kolo_rank())
     with open(result_path + ".tmp", "wb") as sink:
         pickle.dump(outcome, sink)
     os.replace(result_path + ".tmp", result_path)
