@@ -307,7 +307,8 @@ def _share_node_gpus(workers: list[Any], hosts: list[str], envs: list[dict[str, 
     gpu_ids = ray.get([w.get_gpu_ids.remote() for w in workers], timeout=wait)
     of_host: dict[str, list[int]] = {}
     for host, ids in zip(hosts, gpu_ids):
-        of_host.setdefault(host, []).extend(ids)
+        seen = of_host.setdefault(host, [])
+        seen.extend(i for i in ids if i not in seen)  # fractional GPUs: one device, once
     for host, env in zip(hosts, envs):
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in of_host[host])
 
