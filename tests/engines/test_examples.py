@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-import ray
 from ray.cluster_utils import Cluster
 
 pytestmark = pytest.mark.slow

@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
@@ -283,12 +282,3 @@ def _die_with_parent() -> None:
     if os.getppid() == 1:
         os._exit(1)
 
-
-def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
-    """Polls `predicate` until it holds or `timeout` passes; returns whether it held."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
-    return True

@@ -18,7 +18,6 @@ discovery (docs of kolo._engine.elastic).
 from __future__ import annotations
 
 import math
-import os
 import threading
 import warnings
 from dataclasses import dataclass

@@ -71,9 +71,10 @@ def _host_names(node_ids: Sequence[str], ips: Sequence[str]) -> dict[str, str]:
 
 
 def gather(refs: Sequence[Any], describe: Callable[[int], str], grace_s: float) -> list[Any]:
-    """ray.get of one ref per rank, naming the rank that failed: the first failure (in time) is
-    raised, Ray's exception with a note naming its rank and the ranks that failed after it or
-    had not returned grace_s seconds later."""
+    """ray.get of one ref per rank, naming the rank that failed: once one failed, the others are
+    waited for grace_s seconds at most; the cause is raised (a dead actor, else the rank that
+    raised first), Ray's exception with a note naming its rank, the ranks that failed after it
+    and those that had not returned."""
     pending = {ref: rank for rank, ref in enumerate(refs)}
     results: list[Any] = [None] * len(refs)
     failures: list[tuple[int, BaseException]] = []
@@ -93,6 +94,7 @@ def gather(refs: Sequence[Any], describe: Callable[[int], str], grace_s: float) 
                     deadline = time.monotonic() + grace_s
     if not failures:
         return results
+    failures.sort(key=_root_cause_first)
     rank, error = failures[0]
     what = "dead" if isinstance(error, ray.exceptions.RayActorError) else "raised"
     note = "kolo.ray: %s of %d failed first (%s)" % (describe(rank), len(refs), what)
@@ -103,6 +105,16 @@ def gather(refs: Sequence[Any], describe: Callable[[int], str], grace_s: float) 
             ", ".join(str(r) for r in sorted(pending.values())), grace_s)
     error.add_note(note)
     raise error
+
+
+def _root_cause_first(failure: tuple[int, BaseException]) -> tuple[int, float]:
+    """Orders failures so that the cause comes first: dead actors (as they were seen), then
+    the ranks that raised, by when they raised (the others' errors follow from it)."""
+    error = failure[1]
+    if isinstance(error, ray.exceptions.RayActorError):
+        return 0, 0.0
+    cause = getattr(error, "cause", None) or error
+    return 1, float(getattr(cause, "_kolo_raised_at", float("inf")))
 
 
 def _first_line(error: BaseException) -> str:

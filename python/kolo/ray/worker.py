@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import Any, Callable, Optional
 
 import ray
@@ -81,7 +82,10 @@ class BaseHorovodWorker:
         for its next op."""
         try:
             return func(self.executable)
-        except BaseException:
+        except BaseException as error:
+            # When it raised, for run() to name the rank that failed first: the shutdown below
+            # makes the other ranks raise too, and their errors may reach the driver first.
+            error._kolo_raised_at = time.time()  # type: ignore[attr-defined]
             shutdown_kolo()
             raise
 

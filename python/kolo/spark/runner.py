@@ -243,7 +243,9 @@ def _wait_ended(service: _Service,
 
 def _values(results: list[tuple[int, int, str, bytes, float]], service: _Service) -> list[Any]:
     """Each rank's value in rank order; raises RuntimeError for the first rank that failed."""
-    failed = sorted((r for r in results if r[2] != "ok"), key=lambda r: r[4])
+    # The cause first: a rank whose process died without a result (killed, crashed), then the
+    # ranks that raised, by when they raised (the others' errors follow from it).
+    failed = sorted((r for r in results if r[2] != "ok"), key=lambda r: (r[2] != "died", r[4]))
     if failed:
         rank, index, _, payload, _ = failed[0]
         error, text = pickle.loads(payload)

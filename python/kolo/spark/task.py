@@ -81,7 +81,8 @@ def _places(gathered: list[str]) -> tuple[list[ranks.Place], list[int]]:
 def run_task(job: dict[str, Any]) -> tuple[int, int, str, bytes, float]:
     """One barrier task of job (runner.py's description): (rank, partition, status, payload,
     the time fn returned or raised, or its process ended without a result). status "ok"
-    (payload: the pickled value) or "error" (payload: a pickled (exception or None, text))."""
+    (payload: the pickled value), "error" or "died" (its process ended without a result;
+    payload: a pickled (exception or None, text))."""
     from pyspark import BarrierTaskContext
     context = BarrierTaskContext.get()
     index = context.partitionId()
@@ -128,7 +129,7 @@ def _run_rank(job: dict[str, Any], rank: int, index: int, rank_env: dict[str, st
             status, payload, when, _ = result
             return rank, index, status, payload, when
     how = ("was killed by signal %d" % -code) if code < 0 else ("exited with code %d" % code)
-    return _error(rank, index, "its process %s before returning a result" % how, ended)
+    return _error(rank, index, "its process %s before returning a result" % how, ended, "died")
 
 
 def start_rank_process(job: dict[str, Any], env: dict[str, str], result_path: str,
@@ -161,10 +162,10 @@ def read_result(result_path: str) -> Optional[tuple[str, bytes, float, Optional[
         return pickle.load(source)  # type: ignore[no-any-return]
 
 
-def _error(rank: int, index: int, text: str,
-           ended: Optional[float] = None) -> tuple[int, int, str, bytes, float]:
-    """A task's error value."""
-    return rank, index, "error", pickle.dumps((None, text)), ended or time.time()
+def _error(rank: int, index: int, text: str, ended: Optional[float] = None,
+           status: str = "error") -> tuple[int, int, str, bytes, float]:
+    """A task's error value; status "died" when the rank's process ended without a result."""
+    return rank, index, status, pickle.dumps((None, text)), ended or time.time()
 
 
 def _kolo_rank() -> Optional[int]:
