@@ -1,5 +1,5 @@
 """Where the kolorun program is, for the elastic executors that run its elastic driver, however
-kolo was installed: KOLO_KOLORUN; a pip install's kolo/bin (cmake/KoloWheel.cmake); the CMake
+kolo was installed: KOLORUN_PATH; a pip install's kolo/bin (cmake/KoloWheel.cmake); the CMake
 build tree this package was copied into (build/python/kolo beside build/bin); `cmake --install`'s
 prefix (PREFIX/lib/pythonX.Y/site-packages/kolo beside PREFIX/bin); the folder of this Python;
 PATH.
@@ -29,10 +29,10 @@ def _candidates() -> list[str]:
 
 def kolorun() -> str:
     """The path of kolorun. Raises FileNotFoundError naming the places looked at."""
-    chosen = os.environ.get("KOLO_KOLORUN")
+    chosen = os.environ.get("KOLORUN_PATH")
     if chosen:
         if not os.access(chosen, os.X_OK):
-            raise FileNotFoundError("KOLO_KOLORUN=%s is not an executable file" % chosen)
+            raise FileNotFoundError("KOLORUN_PATH=%s is not an executable file" % chosen)
         return chosen
     places = _candidates()
     for place in places:
@@ -43,4 +43,4 @@ def kolorun() -> str:
         return found
     raise FileNotFoundError(
         "kolo: cannot find the kolorun program, which runs the elastic driver; looked at %s and "
-        "PATH. Set KOLO_KOLORUN to its path" % ", ".join(places))
+        "PATH. Set KOLORUN_PATH to its path" % ", ".join(places))

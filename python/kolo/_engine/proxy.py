@@ -24,7 +24,7 @@ import sys
 from typing import Any, Optional
 
 # Variables of kolorun's environment meant for the driver, not for the worker.
-_DRIVER_ONLY = ("KOLOENGINE_DRIVER_TOKEN", "KOLO_KOLORUN")
+_DRIVER_ONLY = ("KOLOENGINE_DRIVER_TOKEN", "KOLORUN_PATH")
 
 
 def worker_environment(environ: dict[str, str]) -> dict[str, str]:
