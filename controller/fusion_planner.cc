@@ -12,18 +12,12 @@ bool Fusible(const ReadyTensor& t) {
 
 Response StartResponse(const ReadyTensor& t, uint64_t seq) {
   Response r;
+  r.signature() = t.meta.signature();
   r.seq = seq;
-  r.op = t.meta.op;
-  r.dtype = t.meta.dtype;
-  r.reduce_op = t.meta.reduce_op;
-  r.prescale = t.meta.prescale;
-  r.postscale = t.meta.postscale;
-  r.root = t.meta.root;
   r.gpu = !t.meta.device.is_cpu();
   r.error = t.error;
   r.error_code = t.error_code;
   r.splits = t.splits;
-  r.process_set = t.meta.process_set;
   return r;
 }
 

@@ -9,10 +9,9 @@ int64_t TensorMeta::num_elements() const {
 }
 
 bool operator==(const TensorMeta& a, const TensorMeta& b) {
-  return a.name == b.name && a.op == b.op && a.dtype == b.dtype && a.shape == b.shape &&
-         a.device == b.device && a.reduce_op == b.reduce_op && a.root == b.root &&
-         a.prescale == b.prescale && a.postscale == b.postscale && a.splits == b.splits &&
-         a.group == b.group && a.group_size == b.group_size && a.process_set == b.process_set;
+  return a.signature() == b.signature() && a.name == b.name && a.shape == b.shape &&
+         a.device == b.device && a.splits == b.splits && a.group == b.group &&
+         a.group_size == b.group_size;
 }
 
 const char* KindName(ControllerMessage::Kind kind) {

@@ -8,30 +8,25 @@
 #include <string>
 #include <vector>
 
+#include "core/op_signature.h"
 #include "kolo/status.h"
 #include "kolo/types.h"
 #include "kolo/version.h"
 
 namespace kolo {
 
-// Full description of one named op as a rank submitted it.
-struct TensorMeta {
+// Full description of one named op as a rank submitted it: its signature (op, dtype, reduction,
+// scale factors, root, process set: core/op_signature.h) and the rest.
+struct TensorMeta : OpSignature {
+  // In a process set, the scoped name (ScopedName in core/process_sets.h).
   std::string name;
-  OpType op = OpType::kAllreduce;
-  DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
   Device device;
-  ReduceOp reduce_op = ReduceOp::kSum;
-  int root = -1;
-  double prescale = 1.0;
-  double postscale = 1.0;
-  std::vector<int64_t> splits;  // alltoall: rows of dimension 0 sent to each rank, by rank
-  std::string group;            // grouped allreduce: the group's key, "" for none
-  int group_size = 0;           // grouped allreduce: tensors in the group
-  // The process set the op runs in (0: the global set). In a set, `name` is the scoped name
-  // (ScopedName in core/process_sets.h) and root, splits and ranks count within the set.
-  // add_process_set: `splits` holds the members; remove_process_set: `root` holds the id.
-  int process_set = 0;
+  // Alltoall: rows of dimension 0 sent to each rank, by rank (within the set).
+  // add_process_set: the members; remove_process_set: `root` holds the id.
+  std::vector<int64_t> splits;
+  std::string group;   // grouped allreduce: the group's key, "" for none
+  int group_size = 0;  // grouped allreduce: tensors in the group
 
   int64_t num_elements() const;
 };
@@ -95,14 +90,11 @@ struct PeerInfo {
 };
 
 // A decision of the controller, identical on every rank. Executed in `seq` order.
-struct Response {
+// The signature (core/op_signature.h) is its tensors': process_set is the set whose members run
+// it (0: every rank); only they have entries for it, the other ranks skip it. add_process_set:
+// `root` is the new id, `splits` the members.
+struct Response : OpSignature {
   uint64_t seq = 0;
-  OpType op = OpType::kAllreduce;
-  DataType dtype = DataType::kFloat32;
-  ReduceOp reduce_op = ReduceOp::kSum;
-  double prescale = 1.0;
-  double postscale = 1.0;
-  int root = -1;
   // The tensors are in GPU memory (each rank on its own device: ranks agree on CPU or GPU, not
   // on the GPU's index), so the op runs on the GPU path, and a joined rank's stand-in zeros are
   // made on its device.
@@ -114,9 +106,6 @@ struct Response {
   StatusCode error_code = StatusCode::kMismatch;  // the code their callbacks receive
   std::vector<int64_t> first_dims;                // allgather: each rank's dim 0, by rank
   std::vector<int64_t> splits;  // alltoall: rows rank s sends to rank d at [s * size + d]
-  // The process set whose members run this response (0: every rank); only they have entries
-  // for it, the other ranks skip it. add_process_set: `root` is the new id, `splits` the members.
-  int process_set = 0;
   // Allreduce: run hierarchically when the fused bytes reach this (core/hierarchy_rule.h;
   // kHierarchyFlat: never). Set by a fast-path round (the rounds' value) and by rank 0's
   // controller while KOLO_AUTOTUNE tunes the hierarchical choice; unset, each rank's executor

@@ -326,7 +326,8 @@ Status Runtime::Reducescatter(const std::string& name, const TensorView& input,
 Status Runtime::BroadcastAsync(const std::string& name, const TensorView& tensor, int root,
                                Callback callback) {
   KOLO_ASSIGN_OR_RETURN(SetMembership set, impl_->CurrentMembership("broadcast '" + name + "'"));
-  KOLO_ASSIGN_OR_RETURN(int set_root, impl_->RootInSet(set, root, "broadcast '" + name + "'"));
+  KOLO_ASSIGN_OR_RETURN(int set_root,
+                        RootInSet(impl_->process_sets(), set, root, "broadcast '" + name + "'"));
   KOLO_ASSIGN_OR_RETURN(TensorMeta meta, ValidateBroadcast(name, tensor, set_root, set.size));
   return impl_->Enqueue(std::move(meta), tensor, tensor, std::move(callback));
 }
@@ -340,7 +341,8 @@ Status Runtime::Broadcast(const std::string& name, const TensorView& tensor, int
 Status Runtime::BroadcastAsync(const std::string& name, const TensorView& input,
                                const TensorView& output, int root, Callback callback) {
   KOLO_ASSIGN_OR_RETURN(SetMembership set, impl_->CurrentMembership("broadcast '" + name + "'"));
-  KOLO_ASSIGN_OR_RETURN(int set_root, impl_->RootInSet(set, root, "broadcast '" + name + "'"));
+  KOLO_ASSIGN_OR_RETURN(int set_root,
+                        RootInSet(impl_->process_sets(), set, root, "broadcast '" + name + "'"));
   KOLO_ASSIGN_OR_RETURN(TensorMeta meta,
                         ValidateBroadcast(name, input, output, set_root, set.size));
   return impl_->Enqueue(std::move(meta), input, output, std::move(callback));

@@ -1,7 +1,6 @@
 #include "runtime/runtime_impl.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "controller/controller.h"
 #include "core/check.h"
@@ -10,34 +9,38 @@
 #include "core/spin_wait.h"
 #include "ops/cpu_executor.h"
 #include "transport/deadline.h"
-#include "transport/grpc/grpc_control_channel.h"
-#include "transport/grpc/grpc_control_server.h"
-#include "transport/shm/shm_mesh.h"
-#include "transport/tcp/tcp_mesh.h"
 
 namespace kolo {
 namespace {
 
 using SteadyTime = std::chrono::steady_clock;
 
-}  // namespace
-
-Topology ComputeTopology(const HostGroups& groups, int rank) {
-  Topology topology;
-  topology.local_rank = static_cast<int>(std::find(groups.local.begin(), groups.local.end(), rank) -
-                                         groups.local.begin());
-  topology.local_size = static_cast<int>(groups.local.size());
-  topology.cross_rank = groups.host;
-  topology.cross_size = static_cast<int>(groups.ranks_per_host.size());
-  return topology;
+// Makes `meta` (already validated for its set) the op of this thread's process set: the scoped
+// name and group, the set's id. Fails for ops a set cannot run.
+Status ScopeToSet(TensorMeta* meta, int id) {
+  const std::string what = OpTypeName(meta->op) + " '" + meta->name + "'";
+  if (!meta->device.is_cpu()) {
+    return InvalidArgument(what + " in process set " + std::to_string(id) +
+                           ": process sets run CPU tensors only (GPU tensors: the global set)");
+  }
+  if (meta->name.find(" [process set ") != std::string::npos) {
+    return InvalidArgument(what + ": ' [process set ' is reserved in names");
+  }
+  meta->name = ScopedName(id, meta->name);
+  if (!meta->group.empty()) meta->group = ScopedName(id, meta->group);
+  meta->process_set = id;
+  return Status::Ok();
 }
+
+}  // namespace
 
 RuntimeImpl::RuntimeImpl(const Options& options, spdlog::level::level_enum level)
     : options_(options),
       logger_(MakeLogger(options.rank, "runtime", level)),
       timeline_(options.rank, options.size, SteadyClock::Get()),
       tracer_(&timeline_, options.rank),
-      sets_(options.rank, options.size) {
+      sets_(options.rank, options.size),
+      planes_(options_, logger_) {
   timeline_.set_max_bytes(options.timeline_max_mb << 20);
 }
 
@@ -52,10 +55,10 @@ StatusOr<SetMembership> RuntimeImpl::CurrentMembership(const std::string& what) 
   return sets_.Resolve(CurrentProcessSet(), what);
 }
 
-StatusOr<int> RuntimeImpl::RootInSet(const SetMembership& set, int root,
-                                     const std::string& what) const {
+StatusOr<int> RootInSet(const ProcessSets& sets, const SetMembership& set, int root,
+                        const std::string& what) {
   if (set.id == 0) return root;
-  const std::vector<int> ranks = sets_.Members(set.id);
+  const std::vector<int> ranks = sets.Members(set.id);
   auto it = std::find(ranks.begin(), ranks.end(), root);
   if (it == ranks.end()) {
     std::string members;
@@ -67,21 +70,6 @@ StatusOr<int> RuntimeImpl::RootInSet(const SetMembership& set, int root,
                            members + "])");
   }
   return static_cast<int>(it - ranks.begin());
-}
-
-Status RuntimeImpl::ScopeToSet(TensorMeta* meta, int id) const {
-  const std::string what = OpTypeName(meta->op) + " '" + meta->name + "'";
-  if (!meta->device.is_cpu()) {
-    return InvalidArgument(what + " in process set " + std::to_string(id) +
-                           ": process sets run CPU tensors only (GPU tensors: the global set)");
-  }
-  if (meta->name.find(" [process set ") != std::string::npos) {
-    return InvalidArgument(what + ": ' [process set ' is reserved in names");
-  }
-  meta->name = ScopedName(id, meta->name);
-  if (!meta->group.empty()) meta->group = ScopedName(id, meta->group);
-  meta->process_set = id;
-  return Status::Ok();
 }
 
 Status RuntimeImpl::Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,
@@ -236,16 +224,16 @@ Status RuntimeImpl::RawAllreduce(void* data, int64_t count, DataType dtype) {
   entry.input = entry.output = TensorView{data, dtype, {count}, Device::Cpu()};
   Status result;
   // On this thread: the data plane alone, without the hand-off to the background thread.
-  KOLO_RETURN_IF_ERROR(
-      loop_->RunWithDataPlane([&] { result = executor_->Execute(response, {&entry}, nullptr); }));
+  KOLO_RETURN_IF_ERROR(loop_->RunWithDataPlane(
+      [&] { result = planes_.executor()->Execute(response, {&entry}, nullptr); }));
   return result;
 }
 
 Status RuntimeImpl::StartTimeline(const std::string& path, bool mark_cycles) {
   if (path.empty()) return InvalidArgument("start_timeline() needs a file path");
-  MutexLock lock(&lifecycle_mu_);  // controller_ stays while we use it
+  MutexLock lock(&lifecycle_mu_);  // the controller stays while we use it
   KOLO_RETURN_IF_ERROR(timeline_.Start(path));
-  if (controller_) controller_->SetMarkCycles(mark_cycles);
+  if (control_.controller() != nullptr) control_.controller()->SetMarkCycles(mark_cycles);
   return Status::Ok();
 }
 
@@ -288,34 +276,23 @@ void RuntimeImpl::Teardown() {
   // After a job-wide Shutdown every worker closes its stream as soon as it has read it, and
   // rank 0's server waits for that (bounded by the deadline) before cancelling what is left.
   // Otherwise (an abort, or leaving without the others) it only flushes what is queued.
-  const bool job_done = controller_ && controller_->shutdown_sent();
+  const bool job_done = control_.job_done();
   SteadyTime::time_point deadline =
       transport::AddSeconds(SteadyTime::now(), job_done ? std::min(options_.timeout_seconds, 10.0)
                                                         : std::min(options_.timeout_seconds, 1.0));
   queue_.Close(ShutdownError("kolo is shut down; no new ops are accepted"));
   if (loop_) loop_->Stop().IgnoreError();  // Shutdown() already returned its status
-  if (channel_) channel_->Close(deadline);
-  if (server_) server_->Stop(deadline);
-  if (controller_) controller_->Stop();
+  control_.Close(deadline);
   loop_.reset();
-  round_lane_.reset();
+  planes_.DropRoundLane();
   // After the loop and the controller stopped recording: flush and close the file.
   Status closed = timeline_.Stop();
   if (!closed.ok()) logger_->warn("timeline: {}", closed.message());
-  if (gpu_) gpu_->Stop();  // waits for its device work; uses executor_ and mesh_
-  executor_.reset();
-  while (!set_planes_.empty()) DropSetPlane(set_planes_.begin()->first);  // before mesh_
-  channel_ = nullptr;
-  grpc_channel_.reset();
-  cross_plane_.reset();
-  shm_plane_.store(nullptr);
-  host_shm_.reset();
-  host_plane_.reset();  // after host_shm_, which it bootstrapped
-  shm_.reset();
-  mesh_.reset();
-  server_.reset();
-  controller_.reset();
-  local_channel_.reset();  // the controller's outbox
+  if (gpu_) gpu_->Stop();  // waits for its device work; uses the CPU executor and the mesh
+  planes_.DropExecutors();
+  control_.DropChannel();
+  planes_.Reset();
+  control_.Reset();
 }
 
 }  // namespace kolo

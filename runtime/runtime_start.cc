@@ -1,10 +1,12 @@
-// RuntimeImpl's start (init()), step by step: Create, Start and its named steps, each of which
-// fails with its own message, and what rank 0 does after a start that failed (TellLateRanks).
-// The rest of RuntimeImpl is in runtime_impl.cc.
+// The runtime's start (init()): RuntimeImpl::Create and Start, which take the steps in their
+// order and hand each part to the room that owns it, and the steps themselves (RuntimeStart,
+// runtime/runtime_start.h), each of which fails with its own message. What rank 0 does after a
+// start that failed is ControlPlane::TellLateRanks.
+#include "runtime/runtime_start.h"
+
 #include <sched.h>
 
 #include <algorithm>
-#include <thread>
 #include <utility>
 
 #include "controller/controller.h"
@@ -18,12 +20,9 @@
 #include "runtime/local_address.h"
 #include "runtime/runtime_impl.h"
 #include "transport/deadline.h"
-#include "transport/grpc/grpc_control_channel.h"
 #include "transport/grpc/grpc_control_server.h"
 #include "transport/shm/shm_mesh.h"
-#include "transport/shm/shm_round_lane.h"
 #include "transport/tcp/tcp_mesh.h"
-#include "transport/tcp/tcp_round_lane.h"
 
 namespace kolo {
 namespace {
@@ -47,6 +46,20 @@ std::chrono::microseconds CallerWaitSpin(std::chrono::microseconds asked, bool c
   return std::min(kMaxWaitSpin, kOversubscribedWaitSpinPerRank * sharing_ranks);
 }
 
+// One info line: where this rank stands, and which paths its ops take.
+void LogReady(const Logger& logger, const Options& options, const Topology& topology,
+              const std::string& controller_address, const std::string& allreduce_path,
+              const std::string& gpu_path) {
+  logger->info(
+      "rank {} of {} ready (local {}/{}, cross {}/{}), controller {}{}; identity from {}; "
+      "allreduce over {}; GPU tensors over {}",
+      options.rank, options.size, topology.local_rank, topology.local_size, topology.cross_rank,
+      topology.cross_size, controller_address,
+      options.controller_source.empty() ? "" : " (" + options.controller_source + ")",
+      options.identity_source.empty() ? "no launcher variables" : options.identity_source,
+      allreduce_path, gpu_path);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const Options& options) {
@@ -56,7 +69,7 @@ StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const Options& option
   std::unique_ptr<RuntimeImpl> impl(new RuntimeImpl(options, *level));
   Status started = impl->Start();
   if (!started.ok()) {
-    impl->TellLateRanks();
+    impl->control_.TellLateRanks(impl->options_, impl->logger_);
     impl->Teardown();
     std::string where =
         options.controller_source.empty()
@@ -71,61 +84,124 @@ StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(const Options& option
 // The start, one named step after another; each step's failure says what failed (Create adds
 // the rank and the controller address, and tears down what the steps before built).
 Status RuntimeImpl::Start() {
-  KOLO_RETURN_IF_ERROR(OpenTimeline());
+  // KOLO_TIMELINE: the trace file, open from the start. "DYNAMIC" is Horovod's "off until
+  // start_timeline()" (HOROVOD_TIMELINE=DYNAMIC), not a file.
+  if (!options_.timeline_path.empty() && options_.timeline_path != "DYNAMIC") {
+    KOLO_RETURN_IF_ERROR(timeline_.Start(options_.timeline_path).WithContext("KOLO_TIMELINE"));
+  }
   for (const std::string& warning : options_.environment_warnings) logger_->warn("{}", warning);
-  KOLO_RETURN_IF_ERROR(LoadSecurity());
-  RaiseFdLimit();
+  const RuntimeStart start(options_, logger_);
+  KOLO_ASSIGN_OR_RETURN(transport::ControlSecurity security, start.LoadSecurity());
+  control_.UseSecurity(std::move(security));
+  start.RaiseFdLimit();
   std::string controller_address = options_.controller_address;
-  if (options_.rank == 0) KOLO_RETURN_IF_ERROR(StartController(&controller_address));
+  if (options_.rank == 0) {
+    KOLO_ASSIGN_OR_RETURN(
+        ControllerParts controller,
+        start.StartController(control_.security(), &timeline_, &controller_address));
+    control_.Adopt(std::move(controller));
+  }
   {
     // An elastic generation's rank 0 gives up on its start as soon as kolorun's driver says a
     // member is gone (docs/ELASTIC.md), not at the start timeout.
     std::unique_ptr<internal::ElasticStartWatch> watch;
-    if (controller_ && !options_.elastic_rendezvous.empty()) {
-      watch = std::make_unique<internal::ElasticStartWatch>([this](const std::string& lost,
-                                                                   int lost_rank) {
-        elastic_lost_rank_.store(lost_rank);
-        controller_->AbortStart("the elastic generation lost a member while it started: " + lost +
-                                " (kolorun's elastic driver)");
-      });
+    if (control_.controller() != nullptr && !options_.elastic_rendezvous.empty()) {
+      watch = std::make_unique<internal::ElasticStartWatch>(
+          [this](const std::string& lost, int lost_rank) {
+            control_.NoteLostRank(lost, lost_rank);
+          });
     }
-    KOLO_RETURN_IF_ERROR(JoinJob(controller_address));
+    KOLO_RETURN_IF_ERROR(JoinJob(start, controller_address));
   }
-  KOLO_RETURN_IF_ERROR(StartExecutors());
+  Executor* executor = planes_.StartExecutor(placement_.host_groups, control_.autotuner());
+  KOLO_ASSIGN_OR_RETURN(gpu_, start.StartGpu(executor, planes_.mesh(), placement_.topology));
   StartLoop();
-  LogReady(controller_address);
+  LogReady(logger_, options_, placement_.topology, controller_address, planes_.Describe(),
+           gpu_->path_name());
   return Status::Ok();
 }
 
-Status RuntimeImpl::OpenTimeline() {
-  // "DYNAMIC" is Horovod's "off until start_timeline()" (HOROVOD_TIMELINE=DYNAMIC), not a file.
-  if (options_.timeline_path.empty() || options_.timeline_path == "DYNAMIC") return Status::Ok();
-  return timeline_.Start(options_.timeline_path).WithContext("KOLO_TIMELINE");
+// The rendezvous through the controller, then the data connections to every peer and the
+// shared-memory plane.
+Status RuntimeImpl::JoinJob(const RuntimeStart& start, const std::string& controller_address) {
+  // At the start timeout the controller gives up and tells the ranks already connected which
+  // ranks never arrived; every rank waits a little longer than that for the verdict.
+  const double grace = std::min(2.0, options_.start_timeout_seconds);
+  const SteadyTime::time_point deadline =
+      transport::AddSeconds(SteadyTime::now(), options_.start_timeout_seconds + grace);
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<transport::TcpMesh> mesh,
+                        start.ListenForPeers(controller_address, control_.security()));
+  planes_.AdoptMesh(std::move(mesh));
+  // An abort must reach a background thread blocked in the ring at once, not at the ring's
+  // deadline.
+  ControlChannel* channel = control_.OpenChannel(
+      controller_address, options_, logger_, [this](const Status& why) { planes_.Interrupt(why); });
+  KOLO_ASSIGN_OR_RETURN(
+      const RuntimeStart::Meeting meeting,
+      start.MeetPeers(*channel, *planes_.mesh(), control_.security(), deadline, &wakeup_));
+  placement_ = meeting.placement;
+  // Before connecting: a rank that fails here leaves, and a peer still connecting would
+  // report that as a lost rank instead of this reason (every rank sees the same peer table).
+  if (options_.transport != Transport::kShm || placement_.topology.local_size == options_.size) {
+    KOLO_RETURN_IF_ERROR(
+        start.ConnectPeers(*planes_.mesh(), channel->generation(), meeting, deadline));
+  }
+  KOLO_ASSIGN_OR_RETURN(JobShm shm, start.StartSharedMemory(planes_, placement_));
+  planes_.AdoptShm(std::move(shm));
+  return Status::Ok();
 }
 
-Status RuntimeImpl::LoadSecurity() {
-  KOLO_ASSIGN_OR_RETURN(security_.credentials, LoadJobCredentials(options_));
-  security_.tls_cert = options_.tls_cert;
-  security_.tls_key = options_.tls_key;
-  security_.tls_ca = options_.tls_ca;
+void RuntimeImpl::StartLoop() {
+  BackgroundLoop::Wiring loop_wiring;
+  loop_wiring.on_clock_offset = [this](double offset_us, double rtt_us) {
+    timeline_.SetClockOffset(offset_us, rtt_us);
+  };
+  const bool busy_poll = planes_.mesh()->busy_poll();
+  // On oversubscribed cores too, as the caller's wait (with its own budget there), unlike the
+  // shared-memory plane's spin, which stays off there (docs/PERFORMANCE.md).
+  loop_wiring.spin_for_rounds = true;
+  loop_wiring.between_polls = busy_poll ? BetweenPolls::kKeepCore : BetweenPolls::kYield;
+  wait_spin_ = CallerWaitSpin(std::chrono::microseconds(options_.wait_spin_us), busy_poll,
+                              placement_.core_share.ranks);
+  if (options_.rank == 0) loop_wiring.negotiation_sink = &timeline_;
+  loop_wiring.process_sets = &sets_;
+  loop_wiring.autotuner = control_.autotuner();
+  loop_wiring.set_executor = [this](int id) { return planes_.SetExecutor(id, sets_); };
+  loop_wiring.set_removed = [this](int id) { planes_.DropSet(id); };
+  RoundLane* lane = planes_.StartRoundLane();
+  loop_ = std::make_unique<BackgroundLoop>(options_, std::move(loop_wiring), &queue_, &wakeup_,
+                                           control_.channel(), gpu_.get(), planes_.mesh(), &tracer_,
+                                           logger_, lane);
+  loop_->Start();
+}
+
+RuntimeStart::RuntimeStart(const Options& options, Logger logger)
+    : options_(options), logger_(std::move(logger)) {}
+
+StatusOr<transport::ControlSecurity> RuntimeStart::LoadSecurity() const {
+  transport::ControlSecurity security;
+  KOLO_ASSIGN_OR_RETURN(security.credentials, LoadJobCredentials(options_));
+  security.tls_cert = options_.tls_cert;
+  security.tls_key = options_.tls_key;
+  security.tls_ca = options_.tls_ca;
   if (!options_.controller_address.empty()) {
     std::string host;
     int port = 0;
     KOLO_RETURN_IF_ERROR(
         SplitHostPort(options_.controller_address, "KOLO_CONTROLLER", &host, &port));
     KOLO_RETURN_IF_ERROR(CheckUnauthenticatedJob(
-        options_, security_.credentials, !IsLoopbackHost(host),
+        options_, security.credentials, !IsLoopbackHost(host),
         "the controller address " + options_.controller_address + " is not a loopback address"));
   }
-  if (security_.credentials.key.empty() && options_.size > 1) {  // one rank has no peers to admit
+  if (security.credentials.key.empty() && options_.size > 1) {  // one rank has no peers to admit
     logger_->warn(
         "no job secret (KOLO_SECRET): this single-host job's ports are not authenticated; any "
         "local process could join it. kolorun makes a secret");
   }
-  return Status::Ok();
+  return security;
 }
 
-void RuntimeImpl::RaiseFdLimit() {
+void RuntimeStart::RaiseFdLimit() const {
   const FdLimitChange fds = RaiseFdLimitToHard();
   if (!fds.error.empty()) {
     logger_->debug("file descriptor limit stays at {}: {}", fds.before, fds.error);
@@ -135,14 +211,17 @@ void RuntimeImpl::RaiseFdLimit() {
   }
 }
 
-Status RuntimeImpl::StartController(std::string* controller_address) {
+StatusOr<ControllerParts> RuntimeStart::StartController(const transport::ControlSecurity& security,
+                                                        TraceSink* timeline,
+                                                        std::string* controller_address) const {
   // A one-rank job needs no fixed port: the controller takes any free loopback port.
   if (controller_address->empty()) *controller_address = "127.0.0.1:0";
   std::string host;
   int port = 0;
   KOLO_RETURN_IF_ERROR(SplitHostPort(*controller_address, "KOLO_CONTROLLER", &host, &port));
-  controller_ = std::make_unique<controller::Controller>(
-      options_, &timeline_, SteadyClock::Get(),
+  ControllerParts parts;
+  parts.controller = std::make_unique<controller::Controller>(
+      options_, timeline, SteadyClock::Get(),
       MakeLogger(options_.rank, "controller", logger_->level()));
   if (options_.autotune) {
     Autotuner::Config tuning;
@@ -153,43 +232,26 @@ Status RuntimeImpl::StartController(std::string* controller_address) {
     tuning.samples_per_setting = options_.autotune_samples;
     tuning.log_path = options_.autotune_log;
     tuning.logger = MakeLogger(options_.rank, "autotune", logger_->level());
-    autotuner_ = std::make_unique<Autotuner>(std::move(tuning));
-    controller_->UseAutotuner(autotuner_.get());
+    parts.autotuner = std::make_unique<Autotuner>(std::move(tuning));
+    parts.controller->UseAutotuner(parts.autotuner.get());
   }
   StatusOr<std::unique_ptr<transport::GrpcControlServer>> server =
       transport::GrpcControlServer::Start(
-          *controller_address, controller_.get(), options_.timeout_seconds,
-          MakeLogger(options_.rank, "control-server", logger_->level()), security_, options_.size);
+          *controller_address, parts.controller.get(), options_.timeout_seconds,
+          MakeLogger(options_.rank, "control-server", logger_->level()), security, options_.size);
   if (!server.ok()) return server.status().WithContext("starting the controller");
-  server_ = std::move(server).value();
-  controller_started_ = SteadyTime::now();
-  local_channel_ = std::make_unique<LocalControlChannel>(options_.rank, controller_.get(),
-                                                         server_.get(), server_->generation());
-  controller_->Attach(local_channel_.get());
-  controller_->Start();
-  *controller_address = host + ":" + std::to_string(server_->port());
-  return Status::Ok();
+  parts.server = std::move(server).value();
+  parts.started = SteadyTime::now();
+  parts.channel = std::make_unique<LocalControlChannel>(
+      options_.rank, parts.controller.get(), parts.server.get(), parts.server->generation());
+  parts.controller->Attach(parts.channel.get());
+  parts.controller->Start();
+  *controller_address = host + ":" + std::to_string(parts.server->port());
+  return parts;
 }
 
-Status RuntimeImpl::JoinJob(const std::string& controller_address) {
-  // At the start timeout the controller gives up and tells the ranks already connected which
-  // ranks never arrived; every rank waits a little longer than that for the verdict.
-  const double grace = std::min(2.0, options_.start_timeout_seconds);
-  const SteadyTime::time_point deadline =
-      transport::AddSeconds(SteadyTime::now(), options_.start_timeout_seconds + grace);
-  KOLO_RETURN_IF_ERROR(ListenForPeers(controller_address));
-  OpenControlChannel(controller_address);
-  KOLO_ASSIGN_OR_RETURN(const std::vector<PeerInfo> peers, MeetPeers(deadline));
-  // Before connecting: a rank that fails here leaves, and a peer still connecting would
-  // report that as a lost rank instead of this reason (every rank sees the same peer table).
-  if (options_.transport == Transport::kShm && topology_.local_size != options_.size) {
-    return StartSharedMemory();
-  }
-  KOLO_RETURN_IF_ERROR(ConnectPeers(peers, deadline));
-  return StartSharedMemory();
-}
-
-Status RuntimeImpl::ListenForPeers(const std::string& controller_address) {
+StatusOr<std::unique_ptr<transport::TcpMesh>> RuntimeStart::ListenForPeers(
+    const std::string& controller_address, const transport::ControlSecurity& security) const {
   std::string controller_host;
   int controller_port = 0;
   KOLO_RETURN_IF_ERROR(
@@ -202,271 +264,151 @@ Status RuntimeImpl::ListenForPeers(const std::string& controller_address) {
   mesh_config.rank = options_.rank;
   mesh_config.size = options_.size;
   mesh_config.bind_host = data_host;
-  mesh_config.auth.credentials = security_.credentials;
+  mesh_config.auth.credentials = security.credentials;
   mesh_config.timeout_seconds = options_.timeout_seconds;
   mesh_config.logger = MakeLogger(options_.rank, "data-plane", logger_->level());
   mesh_config.round_lane = options_.fast_path;
   mesh_config.transport = options_.transport;
   StatusOr<std::unique_ptr<transport::TcpMesh>> mesh = transport::TcpMesh::Listen(mesh_config);
   if (!mesh.ok()) return mesh.status().WithContext("data-plane listener on " + data_host);
-  mesh_ = std::move(mesh).value();
-  return Status::Ok();
+  return mesh;
 }
 
-void RuntimeImpl::OpenControlChannel(const std::string& controller_address) {
-  if (local_channel_) {
-    channel_ = local_channel_.get();
-  } else {
-    grpc_channel_ = transport::GrpcControlChannel::Create(
-        controller_address, options_.timeout_seconds,
-        MakeLogger(options_.rank, "control", logger_->level()), security_);
-    channel_ = grpc_channel_.get();
-  }
-  // An abort must reach a background thread blocked in the ring at once, not at the ring's
-  // deadline.
-  channel_->SetFatalHandler([this](const Status& why) {
-    mesh_->Interrupt(why);
-    if (SharedMemoryPlane* shm = shm_plane_.load()) shm->Interrupt(why);
-    MutexLock lock(&set_shms_mu_);
-    if (fatal_.ok()) fatal_ = why;
-    for (SharedMemoryPlane* shm : set_shms_) shm->Interrupt(why);
-  });
-}
-
-StatusOr<std::vector<PeerInfo>> RuntimeImpl::MeetPeers(SteadyTime::time_point deadline) {
+StatusOr<RuntimeStart::Meeting> RuntimeStart::MeetPeers(ControlChannel& channel,
+                                                        const transport::TcpMesh& mesh,
+                                                        const transport::ControlSecurity& security,
+                                                        SteadyTime::time_point deadline,
+                                                        Wakeup* wakeup) const {
   Hello hello;
   hello.rank = options_.rank;
   hello.size = options_.size;
   hello.host = options_.host.empty() ? LocalHostName() : options_.host;
-  hello.data_address = mesh_->listen_address();
+  hello.data_address = mesh.listen_address();
   hello.machine = LocalMachine();
   StatusOr<std::vector<PeerInfo>> peers =
-      channel_->Connect(hello, deadline, [this] { wakeup_.Notify(); });
+      channel.Connect(hello, deadline, [wakeup] { wakeup->Notify(); });
   if (!peers.ok()) return StartFailure(peers.status());
-  host_groups_ = ComputeHostGroups(*peers, options_.rank);
-  topology_ = ComputeTopology(host_groups_, options_.rank);
+  Meeting meeting;
+  meeting.peers = std::move(peers).value();
+  Placement& placement = meeting.placement;
+  placement.host_groups = ComputeHostGroups(meeting.peers, options_.rank);
+  Topology& topology = placement.topology;
+  topology = ComputeTopology(placement.host_groups, options_.rank);
   KOLO_RETURN_IF_ERROR(CheckUnauthenticatedJob(
-      options_, security_.credentials, topology_.cross_size > 1,
-      "its ranks report " + std::to_string(topology_.cross_size) + " host names"));
-  if (options_.local_rank >= 0) topology_.local_rank = options_.local_rank;
-  if (options_.local_size >= 0) topology_.local_size = options_.local_size;
+      options_, security.credentials, topology.cross_size > 1,
+      "its ranks report " + std::to_string(topology.cross_size) + " host names"));
+  if (options_.local_rank >= 0) topology.local_rank = options_.local_rank;
+  if (options_.local_size >= 0) topology.local_size = options_.local_size;
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
-  own_cpus_ = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  core_share_ = ComputeCoreShare(*peers, options_.rank, own_cpus_);
-  core_share_.ranks = std::max(core_share_.ranks, topology_.local_size);
-  logger_->debug("{} ranks (this host's {}) share this rank's {} cores ({})", core_share_.ranks,
-                 topology_.local_size, core_share_.cores,
+  placement.own_cpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  CoreShare& share = placement.core_share;
+  share = ComputeCoreShare(meeting.peers, options_.rank, placement.own_cpus);
+  share.ranks = std::max(share.ranks, topology.local_size);
+  logger_->debug("{} ranks (this host's {}) share this rank's {} cores ({})", share.ranks,
+                 topology.local_size, share.cores,
                  hello.machine.empty() ? "by host name" : hello.machine);
-  return peers;
+  return meeting;
 }
 
-Status RuntimeImpl::ConnectPeers(const std::vector<PeerInfo>& peers,
-                                 SteadyTime::time_point deadline) {
-  mesh_->SetGeneration(channel_->generation());
+Status RuntimeStart::ConnectPeers(transport::TcpMesh& mesh, const std::string& generation,
+                                  const Meeting& meeting, SteadyTime::time_point deadline) const {
+  mesh.SetGeneration(generation);
   std::vector<std::string> addresses;
-  for (const PeerInfo& peer : peers) addresses.push_back(peer.data_address);
-  KOLO_RETURN_IF_ERROR(mesh_->Connect(addresses, deadline));
+  for (const PeerInfo& peer : meeting.peers) addresses.push_back(peer.data_address);
+  KOLO_RETURN_IF_ERROR(mesh.Connect(addresses, deadline));
   // Busy polling by this host's ranks on this rank's CPUs, not by the machine's share: at twice
   // as many ranks as cores (2 hosts of 2 ranks on 2 cores, the testbed) polling still paid for
   // small ops (docs/PERFORMANCE.md, "Waiting on oversubscribed cores").
-  mesh_->SetCoreShare(topology_.local_size, own_cpus_, options_.cpu_bind == "core");
+  mesh.SetCoreShare(meeting.placement.topology.local_size, meeting.placement.own_cpus,
+                    options_.cpu_bind == "core");
   return Status::Ok();
 }
 
-Status RuntimeImpl::StartSharedMemory() {
-  const bool one_host = topology_.local_size == options_.size;
+StatusOr<JobShm> RuntimeStart::StartSharedMemory(const DataPlanes& planes,
+                                                 const Placement& placement) const {
+  const int local_size = placement.topology.local_size;
+  const bool one_host = local_size == options_.size;
   if (options_.transport == Transport::kShm && !one_host) {
     return FailedPrecondition(
         "KOLO_TRANSPORT=shm needs every rank on one host, but this host has " +
-        std::to_string(topology_.local_size) + " of the " + std::to_string(options_.size) +
+        std::to_string(local_size) + " of the " + std::to_string(options_.size) +
         " ranks; multi-host jobs use tcp (KOLO_TRANSPORT=auto or tcp)");
   }
   const bool use_shm = options_.transport == Transport::kShm ||
                        (options_.transport == Transport::kAuto && one_host && options_.size > 1);
-  if (!use_shm) return StartHostPlanes();
+  if (!use_shm) return StartHostPlanes(planes, placement.host_groups);
+  transport::TcpMesh& mesh = *planes.mesh();
   StatusOr<std::unique_ptr<transport::ShmMesh>> shm =
-      transport::ShmMesh::Create(ShmConfig(*mesh_, options_.shm_single_copy, {}), *mesh_);
+      transport::ShmMesh::Create(planes.ShmConfig(mesh, options_.shm_single_copy, {}), mesh);
   if (!shm.ok()) {
     return shm.status().WithContext(std::string("KOLO_TRANSPORT=") +
                                     TransportName(options_.transport));
   }
-  shm_ = std::move(shm).value();
-  shm_plane_.store(shm_.get());
-  return Status::Ok();
+  JobShm parts;
+  parts.shm = std::move(shm).value();
+  return parts;
 }
 
-transport::ShmMesh::Config RuntimeImpl::ShmConfig(const DataPlane& plane, ShmSingleCopy single_copy,
-                                                  std::vector<int> job_ranks) const {
-  transport::ShmMesh::Config config;
-  config.rank = plane.rank();
-  config.size = plane.size();
-  config.timeout_seconds = options_.timeout_seconds;
-  config.spin = mesh_->busy_poll();  // decided by SetCoreShare, KOLO_CPU_BIND included
-  config.poll_budget = std::chrono::microseconds(options_.wait_spin_us);
-  config.single_copy = single_copy;
-  config.logger = MakeLogger(options_.rank, "shm", logger_->level());
-  config.job_ranks = std::move(job_ranks);
-  return config;
-}
-
-Status RuntimeImpl::StartFailure(const Status& connect_error) {
-  if (connect_error.code() != StatusCode::kDeadlineExceeded) return connect_error;
-  return Status(connect_error.code(),
-                connect_error.message() +
-                    " (KOLO_START_TIMEOUT_SECONDS=" + SecondsText(options_.start_timeout_seconds) +
-                    "; is rank 0 running, and is KOLO_CONTROLLER, or the launcher's rule, right?)");
-}
-
-Status RuntimeImpl::StartExecutors() {
-  executor_ =
-      std::make_unique<ops::CpuExecutor>(*mesh_, MakeLogger(options_.rank, "ops", logger_->level()),
-                                         ops::RingScratch::kDefaultBytes, shm_.get());
-  if (host_plane_) {
-    ops::HostPlanes planes;
-    planes.local = host_plane_.get();
-    planes.cross = cross_plane_.get();
-    planes.local_shm = host_shm_.get();
-    planes.place = host_groups_.place;
-    planes.rank = mesh_->rank();
-    // Broadcasts only when asked: measured, the two steps gain with many ranks a host and lose
-    // where the link is the limit (docs/SCALE.md, "Hierarchical collectives").
-    executor_->UseHierarchy(std::move(planes), ConfiguredHierarchyMinBytes(options_.hierarchical),
-                            options_.hierarchical == Hierarchical::kOn);
-    // The choice is tuned only where KOLO_HIERARCHICAL left it to kolo (auto).
-    if (autotuner_ && options_.hierarchical == Hierarchical::kAuto) {
-      autotuner_->TuneHierarchy(kHierarchicalAutoMinBytes);
-    }
-  }
-  GpuPlane::Wiring gpu_wiring;
-  gpu_wiring.local_rank = topology_.local_rank;
-  std::string data_host;
-  int data_port = 0;
-  if (SplitHostPort(mesh_->listen_address(), "the data address", &data_host, &data_port).ok()) {
-    StatusOr<std::string> interface = InterfaceOfAddress(data_host);
-    if (interface.ok()) gpu_wiring.network_interface = *interface;  // else NCCL picks its own
-  }
-  KOLO_ASSIGN_OR_RETURN(
-      gpu_, GpuPlane::Create(options_, std::move(gpu_wiring), executor_.get(), mesh_.get(),
-                             MakeLogger(options_.rank, "gpu", logger_->level())));
-  return Status::Ok();
-}
-
-Status RuntimeImpl::StartHostPlanes() {
-  if (options_.hierarchical == Hierarchical::kOff) return Status::Ok();
-  const int hosts = static_cast<int>(host_groups_.ranks_per_host.size());
+StatusOr<JobShm> RuntimeStart::StartHostPlanes(const DataPlanes& planes,
+                                               const HostGroups& groups) const {
+  JobShm parts;
+  if (options_.hierarchical == Hierarchical::kOff) return parts;
+  const int hosts = static_cast<int>(groups.ranks_per_host.size());
   const bool asked = options_.hierarchical == Hierarchical::kOn;
   const char* mode = asked ? "on" : "auto";
-  if (!host_groups_.hierarchical()) {
+  if (!groups.hierarchical()) {
     // Only hosts with different numbers of ranks defeat an explicit "on"; say so louder then.
     const bool uneven = hosts > 1 && options_.size != hosts;
     logger_->log(
         asked && uneven ? spdlog::level::warn : spdlog::level::debug,
         "KOLO_HIERARCHICAL={}: allreduces run flat over all {} ranks: {}{}", mode, options_.size,
-        host_groups_.Describe(),
+        groups.Describe(),
         uneven ? ", and a hierarchical allreduce needs the same number on every host" : "");
-    return Status::Ok();
+    return parts;
   }
-  host_plane_ = std::make_unique<SubsetDataPlane>(*mesh_, host_groups_.local);
-  cross_plane_ = std::make_unique<SubsetDataPlane>(*mesh_, host_groups_.cross);
+  transport::TcpMesh& mesh = *planes.mesh();
+  parts.host_plane = std::make_unique<SubsetDataPlane>(mesh, groups.local);
+  parts.cross_plane = std::make_unique<SubsetDataPlane>(mesh, groups.cross);
   if (options_.transport == Transport::kAuto) {
     // The probe would name the plane's ranks, not the job's; the slots serve the host's steps.
     StatusOr<std::unique_ptr<transport::ShmMesh>> shm = transport::ShmMesh::Create(
-        ShmConfig(*host_plane_, ShmSingleCopy::kOff, host_groups_.local), *host_plane_);
+        planes.ShmConfig(*parts.host_plane, ShmSingleCopy::kOff, groups.local), *parts.host_plane);
     if (!shm.ok()) {
       return shm.status().WithContext(std::string("KOLO_HIERARCHICAL=") + mode +
                                       " (KOLO_TRANSPORT=tcp keeps the host's steps on TCP)");
     }
-    host_shm_ = std::move(shm).value();
-    shm_plane_.store(host_shm_.get());
+    parts.host_shm = std::move(shm).value();
   }
   logger_->debug(
       "KOLO_HIERARCHICAL={}: allreduces of {} bytes and more run hierarchically over {}: "
       "within the host ({}) among ranks {}, across hosts among ranks {}",
-      mode, ConfiguredHierarchyMinBytes(options_.hierarchical), host_groups_.Describe(),
-      host_shm_ ? "shared memory" : "tcp", RankList(host_groups_.local),
-      RankList(host_groups_.cross));
-  return Status::Ok();
+      mode, ConfiguredHierarchyMinBytes(options_.hierarchical), groups.Describe(),
+      parts.host_shm ? "shared memory" : "tcp", RankList(groups.local), RankList(groups.cross));
+  return parts;
 }
 
-void RuntimeImpl::StartLoop() {
-  BackgroundLoop::Wiring loop_wiring;
-  loop_wiring.on_clock_offset = [this](double offset_us, double rtt_us) {
-    timeline_.SetClockOffset(offset_us, rtt_us);
-  };
-  // On oversubscribed cores too, as the caller's wait (with its own budget there), unlike the
-  // shared-memory plane's spin, which stays off there (docs/PERFORMANCE.md).
-  loop_wiring.spin_for_rounds = true;
-  loop_wiring.between_polls = mesh_->busy_poll() ? BetweenPolls::kKeepCore : BetweenPolls::kYield;
-  wait_spin_ = CallerWaitSpin(std::chrono::microseconds(options_.wait_spin_us), mesh_->busy_poll(),
-                              core_share_.ranks);
-  if (options_.rank == 0) loop_wiring.negotiation_sink = &timeline_;
-  loop_wiring.process_sets = &sets_;
-  loop_wiring.autotuner = autotuner_.get();
-  loop_wiring.set_executor = [this](int id) { return SetExecutor(id); };
-  loop_wiring.set_removed = [this](int id) { DropSetPlane(id); };
-  if (options_.fast_path) {
-    Logger lane_logger = MakeLogger(options_.rank, "fast-path", logger_->level());
-    if (shm_) {  // round messages through the segment, the connections as doorbells
-      round_lane_ = std::make_unique<transport::ShmRoundLane>(
-          options_.rank, mesh_->TakeRoundConnections(), shm_->round_area(), lane_logger);
-    } else {
-      round_lane_ = std::make_unique<transport::TcpRoundLane>(
-          options_.rank, mesh_->TakeRoundConnections(), lane_logger);
-    }
+StatusOr<std::unique_ptr<GpuPlane>> RuntimeStart::StartGpu(Executor* executor,
+                                                           transport::TcpMesh* mesh,
+                                                           const Topology& topology) const {
+  GpuPlane::Wiring gpu_wiring;
+  gpu_wiring.local_rank = topology.local_rank;
+  std::string data_host;
+  int data_port = 0;
+  if (SplitHostPort(mesh->listen_address(), "the data address", &data_host, &data_port).ok()) {
+    StatusOr<std::string> interface = InterfaceOfAddress(data_host);
+    if (interface.ok()) gpu_wiring.network_interface = *interface;  // else NCCL picks its own
   }
-  loop_ = std::make_unique<BackgroundLoop>(options_, std::move(loop_wiring), &queue_, &wakeup_,
-                                           channel_, gpu_.get(), mesh_.get(), &tracer_, logger_,
-                                           round_lane_.get());
-  loop_->Start();
+  return GpuPlane::Create(options_, std::move(gpu_wiring), executor, mesh,
+                          MakeLogger(options_.rank, "gpu", logger_->level()));
 }
 
-void RuntimeImpl::LogReady(const std::string& controller_address) const {
-  logger_->info(
-      "rank {} of {} ready (local {}/{}, cross {}/{}), controller {}{}; identity from {}; "
-      "allreduce over {}; GPU tensors over {}",
-      options_.rank, options_.size, topology_.local_rank, topology_.local_size,
-      topology_.cross_rank, topology_.cross_size, controller_address,
-      options_.controller_source.empty() ? "" : " (" + options_.controller_source + ")",
-      options_.identity_source.empty() ? "no launcher variables" : options_.identity_source,
-      shm_          ? "shared memory"
-      : host_plane_ ? "tcp, hierarchical over " + host_groups_.Describe() +
-                          (host_shm_ ? " with shared memory within each host" : "")
-                    : "tcp",
-      gpu_->path_name());
-}
-
-void RuntimeImpl::TellLateRanks() {
-  if (!controller_ || !server_ || options_.start_timeout_seconds <= 0) return;
-  // In an elastic job, the member kolorun's driver reported lost will never connect.
-  auto not_told = [this] {
-    std::vector<int> ranks = controller_->RanksNotTold();
-    const int lost = elastic_lost_rank_.load();
-    ranks.erase(std::remove(ranks.begin(), ranks.end(), lost), ranks.end());
-    return ranks;
-  };
-  std::vector<int> untold = not_told();
-  if (untold.empty()) return;
-  SteadyTime::time_point deadline =
-      controller_started_ + std::chrono::duration_cast<SteadyTime::duration>(
-                                std::chrono::duration<double>(options_.start_timeout_seconds));
-  if (!options_.elastic_rendezvous.empty()) {
-    // In an elastic job the late rank is most likely the lost member itself (every live member
-    // was waiting for the generation and connects within milliseconds); one that is only late
-    // fails at its own start deadline and joins the next generation.
-    deadline = std::min(deadline, SteadyTime::now() + std::chrono::seconds(2));
-  }
-  const std::string ranks = RankList(untold);
-  logger_->info(
-      "the start was aborted; rank{} {} {} not connected yet: the controller stays up to tell "
-      "{} why, at most until the start timeout (KOLO_START_TIMEOUT_SECONDS={})",
-      untold.size() == 1 ? "" : "s", ranks, untold.size() == 1 ? "has" : "have",
-      untold.size() == 1 ? "it" : "them", SecondsText(options_.start_timeout_seconds));
-  while (!untold.empty() && SteadyTime::now() < deadline) {
-    // Polls a rare error path at a coarse step; the deadline bounds it.
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    untold = not_told();
-  }
+Status RuntimeStart::StartFailure(const Status& connect_error) const {
+  if (connect_error.code() != StatusCode::kDeadlineExceeded) return connect_error;
+  return Status(connect_error.code(),
+                connect_error.message() +
+                    " (KOLO_START_TIMEOUT_SECONDS=" + SecondsText(options_.start_timeout_seconds) +
+                    "; is rank 0 running, and is KOLO_CONTROLLER, or the launcher's rule, right?)");
 }
 
 }  // namespace kolo

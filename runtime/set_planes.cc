@@ -1,22 +1,22 @@
-// RuntimeImpl's process-set data planes (runtime/runtime_impl.h: SetExecutor, StartSetHierarchy,
-// MakeSetShm, DropSetPlane): each set's executor over its members, with the set's own shared
-// memory on one host or its own hierarchy across hosts. Loop thread only, as declared there.
+// DataPlanes' process-set part (runtime/data_planes.h: SetExecutor, StartSetHierarchy,
+// MakeSetShm, DropSet): each set's executor over its members, with the set's own shared memory
+// on one host or its own hierarchy across hosts. Loop thread only, as declared there.
 #include <algorithm>
 
 #include "core/hierarchy_rule.h"
 #include "core/op_text.h"
 #include "ops/cpu_executor.h"
 #include "ops/hierarchical_gather.h"
-#include "runtime/runtime_impl.h"
+#include "runtime/data_planes.h"
 #include "transport/shm/shm_mesh.h"
 #include "transport/tcp/tcp_mesh.h"
 
 namespace kolo {
 
-Executor* RuntimeImpl::SetExecutor(int id) {
+Executor* DataPlanes::SetExecutor(int id, const ProcessSets& sets) {
   auto it = set_planes_.find(id);
   if (it != set_planes_.end()) return it->second.executor.get();
-  std::vector<int> ranks = sets_.Members(id);
+  std::vector<int> ranks = sets.Members(id);
   if (ranks.empty()) return nullptr;
   SetPlane set;
   set.plane = std::make_unique<SubsetDataPlane>(*mesh_, ranks);
@@ -33,8 +33,8 @@ Executor* RuntimeImpl::SetExecutor(int id) {
   return executor;
 }
 
-void RuntimeImpl::StartSetHierarchy(int id, const std::vector<int>& members,
-                                    const HostGroups& groups, SetPlane* set) {
+void DataPlanes::StartSetHierarchy(int id, const std::vector<int>& members,
+                                   const HostGroups& groups, SetPlane* set) {
   if (options_.hierarchical == Hierarchical::kOff) return;
   const bool asked = options_.hierarchical == Hierarchical::kOn;
   const char* mode = asked ? "on" : "auto";
@@ -73,9 +73,9 @@ void RuntimeImpl::StartSetHierarchy(int id, const std::vector<int>& members,
       set->host_shm ? "shared memory" : "tcp", RankList(local), RankList(job_ranks(groups.cross)));
 }
 
-std::unique_ptr<transport::ShmMesh> RuntimeImpl::MakeSetShm(int id, SubsetDataPlane& plane,
-                                                            const std::vector<int>& job_ranks,
-                                                            ShmSingleCopy single_copy, bool part) {
+std::unique_ptr<transport::ShmMesh> DataPlanes::MakeSetShm(int id, SubsetDataPlane& plane,
+                                                           const std::vector<int>& job_ranks,
+                                                           ShmSingleCopy single_copy, bool part) {
   if (job_ranks.size() < 2 || options_.transport == Transport::kTcp) return nullptr;
   StatusOr<std::unique_ptr<transport::ShmMesh>> shm =
       transport::ShmMesh::Create(ShmConfig(plane, single_copy, job_ranks), plane);
@@ -90,7 +90,7 @@ std::unique_ptr<transport::ShmMesh> RuntimeImpl::MakeSetShm(int id, SubsetDataPl
   return std::move(shm).value();
 }
 
-void RuntimeImpl::DropSetPlane(int id) {
+void DataPlanes::DropSet(int id) {
   auto it = set_planes_.find(id);
   if (it == set_planes_.end()) return;
   {

@@ -2,24 +2,25 @@
 
 namespace kolo {
 
-FusionKey FusionKey::Of(const TensorMeta& meta) {
+FusionKey FusionKey::Of(const OpSignature& signature, Device device) {
   FusionKey key;
-  key.op = meta.op;
-  key.dtype = meta.dtype;
-  key.device = meta.device;
-  key.reduce_op = meta.reduce_op;
-  key.prescale = meta.prescale;
-  key.postscale = meta.postscale;
-  key.process_set = meta.process_set;
+  key.signature() = signature;
+  // What fusion leaves out of the signature: the root (no op that has one fuses) and an
+  // allgather's reduction (it reduces nothing).
+  key.root = OpSignature().root;
+  if (key.op == OpType::kAllgather) {
+    key.reduce_op = OpSignature().reduce_op;
+    key.prescale = OpSignature().prescale;
+    key.postscale = OpSignature().postscale;
+  }
+  key.device = device;
   return key;
 }
 
 bool SameFusionKey(const FusionKey& a, const FusionKey& b) {
-  // CPU or GPU, not the GPU's index: each rank has one device, and ranks' indices differ.
-  if (a.op != b.op || a.dtype != b.dtype || a.device.is_cpu() != b.device.is_cpu()) return false;
-  if (a.process_set != b.process_set) return false;  // each set's members run their own
-  if (a.op == OpType::kAllgather) return true;       // no reduction: nothing else to agree on
-  return a.reduce_op == b.reduce_op && a.prescale == b.prescale && a.postscale == b.postscale;
+  // CPU or GPU, not the GPU's index: each rank has one device, and ranks' indices differ. Each
+  // set's members run their own: the process set is in the signature.
+  return a.device.is_cpu() == b.device.is_cpu() && a.signature() == b.signature();
 }
 
 int64_t TensorBytes(const TensorMeta& meta) {

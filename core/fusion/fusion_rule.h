@@ -15,18 +15,15 @@
 
 namespace kolo {
 
-// What tensors must agree on to share a response: process set, op, dtype and device, and for the
-// reducing ops the reduction (an allgather reduces nothing, so only its dtype and device count).
-struct FusionKey {
-  OpType op = OpType::kAllreduce;
-  DataType dtype = DataType::kFloat32;
+// What tensors must agree on to share a response: their signature (core/op_signature.h: op,
+// dtype, process set, and for the reducing ops the reduction) and whether they are on CPU or GPU.
+// Of() leaves out of the signature what fusion ignores, the root (no op that has one fuses) and
+// an allgather's reduction (it reduces nothing), so two keys agree when their signatures are equal.
+struct FusionKey : OpSignature {
   Device device;
-  ReduceOp reduce_op = ReduceOp::kSum;
-  double prescale = 1.0;
-  double postscale = 1.0;
-  int process_set = 0;  // tensors of different process sets never fuse
 
-  static FusionKey Of(const TensorMeta& meta);
+  static FusionKey Of(const TensorMeta& meta) { return Of(meta, meta.device); }
+  static FusionKey Of(const OpSignature& signature, Device device);
 };
 bool SameFusionKey(const FusionKey& a, const FusionKey& b);
 

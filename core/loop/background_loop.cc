@@ -12,12 +12,6 @@
 #include "core/loop/callback_thread.h"
 
 namespace kolo {
-namespace {
-
-// Bounds the background thread's sleep so deadlines are checked even when nothing arrives.
-constexpr std::chrono::milliseconds kMaxIdleWait{200};
-
-}  // namespace
 
 BackgroundLoop::BackgroundLoop(const Options& options, Wiring wiring, TensorQueue* queue,
                                Wakeup* wakeup, ControlChannel* channel, Executor* executor,
@@ -26,8 +20,6 @@ BackgroundLoop::BackgroundLoop(const Options& options, Wiring wiring, TensorQueu
     : options_(options),
       queue_(queue),
       wakeup_(wakeup),
-      executor_(executor),
-      data_plane_(data_plane),
       logger_(std::move(logger)),
       clock_(wiring.clock != nullptr ? wiring.clock : SteadyClock::Get()),
       between_polls_(wiring.between_polls),
@@ -37,17 +29,19 @@ BackgroundLoop::BackgroundLoop(const Options& options, Wiring wiring, TensorQueu
           ControllerSession::Config{options.timeout_seconds, std::move(wiring.on_clock_offset)},
           channel, clock_),
       async_(executor, &completer_, tracer, wakeup, clock_, options.timeout_seconds, logger_),
-      fast_(lane == nullptr ? nullptr
-                            : std::make_unique<FastPath>(options, wiring.negotiation_sink)),
       runner_(ResponseRunner::Config{wiring.process_sets, std::move(wiring.set_executor),
                                      std::move(wiring.set_removed), wiring.autotuner},
-              queue, executor, &completer_, &async_, fast_.get(), tracer, clock_),
+              queue, executor, &completer_, &async_, tracer, clock_, options.size,
+              /*fast_path=*/lane != nullptr),
       rounds_(lane == nullptr ? nullptr
                               : std::make_unique<RoundDriver>(
-                                    fast_.get(), lane, &runner_, &session_, wakeup, clock_, logger_,
-                                    wiring.spin_for_rounds, wiring.between_polls)) {
-  if (fast_ != nullptr) fast_->UseAutotuner(wiring.autotuner);
-}
+                                    options, wiring.negotiation_sink, wiring.autotuner, lane,
+                                    &runner_, &session_, wakeup, clock_, logger_,
+                                    wiring.spin_for_rounds, wiring.between_polls)),
+      life_(options,
+            LoopLife::Parts{queue, wakeup, executor, data_plane, clock_, &session_, &async_,
+                            &completer_, rounds_.get()},
+            logger_) {}
 
 BackgroundLoop::~BackgroundLoop() {
   Stop().IgnoreError(); /* reported by an explicit Stop */
@@ -67,7 +61,8 @@ Status BackgroundLoop::RunOnLoop(std::function<void()> task) {
 
 bool BackgroundLoop::AbortJob(const Status& why) {
   // Run by RunPending, under loop_mu_, on whichever thread does the loop's work.
-  return tasks_.Post([this, why]() KOLO_REQUIRES(loop_mu_) { AbortOn(Fault::Requested(why)); });
+  return tasks_.Post([this, why]()
+                         KOLO_REQUIRES(loop_mu_) { life_.AbortOn(Fault::Requested(why)); });
 }
 
 Status BackgroundLoop::RunWithDataPlane(const std::function<void()>& task) {
@@ -95,9 +90,9 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
   {
     CallbackThreadScope callbacks;
     CallerWaitScope caller_waits;  // the data plane's waits poll for their whole budget here
-    drive_done_ = &done;
+    life_.set_driving(&done);
     try {
-      while (state_ == LoopState::kRunning && !stop_requested_ && !(finished = done()) &&
+      while (life_.state() == LoopState::kRunning && !stop_requested_ && !(finished = done()) &&
              !left.Spent() && queue_->InFlight() == 1) {
         Pass();
         // Past the round's own poll (RoundDriver::SpinForAnswer) a pass returns at once. Where
@@ -110,16 +105,16 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
       }
       finished = done();
     } catch (const std::exception& e) {
-      AbortOn(Fault::Here(
+      life_.AbortOn(Fault::Here(
           Internal(std::string("background loop failed on a driving caller: ") + e.what())));
     } catch (...) {
-      AbortOn(
+      life_.AbortOn(
           Fault::Here(Internal("background loop failed on a driving caller with an unknown "
                                "exception")));
     }
-    drive_done_ = nullptr;
+    life_.set_driving(nullptr);
   }
-  bool carry_on = !finished || state_ != LoopState::kRunning;
+  bool carry_on = !finished || life_.state() != LoopState::kRunning;
   // The sleeping thread's wait covers the rounds again, unless the rank is quiet; a round
   // message that arrived since the last pass wakes it now.
   if (RoundsMustWake() && !rounds_->WakeForRounds()) carry_on = true;
@@ -140,7 +135,7 @@ Status BackgroundLoop::Stop() {
   wakeup_->Notify();
   if (thread_.joinable()) thread_.join();
   MutexLock lock(&loop_mu_);
-  return final_status_;
+  return life_.final_status();
 }
 
 void BackgroundLoop::Run() {
@@ -150,10 +145,10 @@ void BackgroundLoop::Run() {
     RunLoop();
   } catch (const std::exception& e) {
     MutexLock lock(&loop_mu_);
-    AbortOn(Fault::Here(Internal(std::string("background thread failed: ") + e.what())));
+    life_.AbortOn(Fault::Here(Internal(std::string("background thread failed: ") + e.what())));
   } catch (...) {
     MutexLock lock(&loop_mu_);
-    AbortOn(Fault::Here(Internal("background thread failed with an unknown exception")));
+    life_.AbortOn(Fault::Here(Internal("background thread failed with an unknown exception")));
   }
   // Tasks handed over from now on run on their caller's thread; the ones already handed over
   // still run here.
@@ -165,10 +160,10 @@ void BackgroundLoop::Run() {
 void BackgroundLoop::RunLoop() {
   MutexLock lock(&loop_mu_);
   session_.SendClockPing();
-  while (state_ != LoopState::kDone) {
+  while (life_.state() != LoopState::kDone) {
     Clock::TimePoint wake_by = clock_->Now() + kMaxIdleWait;
-    if (state_ == LoopState::kDraining) wake_by = std::min(wake_by, stop_deadline_);
-    const bool rounds = rounds_ != nullptr && serving();
+    if (life_.state() == LoopState::kDraining) wake_by = std::min(wake_by, life_.stop_deadline());
+    const bool rounds = rounds_ != nullptr && life_.serving();
     const std::vector<int> fds = rounds ? rounds_->fds() : std::vector<int>{};
     bool sleep = true;
     if (RoundsMustWake()) {              // implies `rounds`
@@ -178,7 +173,7 @@ void BackgroundLoop::RunLoop() {
     }
     if (sleep) {
       lock.Unlock();  // while this thread sleeps, a blocking caller may Drive() the loop
-      Sleep(wake_by, fds);
+      SleepUntil(wakeup_, clock_, wake_by, fds);
       lock.Lock();
       if (rounds) rounds_->Woken();
     }
@@ -187,15 +182,9 @@ void BackgroundLoop::RunLoop() {
 }
 
 bool BackgroundLoop::RoundsMustWake() {
-  if (rounds_ == nullptr || !serving()) return false;
-  return state_ != LoopState::kRunning || stop_requested_ || queue_->InFlight() > 0 ||
-         !fast_->Quiet();
-}
-
-void BackgroundLoop::Sleep(Clock::TimePoint deadline, const std::vector<int>& fds) {
-  const Clock::TimePoint::duration left =
-      std::clamp<Clock::TimePoint::duration>(deadline - clock_->Now(), {}, kMaxIdleWait);
-  wakeup_->WaitUntil(std::chrono::steady_clock::now() + left, fds);
+  if (rounds_ == nullptr || !life_.serving()) return false;
+  return life_.state() != LoopState::kRunning || stop_requested_ || queue_->InFlight() > 0 ||
+         !rounds_->fast().Quiet();
 }
 
 }  // namespace kolo

@@ -1,8 +1,7 @@
 // BackgroundLoop: the one background thread of a rank (DESIGN.md §1, §4), as a small
-// orchestrator: it owns the thread, the wake-up, the loop's life (one LoopState,
-// core/loop/loop_state.h) and the order of a pass, and turns every job-fatal error into an
-// abort that fails all pending and later ops with one root-cause message (DESIGN.md §5). The
-// work is its collaborators', each with its own state:
+// orchestrator: it owns the thread, the wake-up, who does the loop's work (its thread or a
+// driving caller) and the order of a pass. The work is its collaborators', each with its own
+// state:
 //   ControllerSession  the control stream: requests out, messages in, keepalives, clock
 //                      pings, the root cause of a failed collective
 //   ResponseRunner     decided responses: sequence, response cache, join stand-ins, process
@@ -12,7 +11,11 @@
 //   AsyncOps           ops an executor completes on its own thread (device collectives)
 //   LoopTasks          short tasks handed to the loop (RunOnLoop)
 //   OpCompleter        callbacks and the end of each op's span
-// They return what must end the job as a Fault (core/loop/fault.h); AbortOn carries it out.
+//   LoopLife           the loop's state and how it ends: the life's steps, and the abort that
+//                      turns every job-fatal error into one root-cause message for all
+//                      pending and later ops (DESIGN.md §5)
+// They return what must end the job as a Fault (core/loop/fault.h); LoopLife::AbortOn carries
+// it out.
 //
 // Threading: Start and Stop are called by the owning Runtime (any one thread). The loop's
 // work runs on its own thread, or on a blocking caller's thread that Drive()s the loop while
@@ -38,6 +41,7 @@
 #include "core/loop/controller_session.h"
 #include "core/loop/fast_path.h"
 #include "core/loop/fault.h"
+#include "core/loop/loop_life.h"
 #include "core/loop/loop_state.h"
 #include "core/loop/loop_tasks.h"
 #include "core/loop/op_completer.h"
@@ -156,13 +160,10 @@ class BackgroundLoop {
   // The control stream's messages, each handled as it comes.
   void DrainControl() KOLO_REQUIRES(loop_mu_);
   void HandleMessage(const ControllerMessage& message) KOLO_REQUIRES(loop_mu_);
-  void HandleShutdown() KOLO_REQUIRES(loop_mu_);
   // Ops enqueued since the last pass: to the fast path, or announced to the controller.
   void SendNewRequests() KOLO_REQUIRES(loop_mu_);
   // The rounds' steps, as far as they get now (and while spin_for_rounds spins for an answer).
   void StepRounds() KOLO_REQUIRES(loop_mu_);
-  // Device ops that failed: the first aborts the job; the others fail with it.
-  void DrainAsyncFailures() KOLO_REQUIRES(loop_mu_);
   // Waking for rounds. A peer's round message wakes this rank's sleeping thread only while
   // RoundsMustWake: not while the rank is quiet (nothing in flight and FastPath::Quiet). A
   // peer's round can wait for a quiet rank, since nothing a round decides can run without
@@ -173,29 +174,11 @@ class BackgroundLoop {
   // woken by them, and its answer to a round that came early carries its new op: one round
   // instead of two.
   bool RoundsMustWake() KOLO_REQUIRES(loop_mu_);
-  // The step of the loop's life that may come next (the stop notice, the stop deadline, the
-  // end after the job-wide Shutdown), checked once per pass.
-  void AdvanceLife() KOLO_REQUIRES(loop_mu_);
-  void MoveTo(LoopState next) KOLO_REQUIRES(loop_mu_);
-  bool serving() const KOLO_REQUIRES(loop_mu_) { return Serving(state_); }
-  // Job-fatal, when `fault` is one and the job still runs: fails every pending and later op
-  // with its error (after a failed collective, with the root cause the controller names
-  // within a bounded wait), and tells the controller unless it is what reported the error.
-  void AbortOn(const Fault& fault) KOLO_REQUIRES(loop_mu_);
-  void FailAll(const Status& why) KOLO_REQUIRES(loop_mu_);
-  // The end of the loop's life: no launched op in flight any more, then kDone.
-  void Finish() KOLO_REQUIRES(loop_mu_);
-  // Sleeps until woken, `deadline` (this loop's clock) or kMaxIdleWait, whichever is first.
-  // The loop's own thread only: wakeup_ takes one waiter at a time (a driving caller that
-  // must wait polls instead: AbortOn).
-  void Sleep(Clock::TimePoint deadline, const std::vector<int>& fds = {});
 
   // Constant after construction.
   const Options& options_;
   TensorQueue* const queue_;
   Wakeup* const wakeup_;
-  Executor* const executor_;
-  DataPlane* const data_plane_;
   const Logger logger_;
   const Clock* const clock_;
   const BetweenPolls between_polls_;  // Wiring::between_polls, for Drive
@@ -207,19 +190,14 @@ class BackgroundLoop {
   // Held by whichever thread does the loop's work: the background thread for each pass (not
   // while it sleeps), a blocking caller driving its op (Drive), or RunWithDataPlane's task.
   Mutex loop_mu_;
-  LoopState state_ KOLO_GUARDED_BY(loop_mu_) = LoopState::kRunning;
-  Status final_status_ KOLO_GUARDED_BY(loop_mu_);
-  Clock::TimePoint stop_deadline_ KOLO_GUARDED_BY(loop_mu_);  // kDraining: leave from then on
-  // Drive's `done` while a blocking caller runs the passes, else null: a step of the rounds
-  // hands back as soon as the caller's op completed, AbortOn polls instead of sleeping.
-  const std::function<bool()>* drive_done_ KOLO_GUARDED_BY(loop_mu_) = nullptr;
   std::vector<TensorEntry*> fresh_ KOLO_GUARDED_BY(loop_mu_);  // SendNewRequests' buffer
   ControllerSession session_ KOLO_GUARDED_BY(loop_mu_);
   AsyncOps async_;  // launches under loop_mu_; its own lock for the completion threads
-  // The fast path's decisions and I/O; both null without a lane.
-  const std::unique_ptr<FastPath> fast_ KOLO_PT_GUARDED_BY(loop_mu_);
   ResponseRunner runner_ KOLO_GUARDED_BY(loop_mu_);
+  // The fast path's I/O and its decisions (RoundDriver owns the FastPath); null without a lane.
   const std::unique_ptr<RoundDriver> rounds_ KOLO_PT_GUARDED_BY(loop_mu_);
+  // The loop's state, its abort and its end (after the collaborators it acts on).
+  LoopLife life_ KOLO_GUARDED_BY(loop_mu_);
 
   std::thread thread_;        // started by Start(), joined by Stop()
   bool stop_called_ = false;  // owner thread only

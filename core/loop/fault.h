@@ -1,8 +1,8 @@
 // Fault: what a collaborator of the background loop returns when a step of a pass must end the
 // job, and where the error came from, which decides what the loop does before it aborts
-// (BackgroundLoop::AbortOn): wait for the controller's verdict on a failed collective, tell the
-// controller (first, and then wait for its verdict, when the application asked for the abort),
-// or neither. No fault (ok()) means the step went on.
+// (LoopLife::AbortOn, core/loop/loop_life.h): wait for the controller's verdict on a failed
+// collective, tell the controller (first, and then wait for its verdict, when the application asked
+// for the abort), or neither. No fault (ok()) means the step went on.
 //
 // Threading: a value type.
 #pragma once

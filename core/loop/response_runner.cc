@@ -3,46 +3,26 @@
 #include <algorithm>
 #include <optional>
 
-#include "core/fusion/fusion_rule.h"
-
 namespace kolo {
 
 ResponseRunner::ResponseRunner(Config config, TensorQueue* queue, Executor* executor,
-                               const OpCompleter* completer, AsyncOps* async, FastPath* fast,
-                               OpTracer* tracer, const Clock* clock)
+                               const OpCompleter* completer, AsyncOps* async, OpTracer* tracer,
+                               const Clock* clock, int size, bool fast_path)
     : config_(std::move(config)),
       queue_(queue),
       executor_(executor),
       completer_(completer),
       async_(async),
-      fast_(fast),
       tracer_(tracer),
-      clock_(clock) {}
+      clock_(clock),
+      cache_(size, fast_path) {}
 
 void ResponseRunner::NoteJoin(const TensorEntry& join) {
   if (join.meta.process_set != 0) {
     joined_sets_.push_back(join.meta.process_set);
-    if (fast_ != nullptr) fast_->JoinSet(join.meta.process_set, true);
     return;
   }
   joined_ = true;
-  if (fast_ != nullptr) fast_->SetJoined(true);
-}
-
-Request ResponseRunner::RequestFor(const TensorEntry& entry) const {
-  Request request;
-  auto it = cache_.find(entry.meta.name);
-  if (it != cache_.end() && it->second.meta == entry.meta) {
-    request.cache_id = it->second.id;
-  } else {
-    request.meta = entry.meta;
-  }
-  return request;
-}
-
-uint32_t ResponseRunner::CachedId(const std::string& name) const {
-  auto slot = cache_.find(name);
-  return slot == cache_.end() ? 0 : slot->second.id;
 }
 
 Fault ResponseRunner::RunControllerResponse(const Response& response) {
@@ -59,7 +39,7 @@ Fault ResponseRunner::RunControllerResponse(const Response& response) {
     }
     // Only the set's members run it; the others move on to the next response.
     if (!config_.process_sets->IsMember(response.process_set)) {
-      RememberForeignIds(response);
+      cache_.RememberForeign(response);
       return Fault();
     }
   }
@@ -79,97 +59,16 @@ Fault ResponseRunner::RunControllerResponse(const Response& response) {
     }
     entries.push_back(entry);
   }
-  if (response.is_error()) {
-    for (const std::string& name : response.names) {
-      auto slot = cache_.find(name);
-      // This instance is over: the next may take the fast path.
-      if (slot != cache_.end() && fast_ != nullptr) fast_->InstanceOver(slot->second.id);
-    }
-  } else {
-    RememberCacheIds(response, entries);
-  }
+  if (!response.is_error()) cache_.Remember(response, entries);
   return Execute(response, entries);
 }
 
-Fault ResponseRunner::RunRoundWork(FastPath::Work& work) {
+Fault ResponseRunner::RunRoundWork(WorkOrder::Work& work) {
   for (size_t i = 0; i < work.entries.size(); ++i) {
     // Joined without it: this rank contributes zeros.
     if (work.entries[i] == nullptr) work.entries[i] = stand_ins_.Add(work.response, i);
   }
   return Execute(work.response, work.entries);
-}
-
-void ResponseRunner::RememberCacheIds(const Response& response,
-                                      const std::vector<TensorEntry*>& entries) {
-  // The controller's cache id for each name, as of this response; 0 retires the old one.
-  for (size_t i = 0; i < response.names.size() && i < entries.size(); ++i) {
-    const std::string& name = response.names[i];
-    auto old = cache_.find(name);
-    const uint32_t id = i < response.cache_ids.size() ? response.cache_ids[i] : 0;
-    if (fast_ != nullptr && old != cache_.end()) {
-      fast_->InstanceOver(old->second.id);  // this instance ran: the next may take the fast path
-      if (old->second.id != id) fast_->Forget(old->second.id);
-    }
-    if (id == 0) {
-      cache_.erase(name);
-      continue;
-    }
-    cache_[name] = CacheSlot{id, entries[i]->meta};
-    if (fast_ != nullptr && TakesFastPath(response) && entries[i]->meta.group.empty()) {
-      fast_->Learn(id, SpecOf(response, i, entries[i]->meta));
-    }
-  }
-}
-
-void ResponseRunner::RememberForeignIds(const Response& response) {
-  if (fast_ == nullptr || response.is_error() || !TakesFastPath(response)) return;
-  for (size_t i = 0; i < response.names.size(); ++i) {
-    FastSpec spec;  // what the timeline needs: this rank runs nothing of it
-    spec.name = response.names[i];
-    spec.op = response.op;
-    spec.process_set = response.process_set;
-    fast_->LearnForeign(i < response.cache_ids.size() ? response.cache_ids[i] : 0, std::move(spec));
-  }
-}
-
-bool ResponseRunner::TakesFastPath(const Response& response) {
-  if (response.gpu) return false;
-  switch (response.op) {
-    case OpType::kAllreduce:
-    case OpType::kBroadcast:
-    case OpType::kAllgather:
-    case OpType::kReducescatter:
-    case OpType::kAlltoall:
-      return true;
-    default:
-      return false;
-  }
-}
-
-FastSpec ResponseRunner::SpecOf(const Response& response, size_t index, const TensorMeta& meta) {
-  FastSpec spec;
-  spec.name = response.names[index];
-  spec.op = response.op;
-  spec.dtype = response.dtype;
-  spec.reduce_op = response.reduce_op;
-  spec.prescale = response.prescale;
-  spec.postscale = response.postscale;
-  spec.root = response.root;
-  spec.process_set = response.process_set;
-  spec.num_elements = index < response.num_elements.size() ? response.num_elements[index] : 0;
-  if (response.op == OpType::kAllgather) {
-    // This tensor's row of the response's first dimensions (one row of `size` per tensor).
-    const size_t size = response.first_dims.size() / response.names.size();
-    const auto row = response.first_dims.begin() + static_cast<ptrdiff_t>(index * size);
-    spec.first_dims.assign(row, row + static_cast<ptrdiff_t>(size));
-  }
-  if (response.op == OpType::kAlltoall) {
-    spec.splits = response.splits;  // one tensor a response
-    spec.fusion_bytes = 0;          // it never fuses; its own bytes differ by rank
-    return spec;
-  }
-  spec.fusion_bytes = FusionBytes(meta, spec.first_dims);
-  return spec;
 }
 
 Fault ResponseRunner::Execute(const Response& response, const std::vector<TensorEntry*>& entries) {
@@ -233,7 +132,6 @@ void ResponseRunner::FinishJoin(const Response& response,
   if (response.process_set != 0) {
     joined_sets_.erase(std::remove(joined_sets_.begin(), joined_sets_.end(), response.process_set),
                        joined_sets_.end());
-    if (fast_ != nullptr) fast_->JoinSet(response.process_set, false);
     // The set's table counts its members; the caller gets a job rank, as for broadcast roots.
     const std::vector<int> members = config_.process_sets->Members(response.process_set);
     if (last >= 0 && last < static_cast<int>(members.size())) {
@@ -241,7 +139,6 @@ void ResponseRunner::FinishJoin(const Response& response,
     }
   } else {  // only the controller's
     joined_ = false;
-    if (fast_ != nullptr) fast_->SetJoined(false);
   }
   for (TensorEntry* e : entries) {
     if (e->int_result != nullptr) *e->int_result = last;
@@ -255,7 +152,7 @@ void ResponseRunner::ApplyProcessSetDecision(const Response& response,
   if (response.op == OpType::kAddProcessSet) {
     if (response.is_error()) return;
     std::vector<int> ranks(response.splits.begin(), response.splits.end());
-    if (fast_ != nullptr) fast_->KnowSet(response.root, ranks);
+    cache_.KnowSet(response.root, ranks);
     sets->Add(response.root, std::move(ranks));
     for (TensorEntry* e : entries) {
       if (e->int_result != nullptr) *e->int_result = response.root;  // the new set's id
@@ -268,7 +165,7 @@ void ResponseRunner::ApplyProcessSetDecision(const Response& response,
     return;
   }
   sets->Remove(response.root);
-  if (fast_ != nullptr) fast_->ForgetSet(response.root);
+  cache_.ForgetSet(response.root);
   if (config_.set_removed) config_.set_removed(response.root);
 }
 

@@ -1,8 +1,9 @@
 // ResponseRunner: how a rank runs decided responses, the controller's and the fast path's
 // rounds'. For the controller's it checks the sequence, skips the responses of process sets
-// this rank is not in, finds this rank's entries by name and learns the cache ids the response
-// assigns (its response cache, which the requests it announces use, and which teaches the
-// fast path what a cached allreduce is). While this rank's join is in flight it stands in zero
+// this rank is not in, finds this rank's entries by name and writes what the response teaches
+// about cache ids into its OpCache (core/loop/op_cache.h: what the requests it announces carry,
+// and what the fast path reads; this is its one writer). While this rank's join is in flight it
+// stands in zero
 // tensors for the allreduces it never submitted. It runs each response on the executor of its
 // process set (Launch for asynchronous ones), applies process-set decisions to the registry,
 // and completes the entries. Whatever must end the job comes back as a Fault for the loop.
@@ -14,17 +15,17 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "core/autotuner.h"
 #include "core/clock.h"
 #include "core/executor.h"
 #include "core/loop/async_ops.h"
-#include "core/loop/fast_path.h"
 #include "core/loop/fault.h"
+#include "core/loop/op_cache.h"
 #include "core/loop/op_completer.h"
 #include "core/loop/stand_ins.h"
+#include "core/loop/work_order.h"
 #include "core/messages.h"
 #include "core/process_sets.h"
 #include "core/tensor_queue.h"
@@ -47,42 +48,31 @@ class ResponseRunner {
     Autotuner* autotuner = nullptr;
   };
 
-  // `executor` runs the global set's responses; `async` launches those it RunsAsync; `fast`
-  // is told what the responses teach about cache ids and joins (null: no fast path);
-  // `tracer` may be null.
+  // `executor` runs the global set's responses; `async` launches those it RunsAsync; `cache`
+  // (this rank's OpCache, which it writes; `size` ranks) keeps what the fast path reads only
+  // with `fast_path`. `tracer` may be null.
   ResponseRunner(Config config, TensorQueue* queue, Executor* executor,
-                 const OpCompleter* completer, AsyncOps* async, FastPath* fast, OpTracer* tracer,
-                 const Clock* clock);
+                 const OpCompleter* completer, AsyncOps* async, OpTracer* tracer,
+                 const Clock* clock, int size = 1, bool fast_path = false);
 
   // --- What this rank announces. ---
   // `join` (a join this rank submitted) is in flight: from now until its response, this rank
   // runs the allreduces of its set that it never submitted with zeros.
   void NoteJoin(const TensorEntry& join);
-  // The request announcing `entry`: its cache id when the controller's cache holds exactly its
-  // metadata, else the metadata.
-  Request RequestFor(const TensorEntry& entry) const;
-  // The cache id `name` has as of the last response, 0 if none.
-  uint32_t CachedId(const std::string& name) const;
+  // What the responses run so far taught about cache ids: the requests' ids (RequestFor) and
+  // what the fast path reads.
+  const OpCache& cache() const { return cache_; }
 
   // --- Running what was decided. ---
   // The controller's next response (in sequence: a gap is a protocol error).
   Fault RunControllerResponse(const Response& response);
-  // A fused batch of cached ops a round decided (FastPath::Work); null entries (this rank
+  // A fused batch of cached ops a round decided (WorkOrder::Work); null entries (this rank
   // joined without the allreduce) get stand-ins.
-  Fault RunRoundWork(FastPath::Work& work);
+  Fault RunRoundWork(WorkOrder::Work& work);
 
  private:
   // Executes `response` over `entries` (this rank's, or stand-ins) and completes them.
   Fault Execute(const Response& response, const std::vector<TensorEntry*>& entries);
-  void RememberCacheIds(const Response& response, const std::vector<TensorEntry*>& entries);
-  // A response of a set this rank is not in: the fast path learns its cache ids (its rounds
-  // report them ready; docs/FAST-PATH.md, "Process sets").
-  void RememberForeignIds(const Response& response);
-  // Whether the cached names of `response` may take the fast path (docs/FAST-PATH.md): CPU
-  // allreduces, broadcasts, allgathers, reducescatters and alltoalls, of any process set.
-  static bool TakesFastPath(const Response& response);
-  // What name `index` of `response` stands for; `meta` is this rank's tensor of it.
-  static FastSpec SpecOf(const Response& response, size_t index, const TensorMeta& meta);
   void ObserveAllreduce(const Response& response, const std::vector<TensorEntry*>& entries);
   // The executor of `process_set` (0: the job's), or null when that set has none.
   Executor* ExecutorFor(int process_set) const;
@@ -99,7 +89,6 @@ class ResponseRunner {
   Executor* const executor_;
   const OpCompleter* const completer_;
   AsyncOps* const async_;
-  FastPath* const fast_;
   OpTracer* const tracer_;
   const Clock* const clock_;
 
@@ -107,11 +96,7 @@ class ResponseRunner {
   bool joined_ = false;    // this rank's join is in flight: it contributes zeros to allreduces
   std::vector<int> joined_sets_;  // likewise, of the process sets (other than 0) it joined
   StandIns stand_ins_;            // live while the response that needs them executes
-  struct CacheSlot {
-    uint32_t id;
-    TensorMeta meta;
-  };
-  std::unordered_map<std::string, CacheSlot> cache_;
+  OpCache cache_;
 };
 
 }  // namespace kolo

@@ -10,34 +10,19 @@ constexpr std::chrono::microseconds kRoundSpin{60};
 
 }  // namespace
 
-RoundDriver::RoundDriver(FastPath* fast, RoundLane* lane, ResponseRunner* runner,
+RoundDriver::RoundDriver(const Options& options, TraceSink* negotiation_sink,
+                         const Autotuner* autotuner, RoundLane* lane, ResponseRunner* runner,
                          ControllerSession* session, Wakeup* wakeup, const Clock* clock,
                          Logger logger, bool spin_for_rounds, BetweenPolls between_polls)
-    : fast_(fast),
-      lane_(lane),
+    : lane_(lane),
       runner_(runner),
       session_(session),
       wakeup_(wakeup),
       clock_(clock),
       logger_(std::move(logger)),
       spin_for_rounds_(spin_for_rounds),
-      between_polls_(between_polls) {}
-
-bool RoundDriver::Take(TensorEntry* entry, uint32_t cache_id, Clock::TimePoint now) {
-  // This rank's waiting cached ops come first, as they would on the controller's stream: the
-  // join goes out once they are decided (StepOnce).
-  if (entry->meta.op == OpType::kJoin && fast_->HoldJoin(entry)) return true;
-  // Likewise a set's removal: the controller must see this rank's waiting ops of the set.
-  if (entry->meta.op == OpType::kRemoveProcessSet && fast_->HoldRemoval(entry)) return true;
-  if (fast_->Offer(entry, cache_id, now)) return true;
-  if (cache_id == 0) {
-    // Its metadata changed: the peers' cached copies must meet it at the controller (which
-    // names the mismatch) instead of waiting for a round.
-    const uint32_t old_id = runner_->CachedId(entry->meta.name);
-    if (old_id != 0) fast_->DivertChanged(old_id);
-  }
-  return false;
-}
+      between_polls_(between_polls),
+      fast_(options, &runner->cache(), negotiation_sink, autotuner) {}
 
 RoundDriver::Step RoundDriver::StepOnce(const std::function<bool()>* done) {
   Step step;
@@ -45,7 +30,7 @@ RoundDriver::Step RoundDriver::StepOnce(const std::function<bool()>* done) {
   step.fault = PollLane(now);
   if (!step.fault.ok()) return step;
   FastPath::Outbox out;
-  const Status advanced = fast_->Advance(now, &out);
+  const Status advanced = fast_.Advance(now, &out);
   step.fault = SendToController(out.to_controller);
   if (!step.fault.ok()) return step;
   if (!advanced.ok()) {
@@ -70,16 +55,16 @@ RoundDriver::Step RoundDriver::StepOnce(const std::function<bool()>* done) {
   }
   WorkerMessage released;  // held joins and removals, in their order
   released.kind = WorkerMessage::Kind::kRequests;
-  while (TensorEntry* held = fast_->TakeReleased()) {
-    released.requests.push_back(runner_->RequestFor(*held));
+  while (TensorEntry* held = fast_.TakeReleased()) {
+    released.requests.push_back(runner_->cache().RequestFor(*held));
   }
   if (!released.requests.empty()) step.fault = Fault::FromController(session_->Send(released));
   return step;
 }
 
 bool RoundDriver::SpinForAnswer() const {
-  if (!spin_for_rounds_ || !fast_->waiting() ||
-      clock_->Now() - fast_->waiting_since() >= kRoundSpin) {
+  if (!spin_for_rounds_ || !fast_.waiting() ||
+      clock_->Now() - fast_.waiting_since() >= kRoundSpin) {
     return false;
   }
   PauseBetweenPolls(between_polls_);
@@ -87,7 +72,7 @@ bool RoundDriver::SpinForAnswer() const {
 }
 
 Fault RoundDriver::CheckDeadlines() const {
-  return Fault::InCollective(fast_->CheckDeadlines(clock_->Now()));
+  return Fault::InCollective(fast_.CheckDeadlines(clock_->Now()));
 }
 
 bool RoundDriver::WakeForRounds() {
@@ -111,10 +96,10 @@ Fault RoundDriver::PollLane(Clock::TimePoint now) {
   Status polled = lane_->Poll(&messages, &closed);
   for (auto& [from, message] : messages) {
     if (!polled.ok()) break;
-    polled = fast_->ReceiveRound(from, std::move(message), now);
+    polled = fast_.ReceiveRound(from, std::move(message), now);
   }
   if (!polled.ok()) return Fault::InCollective(polled);
-  for (int r : closed) fast_->PeerClosed(r);
+  for (int r : closed) fast_.PeerClosed(r);
   return Fault();
 }
 
@@ -134,7 +119,7 @@ Fault RoundDriver::SendToController(const std::vector<uint32_t>& cache_ids) {
 Fault RoundDriver::RunDecided(bool* ran) {
   for (;;) {
     FastPath::Work& work = work_;
-    if (!fast_->NextWork(clock_->Now(), &work)) return Fault();
+    if (!fast_.NextWork(clock_->Now(), &work)) return Fault();
     *ran = true;
     Fault fault = work.from_controller ? runner_->RunControllerResponse(work.response)
                                        : runner_->RunRoundWork(work);

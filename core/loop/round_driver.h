@@ -1,8 +1,10 @@
 // RoundDriver: the fast path's I/O (docs/FAST-PATH.md) around FastPath's decisions
-// (core/loop/fast_path.h). It offers this rank's new cached allreduces to the fast path, reads
-// the peers' round messages from the lane and sends this rank's, sends to the controller the
-// cached allreduces that leave the path (and a join the path held back), runs what the rounds
-// decided, in order, through the ResponseRunner, and says when the lane must wake the
+// (core/loop/fast_path.h), and the FastPath's one owner: everything the loop tells it goes
+// through here. It offers this rank's new ops to the fast path, hands it the controller's
+// responses, reads the peers' round messages from the lane and sends this rank's, sends to the
+// controller the cached ops that leave the path (and the joins and removals it held back), runs
+// what the rounds decided, in order, through the ResponseRunner (which writes what the
+// responses teach into the OpCache the FastPath reads), and says when the lane must wake the
 // sleeping loop (RoundsMustWake in core/loop/background_loop.h). Whatever must end the job
 // comes back as a Fault for the loop.
 //
@@ -14,6 +16,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/autotuner.h"
 #include "core/clock.h"
 #include "core/logging.h"
 #include "core/loop/controller_session.h"
@@ -23,7 +26,9 @@
 #include "core/round_lane.h"
 #include "core/spin_wait.h"
 #include "core/tensor_entry.h"
+#include "core/trace_sink.h"
 #include "core/wakeup.h"
+#include "kolo/options.h"
 
 namespace kolo {
 
@@ -35,15 +40,29 @@ class RoundDriver {
   // yield would hand it to another process for a time slice on a busy host); on cores its
   // host's ranks outnumber, a yield hands the core to a peer that is runnable, where sleeping
   // would cost a doorbell and a wake-up per round step (docs/PERFORMANCE.md, "Waiting on
-  // oversubscribed cores"). Needs a clock that moves on its own.
-  RoundDriver(FastPath* fast, RoundLane* lane, ResponseRunner* runner, ControllerSession* session,
-              Wakeup* wakeup, const Clock* clock, Logger logger, bool spin_for_rounds,
-              BetweenPolls between_polls);
+  // oversubscribed cores"). Needs a clock that moves on its own. The FastPath reads `options`
+  // (FastPath's constructor), which must outlive it, the runner's OpCache and, rank 0 with
+  // KOLO_AUTOTUNE, `autotuner` (else null); `negotiation_sink` may be null.
+  RoundDriver(const Options& options, TraceSink* negotiation_sink, const Autotuner* autotuner,
+              RoundLane* lane, ResponseRunner* runner, ControllerSession* session, Wakeup* wakeup,
+              const Clock* clock, Logger logger, bool spin_for_rounds, BetweenPolls between_polls);
 
-  // A new op of this rank: true if the fast path takes it (it waits for a round; a join
-  // waits for this rank's cached allreduces), false if it goes to the controller as
+  // A new op of this rank: true if the fast path takes it (it waits for a round; a join or a
+  // set's removal waits for this rank's cached ops), false if it goes to the controller as
   // `cache_id` (0: in full) says.
-  bool Take(TensorEntry* entry, uint32_t cache_id, Clock::TimePoint now);
+  bool Take(TensorEntry* entry, uint32_t cache_id, Clock::TimePoint now) {
+    return fast_.Offer(entry, cache_id, now);
+  }
+  // The controller's next response: it runs once a round decided where it goes in the order.
+  Fault Receive(Response response) {
+    return Fault::Here(fast_.ReceiveResponse(std::move(response)));
+  }
+  // shutdown() was called on this rank (FastPath::SetStopping).
+  void SetStopping() { fast_.SetStopping(); }
+  // The queue fails every entry (FastPath::DropEntries).
+  void DropEntries() { fast_.DropEntries(); }
+  // What the loop reads of the fast path: Quiet, Settled, Done.
+  const FastPath& fast() const { return fast_; }
 
   // One step of the rounds: reads the peers' messages, advances the decisions, sends what is
   // due, runs what was decided. `progress`: something was sent, decided or run. `caller_done`:
@@ -81,7 +100,6 @@ class RoundDriver {
   Fault RunDecided(bool* ran);
 
   // Constant after construction.
-  FastPath* const fast_;
   RoundLane* const lane_;
   ResponseRunner* const runner_;
   ControllerSession* const session_;
@@ -91,6 +109,7 @@ class RoundDriver {
   const bool spin_for_rounds_;
   const BetweenPolls between_polls_;
 
+  FastPath fast_;
   FastPath::Work work_;  // RunDecided's, its buffers reused from op to op
   bool muted_ = false;   // MuteRounds muted the round sockets in wakeup_
 };

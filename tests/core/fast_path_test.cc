@@ -1,6 +1,7 @@
 // FastPath as plain data: several ranks' FastPaths exchange round messages in memory under a
 // manual clock; the tests check what they decide, in which order and fused how, and the
-// deadlines and protocol errors, with no thread, socket or sleep.
+// deadlines and protocol errors, with no thread, socket or sleep. What cache ids stand for each
+// rank's OpCache learns from responses, as its runner would write them.
 #include "core/loop/fast_path.h"
 
 #include <algorithm>
@@ -8,160 +9,13 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <vector>
 
-#include "core/hierarchy_rule.h"
+#include "tests/core/fast_path_job.h"
 
 using namespace kolo;
+using namespace kolo::testing;
 using namespace std::chrono_literals;
-
-namespace {
-
-FastSpec Spec(const std::string& name, int64_t elements, DataType dtype = DataType::kFloat32,
-              ReduceOp op = ReduceOp::kSum) {
-  FastSpec s;
-  s.name = name;
-  s.num_elements = elements;
-  s.dtype = dtype;
-  s.reduce_op = op;
-  s.fusion_bytes = elements * static_cast<int64_t>(DataTypeSize(dtype));
-  return s;
-}
-
-// A cached broadcast from `root`.
-FastSpec BroadcastSpec(const std::string& name, int64_t elements, int root) {
-  FastSpec s = Spec(name, elements);
-  s.op = OpType::kBroadcast;
-  s.root = root;
-  return s;
-}
-
-// A cached allgather of rows of `row` floats, `first_dims` rows on each rank.
-FastSpec AllgatherSpec(const std::string& name, int64_t row, std::vector<int64_t> first_dims) {
-  FastSpec s = Spec(name, first_dims.at(0) * row);
-  s.op = OpType::kAllgather;
-  int64_t rows = 0;
-  for (int64_t dim : first_dims) rows += dim;
-  s.fusion_bytes = rows * row * 4;
-  s.first_dims = std::move(first_dims);
-  return s;
-}
-
-// N ranks' fast paths, their entries and a manual clock; round messages travel at once.
-class Job {
- public:
-  explicit Job(int size, int64_t threshold = 1 << 20, std::vector<int64_t> thresholds = {},
-               Hierarchical hierarchical = Hierarchical::kAuto) {
-    for (int r = 0; r < size; ++r) {
-      Options& options = options_.emplace_back();  // the defaults: a patience of 1 s
-      options.rank = r;
-      options.size = size;
-      options.hierarchical = hierarchical;
-      options.fusion_threshold_bytes = thresholds.empty() ? threshold : thresholds[r];
-      options.timeout_seconds = 30.0;
-      REQUIRE(FastPath::DivertAfterSeconds(options) == 1.0);
-      ranks_.push_back(std::make_unique<FastPath>(options, nullptr));
-      to_controller_.emplace_back();
-    }
-  }
-
-  FastPath& at(int r) { return *ranks_[r]; }
-  ManualClock& clock() { return clock_; }
-  const std::vector<uint32_t>& to_controller(int r) const { return to_controller_[r]; }
-
-  // Every rank learns `id` for `spec`, as from the controller's response that assigned it.
-  void LearnEverywhere(uint32_t id, const FastSpec& spec) {
-    for (auto& fast : ranks_) fast->Learn(id, spec);
-  }
-
-  // `spec`'s set has the ranks `members`: they learn `id` for it, the others as another set's.
-  void LearnInSet(uint32_t id, const FastSpec& spec, const std::vector<int>& members) {
-    for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
-      if (std::find(members.begin(), members.end(), r) != members.end()) {
-        at(r).Learn(id, spec);
-      } else {
-        at(r).LearnForeign(id, spec);
-      }
-    }
-  }
-
-  // A cached allreduce of `spec` on `rank`, offered to its fast path.
-  TensorEntry* Submit(int rank, uint32_t id, const FastSpec& spec) {
-    auto entry = std::make_unique<TensorEntry>();
-    entry->meta.name = spec.name;
-    entry->meta.op = spec.op;
-    entry->meta.dtype = spec.dtype;
-    entry->meta.shape = {spec.num_elements};
-    entry->meta.reduce_op = spec.reduce_op;
-    entry->meta.root = spec.root;
-    TensorEntry* raw = entry.get();
-    entries_.push_back(std::move(entry));
-    REQUIRE(at(rank).Offer(raw, id, clock_.Now()));
-    return raw;
-  }
-
-  // Whether rank `rank`'s fast path takes a cached op of `spec` (entries it refuses go to the
-  // controller; the test keeps them all the same).
-  bool Offers(int rank, uint32_t id, const FastSpec& spec) {
-    auto entry = std::make_unique<TensorEntry>();
-    entry->meta.name = spec.name;
-    entry->meta.op = spec.op;
-    entry->meta.shape = {spec.num_elements};
-    TensorEntry* raw = entry.get();
-    entries_.push_back(std::move(entry));
-    return at(rank).Offer(raw, id, clock_.Now());
-  }
-
-  // Advances every rank and delivers every round message, until nothing moves. Ranks in
-  // `silent` neither advance nor receive.
-  void Settle(const std::vector<int>& silent = {}) {
-    auto is_silent = [&](int r) {
-      return std::find(silent.begin(), silent.end(), r) != silent.end();
-    };
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
-        if (is_silent(r)) continue;
-        FastPath::Outbox out;
-        REQUIRE(at(r).Advance(clock_.Now(), &out).ok());
-        to_controller_[r].insert(to_controller_[r].end(), out.to_controller.begin(),
-                                 out.to_controller.end());
-        for (const RoundSend& send : out.sends) {
-          moved = true;
-          for (int p = 0; p < static_cast<int>(ranks_.size()); ++p) {
-            if (p == r || is_silent(p) || (send.to >= 0 && send.to != p)) continue;
-            REQUIRE(at(p).ReceiveRound(r, send.message, clock_.Now()).ok());
-          }
-        }
-        if (out.progress) moved = true;
-      }
-    }
-  }
-
-  // Everything rank `r` may run now, in order.
-  std::vector<FastPath::Work> Drain(int r) {
-    std::vector<FastPath::Work> works;
-    FastPath::Work w;
-    while (at(r).NextWork(clock_.Now(), &w)) works.push_back(w);
-    return works;
-  }
-
- private:
-  ManualClock clock_;
-  std::deque<Options> options_;  // each rank's; a deque keeps them in place as it grows
-  std::vector<std::unique_ptr<FastPath>> ranks_;
-  std::vector<std::unique_ptr<TensorEntry>> entries_;
-  std::vector<std::vector<uint32_t>> to_controller_;
-};
-
-Response ControllerResponse(uint64_t seq, const std::string& name) {
-  Response r;
-  r.seq = seq;
-  r.names = {name};
-  r.num_elements = {4};
-  return r;
-}
-
-}  // namespace
 
 TEST_CASE("A cached allreduce every rank has ready runs on every rank, with its own entry",
           "[core][fastpath]") {
@@ -251,8 +105,11 @@ TEST_CASE("A tensor only some ranks have waits, then goes to the controller afte
   late.meta.name = "grad/w";
   late.meta.shape = {8};
   CHECK_FALSE(job.at(2).Offer(&late, 3, job.clock().Now()));
-  // Once the controller ran that instance, the next takes the fast path again.
-  job.at(2).InstanceOver(3);
+  // Once the controller's response for that instance went to run, the next takes the fast path
+  // again.
+  Response ran = ControllerResponse(0, "grad/w");
+  ran.cache_ids = {3};
+  job.RunEverywhere(ran);
   CHECK(job.at(2).Offer(&late, 3, job.clock().Now()));
 }
 
@@ -349,27 +206,6 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("A joined rank runs the others' cached allreduces with zeros (a null entry)",
-          "[core][fastpath]") {
-  const int size = GENERATE(3, 10);
-  Job job(size);
-  const FastSpec w = Spec("grad/w", 4);
-  job.LearnEverywhere(6, w);
-  job.at(2).SetJoined(true);
-  TensorEntry* on0 = job.Submit(0, 6, w);
-  for (int r = 1; r < size; ++r) {
-    if (r != 2) job.Submit(r, 6, w);
-  }
-  job.Settle();
-  std::vector<FastPath::Work> works0 = job.Drain(0);
-  std::vector<FastPath::Work> works2 = job.Drain(2);
-  REQUIRE(works0.size() == 1);
-  REQUIRE(works2.size() == 1);
-  CHECK(works0[0].entries == std::vector<TensorEntry*>{on0});
-  CHECK(works2[0].entries == std::vector<TensorEntry*>{nullptr});
-  CHECK(works2[0].response.names == std::vector<std::string>{"grad/w"});
-}
-
 TEST_CASE(
     "Cached broadcasts, allgathers and reducescatters run as decided, each response as the "
     "controller's would be",
@@ -423,170 +259,12 @@ TEST_CASE(
   }
 }
 
-TEST_CASE(
-    "A joined rank stands in for allreduces only: another op waits for it, then goes to the "
-    "controller, and a joined rank's own goes there at once",
-    "[core][fastpath]") {
-  const int size = GENERATE(3, 10);
-  Job job(size);
-  const uint32_t cast_id = 7 | kEveryRankCacheIdBit;
-  const FastSpec cast = BroadcastSpec("cast", 4, 0);
-  const FastSpec w = Spec("grad/w", 4);
-  job.LearnEverywhere(6, w);
-  job.LearnEverywhere(cast_id, cast);
-  job.at(2).SetJoined(true);
-  CHECK_FALSE(job.Offers(2, cast_id, cast));  // the controller names the join
-  for (int r = 0; r < size; ++r) {
-    if (r == 2) continue;
-    job.Submit(r, 6, w);
-    job.Submit(r, cast_id, cast);
-  }
-  job.Settle();
-  for (int r = 0; r < size; ++r) {
-    std::vector<FastPath::Work> works = job.Drain(r);
-    REQUIRE(works.size() == 1);  // the allreduce, rank 2 with zeros; not the broadcast
-    CHECK(works[0].response.names == std::vector<std::string>{"grad/w"});
-  }
-  job.clock().Advance(1s);
-  job.Settle();
-  for (int r = 0; r < size; ++r) {
-    if (r == 2) continue;
-    CHECK(job.to_controller(r) == std::vector<uint32_t>{cast_id});
-  }
-}
-
-TEST_CASE(
-    "A rank that joins after offering a broadcast still runs it on the fast path with the "
-    "others",
-    "[core][fastpath]") {
-  Job job(3);
-  const uint32_t cast_id = 1 | kEveryRankCacheIdBit;
-  const FastSpec cast = BroadcastSpec("cast", 4, 1);
-  job.LearnEverywhere(cast_id, cast);
-  job.LearnEverywhere(2, Spec("grad/w", 4));
-  TensorEntry* on0 = job.Submit(0, cast_id, cast);
-  TensorEntry join;
-  join.meta.op = OpType::kJoin;
-  REQUIRE(job.at(0).HoldJoin(&join));
-  job.at(0).SetJoined(true);
-  job.Submit(1, cast_id, cast);
-  job.Submit(2, cast_id, cast);
-  job.Submit(1, 2, Spec("grad/w", 4));
-  job.Submit(2, 2, Spec("grad/w", 4));
-  job.Settle();
-  std::vector<FastPath::Work> works = job.Drain(0);
-  REQUIRE(works.size() == 2);
-  CHECK(works[0].entries == std::vector<TensorEntry*>{nullptr});  // grad/w: zeros
-  CHECK(works[1].entries == std::vector<TensorEntry*>{on0});      // its own broadcast
-  CHECK(job.at(0).TakeReleased() == &join);
-}
-
-TEST_CASE("A join waits for the rank's own cached allreduces to be decided", "[core][fastpath]") {
-  Job job(2);
-  const FastSpec w = Spec("grad/w", 4);
-  job.LearnEverywhere(2, w);
-  job.Submit(0, 2, w);
-  TensorEntry join;
-  join.meta.op = OpType::kJoin;
-  REQUIRE(job.at(0).HoldJoin(&join));
-  job.at(0).SetJoined(true);
-  CHECK(job.at(0).TakeReleased() == nullptr);
-  job.Submit(1, 2, w);
-  job.Settle();
-  CHECK(job.at(0).TakeReleased() == &join);
-  CHECK(job.at(0).TakeReleased() == nullptr);
-  CHECK_FALSE(job.at(1).HoldJoin(&join));  // nothing of rank 1's waits
-}
-
-TEST_CASE("Joins and removals held together all go, in the order they were held",
-          "[core][fastpath][process_sets]") {
-  Job job(2);
-  const FastSpec w = Spec("grad/w", 4);
-  job.LearnEverywhere(2, w);
-  job.Submit(0, 2, w);
-  TensorEntry join_a, join_b, removal;
-  join_a.meta.op = join_b.meta.op = OpType::kJoin;
-  join_a.meta.process_set = 1;  // joins of two sets at once
-  join_b.meta.process_set = 2;
-  removal.meta.op = OpType::kRemoveProcessSet;
-  removal.meta.root = 7;  // nothing of set 7 waits, but it stays behind the joins
-  REQUIRE(job.at(0).HoldJoin(&join_a));
-  REQUIRE(job.at(0).HoldJoin(&join_b));
-  REQUIRE(job.at(0).HoldRemoval(&removal));
-  CHECK(job.at(0).TakeReleased() == nullptr);
-  job.Submit(1, 2, w);
-  job.Settle();
-  CHECK(job.at(0).TakeReleased() == &join_a);
-  CHECK(job.at(0).TakeReleased() == &join_b);
-  CHECK(job.at(0).TakeReleased() == &removal);
-  CHECK(job.at(0).TakeReleased() == nullptr);
-}
-
-TEST_CASE(
-    "After shutdown() nothing takes the path, waiting tensors leave it, and the rank "
-    "settles once its stopping round was answered",
-    "[core][fastpath]") {
-  Job job(2);
-  const FastSpec w = Spec("grad/w", 4);
-  job.LearnEverywhere(1, w);
-  job.LearnEverywhere(2, Spec("grad/b", 4));
-  job.Submit(0, 1, w);
-  job.at(0).SetStopping();
-  CHECK_FALSE(job.at(0).Settled());
-  TensorEntry other;
-  other.meta.name = "grad/b";
-  other.meta.shape = {4};
-  CHECK_FALSE(job.at(0).Offer(&other, 2, job.clock().Now()));
-  job.Settle();
-  CHECK(job.to_controller(0) == std::vector<uint32_t>{1});
-  CHECK(job.at(0).Settled());
-  // The peer learnt that a rank stops: it too sends everything to the controller now.
-  CHECK_FALSE(job.at(1).Offer(&other, 2, job.clock().Now()));
-}
-
-TEST_CASE(
-    "A rank is quiet while nothing of its own needs a round, even with a peer's round "
-    "unanswered, and its later answer carries its op: one round",
-    "[core][fastpath]") {
-  Job job(2);
-  const FastSpec w = Spec("grad/w", 4);
-  job.LearnEverywhere(3, w);
-  CHECK(job.at(0).Quiet());
-  CHECK(job.at(1).Quiet());
-  job.Submit(0, 3, w);
-  CHECK_FALSE(job.at(0).Quiet());  // a round is due
-  FastPath::Outbox out;
-  REQUIRE(job.at(0).Advance(job.clock().Now(), &out).ok());
-  REQUIRE(out.round);
-  CHECK_FALSE(job.at(0).Quiet());  // its round is open
-  REQUIRE(job.at(1).ReceiveRound(0, *out.round, job.clock().Now()).ok());
-  // Rank 1 owes an answer but has nothing that needs one: the loop need not wake for rounds.
-  CHECK(job.at(1).Quiet());
-  job.Submit(1, 3, w);
-  CHECK_FALSE(job.at(1).Quiet());
-  job.Settle();
-  for (int r = 0; r < 2; ++r) {
-    std::vector<FastPath::Work> works = job.Drain(r);
-    REQUIRE(works.size() == 1);
-    CHECK(works[0].response.fast_round == 1);  // rank 1's late answer said ready
-    CHECK(job.at(r).Quiet());
-  }
-  // A controller response received must run where a round puts it.
-  REQUIRE(job.at(1).ReceiveResponse(ControllerResponse(1, "loss")).ok());
-  CHECK_FALSE(job.at(1).Quiet());
-  job.Settle();
-  CHECK(job.Drain(1).size() == 1);
-  CHECK(job.at(1).Quiet());
-  job.at(0).SetStopping();
-  CHECK_FALSE(job.at(0).Quiet());
-}
-
 TEST_CASE("A decision for an id this rank neither has nor can stand in for is refused",
           "[core][fastpath]") {
   Job job(2);
   const FastSpec w = Spec("grad/w", 4);
-  job.at(0).Learn(1, w);      // rank 1 never learnt what id 1 stands for,
-  job.at(1).SetJoined(true);  // yet it joined: it would have to run it with zeros
+  job.Learn(0, 1, w);        // rank 1 never learnt what id 1 stands for,
+  CHECK_FALSE(job.Join(1));  // yet it joined: it would have to run it with zeros
   job.Submit(0, 1, w);
   FastPath::Outbox out0;
   REQUIRE(job.at(0).Advance(job.clock().Now(), &out0).ok());
@@ -610,6 +288,7 @@ TEST_CASE("With KOLO_AUTOTUNE rank 0's rounds carry the tuner's threshold and th
   const bool tuned = GENERATE(false, true);
   if (tuned) tuner.TuneHierarchy(32 << 10);
   std::deque<Options> options(2);
+  std::deque<OpCache> caches;
   std::vector<std::unique_ptr<FastPath>> ranks;
   for (int r = 0; r < 2; ++r) {
     options[r].rank = r;
@@ -617,9 +296,10 @@ TEST_CASE("With KOLO_AUTOTUNE rank 0's rounds carry the tuner's threshold and th
     options[r].fusion_threshold_bytes = 1 << 20;  // what the tuner replaces
     options[r].autotune = true;
     options[r].timeout_seconds = 30.0;
-    ranks.push_back(std::make_unique<FastPath>(options[r], nullptr));
+    caches.emplace_back(2, /*fast_path=*/true);
+    ranks.push_back(
+        std::make_unique<FastPath>(options[r], &caches[r], nullptr, r == 0 ? &tuner : nullptr));
   }
-  ranks[0]->UseAutotuner(&tuner);
   ManualClock clock;
   const FastSpec spec = Spec("w", 4);
   TensorEntry entries[2];
@@ -628,7 +308,7 @@ TEST_CASE("With KOLO_AUTOTUNE rank 0's rounds carry the tuner's threshold and th
     entries[r].meta.op = OpType::kAllreduce;
     entries[r].meta.dtype = spec.dtype;
     entries[r].meta.shape = {spec.num_elements};
-    ranks[r]->Learn(1, spec);
+    Teach(caches[r], 1, spec);
     REQUIRE(ranks[r]->Offer(&entries[r], 1, clock.Now()));
   }
   FastPath::Outbox out[2];
@@ -672,181 +352,3 @@ TEST_CASE(
 
 // A cached allreduce of process set `set` (its id carries kEveryRankCacheIdBit, as the
 // controller gives every set op's).
-FastSpec SetSpec(const std::string& name, int64_t elements, int set) {
-  FastSpec s = Spec(name, elements);
-  s.process_set = set;
-  return s;
-}
-
-TEST_CASE("A set's cached op runs once its members have it; the others run nothing of it",
-          "[core][fastpath][process_sets]") {
-  const int size = GENERATE(3, 11);  // 11: dissemination, the others' reports relayed
-  Job job(size);
-  const int last = size - 1;
-  const uint32_t id = 5 | kEveryRankCacheIdBit;
-  const FastSpec x = SetSpec("x [process set 1]", 16, 1);
-  job.LearnInSet(id, x, {0, last});
-  // Rank 1 has no op of its own, yet a member's round needs its answer at once.
-  CHECK_FALSE(job.at(1).Quiet());
-  TensorEntry* e0 = job.Submit(0, id, x);
-  job.Settle();
-  CHECK(job.Drain(0).empty());  // the last rank has not submitted yet
-  TensorEntry* e_last = job.Submit(last, id, x);
-  job.Settle();
-  for (int r = 0; r < size; ++r) {
-    std::vector<FastPath::Work> works = job.Drain(r);
-    if (r != 0 && r != last) {
-      CHECK(works.empty());
-      continue;
-    }
-    REQUIRE(works.size() == 1);
-    CHECK_FALSE(works[0].from_controller);
-    CHECK(works[0].response.process_set == 1);
-    CHECK(works[0].response.names == std::vector<std::string>{x.name});
-    CHECK(works[0].entries == std::vector<TensorEntry*>{r == 0 ? e0 : e_last});
-    CHECK(job.to_controller(r).empty());
-  }
-}
-
-TEST_CASE(
-    "Ops of overlapping sets run in one order everywhere, by set and then id, never fused "
-    "across sets",
-    "[core][fastpath][process_sets]") {
-  // Sets 1 = {0, 1} and 2 = {1, 2}; rank 1 is in both. Every op is small and fusible with the
-  // others but for its set.
-  Job job(3);
-  const FastSpec g = Spec("g", 4);  // the job's set
-  const FastSpec a = SetSpec("a [process set 1]", 4, 1);
-  const FastSpec a2 = SetSpec("a2 [process set 1]", 4, 1);
-  const FastSpec b = SetSpec("b [process set 2]", 4, 2);
-  const uint32_t id_a = 7 | kEveryRankCacheIdBit, id_a2 = 9 | kEveryRankCacheIdBit;
-  // Between set 1's two ids: ascending order alone would cut a | b | a2 on rank 1 and a + a2
-  // on rank 0, two different transfers.
-  const uint32_t id_b = 8 | kEveryRankCacheIdBit;
-  job.LearnEverywhere(11, g);
-  job.LearnInSet(id_a, a, {0, 1});
-  job.LearnInSet(id_a2, a2, {0, 1});
-  job.LearnInSet(id_b, b, {1, 2});
-  for (int r = 0; r < 3; ++r) {
-    if (r != 2) job.Submit(r, id_a2, a2);
-    if (r != 0) job.Submit(r, id_b, b);
-    if (r != 2) job.Submit(r, id_a, a);
-    job.Submit(r, 11, g);
-  }
-  job.Settle();
-  auto cut = [](const std::vector<FastPath::Work>& works) {
-    std::vector<std::vector<std::string>> names;
-    for (const FastPath::Work& w : works) names.push_back(w.response.names);
-    return names;
-  };
-  using Cut = std::vector<std::vector<std::string>>;
-  CHECK(cut(job.Drain(0)) == Cut{{"g"}, {a.name, a2.name}});
-  CHECK(cut(job.Drain(1)) == Cut{{"g"}, {a.name, a2.name}, {b.name}});
-  CHECK(cut(job.Drain(2)) == Cut{{"g"}, {b.name}});
-}
-
-TEST_CASE(
-    "A rank that learns a set's id after the members reported it starts the round that runs it",
-    "[core][fastpath][process_sets]") {
-  Job job(3);
-  const uint32_t id = 4 | kEveryRankCacheIdBit;
-  const FastSpec x = SetSpec("x [process set 1]", 4, 1);
-  job.at(0).Learn(id, x);
-  job.at(1).Learn(id, x);
-  job.Submit(0, id, x);
-  job.Submit(1, id, x);
-  job.Settle();
-  CHECK(job.Drain(0).empty());  // rank 2 did not report it: it did not know it yet
-  job.at(2).LearnForeign(id, x);
-  job.Settle();
-  CHECK(job.Drain(0).size() == 1);
-  CHECK(job.Drain(1).size() == 1);
-  CHECK(job.Drain(2).empty());
-}
-
-TEST_CASE("While a member's join of a set is in flight the set's ops go to the controller",
-          "[core][fastpath][process_sets]") {
-  Job job(3);
-  const uint32_t id = 6 | kEveryRankCacheIdBit;
-  const FastSpec x = SetSpec("x [process set 1]", 4, 1);
-  job.LearnInSet(id, x, {0, 1});
-  job.at(1).JoinSet(1, true);
-  CHECK_FALSE(job.Offers(1, id, x));  // the joined rank's own op of the set, too
-  job.Settle();
-  CHECK_FALSE(job.Offers(0, id, x));  // diverted on rank 0 by rank 1's round
-  // The instance ran at the controller; the join is still in flight: the next goes there too.
-  job.at(1).InstanceOver(id);
-  job.at(0).InstanceOver(id);
-  job.Settle();
-  CHECK_FALSE(job.Offers(0, id, x));
-  // The join is over: once the last instance ran, the set's op takes the fast path again.
-  job.at(1).JoinSet(1, false);
-  job.at(1).InstanceOver(id);
-  job.at(0).InstanceOver(id);
-  job.Settle();
-  job.Submit(0, id, x);
-  job.Submit(1, id, x);
-  job.Settle();
-  CHECK(job.Drain(0).size() == 1);
-}
-
-TEST_CASE("A removed set's ids stand for nothing, on its members and elsewhere",
-          "[core][fastpath][process_sets]") {
-  Job job(2);
-  const uint32_t id = 8 | kEveryRankCacheIdBit;
-  const FastSpec x = SetSpec("x [process set 3]", 4, 3);
-  job.LearnInSet(id, x, {0});
-  CHECK_FALSE(job.at(1).Quiet());
-  job.Settle();
-  job.at(0).ForgetSet(3);
-  job.at(1).ForgetSet(3);
-  CHECK_FALSE(job.Offers(0, id, x));
-  job.Settle();
-  CHECK(job.Drain(1).empty());
-  CHECK(job.at(1).Quiet());  // nothing of another set is left to answer for
-}
-
-TEST_CASE("A set's removal waits until the rank's cached ops of the set went to the controller",
-          "[core][fastpath][process_sets]") {
-  Job job(3);
-  const uint32_t id = 9 | kEveryRankCacheIdBit;
-  const FastSpec x = SetSpec("x [process set 2]", 4, 2);
-  job.LearnInSet(id, x, {0, 1});
-  TensorEntry other_set;
-  other_set.meta.op = OpType::kRemoveProcessSet;
-  other_set.meta.root = 5;
-  CHECK_FALSE(job.at(0).HoldRemoval(&other_set));  // nothing of set 5 waits: it goes at once
-  job.Submit(0, id, x);
-  job.Settle();  // rank 1 never submits x: its round does not run it
-  TensorEntry removal;
-  removal.meta.op = OpType::kRemoveProcessSet;
-  removal.meta.root = 2;
-  REQUIRE(job.at(0).HoldRemoval(&removal));
-  CHECK(job.at(0).TakeReleased() == nullptr);
-  job.Settle();
-  // x went to the controller first, announced as diverted so that rank 1's copy follows it;
-  // then the removal may go.
-  CHECK(job.to_controller(0) == std::vector<uint32_t>{id});
-  CHECK_FALSE(job.Offers(1, id, x));
-  CHECK(job.at(0).TakeReleased() == &removal);
-  CHECK(job.at(0).TakeReleased() == nullptr);
-}
-
-TEST_CASE("Another set's name stands for its latest id only; id 0 forgets it",
-          "[core][fastpath][process_sets]") {
-  Job job(3);
-  const uint32_t old_id = 4 | kEveryRankCacheIdBit, new_id = 6 | kEveryRankCacheIdBit;
-  const FastSpec x = SetSpec("x [process set 1]", 4, 1);
-  job.LearnInSet(old_id, x, {0, 1});
-  job.LearnInSet(new_id, x, {0, 1});  // the members' tensor changed: a fresh id
-  // The members still holding the old id (as if their cached copies had not caught up) find
-  // rank 2 no longer reporting it: it does not run.
-  job.Submit(0, old_id, x);
-  job.Submit(1, old_id, x);
-  job.Settle();
-  CHECK(job.Drain(0).empty());
-  job.at(2).LearnForeign(0, x);  // the name lost its id
-  job.Settle();
-  CHECK(job.Drain(2).empty());
-  CHECK(job.at(2).Quiet());  // nothing of another set is left to answer for
-}

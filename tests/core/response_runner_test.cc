@@ -46,7 +46,7 @@ class Runner {
         async_(&executor_, &completer_, nullptr, &wakeup_, &clock_, 30,
                MakeLogger(0, "loop", spdlog::level::warn)),
         runner_(ResponseRunner::Config{sets, [this](int id) { return SetExecutor(id); }, nullptr},
-                &queue_, &executor_, &completer_, &async_, nullptr, nullptr, &clock_) {}
+                &queue_, &executor_, &completer_, &async_, nullptr, &clock_) {}
 
   // An allreduce of `data` named `name` (in set `set`), whose callback stores its status.
   TensorEntry* Allreduce(const std::string& name, std::vector<float>* data, int set = 0) {
@@ -148,21 +148,21 @@ TEST_CASE("Requests carry the cache id the controller assigned while the metadat
   std::vector<float> a = {1, 2};
   TensorEntry* first = rank.Allreduce("a", &a);
   const TensorMeta meta = first->meta;
-  CHECK(rank.runner().RequestFor(*first).cache_id == 0);  // nothing learned yet
+  CHECK(rank.runner().cache().RequestFor(*first).cache_id == 0);  // nothing learned yet
   REQUIRE(rank.runner().RunControllerResponse(AllreduceResponse(1, {"a"}, {2}, {7})).ok());
-  CHECK(rank.runner().CachedId("a") == 7);
+  CHECK(rank.runner().cache().IdOf("a") == 7);
   TensorEntry* again = rank.Allreduce("a", &a);
-  Request cached = rank.runner().RequestFor(*again);
+  Request cached = rank.runner().cache().RequestFor(*again);
   CHECK(cached.cache_id == 7);
   CHECK(cached.meta.name.empty());  // the id stands for the metadata
   again->meta.shape = {1};          // changed: sent in full
-  Request changed = rank.runner().RequestFor(*again);
+  Request changed = rank.runner().cache().RequestFor(*again);
   CHECK(changed.cache_id == 0);
   CHECK(changed.meta == again->meta);
   again->meta = meta;
   // A response that assigns 0 retires the id.
   REQUIRE(rank.runner().RunControllerResponse(AllreduceResponse(2, {"a"}, {2}, {0})).ok());
-  CHECK(rank.runner().CachedId("a") == 0);
+  CHECK(rank.runner().cache().IdOf("a") == 0);
 }
 
 TEST_CASE(

@@ -69,7 +69,7 @@ class RecordingExecutor final : public Executor {
   std::vector<Response> ran;
 };
 
-// One rank: its queue, fast path, runner, session and driver.
+// One rank: its queue, runner, session and driver (which owns the fast path).
 class Rank {
  public:
   Rank(int rank, int size, Mailboxes* mail, const Clock* clock)
@@ -78,12 +78,11 @@ class Rank {
         lane_(rank, mail),
         completer_(&queue_, nullptr, clock, logger_),
         async_(&executor, &completer_, nullptr, &wakeup_, clock, 30, logger_),
-        fast_(Configured(&options_, rank, size), nullptr),
-        runner_(ResponseRunner::Config{}, &queue_, &executor, &completer_, &async_, &fast_, nullptr,
-                clock),
+        runner_(ResponseRunner::Config{}, &queue_, &executor, &completer_, &async_, nullptr, clock,
+                size, /*fast_path=*/true),
         session_(ControllerSession::Config{30, nullptr}, &channel, clock),
-        driver(&fast_, &lane_, &runner_, &session_, &wakeup_, clock, logger_, false,
-               BetweenPolls::kYield) {}
+        driver(Configured(&options_, rank, size), nullptr, nullptr, &lane_, &runner_, &session_,
+               &wakeup_, clock, logger_, false, BetweenPolls::kYield) {}
 
   // Enqueues an allreduce of 4 floats named `name` and hands it to the driver as the loop
   // does; true if the fast path took it.
@@ -96,7 +95,7 @@ class Rank {
     entry->callback = [this, name](const Status& s) { completed.emplace_back(name, s); };
     TensorEntry* raw = entry.get();
     REQUIRE(queue_.Enqueue(std::move(entry)).ok());
-    const Request request = runner_.RequestFor(*raw);
+    const Request request = runner_.cache().RequestFor(*raw);
     if (driver.Take(raw, request.cache_id, now)) return true;
     WorkerMessage batch;  // as the loop announces it
     batch.requests.push_back(request);
@@ -104,7 +103,7 @@ class Rank {
     return false;
   }
   // The controller's response reaches this rank.
-  void Receive(const Response& response) { REQUIRE(fast_.ReceiveResponse(response).ok()); }
+  void Receive(const Response& response) { REQUIRE(driver.Receive(response).ok()); }
 
   testing::MemoryControlChannel channel;
   RecordingExecutor executor;
@@ -125,7 +124,6 @@ class Rank {
   MemoryLane lane_;
   OpCompleter completer_;
   AsyncOps async_;
-  FastPath fast_;
   ResponseRunner runner_;
   ControllerSession session_;
 

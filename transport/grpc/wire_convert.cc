@@ -3,37 +3,51 @@
 namespace kolo::transport {
 namespace {
 
+// An op's signature (core/op_signature.h) on the wire: the same fields in a request's
+// metadata and in a response.
+template <typename Wire>
+void SignatureToWire(const OpSignature& signature, Wire* out) {
+  out->set_op(static_cast<int32_t>(signature.op));
+  out->set_dtype(static_cast<int32_t>(signature.dtype));
+  out->set_reduce_op(static_cast<int32_t>(signature.reduce_op));
+  out->set_prescale(signature.prescale);
+  out->set_postscale(signature.postscale);
+  out->set_root(signature.root);
+  out->set_process_set(signature.process_set);
+}
+
+template <typename Wire>
+OpSignature SignatureFromWire(const Wire& in) {
+  OpSignature signature;
+  signature.op = static_cast<OpType>(in.op());
+  signature.dtype = static_cast<DataType>(in.dtype());
+  signature.reduce_op = static_cast<ReduceOp>(in.reduce_op());
+  signature.prescale = in.prescale();
+  signature.postscale = in.postscale();
+  signature.root = in.root();
+  signature.process_set = in.process_set();
+  return signature;
+}
+
 void ToWire(const TensorMeta& meta, wire::TensorRequest* out) {
+  SignatureToWire(meta, out);
   out->set_name(meta.name);
-  out->set_op(static_cast<int32_t>(meta.op));
-  out->set_dtype(static_cast<int32_t>(meta.dtype));
   for (int64_t dim : meta.shape) out->add_shape(dim);
   out->set_device(meta.device.index);
-  out->set_reduce_op(static_cast<int32_t>(meta.reduce_op));
-  out->set_root(meta.root);
   for (int64_t s : meta.splits) out->add_splits(s);
   out->set_group(meta.group);
   out->set_group_size(meta.group_size);
-  out->set_process_set(meta.process_set);
-  out->set_prescale(meta.prescale);
-  out->set_postscale(meta.postscale);
 }
 
 TensorMeta FromWire(const wire::TensorRequest& in) {
   TensorMeta meta;
+  meta.signature() = SignatureFromWire(in);
   meta.name = in.name();
-  meta.op = static_cast<OpType>(in.op());
-  meta.dtype = static_cast<DataType>(in.dtype());
   meta.shape.assign(in.shape().begin(), in.shape().end());
   meta.device.index = in.device();
-  meta.reduce_op = static_cast<ReduceOp>(in.reduce_op());
-  meta.root = in.root();
   meta.splits.assign(in.splits().begin(), in.splits().end());
   meta.group = in.group();
   meta.group_size = in.group_size();
-  meta.process_set = in.process_set();
-  meta.prescale = in.prescale();
-  meta.postscale = in.postscale();
   return meta;
 }
 
@@ -75,13 +89,8 @@ StatusOr<Request> FromWire(const wire::Request& in) {
 }
 
 void ToWire(const Response& response, wire::Response* out) {
+  SignatureToWire(response, out);
   out->set_seq(response.seq);
-  out->set_op(static_cast<int32_t>(response.op));
-  out->set_dtype(static_cast<int32_t>(response.dtype));
-  out->set_reduce_op(static_cast<int32_t>(response.reduce_op));
-  out->set_prescale(response.prescale);
-  out->set_postscale(response.postscale);
-  out->set_root(response.root);
   for (const std::string& name : response.names) out->add_names(name);
   for (uint32_t id : response.cache_ids) out->add_cache_ids(id);
   for (int64_t n : response.num_elements) out->add_num_elements(n);
@@ -90,7 +99,6 @@ void ToWire(const Response& response, wire::Response* out) {
   for (int64_t d : response.first_dims) out->add_first_dims(d);
   for (int64_t s : response.splits) out->add_splits(s);
   out->set_gpu(response.gpu);
-  out->set_process_set(response.process_set);
   if (response.hierarchy_min_bytes.has_value()) {
     out->set_hierarchy_min_bytes(*response.hierarchy_min_bytes);
   }
@@ -98,15 +106,9 @@ void ToWire(const Response& response, wire::Response* out) {
 
 Response FromWire(const wire::Response& in) {
   Response response;
+  response.signature() = SignatureFromWire(in);
   response.seq = in.seq();
-  response.op = static_cast<OpType>(in.op());
-  response.dtype = static_cast<DataType>(in.dtype());
-  response.reduce_op = static_cast<ReduceOp>(in.reduce_op());
-  response.prescale = in.prescale();
-  response.postscale = in.postscale();
-  response.root = in.root();
   response.gpu = in.gpu();
-  response.process_set = in.process_set();
   if (in.has_hierarchy_min_bytes()) response.hierarchy_min_bytes = in.hierarchy_min_bytes();
   response.names.assign(in.names().begin(), in.names().end());
   response.cache_ids.assign(in.cache_ids().begin(), in.cache_ids().end());
