@@ -11,7 +11,9 @@
 #include "transport/deadline.h"
 #include "transport/grpc/grpc_credentials.h"
 #include "transport/grpc/grpc_keepalive.h"
+#include "transport/grpc/grpc_process.h"
 #include "transport/grpc/grpc_status.h"
+#include "transport/grpc/response_names.h"
 #include "transport/grpc/wire_convert.h"
 
 namespace kolo::transport {
@@ -85,6 +87,10 @@ class GrpcControlChannel::Impl {
 
  private:
   void ReaderLoop();
+  // Puts the names and element counts back into the responses of `in` that came by id, and
+  // learns those of the others (response_names.h). Reader thread.
+  StatusOr<ControllerMessage> ResolveNames(const wire::ControllerMessage& in,
+                                           ControllerMessage message);
   // Checks the controller's proof and writes ours. Reader thread.
   Status AnswerChallenge(const wire::Challenge& challenge);
   // `retryable`: the stream ended before the Welcome in a way that MayRetry.
@@ -134,6 +140,7 @@ class GrpcControlChannel::Impl {
   std::thread reader_;
   bool closed_ = false;
   bool saw_shutdown_ = false;  // reader thread only
+  ResponseNames names_;        // reader thread only; what this stream was told
   // Reader thread only: the Welcome arrived. Before it a failure is Connect's to report (and
   // perhaps to retry), not the job's: on_fatal_ is not called.
   bool welcomed_ = false;
@@ -260,6 +267,7 @@ void GrpcControlChannel::Impl::EndAttempt() {
   context_.reset();
   challenged_ = false;
   welcomed_ = false;
+  names_.Clear();
   saw_shutdown_ = false;
   {
     MutexLock lock(&write_mu_);
@@ -308,6 +316,7 @@ void GrpcControlChannel::Impl::ReaderLoop() {
         welcomed_ = true;
       }
       StatusOr<ControllerMessage> message = FromWire(in);
+      if (message.ok()) message = ResolveNames(in, std::move(message).value());
       if (!message.ok()) {
         error = Internal(Lost("malformed message: " + message.status().message()));
         context_->TryCancel();
@@ -339,6 +348,19 @@ void GrpcControlChannel::Impl::ReaderLoop() {
     error = Internal(Lost(std::string("exception in the reader thread: ") + e.what()));
   }
   EndStream(error, retryable);
+}
+
+StatusOr<ControllerMessage> GrpcControlChannel::Impl::ResolveNames(
+    const wire::ControllerMessage& in, ControllerMessage message) {
+  if (message.kind != ControllerMessage::Kind::kResponses) return message;
+  for (size_t i = 0; i < message.responses.size(); ++i) {
+    if (in.responses().responses(static_cast<int>(i)).by_id()) {
+      KOLO_RETURN_IF_ERROR(names_.Fill(&message.responses[i]));
+    } else {
+      names_.Learn(message.responses[i]);
+    }
+  }
+  return message;
 }
 
 Status GrpcControlChannel::Impl::AnswerChallenge(const wire::Challenge& challenge) {
@@ -433,6 +455,7 @@ GrpcControlChannel::~GrpcControlChannel() {
 std::unique_ptr<GrpcControlChannel> GrpcControlChannel::Create(
     const std::string& controller_address, double timeout_seconds, Logger logger,
     const ControlSecurity& security) {
+  SetUpGrpcProcess();
   if (!logger) logger = MakeLogger(-1, "control-channel", spdlog::level::warn);
   return std::unique_ptr<GrpcControlChannel>(new GrpcControlChannel(
       std::make_unique<Impl>(controller_address, timeout_seconds, std::move(logger), security,
