@@ -12,7 +12,9 @@
 # BUILD_A and BUILD_B are build folders (each with bin/kolorun and bin/kolo-bench; python/ for
 # the torch rows). Environment: ROUNDS (default 3), NP (default 2), MAX_SIZE (default 64M),
 # ITERS (timed ops per size, default 10), STEPS (timed ResNet-50 steps, default 5), TORCH_PYTHON (default .venv/torch/bin/python;
-# "none" leaves the torch rows out), OUT_DIR (raw outputs; default a fresh /tmp folder).
+# "none" leaves the torch rows out), OUT_DIR (raw outputs; default a fresh /tmp folder), BUSY
+# (default 0: N busy processes beside every run, tools/bench/busy.sh, the same for both builds,
+# so that a build without `kolo-bench --busy` is measured on a busy machine too).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 [ $# -eq 2 ] || { echo "usage: $0 BUILD_A BUILD_B" >&2; exit 2; }
@@ -22,6 +24,7 @@ np="${NP:-2}"
 max_size="${MAX_SIZE:-64M}"
 iters="${ITERS:-10}"
 steps="${STEPS:-5}"
+busy="${BUSY:-0}"
 torch_python="${TORCH_PYTHON:-$repo/.venv/torch/bin/python}"
 out="${OUT_DIR:-$(mktemp -d /tmp/kolo-ab-XXXXXX)}"
 mkdir -p "$out"
@@ -36,13 +39,13 @@ for build in "${builds[@]}"; do
 done
 [ "$torch_python" != none ] && [ -x "$torch_python" ] || torch_rows=0
 [ "$torch_rows" = 1 ] || log "no torch rows (a build without kolo.torch, or no TORCH_PYTHON)"
-printf 'A %s\nB %s\n' "${builds[0]}" "${builds[1]}" >"$out/builds.txt"
+printf 'A %s\nB %s\nbusy %s\n' "${builds[0]}" "${builds[1]}" "$busy" >"$out/builds.txt"
 
 run() {  # run BUILD FILE TRANSPORT command...
   local build=$1 file=$2 transport=$3
   shift 3
   KOLO_TRANSPORT="$transport" PYTHONPATH="$build/python" timeout -k 5 600 \
-    "$build/bin/kolorun" -np "$np" "$@" >"$file" 2>"$file.err" ||
+    "$repo/tools/bench/busy.sh" "$busy" "$build/bin/kolorun" -np "$np" "$@" >"$file" 2>"$file.err" ||
     log "$* exited $? (see $file.err)"
 }
 

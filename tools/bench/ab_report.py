@@ -73,7 +73,8 @@ def main(argv):
         return 2
     out = argv[1]
     if os.path.exists(os.path.join(out, "builds.txt")):
-        print("Builds: " + "; ".join(open(os.path.join(out, "builds.txt")).read().split("\n")[:2]))
+        lines = [line for line in open(os.path.join(out, "builds.txt")).read().split("\n") if line]
+        print("Builds: " + "; ".join(lines))
         print()
     time_column = 2  # kolo_table's groups: 1 bytes, 2 time, 3 algbw, 4 busbw
     for transport in ("tcp", "shm"):

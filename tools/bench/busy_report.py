@@ -19,8 +19,9 @@ ROW = {
     "kolo": re.compile(r"\[0\]\s+(\d+)\s+\d+\s+\w+\s+\w+\s+-?\d+\s+([\d.]+)\s"),
     # mpi_allreduce_bench: size count warmup iters median min p90 mean algbw busbw ...
     "ompi": re.compile(r"\s+(\d+)\s+\d+\s+\d+\s+\d+\s+([\d.]+)\s"),
-    # allreduce_bench.py: [0] size count type redop time algbw busbw #wrong
-    "torch": re.compile(r"(?:\[\d+\])?\s+(\d+)\s+\d+\s+float\s+\w+\s+([\d.]+)\s"),
+    # allreduce_bench.py: [0] size count type redop time algbw busbw #wrong (horovodrun
+    # prefixes "[0]<stdout>:")
+    "torch": re.compile(r"(?:\[\d+\](?:<stdout>:)?)?\s+(\d+)\s+\d+\s+float\s+\w+\s+([\d.]+)\s"),
     # train_bench.py: ms/step min max img/s main-cpu other-cpu #wrong
     "step": re.compile(r"(?:\[\d+\])?\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+0\s*$"),
 }
