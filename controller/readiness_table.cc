@@ -46,42 +46,10 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, Clock::TimePoi
     return Internal(who() + " announced '" + meta.name + "' twice before it was ready");
   }
   if (it == pending_.end()) {
-    Note(events, Kind::kBegin, meta.name, meta.op, -1);
-    // A new name cannot complete without the ranks that left: fail it on its own, now.
-    // (Pending names already hold every departed rank's announcement; see MarkShutdown.)
-    const int departed = FirstDepartedMissing(nullptr);
-    if (departed >= 0) {
-      ready->push_back(
-          ReadyTensor{meta, ShutdownError(departed, meta.name), 0, StatusCode::kShutdown});
-      Note(events, Kind::kAnnounce, meta.name, meta.op, rank);
-      Note(events, Kind::kEnd, meta.name, meta.op, -1);
-      return Status::Ok();
-    }
-    if (std::string conflict = JoinConflict(meta); !conflict.empty()) {
-      ready->push_back(ReadyTensor{meta, conflict, 0, StatusCode::kFailedPrecondition});
-      Note(events, Kind::kAnnounce, meta.name, meta.op, rank);
-      Note(events, Kind::kEnd, meta.name, meta.op, -1);
-      return Status::Ok();
-    }
-    Pending entry;
-    entry.arrival = next_arrival_++;
-    entry.first_seen = now;
-    entry.first_rank = rank;
-    entry.first = meta;
-    entry.first_id = cache_id;
-    entry.id_key = cache_id;
-    entry.announced.assign(size_, false);
-    by_arrival_.emplace(entry.arrival, meta.name);
-    it = pending_.emplace(meta.name, std::move(entry)).first;
-    if (cache_id != 0) by_id_.emplace(cache_id, it);
+    it = Open(rank, meta, now, cache_id, ready, events);
+    if (it == pending_.end()) return Status::Ok();  // failed at once
   } else {
-    if ((cache_id == 0 || cache_id != it->second.first_id) && meta != it->second.first) {
-      it->second.differing.emplace(rank, meta);
-    }
-    if (cache_id != 0 && it->second.id_key == 0) {
-      it->second.id_key = cache_id;  // first announced in full: found by id from now on
-      by_id_.emplace(cache_id, it);
-    }
+    AddToOpen(it, rank, meta, cache_id);
   }
   Pending& entry = it->second;
   entry.announced[rank] = true;
@@ -105,6 +73,55 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, Clock::TimePoi
   }
   if (joins) SettleAfterJoin(ready, events);
   return Status::Ok();
+}
+
+ReadinessTable::PendingMap::iterator ReadinessTable::Open(int rank, const TensorMeta& meta,
+                                                          Clock::TimePoint now, uint32_t cache_id,
+                                                          std::vector<ReadyTensor>* ready,
+                                                          std::vector<NegotiationEvent>* events) {
+  using Kind = NegotiationEvent::Kind;
+  Note(events, Kind::kBegin, meta.name, meta.op, -1);
+  // A new name cannot complete without the ranks that left: fail it on its own, now.
+  // (Pending names already hold every departed rank's announcement; see MarkShutdown.)
+  std::string error;
+  StatusCode code = StatusCode::kOk;
+  if (const int departed = FirstDepartedMissing(nullptr); departed >= 0) {
+    error = ShutdownError(departed, meta.name);
+    code = StatusCode::kShutdown;
+  } else if (std::string conflict = JoinConflict(meta); !conflict.empty()) {
+    error = std::move(conflict);
+    code = StatusCode::kFailedPrecondition;
+  }
+  if (!error.empty()) {
+    ready->push_back(ReadyTensor{meta, std::move(error), 0, code});
+    Note(events, Kind::kAnnounce, meta.name, meta.op, rank);
+    Note(events, Kind::kEnd, meta.name, meta.op, -1);
+    return pending_.end();
+  }
+  Pending entry;
+  entry.arrival = next_arrival_++;
+  entry.first_seen = now;
+  entry.first_rank = rank;
+  entry.first = meta;
+  entry.first_id = cache_id;
+  entry.id_key = cache_id;
+  entry.announced.assign(size_, false);
+  by_arrival_.emplace(entry.arrival, meta.name);
+  auto it = pending_.emplace(meta.name, std::move(entry)).first;
+  if (cache_id != 0) by_id_.emplace(cache_id, it);
+  return it;
+}
+
+void ReadinessTable::AddToOpen(PendingMap::iterator it, int rank, const TensorMeta& meta,
+                               uint32_t cache_id) {
+  Pending& entry = it->second;
+  if ((cache_id == 0 || cache_id != entry.first_id) && meta != entry.first) {
+    entry.differing.emplace(rank, meta);
+  }
+  if (cache_id != 0 && entry.id_key == 0) {
+    entry.id_key = cache_id;  // first announced in full: found by id from now on
+    by_id_.emplace(cache_id, it);
+  }
 }
 
 bool ReadinessTable::IsComplete(const Pending& entry) const {

@@ -141,6 +141,15 @@ class ReadinessTable {
   // Removes a pending name from both indexes.
   void Erase(PendingMap::iterator it);
 
+  // A new name's first announcement (Announce's arguments): fails it at once, returning
+  // pending_.end(), when it cannot complete (a departed rank, a join conflict); else opens its
+  // entry, which the caller counts `rank` into.
+  PendingMap::iterator Open(int rank, const TensorMeta& meta, Clock::TimePoint now,
+                            uint32_t cache_id, std::vector<ReadyTensor>* ready,
+                            std::vector<NegotiationEvent>* events);
+  // A later announcement of the open entry `it`: notes metadata that differs, and indexes the
+  // entry by `cache_id` if the name was first announced in full.
+  void AddToOpen(PendingMap::iterator it, int rank, const TensorMeta& meta, uint32_t cache_id);
   // The entry `meta` (announced by `cache_id`) belongs to; pending_.end() for a new name.
   PendingMap::iterator Find(const TensorMeta& meta, uint32_t cache_id);
   // Appends one step to `events` unless it is null (nobody records), `rank` as event_ranks_
