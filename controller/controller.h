@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "controller/negotiator.h"
+#include "controller/postbox.h"
 #include "controller/rendezvous.h"
 #include "controller/stall_inspector.h"
 #include "core/autotuner.h"
@@ -65,7 +66,7 @@ class Controller final : public ControllerHandler {
   // (core/autotuner.h; it must outlive the controller), and while it tunes the hierarchical
   // choice, every allreduce response carries its rule (Response::hierarchy_min_bytes). Call
   // before Start.
-  void UseAutotuner(const Autotuner* autotuner) { autotuner_ = autotuner; }
+  void UseAutotuner(const Autotuner* autotuner) { settings_.autotuner = autotuner; }
 
   // Starts the sequencer thread. Call at most once.
   void Start();
@@ -114,9 +115,31 @@ class Controller final : public ControllerHandler {
   std::vector<int> RanksNotTold() const;
 
  private:
-  struct Outgoing {
-    int rank = -1;  // -1: every rank
-    ControllerMessage message;
+  // What the constructor was given and derived from it; constant after Start.
+  struct Settings {
+    const Options& options;
+    TraceSink* trace;
+    Clock::TimePoint::duration cycle;
+    // How often the idle sequencer looks for newly pending names when stall checks are on: a
+    // quarter of the shorter stall time, so that it never misses one's first check.
+    std::chrono::steady_clock::duration stall_poll;
+    Clock* clock;
+    Logger logger;
+    Clock::TimePoint start_deadline;       // meaningful when a start timeout is set
+    const Autotuner* autotuner = nullptr;  // set before Start; read by the sequencer
+    // Whether negotiation events should be built now (trace set and enabled).
+    bool tracing() const { return trace != nullptr && trace->enabled(); }
+  };
+  // How the job ended, if it did.
+  struct Verdict {
+    bool aborted = false;
+    std::string abort_reason;
+    bool shutdown_sent = false;
+  };
+  // What the controller keeps of each rank.
+  struct RankRecord {
+    Clock::TimePoint last_heard;       // its last message
+    bool refused_after_abort = false;  // told the verdict
   };
 
   void HandleRequestsLocked(int rank, const std::vector<Request>& requests) KOLO_REQUIRES(mu_);
@@ -134,46 +157,26 @@ class Controller final : public ControllerHandler {
   // Aborts the job if the start deadline passed before every rank said hello; returns the
   // deadline while it is still ahead, nullopt when there is nothing to wait for.
   std::optional<Clock::TimePoint> CheckStartLocked(Clock::TimePoint now) KOLO_REQUIRES(mu_);
-  // Whether negotiation events should be built now (trace_ set and enabled).
-  bool tracing() const { return trace_ != nullptr && trace_->enabled(); }
   // Plans ready tensors into a response batch for every rank if the window closed at `now`
   // (or `force`). Returns false and sets *due to the window's end when it is still open.
   bool PlanIfDueLocked(Clock::TimePoint now, bool force, Clock::TimePoint* due) KOLO_REQUIRES(mu_);
-  void QueueLocked(int rank, ControllerMessage message) KOLO_REQUIRES(mu_);
-  // Sends queued messages in the order they were decided.
-  void Flush() KOLO_EXCLUDES(send_mu_, mu_);
   void SequencerLoop();
 
-  // Constant after construction.
-  const Options& options_;
-  TraceSink* const trace_;
-  const Clock::TimePoint::duration cycle_;
-  const Autotuner* autotuner_ = nullptr;  // set before Start; read by the sequencer
-  // How often the idle sequencer looks for newly pending names when stall checks are on: a
-  // quarter of the shorter stall time, so that it never misses one's first check.
-  const std::chrono::steady_clock::duration stall_poll_;
-  Clock* const clock_;
-  const Logger logger_;
-  const Clock::TimePoint start_deadline_;  // meaningful when a start timeout is set
+  Settings settings_;
 
   std::atomic<bool> mark_cycles_;  // KOLO_TIMELINE_MARK_CYCLES, then SetMarkCycles
 
-  // Serialises Flush so that messages leave in decision order. Taken before mu_, never after.
-  Mutex send_mu_;
-  ControllerOutbox* outbox_ KOLO_GUARDED_BY(send_mu_) = nullptr;
+  // Decided messages, queued under mu_ in decision order and flushed outside it.
+  Postbox postbox_;
 
-  mutable Mutex mu_ KOLO_ACQUIRED_AFTER(send_mu_);
+  mutable Mutex mu_;
   CondVar wake_;  // with mu_: a fusion window opened, or stop_
   Negotiator negotiator_ KOLO_GUARDED_BY(mu_);
   StallInspector stall_inspector_ KOLO_GUARDED_BY(mu_);
   Rendezvous rendezvous_ KOLO_GUARDED_BY(mu_);
-  Clock::TimePoint window_start_ KOLO_GUARDED_BY(mu_);   // oldest unplanned readiness
-  std::vector<Outgoing> outgoing_ KOLO_GUARDED_BY(mu_);  // decided, not yet sent
-  bool aborted_ KOLO_GUARDED_BY(mu_) = false;
-  std::string abort_reason_ KOLO_GUARDED_BY(mu_);
-  bool shutdown_sent_ KOLO_GUARDED_BY(mu_) = false;
-  std::vector<Clock::TimePoint> last_heard_ KOLO_GUARDED_BY(mu_);  // per rank, its last message
-  std::vector<bool> refused_after_abort_ KOLO_GUARDED_BY(mu_);     // per rank: told the verdict
+  Clock::TimePoint window_start_ KOLO_GUARDED_BY(mu_);  // oldest unplanned readiness
+  Verdict verdict_ KOLO_GUARDED_BY(mu_);
+  std::vector<RankRecord> ranks_ KOLO_GUARDED_BY(mu_);  // by rank
   bool stop_ KOLO_GUARDED_BY(mu_) = false;
 
   // Started by Start(), joined by Stop(); touched only by the thread that owns the controller.

@@ -14,9 +14,9 @@ std::optional<Clock::TimePoint> Controller::RunCycle() {
   Clock::TimePoint due;
   {
     MutexLock lock(&mu_);
-    if (!PlanIfDueLocked(clock_->Now(), /*force=*/false, &due)) return due;
+    if (!PlanIfDueLocked(settings_.clock->Now(), /*force=*/false, &due)) return due;
   }
-  Flush();
+  postbox_.Flush();
   return std::nullopt;
 }
 
@@ -24,16 +24,16 @@ std::optional<Clock::TimePoint> Controller::CheckStalls() {
   std::optional<Clock::TimePoint> next;
   {
     MutexLock lock(&mu_);
-    next = CheckStallsLocked(clock_->Now());
+    next = CheckStallsLocked(settings_.clock->Now());
   }
-  Flush();
+  postbox_.Flush();
   return next;
 }
 
 std::optional<Clock::TimePoint> Controller::CheckStallsLocked(Clock::TimePoint now) {
-  if (aborted_ || shutdown_sent_) return std::nullopt;
+  if (verdict_.aborted || verdict_.shutdown_sent) return std::nullopt;
   StallInspector::Findings findings = stall_inspector_.Inspect(negotiator_.WatchedTables(), now);
-  if (!findings.warning.empty()) logger_->warn("{}", findings.warning);
+  if (!findings.warning.empty()) settings_.logger->warn("{}", findings.warning);
   if (!findings.abort_reason.empty()) {
     AbortLocked(findings.abort_reason);
     return std::nullopt;
@@ -44,17 +44,17 @@ std::optional<Clock::TimePoint> Controller::CheckStallsLocked(Clock::TimePoint n
 void Controller::SequencerLoop() {
   MutexLock lock(&mu_);
   while (!stop_) {
-    const Clock::TimePoint now = clock_->Now();
-    const size_t queued = outgoing_.size();
+    const Clock::TimePoint now = settings_.clock->Now();
+    const uint64_t queued = postbox_.queued_count();
     Clock::TimePoint window_end;
     const bool window_open = !PlanIfDueLocked(now, /*force=*/false, &window_end);
     std::optional<Clock::TimePoint> due = CheckStallsLocked(now);
     if (std::optional<Clock::TimePoint> start = CheckStartLocked(now)) {
       due = due.has_value() ? std::min(*due, *start) : *start;
     }
-    if (outgoing_.size() > queued) {  // planned a batch or aborted: send, then look again
+    if (postbox_.queued_count() > queued) {  // planned a batch or aborted: send, then look again
       lock.Unlock();
-      Flush();
+      postbox_.Flush();
       lock.Lock();
       continue;
     }
@@ -64,7 +64,7 @@ void Controller::SequencerLoop() {
         // Nothing is due yet, but names may become pending without waking this thread (that
         // would cost a thread switch per op): look again within a fraction of the stall
         // time, which leaves a stall timer set before the first one can be due.
-        wake_.WaitFor(&mu_, stall_poll_);
+        wake_.WaitFor(&mu_, settings_.stall_poll);
       } else {
         wake_.Wait(&mu_);  // idle: no timer, no traffic; Stop() sets stop_ and wakes it
       }
@@ -80,9 +80,9 @@ std::optional<Clock::TimePoint> Controller::CheckStart() {
   std::optional<Clock::TimePoint> next;
   {
     MutexLock lock(&mu_);
-    next = CheckStartLocked(clock_->Now());
+    next = CheckStartLocked(settings_.clock->Now());
   }
-  Flush();
+  postbox_.Flush();
   return next;
 }
 
@@ -90,22 +90,22 @@ bool Controller::AbortStart(const std::string& reason) {
   bool aborted = false;
   {
     MutexLock lock(&mu_);
-    if (!rendezvous_.complete() && !aborted_) {
+    if (!rendezvous_.complete() && !verdict_.aborted) {
       AbortLocked(reason);
       aborted = true;
     }
   }
-  Flush();
+  postbox_.Flush();
   return aborted;
 }
 
 std::optional<Clock::TimePoint> Controller::CheckStartLocked(Clock::TimePoint now) {
-  if (options_.start_timeout_seconds <= 0 || rendezvous_.complete() || aborted_) {
+  if (settings_.options.start_timeout_seconds <= 0 || rendezvous_.complete() || verdict_.aborted) {
     return std::nullopt;
   }
-  if (now < start_deadline_) return start_deadline_;
+  if (now < settings_.start_deadline) return settings_.start_deadline;
   std::vector<int> missing;
-  for (int rank = 0; rank < options_.size; ++rank) {
+  for (int rank = 0; rank < settings_.options.size; ++rank) {
     if (!rendezvous_.admitted(rank)) missing.push_back(rank);
   }
   std::string ranks;
@@ -114,7 +114,7 @@ std::optional<Clock::TimePoint> Controller::CheckStartLocked(Clock::TimePoint no
   }
   AbortLocked((missing.size() == 1 ? "rank " : "ranks ") + ranks +
               " never connected to the controller within " +
-              SecondsText(options_.start_timeout_seconds) +
+              SecondsText(settings_.options.start_timeout_seconds) +
               " (KOLO_START_TIMEOUT_SECONDS; is every rank started, with the same "
               "KOLO_CONTROLLER?)");
   return std::nullopt;

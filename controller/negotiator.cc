@@ -15,6 +15,7 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, C
   TensorMeta resolved;  // a cached allgather's or alltoall's metadata as this rank announced it
   for (const Request& request : requests) {
     const TensorMeta* meta = &request.meta;
+    uint32_t id = 0;  // set when `meta` is exactly what the id stands for
     if (request.cache_id != 0) {
       const ResponseCache::Cached* cached = cache_.Lookup(request.cache_id);
       if (cached == nullptr) {
@@ -22,7 +23,9 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, C
                         std::to_string(request.cache_id));
       }
       meta = &cached->meta;
+      id = request.cache_id;
       if (meta->op == OpType::kAllgather || meta->op == OpType::kAlltoall) {
+        id = 0;
         // Its dimension 0 (and an alltoall's splits) are the rank's own: by its index in the
         // set the id was agreed in.
         int place = rank;
@@ -52,12 +55,12 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, C
             std::to_string(meta->process_set) +
             (set == sets_.end() ? ", which does not exist" : ", which it is not a member of"));
       }
-      KOLO_RETURN_IF_ERROR(set->second.table->Announce(index, *meta, now, &ready_, events));
+      KOLO_RETURN_IF_ERROR(set->second.table->Announce(index, *meta, now, &ready_, events, id));
       AnnotateSetErrors(before, set->first, set->second);
       CommitToCache(before);
       continue;
     }
-    KOLO_RETURN_IF_ERROR(table_.Announce(rank, *meta, now, &ready_, events));
+    KOLO_RETURN_IF_ERROR(table_.Announce(rank, *meta, now, &ready_, events, id));
     CommitToCache(before);
   }
   return Status::Ok();

@@ -21,49 +21,35 @@ void ReadinessTable::Note(std::vector<NegotiationEvent>* events, NegotiationEven
   events->push_back(NegotiationEvent{kind, name, op, rank});
 }
 
+ReadinessTable::PendingMap::iterator ReadinessTable::Find(const TensorMeta& meta,
+                                                          uint32_t cache_id) {
+  if (cache_id != 0) {
+    auto by_id = by_id_.find(cache_id);
+    if (by_id != by_id_.end()) return by_id->second;
+  }
+  return pending_.find(meta.name);
+}
+
 Status ReadinessTable::Announce(int rank, const TensorMeta& meta, Clock::TimePoint now,
                                 std::vector<ReadyTensor>* ready,
-                                std::vector<NegotiationEvent>* events) {
+                                std::vector<NegotiationEvent>* events, uint32_t cache_id) {
   using Kind = NegotiationEvent::Kind;
-  const std::string who = "rank " + std::to_string(rank);
+  const auto who = [rank] { return "rank " + std::to_string(rank); };
   if (rank < 0 || rank >= size_) {
-    return Internal(who + " is out of range for a job of " + std::to_string(size_) + " ranks");
+    return Internal(who() + " is out of range for a job of " + std::to_string(size_) + " ranks");
   }
   if (shut_down_[rank]) {
-    return Internal(who + " announced '" + meta.name + "' after its shutdown notice");
+    return Internal(who() + " announced '" + meta.name + "' after its shutdown notice");
   }
-  auto it = pending_.find(meta.name);
+  auto it = Find(meta, cache_id);
   if (it != pending_.end() && it->second.announced[rank]) {
-    return Internal(who + " announced '" + meta.name + "' twice before it was ready");
+    return Internal(who() + " announced '" + meta.name + "' twice before it was ready");
   }
   if (it == pending_.end()) {
-    Note(events, Kind::kBegin, meta.name, meta.op, -1);
-    // A new name cannot complete without the ranks that left: fail it on its own, now.
-    // (Pending names already hold every departed rank's announcement; see MarkShutdown.)
-    const int departed = FirstDepartedMissing(nullptr);
-    if (departed >= 0) {
-      ready->push_back(
-          ReadyTensor{meta, ShutdownError(departed, meta.name), 0, StatusCode::kShutdown});
-      Note(events, Kind::kAnnounce, meta.name, meta.op, rank);
-      Note(events, Kind::kEnd, meta.name, meta.op, -1);
-      return Status::Ok();
-    }
-    if (std::string conflict = JoinConflict(meta); !conflict.empty()) {
-      ready->push_back(ReadyTensor{meta, conflict, 0, StatusCode::kFailedPrecondition});
-      Note(events, Kind::kAnnounce, meta.name, meta.op, rank);
-      Note(events, Kind::kEnd, meta.name, meta.op, -1);
-      return Status::Ok();
-    }
-    Pending entry;
-    entry.arrival = next_arrival_++;
-    entry.first_seen = now;
-    entry.first_rank = rank;
-    entry.first = meta;
-    entry.announced.assign(size_, false);
-    by_arrival_.emplace(entry.arrival, meta.name);
-    it = pending_.emplace(meta.name, std::move(entry)).first;
-  } else if (meta != it->second.first) {
-    it->second.differing.emplace(rank, meta);
+    it = Open(rank, meta, now, cache_id, ready, events);
+    if (it == pending_.end()) return Status::Ok();  // failed at once
+  } else {
+    AddToOpen(it, rank, meta, cache_id);
   }
   Pending& entry = it->second;
   entry.announced[rank] = true;
@@ -87,6 +73,55 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, Clock::TimePoi
   }
   if (joins) SettleAfterJoin(ready, events);
   return Status::Ok();
+}
+
+ReadinessTable::PendingMap::iterator ReadinessTable::Open(int rank, const TensorMeta& meta,
+                                                          Clock::TimePoint now, uint32_t cache_id,
+                                                          std::vector<ReadyTensor>* ready,
+                                                          std::vector<NegotiationEvent>* events) {
+  using Kind = NegotiationEvent::Kind;
+  Note(events, Kind::kBegin, meta.name, meta.op, -1);
+  // A new name cannot complete without the ranks that left: fail it on its own, now.
+  // (Pending names already hold every departed rank's announcement; see MarkShutdown.)
+  std::string error;
+  StatusCode code = StatusCode::kOk;
+  if (const int departed = FirstDepartedMissing(nullptr); departed >= 0) {
+    error = ShutdownError(departed, meta.name);
+    code = StatusCode::kShutdown;
+  } else if (std::string conflict = JoinConflict(meta); !conflict.empty()) {
+    error = std::move(conflict);
+    code = StatusCode::kFailedPrecondition;
+  }
+  if (!error.empty()) {
+    ready->push_back(ReadyTensor{meta, std::move(error), 0, code});
+    Note(events, Kind::kAnnounce, meta.name, meta.op, rank);
+    Note(events, Kind::kEnd, meta.name, meta.op, -1);
+    return pending_.end();
+  }
+  Pending entry;
+  entry.arrival = next_arrival_++;
+  entry.first_seen = now;
+  entry.first_rank = rank;
+  entry.first = meta;
+  entry.first_id = cache_id;
+  entry.id_key = cache_id;
+  entry.announced.assign(size_, false);
+  by_arrival_.emplace(entry.arrival, meta.name);
+  auto it = pending_.emplace(meta.name, std::move(entry)).first;
+  if (cache_id != 0) by_id_.emplace(cache_id, it);
+  return it;
+}
+
+void ReadinessTable::AddToOpen(PendingMap::iterator it, int rank, const TensorMeta& meta,
+                               uint32_t cache_id) {
+  Pending& entry = it->second;
+  if ((cache_id == 0 || cache_id != entry.first_id) && meta != entry.first) {
+    entry.differing.emplace(rank, meta);
+  }
+  if (cache_id != 0 && entry.id_key == 0) {
+    entry.id_key = cache_id;  // first announced in full: found by id from now on
+    by_id_.emplace(cache_id, it);
+  }
 }
 
 bool ReadinessTable::IsComplete(const Pending& entry) const {
@@ -128,6 +163,7 @@ void ReadinessTable::SettleAfterJoin(std::vector<ReadyTensor>* ready,
 
 void ReadinessTable::Erase(PendingMap::iterator it) {
   by_arrival_.erase(it->second.arrival);
+  if (it->second.id_key != 0) by_id_.erase(it->second.id_key);
   pending_.erase(it);
 }
 
@@ -197,6 +233,7 @@ void ReadinessTable::MarkGone(int rank, std::vector<ReadyTensor>* ready,
 }
 
 int ReadinessTable::FirstDepartedMissing(const Pending* entry) const {
+  if (num_shut_down_ == 0) return -1;
   for (int rank = 0; rank < size_; ++rank) {
     if (shut_down_[rank] && (entry == nullptr || !entry->announced[rank])) return rank;
   }

@@ -75,8 +75,13 @@ class ReadinessTable {
   // range, announced a still-pending name twice, or announced anything after its own shutdown
   // notice. The table (and *events) is unchanged on error. `events` may be null; otherwise
   // this announcement's steps (kBegin for a new name, kAnnounce, kEnd) are appended to it.
+  // `cache_id`: the id `meta` was announced by, when `meta` is exactly what that id stands
+  // for (0: full metadata, or metadata resolved per rank): such an announcement finds its
+  // name by the id and agrees with another one of the same id without comparing fields, so
+  // that a step of cached tensors costs each rank a few integer lookups (docs/SCALE.md).
   Status Announce(int rank, const TensorMeta& meta, Clock::TimePoint now,
-                  std::vector<ReadyTensor>* ready, std::vector<NegotiationEvent>* events = nullptr);
+                  std::vector<ReadyTensor>* ready, std::vector<NegotiationEvent>* events = nullptr,
+                  uint32_t cache_id = 0);
 
   // `rank` called shutdown(): it will submit nothing more, but keeps executing what is
   // decided until the job-wide Shutdown. Pending names it never announced fail now (appended
@@ -106,11 +111,15 @@ class ReadinessTable {
   std::vector<PendingName> WaitingSince(Clock::TimePoint cutoff) const;
 
  private:
+  struct Pending;
+  using PendingMap = std::unordered_map<std::string, Pending>;
   struct Pending {
     uint64_t arrival = 0;                 // order of first announcement
     Clock::TimePoint first_seen;          // time of first announcement
     int first_rank = -1;                  // who announced it first
     TensorMeta first;                     // what `first_rank` sent
+    uint32_t first_id = 0;                // the cache id `first` was announced by (0: none)
+    uint32_t id_key = 0;                  // its key in by_id_ (0: none)
     std::vector<bool> announced;          // by rank
     int count = 0;                        // number of true entries in `announced`
     std::map<int, TensorMeta> differing;  // ranks whose metadata differs from `first`
@@ -123,8 +132,6 @@ class ReadinessTable {
   // After `rank` joined: completes the allreduces that only waited for it and fails the
   // collectives that cannot run with joined ranks.
   void SettleAfterJoin(std::vector<ReadyTensor>* ready, std::vector<NegotiationEvent>* events);
-  using PendingMap = std::unordered_map<std::string, Pending>;
-
   // The result of a complete entry: success with rank 0's metadata, or the mismatch text.
   ReadyTensor Finish(const Pending& entry) const;
   // The lowest departed rank that has not announced `entry` (any departed rank for a new
@@ -134,6 +141,17 @@ class ReadinessTable {
   // Removes a pending name from both indexes.
   void Erase(PendingMap::iterator it);
 
+  // A new name's first announcement (Announce's arguments): fails it at once, returning
+  // pending_.end(), when it cannot complete (a departed rank, a join conflict); else opens its
+  // entry, which the caller counts `rank` into.
+  PendingMap::iterator Open(int rank, const TensorMeta& meta, Clock::TimePoint now,
+                            uint32_t cache_id, std::vector<ReadyTensor>* ready,
+                            std::vector<NegotiationEvent>* events);
+  // A later announcement of the open entry `it`: notes metadata that differs, and indexes the
+  // entry by `cache_id` if the name was first announced in full.
+  void AddToOpen(PendingMap::iterator it, int rank, const TensorMeta& meta, uint32_t cache_id);
+  // The entry `meta` (announced by `cache_id`) belongs to; pending_.end() for a new name.
+  PendingMap::iterator Find(const TensorMeta& meta, uint32_t cache_id);
   // Appends one step to `events` unless it is null (nobody records), `rank` as event_ranks_
   // names it.
   void Note(std::vector<NegotiationEvent>* events, NegotiationEvent::Kind kind,
@@ -144,7 +162,9 @@ class ReadinessTable {
   uint64_t next_arrival_ = 0;
   PendingMap pending_;
   std::map<uint64_t, std::string> by_arrival_;  // the names of pending_, oldest first
-  std::vector<bool> shut_down_;                 // by rank
+  // Pending names that a cache id announced, by that id.
+  std::unordered_map<uint32_t, PendingMap::iterator> by_id_;
+  std::vector<bool> shut_down_;  // by rank
   int num_shut_down_ = 0;
   // Ranks that announced the join and wait for the others: allreduces complete without them
   // (they contribute zeros); other collectives fail while any rank has joined.

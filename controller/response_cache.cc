@@ -24,9 +24,8 @@ TensorMeta ResponseCache::Cached::MetaOf(int place) const {
 }
 
 const ResponseCache::Cached* ResponseCache::Lookup(uint32_t id) const {
-  auto it = name_by_id_.find(id);
-  if (it == name_by_id_.end()) return nullptr;
-  return &by_name_.at(it->second).cached;
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : &it->second->cached;
 }
 
 uint32_t ResponseCache::IdOf(const std::string& name) const {
@@ -49,7 +48,7 @@ uint32_t ResponseCache::Commit(const TensorMeta& meta, const std::vector<int64_t
     const bool same = entry.cached.meta == meta && entry.cached.first_dims == first_dims &&
                       entry.cached.splits == splits;
     if (same && entry.id != 0) return entry.id;
-    if (entry.id != 0) name_by_id_.erase(entry.id);
+    if (entry.id != 0) by_id_.erase(entry.id);
     if (!same && meta.op == OpType::kAlltoall) {
       // New splits: no id until the same come twice in a row. A router's change every step,
       // and an id each would only send the ranks whose own row repeated to a round first.
@@ -63,14 +62,14 @@ uint32_t ResponseCache::Commit(const TensorMeta& meta, const std::vector<int64_t
       return 0;
     }
     entry.cached = Cached{meta, first_dims, splits};
-    name_by_id_[entry.id] = meta.name;
+    by_id_[entry.id] = &entry;
     return entry.id;
   }
   if (size() >= capacity_) return 0;
   const uint32_t id = NextId(meta);
   if (id == 0) return 0;
-  by_name_.emplace(meta.name, Entry{id, Cached{meta, first_dims, splits}});
-  name_by_id_[id] = meta.name;
+  auto added = by_name_.emplace(meta.name, Entry{id, Cached{meta, first_dims, splits}}).first;
+  by_id_[id] = &added->second;
   return id;
 }
 

@@ -71,7 +71,9 @@ class ResponseCache {
   const int capacity_;
   uint32_t next_count_ = 1;
   std::unordered_map<std::string, Entry> by_name_;
-  std::unordered_map<uint32_t, std::string> name_by_id_;
+  // The live ids, each to its entry in by_name_ (whose nodes do not move): one integer lookup
+  // per cached announcement.
+  std::unordered_map<uint32_t, const Entry*> by_id_;
 };
 
 }  // namespace kolo::controller

@@ -143,6 +143,47 @@ TEST_CASE("Announcing a pending name twice is a protocol error", "[controller][r
   CHECK(table.MissingRanks("x") == std::vector<int>{0});
 }
 
+TEST_CASE("Announcements by cache id are found by id, in full or by id first, round after round",
+          "[controller][readiness][cache]") {
+  constexpr uint32_t kId = 7;
+  ReadinessTable table(3);
+  std::vector<ReadyTensor> ready;
+  for (int round = 0; round < 3; ++round) {
+    // Round 1 starts in full (a rank whose cache had no id yet), the others by id.
+    REQUIRE(table.Announce(2, Meta("x"), kT0, &ready, nullptr, round == 1 ? 0 : kId).ok());
+    CHECK(table.Announce(2, Meta("x"), kT0, &ready, nullptr, kId).message() ==
+          "rank 2 announced 'x' twice before it was ready");
+    REQUIRE(table.Announce(0, Meta("x"), kT0, &ready, nullptr, kId).ok());
+    CHECK(table.Announce(0, Meta("x"), kT0, &ready, nullptr, kId).message() ==
+          "rank 0 announced 'x' twice before it was ready");
+    CHECK(table.MissingRanks("x") == std::vector<int>{1});
+    REQUIRE(table.Announce(1, Meta("x"), kT0, &ready, nullptr, kId).ok());
+    REQUIRE(ready.size() == static_cast<size_t>(round + 1));
+    CHECK(ready.back().meta.name == "x");
+    CHECK_FALSE(ready.back().is_error());
+    CHECK(table.pending_count() == 0);
+  }
+}
+
+TEST_CASE("Full metadata that differs from a cached id's is a mismatch, whatever came first",
+          "[controller][readiness][cache]") {
+  constexpr uint32_t kId = 3;
+  for (bool id_first : {true, false}) {
+    ReadinessTable table(2);
+    std::vector<ReadyTensor> ready;
+    if (id_first) {
+      REQUIRE(table.Announce(0, Meta("x", {4}), kT0, &ready, nullptr, kId).ok());
+      REQUIRE(table.Announce(1, Meta("x", {5}), kT0, &ready).ok());
+    } else {
+      REQUIRE(table.Announce(1, Meta("x", {5}), kT0, &ready).ok());
+      REQUIRE(table.Announce(0, Meta("x", {4}), kT0, &ready, nullptr, kId).ok());
+    }
+    REQUIRE(ready.size() == 1);
+    CHECK(ready[0].error ==
+          "Mismatched allreduce shapes for 'x': rank 0 sent [4], rank 1 sent [5]");
+  }
+}
+
 TEST_CASE("A rank outside the job is a protocol error", "[controller][readiness]") {
   ReadinessTable table(2);
   std::vector<ReadyTensor> ready;

@@ -11,7 +11,9 @@
 #include "transport/deadline.h"
 #include "transport/grpc/grpc_credentials.h"
 #include "transport/grpc/grpc_keepalive.h"
+#include "transport/grpc/grpc_process.h"
 #include "transport/grpc/grpc_status.h"
+#include "transport/grpc/response_names.h"
 #include "transport/grpc/wire_convert.h"
 
 namespace kolo::transport {
@@ -61,12 +63,12 @@ class GrpcControlChannel::Impl {
   Impl(const std::string& address, double timeout_seconds, Logger logger,
        const ControlSecurity& security,
        StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials)
-      : address_(address),
-        timeout_seconds_(timeout_seconds),
-        logger_(std::move(logger)),
-        security_(security),
-        credentials_error_(credentials.status()),
-        credentials_(credentials.ok() ? *credentials : grpc::InsecureChannelCredentials()) {
+      : settings_{address,
+                  timeout_seconds,
+                  std::move(logger),
+                  security,
+                  credentials.status(),
+                  credentials.ok() ? *credentials : grpc::InsecureChannelCredentials()} {
     NewGrpcChannel();
   }
   std::string generation() {
@@ -85,6 +87,10 @@ class GrpcControlChannel::Impl {
 
  private:
   void ReaderLoop();
+  // Puts the names and element counts back into the responses of `in` that came by id, and
+  // learns those of the others (response_names.h). Reader thread.
+  StatusOr<ControllerMessage> ResolveNames(const wire::ControllerMessage& in,
+                                           ControllerMessage message);
   // Checks the controller's proof and writes ours. Reader thread.
   Status AnswerChallenge(const wire::Challenge& challenge);
   // `retryable`: the stream ended before the Welcome in a way that MayRetry.
@@ -98,25 +104,29 @@ class GrpcControlChannel::Impl {
   Status Unreachable(int rank, SteadyTime start, const Status& last_refusal);
   StatusOr<std::vector<PeerInfo>> AwaitWelcome(int rank, SteadyTime deadline);
   std::string Lost(const std::string& detail) const {
-    return "lost the control stream to the controller (rank 0) at " + address_ + ": " + detail;
+    return "lost the control stream to the controller (rank 0) at " + settings_.address + ": " +
+           detail;
   }
 
   // Replaces channel_ and stub_ by new ones. Background thread, between attempts.
   void NewGrpcChannel() {
-    channel_ =
-        grpc::CreateCustomChannel(address_, credentials_, WorkerChannelArguments(timeout_seconds_));
+    channel_ = grpc::CreateCustomChannel(settings_.address, settings_.credentials,
+                                         WorkerChannelArguments(settings_.timeout_seconds));
     stub_ = wire::Controller::NewStub(channel_);
   }
   // Waits until channel_ is connected; false at `deadline`.
   bool WaitForController(SteadyTime deadline);
 
-  // Constant after construction.
-  const std::string address_;
-  const double timeout_seconds_;
-  const Logger logger_;
-  const ControlSecurity security_;
-  const Status credentials_error_;  // a TLS file that could not be read fails Connect
-  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  // Where and how to connect; constant after construction.
+  struct Settings {
+    std::string address;
+    double timeout_seconds = 0;
+    Logger logger;
+    ControlSecurity security;
+    Status credentials_error;  // a TLS file that could not be read fails Connect
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
+  };
+  const Settings settings_;
 
   // Background thread only; replaced only while no stream is open.
   std::shared_ptr<grpc::Channel> channel_;
@@ -129,14 +139,17 @@ class GrpcControlChannel::Impl {
   std::function<void()> wake_;
   Hello hello_;               // what Connect sent; read by the reader thread after its start
   std::string worker_nonce_;  // likewise
-  bool challenged_ = false;   // reader thread only
   std::function<void(const Status&)> on_fatal_;
   std::thread reader_;
   bool closed_ = false;
-  bool saw_shutdown_ = false;  // reader thread only
-  // Reader thread only: the Welcome arrived. Before it a failure is Connect's to report (and
-  // perhaps to retry), not the job's: on_fatal_ is not called.
-  bool welcomed_ = false;
+  // What the reader thread learnt of the stream; EndAttempt resets it for the next one.
+  struct ReaderState {
+    bool challenged = false;
+    bool saw_shutdown = false;
+    bool welcomed = false;  // before the Welcome a failure is Connect's (no on_fatal_)
+    ResponseNames names;    // what this stream was told
+  };
+  ReaderState read_;  // reader thread only
 
   // Orders Write/WritesDone (background thread) against Finish (reader thread).
   Mutex write_mu_;
@@ -155,9 +168,9 @@ StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::Connect(const Hello& h
                                                                   SteadyTime deadline,
                                                                   std::function<void()> wake) {
   if (stream_ != nullptr || closed_) {
-    return FailedPrecondition("the control channel to " + address_ + " was already used");
+    return FailedPrecondition("the control channel to " + settings_.address + " was already used");
   }
-  if (!credentials_error_.ok()) return credentials_error_;
+  if (!settings_.credentials_error.ok()) return settings_.credentials_error;
   hello_ = hello;
   wake_ = std::move(wake);
   const SteadyTime start = std::chrono::steady_clock::now();
@@ -183,13 +196,14 @@ StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::Connect(const Hello& h
                     peers.status().message() + "; before that: " + last_refusal.message());
     }
     last_refusal = peers.status();
-    logger_->info("rank {}: attempt {} to join the controller at {} did not take ({}); retrying",
-                  hello.rank, attempt, address_, last_refusal.message());
+    settings_.logger->info(
+        "rank {}: attempt {} to join the controller at {} did not take ({}); retrying", hello.rank,
+        attempt, settings_.address, last_refusal.message());
     const SteadyTime retry_at = std::chrono::steady_clock::now() + pause;
     if (retry_at >= deadline) {
       closed_ = true;
       return DeadlineExceeded("rank " + std::to_string(hello.rank) + " could not join the " +
-                              "controller (rank 0) at " + address_ + " in " +
+                              "controller (rank 0) at " + settings_.address + " in " +
                               SecondsText(SecondsSince(start)) + " (" + std::to_string(attempt) +
                               " attempts); the last: " + last_refusal.message());
     }
@@ -208,7 +222,8 @@ bool GrpcControlChannel::Impl::WaitForController(SteadyTime deadline) {
     // was connecting can stay idle for good under gRPC 1.51, asked to connect or not: start
     // afresh. A controller not listening yet leaves it failing to connect, not idle.
     if (channel_->GetState(false) == GRPC_CHANNEL_IDLE) {
-      logger_->info("the channel to the controller at {} went idle; opening a new one", address_);
+      settings_.logger->info("the channel to the controller at {} went idle; opening a new one",
+                             settings_.address);
       NewGrpcChannel();
     }
   }
@@ -218,13 +233,14 @@ Status GrpcControlChannel::Impl::Unreachable(int rank, SteadyTime start,
                                              const Status& last_refusal) {
   closed_ = true;
   return DeadlineExceeded(
-      "rank " + std::to_string(rank) + " could not reach the controller (rank 0) at " + address_ +
-      " in " + SecondsText(SecondsSince(start)) + " (channel " +
+      "rank " + std::to_string(rank) + " could not reach the controller (rank 0) at " +
+      settings_.address + " in " + SecondsText(SecondsSince(start)) + " (channel " +
       ChannelStateName(channel_->GetState(false)) + ")" +
       (last_refusal.ok() ? std::string() : "; before that: " + last_refusal.message()) +
-      (security_.tls_ca.empty() ? std::string()
-                                : "; with TLS on, a controller certificate that KOLO_TLS_CA='" +
-                                      security_.tls_ca + "' does not verify fails the same way"));
+      (settings_.security.tls_ca.empty()
+           ? std::string()
+           : "; with TLS on, a controller certificate that KOLO_TLS_CA='" +
+                 settings_.security.tls_ca + "' does not verify fails the same way"));
 }
 
 StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::Attempt(SteadyTime deadline,
@@ -258,9 +274,7 @@ void GrpcControlChannel::Impl::EndAttempt() {
   // Back to the state before Attempt; the reader has exited, so nothing else touches these.
   stream_.reset();
   context_.reset();
-  challenged_ = false;
-  welcomed_ = false;
-  saw_shutdown_ = false;
+  read_ = ReaderState{};
   {
     MutexLock lock(&write_mu_);
     finished_ = false;
@@ -279,12 +293,13 @@ StatusOr<std::vector<PeerInfo>> GrpcControlChannel::Impl::AwaitWelcome(int rank,
   if (!changed_.WaitUntil(&mu_, deadline,
                           [&]() KOLO_REQUIRES(mu_) { return !inbox_.empty() || reader_done_; })) {
     return DeadlineExceeded("rank " + std::to_string(rank) + ": no Welcome from the controller " +
-                            "at " + address_ + " by the deadline (have all ranks started?)");
+                            "at " + settings_.address +
+                            " by the deadline (have all ranks started?)");
   }
   if (inbox_.empty()) return stream_error_;
   ControllerMessage first = std::move(inbox_.front());
   inbox_.pop_front();
-  return PeersFromFirstMessage(std::move(first), "the controller at " + address_, rank);
+  return PeersFromFirstMessage(std::move(first), "the controller at " + settings_.address, rank);
 }
 
 void GrpcControlChannel::Impl::ReaderLoop() {
@@ -305,9 +320,10 @@ void GrpcControlChannel::Impl::ReaderLoop() {
       if (in.kind_case() == wire::ControllerMessage::kWelcome) {
         MutexLock lock(&mu_);
         generation_ = in.welcome().generation();
-        welcomed_ = true;
+        read_.welcomed = true;
       }
       StatusOr<ControllerMessage> message = FromWire(in);
+      if (message.ok()) message = ResolveNames(in, std::move(message).value());
       if (!message.ok()) {
         error = Internal(Lost("malformed message: " + message.status().message()));
         context_->TryCancel();
@@ -322,8 +338,8 @@ void GrpcControlChannel::Impl::ReaderLoop() {
       }
       changed_.NotifyAll();
       if (wake_) wake_();
-      if (kind == ControllerMessage::Kind::kShutdown) saw_shutdown_ = true;
-      if (kind == ControllerMessage::Kind::kAbort && welcomed_ && on_fatal_) {
+      if (kind == ControllerMessage::Kind::kShutdown) read_.saw_shutdown = true;
+      if (kind == ControllerMessage::Kind::kAbort && read_.welcomed && on_fatal_) {
         on_fatal_(Aborted(reason));
       }
     }
@@ -341,21 +357,35 @@ void GrpcControlChannel::Impl::ReaderLoop() {
   EndStream(error, retryable);
 }
 
+StatusOr<ControllerMessage> GrpcControlChannel::Impl::ResolveNames(
+    const wire::ControllerMessage& in, ControllerMessage message) {
+  if (message.kind != ControllerMessage::Kind::kResponses) return message;
+  for (size_t i = 0; i < message.responses.size(); ++i) {
+    if (in.responses().responses(static_cast<int>(i)).by_id()) {
+      KOLO_RETURN_IF_ERROR(read_.names.Fill(&message.responses[i]));
+    } else {
+      read_.names.Learn(message.responses[i]);
+    }
+  }
+  return message;
+}
+
 Status GrpcControlChannel::Impl::AnswerChallenge(const wire::Challenge& challenge) {
-  if (challenged_) return Internal(Lost("the controller sent a second challenge"));
-  challenged_ = true;
-  const std::string expected = ControlProof(security_.credentials, ControlRole::kController, hello_,
-                                            worker_nonce_, challenge.controller_nonce());
+  if (read_.challenged) return Internal(Lost("the controller sent a second challenge"));
+  read_.challenged = true;
+  const std::string expected =
+      ControlProof(settings_.security.credentials, ControlRole::kController, hello_, worker_nonce_,
+                   challenge.controller_nonce());
   if (challenge.controller_nonce().size() != kNonceBytes ||
       !MacEquals(challenge.controller_proof(), expected)) {
-    return Aborted("the controller at " + address_ +
+    return Aborted("the controller at " + settings_.address +
                    " could not prove that it holds this job's secret " +
                    "(a different KOLO_SECRET or KOLO_JOB_ID, or not this job's controller); rank " +
                    std::to_string(hello_.rank) + " did not answer its challenge");
   }
   wire::WorkerMessage answer;
-  answer.mutable_proof()->set_proof(ControlProof(security_.credentials, ControlRole::kWorker,
-                                                 hello_, worker_nonce_,
+  answer.mutable_proof()->set_proof(ControlProof(settings_.security.credentials,
+                                                 ControlRole::kWorker, hello_, worker_nonce_,
                                                  challenge.controller_nonce()));
   MutexLock lock(&write_mu_);
   if (!finished_) stream_->Write(answer);  // a failure shows up as the end of the stream
@@ -371,12 +401,12 @@ void GrpcControlChannel::Impl::EndStream(const Status& error, bool retryable) {
   }
   changed_.NotifyAll();
   if (wake_) wake_();
-  if (welcomed_ && !saw_shutdown_ && on_fatal_) on_fatal_(error);
+  if (read_.welcomed && !read_.saw_shutdown && on_fatal_) on_fatal_(error);
 }
 
 Status GrpcControlChannel::Impl::Send(const WorkerMessage& message) {
   if (stream_ == nullptr || closed_) {
-    return FailedPrecondition("the control channel to " + address_ + " is " +
+    return FailedPrecondition("the control channel to " + settings_.address + " is " +
                               (closed_ ? "closed" : "not connected"));
   }
   {
@@ -399,7 +429,7 @@ StatusOr<std::optional<ControllerMessage>> GrpcControlChannel::Impl::TryReceive(
   }
   if (reader_done_) return stream_error_;
   if (stream_ == nullptr) {
-    return FailedPrecondition("the control channel to " + address_ + " is not connected");
+    return FailedPrecondition("the control channel to " + settings_.address + " is not connected");
   }
   return std::optional<ControllerMessage>();
 }
@@ -433,6 +463,7 @@ GrpcControlChannel::~GrpcControlChannel() {
 std::unique_ptr<GrpcControlChannel> GrpcControlChannel::Create(
     const std::string& controller_address, double timeout_seconds, Logger logger,
     const ControlSecurity& security) {
+  SetUpGrpcProcess();
   if (!logger) logger = MakeLogger(-1, "control-channel", spdlog::level::warn);
   return std::unique_ptr<GrpcControlChannel>(new GrpcControlChannel(
       std::make_unique<Impl>(controller_address, timeout_seconds, std::move(logger), security,

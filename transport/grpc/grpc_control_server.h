@@ -6,11 +6,12 @@
 // cancelled if it has not proven itself within the timeout. Refusals are logged rate-limited.
 // Without TLS the port is kolo's FrontDoor (front_door.h), which hands gRPC only connections
 // that sent the HTTP/2 preface; with TLS, gRPC's own listener accepts.
-// Threading: gRPC runs each stream's handler on its own thread, which owns and joins one writer
-// thread for that stream. Send and Stop may be called from any thread (Send never blocks on
-// the network); handler callbacks arrive on the stream threads, under no lock of this class.
-// One reaper thread cancels handshakes past their deadline, and without TLS the front door's
-// accept thread hands connections over; Start starts both, Stop joins both.
+// Threading: every stream is a reactor over gRPC's asynchronous API (control_session.h) on one
+// completion queue, which one thread drives: no thread per stream. Send and Stop may be called
+// from any thread (Send never blocks on the network); handler callbacks arrive on the queue's
+// thread, one at a time, under no lock of this class. One reaper thread cancels streams past
+// their handshake or flush deadline, and without TLS the front door's accept thread hands
+// connections over; Start starts the three, Stop joins them.
 #pragma once
 
 #include <chrono>
@@ -50,6 +51,8 @@ class GrpcControlServer final : public ControllerOutbox {
   // the server is stopping. Never blocks on the network. Any thread, including handler calls.
   void Send(int rank, const ControllerMessage& message) override;
   // Encodes `message` once and queues that one encoding for each rank (controller_link.h).
+  // While every admitted stream gets it, a response whose cached tensors every stream was
+  // told by name goes by their ids alone (docs/PROTOCOL.md, "Cached ops by bit vector").
   void SendToEach(int size, int skip, const ControllerMessage& message) override;
 
   // Stops accepting streams and waits until every worker has ended its stream (queued

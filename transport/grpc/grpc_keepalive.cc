@@ -25,6 +25,9 @@ grpc::ChannelArguments WorkerChannelArguments(double timeout_seconds) {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // One connection per worker, even for several workers in one process.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // No bandwidth probing: control messages are small, and a probe ping per burst of them
+  // costs both ends a write and a wake-up (docs/SCALE.md).
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   args.SetMaxReceiveMessageSize(kMaxControlMessageBytes);
   args.SetMaxSendMessageSize(kMaxControlMessageBytes);
   return args;
@@ -44,6 +47,9 @@ void ApplyServerArguments(double timeout_seconds, grpc::ServerBuilder* builder) 
   // that never opens a stream, or whose stream was refused, cannot hold a descriptor for
   // good. A worker's control stream stays open for the whole job, so it is never idle.
   builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, keepalive.ping_timeout_ms);
+  // No bandwidth probing (as on the workers' side): with a thousand streams of small messages,
+  // probe pings were a write and a wake-up each.
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   // Two controllers on one port would split the job silently.
   builder->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder->SetMaxReceiveMessageSize(kMaxControlMessageBytes);

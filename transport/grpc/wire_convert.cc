@@ -1,5 +1,7 @@
 #include "transport/grpc/wire_convert.h"
 
+#include "transport/grpc/id_runs.h"
+
 namespace kolo::transport {
 namespace {
 
@@ -73,27 +75,55 @@ Hello FromWire(const wire::Hello& in) {
   return hello;
 }
 
-StatusOr<Request> FromWire(const wire::Request& in) {
-  Request request;
+// Appends what `in` stands for to *out: one request, or one per id of a run. `id_budget`: the
+// ids the message's runs may still name (AppendIdRun).
+Status AppendRequests(const wire::Request& in, size_t* id_budget, std::vector<Request>* out) {
   switch (in.kind_case()) {
     case wire::Request::kFull:
-      request.meta = FromWire(in.full());
-      return request;
+      out->emplace_back().meta = FromWire(in.full());
+      return Status::Ok();
     case wire::Request::kCacheId:
       if (in.cache_id() == 0) return InvalidArgument("a request names cache id 0");
-      request.cache_id = in.cache_id();
-      return request;
+      out->emplace_back().cache_id = in.cache_id();
+      return Status::Ok();
+    case wire::Request::kCached: {
+      thread_local std::vector<uint32_t> ids;  // a reused scratch list
+      ids.clear();
+      KOLO_RETURN_IF_ERROR(AppendIdRun(in.cached(), id_budget, &ids));
+      for (uint32_t id : ids) out->emplace_back().cache_id = id;
+      return Status::Ok();
+    }
     default:
       return InvalidArgument("a request has neither metadata nor a cache id");
   }
 }
 
-void ToWire(const Response& response, wire::Response* out) {
+// Appends `requests` to *out, each run of ascending cache-id requests as one IdRun.
+void ToWire(const std::vector<Request>& requests, wire::RequestBatch* out) {
+  std::vector<uint32_t> ids;
+  for (size_t i = 0; i < requests.size();) {
+    if (requests[i].cache_id == 0) {
+      ToWire(requests[i].meta, out->add_requests()->mutable_full());
+      ++i;
+      continue;
+    }
+    ids.clear();
+    while (i < requests.size() && requests[i].cache_id != 0) ids.push_back(requests[i++].cache_id);
+    for (size_t at = 0; at < ids.size();) {
+      const size_t n = IdRunLength(ids.data() + at, ids.size() - at);
+      if (n == 1) {
+        out->add_requests()->set_cache_id(ids[at]);
+      } else {
+        EncodeIdRun(ids.data() + at, n, out->add_requests()->mutable_cached());
+      }
+      at += n;
+    }
+  }
+}
+
+void ToWireHead(const Response& response, wire::Response* out) {
   SignatureToWire(response, out);
   out->set_seq(response.seq);
-  for (const std::string& name : response.names) out->add_names(name);
-  for (uint32_t id : response.cache_ids) out->add_cache_ids(id);
-  for (int64_t n : response.num_elements) out->add_num_elements(n);
   out->set_error(response.error);
   out->set_error_code(static_cast<int32_t>(response.error_code));
   for (int64_t d : response.first_dims) out->add_first_dims(d);
@@ -104,23 +134,51 @@ void ToWire(const Response& response, wire::Response* out) {
   }
 }
 
-Response FromWire(const wire::Response& in) {
+// `id_budget`: as AppendRequests'.
+StatusOr<Response> FromWire(const wire::Response& in, size_t* id_budget) {
   Response response;
   response.signature() = SignatureFromWire(in);
   response.seq = in.seq();
   response.gpu = in.gpu();
   if (in.has_hierarchy_min_bytes()) response.hierarchy_min_bytes = in.hierarchy_min_bytes();
-  response.names.assign(in.names().begin(), in.names().end());
-  response.cache_ids.assign(in.cache_ids().begin(), in.cache_ids().end());
-  response.num_elements.assign(in.num_elements().begin(), in.num_elements().end());
   response.error = in.error();
   response.error_code = static_cast<StatusCode>(in.error_code());
   response.first_dims.assign(in.first_dims().begin(), in.first_dims().end());
   response.splits.assign(in.splits().begin(), in.splits().end());
+  if (in.by_id()) {
+    if (in.names_size() != 0 || in.cache_ids_size() != 0 || in.num_elements_size() != 0) {
+      return InvalidArgument("a response by cache id also carries names or ids");
+    }
+    for (const wire::IdRun& run : in.id_runs()) {
+      KOLO_RETURN_IF_ERROR(AppendIdRun(run, id_budget, &response.cache_ids));
+    }
+    return response;  // names and element counts: ResponseNames::Fill
+  }
+  response.names.assign(in.names().begin(), in.names().end());
+  response.cache_ids.assign(in.cache_ids().begin(), in.cache_ids().end());
+  response.num_elements.assign(in.num_elements().begin(), in.num_elements().end());
   return response;
 }
 
 }  // namespace
+
+void ToWire(const Response& response, wire::Response* out) {
+  ToWireHead(response, out);
+  for (const std::string& name : response.names) out->add_names(name);
+  for (uint32_t id : response.cache_ids) out->add_cache_ids(id);
+  for (int64_t n : response.num_elements) out->add_num_elements(n);
+}
+
+void ToWireById(const Response& response, wire::Response* out) {
+  ToWireHead(response, out);
+  out->set_by_id(true);
+  const std::vector<uint32_t>& ids = response.cache_ids;
+  for (size_t at = 0; at < ids.size();) {
+    const size_t n = IdRunLength(ids.data() + at, ids.size() - at);
+    EncodeIdRun(ids.data() + at, n, out->add_id_runs());
+    at += n;
+  }
+}
 
 wire::WorkerMessage ToWire(const WorkerMessage& message) {
   wire::WorkerMessage out;
@@ -129,15 +187,7 @@ wire::WorkerMessage ToWire(const WorkerMessage& message) {
       ToWire(message.hello, out.mutable_hello());
       break;
     case WorkerMessage::Kind::kRequests:
-      for (const Request& request : message.requests) {
-        wire::Request* r = out.mutable_requests()->add_requests();
-        if (request.cache_id != 0) {
-          r->set_cache_id(request.cache_id);
-        } else {
-          ToWire(request.meta, r->mutable_full());
-        }
-      }
-      out.mutable_requests();  // an empty batch is still a batch
+      ToWire(message.requests, out.mutable_requests());  // an empty batch is still a batch
       break;
     case WorkerMessage::Kind::kShutdown:
       out.mutable_shutdown();
@@ -154,30 +204,39 @@ wire::WorkerMessage ToWire(const WorkerMessage& message) {
 
 StatusOr<WorkerMessage> FromWire(const wire::WorkerMessage& in) {
   WorkerMessage message;
+  KOLO_RETURN_IF_ERROR(FromWire(in, &message));
+  return message;
+}
+
+Status FromWire(const wire::WorkerMessage& in, WorkerMessage* out) {
+  out->requests.clear();  // keeps its capacity for the next batch
+  out->reason.clear();
+  out->ping_unix_us = 0;
   switch (in.kind_case()) {
     case wire::WorkerMessage::kHello:
-      message.kind = WorkerMessage::Kind::kHello;
-      message.hello = FromWire(in.hello());
-      return message;
-    case wire::WorkerMessage::kRequests:
-      message.kind = WorkerMessage::Kind::kRequests;
-      message.requests.reserve(static_cast<size_t>(in.requests().requests_size()));
+      out->kind = WorkerMessage::Kind::kHello;
+      out->hello = FromWire(in.hello());
+      return Status::Ok();
+    case wire::WorkerMessage::kRequests: {
+      out->kind = WorkerMessage::Kind::kRequests;
+      out->requests.reserve(static_cast<size_t>(in.requests().requests_size()));
+      size_t id_budget = kMaxIdsInRuns;
       for (const wire::Request& r : in.requests().requests()) {
-        KOLO_ASSIGN_OR_RETURN(Request request, FromWire(r));
-        message.requests.push_back(std::move(request));
+        KOLO_RETURN_IF_ERROR(AppendRequests(r, &id_budget, &out->requests));
       }
-      return message;
+      return Status::Ok();
+    }
     case wire::WorkerMessage::kShutdown:
-      message.kind = WorkerMessage::Kind::kShutdown;
-      return message;
+      out->kind = WorkerMessage::Kind::kShutdown;
+      return Status::Ok();
     case wire::WorkerMessage::kAbort:
-      message.kind = WorkerMessage::Kind::kAbort;
-      message.reason = in.abort().reason();
-      return message;
+      out->kind = WorkerMessage::Kind::kAbort;
+      out->reason = in.abort().reason();
+      return Status::Ok();
     case wire::WorkerMessage::kPing:
-      message.kind = WorkerMessage::Kind::kPing;
-      message.ping_unix_us = in.ping().client_unix_us();
-      return message;
+      out->kind = WorkerMessage::Kind::kPing;
+      out->ping_unix_us = in.ping().client_unix_us();
+      return Status::Ok();
     default:
       return InvalidArgument("a worker message has no kind");
   }
@@ -225,12 +284,16 @@ StatusOr<ControllerMessage> FromWire(const wire::ControllerMessage& in) {
         message.peers.push_back({p.rank(), p.host(), p.data_address(), p.machine()});
       }
       return message;
-    case wire::ControllerMessage::kResponses:
+    case wire::ControllerMessage::kResponses: {
       message.kind = ControllerMessage::Kind::kResponses;
+      message.responses.reserve(static_cast<size_t>(in.responses().responses_size()));
+      size_t id_budget = kMaxIdsInRuns;
       for (const wire::Response& r : in.responses().responses()) {
-        message.responses.push_back(FromWire(r));
+        KOLO_ASSIGN_OR_RETURN(Response response, FromWire(r, &id_budget));
+        message.responses.push_back(std::move(response));
       }
       return message;
+    }
     case wire::ControllerMessage::kShutdown:
       message.kind = ControllerMessage::Kind::kShutdown;
       return message;

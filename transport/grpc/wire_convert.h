@@ -9,13 +9,24 @@
 
 namespace kolo::transport {
 
+// A request batch's consecutive ascending cache ids travel as one bit vector (IdRun) each.
 wire::WorkerMessage ToWire(const WorkerMessage& message);
+// Every response in full: names, cache ids and element counts.
 wire::ControllerMessage ToWire(const ControllerMessage& message);
+// One response in full.
+void ToWire(const Response& response, wire::Response* out);
+// `response` by its cache ids alone (protocol 7, docs/PROTOCOL.md "Cached ops by bit vector"):
+// for a response whose every id the receiver was told by an earlier one (ResponseNames).
+void ToWireById(const Response& response, wire::Response* out);
 
-// Fail (InvalidArgument) on a message whose kind is unset or a request that is neither full
-// metadata nor a non-zero cache id. Enum values pass through unchecked: the controller
-// validates them and reports mismatches with both values.
+// Fail (InvalidArgument) on a message whose kind is unset, a request that is neither full
+// metadata nor non-zero cache ids, or a malformed bit vector of ids (id_runs.h). Enum values
+// pass through unchecked: the controller validates them and reports mismatches with both
+// values. A response by id comes back with its cache ids only: ResponseNames::Fill adds the
+// names and element counts.
 StatusOr<WorkerMessage> FromWire(const wire::WorkerMessage& message);
+// The same into *out, whose storage it reuses (the controller's server, once per message).
+Status FromWire(const wire::WorkerMessage& message, WorkerMessage* out);
 StatusOr<ControllerMessage> FromWire(const wire::ControllerMessage& message);
 
 }  // namespace kolo::transport

@@ -1,0 +1,230 @@
+#include "transport/grpc/control_sessions.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "transport/grpc/wire_convert.h"
+
+namespace kolo::transport {
+
+ControlSessions::ControlSessions(Config config, std::string generation)
+    : config_(std::move(config)),
+      generation_(std::move(generation)),
+      refusals_(config_.logger, "control stream") {
+  reaper_ = std::thread([this] { ReaperLoop(); });
+}
+
+ControlSessions::~ControlSessions() {
+  {
+    MutexLock lock(&deadline_mu_);
+    reaper_stop_ = true;
+  }
+  reaper_wake_.NotifyAll();
+  if (reaper_.joinable()) reaper_.join();
+}
+
+void ControlSessions::AcceptNext() {
+  auto* session = new ControlSession(this, config_.service, config_.cq);  // deletes itself
+  session->Accept();
+}
+
+void ControlSessions::Serve() {
+  AcceptNext();
+  queue_thread_ = std::thread([this] {
+    void* tag = nullptr;
+    bool ok = false;
+    while (config_.cq->Next(&tag, &ok)) {
+      try {
+        AsyncSessionStream::Dispatch(tag, ok);
+      } catch (const std::exception& e) {  // third-party code at a thread boundary
+        config_.logger->error("control stream event failed: {}", e.what());
+      }
+    }
+  });
+}
+
+void ControlSessions::JoinQueue() {
+  if (queue_thread_.joinable()) queue_thread_.join();
+}
+
+Status ControlSessions::Register(ControlSession* session) {
+  MutexLock lock(&mu_);
+  if (stopping_) return Unavailable("the controller is shutting down");
+  auto [it, fresh] = streams_.try_emplace(session->rank(), session);
+  if (!fresh) {
+    return FailedPrecondition("rank " + std::to_string(session->rank()) +
+                              " already has a control stream");
+  }
+  told_.Clear();  // this stream has heard none of the names the others were told
+  return Status::Ok();
+}
+
+void ControlSessions::Unregister(ControlSession* session) {
+  MutexLock lock(&mu_);
+  auto it = streams_.find(session->rank());
+  if (it != streams_.end() && it->second == session) streams_.erase(it);
+  drained_.NotifyAll();
+}
+
+bool ControlSessions::stopping() const {
+  MutexLock lock(&mu_);
+  return stopping_;
+}
+
+SteadyTime ControlSessions::FlushDeadline() const {
+  const SteadyTime deadline = AddSeconds(std::chrono::steady_clock::now(), config_.timeout_seconds);
+  MutexLock lock(&mu_);
+  return stopping_ ? std::min(deadline, stop_deadline_) : deadline;
+}
+
+Encoded ControlSessions::Encode(const wire::ControllerMessage& message) const {
+  grpc::ByteBuffer buffer;
+  bool own = false;
+  // Serializing a message we built cannot fail but for its size, which kolo bounds.
+  (void)grpc::SerializationTraits<wire::ControllerMessage>::Serialize(message, &buffer, &own);
+  return std::make_shared<const grpc::ByteBuffer>(std::move(buffer));
+}
+
+Encoded ControlSessions::Encode(const ControllerMessage& message) const {
+  wire::ControllerMessage out = ToWire(message);
+  if (message.kind == ControllerMessage::Kind::kWelcome) {
+    out.mutable_welcome()->set_generation(generation_);
+  }
+  return Encode(out);
+}
+
+Encoded ControlSessions::EncodeForEachLocked(int size, int skip, const ControllerMessage& message) {
+  if (message.kind != ControllerMessage::Kind::kResponses) return Encode(message);
+  // By id only where every admitted stream gets this message and got the ones before it.
+  size_t targets = 0;
+  for (int rank = 0; rank < size; ++rank) {
+    if (rank == skip) continue;
+    if (streams_.count(rank) == 0) return Encode(message);
+    ++targets;
+  }
+  if (targets != streams_.size()) return Encode(message);
+  wire::ControllerMessage out;
+  wire::ResponseBatch* batch = out.mutable_responses();
+  for (const Response& response : message.responses) {
+    if (told_.CanGoById(response)) {
+      ToWireById(response, batch->add_responses());
+    } else {
+      ToWire(response, batch->add_responses());
+      told_.Learn(response);
+    }
+  }
+  return Encode(out);
+}
+
+void ControlSessions::LogDropped(const ControllerMessage& message, int rank,
+                                 const char* because) const {
+  // A Pong only answers a clock sample for the timeline, which a stopping job no longer needs:
+  // dropping one is routine (clean shutdowns right after init dropped them and warned).
+  const spdlog::level::level_enum level =
+      message.kind == ControllerMessage::Kind::kPong ? spdlog::level::debug : spdlog::level::warn;
+  config_.logger->log(level, "dropped a {} message for rank {}: {}", KindName(message.kind), rank,
+                      because);
+}
+
+void ControlSessions::Send(int rank, const ControllerMessage& message) {
+  const Encoded encoded = Encode(message);  // outside the lock: the writers keep writing
+  const char* dropped_because = nullptr;
+  {
+    MutexLock lock(&mu_);
+    auto it = streams_.find(rank);
+    if (stopping_) {
+      dropped_because = "the controller is stopping";
+    } else if (it == streams_.end()) {
+      dropped_because = "it has no control stream";
+    } else {
+      dropped_because = it->second->Enqueue(encoded);
+    }
+  }
+  if (dropped_because != nullptr) LogDropped(message, rank, dropped_because);
+}
+
+void ControlSessions::SendToEach(int size, int skip, const ControllerMessage& message) {
+  std::vector<std::pair<int, const char*>> dropped;
+  {
+    MutexLock lock(&mu_);
+    const Encoded encoded = EncodeForEachLocked(size, skip, message);  // once for every copy
+    for (int rank = 0; rank < size; ++rank) {
+      if (rank == skip) continue;
+      auto it = streams_.find(rank);
+      const char* because = stopping_              ? "the controller is stopping"
+                            : it == streams_.end() ? "it has no control stream"
+                                                   : it->second->Enqueue(encoded);
+      if (because != nullptr) dropped.emplace_back(rank, because);
+    }
+  }
+  for (const auto& [rank, because] : dropped) LogDropped(message, rank, because);
+}
+
+void ControlSessions::StopStreams(SteadyTime deadline) {
+  MutexLock lock(&mu_);
+  stopping_ = true;
+  stop_deadline_ = deadline;
+  // Queued messages keep flowing: wait for the workers to end their streams (they do once
+  // they have read Shutdown), and cancel only what is left at the deadline.
+  drained_.WaitUntil(&mu_, deadline, [&]() KOLO_REQUIRES(mu_) { return streams_.empty(); });
+  for (const auto& [rank, session] : streams_) session->context()->TryCancel();
+}
+
+void ControlSessions::StopHandshakes() {
+  {
+    MutexLock lock(&deadline_mu_);
+    for (const auto& [session, deadline] : deadlines_) session->context()->TryCancel();
+    reaper_stop_ = true;
+  }
+  reaper_wake_.NotifyAll();
+}
+
+void ControlSessions::JoinReaper() {
+  if (reaper_.joinable()) reaper_.join();
+}
+
+void ControlSessions::SetDeadline(ControlSession* session, SteadyTime deadline, bool flushing) {
+  bool wake = false;
+  {
+    MutexLock lock(&deadline_mu_);
+    deadlines_[session] = Deadline{deadline, flushing};
+    wake = deadline < reaper_next_;
+  }
+  if (wake) reaper_wake_.NotifyAll();
+}
+
+void ControlSessions::ClearDeadline(ControlSession* session) {
+  MutexLock lock(&deadline_mu_);
+  deadlines_.erase(session);
+}
+
+void ControlSessions::ReaperLoop() {
+  MutexLock lock(&deadline_mu_);
+  while (!reaper_stop_) {
+    SteadyTime next = SteadyTime::max();
+    const SteadyTime now = std::chrono::steady_clock::now();
+    for (auto& [session, deadline] : deadlines_) {
+      if (deadline.at <= now) {
+        if (deadline.flushing && session->queued() > 0) {
+          config_.logger->warn(
+              "control stream of rank {}: cancelled with {} messages not yet "
+              "written",
+              session->rank(), session->queued());
+        }
+        // Its pending read or write fails; the session then finishes and forgets its deadline.
+        session->context()->TryCancel();
+        deadline.at = SteadyTime::max();
+      }
+      next = std::min(next, deadline.at);
+    }
+    reaper_next_ = next;
+    if (next == SteadyTime::max()) {
+      reaper_wake_.Wait(&deadline_mu_);  // woken by a new deadline or by Stop
+    } else {
+      reaper_wake_.WaitUntil(&deadline_mu_, next);
+    }
+  }
+}
+
+}  // namespace kolo::transport

@@ -1,0 +1,121 @@
+// ControlSessions: every worker stream of the controller's server (GrpcControlServer's insides):
+// the admitted ones by rank, the messages the controller sends them (encoded once per
+// broadcast, cached tensors by id once every stream knows their names: response_names.h), and
+// the deadlines of streams still in their handshake or flushing their last messages, which one
+// reaper thread enforces by cancelling the stream. Each stream is a ControlSession
+// (control_session.h), a reactor over gRPC's asynchronous API that calls back in here; one
+// thread (Serve) drives the server's one completion queue, and so runs every stream's
+// reactions and the handler calls they make.
+// Threading: every method may be called from any thread: the completion queue's, the
+// controller's (Send, SendToEach) and the server's owner (Stop...). mu_ guards the streams and
+// the name book and is taken before a session's own lock; deadline_mu_ guards the deadlines
+// and is taken on its own or before a session's lock. No lock of this class is held while the
+// ControllerHandler is called.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "core/controller_link.h"
+#include "core/logging.h"
+#include "core/mutex.h"
+#include "transport/auth/refusal_log.h"
+#include "transport/deadline.h"
+#include "transport/grpc/control_auth.h"
+#include "transport/grpc/control_session.h"
+#include "transport/grpc/response_names.h"
+
+namespace kolo::transport {
+
+class ControlSessions {
+ public:
+  struct Config {
+    ControllerHandler* handler = nullptr;  // must outlive this
+    double timeout_seconds = 0;            // handshake and flush deadlines
+    Logger logger;
+    ControlSecurity security;
+    std::function<std::string(const std::string&)> peer_name;  // gRPC's peer -> for logs
+    RawSessionService* service = nullptr;                      // must outlive this
+    grpc::ServerCompletionQueue* cq = nullptr;                 // must outlive this; Serve drives it
+  };
+  ControlSessions(Config config, std::string generation);
+  ~ControlSessions();  // stops and joins the reaper if JoinReaper did not
+
+  // Starts the completion queue's thread, which accepts streams and runs their reactions until
+  // the queue is shut down and drained (JoinQueue). Once, after the server started.
+  void Serve();
+  // Waits for Serve's thread; after the server's Shutdown and the queue's.
+  void JoinQueue();
+  // Readies a session for the next stream gRPC opens (each accepted stream asks for the next).
+  void AcceptNext();
+
+  // Queues `message` for `rank`'s stream; dropped and logged when it has none or it closes.
+  void Send(int rank, const ControllerMessage& message) KOLO_EXCLUDES(mu_);
+  // Encodes `message` once and queues it for ranks 0..size-1 but `skip`.
+  void SendToEach(int size, int skip, const ControllerMessage& message) KOLO_EXCLUDES(mu_);
+
+  // Refuses new streams and messages, waits until every admitted stream ended or `deadline`,
+  // then cancels the rest.
+  void StopStreams(SteadyTime deadline) KOLO_EXCLUDES(mu_);
+  // Cancels every stream still in its handshake or flush and ends the reaper's loop.
+  void StopHandshakes() KOLO_EXCLUDES(deadline_mu_);
+  // After StopHandshakes. Messages sent later are dropped (StopStreams).
+  void JoinReaper();
+
+  // For ControlSession.
+  const Config& config() const { return config_; }
+  RefusalLog& refusals() { return refusals_; }
+  // Admits `session` under its Hello's rank: Unavailable while stopping, FailedPrecondition
+  // when the rank has a stream already.
+  Status Register(ControlSession* session) KOLO_EXCLUDES(mu_);
+  void Unregister(ControlSession* session) KOLO_EXCLUDES(mu_);
+  bool stopping() const KOLO_EXCLUDES(mu_);
+  // The wire form of one stream's message (a Welcome gets the generation).
+  Encoded Encode(const wire::ControllerMessage& message) const;
+  Encoded Encode(const ControllerMessage& message) const;
+  // The reaper cancels `session` at `deadline` (replacing an earlier one) until Forget.
+  void SetDeadline(ControlSession* session, SteadyTime deadline, bool flushing)
+      KOLO_EXCLUDES(deadline_mu_);
+  void ClearDeadline(ControlSession* session) KOLO_EXCLUDES(deadline_mu_);
+  // When a stream closing now must have written its queue: the timeout, or Stop's deadline.
+  SteadyTime FlushDeadline() const KOLO_EXCLUDES(mu_);
+
+ private:
+  struct Deadline {
+    SteadyTime at;
+    bool flushing = false;  // else: the handshake's
+  };
+  void ReaperLoop();
+  // `message` for ranks 0..size-1 but `skip`, responses by id where every stream holds them.
+  Encoded EncodeForEachLocked(int size, int skip, const ControllerMessage& message)
+      KOLO_REQUIRES(mu_);
+  void LogDropped(const ControllerMessage& message, int rank, const char* because) const;
+
+  const Config config_;
+  const std::string generation_;
+  RefusalLog refusals_;  // thread-safe
+  std::thread reaper_;
+  std::thread queue_thread_;  // Serve
+
+  mutable Mutex mu_;
+  std::unordered_map<int, ControlSession*> streams_ KOLO_GUARDED_BY(mu_);  // admitted, by rank
+  ResponseNames told_ KOLO_GUARDED_BY(mu_);  // what every admitted stream was told
+  bool stopping_ KOLO_GUARDED_BY(mu_) = false;
+  SteadyTime stop_deadline_ KOLO_GUARDED_BY(mu_);
+  CondVar drained_;  // with mu_: a stream ended
+
+  Mutex deadline_mu_;
+  std::map<ControlSession*, Deadline> deadlines_ KOLO_GUARDED_BY(deadline_mu_);
+  bool reaper_stop_ KOLO_GUARDED_BY(deadline_mu_) = false;
+  // When the reaper wakes next (max: not before a notification); a deadline after it needs no
+  // wake-up, which keeps a thousand streams' handshakes from waking it a thousand times.
+  SteadyTime reaper_next_ KOLO_GUARDED_BY(deadline_mu_) = SteadyTime::max();
+  CondVar reaper_wake_;  // with deadline_mu_
+};
+
+}  // namespace kolo::transport
