@@ -14,7 +14,6 @@
 #include "core/autotuner.h"
 #include "core/logging.h"
 #include "core/loop/background_loop.h"
-#include "core/loop/local_control_channel.h"
 #include "core/mutex.h"
 #include "core/process_sets.h"
 #include "core/shared_memory_plane.h"
@@ -28,6 +27,7 @@
 #include "runtime/core_share.h"
 #include "runtime/host_groups.h"
 #include "transport/grpc/control_auth.h"
+#include "transport/local/local_control_channel.h"
 #include "transport/shm/shm_mesh.h"
 
 namespace kolo {

@@ -23,8 +23,8 @@ The parser is a tokenizer (comments, string and raw-string literals, character l
 preprocessor lines are skipped) and a brace matcher that knows C++ declarations well enough for
 kolo: templates, attribute macros (KOLO_GUARDED_BY(...) and any ALL_CAPS(...) after a
 declarator), [[attributes]], constructor initializer lists, brace initializers and lambdas in
-member initializers. Exit status: 0 clean, 1 violations (or a stale allowlist entry), 2 usage
-or parse error. Standard library only.
+member initializers. Python sources are not checked (yet). Exit status: 0 clean, 1 violations
+(or a stale allowlist entry), 2 usage or parse error. Standard library only.
 """
 import os
 import re
@@ -40,8 +40,8 @@ FUNCTION_LIMIT = 60
 FUNCTION_EXEMPT = ("tests/", "fuzz/")
 
 SOURCE_EXTS = (".h", ".hpp", ".cc", ".cpp", ".c", ".cu", ".cuh")
-TOP_FOLDERS = ("controller", "core", "examples", "fuzz", "libtorch", "ops", "python", "runtime",
-               "tests", "tools", "transport")
+TOP_FOLDERS = ("controller", "core", "examples", "fuzz", "launcher", "libtorch", "ops", "python",
+               "runtime", "tests", "tools", "transport")
 SKIP_DIRS = {"fuzz/corpus", "tests/tools/data", "examples/data"}
 DEFAULT_ALLOWLIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_sizes.allow")
 

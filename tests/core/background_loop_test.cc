@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "controller/controller.h"
-#include "core/loop/local_control_channel.h"
 #include "core/loop/loop_state.h"
 #include "tests/support/watchdog.h"
+#include "transport/local/local_control_channel.h"
 
 using namespace kolo;
 using namespace std::chrono_literals;
