@@ -38,3 +38,6 @@ install(FILES ${PROJECT_BINARY_DIR}/koloConfig.cmake ${PROJECT_BINARY_DIR}/koloC
 file(RELATIVE_PATH KOLO_PC_PREFIX_FROM_PCDIR /prefix/${KOLO_PKGCONFIG_DIR} /prefix)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/kolo.pc.in ${PROJECT_BINARY_DIR}/kolo.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/kolo.pc DESTINATION ${KOLO_PKGCONFIG_DIR})
+
+# The pip build's wheel: its own component, left out of a plain `cmake --install`.
+include(${CMAKE_CURRENT_LIST_DIR}/KoloWheel.cmake)

@@ -1,10 +1,11 @@
 # kolo.tensorflow (python/tensorflow/): KOLO_WITH_TENSORFLOW is AUTO (build it when a Python with
 # TensorFlow is found, else say in one line what to install), ON (fail the configure step
 # without it) or OFF. The Python is KOLO_TENSORFLOW_PYTHON, by default the venv
-# tools/install-deps.sh --tensorflow makes (.venv/tensorflow in the source tree). Everything about
-# TensorFlow is read from that interpreter's tf.sysconfig (its compile and link flags: include
-# path, C++ standard, _GLIBCXX_USE_CXX11_ABI, the framework library), as TensorFlow's guide to
-# custom ops says; nothing is hard-coded.
+# tools/install-deps.sh --tensorflow makes (.venv/tensorflow in the source tree); in a pip build,
+# the installing Python (cmake/KoloPip.cmake, which also fails the build when pip's isolation
+# hides TensorFlow). Everything about TensorFlow is read from that interpreter's tf.sysconfig
+# (its compile and link flags: include path, C++ standard, _GLIBCXX_USE_CXX11_ABI, the framework
+# library), as TensorFlow's guide to custom ops says; nothing is hard-coded.
 # Sets KOLO_HAVE_TENSORFLOW and, when ON, KOLO_TENSORFLOW_INCLUDE_DIR, KOLO_TENSORFLOW_DEFINES,
 # KOLO_TENSORFLOW_LIBRARY, KOLO_TENSORFLOW_LIBRARY_DIR, KOLO_TENSORFLOW_VERSION,
 # KOLO_TENSORFLOW_PYTHON_VERSION.
@@ -19,6 +20,11 @@ set(KOLO_TENSORFLOW_PYTHON "${PROJECT_SOURCE_DIR}/.venv/tensorflow/bin/python"
 set(KOLO_HAVE_TENSORFLOW OFF)
 set(_kolo_tf_install_hint
     "run tools/install-deps.sh --tensorflow, or pass -DKOLO_TENSORFLOW_PYTHON=<a python with tensorflow>")
+if(DEFINED SKBUILD)  # a pip build (cmake/KoloPip.cmake)
+  string(CONCAT _kolo_tf_install_hint
+         "pip install tensorflow-cpu into the environment you install kolo into and build with "
+         "pip install --no-build-isolation, or leave it out with HOROVOD_WITHOUT_TENSORFLOW=1")
+endif()
 
 function(_kolo_tf_probe result)
   if(NOT EXISTS "${KOLO_TENSORFLOW_PYTHON}")
@@ -103,10 +109,16 @@ if(NOT KOLO_WITH_TENSORFLOW STREQUAL "OFF" AND NOT KOLO_SANITIZE STREQUAL "")
   message(STATUS "kolo.tensorflow not built: ${_kolo_tf_why}")
 elseif(NOT KOLO_WITH_TENSORFLOW STREQUAL "OFF")
   _kolo_tf_probe(_kolo_tf_problem)
+  if(NOT _kolo_tf_problem STREQUAL "")
+    kolo_pip_isolation_problem("${KOLO_TENSORFLOW_PYTHON}" tensorflow TENSORFLOW
+                               _kolo_tf_isolation)
+  endif()
   if(_kolo_tf_problem STREQUAL "")
     set(KOLO_HAVE_TENSORFLOW ON)
     message(STATUS "kolo.tensorflow: TensorFlow ${KOLO_TENSORFLOW_VERSION} from "
                    "${KOLO_TENSORFLOW_PYTHON}")
+  elseif(_kolo_tf_isolation)  # AUTO too: the user has it, pip hid it
+    message(FATAL_ERROR "kolo.tensorflow: ${_kolo_tf_problem}: ${_kolo_tf_isolation}")
   elseif(KOLO_WITH_TENSORFLOW STREQUAL "ON")
     message(FATAL_ERROR "KOLO_WITH_TENSORFLOW=ON: ${_kolo_tf_problem}; ${_kolo_tf_install_hint}")
   else()

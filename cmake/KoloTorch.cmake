@@ -1,9 +1,11 @@
 # kolo.torch (python/): KOLO_WITH_TORCH is AUTO (build it when a Python with torch is found,
 # else say in one line what to install), ON (fail the configure step without it) or OFF.
 # The Python is KOLO_TORCH_PYTHON, by default the venv tools/install-deps.sh --torch makes
-# (.venv/torch in the source tree). Everything about torch is read from that interpreter (no
-# find_package(Torch): its config drags in CUDA detection for a CPU build): include and library
-# paths, the C++11 ABI flag, the version, and Python's headers and module suffix.
+# (.venv/torch in the source tree); in a pip build, the installing Python (cmake/KoloPip.cmake,
+# which also fails the build when pip's isolation hides torch). Everything about torch is read
+# from that interpreter (no find_package(Torch): its config drags in CUDA detection for a CPU
+# build): include and library paths, the C++11 ABI flag, the version, and Python's headers and
+# module suffix.
 # Sets KOLO_HAVE_TORCH and, when ON, KOLO_TORCH_INCLUDE_DIRS, KOLO_TORCH_LIBRARY_DIR,
 # KOLO_TORCH_CXX11_ABI, KOLO_TORCH_VERSION, KOLO_TORCH_PYTHON_INCLUDE, KOLO_TORCH_EXT_SUFFIX,
 # KOLO_TORCH_PYTHON_VERSION.
@@ -17,6 +19,11 @@ set(KOLO_TORCH_PYTHON "${PROJECT_SOURCE_DIR}/.venv/torch/bin/python"
 
 set(KOLO_HAVE_TORCH OFF)
 set(_kolo_torch_install_hint "run tools/install-deps.sh --torch, or pass -DKOLO_TORCH_PYTHON=<a python with torch>")
+if(DEFINED SKBUILD)  # a pip build (cmake/KoloPip.cmake)
+  string(CONCAT _kolo_torch_install_hint
+         "pip install torch into the environment you install kolo into and build with "
+         "pip install --no-build-isolation, or leave it out with HOROVOD_WITHOUT_PYTORCH=1")
+endif()
 
 function(_kolo_torch_probe result)
   if(NOT EXISTS "${KOLO_TORCH_PYTHON}")
@@ -84,9 +91,14 @@ if(NOT KOLO_WITH_TORCH STREQUAL "OFF" AND NOT KOLO_SANITIZE STREQUAL "")
   message(STATUS "kolo.torch not built: ${_kolo_torch_why}")
 elseif(NOT KOLO_WITH_TORCH STREQUAL "OFF")
   _kolo_torch_probe(_kolo_torch_problem)
+  if(NOT _kolo_torch_problem STREQUAL "")
+    kolo_pip_isolation_problem("${KOLO_TORCH_PYTHON}" torch PYTORCH _kolo_torch_isolation)
+  endif()
   if(_kolo_torch_problem STREQUAL "")
     set(KOLO_HAVE_TORCH ON)
     message(STATUS "kolo.torch: torch ${KOLO_TORCH_VERSION} from ${KOLO_TORCH_PYTHON}")
+  elseif(_kolo_torch_isolation)  # AUTO too: the user has it, pip hid it
+    message(FATAL_ERROR "kolo.torch: ${_kolo_torch_problem}: ${_kolo_torch_isolation}")
   elseif(KOLO_WITH_TORCH STREQUAL "ON")
     message(FATAL_ERROR "KOLO_WITH_TORCH=ON: ${_kolo_torch_problem}; ${_kolo_torch_install_hint}")
   else()

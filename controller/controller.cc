@@ -170,9 +170,14 @@ void Controller::OnMessage(int rank, const WorkerMessage& message) {
       case WorkerMessage::Kind::kShutdown:
         HandleShutdownLocked(rank);
         break;
-      case WorkerMessage::Kind::kAbort:
-        AbortLocked("rank " + std::to_string(rank) + ": " + message.reason);
+      case WorkerMessage::Kind::kAbort: {
+        // What the ranks were waiting for at that moment: for an abort a rank asked for (a
+        // timed-out wait), the ranks that never submitted the op are the news.
+        const std::string pending = PendingText(negotiator_.WatchedTables(), clock_->Now());
+        AbortLocked("rank " + std::to_string(rank) + ": " + message.reason +
+                    (pending.empty() ? "" : "; at the abort, " + pending));
         break;
+      }
     }
   }
   Flush();

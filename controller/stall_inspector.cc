@@ -176,18 +176,31 @@ std::optional<Clock::TimePoint> StallInspector::NextCheck(
   return next;
 }
 
-std::string StallWarning(const StallInspector::Config& config,
-                         const std::vector<PendingName>& stalled, Clock::TimePoint now) {
+namespace {
+
+// "rank 2 has not submitted 'a', 'b' (waiting 61 s); ranks 3-5 have not submitted 'a' (...)".
+std::string WaitingClauses(const std::vector<PendingName>& stalled, Clock::TimePoint now) {
   auto describe = [&stalled, now](const Clause& clause) {
     const Duration waited = now - stalled[clause.names.front()].first_seen;  // the oldest
     return RanksText(clause.ranks) +
            (clause.ranks.size() == 1 ? " has not submitted " : " have not submitted ") +
            NamesText(stalled, clause.names) + " (waiting " + WaitText(waited) + ")";
   };
-  std::string text =
-      "stall: some ranks have not submitted tensors that others submitted " +
-      SecondsText(config.check_seconds) +
-      " or more ago (KOLO_STALL_CHECK_SECONDS): " + DescribeClauses(stalled, describe);
+  return DescribeClauses(stalled, describe);
+}
+
+}  // namespace
+
+std::string PendingText(const std::vector<WatchedTable>& tables, Clock::TimePoint now) {
+  const std::vector<PendingName> pending = Waiting(tables, now);
+  return pending.empty() ? std::string() : WaitingClauses(pending, now);
+}
+
+std::string StallWarning(const StallInspector::Config& config,
+                         const std::vector<PendingName>& stalled, Clock::TimePoint now) {
+  std::string text = "stall: some ranks have not submitted tensors that others submitted " +
+                     SecondsText(config.check_seconds) +
+                     " or more ago (KOLO_STALL_CHECK_SECONDS): " + WaitingClauses(stalled, now);
   if (config.shutdown_seconds > 0) {
     text += "; the job aborts once a tensor has waited " + SecondsText(config.shutdown_seconds) +
             " (KOLO_STALL_SHUTDOWN_SECONDS)";

@@ -80,6 +80,13 @@ class StallInspector {
 std::string StallWarning(const StallInspector::Config& config,
                          const std::vector<PendingName>& stalled, Clock::TimePoint now);
 
+// What the pending names of `tables` wait for at `now`, in StallWarning's clauses, e.g.
+//   rank 1 has not submitted 'grad/w1' (waiting 2.1 s); ranks 2, 3 have not submitted 'b'
+//   (waiting 0.4 s)
+// or "" when nothing is pending: what the controller adds to an abort a rank asked for
+// (Runtime::AbortJob), so that a timeout names the ranks it waited for.
+std::string PendingText(const std::vector<WatchedTable>& tables, Clock::TimePoint now);
+
 // The abort reason for `stalled` (oldest first), e.g.
 //   stalled for 300 s (KOLO_STALL_SHUTDOWN_SECONDS): rank 2 never submitted 'grad/w1',
 //   'grad/w2', 'grad/w3' and 2 more; ranks 3-5 never submitted 'grad/w1'

@@ -18,11 +18,19 @@
 // instead of going to sleep just as its peer answers. A waiter that yields counts wall time:
 // each of its yields may be a time slice off the core, and those must end its wait.
 //
+// Who waits matters too. A caller driving its own op (BackgroundLoop::Drive) has nothing else
+// to do: the application waits for that op. kolo's own thread runs ops while the application
+// computes beside it (gradients allreduced during the backward pass), often on the same core
+// (kolorun binds a rank to one): every microsecond it polls is taken from that computation.
+// So a wait on kolo's thread polls at most kBackgroundPoll before it sleeps, a caller's for its
+// whole budget (CallerWaitScope, ThisThreadPollBudget).
+//
 // Threading: any thread; a PollBudget belongs to the thread that waits.
 #pragma once
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace kolo {
@@ -77,6 +85,33 @@ class PollBudget {
   Clock::duration left_;
   Clock::time_point last_;
 };
+
+// The longest a wait polls on a thread that is not driving its caller's op: about a round trip
+// between two ranks on one host and a few chunk steps of a collective, so that a peer that is
+// there answers before the wait sleeps, where a peer that is late costs the application's
+// threads little.
+inline constexpr std::chrono::microseconds kBackgroundPoll{50};
+
+namespace internal {
+inline thread_local bool caller_waits = false;
+}  // namespace internal
+
+// While one lives, the waits of this thread are a caller's waiting for its own op.
+class CallerWaitScope {
+ public:
+  CallerWaitScope() : was_(internal::caller_waits) { internal::caller_waits = true; }
+  ~CallerWaitScope() { internal::caller_waits = was_; }
+  CallerWaitScope(const CallerWaitScope&) = delete;
+  CallerWaitScope& operator=(const CallerWaitScope&) = delete;
+
+ private:
+  const bool was_;
+};
+
+// `budget` on a caller's thread (inside a CallerWaitScope), at most kBackgroundPoll elsewhere.
+inline std::chrono::microseconds ThisThreadPollBudget(std::chrono::microseconds budget) {
+  return internal::caller_waits ? budget : std::min(budget, kBackgroundPoll);
+}
 
 // Calls `done` until it returns true or `budget` (on the core, see PollBudget) has passed;
 // true if it did. `how`: what to do between two calls. A zero budget checks once. `done` is

@@ -1,6 +1,8 @@
 // The per-rank launch plan; see job_plan.h.
 #include "launcher/job_plan.h"
 
+#include <algorithm>
+
 #include "launcher/rank_placement.h"
 #include "launcher/remote_command.h"
 
@@ -80,6 +82,14 @@ StatusOr<std::vector<EnvVar>> ForwardedVariables(const LaunchOptions& options,
   return forwarded;
 }
 
+// Whether kolorun's environment sets `name`.
+bool Sets(const std::vector<std::string>& env, const std::string& name) {
+  for (const std::string& entry : env) {
+    if (StartsWith(entry, name + "=")) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool IsThisHost(const std::string& name, const std::string& this_host) {
@@ -148,6 +158,14 @@ StatusOr<std::vector<RankLaunch>> PlanJob(const LaunchOptions& options, const Jo
                            ? context.cpus.size() / here
                            : 0;
   size_t bound = 0;  // local ranks given their block so far
+  // Unbound ranks sharing this host each see all of its CPUs, and torch, OpenMP and TensorFlow
+  // start a compute thread per CPU in each: with a DataLoader beside them the ResNet-50 step
+  // ran 3x slower than bound (docs/PERFORMANCE.md, "On a busy machine"). As torchrun does,
+  // they get an equal share each (at least one), unless the user set OMP_NUM_THREADS.
+  const std::string threads_each =
+      block == 0 && here >= 2 && !Sets(context.base_env, "OMP_NUM_THREADS")
+          ? std::to_string(std::max<size_t>(1, context.cpus.size() / here))
+          : "";
 
   std::vector<RankLaunch> plan;
   for (const RankPlacement& place : placements) {
@@ -167,6 +185,8 @@ StatusOr<std::vector<RankLaunch>> PlanJob(const LaunchOptions& options, const Jo
       const auto first = context.cpus.begin() + static_cast<std::ptrdiff_t>(bound++ * block);
       launch.cpus.assign(first, first + static_cast<std::ptrdiff_t>(block));
       launch.rank_vars.emplace_back("KOLO_CPU_BIND", "core");
+    } else if (!threads_each.empty() && starts_here(place)) {
+      launch.rank_vars.emplace_back("OMP_NUM_THREADS", threads_each);
     }
     KOLO_RETURN_IF_ERROR(PlanLaunchPath(options, host, job.secret, context, &launch));
     plan.push_back(std::move(launch));

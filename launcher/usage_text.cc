@@ -52,7 +52,9 @@ Options:
                         blocks of the CPUs kolorun may use, when there are at least as many
                         CPUs as such ranks (and two or more ranks), and tell them so
                         (KOLO_CPU_BIND=core); none: leave placement to the scheduler
-                        (for several jobs on one host: each binds from the first CPU)
+                        (for several jobs on one host: each binds from the first CPU), and
+                        give each rank here an equal share of the CPUs as its threads
+                        (OMP_NUM_THREADS, unless set), as torchrun does
   --dry-run             print each rank's host, command line and environment; start nothing
   --                    ends kolorun's options; what follows is the program and its arguments
   -h, --help            print this text

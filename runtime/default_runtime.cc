@@ -418,6 +418,13 @@ Status remove_process_set(int process_set) {
   return OnDefault([&](Runtime& rt) { return rt.RemoveProcessSet(process_set); });
 }
 
+StatusOr<Handle> remove_process_set_async(int process_set) {
+  std::shared_ptr<Runtime> rt = Current();
+  if (!rt) return NotInitialized();
+  return internal::HandleAccess::Submit(
+      [&](Callback done) { return rt->RemoveProcessSetAsync(process_set, std::move(done)); });
+}
+
 int process_set_rank(int process_set) {
   int rank = -1;
   OnDefault([&](Runtime& rt) {
@@ -443,6 +450,10 @@ std::vector<int> process_set_ranks(int process_set) {
     return Status::Ok();
   }).IgnoreError();
   return ranks;
+}
+
+Status abort_job(const std::string& reason) {
+  return OnDefault([&](Runtime& rt) { return rt.AbortJob(reason); });
 }
 
 Status start_timeline(const std::string& path) {

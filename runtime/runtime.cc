@@ -124,6 +124,10 @@ Status Runtime::Shutdown() {
   return impl_->Shutdown();
 }
 
+Status Runtime::AbortJob(const std::string& reason) {
+  return impl_->AbortJob(reason);
+}
+
 Status Runtime::StartTimeline(const std::string& path) {
   return impl_->StartTimeline(path, impl_->options().timeline_mark_cycles);
 }

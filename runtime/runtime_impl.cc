@@ -263,6 +263,14 @@ Status RuntimeImpl::StopTimeline() {
   return writer->status().WithContext("stop_timeline");
 }
 
+Status RuntimeImpl::AbortJob(const std::string& reason) {
+  if (reason.empty()) return InvalidArgument("abort_job() needs a reason");
+  MutexLock lock(&lifecycle_mu_);
+  // A loop that has ended (shut down, or aborted and stopped) has nothing left to fail.
+  if (loop_) loop_->AbortJob(Aborted(reason));
+  return Status::Ok();
+}
+
 Status RuntimeImpl::Shutdown() {
   if (BackgroundLoop::IsBackgroundThread()) {
     return FailedPrecondition(

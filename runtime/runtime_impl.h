@@ -67,6 +67,8 @@ class RuntimeImpl {
   // runtime/raw_data_plane.h: an allreduce response run by the executor directly.
   Status RawAllreduce(void* data, int64_t count, DataType dtype);
   Status StopTimeline();
+  // Runtime::AbortJob: hands the abort to the background loop (BackgroundLoop::AbortJob).
+  Status AbortJob(const std::string& reason);
   // Queues an op validated by the caller. `allocate` only for ops whose output size is
   // decided by negotiation (allgather).
   Status Enqueue(TensorMeta meta, const TensorView& input, const TensorView& output,

@@ -6,8 +6,12 @@
 # Lightning and Accelerate from PyPI, which KOLO_WITH_TORCH=AUTO finds (README "PyTorch"; ~5.4 GB, ~1.5 min). With
 # --tensorflow, also a venv in .venv/tensorflow (KOLO_TENSORFLOW_VENV overrides) holding
 # tensorflow-cpu, tf-keras (Keras 2, for the tf-keras suite) and pytest from PyPI, which
-# KOLO_WITH_TENSORFLOW=AUTO finds (README "TensorFlow and Keras"; ~2.2 GB, 1.5-3.5 min). Uses sudo
-# when not run as root. Touches nothing else.
+# KOLO_WITH_TENSORFLOW=AUTO finds (README "TensorFlow and Keras"; ~2.2 GB, 1.5-3.5 min). With
+# --engines (implies --torch), also Java 17 and a venv in .venv/engines (KOLO_ENGINES_VENV
+# overrides) holding Ray (with Ray Train), pyspark and pytest from PyPI, which sees the torch
+# venv's torch through a .pth file instead of downloading a second one (docs/ENGINES.md; the
+# tests in tests/engines run only where it exists). Uses sudo when not run as root. Touches
+# nothing else.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -21,13 +25,18 @@ packages=(
 )
 with_torch=0
 with_tensorflow=0
+with_engines=0
 for arg in "$@"; do
   case "$arg" in
     --ci) packages+=(clang-14 libclang-rt-14-dev clang-format-14) ;;
     --torch) with_torch=1 packages+=(python3 python3-venv python3-dev) ;;
     --tensorflow) with_tensorflow=1 packages+=(python3 python3-venv) ;;
+    --engines)
+      with_torch=1 with_engines=1
+      packages+=(python3 python3-venv python3-dev openjdk-17-jre-headless)  # Spark runs on Java 17
+      ;;
     *)
-      echo "usage: tools/install-deps.sh [--ci] [--torch] [--tensorflow]" >&2
+      echo "usage: tools/install-deps.sh [--ci] [--torch] [--tensorflow] [--engines]" >&2
       exit 2
       ;;
   esac
@@ -83,6 +92,28 @@ install_tensorflow_venv() {
     "tensorflow, tf_keras, pytest" tensorflow-cpu tf-keras pytest numpy
 }
 
+# The engines venv (docs/ENGINES.md, "The engines venv"): Ray with Ray Train, and pyspark,
+# pinned (the versions the tests were written against). Ray Train runs torch, and the engines
+# run kolo.torch, which is built against the torch venv's torch: a .pth file in this venv puts
+# the torch venv's site-packages on its sys.path (after its own), written before pip runs so
+# that pip sees torch, numpy and the rest there and installs none of them again.
+install_engines_venv() {
+  local venv="${KOLO_ENGINES_VENV:-$repo/.venv/engines}"
+  local torch_python="${KOLO_TORCH_VENV:-$repo/.venv/torch}/bin/python"
+  if [ ! -x "$venv/bin/python" ]; then python3 -m venv "$venv"; fi
+  local version='import sys; print("%d.%d" % sys.version_info[:2])' torch_site site
+  if [ "$("$torch_python" -c "$version")" != "$("$venv/bin/python" -c "$version")" ]; then
+    echo "install-deps: the engines venv's Python ($venv) is not the torch venv's version" \
+      "($torch_python): they must match to share torch; remove $venv" >&2
+    exit 1
+  fi
+  torch_site="$("$torch_python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  echo "$torch_site" >"$site/kolo-torch-venv.pth"
+  install_venv engines "$venv" "ray, ray.train.torch, pyspark, pytest, torch" \
+    "ray[train]==2.60.0" pyspark==4.3.0 pytest
+}
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -101,3 +132,4 @@ else
 fi
 if [ "$with_torch" = 1 ]; then install_torch_venv; fi
 if [ "$with_tensorflow" = 1 ]; then install_tensorflow_venv; fi
+if [ "$with_engines" = 1 ]; then install_engines_venv; fi

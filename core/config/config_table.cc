@@ -1,20 +1,17 @@
 #include "core/config/config_table.h"
 
-#include <strings.h>
-
-#include <cctype>
-#include <cerrno>
-#include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <iterator>
-#include <limits>
 #include <sstream>
 
 #include "core/check.h"
+#include "core/config/config_builder.h"
+#include "core/config/horovod_env.h"
 
 namespace kolo {
 namespace {
+
+using config_internal::Row;
 
 // KOLO_TRANSPORT's values, indexed by Transport.
 constexpr const char* kTransportNames[] = {"auto", "tcp", "shm"};
@@ -26,348 +23,6 @@ constexpr const char* kHierarchicalNames[] = {"auto", "on", "off"};
 constexpr const char* kGpuOperationsNames[] = {"auto", "nccl", "ring"};
 constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warning", "error", "fatal", "off"};
 constexpr int64_t kMaxRanks = int64_t{1} << 20;
-
-// Whole numbers print without a fraction or an exponent ("86400", not "86400.000000").
-std::string NumberText(double v) {
-  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) {
-    return std::to_string(static_cast<int64_t>(v));
-  }
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
-
-// In the largest binary unit that divides it: "64M", "4G", "4097".
-std::string ByteText(int64_t bytes) {
-  const char* units[] = {"", "K", "M", "G"};
-  int unit = 3;
-  while (unit > 0 && (bytes == 0 || bytes % (int64_t{1} << (10 * unit)) != 0)) --unit;
-  return std::to_string(bytes >> (10 * unit)) + units[unit];
-}
-
-std::string Joined(const std::vector<const char*>& words, const char* separator) {
-  std::string text;
-  for (const char* word : words) text += (text.empty() ? "" : separator) + std::string(word);
-  return text;
-}
-
-Status BadValue(const std::string& source, const std::string& value, const std::string& want) {
-  return InvalidArgument(source + "='" + value + "' is invalid: expected " + want);
-}
-
-// A field of Options built by hand, outside its row's range.
-Status BadField(const char* name, const std::string& value, const std::string& want) {
-  return InvalidArgument(std::string(name) + "=" + value + " is invalid: expected " + want);
-}
-
-bool ParseInteger(const std::string& value, int64_t lo, int64_t hi, int64_t* out) {
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(value.c_str(), &end, 10);
-  if (value.empty() || errno != 0 || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
-bool ParseNumber(const std::string& value, double lo, double hi, double* out) {
-  errno = 0;
-  char* end = nullptr;
-  double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || errno != 0 || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
-    return false;
-  }
-  *out = v;
-  return true;
-}
-
-std::string Interval(const std::string& lo, const std::string& hi) {
-  return "[" + lo + ", " + hi + "]";
-}
-
-// Builds one typed row: a kind method (Integer, Number, …) says where the value goes, its
-// range and its default, and derives the printed texts and the parse and check functions from
-// them; the rest name and explain the variable.
-class Row {
- public:
-  explicit Row(const char* name, std::vector<const char*> aliases = {}) {
-    var_.name = name;
-    var_.aliases = std::move(aliases);
-    var_.set_default = [](Options*) {};
-    var_.check = [](const Options&) { return Status::Ok(); };
-  }
-
-  template <typename T>  // int or int64_t
-  Row& Integer(T Options::*field, int64_t lo, int64_t hi, T def, const char* unit = nullptr) {
-    Numeric(ConfigKind::kInteger, lo, hi, std::to_string(def), std::to_string(lo),
-            std::to_string(hi), unit, "an integer in ");
-    const std::string want = var_.expected;
-    var_.apply = [field, lo, hi, want](const std::string& source, const std::string& value,
-                                       Options* options) {
-      int64_t v = 0;
-      if (!ParseInteger(value, lo, hi, &v)) return BadValue(source, value, want);
-      options->*field = static_cast<T>(v);
-      return Status::Ok();
-    };
-    var_.set_default = [field, def](Options* options) { options->*field = def; };
-    var_.check = [name = var_.name, field, lo, hi, want](const Options& options) {
-      const T v = options.*field;
-      return v >= lo && v <= hi ? Status::Ok() : BadField(name, std::to_string(v), want);
-    };
-    return *this;
-  }
-
-  // An integer that may be left unset (-1 in the field; Unset says what then happens).
-  Row& OptionalInteger(int Options::*field, int64_t lo, int64_t hi) {
-    Integer<int>(field, lo, hi, -1);
-    var_.default_text.clear();
-    auto check = var_.check;
-    var_.check = [field, check](const Options& options) {
-      return options.*field == -1 ? Status::Ok() : check(options);
-    };
-    return *this;
-  }
-
-  Row& Number(double Options::*field, double lo, double hi, double def, const char* unit) {
-    Numeric(ConfigKind::kNumber, lo, hi, NumberText(def), NumberText(lo), NumberText(hi), unit,
-            "a number in ");
-    const std::string want = var_.expected;
-    var_.apply = [field, lo, hi, want](const std::string& source, const std::string& value,
-                                       Options* options) {
-      return ParseNumber(value, lo, hi, &(options->*field)) ? Status::Ok()
-                                                            : BadValue(source, value, want);
-    };
-    var_.set_default = [field, def](Options* options) { options->*field = def; };
-    var_.check = [name = var_.name, field, lo, hi, want](const Options& options) {
-      const double v = options.*field;  // NaN fails both comparisons
-      return v >= lo && v <= hi ? Status::Ok() : BadField(name, NumberText(v), want);
-    };
-    return *this;
-  }
-
-  Row& ByteSize(int64_t Options::*field, int64_t lo, int64_t hi, int64_t def) {
-    Numeric(ConfigKind::kByteSize, static_cast<double>(lo), static_cast<double>(hi), ByteText(def),
-            ByteText(lo), ByteText(hi), "bytes", "a byte size in ");
-    var_.expected += " such as 1048576, 64K, 64M or 1G";
-    const std::string want = var_.expected;
-    var_.apply = [field, lo, hi, want](const std::string& source, const std::string& value,
-                                       Options* options) {
-      StatusOr<int64_t> bytes = ParseByteSize(value);
-      if (!bytes.ok() || *bytes < lo || *bytes > hi) return BadValue(source, value, want);
-      options->*field = *bytes;
-      return Status::Ok();
-    };
-    var_.set_default = [field, def](Options* options) { options->*field = def; };
-    var_.check = [name = var_.name, field, lo, hi, want](const Options& options) {
-      const int64_t v = options.*field;
-      return v >= lo && v <= hi ? Status::Ok() : BadField(name, std::to_string(v), want);
-    };
-    return *this;
-  }
-
-  // "1" or "true", "0", "false" or empty.
-  Row& Bool(bool Options::*field, bool def) {
-    var_.kind = ConfigKind::kBool;
-    var_.default_text = def ? "1" : "0";
-    var_.range = "0|1";
-    var_.expected = "0 or 1";
-    var_.apply = [field, want = var_.expected](const std::string& source, const std::string& value,
-                                               Options* options) {
-      if (value == "1" || value == "true") {
-        options->*field = true;
-      } else if (value == "0" || value == "false" || value.empty()) {
-        options->*field = false;
-      } else {
-        return BadValue(source, value, want);
-      }
-      return Status::Ok();
-    };
-    var_.set_default = [field, def](Options* options) { options->*field = def; };
-    return *this;
-  }
-
-  // One of `choices`, kept as text.
-  Row& Choice(std::string Options::*field, std::vector<const char*> choices, const char* def) {
-    SetChoices(std::move(choices), def);
-    const std::vector<const char*> names = var_.choices;
-    var_.apply = [field, names, want = var_.expected](const std::string& source,
-                                                      const std::string& value, Options* options) {
-      for (const char* name : names) {
-        if (value == name) {
-          options->*field = value;
-          return Status::Ok();
-        }
-      }
-      return BadValue(source, value, want);
-    };
-    var_.set_default = [field, def](Options* options) { options->*field = def; };
-    var_.check = [name = var_.name, field, names, want = var_.expected](const Options& options) {
-      for (const char* choice : names) {
-        if (options.*field == choice) return Status::Ok();
-      }
-      return BadField(name, "'" + options.*field + "'", want);
-    };
-    return *this;
-  }
-
-  // One of `names`, stored as the enum value at its index.
-  template <typename E, size_t N>
-  Row& Enum(E Options::*field, const char* const (&names)[N], E def) {
-    SetChoices(std::vector<const char*>(names, names + N), names[static_cast<size_t>(def)]);
-    var_.apply = [field, &names, want = var_.expected](const std::string& source,
-                                                       const std::string& value, Options* options) {
-      for (size_t i = 0; i < N; ++i) {
-        if (strcasecmp(value.c_str(), names[i]) == 0) {  // HOROVOD_GPU_OPERATIONS=NCCL
-          options->*field = static_cast<E>(i);
-          return Status::Ok();
-        }
-      }
-      return BadValue(source, value, want);
-    };
-    var_.set_default = [field, def](Options* options) { options->*field = def; };
-    var_.check = [name = var_.name, field, want = var_.expected](const Options& options) {
-      const auto v = static_cast<size_t>(options.*field);
-      return v < N ? Status::Ok() : BadField(name, std::to_string(v), want);
-    };
-    return *this;
-  }
-
-  // After Enum: "1" and "0" (a Horovod alias's switch values) mean `on` and `off` too.
-  template <typename E>
-  Row& SwitchValues(E Options::*field, E on, E off) {
-    auto apply = var_.apply;
-    var_.expected += std::string(", or 1 (") + var_.choices[static_cast<size_t>(on)] + ") or 0 (" +
-                     var_.choices[static_cast<size_t>(off)] + ")";
-    var_.apply = [field, on, off, apply, want = var_.expected](
-                     const std::string& source, const std::string& value, Options* options) {
-      if (value == "1" || value == "0") {
-        options->*field = value == "1" ? on : off;
-        return Status::Ok();
-      }
-      return apply(source, value, options).ok() ? Status::Ok() : BadValue(source, value, want);
-    };
-    return *this;
-  }
-
-  // Free text (`what`: "file path", …), at most `max_bytes` bytes when that is not 0; the
-  // default is empty, printed as Unset's text.
-  Row& Text(std::string Options::*field, const char* what, size_t max_bytes = 0) {
-    var_.kind = ConfigKind::kText;
-    var_.hi = static_cast<double>(max_bytes);
-    var_.range = what;
-    var_.expected = "text";
-    if (max_bytes > 0) {
-      var_.range += ", <= " + std::to_string(max_bytes) + " bytes";
-      var_.expected += " of at most " + std::to_string(max_bytes) + " bytes";
-    }
-    var_.apply = [field, max_bytes, want = var_.expected](
-                     const std::string& source, const std::string& value, Options* options) {
-      if (max_bytes > 0 && value.size() > max_bytes) {
-        return BadValue(source, value.substr(0, 32) + "...", want);
-      }
-      options->*field = value;
-      return Status::Ok();
-    };
-    var_.set_default = [field](Options* options) { (options->*field).clear(); };
-    var_.check = [name = var_.name, field, max_bytes, want = var_.expected](const Options& o) {
-      return max_bytes == 0 || (o.*field).size() <= max_bytes
-                 ? Status::Ok()
-                 : BadField(name, std::to_string((o.*field).size()) + " bytes", want);
-    };
-    return *this;
-  }
-
-  Row& HostPort(std::string Options::*field) {
-    var_.kind = ConfigKind::kHostPort;
-    var_.lo = 1;
-    var_.hi = 65535;
-    var_.range = "host:port";
-    var_.expected = "host:port with a port in [1, 65535]";
-    var_.apply = [field, want = var_.expected](const std::string& source, const std::string& value,
-                                               Options* options) {
-      const size_t colon = value.rfind(':');
-      int64_t port = 0;
-      if (colon == std::string::npos || colon == 0 ||
-          !ParseInteger(value.substr(colon + 1), 1, 65535, &port)) {
-        return BadValue(source, value, want);
-      }
-      options->*field = value;
-      return Status::Ok();
-    };
-    var_.set_default = [field](Options* options) { (options->*field).clear(); };
-    return *this;
-  }
-
-  // Checked only: core/config/launcher_env composes the port into the controller address.
-  Row& Port() {
-    Numeric(ConfigKind::kPort, 1, 65535, "", "1", "65535", nullptr, "an integer in ");
-    var_.apply = [want = var_.expected](const std::string& source, const std::string& value,
-                                        Options*) {
-      int64_t port = 0;
-      return ParseInteger(value, 1, 65535, &port) ? Status::Ok() : BadValue(source, value, want);
-    };
-    return *this;
-  }
-
-  // Hex digits in pairs, at least `min_digits`. The value never appears in a message, not
-  // even when it is malformed.
-  Row& Secret(std::string Options::*field, size_t min_digits) {
-    var_.kind = ConfigKind::kSecret;
-    var_.lo = static_cast<double>(min_digits);
-    var_.range = "hex, >= " + std::to_string(min_digits) + " digits";
-    var_.expected = "at least " + std::to_string(min_digits) + " hex digits in pairs";
-    var_.apply = [field, min_digits, want = var_.expected](
-                     const std::string& source, const std::string& value, Options* options) {
-      const size_t bad = value.find_first_not_of("0123456789abcdefABCDEF");
-      if (bad != std::string::npos || value.size() % 2 != 0 || value.size() < min_digits) {
-        const std::string why = bad != std::string::npos
-                                    ? "character " + std::to_string(bad + 1) + " is not a hex digit"
-                                    : "got " + std::to_string(value.size()) + " digits";
-        return InvalidArgument(source + " is invalid (value not shown): expected " + want + "; " +
-                               why);
-      }
-      options->*field = value;
-      return Status::Ok();
-    };
-    var_.set_default = [field](Options* options) { (options->*field).clear(); };
-    return *this;
-  }
-
-  // Where the value comes from while the variable is unset; printed as the default, followed
-  // by ", else <default>" when the row has one.
-  Row& Unset(const char* text) {
-    var_.default_text =
-        var_.default_text.empty() ? text : std::string(text) + ", else " + var_.default_text;
-    return *this;
-  }
-
-  Row& Help(const char* text) {
-    var_.help = text;
-    return *this;
-  }
-
-  operator ConfigVar() const { return var_; }  // NOLINT: rows convert where the table lists them
-
- private:
-  void Numeric(ConfigKind kind, double lo, double hi, std::string def, const std::string& lo_text,
-               const std::string& hi_text, const char* unit, const char* want) {
-    var_.kind = kind;
-    var_.lo = lo;
-    var_.hi = hi;
-    var_.default_text = std::move(def);
-    var_.range = Interval(lo_text, hi_text) + (unit != nullptr ? std::string(" ") + unit : "");
-    var_.expected = want + Interval(lo_text, hi_text);
-  }
-
-  void SetChoices(std::vector<const char*> choices, const char* def) {
-    var_.kind = ConfigKind::kChoice;
-    var_.choices = std::move(choices);
-    var_.default_text = def;
-    var_.range = Joined(var_.choices, "|");
-    var_.expected = "one of " + Joined(var_.choices, ", ");
-  }
-
-  ConfigVar var_;
-};
 
 std::vector<ConfigVar> BuildTable() {
   return {
@@ -399,7 +54,7 @@ std::vector<ConfigVar> BuildTable() {
           .Unset("MASTER_PORT, else derived from the launcher's job id")
           .Help("Controller port when the host comes from MASTER_ADDR or the launcher's rule."),
       Row("KOLO_DATA_ADDR")
-          .Text(&Options::data_address, "IP address")
+          .IpAddress(&Options::data_address)
           .Unset("interface routing to the controller")
           .Help("Address peers use to reach this rank's data-plane port."),
       Row("KOLO_HOSTNAME", {"HOROVOD_HOSTNAME"})
@@ -470,9 +125,10 @@ std::vector<ConfigVar> BuildTable() {
           .Integer(&Options::cache_capacity, 0, 1000000, 1024)
           .Help("Tensors whose metadata is cached and announced by a short id; 0 disables the "
                 "cache."),
-      Row("KOLO_TIMEOUT_SECONDS")
+      Row("KOLO_TIMEOUT_SECONDS", {"HOROVOD_GLOO_TIMEOUT_SECONDS"})
           .Number(&Options::timeout_seconds, 0.1, 86400, 30, "s")
-          .Help("Deadline for data-plane progress, liveness of peers and shutdown."),
+          .Help("Deadline for data-plane progress, liveness of peers and shutdown (the role of "
+                "Horovod's Gloo timeout)."),
       Row("KOLO_START_TIMEOUT_SECONDS", {"HOROVOD_START_TIMEOUT"})
           .Number(&Options::start_timeout_seconds, 0.1, 86400, 60, "s")
           .Help("How long init() waits for every rank to connect."),
@@ -499,12 +155,14 @@ std::vector<ConfigVar> BuildTable() {
                 "min: torch.distributed's default timeout); 0 never aborts."),
       Row("KOLO_LOG_LEVEL", {"HOROVOD_LOG_LEVEL"})
           .Choice(&Options::log_level, {std::begin(kLogLevels), std::end(kLogLevels)}, "warning")
-          .Help("Level of kolo's messages on stderr."),
+          .Help("Level of kolo's messages on stderr. Any case (Horovod's INFO is info)."),
       Row("KOLO_PROCESS_SETS")
-          .Text(&Options::process_sets, "rank lists")
+          .RankLists(&Options::process_sets)
           .Unset("none")
           .Help("Process sets made at init, ids 1, 2, ... in order: sets separated by ';', "
-                "ranks by ',' (\"0,1;2,3\"). The same on every rank."),
+                "ranks by ',' (\"0,1;2,3\"; spaces and a trailing ';' allowed). Each is "
+                "checked as add_process_set() checks one: no rank twice, no set twice, not the "
+                "global set. The same on every rank."),
       Row("KOLO_ELASTIC_RENDEZVOUS")
           .HostPort(&Options::elastic_rendezvous)
           .Unset("none (not elastic)")
@@ -645,7 +303,11 @@ std::string FormatConfigTable() {
          "PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS) or SLURM (SLURM_PROCID, SLURM_NTASKS,\n"
          "SLURM_LOCALID). Without KOLO_CONTROLLER, MASTER_ADDR and MASTER_PORT are used, else\n"
          "the first node of the SLURM node list, or loopback for a one-host MPI job, with a\n"
-         "port derived from the launcher's job id (README: Running under mpirun/SLURM).\n";
+         "port derived from the launcher's job id (README: Running under mpirun/SLURM).\n\n";
+  out << kConfigValueGrammar << "\n\n";
+  out << "Horovod's variables (core/config/horovod_env.cc; each warning or refusal names the "
+         "variable and why):\n\n";
+  for (const std::string& row : HorovodVariablesMarkdownRows()) out << row << "\n";
   return out.str();
 }
 
@@ -663,28 +325,6 @@ StatusOr<Transport> TransportFromName(const std::string& name) {
   Options options;
   KOLO_RETURN_IF_ERROR(FindConfigVar("KOLO_TRANSPORT").apply("KOLO_TRANSPORT", name, &options));
   return options.transport;
-}
-
-StatusOr<int64_t> ParseByteSize(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) {
-    ++digits;
-  }
-  std::string unit = text.substr(digits);
-  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  int64_t scale = 0;
-  if (unit.empty() || unit == "B") scale = 1;
-  if (unit == "K" || unit == "KB" || unit == "KIB") scale = int64_t{1} << 10;
-  if (unit == "M" || unit == "MB" || unit == "MIB") scale = int64_t{1} << 20;
-  if (unit == "G" || unit == "GB" || unit == "GIB") scale = int64_t{1} << 30;
-  if (digits == 0 || digits > 15 || scale == 0) {
-    return InvalidArgument("'" + text + "' is not a byte size (such as 4096, 64K, 64M, 1G)");
-  }
-  const int64_t count = std::stoll(text.substr(0, digits));  // < 10^15: cannot overflow
-  if (count > std::numeric_limits<int64_t>::max() / scale) {
-    return InvalidArgument("'" + text + "' is too large a byte size");
-  }
-  return count * scale;
 }
 
 }  // namespace kolo

@@ -10,22 +10,26 @@
 #include <string>
 #include <vector>
 
+#include "core/config/config_values.h"  // ParseByteSize and the other value parsers
 #include "kolo/options.h"
 #include "kolo/status.h"
 
 namespace kolo {
 
-// What a variable's value is: decides how its text parses and how its range prints.
+// What a variable's value is: decides how its text parses (core/config/config_values.h) and
+// how its range prints.
 enum class ConfigKind {
-  kInteger,   // an int field, range [lo, hi]
-  kNumber,    // a double field, range [lo, hi], finite
-  kByteSize,  // an int64_t field: a byte size ("64M"), range [lo, hi] bytes
-  kBool,      // 0|1 (also true|false; empty is 0)
-  kChoice,    // one of `choices` (a string or an enum field)
-  kText,      // free text (a path, a name), at most `hi` bytes when hi > 0
-  kHostPort,  // host:port with a port in [lo, hi]
-  kPort,      // an integer port in [lo, hi], checked only (launcher_env uses it)
-  kSecret,    // hex, at least `lo` digits, in pairs; never quoted in a message
+  kInteger,    // an int field, range [lo, hi]
+  kNumber,     // a double field, range [lo, hi], finite
+  kByteSize,   // an int64_t field: a byte size ("64M"), range [lo, hi] bytes
+  kBool,       // exactly 0 or 1
+  kChoice,     // one of `choices`, any case (a string or an enum field)
+  kText,       // free text (a path, a name), at most `hi` bytes when hi > 0; empty: unset
+  kHostPort,   // host:port with a port in [lo, hi]
+  kPort,       // an integer port in [lo, hi], checked only (launcher_env uses it)
+  kSecret,     // hex, at least `lo` digits, in pairs; never quoted in a message
+  kIpAddress,  // an IPv4 or IPv6 literal peers can dial (not 0.0.0.0 or ::); empty: unset
+  kRankLists,  // process sets "0,1;2,3"; empty: none
 };
 
 struct ConfigVar {
@@ -48,6 +52,10 @@ struct ConfigVar {
   // Checks this row's field of `options` against the range (Options::Validate; options built
   // by hand). The error names the variable. OK for rows without a field.
   std::function<Status(const Options& options)> check;
+  // This row's field of `options` as text that `apply` reads back to the same value (a choice
+  // in its listed case, a number with every digit it needs): what a value meant once parsed.
+  // Empty for rows without a field; "(not shown)" for a secret.
+  std::function<std::string(const Options& options)> value_text;
 };
 
 const std::vector<ConfigVar>& ConfigTable();
@@ -64,7 +72,9 @@ const Options& DefaultOptions();
 Status CheckConfigRanges(const Options& options);
 
 // `kolorun --help-env`: a line of introduction, the table as markdown rows (the README's
-// "Environment variables" table is exactly these rows), and how launchers' variables are read.
+// "Environment variables" table is exactly these rows), how launchers' variables are read, the
+// grammar of values (kConfigValueGrammar), and the table of Horovod's variables
+// (HorovodVariablesMarkdownRows(), also copied into the README).
 std::string FormatConfigTable();
 // Just the markdown rows of the table: header, separator, one row per variable.
 std::vector<std::string> ConfigTableMarkdownRows();
@@ -75,9 +85,5 @@ const char* TransportName(Transport transport);
 const char* GpuOperationsName(GpuOperations operations);
 // The Transport named `name`; InvalidArgument naming KOLO_TRANSPORT's choices otherwise.
 StatusOr<Transport> TransportFromName(const std::string& name);
-
-// Parses a byte size: "1048576", "64K", "64M", "1G" (binary units, any case; also KB/KiB,
-// MB/MiB, GB/GiB). Rejects signs, fractions, junk and values that overflow int64.
-StatusOr<int64_t> ParseByteSize(const std::string& text);
 
 }  // namespace kolo

@@ -2,10 +2,9 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdint>
-#include <cstdlib>
 
+#include "core/config/config_values.h"
 #include "core/config/slurm_nodelist.h"
 
 namespace kolo {
@@ -39,14 +38,12 @@ const std::string* Find(const Env& env, const char* name) {
   return it == env.end() ? nullptr : &it->second;
 }
 
-// Strict decimal parse; false for anything else (the config table's row reports the error).
+// The config table's integer grammar; false for anything else (the table's row reports the
+// error).
 bool ToInt(const std::string* text, long* out) {
-  if (text == nullptr || text->empty()) return false;
-  errno = 0;
-  char* end = nullptr;
-  long v = std::strtol(text->c_str(), &end, 10);
-  if (errno != 0 || *end != '\0') return false;
-  *out = v;
+  int64_t v = 0;
+  if (text == nullptr || !ParseDecimalInteger(*text, &v)) return false;
+  *out = static_cast<long>(v);
   return true;
 }
 
@@ -105,12 +102,8 @@ Status CheckKubeflow(const Env& env) {
 Status ParsePortOverride(const Env& env, std::string* port) {
   const std::string* text = Find(env, "KOLO_CONTROLLER_PORT");
   if (text == nullptr) return Status::Ok();
-  long v = 0;
-  if (!ToInt(text, &v) || v < 1 || v > 65535) {
-    return InvalidArgument("KOLO_CONTROLLER_PORT='" + *text +
-                           "' is invalid: expected a port in [1, 65535]");
-  }
-  *port = *text;
+  KOLO_ASSIGN_OR_RETURN(int64_t number, ParseIntegerValue("KOLO_CONTROLLER_PORT", *text, 1, 65535));
+  *port = std::to_string(number);  // "007" is port 7
   return Status::Ok();
 }
 
@@ -289,7 +282,8 @@ StatusOr<LauncherIdentity> DetectLauncher(const Env& env, const ProcessFacts& fa
     if (const std::string* v = Find(env, name)) identity.settings.push_back({kolo_name, name, *v});
   }
   KOLO_ASSIGN_OR_RETURN(Controller controller, ChooseController(env, source, facts));
-  if (!controller.address.empty()) {
+  if (!controller.address.empty() || controller.source_var == "KOLO_CONTROLLER") {
+    // KOLO_CONTROLLER set empty goes to the row too, which refuses it.
     identity.settings.push_back({"KOLO_CONTROLLER", controller.source_var, controller.address});
     identity.controller_source = controller.how;
   }

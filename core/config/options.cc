@@ -8,13 +8,13 @@
 #include <cstdlib>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "core/config/config_table.h"
 #include "core/config/horovod_env.h"
 #include "core/config/launcher_env.h"
 #include "core/config/near_miss.h"
 #include "core/mutex.h"
-#include "core/process_sets.h"
 
 extern char** environ;
 
@@ -76,8 +76,8 @@ StatusOr<Options> Options::FromMap(const std::map<std::string, std::string>& env
     }
   }
   KOLO_RETURN_IF_ERROR(ApplyLauncherIdentity(env, &options));
-  KOLO_RETURN_IF_ERROR(ApplyHorovodVariables(env, &options));
   options.environment_warnings = NearMissWarnings(env);
+  KOLO_RETURN_IF_ERROR(ApplyHorovodVariables(env, &options));  // adds its warnings
   KOLO_RETURN_IF_ERROR(options.Validate());
   return options;
 }
@@ -85,7 +85,7 @@ StatusOr<Options> Options::FromMap(const std::map<std::string, std::string>& env
 StatusOr<Options> Options::FromEnvironment() {
   // KOLO_SECRET leaves the environment at the first read, so that child processes of the
   // training program (data loaders, shells) do not inherit it; later reads (init() after
-  // shutdown()) get the remembered value.
+  // shutdown()) get the remembered value. The lock also guards the warnings given already.
   static Mutex secret_mu;
   static std::optional<std::string> remembered_secret KOLO_GUARDED_BY(secret_mu);
   MutexLock lock(&secret_mu);
@@ -102,7 +102,18 @@ StatusOr<Options> Options::FromEnvironment() {
   } else if (remembered_secret.has_value()) {
     env.emplace("KOLO_SECRET", *remembered_secret);
   }
-  return FromMap(env);
+  StatusOr<Options> options = FromMap(env);
+  if (options.ok()) {
+    // Each warning once per process: init() after shutdown(), an elastic job's every reset and
+    // torch.distributed's init read the environment again, and say nothing new.
+    static std::set<std::string> warned KOLO_GUARDED_BY(secret_mu);
+    std::vector<std::string> fresh;
+    for (std::string& warning : options->environment_warnings) {
+      if (warned.insert(warning).second) fresh.push_back(std::move(warning));
+    }
+    options->environment_warnings = std::move(fresh);
+  }
+  return options;
 }
 
 Status Options::Validate() const {
@@ -130,8 +141,6 @@ Status Options::Validate() const {
   if (!secret.empty() && !secret_file.empty()) {
     return InvalidArgument("KOLO_SECRET and KOLO_SECRET_FILE are both set; set one");
   }
-  StatusOr<std::vector<std::vector<int>>> sets = ParseProcessSets(process_sets, size);
-  if (!sets.ok()) return sets.status().WithContext("KOLO_PROCESS_SETS");
   return Status::Ok();
 }
 

@@ -65,11 +65,17 @@ Status BackgroundLoop::RunOnLoop(std::function<void()> task) {
   return tasks_.Hand(std::move(task), options_.timeout_seconds);
 }
 
+bool BackgroundLoop::AbortJob(const Status& why) {
+  // Run by RunPending, under loop_mu_, on whichever thread does the loop's work.
+  return tasks_.Post([this, why]() KOLO_REQUIRES(loop_mu_) { AbortOn(Fault::Requested(why)); });
+}
+
 Status BackgroundLoop::RunWithDataPlane(const std::function<void()>& task) {
   if (IsBackgroundThread()) {
     return FailedPrecondition("this call may not be made from a kolo callback");
   }
   MutexLock lock(&loop_mu_);
+  CallerWaitScope caller_waits;
   task();
   return Status::Ok();
 }
@@ -88,6 +94,7 @@ bool BackgroundLoop::Drive(const std::function<bool()>& done, std::chrono::micro
   bool finished = false;
   {
     CallbackThreadScope callbacks;
+    CallerWaitScope caller_waits;  // the data plane's waits poll for their whole budget here
     drive_done_ = &done;
     try {
       while (state_ == LoopState::kRunning && !stop_requested_ && !(finished = done()) &&

@@ -124,6 +124,15 @@ class BackgroundLoop {
   // whether it ran any pass; false costs nothing. `done` must be cheap and thread-safe.
   bool Drive(const std::function<bool()>& done, std::chrono::microseconds budget);
 
+  // Ends the job on every rank with `why` (Runtime::AbortJob): the loop, at its next pass,
+  // tells the controller, waits a bounded time for its verdict (`why` with the ranks that had
+  // not submitted the pending ops; ControllerSession::RootCause's grace) and fails every
+  // pending and later op with it. Does not wait: the caller waits on its own op, which fails
+  // then. A loop inside a collective's transfer gets to it once that ends (its data-plane
+  // deadline). False when the loop has ended (the job is over already). Any thread, callbacks
+  // included.
+  bool AbortJob(const Status& why);
+
   // True when called from any runtime's background thread, where callbacks run: blocking
   // kolo calls must refuse there, since the thread would wait on itself.
   static bool IsBackgroundThread() { return OnCallbackThread(); }

@@ -187,16 +187,20 @@ void BackgroundLoop::MoveTo(LoopState next) {
 void BackgroundLoop::AbortOn(const Fault& fault) {
   if (fault.ok() || !serving()) return;
   Status why = fault.why();
-  if (fault.origin() == Fault::Origin::kInCollective) {
-    why = session_.RootCause(why, [this](Clock::TimePoint until) KOLO_REQUIRES(loop_mu_) {
-      if (drive_done_ != nullptr) {
-        // On a driving caller: the loop's own thread may be asleep on wakeup_, which takes one
-        // waiter. Poll instead.
-        std::this_thread::sleep_for(kDrivingPoll);
-      } else {
-        Sleep(until);
-      }
-    });
+  auto wait = [this](Clock::TimePoint until) KOLO_REQUIRES(loop_mu_) {
+    if (drive_done_ != nullptr) {
+      // On a driving caller: the loop's own thread may be asleep on wakeup_, which takes one
+      // waiter. Poll instead.
+      std::this_thread::sleep_for(kDrivingPoll);
+    } else {
+      Sleep(until);
+    }
+  };
+  if (fault.origin() == Fault::Origin::kInCollective) why = session_.RootCause(why, wait);
+  if (fault.origin() == Fault::Origin::kRequested) {
+    // The controller adds who had not submitted what; its verdict comes back at once.
+    session_.SendAbortNotice(why);
+    why = session_.RootCause(why, wait);
   }
   MoveTo(LoopState::kAborted);
   final_status_ = why;
@@ -204,7 +208,9 @@ void BackgroundLoop::AbortOn(const Fault& fault) {
   queue_->Close(why);
   data_plane_->Interrupt(why);
   executor_->Interrupt(why);
-  if (fault.origin() != Fault::Origin::kFromController) session_.SendAbortNotice(why);
+  if (fault.origin() == Fault::Origin::kHere || fault.origin() == Fault::Origin::kInCollective) {
+    session_.SendAbortNotice(why);
+  }
   FailAll(why);
 }
 

@@ -1,7 +1,8 @@
 // Fault: what a collaborator of the background loop returns when a step of a pass must end the
 // job, and where the error came from, which decides what the loop does before it aborts
 // (BackgroundLoop::AbortOn): wait for the controller's verdict on a failed collective, tell the
-// controller, or neither. No fault (ok()) means the step went on.
+// controller (first, and then wait for its verdict, when the application asked for the abort),
+// or neither. No fault (ok()) means the step went on.
 //
 // Threading: a value type.
 #pragma once
@@ -20,6 +21,8 @@ class [[nodiscard]] Fault {
     kHere,            // this rank found it (a protocol error, an inconsistent decision)
     kFromController,  // the controller said so, or the stream to it broke: it knows already
     kInCollective,    // a collective or its round failed here: the culprit may be elsewhere
+    kRequested,       // the application ended the job (Runtime::AbortJob): the controller knows
+                      // which ranks had not submitted what, and says so in its verdict
   };
 
   Fault() = default;  // none
@@ -32,6 +35,9 @@ class [[nodiscard]] Fault {
   // A collective failed here: the loop waits a bounded time for the controller's verdict,
   // which may name the real culprit (ControllerSession::RootCause), then tells it.
   static Fault InCollective(Status why) { return Fault(Origin::kInCollective, std::move(why)); }
+  // The application asked to end the job: the controller is told first, and its verdict (the
+  // reason with the ranks that had not submitted the pending ops) is what every op fails with.
+  static Fault Requested(Status why) { return Fault(Origin::kRequested, std::move(why)); }
 
   bool ok() const { return origin_ == Origin::kNone; }
   Origin origin() const { return origin_; }

@@ -46,6 +46,16 @@ Status LoopTasks::Hand(std::function<void()> task, double timeout_seconds) {
                           SecondsText(timeout_seconds) + " (KOLO_TIMEOUT_SECONDS)");
 }
 
+bool LoopTasks::Post(std::function<void()> task) {
+  auto item = std::make_shared<Task>();
+  item->fn = std::move(task);
+  MutexLock lock(&mu_);
+  if (!open_) return false;
+  tasks_.push_back(std::move(item));
+  wakeup_->Notify();
+  return true;
+}
+
 void LoopTasks::RunPending() {
   std::vector<std::shared_ptr<Task>> tasks;
   {

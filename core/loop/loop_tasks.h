@@ -3,8 +3,9 @@
 // everything already completed. The caller waits for its task with a deadline and withdraws it
 // when the loop does not take it in time, so a task never runs after Hand returned.
 //
-// Threading: Hand from any thread but the loop's; Open, Close and RunPending from the loop's
-// owner and the loop's thread. Its own lock, never held while a task runs.
+// Threading: Hand from any thread but the loop's, Post from any thread; Open, Close and
+// RunPending from the loop's owner and the loop's thread. Its own lock, never held while a task
+// runs.
 #pragma once
 
 #include <functional>
@@ -33,6 +34,10 @@ class LoopTasks {
   // withdraws it and fails with DeadlineExceeded naming KOLO_TIMEOUT_SECONDS; a task the loop
   // has taken already is waited for (it is short).
   Status Hand(std::function<void()> task, double timeout_seconds);
+  // Queues `task` for the next RunPending and wakes the loop, without waiting for it (a task
+  // that must not wait for the loop: BackgroundLoop::AbortJob). When closed, drops it and
+  // returns false: the loop's thread has ended.
+  bool Post(std::function<void()> task);
 
   // The loop's thread: runs the tasks queued so far, in order, and releases their callers.
   void RunPending();

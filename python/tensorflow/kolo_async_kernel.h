@@ -18,6 +18,15 @@
 
 namespace kolo::tf_ext {
 
+// The payload type URL on the error of an op kolo had taken (its enqueue succeeded; it failed
+// later, as on every rank that submitted it). Errors without it (a refused argument, a failed
+// enqueue) tell kolo.tensorflow that the op never reached kolo, so that an unnamed op gives its
+// number back (python/kolo/tensorflow/op_names.py reads it, as SUBMITTED_PAYLOAD).
+inline constexpr char kSubmittedPayload[] = "kolo.submitted";
+
+// `status` with the kSubmittedPayload mark.
+absl::Status MarkSubmitted(absl::Status status);
+
 class KoloAsyncKernel : public tensorflow::AsyncOpKernel {
  public:
   // Reads the process_set_id and drive attributes every collective kolo op has.
@@ -36,10 +45,10 @@ class KoloAsyncKernel : public tensorflow::AsyncOpKernel {
              Finish finish = nullptr) {
     Callback callback = [context, done, finish = std::move(finish)](const Status& status) {
       if (!status.ok()) {
-        context->SetStatus(ToTfStatus(status));
+        context->SetStatus(MarkSubmitted(ToTfStatus(status)));
       } else if (finish) {
         absl::Status finished = finish();
-        if (!finished.ok()) context->SetStatus(finished);
+        if (!finished.ok()) context->SetStatus(MarkSubmitted(std::move(finished)));
       }
       done();
     };

@@ -190,6 +190,19 @@ TEST_CASE("A worker's abort notice is broadcast with its rank", "[controller][ab
   CHECK(job.Same() == Lines{"abort: rank 1: peer rank 2 closed the connection"});
 }
 
+TEST_CASE("A worker's abort notice adds who had not submitted the pending names",
+          "[controller][abort]") {
+  // A rank whose application gave up (Runtime::AbortJob: torch.distributed's timed-out wait)
+  // knows only its own side; the controller knows who announced what.
+  Job job(3);
+  job.JoinAll();
+  job.controller.OnMessage(0, Requests({Full(Meta("x"))}));
+  job.controller.OnMessage(2, Requests({Full(Meta("x"))}));
+  job.controller.OnMessage(0, Notice(WorkerMessage::Kind::kAbort, "its wait timed out"));
+  CHECK(job.controller.abort_reason() ==
+        "rank 0: its wait timed out; at the abort, rank 1 has not submitted 'x' (waiting 0 s)");
+}
+
 TEST_CASE("Protocol errors abort the job with a message naming the rank", "[controller][abort]") {
   Job job(2);
   job.JoinAll();

@@ -172,5 +172,25 @@ TEST_CASE("Nothing pending needs no check", "[controller][stall]") {
   CHECK(found.abort_reason.empty());
 }
 
+TEST_CASE("The pending text lists every pending name, however short its wait",
+          "[controller][stall]") {
+  // What the controller adds to an abort a rank asked for (a timed-out wait), whatever the
+  // stall settings: the names pending at that moment and the ranks that had not sent them.
+  Table t(4);
+  CHECK(PendingText({{&t.table, nullptr}}, kT0) == "");
+  t.Announce({0, 1, 3}, {"a"}, kT0);
+  t.Announce({0}, {"b"}, kT0 + 1500ms);
+  t.Announce({0, 1, 2, 3}, {"done"}, kT0);
+  CHECK(PendingText({{&t.table, nullptr}}, kT0 + 2s) ==
+        "ranks 1, 3 have not submitted 'b' (waiting 0.5 s); rank 2 has not submitted 'a', 'b' "
+        "(waiting 2 s)");
+  // A process set's table names job ranks.
+  const std::vector<int> members = {5, 7};
+  Table set(2);
+  set.Announce({1}, {"s"}, kT0);
+  CHECK(PendingText({{&set.table, &members}}, kT0 + 1s) ==
+        "rank 5 has not submitted 's' (waiting 1 s)");
+}
+
 }  // namespace
 }  // namespace kolo::controller

@@ -106,3 +106,24 @@ TEST_CASE("SpinWait keeping the core sees a flag another thread sets", "[core][s
                  kolo::BetweenPolls::kKeepCore));
   setter.join();
 }
+
+TEST_CASE("A wait polls its whole budget only on a caller's thread", "[core][spin]") {
+  // kolo's own thread runs ops beside the application's computation: it polls briefly.
+  CHECK(kolo::ThisThreadPollBudget(microseconds(1000)) == kolo::kBackgroundPoll);
+  CHECK(kolo::ThisThreadPollBudget(microseconds(10)) == microseconds(10));
+  {
+    kolo::CallerWaitScope caller;
+    CHECK(kolo::ThisThreadPollBudget(microseconds(1000)) == microseconds(1000));
+    {
+      kolo::CallerWaitScope nested;
+      CHECK(kolo::ThisThreadPollBudget(microseconds(1000)) == microseconds(1000));
+    }
+    CHECK(kolo::ThisThreadPollBudget(microseconds(1000)) == microseconds(1000));
+  }
+  CHECK(kolo::ThisThreadPollBudget(microseconds(1000)) == kolo::kBackgroundPoll);
+  // Another thread is not the caller's.
+  kolo::CallerWaitScope caller;
+  std::chrono::microseconds elsewhere{};
+  std::thread([&] { elsewhere = kolo::ThisThreadPollBudget(microseconds(1000)); }).join();
+  CHECK(elsewhere == kolo::kBackgroundPoll);
+}

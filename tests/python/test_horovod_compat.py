@@ -1,5 +1,5 @@
-"""What a Horovod script may do that kolo refuses, with a message: a HOROVOD_* switch asking
-for a feature kolo lacks fails init with kolo's message (ValueError); init(comm=...) with a
+"""What a Horovod script may do that kolo refuses, with a message: a HOROVOD_* value kolo
+cannot honour fails init with kolo's message (ValueError); init(comm=...) with a
 subset of the ranks or an MPI communicator. Runs a one-rank job in a fresh process (init must
 not have run)."""
 
@@ -18,10 +18,10 @@ def refused(call, error, text):
     else:
         raise SystemExit("no %s from %s" % (error.__name__, call))
 
-os.environ["HOROVOD_DISABLE_GROUP_FUSION"] = "1"
-refused(hvd.init, ValueError, "HOROVOD_DISABLE_GROUP_FUSION=1 is not supported: kolo always "
-        "fuses a group's tensors")
-del os.environ["HOROVOD_DISABLE_GROUP_FUSION"]
+os.environ["HOROVOD_CONTROLLER"] = "mpi"
+refused(hvd.init, ValueError, "HOROVOD_CONTROLLER='mpi' is not supported: kolo's controller is "
+        "gRPC; unset it or set gloo")
+os.environ["HOROVOD_CONTROLLER"] = "gloo"  # what Horovod images set: accepted
 os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"  # Horovod's test suites set it: accepted
 
 refused(lambda: hvd.init(comm=object()), ValueError, "an MPI communicator cannot be passed")

@@ -235,3 +235,35 @@ TEST_CASE("A rank that never submits is reported and, if configured, ends the jo
   CHECK(later.code() == StatusCode::kAborted);
   CHECK_THAT(later.message(), Catch::Contains("only-rank-0"));
 }
+
+TEST_CASE("AbortJob ends the job on every rank, naming who had not submitted the pending op",
+          "[runtime][abort]") {
+  // torch.distributed's backend calls it when a wait() gave up: no rank may then run the op
+  // (rank 1 submits it only after the abort) or any later one.
+  Watchdog watchdog("abort_job", std::chrono::seconds(30));
+  LocalJob job(2);
+  float x[4] = {1, 1, 1, 1};
+  TensorView view{x, DataType::kFloat32, {4}, Device::Cpu()};
+  StatusOr<Handle> pending = job.rank(0).AllreduceAsync("late", view, view);
+  REQUIRE(pending.ok());
+  CHECK(job.rank(0).AbortJob("").code() == StatusCode::kInvalidArgument);
+  // A barrier after it: once it completes, the controller has rank 0's announcement (its
+  // requests travel in order), as it has after a wait() that timed out.
+  auto other = std::async(std::launch::async, [&] { return job.rank(1).Barrier(); });
+  REQUIRE(job.rank(0).Barrier().ok());
+  REQUIRE(other.get().ok());
+  REQUIRE(job.rank(0).AbortJob("its wait timed out").ok());
+  const Status failed = pending->Synchronize(10.0);
+  CHECK(failed.code() == StatusCode::kAborted);
+  CHECK_THAT(failed.message(),
+             Catch::Contains("rank 0: its wait timed out; at the abort, rank 1 has not "
+                             "submitted 'late'"));
+  float y[4] = {2, 2, 2, 2};
+  TensorView late{y, DataType::kFloat32, {4}, Device::Cpu()};
+  const Status on_rank_1 = job.rank(1).Allreduce("late", late, late);
+  CHECK(on_rank_1.code() == StatusCode::kAborted);
+  CHECK_THAT(on_rank_1.message(), Catch::Contains("its wait timed out"));
+  CHECK(x[0] == 1.0f);  // never reduced
+  CHECK(y[0] == 2.0f);
+  CHECK(job.rank(0).AbortJob("again").ok());  // the job is over: nothing more to do
+}

@@ -349,8 +349,10 @@ TEST_CASE("The summary shows gradients handed over as hooks fire overlapping the
   for (const timeline::OverlapStats& stats : after.summary.overlap) {
     INFO(Describe(stats));
     CHECK(stats.steps == 3);
-    // Handed over together after the pass: (almost) nothing runs before the last enqueue.
-    CHECK(stats.overlapped_share() < 0.2);
+    // Handed over together after the pass: little runs before the last enqueue, against about
+    // two thirds as hooks fire. Not nothing: a caller descheduled between its three enqueues
+    // (a loaded machine: 0.32 seen at load 12 on 2 cores) lets the first gradients move.
+    CHECK(stats.overlapped_share() < 0.5);
     CHECK(stats.tail_per_step_us() > 0);
   }
 }

@@ -107,6 +107,20 @@ def test_horovod_internal_error_is_a_runtime_error_and_hvd_elastic_has_horovods_
         assert hasattr(hvd.elastic, name), name  # test_elastic_reset.py uses them
 
 
+def test_one_horovod_internal_error_wherever_horovods_scripts_import_it():
+    import kolo.common.errors
+    import kolo.common.exceptions
+    import kolo.keras
+    import kolo.tensorflow.elastic
+    import kolo.tensorflow.keras
+    one = kolo.common.errors.HorovodInternalError
+    for module in (kolo.common.exceptions, hvd, kolo.tensorflow.elastic, kolo.tensorflow.keras,
+                   kolo.keras):
+        assert module.HorovodInternalError is one, module.__name__
+    assert kolo.common.exceptions.HostsUpdatedInterrupt is hvd.HostsUpdatedInterrupt
+    assert one("lost", "ABORTED").job_failed and not one("shapes", "MISMATCH").job_failed
+
+
 def test_partial_tape_keeps_local_layers_gradients_local():
     shared = tf.keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")
     local = tf.keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")

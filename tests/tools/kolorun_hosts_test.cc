@@ -271,6 +271,40 @@ TEST_CASE("PlanJob binds the ranks it starts here to disjoint blocks of its CPUs
   }
 }
 
+TEST_CASE("PlanJob gives unbound ranks sharing this host a share of its CPUs as threads",
+          "[tools][kolorun]") {
+  // torch and OpenMP start a thread per CPU each: unbound ranks get an equal share, as under
+  // torchrun, unless the user chose (OMP_NUM_THREADS set); bound ranks see their block only.
+  PlanContext context = Context();
+  context.cpus = {0, 1, 2, 3, 4};
+  LaunchOptions none = Options("localhost:2,node2:1", {"p"});
+  none.bind_to_cores = false;
+  auto plan = PlanJob(none, Job(3), context);
+  REQUIRE(plan.ok());
+  CHECK(Value((*plan)[0].rank_vars, "OMP_NUM_THREADS") == "2");
+  CHECK(Value((*plan)[1].rank_vars, "OMP_NUM_THREADS") == "2");
+  CHECK(Value((*plan)[2].rank_vars, "OMP_NUM_THREADS") == "(unset)");  // another host's CPUs
+
+  auto crowded = PlanJob(Options("localhost:8", {"p"}), Job(8), context);
+  REQUIRE(crowded.ok());
+  for (const RankLaunch& launch : *crowded) {
+    CHECK(Value(launch.rank_vars, "OMP_NUM_THREADS") == "1");
+  }
+
+  PlanContext chosen = context;
+  chosen.base_env.push_back("OMP_NUM_THREADS=3");
+  auto kept = PlanJob(none, Job(3), chosen);
+  REQUIRE(kept.ok());
+  CHECK(Value((*kept)[0].rank_vars, "OMP_NUM_THREADS") == "(unset)");  // kolorun's env passes
+
+  auto bound = PlanJob(Options("localhost:2", {"p"}), Job(2), context);
+  REQUIRE(bound.ok());
+  CHECK(Value((*bound)[0].rank_vars, "OMP_NUM_THREADS") == "(unset)");
+  auto single = PlanJob(Options("localhost:1", {"p"}), Job(1), context);
+  REQUIRE(single.ok());
+  CHECK(Value((*single)[0].rank_vars, "OMP_NUM_THREADS") == "(unset)");
+}
+
 TEST_CASE("PlanJob prefixes the launch template and refuses unset -x variables",
           "[tools][kolorun]") {
   LaunchOptions options = Options("ns1=10.1.0.1:1,ns2=10.1.0.2:1", {"prog", "a b"});

@@ -1,7 +1,9 @@
-// README.md's "Environment variables" table is a copy of `kolorun --help-env`'s markdown rows
-// (core/config/config_table.cc prints them). This test fails, naming the row, when the two differ:
-// a variable, default, range or help text changed in the table but not in the README, or the other
-// way round. Fix it by pasting the rows that `kolorun --help-env` prints into README.md.
+// README.md's "Environment variables" tables are copies of `kolorun --help-env`'s markdown rows:
+// the config table (core/config/config_table.cc) and then the table of Horovod's variables
+// (core/config/horovod_env.cc). This test fails, naming the row, when the two differ: a variable,
+// default, range, help text or Horovod variable's handling changed in the code but not in the
+// README, or the other way round. Fix it by pasting the rows that `kolorun --help-env` prints
+// into README.md.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>

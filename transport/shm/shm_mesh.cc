@@ -377,7 +377,9 @@ Status ShmMesh::WaitFor(int peer, uint64_t step, const std::string& what) {
   if (config_.spin) {
     // The peer runs on a core of its own: keep this one while polling. A yield would hand it
     // to whatever else wants it (a busy host's other processes) for a whole time slice.
-    if (SpinWait(arrived, config_.poll_budget, BetweenPolls::kKeepCore)) return Status::Ok();
+    if (SpinWait(arrived, ThisThreadPollBudget(config_.poll_budget), BetweenPolls::kKeepCore)) {
+      return Status::Ok();
+    }
   } else {
     // More ranks than cores: let the one we wait for run.
     for (int i = 0; i < kYields; ++i) {

@@ -15,7 +15,8 @@
 //
 // Sync: each rank's counter only grows (one step per Sync, the same sequence on every rank),
 // so a value left from an earlier op never satisfies a later wait. A waiter polls keeping its
-// core (with Config::spin, for Config::poll_budget of its time on the core) or yields a few
+// core (with Config::spin, for Config::poll_budget of its time on the core, at most
+// kBackgroundPoll on kolo's own thread: core/spin_wait.h) or yields a few
 // times (without), then sleeps on a futex on its peer's counter (woken by the peer only when
 // someone sleeps), re-checking its deadline and Interrupt every few milliseconds.
 //

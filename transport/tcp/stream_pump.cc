@@ -38,7 +38,9 @@ constexpr size_t kSharedSocketSendCallUpTo = size_t{8} << 20;  // bytes the exch
 // preempted by a busy host's other processes still polls when it gets its core back. Between
 // polls it keeps the core (busy_poll is on only where every rank of the host has one): a
 // sched_yield() there handed the core to whatever else was runnable for a whole time slice
-// (docs/PERFORMANCE.md, "On a busy machine"). Until the first
+// (docs/PERFORMANCE.md, "On a busy machine"). On kolo's own thread, which runs ops while the
+// application computes, both budgets are at most kBackgroundPoll (core/spin_wait.h). Until
+// the first
 // byte arrives the peer may not have started at all (through the API ranks reach an op
 // hundreds of us apart), and spinning then takes the core from the very threads it waits for:
 // measured, 1 ms before the first byte made 4-64 KiB allreduces through the API 20-50% slower,
@@ -83,7 +85,7 @@ Status Pump::Run() {
   SteadyTime last_progress = std::chrono::steady_clock::now();
   const auto timeout = SecondsToDuration(ends_.timeout_seconds);
   const auto no_spin = std::chrono::microseconds::zero();
-  PollBudget spin_left(ends_.busy_poll ? kSpinBeforeFirstByte : no_spin);
+  PollBudget spin_left(ends_.busy_poll ? ThisThreadPollBudget(kSpinBeforeFirstByte) : no_spin);
   while (sending() || receiving()) {
     const bool send_ready = sending() && exchange_.NextSend().size > 0;
     if (sending() && !send_ready && !receiving()) {
@@ -113,9 +115,8 @@ Status Pump::Run() {
     if (sending()) KOLO_RETURN_IF_ERROR(SendSome(&progress));
     if (progress) {
       last_progress = std::chrono::steady_clock::now();
-      spin_left = PollBudget(!ends_.busy_poll ? no_spin
-                             : received_ > 0  ? kSpinBeforeBlocking
-                                              : kSpinBeforeFirstByte);
+      const auto next = received_ > 0 ? kSpinBeforeBlocking : kSpinBeforeFirstByte;
+      spin_left = PollBudget(ends_.busy_poll ? ThisThreadPollBudget(next) : no_spin);
     } else if (std::chrono::steady_clock::now() >= last_progress + timeout) {
       return NoProgress();
     }

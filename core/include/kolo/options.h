@@ -70,8 +70,10 @@ struct Options {
   // from SLURM_JOB_ID=42"); empty when it was not derived from the environment.
   std::string controller_source;
   // Variables of the environment FromMap read whose names are near misses of ones kolo reads
-  // ("HOROVOD_FUSION_TRESHOLD", "kolo_timeout_seconds"), one sentence each, naming the likely
-  // intended variable; init() logs each as a warning. Empty for options built by hand.
+  // ("HOROVOD_FUSION_TRESHOLD", "kolo_timeout_seconds"), naming the likely intended variable,
+  // then Horovod's variables kolo ignores (core/config/horovod_env.h), naming why: one sentence
+  // each; init() logs each as a warning. FromEnvironment gives each one once per process (a
+  // second init(), an elastic reset, does not repeat it). Empty for options built by hand.
   std::vector<std::string> environment_warnings;
   // Address other ranks use to reach this rank's data-plane listener. Empty: the address of
   // the interface that routes to the controller.

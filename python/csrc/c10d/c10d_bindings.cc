@@ -78,31 +78,90 @@ c10::intrusive_ptr<c10d::Backend> MakeBackend(int rank, int size, int process_se
   return c10::make_intrusive<KoloBackend>(std::move(config));
 }
 
+// Waits for `handle`, an op of new_group's that every rank of the job submits, at most
+// `timeout_seconds`, and returns its outcome; past that the job ends as after a collective's
+// timeout (EndJobAfterTimeout), and this throws, unless the op completed after all.
+Status WaitInNewGroup(const Handle& handle, const std::string& what, double timeout_seconds) {
+  std::exception_ptr timed_out;
+  {
+    py::gil_scoped_release no_gil;
+    const Status status = handle.Synchronize(timeout_seconds);
+    if (status.code() != StatusCode::kDeadlineExceeded || handle.Poll()) return status;
+    timed_out = EndJobAfterTimeout(
+        handle, what, std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
+  }
+  if (timed_out) std::rethrow_exception(timed_out);
+  return handle.Synchronize();  // completed after all
+}
+
 // kolo's add_process_set, bounded: every rank of the job must call it (torch's new_group
-// contract); one that does not within `timeout_seconds` makes it fail.
+// contract); one that does not within `timeout_seconds` ends the job (WaitInNewGroup).
 int AddProcessSet(const std::vector<int>& ranks, double timeout_seconds) {
   auto id = std::make_shared<int>(-1);
   StatusOr<Handle> handle = kolo::add_process_set_async(ranks, id.get());
   ThrowIfError(handle.status(), "new_group");
+  const std::string what =
+      "new_group(" + ShapeToString(std::vector<int64_t>(ranks.begin(), ranks.end())) +
+      "), which every rank of the job must call: kolo makes a group's process set with every "
+      "rank, as torch's new_group asks (use_local_synchronization=True is not supported)";
   Status status;
-  {
-    py::gil_scoped_release no_gil;
-    status = handle->Synchronize(timeout_seconds);
-  }
-  if (status.code() == StatusCode::kDeadlineExceeded && !handle->Poll()) {
-    // The op stays in flight in kolo and may outlive this call: it keeps `id` alive.
-    static auto* abandoned = new std::vector<std::pair<Handle, std::shared_ptr<int>>>();
-    abandoned->emplace_back(*handle, id);
-    throw c10::DistBackendError(
-        c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-        "kolo: new_group(" + ShapeToString(std::vector<int64_t>(ranks.begin(), ranks.end())) +
-            "): not every rank of the job called new_group within " +
-            std::to_string(timeout_seconds) +
-            " s. kolo makes a group's process set with every rank of the job, as torch's "
-            "new_group asks; use_local_synchronization=True is not supported");
+  try {
+    status = WaitInNewGroup(*handle, what, timeout_seconds);
+  } catch (...) {
+    if (!handle->Poll()) {
+      // Still in flight in kolo, it may outlive this call: it keeps `id` alive.
+      static auto* abandoned = new std::vector<std::pair<Handle, std::shared_ptr<int>>>();
+      abandoned->emplace_back(*handle, id);
+    }
+    throw;
   }
   ThrowIfError(status, "new_group");
   return *id;
+}
+
+// The process sets of destroyed kolo sub-groups, removed (distributed.py's new_group calls it
+// on every rank, before it adds the new group's set). `ids`: the sets kolo's sub-groups made in
+// this job and not yet removed, in the order every rank made them; `destroyed[i]`: 1 where this
+// rank is a member of set ids[i] and destroyed its group; `sizes[i]`: its number of members.
+// One allreduce over the job sums the votes, so that every rank removes the same sets (a
+// removal is a collective of every rank, which destroy_process_group(group) is not: torch
+// calls it on the members only). `round` names the allreduce (the same count on every rank).
+// Returns the ids removed. A removal kolo refuses (an op of the set still in flight on some
+// member: FailedPrecondition, on every rank alike) is left for the next call, with a warning.
+std::vector<int> ReleaseDestroyedSets(const std::vector<int>& ids,
+                                      const std::vector<int>& destroyed,
+                                      const std::vector<int>& sizes, int64_t round,
+                                      double timeout_seconds) {
+  if (ids.size() != destroyed.size() || ids.size() != sizes.size()) {
+    c10d_args::Fail("c10d_release_destroyed_sets: ids, destroyed and sizes differ in length");
+  }
+  if (ids.empty()) return {};
+  std::vector<int32_t> votes(destroyed.begin(), destroyed.end());
+  TensorView view;
+  view.data = votes.data();
+  view.dtype = DataType::kInt32;
+  view.shape = {static_cast<int64_t>(votes.size())};
+  const std::string what = "new_group (agreeing on which destroyed groups' sets to remove)";
+  StatusOr<Handle> agreed = kolo::allreduce_async("c10d.sets/" + std::to_string(round), view, view);
+  ThrowIfError(agreed.status(), what);
+  ThrowIfError(WaitInNewGroup(*agreed, what, timeout_seconds), what);
+  std::vector<int> removed;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (votes[i] != sizes[i]) continue;
+    const std::string removing =
+        "new_group (removing process set " + std::to_string(ids[i]) + " of a destroyed group)";
+    StatusOr<Handle> removal = kolo::remove_process_set_async(ids[i]);
+    const Status status =
+        removal.ok() ? WaitInNewGroup(*removal, removing, timeout_seconds) : removal.status();
+    if (status.ok()) {
+      removed.push_back(ids[i]);
+    } else if (status.code() == StatusCode::kFailedPrecondition) {
+      TORCH_WARN("kolo: ", removing, " is left for the next new_group: ", status.message());
+    } else {
+      ThrowIfError(status, removing);
+    }
+  }
+  return removed;
 }
 
 // torch's C++ ProcessGroup as its own Python type, without the trampoline (PyProcessGroup) that
@@ -129,6 +188,8 @@ void RegisterC10d(py::module_& module) {
   module.def("c10d_backend", &MakeBackend, py::arg("rank"), py::arg("size"), py::arg("process_set"),
              py::arg("ranks"), py::arg("group_name"), py::arg("timeout_seconds"));
   module.def("c10d_add_process_set", &AddProcessSet, py::arg("ranks"), py::arg("timeout_seconds"));
+  module.def("c10d_release_destroyed_sets", &ReleaseDestroyedSets, py::arg("ids"),
+             py::arg("destroyed"), py::arg("sizes"), py::arg("round"), py::arg("timeout_seconds"));
 }
 
 }  // namespace kolo::torch_ext

@@ -129,6 +129,16 @@ void CheckRoot(int64_t root, int size, const char* op) {
 
 using namespace c10d_args;  // NOLINT: this file's helpers
 
+namespace {
+
+// An op as errors name it: "allreduce #3 of process group '0'".
+std::string OpInGroup(const char* op, uint64_t sequence, const std::string& group_name) {
+  return std::string(op) + " #" + std::to_string(sequence) + " of process group '" + group_name +
+         "'";
+}
+
+}  // namespace
+
 KoloBackend::KoloBackend(Config config)
     : c10d::Backend(config.rank, config.size),
       config_(std::move(config)),
@@ -159,11 +169,6 @@ void KoloBackend::shutdown() {
   closed_ = true;
 }
 
-std::string KoloBackend::Describe(const char* op, uint64_t sequence) const {
-  return std::string(op) + " #" + std::to_string(sequence) + " of process group '" +
-         config_.group_name + "'";
-}
-
 std::chrono::milliseconds KoloBackend::TimeoutOf(std::chrono::milliseconds requested) const {
   return requested == c10d::kUnsetTimeout ? std::chrono::milliseconds(timeout_ms_.load())
                                           : requested;
@@ -183,6 +188,22 @@ void KoloBackend::CheckUsable(const char* op) const {
   }
 }
 
+std::exception_ptr KoloBackend::WaitForOlder(const std::string& name, const std::string& what,
+                                             std::chrono::milliseconds timeout) {
+  auto older = in_flight_.find(name);
+  if (older == in_flight_.end() || older->second.Poll()) return nullptr;
+  const Status waited =
+      timeout.count() > 0
+          ? older->second.Synchronize(std::chrono::duration<double>(timeout).count())
+          : older->second.Synchronize();
+  if (older->second.Poll()) return nullptr;  // done, whatever its outcome (its own work's)
+  if (waited.code() != StatusCode::kDeadlineExceeded) return ToException(waited, what);
+  // That earlier collective timed out: as after a wait() (KoloWork), the job ends.
+  return EndJobAfterTimeout(
+      older->second,
+      "the earlier collective of kolo name '" + name + "' that " + what + " waits for", timeout);
+}
+
 c10::intrusive_ptr<c10d::Work> KoloBackend::Issue(Launch launch, const Enqueue& enqueue) {
   std::optional<pybind11::gil_scoped_release> no_gil;
   if (PyGILState_Check() != 0) no_gil.emplace();
@@ -195,21 +216,12 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::Issue(Launch launch, const Enqueue& 
   CheckUsable(launch.op);
   const std::chrono::milliseconds timeout = TimeoutOf(launch.timeout);
   const std::string name = namer_.Next(launch.signature.value());
-  const std::string what = Describe(launch.op, namer_.sequence());
+  const std::string what = OpInGroup(launch.op, namer_.sequence(), config_.group_name);
   // kolo takes one op per name at a time: the older one of this name must be done here first.
-  auto older = in_flight_.find(name);
-  if (older != in_flight_.end() && !older->second.Poll()) {
-    Status waited = timeout.count() > 0
-                        ? older->second.Synchronize(std::chrono::duration<double>(timeout).count())
-                        : older->second.Synchronize();
-    if (!older->second.Poll()) {
-      namer_.Retract();
-      throw c10::DistBackendError(
-          c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-          "kolo: " + what + " waits for an earlier collective of the same kolo name '" + name +
-              "', which did not complete within " + std::to_string(timeout.count()) +
-              " ms: " + waited.message());
-    }
+  std::exception_ptr older_failed = WaitForOlder(name, what, timeout);
+  if (older_failed) {
+    namer_.Retract();
+    std::rethrow_exception(older_failed);
   }
   KoloWork::Spec spec;
   spec.rank = config_.rank;

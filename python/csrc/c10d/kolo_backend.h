@@ -141,7 +141,11 @@ class KoloBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> IssueGather(Launch launch, const at::Tensor& input,
                                              const at::Tensor& rows, Deliver deliver,
                                              const c10d::GatherOptions& opts);
-  std::string Describe(const char* op, uint64_t sequence) const;
+  // Waits (at most `timeout`) for the op in flight under `name`, if any, before the next of
+  // that name (`what`) goes to kolo: null once it is done, else what to throw (past the
+  // timeout the job ends, EndJobAfterTimeout). Under issue_mu_.
+  std::exception_ptr WaitForOlder(const std::string& name, const std::string& what,
+                                  std::chrono::milliseconds timeout);
   std::chrono::milliseconds TimeoutOf(std::chrono::milliseconds requested) const;
   // Throws when the group cannot take collectives any more (shut down, or desynchronised).
   void CheckUsable(const char* op) const;

@@ -2,8 +2,11 @@
 
 #include <torch/extension.h>
 
+#include <algorithm>
 #include <optional>
 #include <utility>
+
+#include "kolo/kolo.h"
 
 namespace kolo::torch_ext {
 namespace {
@@ -46,6 +49,31 @@ std::exception_ptr ToException(const Status& status, const std::string& what) {
     return std::make_exception_ptr(c10::DistBackendError(Here(__func__), message));
   }
   return std::make_exception_ptr(c10::Error(Here(__func__), message));
+}
+
+std::exception_ptr EndJobAfterTimeout(const Handle& handle, const std::string& what,
+                                      std::chrono::milliseconds timeout) {
+  const std::string waited = std::to_string(timeout.count()) + " ms";
+  // The controller's verdict: "rank R: <this>; at the abort, rank 1 has not submitted '...'".
+  Status asked =
+      kolo::abort_job("torch.distributed's wait for " + what + " timed out after " + waited);
+  // The background loop fails the op at its next pass, within a bounded wait for the verdict;
+  // inside a transfer, once the transfer ends (its deadline is capped by the group's timeout).
+  const double settle = std::max(2.0, std::chrono::duration<double>(timeout).count());
+  const Status outcome = handle.Synchronize(settle);
+  if (outcome.ok()) return nullptr;
+  std::string message = "kolo: " + what + " did not complete within " + waited +
+                        " (the process group's timeout, or the one wait() was given), so kolo "
+                        "ended the job on every rank, as NCCL's watchdog does: no rank goes on "
+                        "as if it had or had not run";
+  if (!asked.ok()) {
+    message += " (" + asked.message() + ")";
+  } else if (handle.Poll()) {
+    message += ". " + outcome.message();
+  } else {
+    message += ". The job's end did not reach this op within " + std::to_string(settle) + " s";
+  }
+  return std::make_exception_ptr(c10::DistBackendError(Here(__func__), message));
 }
 
 KoloWork::KoloWork(Spec spec)
@@ -111,11 +139,8 @@ void KoloWork::WaitFor(const Handle& handle, std::chrono::steady_clock::time_poi
     waited = handle.Synchronize(std::max(0.0, left.count()));
   }
   if (waited.code() == StatusCode::kDeadlineExceeded && !handle.Poll()) {
-    throw c10::DistBackendError(
-        Here(__func__), "kolo: " + what_ + " did not complete within " +
-                            std::to_string(timeout.count()) +
-                            " ms (the process group's timeout, or the one wait() was given); "
-                            "a rank that never calls it shows in kolo's stall warnings");
+    std::exception_ptr timed_out = EndJobAfterTimeout(handle, what_, timeout);
+    if (timed_out) std::rethrow_exception(timed_out);
   }
   if (waited.code() == StatusCode::kFailedPrecondition && !handle.Poll()) {
     throw c10::Error(Here(__func__), "kolo: " + what_ + ": " + waited.message());

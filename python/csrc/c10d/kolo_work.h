@@ -5,6 +5,10 @@
 // through the op's kolo::Handle (which the callback completes last), so they spin briefly the
 // way kolo's own waits do (KOLO_WAIT_SPIN_US) before they sleep.
 //
+// A wait past its timeout ends the kolo job on every rank (EndJobAfterTimeout), as NCCL's
+// watchdog aborts the communicator: the op then fails on every rank, so that no rank goes on as
+// if it had or had not happened (docs/TORCH-DISTRIBUTED.md, "Timeouts").
+//
 // Threading: Complete runs once, on kolo's background thread or on a thread driving the op;
 // every other method may be called from any thread. wait() releases the GIL if its caller holds
 // it and is bounded by the op's timeout (the process group's unless the call gave one).
@@ -44,6 +48,15 @@ class GroupHealth {
 // failed (a rank lost, a deadline passed, kolo shut down), c10::Error (RuntimeError) when only
 // this op did (ranks disagreed, a bad argument). `what` names the op.
 std::exception_ptr ToException(const Status& status, const std::string& what);
+
+// After a wait of `timeout` for `handle`'s op (`what`, e.g. "allreduce #3 of process group
+// '0'") ran out: ends the kolo job on every rank (kolo::abort_job; the controller's verdict
+// names the ranks that had not submitted the pending ops) and waits, at most as long again
+// (and at least 2 s), for the op to settle. Returns the DistBackendError to throw, which
+// carries the verdict; null when the op completed after all (it did run on every rank that
+// submitted it; the job is over all the same). Releases nothing: call it without the GIL.
+std::exception_ptr EndJobAfterTimeout(const Handle& handle, const std::string& what,
+                                      std::chrono::milliseconds timeout);
 
 class KoloWork : public c10d::Work {
  public:

@@ -4,16 +4,23 @@ and rank. kolo.torch.elastic builds TorchState and hvd.elastic.run on them.
 
 In an elastic job (kolorun --min-np/--max-np/--host-discovery-script, docs/ELASTIC.md) kolorun's
 driver holds the membership; host changes are polled from it (bind() gives the binding's native
-elastic_enabled() and elastic_poll(since)) at every commit() by rank 0, whose answer every rank
-receives, so that all leave the training function at the same commit. Outside an elastic job
-check_host_updates() neither raises nor communicates, as Horovod's without its driver.
+elastic_enabled() and elastic_poll(since)) at every commit() by rank 0, which hands each change to
+its states as Horovod's worker notification service does, through State.on_hosts_updated; rank
+0's view of the notifications goes to every rank, so that all leave the training function at the
+same commit. Outside an elastic job check_host_updates() neither raises nor communicates (there
+is no driver to hear from; Horovod's broadcasts rank 0's empty view all the same).
 
-Threading: a State belongs to the training thread; bind() once, at import of the binding.
+Threading: a State belongs to the training thread, but on_hosts_updated may be called from any
+thread (Horovod's notification service calls it from its own); bind() once, at import of the
+binding.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
+import queue
+import time
 from typing import TYPE_CHECKING, Any
 
 from kolo.common.errors import HorovodInternalError, HostsUpdatedInterrupt, KoloError
@@ -31,6 +38,16 @@ if TYPE_CHECKING:
 # Horovod's HostUpdateResult (kolo::elastic::HostUpdateBits): what changed, as bits.
 HOSTS_REMOVED = 1
 HOSTS_ADDED = 2
+
+
+class HostUpdateResult(enum.IntFlag):
+    """What changed in the job's hosts (horovod.runner.elastic.worker.HostUpdateResult): the
+    `update_res` of State.on_hosts_updated."""
+
+    no_update = 0
+    removed = HOSTS_REMOVED
+    added = HOSTS_ADDED
+    mixed = HOSTS_REMOVED | HOSTS_ADDED
 
 # kolo status codes of an op that failed alone (the job goes on): a reset would not help, so
 # run() lets them through instead of retrying forever.
@@ -56,7 +73,9 @@ class State:
         """See the class."""
         self._bcast_object = bcast_object
         self._rank = get_rank
-        self._last_updated_timestamp = 0
+        self._host_messages: queue.Queue[tuple[Any, int]] = queue.Queue()
+        self._last_updated_timestamp: Any = 0  # of the notifications (Horovod's)
+        self._driver_seen = 0  # the driver's clock of host changes, as far as handed on
         self._reset_callbacks: list[Callable[[], Any]] = []
 
     def register_reset_callbacks(self, callbacks: Iterable[Callable[[], Any]]) -> None:
@@ -65,11 +84,20 @@ class State:
         self._reset_callbacks.extend(callbacks)
 
     def on_reset(self) -> None:
-        """Called by run() after the job re-formed, before sync(): reset(), then the
+        """Called by run() after the job re-formed, before sync(): forgets the host
+        notifications not yet checked (the new job is what they announced), reset(), then the
         registered callbacks."""
+        self._host_messages = queue.Queue()
         self.reset()
         for callback in self._reset_callbacks:
             callback()
+
+    def on_hosts_updated(self, timestamp: Any, update_res: int) -> None:
+        """Horovod's notification that the job's hosts changed at `timestamp` (a number that
+        grows with every change) with `update_res` (HostUpdateResult bits); the next commit()
+        or check_host_updates() acts on it. kolo calls it on rank 0 for every change kolorun's
+        elastic driver reports (timestamp: time.time() when rank 0 heard of it). Any thread."""
+        self._host_messages.put((timestamp, int(update_res)))
 
     def commit(self) -> None:
         """save(), then check_host_updates(): commits are where a job grows or shrinks without
@@ -79,23 +107,37 @@ class State:
         self.check_host_updates()
 
     def check_host_updates(self) -> None:
-        """Raises HostsUpdatedInterrupt on every rank when kolorun's elastic driver reports a
-        change of the job's hosts since the last check (rank 0 asks, every rank receives its
-        answer: a collective call). skip_sync is True when hosts were only removed. Outside an
-        elastic job, returns at once."""
+        """Raises HostsUpdatedInterrupt on every rank when hosts changed since the last check:
+        rank 0 asks kolorun's elastic driver (each change becomes an on_hosts_updated
+        notification), takes the notifications newer than the last it acted on, and every rank
+        receives rank 0's view (a collective call). skip_sync is True when hosts were only
+        removed. Outside an elastic job, returns at once."""
         native = _native
         if native is None or not native.elastic_enabled():
             return
+        if self._rank() == 0:
+            driver_clock, kinds = native.elastic_poll(self._driver_seen)
+            if kinds:
+                self._driver_seen = driver_clock
+                # Later than every notification so far, as a change the driver reports is.
+                self.on_hosts_updated(max(time.time(), self._last_updated_timestamp + 1e-3),
+                                      kinds)
+        previous = last = self._last_updated_timestamp
+        update = 0
+        while True:
+            try:
+                timestamp, kinds = self._host_messages.get_nowait()
+            except queue.Empty:
+                break
+            if timestamp > last:  # as Horovod: an older notification after a newer is stale
+                last = timestamp
+                update |= kinds
         # A tuple on every rank, as Horovod's: kolo.tensorflow's broadcast_object, as Horovod's,
         # names its ops after the object's type, which must then be the same on every rank.
-        view: tuple[int, int, int] = (0, 0, 0)
-        if self._rank() == 0:
-            since = self._last_updated_timestamp
-            timestamp, kinds = native.elastic_poll(since)
-            view = (since, timestamp if kinds else since, kinds)
-        previous, self._last_updated_timestamp, kinds = self._bcast_object(view)
+        previous, self._last_updated_timestamp, update, self._driver_seen = self._bcast_object(
+            (previous, last, update, self._driver_seen))
         if self._last_updated_timestamp > previous:
-            raise HostsUpdatedInterrupt(kinds == HOSTS_REMOVED)
+            raise HostsUpdatedInterrupt(update == HOSTS_REMOVED)
 
     def save(self) -> None:
         """Saves the state to host memory."""

@@ -24,7 +24,17 @@ class KoloError(RuntimeError):
 
 
 class HorovodInternalError(KoloError):
-    """The job failed (a rank was lost, a deadline passed, the runtime shut down)."""
+    """Horovod's class for a failed op or job, the one class every kolo binding raises (and
+    re-exports where Horovod's scripts import it from: kolo.common.exceptions, kolo.torch,
+    kolo.torch.mpi_ops, kolo.tensorflow, kolo.tensorflow.elastic, kolo.keras). `code` is kolo's
+    status code name; job_failed says whether the job failed and cannot go on (a lost rank, a
+    deadline, shutdown) or only that op did (kolo.torch raises it for a mismatch between ranks
+    too, as horovod.torch does)."""
+
+    @property
+    def job_failed(self) -> bool:
+        """Whether the job failed and cannot go on (a lost rank, a deadline, shutdown)."""
+        return self.code in JOB_FATAL
 
 
 class HostsUpdatedInterrupt(RuntimeError):

@@ -9,10 +9,13 @@ docs/TENSORFLOW.md for the deliberate differences from Horovod.
 
 from kolo.common.errors import HorovodInternalError, HostsUpdatedInterrupt, KoloError
 from kolo.tensorflow import elastic  # noqa: F401  (hvd.elastic, as in Horovod)
+from kolo.tensorflow import util  # noqa: F401  (hvd.util, as in Horovod)
 from kolo.tensorflow.collectives import (allreduce, grouped_allreduce, grouped_reducescatter,
                                          reducescatter)
 from kolo.tensorflow.compression import Compression
-from kolo.tensorflow.functions import allgather_object, broadcast_object, broadcast_variables
+from kolo.tensorflow.functions import (BroadcastGlobalVariablesHook, allgather_object,
+                                       broadcast_global_variables, broadcast_object,
+                                       broadcast_object_fn, broadcast_variables)
 from kolo.tensorflow.gradient_tape import DistributedGradientTape, PartialDistributedGradientTape
 from kolo.tensorflow.mpi_ops import (Adasum, Average, Max, Min, Product, ProcessSet, Sum,
                                      add_process_set, allgather, alltoall, barrier, broadcast,
@@ -28,5 +31,7 @@ from kolo.tensorflow.mpi_ops import (Adasum, Average, Max, Min, Product, Process
                                      stop_timeline)
 from kolo.tensorflow.mpi_ops import _basics
 from kolo.tensorflow.optimizer import DistributedOptimizer
+from kolo.tensorflow.sync_batch_norm import SyncBatchNormalization
+from kolo.tensorflow.util import _executing_eagerly  # noqa: F401  (Horovod's tests use it)
 
 __version__ = _basics.version()

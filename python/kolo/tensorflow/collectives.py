@@ -2,6 +2,10 @@
 (horovod/tensorflow/__init__.py: allreduce, grouped_allreduce, reducescatter,
 grouped_reducescatter) over the ops of mpi_ops.py."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import tensorflow as tf
 
 from kolo.common.process_sets import global_process_set
@@ -10,8 +14,14 @@ from kolo.tensorflow.mpi_ops import (Adasum, Average, Sum, _allreduce, _grouped_
                                      _grouped_reducescatter, _reducescatter, allgather,
                                      grouped_allgather, handle_average_backwards_compatibility)
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-def _check_sparse(op, prescale_factor, postscale_factor):
+    from kolo.common.process_sets import ProcessSet
+    from kolo.tensorflow.compression import Compressor
+
+
+def _check_sparse(op: int, prescale_factor: float, postscale_factor: float) -> None:
     if op == Adasum:
         raise NotImplementedError("The Adasum reduction does not currently support sparse "
                                   "tensors. As a workaround please pass sparse_as_dense=True "
@@ -22,7 +32,8 @@ def _check_sparse(op, prescale_factor, postscale_factor):
         raise NotImplementedError("Pre/postscale_factor are not supported with tf.IndexedSlices")
 
 
-def _sparse_result(values, indices, dense_shape, op, process_set):
+def _sparse_result(values: tf.Tensor, indices: tf.Tensor, dense_shape: Any, op: int,
+                   process_set: ProcessSet) -> tf.IndexedSlices:
     """Horovod's sparse allreduce: the gathered values (divided by the set's size for
     Average) at the gathered indices; duplicate indices add up where the result is used."""
     if op == Average:
@@ -30,9 +41,11 @@ def _sparse_result(values, indices, dense_shape, op, process_set):
     return tf.IndexedSlices(values, indices, dense_shape=dense_shape)
 
 
-def allreduce(tensor, average=None, device_dense="", device_sparse="",
-              compression=Compression.none, op=None, prescale_factor=1.0, postscale_factor=1.0,
-              name=None, process_set=global_process_set, ignore_name_scope=False):
+def allreduce(tensor: Any, average: bool | None = None, device_dense: str = "",
+              device_sparse: str = "", compression: type[Compressor] = Compression.none,
+              op: int | None = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+              name: str | None = None, process_set: ProcessSet = global_process_set,
+              ignore_name_scope: bool = False) -> Any:
     """Reduces a tf.Tensor, tf.Variable or tf.IndexedSlices over the ranks of `process_set`
     (op Average by default). An IndexedSlices is two allgathers (values and indices), as in
     Horovod. device_dense and device_sparse are accepted; kolo's ops run on the CPU."""
@@ -51,16 +64,18 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     return compression.decompress(reduced, ctx)
 
 
-def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
-                      compression=Compression.none, op=None, prescale_factor=1.0,
-                      postscale_factor=1.0, process_set=global_process_set,
-                      ignore_name_scope=False, name=None):
+def grouped_allreduce(tensors: Sequence[Any], average: bool | None = None,
+                      device_dense: str = "", device_sparse: str = "",
+                      compression: type[Compressor] = Compression.none, op: int | None = None,
+                      prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                      process_set: ProcessSet = global_process_set, ignore_name_scope: bool = False,
+                      name: str | None = None) -> Any:
     """Reduces a list of tensors (and IndexedSlices) as one fused transfer; returns the list of
     results in the same order."""
     if not tensors:
         return tensors
     op = handle_average_backwards_compatibility(op, average)
-    results = [None] * len(tensors)
+    results: list[Any] = [None] * len(tensors)
     sparse = [(i, t) for i, t in enumerate(tensors) if isinstance(t, tf.IndexedSlices)]
     dense = [(i, t) for i, t in enumerate(tensors) if not isinstance(t, tf.IndexedSlices)]
     if sparse:
@@ -82,9 +97,11 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     return results
 
 
-def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average,
-                  name=None, process_set=global_process_set, ignore_name_scope=False,
-                  prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter(tensor: Any, device_dense: str = "",
+                  compression: type[Compressor] = Compression.none,
+                  op: int = Average, name: str | None = None,
+                  process_set: ProcessSet = global_process_set, ignore_name_scope: bool = False,
+                  prescale_factor: float = 1.0, postscale_factor: float = 1.0) -> tf.Tensor:
     """Reduces `tensor` over the ranks (op Average by default); each rank gets its part of
     dimension 0."""
     compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
@@ -94,9 +111,10 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
     return compression.decompress(reduced, ctx)
 
 
-def grouped_reducescatter(tensors, device_dense="", compression=Compression.none, op=Average,
-                          process_set=global_process_set, prescale_factor=1.0,
-                          postscale_factor=1.0):
+def grouped_reducescatter(tensors: Sequence[Any], device_dense: str = "",
+                          compression: type[Compressor] = Compression.none, op: int = Average,
+                          process_set: ProcessSet = global_process_set,
+                          prescale_factor: float = 1.0, postscale_factor: float = 1.0) -> Any:
     """Reducescatters a list of tensors as one fused transfer."""
     if not tensors:
         return tensors

@@ -31,8 +31,11 @@ disagree: InvalidArgumentError, FailedPreconditionError) goes to the caller.
 Threading: the training thread's, as kolo.common.elastic's.
 """
 
+from __future__ import annotations
+
 import contextlib
 import functools
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
@@ -44,12 +47,15 @@ from kolo.tensorflow import mpi_ops
 from kolo.tensorflow.functions import broadcast_object, broadcast_variables, optimizer_variables
 from kolo.tensorflow.optimizer import _is_keras3
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
 __all__ = ["ObjectState", "State", "TensorFlowKerasState", "TensorFlowState", "run"]
 
 _common.bind(mpi_ops._basics)
 
 
-def _kolo_job_failure(error):
+def _kolo_job_failure(error: Any) -> str | None:
     """The kolo status name when `error` (a tf.errors.OpError) is a kolo op's report that the job
     failed, else None. TensorFlow names the failed node in the message of an error raised in a
     graph ("Detected at node .../KoloAllreduce", the op types of python/tensorflow/
@@ -61,7 +67,7 @@ def _kolo_job_failure(error):
 
 
 @contextlib.contextmanager
-def _job_failure_raises_internal_error():
+def _job_failure_raises_internal_error() -> Iterator[None]:
     """Raises HorovodInternalError (the TensorFlow error as its cause) for a kolo op's report
     that the job failed, inside a tf.function; other errors go through."""
     try:
@@ -73,7 +79,7 @@ def _job_failure_raises_internal_error():
         raise HorovodInternalError(error.message, code) from error
 
 
-def run(func):
+def run(func: Callable[..., Any]) -> Callable[..., Any]:
     """Decorates a training function `func(state, *args, **kwargs)` (its first argument a State,
     e.g. a TensorFlowKerasState) so that it survives lost and added ranks (see the module): it
     syncs the state from rank 0 first, and when the job failed or hosts changed it re-forms the
@@ -82,25 +88,25 @@ def run(func):
     generation in time). Collective ops must happen inside func (or in the state's sync), not
     before the call: a new worker joins while the others re-form at their commit."""
     @functools.wraps(func)
-    def wrapper(state, *args, **kwargs):
+    def wrapper(state: Any, *args: Any, **kwargs: Any) -> Any:
         with _job_failure_raises_internal_error():
             return func(state, *args, **kwargs)
     return _common.run_fn(wrapper, _common.reinit(mpi_ops.shutdown, mpi_ops.init),
                           (HorovodInternalError,))
 
 
-def _model_built(model):
+def _model_built(model: Any) -> bool:
     return model.built if hasattr(model, "build") else True
 
 
-def _model_variables(model):
+def _model_variables(model: Any) -> list[Any]:
     """The model's weights (trainable and not), what model.variables is in tf-keras: Keras 3's
     model.variables also holds its layers' seed-generator states (dropout's random state), each
     rank's own, which a sync would make the same everywhere."""
     return list(model.weights)
 
 
-def build_optimizer(optimizer, model):
+def build_optimizer(optimizer: Any, model: Any) -> None:
     """Makes the optimizer's variables for the model's trainable variables now, when they do not
     exist yet: Keras 3's and tf-keras's optimizers make theirs at the first apply, and Keras 2's
     legacy ones their slots. Horovod's TensorFlow 2 example runs a training step before making the
@@ -118,7 +124,7 @@ def build_optimizer(optimizer, model):
         optimizer.build(variables)  # tf-keras's optimizer: _built is set by its first build
 
 
-def _check_eager(session, what):
+def _check_eager(session: Any, what: str) -> None:
     if session is not None or not tf.executing_eagerly():
         raise ValueError("%s: kolo.tensorflow supports TensorFlow 2's eager execution only (no "
                          "TF1 graph or session); make it outside a tf.function and without "
@@ -130,20 +136,20 @@ class _VariablesState(ObjectState):
     their values to numpy, restore() assigns them back, sync() broadcasts rank 0's and saves
     them."""
 
-    def _state_variables(self):
+    def _state_variables(self) -> list[Any]:
         raise NotImplementedError()
 
-    def save(self):
+    def save(self) -> None:
         """Copies the variables' values, then the attributes."""
         self._save_variables()
         super().save()
 
-    def restore(self):
+    def restore(self) -> None:
         """Assigns the saved values back, then the attributes'."""
         self._load_variables()
         super().restore()
 
-    def sync(self):
+    def sync(self) -> None:
         """Broadcasts the variables from rank 0 (a collective call), saves them, then takes rank
         0's attributes."""
         with _job_failure_raises_internal_error():  # its broadcasts run in a tf.function
@@ -151,10 +157,10 @@ class _VariablesState(ObjectState):
         self._save_variables()
         super().sync()
 
-    def _save_variables(self):
+    def _save_variables(self) -> None:
         self._saved_values = [np.array(v.numpy(), copy=True) for v in self._state_variables()]
 
-    def _load_variables(self):
+    def _load_variables(self) -> None:
         for variable, value in zip(self._state_variables(), self._saved_values):
             variable.assign(value)
 
@@ -169,7 +175,8 @@ class TensorFlowKerasState(_VariablesState):
     `backend`: accepted for Horovod's TF1 sessions, not used (TensorFlow 2 only). The optimizer's
     variables are made at once when it has none yet (see build_optimizer)."""
 
-    def __init__(self, model, optimizer=None, backend=None, **kwargs):
+    def __init__(self, model: Any, optimizer: Any = None, backend: Any = None,
+                 **kwargs: Any) -> None:
         """See the class. Raises ValueError for a model that is not built, as Horovod's."""
         _check_eager(None, "TensorFlowKerasState")
         self.model = model
@@ -181,7 +188,7 @@ class TensorFlowKerasState(_VariablesState):
         self._save_variables()
         super().__init__(bcast_object=broadcast_object, get_rank=mpi_ops.rank, **kwargs)
 
-    def _state_variables(self):
+    def _state_variables(self) -> list[Any]:
         optimizer = [] if self.optimizer is None else optimizer_variables(self.optimizer)
         return _model_variables(self.model) + optimizer
 
@@ -195,7 +202,7 @@ class TensorFlowState(_VariablesState):
     `variables`: the tf.Variables (default: tf.compat.v1.global_variables(), as Horovod's, which
     is empty in TensorFlow 2); `session`: Horovod's TF1 session, which must be None."""
 
-    def __init__(self, variables=None, session=None, **kwargs):
+    def __init__(self, variables: Any = None, session: Any = None, **kwargs: Any) -> None:
         """See the class. Unlike Horovod's, it does not broadcast the variables here (in
         TensorFlow 2 Horovod's does, once, and its sync() then does not): run() syncs first."""
         _check_eager(session, "TensorFlowState")
@@ -204,5 +211,5 @@ class TensorFlowState(_VariablesState):
         self._save_variables()
         super().__init__(bcast_object=broadcast_object, get_rank=mpi_ops.rank, **kwargs)
 
-    def _state_variables(self):
+    def _state_variables(self) -> list[Any]:
         return self.variables

@@ -53,6 +53,23 @@ _DEVICES = ["cpu", "cuda"]
 _started: dict[str, bool] = {"runtime": False}  # whether this module started kolo's running runtime
 
 
+class _SubgroupSet:
+    """A kolo process set a sub-group made, on every rank of the job (members or not), and
+    whether this rank, a member, has destroyed the group."""
+
+    def __init__(self, process_set: int, ranks: list[int]) -> None:
+        self.process_set = process_set
+        self.ranks = ranks
+        self.destroyed = False
+
+
+# The sets kolo's sub-groups made in the running kolo job and not yet removed, in the order every
+# rank made them (torch calls new_group on every rank), and how many times new_group has looked
+# for destroyed ones (names its allreduce). Main thread (new_group), as torch's group calls.
+_subgroup_sets: list[_SubgroupSet] = []
+_release_rounds = [0]
+
+
 class KoloProcessGroup(_C.ProcessGroupBase):
     """A process group on kolo: torch's ProcessGroup with kolo's backend for CPU and CUDA
     tensors, and a ``new_group`` torch calls on every rank (see the module's text). Its base is
@@ -64,6 +81,7 @@ class KoloProcessGroup(_C.ProcessGroupBase):
         super().__init__(store, rank, size)
         self._kolo_timeout = timeout
         self._kolo_store = store
+        self._kolo_set: Optional[_SubgroupSet] = None  # a sub-group's process set
         for device in _DEVICES:
             self._register_backend(torch.device(device), dist.ProcessGroup.BackendType.CUSTOM,
                                    backend)
@@ -75,6 +93,10 @@ class KoloProcessGroup(_C.ProcessGroupBase):
         env:// init_process_group on the same MASTER_PORT could otherwise reach that store,
         which rank 0 is about to close, and fail there (seen at 4 ranks)."""
         super().shutdown()
+        if self._kolo_set is not None:
+            # Removed, with its shared memory, at the next new_group: a removal needs every
+            # rank of the job, and torch destroys a group on its members only.
+            self._kolo_set.destroyed = True
         if self.rank() == 0 or self is not dist.distributed_c10d._world.default_pg:
             return
         _wait_for_store_close(self._kolo_store, min(5.0, self._kolo_timeout.total_seconds()))
@@ -89,14 +111,20 @@ class KoloProcessGroup(_C.ProcessGroupBase):
         if group_name is None:  # torch always names the group it asks for
             raise ValueError("kolo: new_group needs the group_name torch gives it")
         ranks = list(ranks)
-        timeout = timeout or self._kolo_timeout
         c10d = dist.distributed_c10d
         default_store = c10d._world.pg_map[self][1]
         if backend is not None and str(backend).lower() != _NAME:
-            return _foreign_group(ranks, timeout, backend, pg_options, group_name, group_desc,
-                                  default_store)
+            return _foreign_group(ranks, timeout or self._kolo_timeout, backend, pg_options,
+                                  group_name, group_desc, default_store)
+        timeout = _subgroup_timeout(timeout, self._kolo_timeout)
         everyone = ranks == list(range(self.size()))
-        process_set = 0 if everyone else _C.c10d_add_process_set(ranks, timeout.total_seconds())
+        subgroup_set = None
+        if not everyone:
+            _release_destroyed_sets(timeout)
+            subgroup_set = _SubgroupSet(
+                _C.c10d_add_process_set(ranks, timeout.total_seconds()), ranks)
+            _subgroup_sets.append(subgroup_set)
+        process_set = subgroup_set.process_set if subgroup_set else 0
         if self.rank() not in ranks:
             return None
         rank = ranks.index(self.rank())
@@ -104,9 +132,33 @@ class KoloProcessGroup(_C.ProcessGroupBase):
                                        timeout.total_seconds())
         store = dist.PrefixStore(group_name + "/", default_store)
         group = KoloProcessGroup(store, rank, len(ranks), kolo_backend, timeout)
+        group._kolo_set = subgroup_set
         group._set_group_name(group_name)
         group._set_group_desc(group_desc or "undefined")
         return group
+
+
+def _subgroup_timeout(given: Optional[timedelta], inherited: timedelta) -> timedelta:
+    """A kolo sub-group's timeout: new_group's timeout= when the script gave one, else the
+    world group's (init_process_group's timeout bounds every wait). torch hands new_group its
+    30-minute default when the script gives none, which cannot be told from an explicit 30
+    minutes: that value also means "inherit"."""
+    if given is None or given == dist.distributed_c10d._get_default_timeout(dist.Backend(_NAME)):
+        return inherited
+    return given
+
+
+def _release_destroyed_sets(timeout: timedelta) -> None:
+    """Removes the process sets (and their shared memory) of the sub-groups every member
+    has destroyed: every rank calls it from new_group, and one allreduce over the job makes
+    them agree on which (_C.c10d_release_destroyed_sets)."""
+    if not _subgroup_sets:
+        return
+    _release_rounds[0] += 1
+    removed = set(_C.c10d_release_destroyed_sets(
+        [s.process_set for s in _subgroup_sets], [int(s.destroyed) for s in _subgroup_sets],
+        [len(s.ranks) for s in _subgroup_sets], _release_rounds[0], timeout.total_seconds()))
+    _subgroup_sets[:] = [s for s in _subgroup_sets if s.process_set not in removed]
 
 
 def _foreign_group(ranks: list[int], timeout: timedelta, backend: str, pg_options: Any,
@@ -200,6 +252,9 @@ def _start_kolo(store: dist.Store, rank: int, size: int, timeout: float) -> None
     if _started["runtime"] and _C.is_initialized():
         _C.shutdown()  # the previous process group's: every rank is here, past torch's store
     _started["runtime"] = False
+    if not _C.is_initialized():  # a new kolo job starts below: the old one's sets went with it
+        _subgroup_sets.clear()
+        _release_rounds[0] = 0
     if _C.is_initialized():
         if (_C.rank(), _C.size()) != (rank, size):
             raise RuntimeError(

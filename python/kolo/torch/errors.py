@@ -7,27 +7,17 @@ other failure of an op raises HorovodInternalError, a RuntimeError, as every oth
 Horovod does (its mismatches and precondition errors included). kolo keeps its status code on
 the exception (`code`): ABORTED, UNAVAILABLE, DEADLINE_EXCEEDED, SHUTDOWN and INTERNAL say the
 job failed and cannot go on (a lost rank, a deadline); MISMATCH and FAILED_PRECONDITION failed
-that op only, and the job goes on. KoloError and HostsUpdatedInterrupt are kolo.common's, the
-same classes kolo.tensorflow raises.
+that op only, and the job goes on. HorovodInternalError, KoloError and HostsUpdatedInterrupt
+are kolo.common.errors', the same classes kolo.tensorflow raises.
 """
 
 
 from __future__ import annotations
 
-from kolo.common.errors import JOB_FATAL, HostsUpdatedInterrupt, KoloError
+from kolo.common.errors import HorovodInternalError, HostsUpdatedInterrupt, KoloError
 
 __all__ = ["HorovodInternalError", "HostsUpdatedInterrupt", "KoloError", "KoloValueError",
            "from_status"]
-
-
-class HorovodInternalError(KoloError):
-    """An op or call failed (Horovod's class for it); `code` says whether the job failed
-    (job_failed) or only that op."""
-
-    @property
-    def job_failed(self) -> bool:
-        """Whether the job failed and cannot go on (a lost rank, a deadline, shutdown)."""
-        return self.code in JOB_FATAL
 
 
 class KoloValueError(ValueError):

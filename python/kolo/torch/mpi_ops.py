@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from kolo.common.basics import HorovodBasics
+from kolo.common.op_names import UnnamedOps
 from kolo.torch import _C
 from kolo.torch import adasum as _adasum
 from kolo.torch import process_sets as _process_sets
@@ -50,8 +51,6 @@ _KOLO_OPS: dict[int, int] = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
 # handle -> the function turning the native result into the Python one
 _handle_map: dict[int, _Finish] = {}
 _handle_lock = threading.Lock()
-_next_number: dict[int, int] = {}  # process set id -> the number of its next unnamed op
-_joins: dict[int, int] = {}  # process set id -> joins completed in it (0: the global set)
 
 
 # ---- init, identity, timeline ----
@@ -65,8 +64,7 @@ def _after_shutdown() -> None:
     with _handle_lock:
         for handle in forgotten:
             _handle_map.pop(handle, None)
-        _next_number.clear()
-        _joins.clear()
+    _unnamed.forget()
 
 
 _basics = HorovodBasics(_C, "kolo.torch", _after_shutdown)
@@ -168,65 +166,15 @@ def _kolo_op(op: int) -> int:
 
 # ---- names of unnamed ops ----
 # Ranks pair ops by name; an unnamed op is numbered, and the nth unnamed op of a process set on
-# one rank pairs with the nth on the others (docs/TORCH.md, "Unnamed ops"). So that the
-# numbers stay paired whatever failed on one rank only:
-# - a number is used only by an op kolo took: an op refused before it was submitted (a bad
-#   argument, a dtype kolo lacks) gives its number back;
-# - a completed join starts a new numbering (an epoch) in its set, the global set's in every
-#   set: it returns on every rank of the set at once, whatever each submitted before (a rank
-#   may have submitted ops its joined peers never will).
-
-def _epoch(set_id: int) -> int:
-    return _joins.get(0, 0) + (_joins.get(set_id, 0) if set_id != 0 else 0)
-
-
-def _take_number(set_id: int) -> tuple[int, int]:
-    with _handle_lock:
-        number = _next_number.get(set_id, 0)
-        _next_number[set_id] = number + 1
-        return _epoch(set_id), number
-
-
-def _give_back(set_id: int, epoch: int, number: int) -> None:
-    """Returns an unused number, unless a later one was taken since (ops submitted from
-    several threads at once have no order to pair by anyway)."""
-    with _handle_lock:
-        if _epoch(set_id) == epoch and _next_number.get(set_id) == number + 1:
-            _next_number[set_id] = number
-
-
-def _joined(set_id: int) -> None:
-    """A join of `set_id` (0: every rank) completed: its sets number from 0 in a new epoch."""
-    with _handle_lock:
-        _joins[set_id] = _joins.get(set_id, 0) + 1
-        for numbered in list(_next_number):
-            if set_id == 0 or numbered == set_id:
-                _next_number[numbered] = 0
-
-
-def _submit(kind: str, name: str | None, set_id: int, enqueue: Callable[[list[str]], Any],
-            count: int | None = None) -> Any:
-    """Returns enqueue(names): [the op's name], or for a group of `count` tensors its members'
-    names (base.0, base.1, ...). Without a name, the base is the next number of the set
-    (kind.noname.<n>, kind.noname.<epoch>.<n> after a join), given back when enqueue raises
-    before kolo took the op (an exception without `submitted`)."""
-    if name is not None:  # a named op takes no number, so has none to give back
-        return enqueue(_member_names(str(name), count))
-    taken = _take_number(set_id)
-    epoch, number = taken
-    base = "%s.noname.%d" % (kind, number) if epoch == 0 else \
-        "%s.noname.%d.%d" % (kind, epoch, number)
-    try:
-        return enqueue(_member_names(base, count))
-    except Exception as error:  # not KeyboardInterrupt: a wait interrupted, the op in flight
-        if not getattr(error, "submitted", False):
-            _give_back(set_id, *taken)
-        raise
-
-
-def _member_names(base: str, count: int | None) -> list[str]:
-    """[base] for one tensor, else the group's members' names base.0, base.1, ..."""
-    return [base] if count is None else ["%s.%d" % (base, i) for i in range(count)]
+# one rank pairs with the nth on the others (docs/TORCH.md, "Unnamed ops"). kolo.common.op_names
+# keeps the numbers paired whatever failed on one rank only: an op refused before it was
+# submitted (a bad argument, a dtype kolo lacks: an exception without `submitted`) gives its
+# number back, and a completed join starts a new numbering (an epoch) in its set.
+_unnamed = UnnamedOps()
+# _submit(kind, name, set_id, enqueue, count=None) returns enqueue(names): [the op's name], or
+# for a group of `count` tensors its members' names; an unnamed op's base is the set's next
+# number. (The bound method itself, not a wrapper: the unnamed allreduce_ path pays per call.)
+_submit = _unnamed.submit
 
 
 def _set_id(process_set: ProcessSet | None) -> int:
@@ -568,7 +516,7 @@ def join(device: int = -1, process_set: ProcessSet | None = None) -> int:
     set_id = _set_id(process_set)
     handle = _register(_C.join_async(set_id), lambda outs, splits, last_rank: last_rank)
     last_rank = synchronize(handle)
-    _joined(set_id)  # every rank of the set is here at once: unnamed ops number anew
+    _unnamed.joined(set_id)  # every rank of the set is here at once: unnamed ops number anew
     return last_rank
 
 

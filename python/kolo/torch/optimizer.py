@@ -169,11 +169,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if p.grad is None:
             # Another rank may have a gradient for it (a dynamic graph): take part with zeros.
             p.grad = p.data.new_zeros(p.size())
-        if p.grad.is_sparse:
+        grad = p.grad
+        if grad.is_sparse:
             if not self._sparse_as_dense:
                 return self._sparse_allreduce_async(p), None
-            p.grad = p.grad.to_dense()
-        compressed, ctx = self._compression.compress(p.grad)
+            # A dense copy travels; p.grad stays sparse for an optimizer that needs it so
+            # (SparseAdam), and synchronize() writes the result back into it, as Horovod does.
+            grad = grad.to_dense()
+        compressed, ctx = self._compression.compress(grad)
         prescale, postscale = self._scale_factors()
         handle = mpi_ops.allreduce_async_(compressed, name=self._parameter_names.get(p),
                                           op=self.op, prescale_factor=prescale,
@@ -263,8 +266,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     @staticmethod
     def _write_grad(p: torch.Tensor, result: torch.Tensor) -> None:
-        if result is not p.grad:
-            cast(torch.Tensor, p.grad).copy_(result)
+        grad = cast(torch.Tensor, p.grad)
+        if grad.is_sparse:
+            # sparse_as_dense: the dense result goes back into the sparse gradient in place,
+            # as Horovod does (zero_().add_(result.to_sparse()): a sparse tensor has no set_).
+            grad.zero_().add_(result if result.is_sparse else result.to_sparse())
+        elif result is not grad:
+            grad.copy_(result)
 
     @contextlib.contextmanager
     def skip_synchronize(self) -> Iterator[None]:

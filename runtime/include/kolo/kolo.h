@@ -251,6 +251,17 @@ class Runtime {
   int ProcessSetSize(int process_set) const;
   std::vector<int> ProcessSetRanks(int process_set) const;
 
+  // Ends the job on every rank, as a lost rank would, for an application that gives up on
+  // it (torch.distributed's backend when a wait() timed out: no rank may go on as if the op
+  // had or had not happened). The controller aborts the job with "rank R: <reason>", followed
+  // by "; at the abort, rank 1 has not submitted 'x' (waiting 2 s)" for every op some ranks
+  // had announced and others not; every pending and later op of every rank fails with
+  // kAborted and that text (this rank's own within min(KOLO_TIMEOUT_SECONDS / 4, 1 s) of its
+  // next background pass, with its own reason if the verdict does not come by then). Returns
+  // at once, without waiting for that: wait on an op to see it fail. OK when the job had
+  // already ended; InvalidArgument for an empty reason. Any thread, callbacks included.
+  Status AbortJob(const std::string& reason);
+
   // Starts writing this rank's timeline to `path` with ".rank<r>" inserted before the
   // extension (docs/TIMELINE.md); KOLO_TIMELINE does the same at init. Ops already in flight
   // are not traced. `mark_cycles` (Horovod's argument; without it, KOLO_TIMELINE_MARK_CYCLES)
@@ -411,9 +422,14 @@ Status remove_process_set(int process_set);
 // add_process_set for a caller that bounds its own wait: `*id` (must outlive the op) is set
 // before the handle completes.
 StatusOr<Handle> add_process_set_async(const std::vector<int>& ranks, int* id);
+// remove_process_set for a caller that bounds its own wait.
+StatusOr<Handle> remove_process_set_async(int process_set);
 int process_set_rank(int process_set);
 int process_set_size(int process_set);
 std::vector<int> process_set_ranks(int process_set);
+
+// Runtime::AbortJob on the default runtime.
+Status abort_job(const std::string& reason);
 
 // Timeline of the default runtime (see Runtime::StartTimeline).
 Status start_timeline(const std::string& path);

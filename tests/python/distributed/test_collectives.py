@@ -347,18 +347,15 @@ def test_wait_releases_the_gil_while_a_late_rank_arrives():
         assert during > 20, "the counting thread ran %d times while all_reduce waited" % during
 
 
-def test_a_wait_past_its_timeout_raises_and_the_group_goes_on():
+def test_a_wait_with_a_timeout_returns_once_the_op_completed():
+    # Past the timeout the job would end on every rank (faults/test_faults.py checks that);
+    # within it, wait(timeout=) is an ordinary wait.
     tensor = torch.ones(2)
     if RANK == SIZE - 1:
-        time.sleep(1.5)
+        time.sleep(0.3)
     work = dist.all_reduce(tensor, async_op=True)
-    if RANK != SIZE - 1:
-        with pytest.raises(dist.DistBackendError, match="did not complete within 200 ms"):
-            work.wait(timeout=timedelta(milliseconds=200))
-    work.wait()
+    assert work.wait(timeout=timedelta(seconds=20))
     same(tensor, torch.full((2,), float(SIZE)))
-    dist.all_reduce(tensor)
-    same(tensor, torch.full((2,), float(SIZE * SIZE)))
 
 
 def test_sub_groups_are_kolo_process_sets():

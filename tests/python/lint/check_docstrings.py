@@ -1,6 +1,7 @@
 """Fails, naming each one, when a public name of the given packages has no docstring.
 
     check_docstrings.py kolo.torch kolo.common
+    check_docstrings.py kolo.tensorflow kolo.keras     (with the TensorFlow venv's python)
 
 Imports each package and every module in it, and checks: the package and each module; every
 function and class a module defines (its own public names, not what it imports); each such
@@ -22,6 +23,10 @@ import sys
 EXTRA_CLASSES = {
     "kolo.torch.optimizer": ["_DistributedOptimizer"],
     "kolo.torch.adasum_optimizer": ["_DistributedAdasumOptimizer"],
+    # kolo.tensorflow's DistributedOptimizer copies these classes' methods into a subclass of
+    # the wrapped Keras optimizer; DistributedGradientTape those of _DistributedGradientTape.
+    "kolo.tensorflow.optimizer": ["_DistributedMixin", "_Keras3Mixin", "_Keras2Mixin"],
+    "kolo.tensorflow.gradient_tape": ["_DistributedGradientTape"],
 }
 
 

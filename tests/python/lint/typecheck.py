@@ -1,5 +1,7 @@
-"""Runs mypy over kolo.torch and kolo.common with python/mypy.ini: every function there has
-type hints, and mypy checks the code against them and against torch's and numpy's own.
+"""Runs mypy over kolo.torch, kolo.common, kolo.data, kolo.runner, kolo.tensorflow and
+kolo.keras with python/mypy.ini: every function there has type hints, and mypy checks the code
+against them and against torch's and numpy's own (TensorFlow and Keras have none: their names
+are Any).
 
     typecheck.py <source root> <cache dir>
 
@@ -15,7 +17,7 @@ import sys
 import time
 
 SKIP = 77
-PACKAGES = ["kolo.torch", "kolo.common"]
+PACKAGES = ["kolo.torch", "kolo.common", "kolo.data", "kolo.runner", "kolo.tensorflow", "kolo.keras"]
 
 
 def main():

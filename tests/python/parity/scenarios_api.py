@@ -330,6 +330,24 @@ def sparse_allreduce(hvd, rec):
         optimizer.step()
         return layer.weight
     rec.call("sparse_optimizer", embedding)
+
+    def sparse_adam(sparse_as_dense):
+        # Horovod's test_sparse_embeddings: SparseAdam takes sparse gradients only, so with
+        # sparse_as_dense the averaged dense gradient must go back into a sparse one.
+        layer = torch.nn.Embedding(6, 2, sparse=True)
+        with torch.no_grad():
+            layer.weight.copy_(torch.arange(12, dtype=torch.float32).reshape(6, 2) / 4)
+        optimizer = hvd.DistributedOptimizer(torch.optim.SparseAdam(list(layer.parameters()),
+                                                                    lr=0.125),
+                                             named_parameters=layer.named_parameters(),
+                                             sparse_as_dense=sparse_as_dense)
+        indices = [[1, 2, 4], [4, 3, 2 + rank % 3]] if rank % 2 == 0 else [[1, 3], [4, 5]]
+        optimizer.zero_grad()
+        layer(torch.tensor(indices)).sum().backward()
+        optimizer.step()
+        return [layer.weight, layer.weight.grad]
+    rec.call("sparse_adam", lambda: sparse_adam(False))
+    rec.call("sparse_adam_as_dense", lambda: sparse_adam(True))
     del size
 
 

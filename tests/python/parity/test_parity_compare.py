@@ -68,3 +68,21 @@ def test_a_tolerant_record_forgives_last_bits_only():
                                   1)) == 1  # the dtype still counts
     finally:
         parity.TOLERANT.pop()
+
+
+def test_elastic_records_forgive_the_last_float_digits_only():
+    # tests/python/elastic/parity_json.py (both elastic differential tests): the weights Horovod
+    # recorded on an Intel Xeon and kolo's on a CPU without AVX-512 (issue 53).
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "elastic"))
+    import parity_json
+    want = {"after_sync_step": [[11.273377, -5.172438, -41.97813]], "epoch": 1, "ok": True}
+    assert parity_json.same(want, {"after_sync_step": [[11.273377, -5.172439, -41.978138]],
+                                   "epoch": 1, "ok": True})
+    assert not parity_json.same(want, {"after_sync_step": [[11.273377, -5.1724, -41.97813]],
+                                       "epoch": 1, "ok": True})  # 7e-6 relative: a difference
+    assert not parity_json.same(want, {"after_sync_step": [[11.273377, -5.172438, -41.97813]],
+                                       "epoch": 2, "ok": True})  # integers are exact
+    assert not parity_json.same(want, {"after_sync_step": [[11.273377, -5.172438]],
+                                       "epoch": 1, "ok": True})
+    assert not parity_json.same({"ok": True}, {"ok": 1.0})
