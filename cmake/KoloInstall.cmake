@@ -10,7 +10,9 @@ include(CMakePackageConfigHelpers)
 set(KOLO_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/kolo)
 set(KOLO_PKGCONFIG_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/kolo
+# One include/kolo: the runtime's API (runtime/include) and the types it shares with kolo's
+# insides (core/include).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/kolo ${PROJECT_SOURCE_DIR}/core/include/kolo
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h")
 install(FILES ${PROJECT_BINARY_DIR}/core/include/kolo/version.h

@@ -38,10 +38,12 @@ uint64_t HierarchyStep(uint64_t min_bytes, bool up) {
   return min_bytes <= kMin ? 0 : std::max(min_bytes / 2, kMin);
 }
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+// The hierarchical rule as the log shows it: "flat", "0", "65536" (the CSV) or sizes.
+std::string HierarchyText(uint64_t min_bytes, bool csv) {
+  if (min_bytes == kHierarchyFlat) return csv ? "flat" : "never (flat)";
+  if (csv) return std::to_string(min_bytes);
+  if (min_bytes == 0) return "always";
+  return "from " + FormatBytes(static_cast<size_t>(min_bytes));
 }
 
 }  // namespace
@@ -50,10 +52,10 @@ Autotuner::Autotuner(Config config)
     : config_(std::move(config)),
       logger_(config_.logger ? config_.logger : MakeLogger(0, "autotune", spdlog::level::info)),
       threshold_(ClampThreshold(config_.threshold_bytes)),
-      cycle_ms_(ClampCycle(config_.cycle_ms)) {
+      cycle_ms_(ClampCycle(config_.cycle_ms)),
+      sampler_(config_.steps_per_sample, config_.samples_per_setting, config_.warmup_samples) {
   current_ = best_ = Setting{threshold_.load(), cycle_ms_.load(), kHierarchyFlat};
   hierarchy_min_bytes_.store(kHierarchyFlat, std::memory_order_relaxed);
-  to_skip_ = std::max(config_.warmup_samples, 0);
   if (!config_.log_path.empty()) {
     log_.open(config_.log_path, std::ios::out | std::ios::trunc);
     if (log_) {
@@ -67,7 +69,8 @@ Autotuner::Autotuner(Config config)
   logger_->info(
       "autotune: starting at {}; {} warm-up samples, then the median of {} samples of {} steps "
       "per setting",
-      Describe(current_), to_skip_, config_.samples_per_setting, config_.steps_per_sample);
+      Describe(current_), sampler_.samples_to_skip(), config_.samples_per_setting,
+      config_.steps_per_sample);
 }
 
 void Autotuner::TuneHierarchy(uint64_t start_min_bytes) {
@@ -83,31 +86,7 @@ void Autotuner::TuneHierarchy(uint64_t start_min_bytes) {
 
 void Autotuner::Observe(const std::vector<std::string>& names, int64_t bytes, TimePoint now) {
   if (done_.load(std::memory_order_relaxed)) return;
-  if (!sampling_) {
-    sampling_ = true;
-    sample_start_ = now;
-  }
-  sample_bytes_ += bytes;
-  int most = 0;
-  for (const std::string& name : names) most = std::max(most, ++runs_[name]);
-  if (most >= std::max(config_.steps_per_sample, 1)) EndSample(now);
-}
-
-void Autotuner::EndSample(TimePoint now) {
-  const double seconds = std::chrono::duration<double>(now - sample_start_).count();
-  const double score = static_cast<double>(sample_bytes_) / std::max(seconds, 1e-9);
-  sample_start_ = now;  // the next sample starts where this one ends
-  sample_bytes_ = 0;
-  runs_.clear();
-  if (to_skip_ > 0) {
-    --to_skip_;
-    return;
-  }
-  scores_.push_back(score);
-  if (static_cast<int>(scores_.size()) < std::max(config_.samples_per_setting, 1)) return;
-  const double median = Median(scores_);
-  scores_.clear();
-  Scored(median);
+  if (std::optional<double> score = sampler_.Observe(names, bytes, now)) Scored(*score);
 }
 
 void Autotuner::Scored(double score) {
@@ -214,8 +193,7 @@ void Autotuner::Apply(const Setting& setting) {
   threshold_.store(setting.threshold_bytes, std::memory_order_relaxed);
   cycle_ms_.store(setting.cycle_ms, std::memory_order_relaxed);
   hierarchy_min_bytes_.store(setting.hierarchy_min_bytes, std::memory_order_relaxed);
-  to_skip_ = 1;  // work decided before the change still runs under the old setting
-  scores_.clear();
+  sampler_.Restart();  // work decided before the change still runs under the old setting
 }
 
 void Autotuner::Finish() {
@@ -235,13 +213,6 @@ std::string Autotuner::Describe(const Setting& setting) const {
     text += ", hierarchical " + HierarchyText(setting.hierarchy_min_bytes, /*csv=*/false);
   }
   return text;
-}
-
-std::string Autotuner::HierarchyText(uint64_t min_bytes, bool csv) {
-  if (min_bytes == kHierarchyFlat) return csv ? "flat" : "never (flat)";
-  if (csv) return std::to_string(min_bytes);
-  if (min_bytes == 0) return "always";
-  return "from " + FormatBytes(static_cast<size_t>(min_bytes));
 }
 
 }  // namespace kolo

@@ -28,6 +28,8 @@
 // here and puts the hierarchical rule into its allreduce responses, so every rank runs each op
 // by the rule its round or its response carries (ops/cpu_executor.h).
 //
+// The measuring is AutotunerSampler's (core/autotuner_sampler.h); the search is this class's.
+//
 // Threading: TuneHierarchy before the first Observe; Observe on one thread (rank 0's loop
 // thread); the getters on any thread.
 #pragma once
@@ -38,9 +40,9 @@
 #include <fstream>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "core/autotuner_sampler.h"
 #include "core/logging.h"
 
 namespace kolo {
@@ -101,7 +103,6 @@ class Autotuner {
     uint64_t hierarchy_min_bytes;  // while tunes_hierarchy()
   };
 
-  void EndSample(TimePoint now);
   void Scored(double score);
   // best_ with the current parameter doubled (kUp) or halved, if the grid goes that far.
   std::optional<Setting> Neighbor(Direction direction) const;
@@ -111,9 +112,8 @@ class Autotuner {
   bool NextParameter();
   void Apply(const Setting& setting);
   void Finish();
+  // The setting as the log shows it.
   std::string Describe(const Setting& setting) const;
-  // The hierarchical rule as the log shows it: "flat", "0", "65536" (the CSV) or sizes.
-  static std::string HierarchyText(uint64_t min_bytes, bool csv);
 
   // Constant after construction.
   const Config config_;
@@ -139,13 +139,7 @@ class Autotuner {
   Setting best_{};
   double best_score_ = -1;
   int settings_scored_ = 0;
-  int to_skip_ = 0;  // samples still to drop before scoring counts
-  std::vector<double> scores_;
-  // The sample in progress.
-  bool sampling_ = false;
-  TimePoint sample_start_{};
-  int64_t sample_bytes_ = 0;
-  std::unordered_map<std::string, int> runs_;  // by tensor name, since the sample began
+  AutotunerSampler sampler_;  // the scores of the setting being scored
 };
 
 }  // namespace kolo

@@ -5,12 +5,10 @@
 #include <utility>
 
 #include "core/op_validation.h"
-#include "ops/chain_broadcast.h"
 #include "ops/data_plane_allreduce.h"
 #include "ops/hierarchical_reducescatter.h"
 #include "ops/phase_scope.h"
 #include "ops/reduce_kernels.h"
-#include "ops/shm_broadcast.h"
 
 namespace kolo::ops {
 namespace {
@@ -147,16 +145,9 @@ Status CpuExecutor::Broadcast(const Response& response, const std::vector<Tensor
     std::memcpy(entry.output.data, entry.input.data, bytes);
   }
   const std::string from = what + " from rank " + std::to_string(response.root);
-  if (shm_ != nullptr) {
-    PhaseScope phase(observer, "SHM_BROADCAST");
-    return ShmBroadcast(*shm_, entry.output.data, bytes, response.root, from);
-  }
-  if (hierarchical_ != nullptr && hierarchical_broadcasts_) {
-    PhaseScope phase(observer, "HIERARCHICAL_BROADCAST");
-    return HierarchicalBroadcast(host_planes_, entry.output.data, bytes, response.root, from);
-  }
-  PhaseScope phase(observer, "CHAIN_BROADCAST");
-  return ChainBroadcast(plane_, entry.output.data, bytes, response.root, from);
+  const Route route{shm_ != nullptr, hierarchical_ != nullptr && hierarchical_broadcasts_};
+  return RunFirst(kBroadcastAlgorithms, route, Planes(),
+                  BroadcastArgs{entry.output.data, bytes, response.root, from}, observer);
 }
 
 Status CpuExecutor::Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -192,13 +183,13 @@ bool CpuExecutor::Hierarchical(const Response& response, uint64_t bytes) const {
 Status CpuExecutor::ReduceInPlace(const Response& response, void* data, size_t count,
                                   const std::string& what, PhaseObserver* observer,
                                   bool hierarchical) {
-  if (hierarchical) {
-    PhaseScope phase(observer, "HIERARCHICAL_ALLREDUCE");
-    return hierarchical_->Run(data, count, response.dtype, response.reduce_op, scratch_, what);
-  }
-  PhaseScope phase(observer, "RING_ALLREDUCE");
-  return DataPlaneAllreduce(plane_, data, count, response.dtype, response.reduce_op, scratch_,
-                            what);
+  return RunFirst(kAllreduceAlgorithms, Route{shm_ != nullptr, hierarchical}, Planes(),
+                  AllreduceArgs{data, count, response.dtype, response.reduce_op, what}, observer);
+}
+
+CpuPlanes CpuExecutor::Planes() {
+  return CpuPlanes{&plane_, shm_, hierarchical_ != nullptr ? &host_planes_ : nullptr,
+                   hierarchical_.get(), &scratch_};
 }
 
 Status CpuExecutor::AllreduceShm(const Response& response, const std::vector<TensorEntry*>& entries,

@@ -4,7 +4,8 @@
 // given a SharedMemoryPlane (every rank on one host), with ops/shm_allreduce.h straight from
 // the tensors through shared memory; broadcast, allgather, reducescatter and alltoall then go
 // through shared memory too (ops/shm_broadcast.h, ops/shm_allgather.h, ops/shm_reducescatter.h,
-// ops/shm_alltoall.h).
+// ops/shm_alltoall.h). Which algorithm moves an op's data is the first of the op's list in
+// ops/cpu_algorithms.h that applies; the fused buffers are laid out by core/fusion.
 //
 // Threading: one thread at a time (like every Executor; core/executor.h). Owns its fusion
 // buffer and ring scratch, which it reuses across calls and never shrinks.
@@ -21,10 +22,16 @@
 #include "core/op_text.h"
 #include "core/shared_memory_plane.h"
 #include "ops/aligned_buffer.h"
+#include "ops/cpu_algorithms.h"
 #include "ops/hierarchical_allreduce.h"
 #include "ops/hierarchical_gather.h"
 #include "ops/ring_allreduce.h"
 #include "ops/shm_allreduce.h"
+
+namespace kolo {
+struct ReducescatterLayout;  // core/fusion/fusion_layout.h
+class ReducescatterPacking;
+}  // namespace kolo
 
 namespace kolo::ops {
 
@@ -94,6 +101,16 @@ class CpuExecutor final : public Executor {
   // is a postscale or an integer average.
   Status Reducescatter(const Response& response, const std::vector<TensorEntry*>& entries,
                        PhaseObserver* observer);
+  // On one host, a lone tensor without prescale whose output may be written while its input is
+  // read: SHM_REDUCESCATTER from the input into the output, then SCALE_OUTPUT.
+  Status ReducescatterStraight(const Response& response, TensorEntry& entry,
+                               const std::vector<size_t>& block_elements, const std::string& what,
+                               PhaseObserver* observer);
+  // Through the fusion buffer, packed as `packing` says, by the first algorithm of
+  // kReducescatterAlgorithms that applies to `route`.
+  Status ReducescatterFused(const Response& response, const std::vector<TensorEntry*>& entries,
+                            const ReducescatterLayout& layout, const ReducescatterPacking& packing,
+                            const Route& route, const std::string& what, PhaseObserver* observer);
   // Pairwise exchanges of the blocks the split matrix assigns (PAIRWISE_ALLTOALL), or through
   // the SharedMemoryPlane's slots (SHM_ALLTOALL); the output comes from the entry's allocator,
   // as for allgather.
@@ -122,11 +139,14 @@ class CpuExecutor final : public Executor {
   // was given).
   bool Hierarchical(const Response& response, uint64_t bytes) const;
   // The reduction proper, in place over `count` elements at `data`: RING_ALLREDUCE over
-  // plane_ (DataPlaneAllreduce) or HIERARCHICAL_ALLREDUCE (hierarchical_).
+  // plane_ (DataPlaneAllreduce) or HIERARCHICAL_ALLREDUCE (hierarchical_), by
+  // kAllreduceAlgorithms.
   Status ReduceInPlace(const Response& response, void* data, size_t count, const std::string& what,
                        PhaseObserver* observer, bool hierarchical);
   Status AllreduceShm(const Response& response, const std::vector<TensorEntry*>& entries,
                       const std::string& what, PhaseObserver* observer);
+  // What the algorithm lists (ops/cpu_algorithms.h) run over: this executor's planes.
+  CpuPlanes Planes();
   // The factor applied after the reduction (postscale, with 1/size for floating average; 1 for
   // integer average, whose postscale FinishIntegerAverage applies).
   double PostFactor(const Response& response) const;

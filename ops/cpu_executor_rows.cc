@@ -1,21 +1,17 @@
 // CpuExecutor's collectives that move rows of dimension 0 between ranks: allgather,
 // reducescatter and alltoall (ops/cpu_executor.h states the contract), their fused buffers laid
-// out as on every path (core/fusion/fusion_layout.h). Allreduce, broadcast and the dispatch are
+// out as on every path (core/fusion/fusion_layout.h), their data moved by the first algorithm of
+// the op's list that applies (ops/cpu_algorithms.h). Allreduce, broadcast and the dispatch are
 // in cpu_executor.cc.
 #include <cstdint>
 #include <cstring>
 
 #include "core/fusion/fusion_layout.h"
 #include "core/op_validation.h"
+#include "ops/cpu_algorithms.h"
 #include "ops/cpu_executor.h"
-#include "ops/hierarchical_reducescatter.h"
-#include "ops/pairwise_alltoall.h"
 #include "ops/phase_scope.h"
 #include "ops/reduce_kernels.h"
-#include "ops/ring_allgather.h"
-#include "ops/ring_reducescatter.h"
-#include "ops/shm_allgather.h"
-#include "ops/shm_alltoall.h"
 #include "ops/shm_reducescatter.h"
 
 namespace kolo::ops {
@@ -28,6 +24,26 @@ bool DisjointOrOwnBlock(const TensorEntry& entry, size_t total, size_t own_offse
   const auto out = reinterpret_cast<uintptr_t>(entry.output.data);
   const size_t out_bytes = entry.output.num_bytes();
   return out + out_bytes <= in || out >= in + total || out == in + own_offset;
+}
+
+// Average reduces as a sum; the executor divides at the end.
+ReduceOp SumForAverage(ReduceOp op) {
+  return op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+}
+
+// A fused allgather's every piece from the gathered buffer `fused` into its tensor's output
+// (none where the allocator gave none: that tensor's op fails alone).
+void CopyOutOfFusionBuffer(const AllgatherLayout& layout, const uint8_t* fused,
+                           const std::vector<void*>& outputs) {
+  for (int r = 0; r < static_cast<int>(layout.block_bytes().size()); ++r) {
+    for (size_t t = 0; t < layout.tensors(); ++t) {
+      const AllgatherLayout::Piece& piece = layout.piece(t, r);
+      if (outputs[t] != nullptr && piece.bytes > 0) {
+        std::memcpy(static_cast<uint8_t*>(outputs[t]) + piece.output_offset,
+                    fused + piece.buffer_offset, piece.bytes);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -45,17 +61,10 @@ Status CpuExecutor::Allgather(const Response& response, const std::vector<Tensor
     outputs[t] = AllocateOutput(*entries[t], layout->output_shape(t), what);
   }
   const std::vector<size_t>& block_bytes = layout->block_bytes();
-  // Every rank's block into place at `data` (laid out as the blocks, back to back): through
-  // the job's shared memory on one host, hierarchically on several (UseHierarchy), else a ring.
-  const bool hierarchical = Hierarchical(response, layout->total_bytes());
-  const char* gather_phase = shm_ != nullptr ? "SHM_ALLGATHER"
-                             : hierarchical  ? "HIERARCHICAL_ALLGATHER"
-                                             : "RING_ALLGATHER";
-  auto gather = [&](void* data) {
-    if (shm_ != nullptr) return ShmAllgatherBlocks(*shm_, data, block_bytes, what);
-    return hierarchical ? HierarchicalAllgather(host_planes_, data, block_bytes, what)
-                        : RingAllgather(plane_, data, block_bytes, what);
-  };
+  // Every rank's block into place (laid out as the blocks, back to back) by the first
+  // algorithm that applies: through the job's shared memory on one host, hierarchically on
+  // several (UseHierarchy), else a ring.
+  const Route route{shm_ != nullptr, Hierarchical(response, layout->total_bytes())};
   if (tensors == 1 && outputs[0] != nullptr) {
     // Gather straight into the output: its layout is the ring's.
     uint8_t* output = static_cast<uint8_t*>(outputs[0]);
@@ -64,8 +73,8 @@ Status CpuExecutor::Allgather(const Response& response, const std::vector<Tensor
       if (block_bytes[me] > 0)
         std::memcpy(output + layout->own_offset(), entries[0]->input.data, block_bytes[me]);
     }
-    PhaseScope phase(observer, gather_phase);
-    return gather(output);
+    return RunFirst(kAllgatherAlgorithms, route, Planes(), AllgatherArgs{output, block_bytes, what},
+                    observer);
   }
   // Through the fusion buffer (core/fusion/fusion_layout.h).
   fusion_buffer_.Reserve(layout->total_bytes());
@@ -77,20 +86,10 @@ Status CpuExecutor::Allgather(const Response& response, const std::vector<Tensor
       if (own.bytes > 0) std::memcpy(fused + own.buffer_offset, entries[t]->input.data, own.bytes);
     }
   }
-  {
-    PhaseScope phase(observer, gather_phase);
-    KOLO_RETURN_IF_ERROR(gather(fused));
-  }
+  KOLO_RETURN_IF_ERROR(RunFirst(kAllgatherAlgorithms, route, Planes(),
+                                AllgatherArgs{fused, block_bytes, what}, observer));
   PhaseScope phase(observer, "MEMCPY_OUT_FUSION_BUFFER");
-  for (int r = 0; r < plane_.size(); ++r) {
-    for (size_t t = 0; t < tensors; ++t) {
-      const AllgatherLayout::Piece& piece = layout->piece(t, r);
-      if (outputs[t] != nullptr && piece.bytes > 0) {
-        std::memcpy(static_cast<uint8_t*>(outputs[t]) + piece.output_offset,
-                    fused + piece.buffer_offset, piece.bytes);
-      }
-    }
-  }
+  CopyOutOfFusionBuffer(*layout, fused, outputs);
   return Status::Ok();
 }
 
@@ -98,97 +97,86 @@ Status CpuExecutor::Reducescatter(const Response& response,
                                   const std::vector<TensorEntry*>& entries,
                                   PhaseObserver* observer) {
   const std::string what = DescribeOp(response.op, entries);
-  const int n = plane_.size();
   const int me = plane_.rank();
-  const size_t tensors = entries.size();
-  if (tensors == 0) return Internal(what + ": no tensors");
-  const size_t element_size = DataTypeSize(response.dtype);
-  StatusOr<ReducescatterLayout> layout = LayOutReducescatter(entries, response.dtype, me, n);
+  if (entries.empty()) return Internal(what + ": no tensors");
+  StatusOr<ReducescatterLayout> layout =
+      LayOutReducescatter(entries, response.dtype, me, plane_.size());
   if (!layout.ok()) return layout.status().WithContext(what);
-  const std::vector<size_t>& parts = layout->parts;
-  const std::vector<size_t>& block_elements = layout->block_elements;
-  size_t total = 0;
-  for (size_t count : block_elements) total += count;
-  // The blocks lie in rank order, or place-major for the hierarchical path
+  const size_t element_size = DataTypeSize(response.dtype);
+  // Over shared memory on one host, hierarchically on several by the allgather's size rule,
+  // else a ring; the blocks lie in rank order, or place-major for the hierarchical path
   // (ops/hierarchical_reducescatter.h).
-  const bool hierarchical = Hierarchical(response, total * element_size);
-  auto block_of = [&](int i) { return hierarchical ? place_major_order_[i] : i; };
-  size_t own_offset = 0, offset = 0;
-  for (int i = 0; i < n; ++i) {
-    if (block_of(i) == me) own_offset = offset;
-    offset += block_elements[block_of(i)];
+  const Route route{shm_ != nullptr,
+                    Hierarchical(response, layout->total_elements() * element_size)};
+  const ReducescatterPacking packing =
+      ReducescatterPacking::Packed(*layout, route.hierarchical ? &place_major_order_ : nullptr);
+  if (shm_ != nullptr && entries.size() == 1 && response.prescale == 1.0 &&
+      DisjointOrOwnBlock(*entries[0], packing.total_elements() * element_size,
+                         packing.block_offset(me) * element_size)) {
+    return ReducescatterStraight(response, *entries[0], layout->block_elements, what, observer);
   }
-  const ReduceOp op =  // average sums, and divides at the end
-      response.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum : response.reduce_op;
-  if (shm_ != nullptr && tensors == 1 && response.prescale == 1.0 &&
-      DisjointOrOwnBlock(*entries[0], total * element_size, own_offset * element_size)) {
-    // One tensor on one host: its input is rank-major already, so the slots read it where it
-    // is and this rank's block is reduced straight into the output.
-    void* output = entries[0]->output.data;
-    const size_t count = block_elements[me];
-    {
-      PhaseScope phase(observer, "SHM_REDUCESCATTER");
-      KOLO_RETURN_IF_ERROR(ShmReducescatter(*shm_, entries[0]->input.data, output, block_elements,
-                                            response.dtype, op, what));
-    }
-    const double post = PostFactor(response);
-    if (post != 1.0 ||
-        (response.reduce_op == ReduceOp::kAverage && !IsFloatingPoint(response.dtype))) {
-      PhaseScope phase(observer, "SCALE_OUTPUT");
-      FinishIntegerAverage(response, output, count);
-      ScaleCopy(output, output, count, response.dtype, post);
-    }
-    return Status::Ok();
+  return ReducescatterFused(response, entries, *layout, packing, route, what, observer);
+}
+
+Status CpuExecutor::ReducescatterStraight(const Response& response, TensorEntry& entry,
+                                          const std::vector<size_t>& block_elements,
+                                          const std::string& what, PhaseObserver* observer) {
+  // The slots read the input where it is (it is rank-major already) and this rank's block is
+  // reduced straight into the output: only shared memory can, so this is not a choice of the
+  // algorithm list.
+  void* output = entry.output.data;
+  const size_t count = block_elements[plane_.rank()];
+  {
+    PhaseScope phase(observer, "SHM_REDUCESCATTER");
+    KOLO_RETURN_IF_ERROR(ShmReducescatter(*shm_, entry.input.data, output, block_elements,
+                                          response.dtype, SumForAverage(response.reduce_op), what));
   }
-  // Rank-major: block r holds part r of every tensor, so the ring leaves this rank's parts
-  // together; the blocks lie in block_of's order. For one tensor in rank order this is just its
-  // input, scaled (the input stays untouched).
-  fusion_buffer_.Reserve(total * element_size);
+  const double post = PostFactor(response);
+  if (post != 1.0 ||
+      (response.reduce_op == ReduceOp::kAverage && !IsFloatingPoint(response.dtype))) {
+    PhaseScope phase(observer, "SCALE_OUTPUT");
+    FinishIntegerAverage(response, output, count);
+    ScaleCopy(output, output, count, response.dtype, post);
+  }
+  return Status::Ok();
+}
+
+Status CpuExecutor::ReducescatterFused(const Response& response,
+                                       const std::vector<TensorEntry*>& entries,
+                                       const ReducescatterLayout& layout,
+                                       const ReducescatterPacking& packing, const Route& route,
+                                       const std::string& what, PhaseObserver* observer) {
+  // Block r holds part r of every tensor, so the collective leaves this rank's parts together.
+  // For one tensor in rank order this is just its input, scaled (the input stays untouched).
+  const size_t element_size = DataTypeSize(response.dtype);
+  const int me = plane_.rank();
+  fusion_buffer_.Reserve(packing.total_elements() * element_size);
   uint8_t* work = fusion_buffer_.data();
   {
     PhaseScope phase(observer, "MEMCPY_IN_FUSION_BUFFER");
-    std::vector<size_t> part_offset(static_cast<size_t>(n) * tensors);  // tensor t, rank r
-    for (size_t t = 0; t < tensors; ++t) {
-      for (size_t r = 0, before = 0; r < static_cast<size_t>(n); ++r) {
-        part_offset[t * n + r] = before;
-        before += parts[t * n + r];
-      }
-    }
-    offset = 0;
-    for (int i = 0; i < n; ++i) {
-      const int r = block_of(i);
-      for (size_t t = 0; t < tensors; ++t) {
-        const size_t count = parts[t * n + r];
-        const uint8_t* input = static_cast<const uint8_t*>(entries[t]->input.data);
-        if (count > 0) {
-          ScaleCopy(work + offset * element_size, input + part_offset[t * n + r] * element_size,
-                    count, response.dtype, response.prescale);
-        }
-        offset += count;
-      }
+    for (const ReducescatterPacking::Piece& piece : packing.pieces()) {
+      if (piece.elements == 0) continue;
+      const auto* input = static_cast<const uint8_t*>(entries[piece.tensor]->input.data);
+      ScaleCopy(work + piece.buffer_offset * element_size,
+                input + piece.input_offset * element_size, piece.elements, response.dtype,
+                response.prescale);
     }
   }
-  if (hierarchical) {
-    PhaseScope phase(observer, "HIERARCHICAL_REDUCESCATTER");
-    KOLO_RETURN_IF_ERROR(HierarchicalReducescatter(host_planes_, work, block_elements,
-                                                   response.dtype, op, scratch_, what));
-  } else if (shm_ != nullptr) {
-    PhaseScope phase(observer, "SHM_REDUCESCATTER");
-    KOLO_RETURN_IF_ERROR(ShmReducescatter(*shm_, work, work + own_offset * element_size,
-                                          block_elements, response.dtype, op, what));
-  } else {
-    PhaseScope phase(observer, "RING_REDUCESCATTER");
-    KOLO_RETURN_IF_ERROR(RingReducescatterBlocks(plane_, work, block_elements, response.dtype,
-                                                 response.reduce_op, scratch_, what));
-  }
+  uint8_t* own = work + packing.block_offset(me) * element_size;
+  KOLO_RETURN_IF_ERROR(
+      RunFirst(kReducescatterAlgorithms, route, Planes(),
+               ReducescatterArgs{work, own, layout.block_elements, response.dtype,
+                                 SumForAverage(response.reduce_op), response.reduce_op, what},
+               observer));
   PhaseScope phase(observer, "MEMCPY_OUT_FUSION_BUFFER");
-  uint8_t* own = work + own_offset * element_size;
-  FinishIntegerAverage(response, own, block_elements[me]);
+  FinishIntegerAverage(response, own, layout.block_elements[me]);
   const double post = PostFactor(response);
-  for (size_t t = 0; t < tensors; ++t) {
-    const size_t count = parts[t * n + me];
-    if (count > 0) ScaleCopy(entries[t]->output.data, own, count, response.dtype, post);
-    own += count * element_size;
+  for (size_t t = 0; t < entries.size(); ++t) {
+    const ReducescatterPacking::Piece& piece = packing.piece(t, me);
+    if (piece.elements > 0) {
+      ScaleCopy(entries[t]->output.data, work + piece.buffer_offset * element_size, piece.elements,
+                response.dtype, post);
+    }
   }
   return Status::Ok();
 }
@@ -231,16 +219,10 @@ Status CpuExecutor::Alltoall(const Response& response, const std::vector<TensorE
     entry.received_splits->clear();
     for (int peer = 0; peer < n; ++peer) entry.received_splits->push_back(rows(peer, me));
   }
-  if (shm_ != nullptr) {
-    std::vector<size_t> matrix_bytes(static_cast<size_t>(n) * n);
-    for (size_t i = 0; i < matrix_bytes.size(); ++i) {
-      matrix_bytes[i] = static_cast<size_t>(response.splits[i]) * row_bytes;
-    }
-    PhaseScope phase(observer, "SHM_ALLTOALL");
-    return ShmAlltoall(*shm_, entry.input.data, send, output, recv, matrix_bytes, what);
-  }
-  PhaseScope phase(observer, "PAIRWISE_ALLTOALL");
-  return PairwiseAlltoall(plane_, entry.input.data, send, output, recv, what);
+  return RunFirst(
+      kAlltoallAlgorithms, Route{shm_ != nullptr, false}, Planes(),
+      AlltoallArgs{entry.input.data, send, output, recv, response.splits, row_bytes, what},
+      observer);
 }
 
 void* CpuExecutor::AllocateOutput(TensorEntry& entry, const std::vector<int64_t>& shape,

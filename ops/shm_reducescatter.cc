@@ -7,6 +7,36 @@
 #include "ops/reduce_kernels.h"
 
 namespace kolo::ops {
+namespace {
+
+// This rank's `todo` elements of a round reduced over the ranks, in rank order, into `result`:
+// `values[r]` is rank r's (this rank's own input, or rank r's slot). In place (`result` is this
+// rank's own values) the ranks before it are folded first, into `earlier` (a piece of this
+// rank's slot that no rank reads) when there are several, and joined as `earlier (op) own`:
+// the same order, and ReduceInto may not write an operand.
+void ReduceRanks(const std::vector<const uint8_t*>& values, int me, uint8_t* result,
+                 uint8_t* earlier, size_t todo, DataType dtype, ReduceOp op) {
+  const int n = static_cast<int>(values.size());
+  if (n == 1) {
+    if (result != values[0]) std::memmove(result, values[0], todo * DataTypeSize(dtype));
+    return;
+  }
+  if (result == values[me]) {
+    if (me == 1) {
+      ReduceReversed(result, values[0], todo, dtype, op);
+    } else if (me >= 2) {
+      ReduceInto(earlier, values[0], values[1], todo, dtype, op);
+      for (int r = 2; r < me; ++r) Reduce(earlier, values[r], todo, dtype, op);
+      ReduceReversed(result, earlier, todo, dtype, op);
+    }
+    for (int r = me + 1; r < n; ++r) Reduce(result, values[r], todo, dtype, op);
+    return;
+  }
+  ReduceInto(result, values[0], values[1], todo, dtype, op);
+  for (int r = 2; r < n; ++r) Reduce(result, values[r], todo, dtype, op);
+}
+
+}  // namespace
 
 Status ShmReducescatter(SharedMemoryPlane& plane, const void* input, void* output,
                         const std::vector<size_t>& block_elements, DataType dtype, ReduceOp op,
@@ -30,6 +60,7 @@ Status ShmReducescatter(SharedMemoryPlane& plane, const void* input, void* outpu
                     DataTypeName(dtype));
   }
   const size_t longest = *std::max_element(block_elements.begin(), block_elements.end());
+  std::vector<const uint8_t*> values(static_cast<size_t>(n));
   for (size_t at = 0; at < longest; at += piece) {
     const int set = plane.NextSlotSet();
     // Elements [at, at + count(r)) of block r go this round.
@@ -47,32 +78,12 @@ Status ShmReducescatter(SharedMemoryPlane& plane, const void* input, void* outpu
     const size_t todo = count(me);
     if (todo == 0) continue;
     // Rank r's values of this rank's piece: its own input, or rank r's slot.
-    auto values = [&](int r) -> const uint8_t* {
-      if (r == me) return in + offsets[me] + at * element;
-      return plane.slot(set, r) + static_cast<size_t>(me) * piece * element;
-    };
-    uint8_t* result = out + at * element;
-    if (n == 1) {
-      if (result != values(0)) std::memmove(result, values(0), todo * element);
-      continue;
+    for (int r = 0; r < n; ++r) {
+      values[r] = r == me ? in + offsets[me] + at * element
+                          : plane.slot(set, r) + static_cast<size_t>(me) * piece * element;
     }
-    if (result == values(me)) {
-      // In place: the result lands on this rank's values, so the ranks before it are folded
-      // first (in piece `me` of its own slot, which no rank reads, when there are several) and
-      // joined as `earlier (op) own`, keeping rank order; ReduceInto may not write an operand.
-      if (me == 1) {
-        ReduceReversed(result, values(0), todo, dtype, op);
-      } else if (me >= 2) {
-        uint8_t* earlier = mine + static_cast<size_t>(me) * piece * element;
-        ReduceInto(earlier, values(0), values(1), todo, dtype, op);
-        for (int r = 2; r < me; ++r) Reduce(earlier, values(r), todo, dtype, op);
-        ReduceReversed(result, earlier, todo, dtype, op);
-      }
-      for (int r = me + 1; r < n; ++r) Reduce(result, values(r), todo, dtype, op);
-    } else {
-      ReduceInto(result, values(0), values(1), todo, dtype, op);
-      for (int r = 2; r < n; ++r) Reduce(result, values(r), todo, dtype, op);
-    }
+    ReduceRanks(values, me, out + at * element, mine + static_cast<size_t>(me) * piece * element,
+                todo, dtype, op);
   }
   return Status::Ok();
 }

@@ -16,7 +16,7 @@
 #include "core/autotuner.h"
 #include "core/control_channel.h"
 #include "core/logging.h"
-#include "core/loop/local_control_channel.h"
+#include "transport/local/local_control_channel.h"
 #include "kolo/options.h"
 #include "transport/grpc/control_auth.h"
 

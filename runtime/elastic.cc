@@ -55,6 +55,45 @@ Clock::time_point After(double seconds) {
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+// The process's client of the driver at options.elastic_rendezvous (a new one where the driver
+// moved), with this join's worker id and timeout recorded; `last_generation`: the generation
+// this process last joined (0: none).
+std::shared_ptr<transport::ElasticRendezvousClient> LinkForJoin(
+    const Options& options, const transport::JobCredentials& credentials,
+    int64_t* last_generation) {
+  ElasticState& state = ProcessState();
+  MutexLock lock(&state.mu);
+  if (!state.client || state.driver_address != options.elastic_rendezvous) {
+    state.client = std::make_shared<transport::ElasticRendezvousClient>(options.elastic_rendezvous,
+                                                                        credentials);
+    state.driver_address = options.elastic_rendezvous;
+  }
+  state.worker_id = options.elastic_worker_id;
+  state.call_timeout_seconds = options.timeout_seconds;
+  *last_generation = state.generation;
+  return state.client;
+}
+
+// `options` as the driver's assignment makes them (rank, size, controller, job id, host), the
+// generation recorded as this process's.
+Options Joined(const Options& options, const transport::ElasticAssignment& answer) {
+  Options joined = options;
+  joined.rank = answer.rank;
+  joined.size = answer.size;
+  joined.local_rank = -1;  // from the host names every rank reports
+  joined.local_size = -1;
+  joined.controller_address = answer.controller_address;
+  joined.job_id = answer.job_id;
+  joined.host = answer.hostname;
+  joined.identity_source = "kolorun (elastic)";
+  joined.controller_source = "elastic generation " + std::to_string(answer.generation);
+  ElasticState& state = ProcessState();
+  MutexLock lock(&state.mu);
+  state.generation = answer.generation;
+  state.hosts_timestamp = answer.hosts_timestamp;
+  return joined;
+}
+
 }  // namespace
 
 namespace internal {
@@ -67,21 +106,9 @@ StatusOr<Options> JoinElasticGeneration(const Options& options) {
   }
   // The rendezvous is sealed with the job's own id (kolorun's), not a generation's.
   KOLO_ASSIGN_OR_RETURN(transport::JobCredentials credentials, LoadJobCredentials(options));
-  std::shared_ptr<transport::ElasticRendezvousClient> client;
   int64_t last_generation = 0;
-  {
-    ElasticState& state = ProcessState();
-    MutexLock lock(&state.mu);
-    if (!state.client || state.driver_address != options.elastic_rendezvous) {
-      state.client = std::make_shared<transport::ElasticRendezvousClient>(
-          options.elastic_rendezvous, credentials);
-      state.driver_address = options.elastic_rendezvous;
-    }
-    state.worker_id = options.elastic_worker_id;
-    state.call_timeout_seconds = options.timeout_seconds;
-    client = state.client;
-    last_generation = state.generation;
-  }
+  std::shared_ptr<transport::ElasticRendezvousClient> client =
+      LinkForJoin(options, credentials, &last_generation);
   transport::ElasticJoinRequest request;
   request.worker_id = options.elastic_worker_id;
   request.last_generation = last_generation;
@@ -98,23 +125,7 @@ StatusOr<Options> JoinElasticGeneration(const Options& options) {
       return FailedPrecondition("elastic init() of " + request.worker_id +
                                 ": kolorun's driver refused it: " + answer->message);
     }
-    if (answer->outcome == transport::ElasticOutcome::kAssigned) {
-      Options joined = options;
-      joined.rank = answer->rank;
-      joined.size = answer->size;
-      joined.local_rank = -1;  // from the host names every rank reports
-      joined.local_size = -1;
-      joined.controller_address = answer->controller_address;
-      joined.job_id = answer->job_id;
-      joined.host = answer->hostname;
-      joined.identity_source = "kolorun (elastic)";
-      joined.controller_source = "elastic generation " + std::to_string(answer->generation);
-      ElasticState& state = ProcessState();
-      MutexLock lock(&state.mu);
-      state.generation = answer->generation;
-      state.hosts_timestamp = answer->hosts_timestamp;
-      return joined;
-    }
+    if (answer->outcome == transport::ElasticOutcome::kAssigned) return Joined(options, *answer);
     if (Clock::now() >= deadline) {
       return DeadlineExceeded("elastic init() of " + request.worker_id +
                               ": kolorun's driver formed no generation with it within " +

@@ -9,9 +9,10 @@ the including file and the folder of the included path; an include that crosses 
 not listed for its own is an error, printed as "file:line: rule". Also errors: an include
 with "../" or "./" (STYLE.md: includes from the repository root), an include of a project path
 that does not exist, and a source folder that has no rule (a new folder must say where it
-sits), and an include of the runtime's public API (kolo/kolo.h and the headers whose functions
-live in runtime/) from a folder below the runtime. Angle-bracket includes (system and
-third-party headers) are not checked.
+sits), and an include of the runtime's public API (runtime/include/kolo: kolo/kolo.h and the
+other headers whose functions live in runtime/) from a folder below the runtime, the public
+headers of core/include among them. Angle-bracket includes (system and third-party headers) are
+not checked.
 Exit status: 0 clean, 1 violations, 2 usage error. Standard library only.
 """
 import os
@@ -19,10 +20,12 @@ import re
 import sys
 
 # Folder -> folders whose headers it may include (besides its own). A file belongs to the
-# longest folder that prefixes its path. "kolo" is the public API (core/include/kolo), which
-# every folder may include; "proto" is the code generated from proto/kolo.proto.
+# longest folder that prefixes its path. "kolo" is the public API (core/include/kolo, the types
+# kolo's insides share with it, which every folder may include; runtime/include/kolo, the
+# runtime's API: see RUNTIME_API); "proto" is the code generated from proto/kolo.proto.
 LAYERED = {
-    "core/include": set(),  # the public headers: kolo/ only (checked below)
+    "core/include": set(),  # the shared public headers: kolo/ only (checked below)
+    "runtime/include": set(),  # the runtime's public headers: kolo/ only
     "core": set(),
     "core/config": {"core"},
     "core/timeline": {"core"},
@@ -39,11 +42,14 @@ LAYERED = {
     "transport/tcp": {"core", "core/config", "transport", "transport/auth"},
     "transport/shm": {"core", "core/config", "transport"},
     "transport/grpc": {"core", "transport", "transport/auth", "proto"},
+    "transport/local": {"core"},
     "runtime": {"core", "core/config", "core/timeline", "core/fusion", "core/loop", "controller",
                 "ops", "ops/gpu", "ops/cuda", "ops/nccl", "ops/gpu_plane",
                 "transport", "transport/auth", "transport/tcp", "transport/shm",
-                "transport/grpc"},
+                "transport/grpc", "transport/local"},
     "proto": set(),
+    # kolorun: a program on core/'s parts and the elastic rendezvous it serves; no runtime.
+    "launcher": {"core", "core/config", "transport/grpc"},
     # Programs on the public API only.
     "examples": set(),
     # kolo.torch's native module and kolo::libtorch: the public API only (they link libkolo.so).
@@ -53,14 +59,16 @@ LAYERED = {
 # Folders whose files may include anything of the project (they test or drive its insides).
 UNRESTRICTED = ("tests", "tools", "fuzz")
 # Folders listed in LAYERED whose sub-folders inherit their rule instead of needing their own.
-INHERITED = ("examples", "core/include", "python", "libtorch")
-# The public headers of the runtime's API: their functions are defined in runtime/, so a folder
-# below it that included one would point back up at the composition root. Only the runtime,
-# the public headers themselves and the programs on the public API (and, as everywhere, tests,
-# tools and fuzz) include them; the rest of kolo takes the types it shares with the API from
-# kolo/op_args.h, kolo/types.h, kolo/status.h and kolo/options.h.
-RUNTIME_API = {"kolo/kolo.h", "kolo/handle.h", "kolo/gradient_sync.h", "kolo/c_api.h"}
-RUNTIME_API_USERS = {"runtime", "core/include", "examples", "python", "libtorch"}
+INHERITED = ("examples", "core/include", "runtime/include", "python", "libtorch")
+# The public headers of the runtime's API (runtime/include/kolo: kolo.h, handle.h,
+# gradient_sync.h, c_api.h): their functions are defined in runtime/, so a folder below it that
+# included one would point back up at the composition root. Only the runtime (its headers
+# included) and the programs on the public API (and, as everywhere, tests, tools and fuzz)
+# include them; the rest of kolo, core/include's headers too, takes the types it shares with
+# the API from kolo/op_args.h, kolo/types.h, kolo/status.h and kolo/options.h.
+PUBLIC_HEADER_DIRS = ("core/include", "runtime/include")
+RUNTIME_API_DIR = "runtime/include"
+RUNTIME_API_USERS = {"runtime", "runtime/include", "examples", "python", "libtorch"}
 # Paths that exist only in the build tree (generated).
 GENERATED = {"kolo/version.h", "proto/kolo.pb.h", "proto/kolo.grpc.pb.h"}
 
@@ -72,9 +80,11 @@ TOP_FOLDERS = sorted({f.split("/")[0] for f in LAYERED} | set(UNRESTRICTED))
 WHY = {
     "core": "core/ depends on nothing else in the project",
     "examples": "examples/ use kolo's public API only",
+    "launcher": "kolorun starts ranks; it runs none, so it needs no runtime",
     "python": "kolo.torch links libkolo.so, whose interface is the public API",
     "libtorch": "kolo::libtorch links libkolo.so, whose interface is the public API",
     "core/include": "the installed headers must not need kolo's sources",
+    "runtime/include": "the installed headers must not need kolo's sources",
 }
 WHY_TARGET = {
     "proto": "generated protobuf types stay behind transport/grpc",
@@ -96,9 +106,21 @@ def folder_of(path):
     return best
 
 
+_RUNTIME_API = {}  # by source root
+
+
+def runtime_api_of(root):
+    """The include paths ("kolo/kolo.h", ...) of the runtime's public headers under `root`."""
+    if root not in _RUNTIME_API:
+        folder = os.path.join(root, RUNTIME_API_DIR, "kolo")
+        names = os.listdir(folder) if os.path.isdir(folder) else []
+        _RUNTIME_API[root] = {"kolo/" + name for name in names if name.endswith(".h")}
+    return _RUNTIME_API[root]
+
+
 def rule_text(folder, there):
     allowed = sorted(LAYERED[folder] | {folder}) + ["kolo"]
-    if folder == "core/include":
+    if folder in PUBLIC_HEADER_DIRS:
         allowed = ["kolo"]
     text = f"{folder}/ may include only " + ", ".join(f"{a}/" for a in allowed)
     why = WHY.get(folder) or WHY_TARGET.get(there)
@@ -123,7 +145,8 @@ def check_file(root, rel, errors):
         if there is None:
             continue  # not a project path (a third-party header included with quotes)
         if there == "kolo":
-            exists = os.path.exists(os.path.join(root, "core/include", target))
+            exists = any(os.path.exists(os.path.join(root, d, target))
+                         for d in PUBLIC_HEADER_DIRS)
         else:
             exists = os.path.exists(os.path.join(root, target))
         if not exists and target not in GENERATED:
@@ -131,13 +154,14 @@ def check_file(root, rel, errors):
             continue
         if here in UNRESTRICTED or there == here:
             continue
-        if target in RUNTIME_API and here not in RUNTIME_API_USERS:
+        runtime_api = runtime_api_of(root)
+        if target in runtime_api and here not in RUNTIME_API_USERS:
             errors.append(f'{where}: "{target}": {here}/ may not include the runtime\'s public '
-                          f'API ({", ".join(sorted(RUNTIME_API))}), whose functions live in '
+                          f'API ({", ".join(sorted(runtime_api))}), whose functions live in '
                           f'runtime/; take Callback, Allocator and AllreduceOptions from '
                           f'kolo/op_args.h')
             continue
-        if here == "core/include":
+        if here in PUBLIC_HEADER_DIRS:
             if there != "kolo":
                 errors.append(f'{where}: "{target}": {rule_text(here, there)}')
             continue

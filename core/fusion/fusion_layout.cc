@@ -1,5 +1,6 @@
 #include "core/fusion/fusion_layout.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/op_validation.h"
@@ -76,6 +77,53 @@ StatusOr<ReducescatterLayout> LayOutReducescatter(const std::vector<TensorEntry*
     }
   }
   return layout;
+}
+
+size_t ReducescatterLayout::total_elements() const {
+  size_t total = 0;
+  for (size_t count : block_elements) total += count;
+  return total;
+}
+
+ReducescatterPacking ReducescatterPacking::Packed(const ReducescatterLayout& layout,
+                                                  const std::vector<int>* order) {
+  return ReducescatterPacking(layout, order, /*padded=*/false);
+}
+
+ReducescatterPacking ReducescatterPacking::Padded(const ReducescatterLayout& layout) {
+  return ReducescatterPacking(layout, nullptr, /*padded=*/true);
+}
+
+ReducescatterPacking::ReducescatterPacking(const ReducescatterLayout& layout,
+                                           const std::vector<int>* order, bool padded) {
+  const size_t n = layout.block_elements.size();
+  const size_t tensors = n == 0 ? 0 : layout.parts.size() / n;
+  const size_t largest =
+      n == 0 ? 0 : *std::max_element(layout.block_elements.begin(), layout.block_elements.end());
+  pieces_.reserve(tensors * n);
+  block_first_.assign(n, 0);
+  block_offset_.assign(n, 0);
+  // Where each tensor's part for rank r starts in its input: after the parts of ranks < r.
+  std::vector<size_t> input_offset(tensors * n, 0);
+  for (size_t t = 0; t < tensors; ++t) {
+    for (size_t r = 1; r < n; ++r) {
+      input_offset[t * n + r] = input_offset[t * n + r - 1] + layout.parts[t * n + r - 1];
+    }
+  }
+  size_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int r = order != nullptr ? (*order)[i] : static_cast<int>(i);
+    const size_t block_start = offset;
+    block_first_[static_cast<size_t>(r)] = pieces_.size();
+    block_offset_[static_cast<size_t>(r)] = offset;
+    for (size_t t = 0; t < tensors; ++t) {
+      const size_t part = t * n + static_cast<size_t>(r);
+      pieces_.push_back(Piece{t, r, input_offset[part], offset, layout.parts[part]});
+      offset += layout.parts[part];
+    }
+    if (padded) offset = block_start + largest;
+  }
+  total_elements_ = offset;
 }
 
 }  // namespace kolo

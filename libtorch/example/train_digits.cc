@@ -46,6 +46,57 @@ bool LoadDigits(const std::string& path, at::Tensor* features, at::Tensor* label
   return true;
 }
 
+// Rank 0's weights everywhere.
+bool BroadcastWeights(torch::nn::Sequential& model) {
+  for (auto& item : model->named_parameters()) {
+    kolo::StatusOr<kolo::TensorView> view = kolo::libtorch::ToTensorView(item.value());
+    if (!view.ok() || !Check(kolo::broadcast("init/" + item.key(), *view, 0), "broadcast")) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// `epochs` passes over this rank's `shard` of the rows, in batches of 16.
+bool Train(torch::nn::Sequential& model, kolo::libtorch::DistributedOptimizer& optimizer,
+           const at::Tensor& features, const at::Tensor& labels, const at::Tensor& shard,
+           int epochs) {
+  const int64_t batch = 16;
+  int64_t steps = shard.size(0) / batch;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    at::Tensor permuted = shard.index_select(
+        0, torch::randperm(shard.size(0), torch::Generator(at::detail::createCPUGenerator(epoch))));
+    for (int64_t step = 0; step < steps; ++step) {
+      at::Tensor rows = permuted.slice(0, step * batch, (step + 1) * batch);
+      optimizer.ZeroGrad();
+      at::Tensor loss = torch::nn::functional::cross_entropy(
+          model->forward(features.index_select(0, rows)), labels.index_select(0, rows));
+      loss.backward();
+      if (!Check(optimizer.Step().status(), "step")) return false;
+    }
+  }
+  return true;
+}
+
+// Whether every rank holds the same weights: the elementwise max over the ranks equals the min.
+bool IdenticalOnAllRanks(torch::nn::Sequential& model, bool* identical) {
+  std::vector<at::Tensor> parts;
+  for (const at::Tensor& p : model->parameters()) parts.push_back(p.detach().reshape({-1}));
+  at::Tensor flat = torch::cat(parts);
+  at::Tensor high = flat.clone(), low = flat.clone();
+  kolo::AllreduceOptions max_options, min_options;
+  max_options.op = kolo::ReduceOp::kMax;
+  min_options.op = kolo::ReduceOp::kMin;
+  auto high_view = kolo::libtorch::ToTensorView(high);
+  auto low_view = kolo::libtorch::ToTensorView(low);
+  if (!Check(kolo::allreduce("check/max", *high_view, *high_view, max_options), "allreduce") ||
+      !Check(kolo::allreduce("check/min", *low_view, *low_view, min_options), "allreduce")) {
+    return false;
+  }
+  *identical = torch::equal(high, low) && torch::equal(high, flat);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,30 +118,11 @@ int main(int argc, char** argv) {
 
   torch::nn::Sequential model(torch::nn::Linear(64, 64), torch::nn::ReLU(),
                               torch::nn::Linear(64, 10));
-  for (auto& item : model->named_parameters()) {  // rank 0's weights everywhere
-    kolo::StatusOr<kolo::TensorView> view = kolo::libtorch::ToTensorView(item.value());
-    if (!view.ok() || !Check(kolo::broadcast("init/" + item.key(), *view, 0), "broadcast")) {
-      return 1;
-    }
-  }
+  if (!BroadcastWeights(model)) return 1;
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.05 * size).momentum(0.9));
   auto optimizer = kolo::libtorch::DistributedOptimizer::Create(sgd, model->named_parameters());
   if (!Check(optimizer.status(), "DistributedOptimizer")) return 1;
-
-  const int64_t batch = 16;
-  int64_t steps = shard.size(0) / batch;
-  for (int epoch = 0; epoch < epochs; ++epoch) {
-    at::Tensor permuted = shard.index_select(
-        0, torch::randperm(shard.size(0), torch::Generator(at::detail::createCPUGenerator(epoch))));
-    for (int64_t step = 0; step < steps; ++step) {
-      at::Tensor rows = permuted.slice(0, step * batch, (step + 1) * batch);
-      (*optimizer)->ZeroGrad();
-      at::Tensor loss = torch::nn::functional::cross_entropy(
-          model->forward(features.index_select(0, rows)), labels.index_select(0, rows));
-      loss.backward();
-      if (!Check((*optimizer)->Step().status(), "step")) return 1;
-    }
-  }
+  if (!Train(model, **optimizer, features, labels, shard, epochs)) return 1;
 
   torch::NoGradGuard no_grad;
   double accuracy = model->forward(features.index_select(0, test))
@@ -99,21 +131,8 @@ int main(int argc, char** argv) {
                         .to(torch::kFloat64)
                         .mean()
                         .item<double>();
-  // Identical weights: the elementwise max over the ranks equals the min.
-  std::vector<at::Tensor> parts;
-  for (const at::Tensor& p : model->parameters()) parts.push_back(p.detach().reshape({-1}));
-  at::Tensor flat = torch::cat(parts);
-  at::Tensor high = flat.clone(), low = flat.clone();
-  kolo::AllreduceOptions max_options, min_options;
-  max_options.op = kolo::ReduceOp::kMax;
-  min_options.op = kolo::ReduceOp::kMin;
-  auto high_view = kolo::libtorch::ToTensorView(high);
-  auto low_view = kolo::libtorch::ToTensorView(low);
-  if (!Check(kolo::allreduce("check/max", *high_view, *high_view, max_options), "allreduce") ||
-      !Check(kolo::allreduce("check/min", *low_view, *low_view, min_options), "allreduce")) {
-    return 1;
-  }
-  bool identical = torch::equal(high, low) && torch::equal(high, flat);
+  bool identical = false;
+  if (!IdenticalOnAllRanks(model, &identical)) return 1;
   std::printf("final: accuracy=%.4f identical_on_all_%d_ranks=%s\n", accuracy, size,
               identical ? "true" : "false");
   std::fflush(stdout);

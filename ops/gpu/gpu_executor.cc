@@ -22,7 +22,8 @@ GpuExecutor::GpuExecutor(DeviceApi* device, CollectiveApi* collectives, CommProv
       coll_(collectives),
       comms_(std::move(comms)),
       config_(config),
-      logger_(std::move(logger)) {
+      logger_(std::move(logger)),
+      pool_(device) {
   queue_ = std::make_unique<CompletionQueue>(
       device_, config_.completion, [this] { return CommHealth(); },
       [this](const Status& why) { AbortComm(why); }, logger_);
@@ -38,10 +39,7 @@ GpuExecutor::~GpuExecutor() {
   // and events it names go.
   if (stream_ != nullptr) device_->DestroyStream(stream_).IgnoreError();  // nothing to tell
   if (fusion_buffer_ != nullptr) device_->Free(fusion_buffer_).IgnoreError();
-  MutexLock lock(&pool_mu_);
-  for (EventHandle e : free_events_) device_->DestroyEvent(e).IgnoreError();
-  for (EventHandle e : retired_events_) device_->DestroyEvent(e).IgnoreError();
-  for (void* p : retired_buffers_) device_->Free(p).IgnoreError();
+  // pool_ goes next (a member), with the events and the failed ops' memory.
 }
 
 Status GpuExecutor::Execute(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -108,7 +106,7 @@ Status GpuExecutor::Launch(const Response& response, const std::vector<TensorEnt
   if (!moves_data && stream_ == nullptr) {
     // Nothing was launched before it: done at once (an event never recorded is complete), on
     // the completion thread like every op, without choosing a device.
-    StatusOr<EventHandle> event = TakeEvent();
+    StatusOr<EventHandle> event = pool_.Take();
     if (!event.ok()) return event.status().WithContext(op->what);
     op->events.push_back(*event);
     op->last = *event;
@@ -145,9 +143,7 @@ Status GpuExecutor::Launch(const Response& response, const std::vector<TensorEnt
   if (status.ok() && stream_ != nullptr) status = Enqueue(response, work, *op);
   if (!status.ok()) {
     // Part of the op may be queued on the stream: keep what it names until the end.
-    MutexLock lock(&pool_mu_);
-    retired_events_.insert(retired_events_.end(), op->events.begin(), op->events.end());
-    retired_buffers_.insert(retired_buffers_.end(), op->buffers.begin(), op->buffers.end());
+    pool_.Retire(&op->events, &op->buffers);
     return status.WithContext(op->what);
   }
   CompletionQueue::Item item;
@@ -170,7 +166,7 @@ void GpuExecutor::Interrupt(const Status& why) {
 }
 
 Status GpuExecutor::Begin(Op& op) {
-  StatusOr<EventHandle> start = TakeEvent();
+  StatusOr<EventHandle> start = pool_.Take();
   if (!start.ok()) return start.status();
   op.events.push_back(*start);
   op.last = *start;
@@ -178,7 +174,7 @@ Status GpuExecutor::Begin(Op& op) {
 }
 
 Status GpuExecutor::EndPhase(Op& op, const char* name) {
-  StatusOr<EventHandle> end = TakeEvent();
+  StatusOr<EventHandle> end = pool_.Take();
   if (!end.ok()) return end.status();
   op.events.push_back(*end);
   KOLO_RETURN_IF_ERROR(device_->RecordEvent(*end, stream_));
@@ -204,32 +200,16 @@ StatusOr<uint8_t*> GpuExecutor::Scratch(size_t bytes, Op& op) {
   return static_cast<uint8_t*>(*own);
 }
 
-StatusOr<EventHandle> GpuExecutor::TakeEvent() {
-  {
-    MutexLock lock(&pool_mu_);
-    if (!free_events_.empty()) {
-      EventHandle e = free_events_.back();
-      free_events_.pop_back();
-      return e;
-    }
-  }
-  return device_->CreateEvent(/*timing=*/true);
-}
-
 void GpuExecutor::Release(Op& op) {
   StatusOr<bool> done = device_->QueryEvent(op.last);
-  const bool finished = done.ok() && *done;
-  MutexLock lock(&pool_mu_);
-  if (!finished) {
-    // The op failed or was interrupted: the device may still read or write these.
-    retired_events_.insert(retired_events_.end(), op.events.begin(), op.events.end());
-    retired_buffers_.insert(retired_buffers_.end(), op.buffers.begin(), op.buffers.end());
-  } else {
-    free_events_.insert(free_events_.end(), op.events.begin(), op.events.end());
+  if (done.ok() && *done) {
+    pool_.GiveBack(&op.events);
     for (void* p : op.buffers) device_->Free(p).IgnoreError();  // a leak at worst
+    op.buffers.clear();
+  } else {
+    // The op failed or was interrupted: the device may still read or write these.
+    pool_.Retire(&op.events, &op.buffers);
   }
-  op.events.clear();
-  op.buffers.clear();
   op.stand_ins.clear();
 }
 

@@ -50,6 +50,7 @@
 #include "ops/gpu/collective_api.h"
 #include "ops/gpu/completion_queue.h"
 #include "ops/gpu/device_api.h"
+#include "ops/gpu/event_pool.h"
 
 namespace kolo::gpu {
 
@@ -143,8 +144,6 @@ class GpuExecutor final : public Executor {
   Status EndPhase(Op& op, const char* name);
   // Device memory for one op: the fusion buffer when `bytes` fits, else a buffer of `op`.
   StatusOr<uint8_t*> Scratch(size_t bytes, Op& op);
-  // A timing event from the pool (made when the pool is empty).
-  StatusOr<EventHandle> TakeEvent();
   // Run on the completion thread after `done`: returns the op's events and frees its buffers,
   // or keeps them until the destructor when the device may still use them (the op failed).
   void Release(Op& op);
@@ -170,12 +169,8 @@ class GpuExecutor final : public Executor {
   CommHandle comm_ KOLO_GUARDED_BY(comm_mu_) = nullptr;
   bool aborted_ KOLO_GUARDED_BY(comm_mu_) = false;
 
-  // Events and buffers go back here from the completion thread.
-  Mutex pool_mu_;
-  std::vector<EventHandle> free_events_ KOLO_GUARDED_BY(pool_mu_);
-  // An op's events and buffers that the device may still use (it failed): freed last.
-  std::vector<EventHandle> retired_events_ KOLO_GUARDED_BY(pool_mu_);
-  std::vector<void*> retired_buffers_ KOLO_GUARDED_BY(pool_mu_);
+  // Events, reused; and what failed ops leave the device, freed last (after the stream).
+  EventPool pool_;
 
   std::unique_ptr<CompletionQueue> queue_;  // last: its thread calls the members above
 };

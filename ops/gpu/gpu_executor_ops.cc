@@ -260,7 +260,6 @@ Status GpuExecutor::Reducescatter(const Response& response,
   const size_t element_size = DataTypeSize(response.dtype);
   KOLO_ASSIGN_OR_RETURN(const ReducescatterLayout layout,
                         LayOutReducescatter(entries, response.dtype, me, n));
-  const std::vector<size_t>& parts = layout.parts;
   const std::vector<size_t>& block_elements = layout.block_elements;
   const size_t block = *std::max_element(block_elements.begin(), block_elements.end());
   const bool even = std::all_of(block_elements.begin(), block_elements.end(),
@@ -278,26 +277,22 @@ Status GpuExecutor::Reducescatter(const Response& response,
   }
   // Rank-major, every rank's block padded to the largest (NCCL's blocks are all one size); the
   // padding is zeros, reduced and dropped.
-  const size_t block_bytes = block * element_size;
-  StatusOr<uint8_t*> work = Scratch(block_bytes * n, op);
+  const ReducescatterPacking packing = ReducescatterPacking::Padded(layout);
+  const size_t total_bytes = packing.total_elements() * element_size;
+  StatusOr<uint8_t*> work = Scratch(total_bytes, op);
   if (!work.ok()) return work.status();
-  if (!even) KOLO_RETURN_IF_ERROR(device_->MemsetAsync(*work, 0, block_bytes * n, stream_));
+  if (!even) KOLO_RETURN_IF_ERROR(device_->MemsetAsync(*work, 0, total_bytes, stream_));
   std::vector<CopySpan> in, out;
-  std::vector<size_t> in_offset(tensors, 0);  // bytes of tensor t already placed
-  for (int r = 0; r < n; ++r) {
-    size_t offset = block_bytes * r;
-    for (size_t t = 0; t < tensors; ++t) {
-      const size_t bytes = parts[t * n + r] * element_size;
-      const auto* input = static_cast<const uint8_t*>(entries[t]->input.data);
-      if (bytes > 0) in.push_back(CopySpan{*work + offset, input + in_offset[t], bytes});
-      if (bytes > 0 && r == me)
-        out.push_back(CopySpan{entries[t]->output.data, *work + offset, bytes});
-      in_offset[t] += bytes;
-      offset += bytes;
-    }
+  for (const ReducescatterPacking::Piece& piece : packing.pieces()) {
+    const size_t bytes = piece.elements * element_size;
+    if (bytes == 0) continue;
+    uint8_t* fused = *work + piece.buffer_offset * element_size;
+    const auto* input = static_cast<const uint8_t*>(entries[piece.tensor]->input.data);
+    in.push_back(CopySpan{fused, input + piece.input_offset * element_size, bytes});
+    if (piece.rank == me) out.push_back(CopySpan{entries[piece.tensor]->output.data, fused, bytes});
   }
   return ThroughFusionBuffer(op, in, out, "NCCL_REDUCESCATTER", [&] {
-    return reduce_scatter(*work, *work + block_bytes * me);  // in place
+    return reduce_scatter(*work, *work + packing.block_offset(me) * element_size);  // in place
   });
 }
 

@@ -59,6 +59,43 @@ Status StagedExecutor::CopyAndWait(const std::vector<CopySpan>& copies, CopyKind
   }
 }
 
+Status StagedExecutor::Stage(TensorEntry* e, Staged* staged, std::vector<CopySpan>* to_host) {
+  auto h = std::make_unique<TensorEntry>();
+  h->meta = e->meta;
+  h->meta.device = Device::Cpu();
+  h->received_splits = e->received_splits;
+  h->int_result = e->int_result;
+  StatusOr<void*> in = pinned_.Take(e->input.num_bytes());
+  if (!in.ok()) return in.status();
+  h->input = {*in, e->input.dtype, e->input.shape, Device::Cpu()};
+  to_host->push_back(CopySpan{*in, e->input.data, e->input.num_bytes()});
+  staged->entry = e;
+  if (e->allocate) {
+    // The output's size is known only now: the user's allocator gives the device memory, the
+    // pool the host memory the collective writes.
+    h->allocate = [this, e, staged](const std::vector<int64_t>& shape) -> void* {
+      void* device_out = e->allocate(shape);
+      if (device_out == nullptr) return nullptr;  // this rank's op fails (local_error)
+      TensorView view{device_out, e->input.dtype, shape, e->input.device};
+      StatusOr<void*> host_out = pinned_.Take(view.num_bytes());
+      if (!host_out.ok()) return nullptr;
+      e->output = view;
+      staged->device_out = device_out;
+      return *host_out;
+    };
+  } else if (e->output.data == e->input.data) {
+    h->output = h->input;
+    staged->device_out = e->output.data;
+  } else {
+    StatusOr<void*> out = pinned_.Take(e->output.num_bytes());
+    if (!out.ok()) return out.status();
+    h->output = {*out, e->output.dtype, e->output.shape, Device::Cpu()};
+    staged->device_out = e->output.data;
+  }
+  staged->host = std::move(h);
+  return Status::Ok();
+}
+
 Status StagedExecutor::Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                                PhaseObserver* observer) {
   int device = -1;
@@ -72,55 +109,19 @@ Status StagedExecutor::Execute(const Response& response, const std::vector<Tenso
   pinned_.Reset();
 
   // Host views of the same entries; CPU stand-ins of a joined rank pass as they are.
-  std::vector<std::unique_ptr<TensorEntry>> staged;
+  std::vector<Staged> staged;
+  staged.reserve(entries.size());  // never moves: the allocators refer to its elements
   std::vector<TensorEntry*> host_entries;
   std::vector<CopySpan> to_host;
-  struct Back {
-    TensorEntry* host;
-    void* device_out;  // where the result goes; null: nothing to copy back
-  };
-  std::vector<Back> back;
-  back.reserve(entries.size());
   for (TensorEntry* e : entries) {
     if (e->input.device.is_cpu()) {
       host_entries.push_back(e);
       continue;
     }
-    auto h = std::make_unique<TensorEntry>();
-    h->meta = e->meta;
-    h->meta.device = Device::Cpu();
-    h->received_splits = e->received_splits;
-    h->int_result = e->int_result;
-    StatusOr<void*> in = pinned_.Take(e->input.num_bytes());
-    if (!in.ok()) return in.status().WithContext(what);
-    h->input = {*in, e->input.dtype, e->input.shape, Device::Cpu()};
-    to_host.push_back(CopySpan{*in, e->input.data, e->input.num_bytes()});
-    back.push_back(Back{h.get(), nullptr});
-    Back& mine = back.back();
-    if (e->allocate) {
-      // The output's size is known only now: the user's allocator gives the device memory, the
-      // pool the host memory the collective writes.
-      h->allocate = [this, e, &mine](const std::vector<int64_t>& shape) -> void* {
-        void* device_out = e->allocate(shape);
-        if (device_out == nullptr) return nullptr;  // this rank's op fails (local_error)
-        TensorView view{device_out, e->input.dtype, shape, e->input.device};
-        StatusOr<void*> host_out = pinned_.Take(view.num_bytes());
-        if (!host_out.ok()) return nullptr;
-        e->output = view;
-        mine.device_out = device_out;
-        return *host_out;
-      };
-    } else if (e->output.data == e->input.data) {
-      h->output = h->input;
-      mine.device_out = e->output.data;
-    } else {
-      StatusOr<void*> out = pinned_.Take(e->output.num_bytes());
-      if (!out.ok()) return out.status().WithContext(what);
-      h->output = {*out, e->output.dtype, e->output.shape, Device::Cpu()};
-      mine.device_out = e->output.data;
-    }
-    host_entries.push_back(h.get());
-    staged.push_back(std::move(h));
+    staged.emplace_back();
+    const Status status = Stage(e, &staged.back(), &to_host);
+    if (!status.ok()) return status.WithContext(what);
+    host_entries.push_back(staged.back().host.get());
   }
 
   Clock::TimePoint start = clock_->Now();
@@ -129,13 +130,10 @@ Status StagedExecutor::Execute(const Response& response, const std::vector<Tenso
   KOLO_RETURN_IF_ERROR(host_->Execute(response, host_entries, observer));
 
   std::vector<CopySpan> to_device;
-  size_t staged_index = 0;
-  for (TensorEntry* e : entries) {
-    if (e->input.device.is_cpu()) continue;
-    const Back& b = back[staged_index++];
-    e->local_error = b.host->local_error;
-    if (b.device_out == nullptr || !e->local_error.ok()) continue;
-    to_device.push_back(CopySpan{b.device_out, b.host->output.data, b.host->output.num_bytes()});
+  for (const Staged& s : staged) {
+    s.entry->local_error = s.host->local_error;
+    if (s.device_out == nullptr || !s.entry->local_error.ok()) continue;
+    to_device.push_back(CopySpan{s.device_out, s.host->output.data, s.host->output.num_bytes()});
   }
   start = clock_->Now();
   KOLO_RETURN_IF_ERROR(CopyAndWait(to_device, CopyKind::kHostToDevice, what));

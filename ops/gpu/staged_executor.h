@@ -36,6 +36,16 @@ class StagedExecutor final : public Executor {
   Status Prepare(int device);
   // Enqueues `copies` of `kind` and waits until they are done, to the deadline.
   Status CopyAndWait(const std::vector<CopySpan>& copies, CopyKind kind, const std::string& what);
+  // A device entry's host view for the host executor, and where its result goes back.
+  struct Staged {
+    TensorEntry* entry = nullptr;       // the device entry
+    std::unique_ptr<TensorEntry> host;  // its view in pinned host memory
+    void* device_out = nullptr;         // where the result goes; null: nothing to copy back
+  };
+  // Fills `staged` for `entry` (its input's copy to the host appended to `to_host`); its
+  // output's host memory is taken now, or by its allocator's call when the size is known only
+  // then. `staged` must not move until the host executor returns (the allocator refers to it).
+  Status Stage(TensorEntry* entry, Staged* staged, std::vector<CopySpan>* to_host);
 
   DeviceApi* const device_;
   Executor* const host_;

@@ -123,5 +123,72 @@ TEST_CASE("A fused reducescatter gives each rank whole rows of every tensor", "[
   }
 }
 
+TEST_CASE("A fused reducescatter's buffer holds each rank's block in the order asked",
+          "[core][fusion]") {
+  // Parts (elements) of two tensors over three ranks: a is 4, 3, 2; b is 1, 0, 5.
+  ReducescatterLayout layout;
+  layout.parts = {4, 3, 2, 1, 0, 5};
+  layout.block_elements = {5, 3, 7};
+  REQUIRE(layout.total_elements() == 15);
+  struct Want {
+    size_t t;
+    int r;
+    size_t input_offset, buffer_offset, elements;
+  };
+  auto check = [](const ReducescatterPacking& packing, const std::vector<Want>& want) {
+    REQUIRE(packing.pieces().size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const ReducescatterPacking::Piece& got = packing.pieces()[i];
+      INFO("piece " << i);
+      CHECK(got.tensor == want[i].t);
+      CHECK(got.rank == want[i].r);
+      CHECK(got.input_offset == want[i].input_offset);
+      CHECK(got.buffer_offset == want[i].buffer_offset);
+      CHECK(got.elements == want[i].elements);
+      const ReducescatterPacking::Piece& same = packing.piece(want[i].t, want[i].r);
+      CHECK(&same == &got);
+    }
+  };
+  SECTION("packed in rank order: the blocks back to back") {
+    const ReducescatterPacking packing = ReducescatterPacking::Packed(layout, nullptr);
+    check(packing, {{0, 0, 0, 0, 4},
+                    {1, 0, 0, 4, 1},
+                    {0, 1, 4, 5, 3},
+                    {1, 1, 1, 8, 0},
+                    {0, 2, 7, 8, 2},
+                    {1, 2, 1, 10, 5}});
+    CHECK(packing.block_offset(0) == 0);
+    CHECK(packing.block_offset(1) == 5);
+    CHECK(packing.block_offset(2) == 8);
+    CHECK(packing.total_elements() == 15);
+  }
+  SECTION("packed in another order (the hierarchical path's place-major one)") {
+    const std::vector<int> order = {2, 0, 1};
+    const ReducescatterPacking packing = ReducescatterPacking::Packed(layout, &order);
+    check(packing, {{0, 2, 7, 0, 2},
+                    {1, 2, 1, 2, 5},
+                    {0, 0, 0, 7, 4},
+                    {1, 0, 0, 11, 1},
+                    {0, 1, 4, 12, 3},
+                    {1, 1, 1, 15, 0}});
+    CHECK(packing.block_offset(2) == 0);
+    CHECK(packing.block_offset(0) == 7);
+    CHECK(packing.block_offset(1) == 12);
+    CHECK(packing.total_elements() == 15);
+  }
+  SECTION("padded: every block as long as the largest, in rank order") {
+    const ReducescatterPacking packing = ReducescatterPacking::Padded(layout);
+    check(packing, {{0, 0, 0, 0, 4},
+                    {1, 0, 0, 4, 1},
+                    {0, 1, 4, 7, 3},
+                    {1, 1, 1, 10, 0},
+                    {0, 2, 7, 14, 2},
+                    {1, 2, 1, 16, 5}});
+    CHECK(packing.block_offset(1) == 7);
+    CHECK(packing.block_offset(2) == 14);
+    CHECK(packing.total_elements() == 21);
+  }
+}
+
 }  // namespace
 }  // namespace kolo

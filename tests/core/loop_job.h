@@ -20,7 +20,7 @@
 
 #include "controller/controller.h"
 #include "core/loop/background_loop.h"
-#include "core/loop/local_control_channel.h"
+#include "transport/local/local_control_channel.h"
 
 namespace kolo::testing {
 

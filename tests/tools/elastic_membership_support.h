@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "tools/kolorun/elastic_membership.h"
+#include "launcher/elastic_membership.h"
 
 namespace kolo::launcher {
 

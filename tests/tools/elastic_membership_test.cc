@@ -1,8 +1,8 @@
-// ElasticMembership (tools/kolorun/elastic_membership.h): kolorun's elastic driver's decisions,
+// ElasticMembership (launcher/elastic_membership.h): kolorun's elastic driver's decisions,
 // driven without processes or a network: which slots get workers, when a generation forms and
 // in which order, blacklisting and cooldown, the host clock Poll reports, and how the job ends.
 // Join is called with a deadline in the past, so it answers at once (kPending if not formed).
-#include "tools/kolorun/elastic_membership.h"
+#include "launcher/elastic_membership.h"
 
 #include <catch2/catch.hpp>
 #include <string>

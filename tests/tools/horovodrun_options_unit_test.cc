@@ -6,11 +6,11 @@
 #include <map>
 #include <string>
 
+#include "launcher/config_file.h"
+#include "launcher/launch_options.h"
+#include "launcher/option_table.h"
+#include "launcher/output_streams.h"
 #include "tests/support/temp_dir.h"
-#include "tools/kolorun/config_file.h"
-#include "tools/kolorun/launch_options.h"
-#include "tools/kolorun/option_table.h"
-#include "tools/kolorun/output_streams.h"
 
 namespace kolo::launcher {
 namespace {

@@ -1,13 +1,13 @@
-// The discovery script of an elastic job (tools/kolorun/host_discovery.h): its output parsed as
+// The discovery script of an elastic job (launcher/host_discovery.h): its output parsed as
 // Horovod's contract says, and the script run for real with /bin/sh, failing, hanging.
-#include "tools/kolorun/host_discovery.h"
+#include "launcher/host_discovery.h"
 
 #include <signal.h>
 
 #include <catch2/catch.hpp>
 
+#include "launcher/launch_options.h"
 #include "tests/support/watchdog.h"
-#include "tools/kolorun/launch_options.h"
 
 namespace kolo::launcher {
 namespace {

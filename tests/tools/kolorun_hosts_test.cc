@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "tools/kolorun/host_list.h"
-#include "tools/kolorun/job_plan.h"
-#include "tools/kolorun/launch_options.h"
-#include "tools/kolorun/rank_placement.h"
-#include "tools/kolorun/remote_command.h"
+#include "launcher/host_list.h"
+#include "launcher/job_plan.h"
+#include "launcher/launch_options.h"
+#include "launcher/rank_placement.h"
+#include "launcher/remote_command.h"
 
 namespace kolo::launcher {
 namespace {

@@ -5,10 +5,10 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 
-#include "tools/kolorun/job_environment.h"
-#include "tools/kolorun/launch_options.h"
-#include "tools/kolorun/line_splitter.h"
-#include "tools/kolorun/rank_process.h"
+#include "launcher/job_environment.h"
+#include "launcher/launch_options.h"
+#include "launcher/line_splitter.h"
+#include "launcher/rank_process.h"
 
 namespace kolo::launcher {
 namespace {

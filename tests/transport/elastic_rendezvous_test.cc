@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "kolo/elastic.h"
+#include "launcher/elastic_membership.h"
 #include "proto/kolo.grpc.pb.h"
 #include "tests/support/seconds_since.h"
 #include "tests/support/watchdog.h"
-#include "tools/kolorun/elastic_membership.h"
 #include "transport/grpc/elastic_envelope.h"
 
 namespace kolo::transport {

@@ -36,6 +36,51 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+const char* const kModes[] = {"memcpy from shared memory", "process_vm_readv", "process_vm_writev"};
+
+// By (mode, piece): the seconds of each pass.
+using Times = std::map<std::pair<int, size_t>, std::vector<double>>;
+
+// One pass of `mode` over `total` bytes in pieces of `piece`; false (with a message) when a copy
+// failed.
+bool CopyPass(int mode, pid_t peer, const uint8_t* shared, uint8_t* private_buffer, size_t total,
+              size_t piece, std::vector<uint8_t>* scratch) {
+  for (size_t at = 0; at < total; at += piece) {
+    const size_t n = std::min(piece, total - at);
+    const std::vector<kolo::PeerRange> range = {
+        {reinterpret_cast<uint64_t>(private_buffer + at), n}};
+    int err = 0;
+    if (mode == 0) {
+      std::memcpy(scratch->data(), shared + at, n);
+    } else if (mode == 1) {
+      err = kolo::transport::ReadProcessMemory(peer, range, scratch->data());
+    } else {
+      err = kolo::transport::WriteProcessMemory(peer, scratch->data(), range);
+    }
+    if (err != 0) {
+      std::fprintf(stderr, "%s: %s\n", kModes[mode],
+                   kolo::transport::ProcessMemoryErrorText(err).c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+void PrintTable(size_t total, int passes, const std::vector<size_t>& pieces, Times& cpu,
+                Times& wall) {
+  std::printf("%zu MiB per pass, %d passes; GB/s by median CPU time (by median wall time)\n\n",
+              total >> 20, passes);
+  std::printf("| piece | %s | %s | %s |\n|---:|---:|---:|---:|\n", kModes[0], kModes[1], kModes[2]);
+  for (size_t piece : pieces) {
+    std::printf("| %zu KiB |", piece >> 10);
+    for (int mode = 0; mode < 3; ++mode) {
+      std::printf(" %.2f (%.2f) |", static_cast<double>(total) / Median(cpu[{mode, piece}]) / 1e9,
+                  static_cast<double>(total) / Median(wall[{mode, piece}]) / 1e9);
+    }
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,33 +108,15 @@ int main(int argc, char** argv) {
     _exit(0);
   }
   const std::vector<size_t> pieces = {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20};
-  const char* modes[] = {"memcpy from shared memory", "process_vm_readv", "process_vm_writev"};
   std::vector<uint8_t> scratch(pieces.back(), 0);
-  std::map<std::pair<int, size_t>, std::vector<double>> cpu, wall;
+  Times cpu, wall;
   for (int pass = 0; pass < passes; ++pass) {
     for (size_t piece : pieces) {
       for (int mode = 0; mode < 3; ++mode) {
         char c = static_cast<char>('a' + pass % 20);
         if (write(to_peer[1], &c, 1) != 1 || read(from_peer[0], &c, 1) != 1) return 1;
         const double cpu0 = Seconds(CLOCK_THREAD_CPUTIME_ID), wall0 = Seconds(CLOCK_MONOTONIC);
-        for (size_t at = 0; at < total; at += piece) {
-          const size_t n = std::min(piece, total - at);
-          const std::vector<kolo::PeerRange> range = {
-              {reinterpret_cast<uint64_t>(private_buffer + at), n}};
-          int err = 0;
-          if (mode == 0) {
-            std::memcpy(scratch.data(), shared + at, n);
-          } else if (mode == 1) {
-            err = kolo::transport::ReadProcessMemory(peer, range, scratch.data());
-          } else {
-            err = kolo::transport::WriteProcessMemory(peer, scratch.data(), range);
-          }
-          if (err != 0) {
-            std::fprintf(stderr, "%s: %s\n", modes[mode],
-                         kolo::transport::ProcessMemoryErrorText(err).c_str());
-            return 1;
-          }
-        }
+        if (!CopyPass(mode, peer, shared, private_buffer, total, piece, &scratch)) return 1;
         cpu[{mode, piece}].push_back(Seconds(CLOCK_THREAD_CPUTIME_ID) - cpu0);
         wall[{mode, piece}].push_back(Seconds(CLOCK_MONOTONIC) - wall0);
       }
@@ -98,16 +125,6 @@ int main(int argc, char** argv) {
   const char quit = 'q';
   if (write(to_peer[1], &quit, 1) != 1) kill(peer, SIGKILL);
   waitpid(peer, nullptr, 0);
-  std::printf("%zu MiB per pass, %d passes; GB/s by median CPU time (by median wall time)\n\n",
-              total >> 20, passes);
-  std::printf("| piece | %s | %s | %s |\n|---:|---:|---:|---:|\n", modes[0], modes[1], modes[2]);
-  for (size_t piece : pieces) {
-    std::printf("| %zu KiB |", piece >> 10);
-    for (int mode = 0; mode < 3; ++mode) {
-      std::printf(" %.2f (%.2f) |", static_cast<double>(total) / Median(cpu[{mode, piece}]) / 1e9,
-                  static_cast<double>(total) / Median(wall[{mode, piece}]) / 1e9);
-    }
-    std::printf("\n");
-  }
+  PrintTable(total, passes, pieces, cpu, wall);
   return 0;
 }

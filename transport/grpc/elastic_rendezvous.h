@@ -6,7 +6,7 @@
 //   Poll: what changed in the job's hosts after a timestamp (Horovod's host update messages).
 // Every call and answer is sealed with the job secret (elastic_envelope.h): the driver serves
 // only the job's workers, and a worker believes only its driver. The driver's side of the
-// logic is an ElasticMembershipService (tools/kolorun/elastic_membership.h implements it).
+// logic is an ElasticMembershipService (launcher/elastic_membership.h implements it).
 //
 // Threading: the server runs the service's methods on gRPC's threads, several at once; the
 // client's calls block the calling thread until their deadline at most and may be made from

@@ -244,18 +244,18 @@ Status ShmMesh::AgreeOnSingleCopy(const std::string& what) {
       ProbeSingleCopy(
           config_.rank, config_.size, skip, [words](int r) { return &words[r].probe; },
           [&] { return Sync(what + ", probing single copy"); }));
-  pids_ = outcome.pids;
-  single_copy_ = outcome.single_copy && config_.size > 1;
+  agreed_.pids = outcome.pids;
+  agreed_.single_copy = outcome.single_copy && config_.size > 1;
   if (config_.single_copy == SingleCopy::kAuto && config_.size > 2) {
-    single_copy_max_bytes_ = kAutoMaxBytesBeyondTwoRanks;
+    agreed_.max_bytes = kAutoMaxBytesBeyondTwoRanks;
   }
   if (!outcome.single_copy && config_.single_copy == SingleCopy::kOn) {
     return FailedPrecondition(what + ": KOLO_SHM_SINGLE_COPY=on, but " + outcome.refusal);
   }
   if (config_.rank != 0 || config_.size == 1) return Status::Ok();
-  if (outcome.single_copy && single_copy_max_bytes_ != SIZE_MAX) {
+  if (outcome.single_copy && agreed_.max_bytes != SIZE_MAX) {
     config_.logger->info("{}: single copy on for ops of at most {} MiB (process_vm_readv/writev)",
-                         what, single_copy_max_bytes_ >> 20);
+                         what, agreed_.max_bytes >> 20);
   } else if (outcome.single_copy) {
     config_.logger->info("{}: single copy on (process_vm_readv/writev)", what);
   } else if (outcome.refusal_kind == kProbeNotChosen || outcome.refusal_kind == kProbeOff) {
@@ -310,7 +310,7 @@ Status ShmMesh::ReadPeer(int peer, const std::vector<PeerRange>& ranges, void* l
   if (!failed_.ok()) return failed_;
   if (interrupted_.load(std::memory_order_acquire)) return Fail(InterruptStatus());
   if (HasLeft(peer)) return Status::Ok();
-  const int err = ReadProcessMemory(pids_[peer], ranges, local);
+  const int err = ReadProcessMemory(agreed_.pids[peer], ranges, local);
   return err == 0 ? Status::Ok() : CopyFailed(peer, err, "read", what);
 }
 
@@ -327,7 +327,7 @@ Status ShmMesh::WritePeer(int peer, const void* local, const std::vector<PeerRan
     __atomic_store_n(writing, 0, __ATOMIC_RELEASE);
     return Status::Ok();
   }
-  const int err = WriteProcessMemory(pids_[peer], local, ranges);
+  const int err = WriteProcessMemory(agreed_.pids[peer], local, ranges);
   __atomic_store_n(writing, 0, __ATOMIC_RELEASE);
   return err == 0 ? Status::Ok() : CopyFailed(peer, err, "write into", what);
 }
@@ -351,7 +351,7 @@ Status ShmMesh::CopyFailed(int peer, int err, const char* verb, const std::strin
 Status ShmMesh::Fail(const Status& status) {
   if (!failed_.ok()) return status;
   failed_ = status;
-  if (!single_copy_) return status;
+  if (!agreed_.single_copy) return status;
   RankWord* words = Words(segment_->data());
   __atomic_store_n(&words[config_.rank].left, 1, __ATOMIC_SEQ_CST);
   const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWriterGraceMs);

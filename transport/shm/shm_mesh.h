@@ -99,8 +99,8 @@ class ShmMesh final : public SharedMemoryPlane {
   int NextSlotSet() override { return static_cast<int>(chunks_++ % kSlotSets); }
   Status Sync(const std::string& what) override;
   void Interrupt(const Status& why) override;
-  bool single_copy() const override { return single_copy_; }
-  size_t single_copy_max_bytes() const override { return single_copy_max_bytes_; }
+  bool single_copy() const override { return agreed_.single_copy; }
+  size_t single_copy_max_bytes() const override { return agreed_.max_bytes; }
   uint8_t* board(int owner) override;
   size_t board_bytes() const override { return kBoardBytes; }
   Status ReadPeer(int peer, const std::vector<PeerRange>& ranges, void* local,
@@ -116,6 +116,13 @@ class ShmMesh final : public SharedMemoryPlane {
 
  private:
   ShmMesh(const Config& config, std::unique_ptr<ShmSegment> segment);
+  // What the ranks agreed on single copy at creation (AgreeOnSingleCopy); constant after.
+  struct SingleCopyAgreement {
+    bool single_copy = false;
+    size_t max_bytes = SIZE_MAX;  // the largest op that takes it
+    std::vector<pid_t> pids;      // every rank's process id, with single copy
+  };
+
   // The probe and the agreement (transport/shm/single_copy_probe.h), at creation.
   Status AgreeOnSingleCopy(const std::string& what);
   Status WaitFor(int peer, uint64_t step, const std::string& what);
@@ -135,12 +142,10 @@ class ShmMesh final : public SharedMemoryPlane {
   const Config config_;
   const std::unique_ptr<ShmSegment> segment_;
   // Owner thread only.
-  uint64_t step_ = 0;                        // sync points passed by this rank
-  uint64_t chunks_ = 0;                      // NextSlotSet calls
-  bool single_copy_ = false;                 // set once by Create
-  size_t single_copy_max_bytes_ = SIZE_MAX;  // set once by Create
-  std::vector<pid_t> pids_;                  // every rank's process id, with single copy
-  Status failed_;                            // the first failure; every later call returns it
+  uint64_t step_ = 0;           // sync points passed by this rank
+  uint64_t chunks_ = 0;         // NextSlotSet calls
+  SingleCopyAgreement agreed_;  // set once by Create
+  Status failed_;               // the first failure; every later call returns it
 
   mutable Mutex mu_;
   Status interrupt_status_ KOLO_GUARDED_BY(mu_);  // set once by Interrupt

@@ -70,6 +70,45 @@ std::string DescribeSettingsMismatch(int peer, char byte, bool round_lane, Trans
   return "";
 }
 
+// Reads `peer`'s settings byte from `fd`: true once read and matching ours, false if it has not
+// arrived, or why the mesh fails.
+StatusOr<bool> ReadSettings(int fd, int peer, bool round_lane, Transport transport) {
+  char byte = 0;
+  IoResult io = RecvSome(fd, &byte, 1);
+  if (io.would_block()) return false;
+  if (io.bytes != 1) {
+    return Unavailable("rank " + std::to_string(peer) +
+                       " closed its data connection while the mesh was connecting");
+  }
+  const std::string mismatch = DescribeSettingsMismatch(peer, byte, round_lane, transport);
+  if (!mismatch.empty()) return FailedPrecondition(mismatch);
+  return true;
+}
+
+// SyncPeers' poll set: the interrupt fd, then every connected peer; and the rank of each
+// (-1 for the interrupt fd).
+struct SettingsExchange {
+  std::vector<pollfd> waiting;
+  std::vector<int> rank;
+};
+
+// Sends `ready` (SettingsByte) to every connected peer of ranks [0, size) and adds each to
+// `exchange`.
+Status SendSettings(const std::vector<UniqueFd>& peers, int size, char ready,
+                    SettingsExchange* exchange) {
+  for (int j = 0; j < size; ++j) {
+    if (!peers[j].valid()) continue;
+    IoResult io = SendSome(peers[j].get(), &ready, 1);  // an empty new socket takes one byte
+    if (io.bytes != 1) {
+      return Unavailable("rank " + std::to_string(j) + " closed its data connection at start (" +
+                         (io.error != 0 ? ErrnoText(io.error) : std::string("no room")) + ")");
+    }
+    exchange->waiting.push_back({peers[j].get(), POLLIN, 0});
+    exchange->rank.push_back(j);
+  }
+  return Status::Ok();
+}
+
 // A lazy mesh's connections at Connect: rank ± 1 around the ring, ascending.
 std::vector<int> RingNeighbours(int rank, int size) {
   std::vector<int> ranks;
@@ -162,34 +201,14 @@ Status TcpMesh::Connect(const std::vector<std::string>& addresses,
 
 Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
                           std::chrono::steady_clock::time_point deadline) {
-  std::vector<pollfd> waiting = {{interrupt_fd_.get(), POLLIN, 0}};
-  std::vector<int> waiting_rank = {-1};  // the rank of waiting[i]
-  for (int j = 0; j < config_.size; ++j) {
-    if (!peers[j].valid()) continue;
-    const char ready = SettingsByte(config_.round_lane, config_.transport);
-    IoResult io = SendSome(peers[j].get(), &ready, 1);  // an empty new socket takes one byte
-    if (io.bytes != 1) {
-      return Unavailable("rank " + std::to_string(j) + " closed its data connection at start (" +
-                         (io.error != 0 ? ErrnoText(io.error) : std::string("no room")) + ")");
-    }
-    waiting.push_back({peers[j].get(), POLLIN, 0});
-    waiting_rank.push_back(j);
-  }
-  // Reads peer i's settings byte: true once read and matching, false if it has not arrived,
-  // or why the mesh fails.
-  auto read_settings = [&](size_t i) -> StatusOr<bool> {
-    char byte = 0;
-    IoResult io = RecvSome(waiting[i].fd, &byte, 1);
-    if (io.would_block()) return false;
-    const int peer = waiting_rank[i];
-    if (io.bytes != 1) {
-      return Unavailable("rank " + std::to_string(peer) +
-                         " closed its data connection while the mesh was connecting");
-    }
-    const std::string mismatch =
-        DescribeSettingsMismatch(peer, byte, config_.round_lane, config_.transport);
-    if (!mismatch.empty()) return FailedPrecondition(mismatch);
-    return true;
+  SettingsExchange exchange{{{interrupt_fd_.get(), POLLIN, 0}}, {-1}};
+  KOLO_RETURN_IF_ERROR(SendSettings(
+      peers, config_.size, SettingsByte(config_.round_lane, config_.transport), &exchange));
+  std::vector<pollfd>& waiting = exchange.waiting;
+  // Peer i's settings byte: true once read and matching, false if it has not arrived, or why
+  // the mesh fails.
+  auto read_settings = [&](size_t i) {
+    return ReadSettings(waiting[i].fd, exchange.rank[i], config_.round_lane, config_.transport);
   };
   size_t done = 1;
   while (done < waiting.size()) {

@@ -129,6 +129,16 @@ void CheckRoot(int64_t root, int size, const char* op) {
 
 using namespace c10d_args;  // NOLINT: this file's helpers
 
+namespace {
+
+// An op as errors name it: "allreduce #3 of process group '0'".
+std::string OpInGroup(const char* op, uint64_t sequence, const std::string& group_name) {
+  return std::string(op) + " #" + std::to_string(sequence) + " of process group '" + group_name +
+         "'";
+}
+
+}  // namespace
+
 KoloBackend::KoloBackend(Config config)
     : c10d::Backend(config.rank, config.size),
       config_(std::move(config)),
@@ -157,11 +167,6 @@ uint64_t KoloBackend::getSequenceNumberForGroup() {
 
 void KoloBackend::shutdown() {
   closed_ = true;
-}
-
-std::string KoloBackend::Describe(const char* op, uint64_t sequence) const {
-  return std::string(op) + " #" + std::to_string(sequence) + " of process group '" +
-         config_.group_name + "'";
 }
 
 std::chrono::milliseconds KoloBackend::TimeoutOf(std::chrono::milliseconds requested) const {
@@ -211,7 +216,7 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::Issue(Launch launch, const Enqueue& 
   CheckUsable(launch.op);
   const std::chrono::milliseconds timeout = TimeoutOf(launch.timeout);
   const std::string name = namer_.Next(launch.signature.value());
-  const std::string what = Describe(launch.op, namer_.sequence());
+  const std::string what = OpInGroup(launch.op, namer_.sequence(), config_.group_name);
   // kolo takes one op per name at a time: the older one of this name must be done here first.
   std::exception_ptr older_failed = WaitForOlder(name, what, timeout);
   if (older_failed) {

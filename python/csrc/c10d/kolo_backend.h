@@ -146,7 +146,6 @@ class KoloBackend : public c10d::Backend {
   // timeout the job ends, EndJobAfterTimeout). Under issue_mu_.
   std::exception_ptr WaitForOlder(const std::string& name, const std::string& what,
                                   std::chrono::milliseconds timeout);
-  std::string Describe(const char* op, uint64_t sequence) const;
   std::chrono::milliseconds TimeoutOf(std::chrono::milliseconds requested) const;
   // Throws when the group cannot take collectives any more (shut down, or desynchronised).
   void CheckUsable(const char* op) const;
