@@ -16,9 +16,9 @@
 #include "core/autotuner.h"
 #include "core/control_channel.h"
 #include "core/logging.h"
-#include "transport/local/local_control_channel.h"
 #include "kolo/options.h"
 #include "transport/grpc/control_auth.h"
+#include "transport/local/local_control_channel.h"
 
 namespace kolo {
 
