@@ -132,3 +132,14 @@ def interface_address(nics: Optional[Iterable[str]]) -> Optional[str]:
     raise ValueError("kolo: none of the network interfaces %s has an IPv4 address on %s "
                      "(interfaces here: %s)" % (names, socket.gethostname(),
                                                 ", ".join(sorted(os.listdir("/sys/class/net")))))
+
+
+def current_kolo_rank() -> Optional[int]:
+    """The rank of this process's initialized kolo binding (kolo.torch, kolo.tensorflow), or
+    None. An elastic job renumbers its ranks, so the engines ask after the function ran."""
+    import sys
+    for name in ("kolo.torch", "kolo.tensorflow"):
+        binding = sys.modules.get(name)
+        if binding is not None and binding.is_initialized():
+            return int(binding.rank())
+    return None

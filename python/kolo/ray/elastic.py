@@ -28,7 +28,8 @@ import ray.exceptions
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from kolo._engine.elastic import ElasticDriverRun, ElasticOptions, Host, WorkerRequest
-from kolo.ray.worker import BaseHorovodWorker, current_kolo_rank
+from kolo._engine.ranks import current_kolo_rank
+from kolo.ray.worker import BaseHorovodWorker
 
 
 class RayHostDiscovery:

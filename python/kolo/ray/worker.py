@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 import ray
 
 from kolo._engine import ranks
+from kolo._engine.ranks import current_kolo_rank
 
 
 class BaseHorovodWorker:
@@ -105,14 +106,3 @@ def shutdown_kolo() -> None:
                 binding.shutdown()
             except Exception:  # the job was already broken; the caller has the first error
                 pass
-
-
-def current_kolo_rank() -> Optional[int]:
-    """The rank of this process's initialized kolo binding (kolo.torch, kolo.tensorflow), or
-    None."""
-    import sys
-    for name in ("kolo.torch", "kolo.tensorflow"):
-        binding = sys.modules.get(name)
-        if binding is not None and binding.is_initialized():
-            return int(binding.rank())
-    return None

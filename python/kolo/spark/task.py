@@ -168,16 +168,6 @@ def _error(rank: int, index: int, text: str, ended: Optional[float] = None,
     return rank, index, status, pickle.dumps((None, text)), ended or time.time()
 
 
-def _kolo_rank() -> Optional[int]:
-    """The rank of this process's initialized kolo binding (an elastic job renumbers), or
-    None."""
-    for name in ("kolo.torch", "kolo.tensorflow"):
-        binding = sys.modules.get(name)
-        if binding is not None and binding.is_initialized():
-            return int(binding.rank())
-    return None
-
-
 def main(result_path: str) -> int:
     """The rank's process: reads (fn, args, kwargs) from stdin, calls fn and writes
     ("ok", pickled value, time, kolo rank) or ("error", pickled (exception, traceback text),
@@ -186,7 +176,7 @@ def main(result_path: str) -> int:
     from pyspark import cloudpickle  # what the driver pickled with
     fn, args, kwargs = cloudpickle.loads(sys.stdin.buffer.read())
     try:
-        outcome = ("ok", cloudpickle.dumps(fn(*args, **kwargs)), time.time(), _kolo_rank())
+        outcome = ("ok", cloudpickle.dumps(fn(*args, **kwargs)), time.time(), ranks.current_kolo_rank())
     except BaseException as error:
         when = time.time()  # the first rank to raise is the one run() names
         text = "".join(traceback.format_exception(error))
@@ -194,7 +184,7 @@ def main(result_path: str) -> int:
             payload = pickle.dumps((error, text))
         except Exception:  # an exception that does not pickle still names itself
             payload = pickle.dumps((None, text))
-        outcome = ("error", payload, when, _kolo_rank())
+        outcome = ("error", payload, when, ranks.current_kolo_rank())
     with open(result_path + ".tmp", "wb") as sink:
         pickle.dump(outcome, sink)
     os.replace(result_path + ".tmp", result_path)
