@@ -270,6 +270,7 @@ void ControlSession::OnWriteDone(bool ok) {
 }
 
 void ControlSession::OnDone() {
+  sessions_->SessionEnded();  // touches nothing of this session
   delete this;
 }
 

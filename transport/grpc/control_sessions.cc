@@ -25,8 +25,30 @@ ControlSessions::~ControlSessions() {
 }
 
 void ControlSessions::AcceptNext() {
+  {
+    MutexLock lock(&mu_);
+    ++live_;
+  }
   auto* session = new ControlSession(this, config_.service, config_.cq);  // deletes itself
   session->Accept();
+}
+
+void ControlSessions::SessionEnded() {
+  MutexLock lock(&mu_);
+  --live_;
+  drained_.NotifyAll();
+}
+
+bool ControlSessions::ShutDownQueue(SteadyTime deadline) {
+  bool ended = false;
+  {
+    MutexLock lock(&mu_);
+    ended = drained_.WaitUntil(&mu_, deadline, [&]() KOLO_REQUIRES(mu_) { return live_ == 0; });
+  }
+  config_.cq->Shutdown();
+  if (queue_thread_.joinable()) queue_thread_.join();
+  if (reaper_.joinable()) reaper_.join();
+  return ended;
 }
 
 void ControlSessions::Serve() {
@@ -42,10 +64,6 @@ void ControlSessions::Serve() {
       }
     }
   });
-}
-
-void ControlSessions::JoinQueue() {
-  if (queue_thread_.joinable()) queue_thread_.join();
 }
 
 Status ControlSessions::Register(ControlSession* session) {
@@ -178,10 +196,6 @@ void ControlSessions::StopHandshakes() {
     reaper_stop_ = true;
   }
   reaper_wake_.NotifyAll();
-}
-
-void ControlSessions::JoinReaper() {
-  if (reaper_.joinable()) reaper_.join();
 }
 
 void ControlSessions::SetDeadline(ControlSession* session, SteadyTime deadline, bool flushing) {

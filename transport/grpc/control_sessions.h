@@ -44,13 +44,11 @@ class ControlSessions {
     grpc::ServerCompletionQueue* cq = nullptr;                 // must outlive this; Serve drives it
   };
   ControlSessions(Config config, std::string generation);
-  ~ControlSessions();  // stops and joins the reaper if JoinReaper did not
+  ~ControlSessions();  // stops and joins the reaper if ShutDownQueue did not
 
   // Starts the completion queue's thread, which accepts streams and runs their reactions until
-  // the queue is shut down and drained (JoinQueue). Once, after the server started.
+  // the queue is shut down and drained (ShutDownQueue). Once, after the server started.
   void Serve();
-  // Waits for Serve's thread; after the server's Shutdown and the queue's.
-  void JoinQueue();
   // Readies a session for the next stream gRPC opens (each accepted stream asks for the next).
   void AcceptNext();
 
@@ -64,8 +62,12 @@ class ControlSessions {
   void StopStreams(SteadyTime deadline) KOLO_EXCLUDES(mu_);
   // Cancels every stream still in its handshake or flush and ends the reaper's loop.
   void StopHandshakes() KOLO_EXCLUDES(deadline_mu_);
-  // After StopHandshakes. Messages sent later are dropped (StopStreams).
-  void JoinReaper();
+  // After StopHandshakes and the server's Shutdown: waits until every session, the one
+  // awaiting the next stream included, has run its last reaction (or `deadline`: false), and
+  // only then shuts the queue down (gRPC aborts the process when a reaction starts a read,
+  // write or finish on a queue already shut down); joins Serve's thread and the reaper's.
+  // Messages sent later are dropped (StopStreams).
+  bool ShutDownQueue(SteadyTime deadline) KOLO_EXCLUDES(mu_);
 
   // For ControlSession.
   const Config& config() const { return config_; }
@@ -75,6 +77,8 @@ class ControlSessions {
   Status Register(ControlSession* session) KOLO_EXCLUDES(mu_);
   void Unregister(ControlSession* session) KOLO_EXCLUDES(mu_);
   bool stopping() const KOLO_EXCLUDES(mu_);
+  // A session ran its last reaction (ControlSession::OnDone, before it deletes itself).
+  void SessionEnded() KOLO_EXCLUDES(mu_);
   // The wire form of one stream's message (a Welcome gets the generation).
   Encoded Encode(const wire::ControllerMessage& message) const;
   Encoded Encode(const ControllerMessage& message) const;
@@ -107,7 +111,8 @@ class ControlSessions {
   ResponseNames told_ KOLO_GUARDED_BY(mu_);  // what every admitted stream was told
   bool stopping_ KOLO_GUARDED_BY(mu_) = false;
   SteadyTime stop_deadline_ KOLO_GUARDED_BY(mu_);
-  CondVar drained_;  // with mu_: a stream ended
+  int live_ KOLO_GUARDED_BY(mu_) = 0;  // sessions made by AcceptNext and not yet ended
+  CondVar drained_;                    // with mu_: a stream or a session ended
 
   Mutex deadline_mu_;
   std::map<ControlSession*, Deadline> deadlines_ KOLO_GUARDED_BY(deadline_mu_);

@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <utility>
 
@@ -118,9 +120,13 @@ void GrpcControlServer::Impl::Stop(SteadyTime deadline) {
   // (the queue's thread runs their last reactions meanwhile), then the queue drains.
   server_->Shutdown(ToSystemClock(deadline));
   server_->Wait();
-  cq_->Shutdown();
-  sessions_->JoinQueue();
-  sessions_->JoinReaper();
+  // The streams' last events are still on the queue, and their reactions may start a finish
+  // or a read (which then fails at once): the queue shuts down only after the last of them.
+  // Cancelled streams end within milliseconds; the grace only keeps this wait bounded.
+  if (!sessions_->ShutDownQueue(
+          AddSeconds(std::max(deadline, std::chrono::steady_clock::now()), 5))) {
+    logger_->error("controller stop: control streams still had events 5 s after the deadline");
+  }
   stopped_ = true;
   logger_->info("controller stopped");
 }
