@@ -71,7 +71,6 @@ class AsyncSessionStream {
   Mutex ops_mu_;
   int in_flight_ KOLO_GUARDED_BY(ops_mu_) = 0;      // operations started and not returned
   bool finished_ KOLO_GUARDED_BY(ops_mu_) = false;  // Finish was called
-  bool done_ KOLO_GUARDED_BY(ops_mu_) = false;      // gRPC said the call is over
 };
 
 }  // namespace kolo::transport
