@@ -22,6 +22,7 @@
 #include "tests/transport/control_test_handler.h"
 #include "transport/grpc/grpc_control_channel.h"
 #include "transport/grpc/grpc_control_server.h"
+#include "transport/grpc/wire_convert.h"
 
 namespace kolo::transport {
 namespace {
@@ -76,15 +77,11 @@ struct RawStream {
   }
   // Sends a Hello with `nonce`; returns the Challenge's controller nonce ("" if none came).
   std::string HelloAndChallenge(const Hello& hello, const std::string& nonce) {
-    wire::WorkerMessage out;
-    wire::Hello* h = out.mutable_hello();
-    h->set_rank(hello.rank);
-    h->set_size(hello.size);
-    h->set_host(hello.host);
-    h->set_data_address(hello.data_address);
-    h->set_protocol(hello.protocol);
-    h->set_kolo_version(hello.kolo_version);
-    h->set_worker_nonce(nonce);
+    WorkerMessage hello_message;
+    hello_message.kind = WorkerMessage::Kind::kHello;
+    hello_message.hello = hello;
+    wire::WorkerMessage out = ToWire(hello_message);
+    out.mutable_hello()->set_worker_nonce(nonce);
     stream->Write(out);
     wire::ControllerMessage in;
     if (!stream->Read(&in)) return "";

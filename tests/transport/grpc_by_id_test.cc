@@ -16,6 +16,7 @@
 #include "transport/grpc/control_auth.h"
 #include "transport/grpc/grpc_control_channel.h"
 #include "transport/grpc/grpc_control_server.h"
+#include "transport/grpc/wire_convert.h"
 
 namespace kolo::transport {
 namespace {
@@ -53,15 +54,11 @@ struct RawWorker {
     context.set_deadline(std::chrono::system_clock::now() + 20s);
     stream = stub->Session(&context);
     const std::string nonce = RandomBytes(kNonceBytes).value();
-    wire::WorkerMessage out;
-    wire::Hello* h = out.mutable_hello();
-    h->set_rank(hello.rank);
-    h->set_size(hello.size);
-    h->set_host(hello.host);
-    h->set_data_address(hello.data_address);
-    h->set_protocol(hello.protocol);
-    h->set_kolo_version(hello.kolo_version);
-    h->set_worker_nonce(nonce);
+    WorkerMessage hello_message;
+    hello_message.kind = WorkerMessage::Kind::kHello;
+    hello_message.hello = hello;
+    wire::WorkerMessage out = ToWire(hello_message);
+    out.mutable_hello()->set_worker_nonce(nonce);
     REQUIRE(stream->Write(out));
     wire::ControllerMessage challenge = Next();
     REQUIRE(challenge.has_challenge());
