@@ -4,10 +4,15 @@
 // disagreements on both ends, timeouts naming the peer and the tag, bad arguments.
 #include "kolo/p2p.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "tests/support/local_job.h"
@@ -313,4 +318,35 @@ TEST_CASE("Callbacks run once on kolo's thread and may post the next op", "[runt
     return "";
   });
   CHECK(Joined(failures) == "");
+}
+
+TEST_CASE("The timeline shows each op of the pair with its wait and its transfer",
+          "[runtime][p2p][timeline]") {
+  Watchdog watchdog("p2p timeline", std::chrono::seconds(60));
+  const std::string path = "/tmp/kolo_p2p_timeline_" + std::to_string(::getpid()) + ".json";
+  LocalJob job(2);
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    Status s = rt.StartTimeline(path);
+    if (!s.ok()) return s.ToString();
+    PointToPoint p2p(rt);
+    std::vector<float> data(100, 1.0f);
+    TensorView v{data.data(), DataType::kFloat32, {100}, Device::Cpu()};
+    s = rt.rank() == 0 ? p2p.Send(v, 1, 3) : p2p.Recv(v, 0, 3).status();
+    if (!s.ok()) return s.ToString();
+    s = rt.StopTimeline();
+    return s.ok() ? "" : s.ToString();
+  });
+  REQUIRE(Joined(failures) == "");
+  for (int r = 0; r < 2; ++r) {
+    const std::string file = "/tmp/kolo_p2p_timeline_" + std::to_string(::getpid()) + ".rank" +
+                             std::to_string(r) + ".json";
+    std::ifstream in(file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::remove(file.c_str());
+    const std::string track = r == 0 ? "send to rank 1 (tag 3)" : "recv from rank 0 (tag 3)";
+    CHECK_THAT(text, Catch::Contains(track));
+    CHECK_THAT(text, Catch::Contains(r == 0 ? "\"SEND\"" : "\"RECV\""));
+    CHECK_THAT(text, Catch::Contains("WAIT_FOR_PEER"));
+    CHECK_THAT(text, Catch::Contains("TRANSFER"));
+  }
 }
