@@ -17,8 +17,6 @@ using SteadyClock = std::chrono::steady_clock;
 // ops posted meanwhile (a post does not wake it for a later deadline): a timeout fires at most
 // this late.
 constexpr std::chrono::milliseconds kLaneTick{100};
-// While a caller drives, the lane's thread polls only its wake-up fd, this long at a time.
-constexpr std::chrono::milliseconds kStandAside{1};
 
 std::string Seconds(double s) {
   char text[32];
@@ -67,7 +65,7 @@ void P2pLane::Wake() {
   [[maybe_unused]] ssize_t n = ::write(wake_.get(), &one, sizeof(one));
 }
 
-Status P2pLane::Post(std::shared_ptr<P2pRequest> request) {
+Status P2pLane::Post(std::shared_ptr<P2pRequest> request, bool caller_drives) {
   std::vector<Finish> done;
   bool wake = false;
   {
@@ -89,12 +87,14 @@ Status P2pLane::Post(std::shared_ptr<P2pRequest> request) {
     pending_count_.fetch_add(1, std::memory_order_relaxed);
     if (request->is_send) {
       SendOfferLocked(request);
-      wake = request->state != P2pRequest::State::kDone && links_[request->peer]->wants_write();
     } else {
       PostRecvLocked(request);
     }
-    // The thread sleeps up to kLaneTick: only a nearer deadline needs it to look now.
-    wake = wake || request->timeout_seconds < 0.1;
+    // The thread watches the connections only while ops are pending and nobody drives them; it
+    // sleeps up to kLaneTick, so a nearer deadline needs it to look now too.
+    const bool pending = request->state != P2pRequest::State::kDone;
+    wake = pending && (!caller_drives || request->timeout_seconds < 0.1 ||
+                       (request->is_send && links_[request->peer]->wants_write()));
     done.swap(finished_);
   }
   if (wake) Wake();
@@ -128,8 +128,8 @@ bool P2pLane::Drive(const std::function<bool()>& done, std::chrono::microseconds
     if (left.Spent()) break;
     PauseBetweenPolls(how);
   }
-  // The lane's thread polls the connections again (and runs any deadline) once no caller does.
-  if (drivers_.fetch_sub(1) == 1) Wake();
+  // The lane's thread watches the connections again once no caller does, if anything waits.
+  if (drivers_.fetch_sub(1) == 1 && busy()) Wake();
   return finished;
 }
 
@@ -156,10 +156,14 @@ void P2pLane::Run() {
   std::vector<pollfd> fds;
   for (;;) {
     int timeout_ms = static_cast<int>(kLaneTick.count());
-    const bool stand_aside = drivers_.load() > 0;
+    bool sockets = false;
     {
       MutexLock lock(&mu_);
-      PollSetLocked(/*sockets=*/!stand_aside, &fds);
+      // While a caller drives, it serves the connections (a wake-up here would take the core
+      // from it); with nothing pending, what arrives waits in the socket for the receive.
+      sockets = drivers_.load() == 0 && !pending_.empty();
+      for (const auto& link : links_) sockets = sockets || (link && link->wants_write());
+      PollSetLocked(sockets, &fds);
       const SteadyClock::time_point now = SteadyClock::now();
       for (const auto& request : pending_) {
         const auto left =
@@ -167,7 +171,6 @@ void P2pLane::Run() {
         timeout_ms =
             std::min<int>(timeout_ms, std::max<int>(0, static_cast<int>(left.count()) + 1));
       }
-      if (stand_aside) timeout_ms = std::min<int>(timeout_ms, kStandAside.count());
       if (!fatal_.ok() && !pending_.empty()) timeout_ms = 0;
     }
     if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
@@ -181,7 +184,6 @@ void P2pLane::Run() {
     bool stop = false;
     {
       MutexLock lock(&mu_);
-      if (stand_aside) fds.resize(1);  // nothing of the connections was polled
       ServeLocked(fds);
       done.swap(finished_);
       done.insert(done.end(), std::make_move_iterator(deferred_.begin()),
@@ -214,7 +216,10 @@ void P2pLane::ServeLocked(const std::vector<pollfd>& polled) {
     if (polled[i].revents == 0) continue;
     for (auto& link : links_) {
       if (!link || link->fd() != polled[i].fd || !link->alive()) continue;
-      if ((polled[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) ReadLocked(*link);
+      if ((polled[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        link->Readable();
+        ReadLocked(*link);
+      }
     }
   }
   std::vector<std::shared_ptr<P2pRequest>> sent;

@@ -7,9 +7,11 @@
 //   larger otherwise:                      OFFER -> PULL -> DATA+bytes
 // and REFUSE (a disagreement, both ends fail), CANCEL (the sender's timeout passed).
 //
-// Progress is made by whichever thread holds the lane's lock: the lane's own thread, which sleeps
-// in poll() on the connections; a caller waiting for an op (Drive), which polls them without
-// sleeping for its budget while the lane's thread stands aside; and Post, which writes at once.
+// Progress is made by whichever thread holds the lane's lock: a caller waiting for an op (Drive),
+// which polls the connections without sleeping for its budget; the lane's own thread, which
+// sleeps in poll() on them while ops are pending and no caller drives (it stands aside then: on
+// a host whose cores are all taken its wake-up would take the driver's core); and Post, which
+// writes at once.
 // No controller and no other rank is involved.
 //
 // Threading: Post, Drive, Interrupt and Stop from any thread. Callbacks of requests with
@@ -64,8 +66,9 @@ class P2pLane {
 
   // Takes `request` (filled in as p2p_request.h says): OK, and its callback runs once; or the
   // error (the peer is not connected or gone, the lane stopped or the job failed), and it never
-  // runs.
-  Status Post(std::shared_ptr<P2pRequest> request);
+  // runs. `caller_drives`: the caller calls Drive for it at once (a blocking op), so the lane's
+  // thread is not woken for it.
+  Status Post(std::shared_ptr<P2pRequest> request, bool caller_drives = false);
   // Makes progress on this thread until `done()` or `budget` (a PollBudget) passes; true once
   // `done()`.
   bool Drive(const std::function<bool()>& done, std::chrono::microseconds budget);
