@@ -350,3 +350,38 @@ TEST_CASE("The timeline shows each op of the pair with its wait and its transfer
     CHECK_THAT(text, Catch::Contains("TRANSFER"));
   }
 }
+
+TEST_CASE("Many large sends in flight over TCP all complete, while more are posted",
+          "[runtime][p2p]") {
+  // The receiver pulls the first sends while the sender still posts the next ones, so DATA
+  // leaves from the posting thread too.
+  Watchdog watchdog("p2p window over TCP", std::chrono::seconds(60));
+  LocalJob job(2, [](Options& o) { o.transport = Transport::kTcp; });
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    PointToPoint p2p(rt);
+    P2pOptions options;
+    options.timeout_seconds = 10;
+    constexpr int kWindow = 16;
+    std::vector<std::vector<int32_t>> buffers(kWindow, std::vector<int32_t>(1 << 20));
+    std::vector<Handle> handles;
+    for (int w = 0; w < kWindow; ++w) {
+      std::vector<int32_t>& b = buffers[w];
+      if (rt.rank() == 0) std::fill(b.begin(), b.end(), w);
+      TensorView v{b.data(), DataType::kInt32, {1 << 20}, Device::Cpu()};
+      StatusOr<Handle> h = rt.rank() == 0 ? p2p.SendAsync(v, 1, 4, options)
+                                          : p2p.RecvAsync(v, 0, 4, nullptr, options);
+      if (!h.ok()) return h.status().ToString();
+      handles.push_back(*h);
+      if (rt.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    for (Handle& h : handles) {
+      Status s = h.Synchronize();
+      if (!s.ok()) return s.ToString();
+    }
+    for (int w = 0; w < kWindow; ++w) {
+      if (buffers[w] != std::vector<int32_t>(1 << 20, w)) return "window " + std::to_string(w);
+    }
+    return "";
+  });
+  CHECK(Joined(failures) == "");
+}

@@ -222,13 +222,17 @@ void P2pLane::ServeLocked(const std::vector<pollfd>& polled) {
       }
     }
   }
-  std::vector<std::shared_ptr<P2pRequest>> sent;
   for (auto& link : links_) {
-    if (!link || !link->alive() || !link->wants_write()) continue;
-    if (!link->Flush(&sent).ok()) PeerGoneLocked(*link);
+    if (link && link->alive() && link->wants_write()) FlushLocked(*link);
   }
-  for (const auto& send : sent) CompleteLocked(send, Status::Ok());
   ExpireLocked(SteadyClock::now());
+}
+
+void P2pLane::FlushLocked(P2pLink& link) {
+  std::vector<std::shared_ptr<P2pRequest>> sent;
+  const Status flushed = link.Flush(&sent);
+  for (const auto& send : sent) CompleteLocked(send, Status::Ok());  // their DATA left
+  if (!flushed.ok()) PeerGoneLocked(link);
 }
 
 void P2pLane::ExpireLocked(SteadyClock::time_point now) {

@@ -114,6 +114,8 @@ class P2pLane {
   void CompleteLocked(const std::shared_ptr<P2pRequest>& request, const Status& status)
       KOLO_REQUIRES(mu_);
   void PeerGoneLocked(P2pLink& link) KOLO_REQUIRES(mu_);
+  // Writes what `link` holds that its socket takes, completing the sends whose DATA left.
+  void FlushLocked(P2pLink& link) KOLO_REQUIRES(mu_);
   void ExpireLocked(std::chrono::steady_clock::time_point now) KOLO_REQUIRES(mu_);
   void Trace(const P2pRequest& request, const Status& status) const;
 
