@@ -98,7 +98,7 @@ Status P2pLane::Post(std::shared_ptr<P2pRequest> request, bool caller_drives) {
     done.swap(finished_);
   }
   if (wake) Wake();
-  RunCallbacks(std::move(done), /*lane_thread=*/false);
+  RunCallbacks(std::move(done), /*here=*/false);
   return Status::Ok();
 }
 
@@ -120,7 +120,7 @@ bool P2pLane::Drive(const std::function<bool()>& done, std::chrono::microseconds
       ServeLocked(fds);
       completed.swap(finished_);
     }
-    RunCallbacks(std::move(completed), /*lane_thread=*/false);
+    RunCallbacks(std::move(completed), /*here=*/true);  // a waiting caller runs them (no hand-off)
     if (done()) {
       finished = true;
       break;
@@ -191,7 +191,7 @@ void P2pLane::Run() {
       deferred_.clear();
       stop = stopping_ && pending_.empty();
     }
-    RunCallbacks(std::move(done), /*lane_thread=*/true);
+    RunCallbacks(std::move(done), /*here=*/true);
     if (stop) break;
   }
   MutexLock lock(&mu_);
@@ -300,10 +300,10 @@ void P2pLane::CompleteLocked(const std::shared_ptr<P2pRequest>& request, const S
   finished_.push_back({request, status});
 }
 
-void P2pLane::RunCallbacks(std::vector<Finish> done, bool lane_thread) {
+void P2pLane::RunCallbacks(std::vector<Finish> done, bool here) {
   bool handed_over = false;
   for (Finish& finish : done) {
-    if (lane_thread || finish.request->done_anywhere) {
+    if (here || finish.request->done_anywhere) {
       if (finish.request->done) finish.request->done(finish.status);
       finish.request->done = nullptr;  // what it captured goes now
     } else {

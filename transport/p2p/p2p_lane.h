@@ -14,9 +14,11 @@
 // writes at once.
 // No controller and no other rank is involved.
 //
-// Threading: Post, Drive, Interrupt and Stop from any thread. Callbacks of requests with
-// done_anywhere may run on any of those threads (never under the lock); the others run on the
-// lane's thread. Destroy after Stop, or let the destructor stop it.
+// Threading: Post, Drive, Interrupt and Stop from any thread. Callbacks run on the lane's thread
+// or on a thread in Drive (a caller waiting for an op runs what completes meanwhile, as kolo's
+// blocking calls run their op's callback: no hand-off to another thread), never under the lock;
+// those of requests with done_anywhere also at Post. Destroy after Stop, or let the destructor
+// stop it.
 #pragma once
 
 #include <atomic>
@@ -95,8 +97,9 @@ class P2pLane {
   // what passed its deadline. Collects completions into finished_.
   void ServeLocked(const std::vector<pollfd>& polled) KOLO_REQUIRES(mu_);
   void PollSetLocked(bool sockets, std::vector<pollfd>* fds) KOLO_REQUIRES(mu_);
-  // Runs the callbacks of `done` that may run on this thread; hands the others to the lane's.
-  void RunCallbacks(std::vector<Finish> done, bool lane_thread);
+  // Runs the callbacks of `done` here (the lane's thread, a driver) or, those without
+  // done_anywhere, hands them to the lane's thread (Post).
+  void RunCallbacks(std::vector<Finish> done, bool here);
   void Wake();
 
   // p2p_protocol.cc: the messages.
