@@ -75,7 +75,7 @@ class P2pLane {
   // `done()`.
   bool Drive(const std::function<bool()>& done, std::chrono::microseconds budget);
   // Whether any op is pending. Any thread (a relaxed read: a hint for whom to drive).
-  bool busy() const { return pending_count_.load(std::memory_order_relaxed) > 0; }
+  bool busy() const { return activity_.pending.load(std::memory_order_relaxed) > 0; }
   // The job failed: every pending op fails with `why`, every later Post returns it. Any thread.
   void Interrupt(const Status& why);
   // Fails every pending op with `why`, runs their callbacks and joins the thread. Idempotent.
@@ -125,8 +125,15 @@ class P2pLane {
   const Config config_;
   const UniqueFd wake_;  // eventfd: the thread re-reads what to poll
   std::thread thread_;
-  std::atomic<int> drivers_{0};
-  std::atomic<int> pending_count_{0};  // pending_.size(), readable without the lock
+  // Who is working on the ops, readable without the lock.
+  struct Activity {
+    std::atomic<int> drivers{0};  // callers in Drive
+    std::atomic<int> pending{0};  // pending_.size()
+    // When the last Drive that did not finish its op returned (steady clock, ns): the ops
+    // posted before it get no grace (Run).
+    std::atomic<int64_t> gave_up_ns{0};
+  };
+  Activity activity_;
 
   Mutex mu_;
   std::vector<std::unique_ptr<P2pLink>> links_ KOLO_GUARDED_BY(mu_);  // by rank; null: none
