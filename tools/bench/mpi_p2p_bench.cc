@@ -39,8 +39,6 @@ double Micros(Clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
 }
 
-}  // namespace
-
 // Rank 0's half round trips of `iters` ping-pongs after `warmup`; rank 1 echoes. Counts wrong
 // echoes into `wrong`.
 std::vector<double> PingPong(int rank, size_t bytes, int warmup, int iters, long long* wrong) {
