@@ -2,8 +2,8 @@
  * allreduce (blocking and async; int16 and bool too), broadcast (in and out of place), barrier,
  * allgather, alltoall, reducescatter, grouped allreduce, allgather and reducescatter, handles,
  * the timeline,
- * point-to-point, join, argument errors, shutdown. Run alone (one rank) and under kolorun (several); exits non-zero
- * with a message on the first thing that is wrong. */
+ * point-to-point, join, argument errors, shutdown. Run alone (one rank) and under kolorun
+ * (several); exits non-zero with a message on the first thing that is wrong. */
 #define _POSIX_C_SOURCE 200809L /* getpid */
 #include <kolo/c_api.h>
 #include <stdio.h>
