@@ -18,6 +18,9 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from training_steps import full_state as state
+from training_steps import train
+
 RANK = dist.get_rank()
 SIZE = dist.get_world_size()
 STEPS = 3
@@ -42,23 +45,6 @@ def batches(seed):
             for _ in range(STEPS)]
 
 
-def train(module, steps):
-    optimizer = torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9)
-    for x, y in steps:
-        optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(module(x), y).backward()
-        optimizer.step()
-    return module
-
-
-def state(module):
-    """The weights, whole (a DTensor's full_tensor: an all-gather in the mesh)."""
-    out = {}
-    for name, value in module.state_dict().items():
-        if hasattr(value, "full_tensor"):
-            value = value.full_tensor()
-        out[name.replace("module.", "")] = value.detach().clone()
-    return out
 
 
 def equal(on_kolo, on_gloo):
