@@ -100,7 +100,9 @@ Status P2pLane::Post(std::shared_ptr<P2pRequest> request, bool caller_drives) {
     // The thread watches the connections only while ops are pending and nobody drives them; it
     // sleeps up to kLaneTick, so a nearer deadline needs it to look now too.
     const bool pending = request->state != P2pRequest::State::kDone;
-    wake = pending && (!caller_drives || request->timeout_seconds < 0.1 ||
+    // A thread already watching the connections sees this op's answers there.
+    const bool watched = activity_.watching.load();
+    wake = pending && ((!caller_drives && !watched) || request->timeout_seconds < 0.1 ||
                        (request->is_send && links_[request->peer]->wants_write()));
     done.swap(finished_);
   }
@@ -185,6 +187,7 @@ void P2pLane::Run() {
       }
       for (const auto& link : links_) sockets = sockets || (link && link->wants_write());
       PollSetLocked(sockets, &fds);
+      activity_.watching.store(sockets);  // under mu_: Post reads it there
       for (const auto& request : pending_) {
         timeout =
             std::min(timeout, std::max(SteadyClock::duration::zero(),

@@ -132,6 +132,9 @@ class P2pLane {
     // When the last Drive that did not finish its op returned (steady clock, ns): the ops
     // posted before it get no grace (Run).
     std::atomic<int64_t> gave_up_ns{0};
+    // The lane's thread polls the connections (set before it sleeps, under the lock): a post
+    // need not wake it.
+    std::atomic<bool> watching{false};
   };
   Activity activity_;
 
