@@ -56,8 +56,10 @@ TEST_CASE("kolo-scale negotiates every ResNet-50 gradient on every simulated ran
   CHECK(rows[0].ranks == 2);
   CHECK(rows[1].ranks == 8);
   // Since protocol 7 one thread drives every rank's stream (docs/PROTOCOL.md): the
-  // controller's threads do not grow with the ranks (before, two a rank: 525 at 256 ranks).
-  CHECK(rows[1].controller_threads == rows[0].controller_threads);
+  // controller's threads do not grow with the ranks (before, two a rank: 525 at 256 ranks, so
+  // 12 more here). gRPC starts and retires a few threads of its own as it pleases (its executor),
+  // so a sample may hold one or two more at either size (seen: 11 and 12 in one run).
+  CHECK(rows[1].controller_threads <= rows[0].controller_threads + 2);
   for (const Row& row : rows) {
     INFO(row.ranks << " ranks");
     CHECK(row.startup_ms > 0);
