@@ -3,6 +3,7 @@
 
 #include "core/hierarchy_rule.h"
 #include "ops/cpu_executor.h"
+#include "transport/p2p/p2p_lane.h"
 #include "transport/shm/shm_round_lane.h"
 #include "transport/tcp/tcp_mesh.h"
 #include "transport/tcp/tcp_round_lane.h"
@@ -77,6 +78,31 @@ RoundLane* DataPlanes::StartRoundLane() {
   return round_lane_.get();
 }
 
+bool P2pConnects(const Options& options) {
+  if (options.size < 2 || options.p2p == "off") return false;
+  return options.p2p == "on" || options.size <= kP2pAutoMaxRanks;
+}
+
+Status DataPlanes::StartP2p(const HostGroups& groups, TraceSink* trace) {
+  if (!P2pConnects(options_)) return Status::Ok();
+  transport::P2pLane::Config config;
+  config.rank = options_.rank;
+  config.size = options_.size;
+  config.same_host.assign(options_.size, false);
+  for (int rank : groups.local) config.same_host[rank] = true;
+  config.single_copy =
+      options_.transport != Transport::kTcp && options_.shm_single_copy != ShmSingleCopy::kOff;
+  config.logger = MakeLogger(options_.rank, "p2p", logger_->level());
+  config.trace = trace;
+  config.between_polls = mesh_->busy_poll() ? BetweenPolls::kKeepCore : BetweenPolls::kYield;
+  KOLO_ASSIGN_OR_RETURN(p2p_owned_,
+                        transport::P2pLane::Start(std::move(config), mesh_->TakeP2pConnections()));
+  p2p_.store(p2p_owned_.get());
+  MutexLock lock(&set_shms_mu_);  // an Interrupt that did not see the lane has set fatal_
+  if (!fatal_.ok()) p2p_owned_->Interrupt(fatal_);
+  return Status::Ok();
+}
+
 std::string DataPlanes::Describe() const {
   if (shm_) return "shared memory";
   if (!host_plane_) return "tcp";
@@ -90,10 +116,18 @@ void DataPlanes::Interrupt(const Status& why) {
   MutexLock lock(&set_shms_mu_);
   if (fatal_.ok()) fatal_ = why;
   for (SharedMemoryPlane* shm : set_shms_) shm->Interrupt(why);
+  // After fatal_ is set: a lane StartP2p publishes meanwhile reads it there.
+  if (transport::P2pLane* lane = p2p_.load()) lane->Interrupt(why);
 }
 
 void DataPlanes::DropRoundLane() {
   round_lane_.reset();
+}
+
+void DataPlanes::StopP2p() {
+  if (p2p_owned_) {
+    p2p_owned_->Stop(ShutdownError("kolo was shut down before this point-to-point op completed"));
+  }
 }
 
 void DataPlanes::DropExecutors() {

@@ -26,6 +26,7 @@
 #include "core/round_lane.h"
 #include "core/shared_memory_plane.h"
 #include "core/subset_data_plane.h"
+#include "core/trace_sink.h"
 #include "kolo/options.h"
 #include "runtime/host_groups.h"
 #include "transport/shm/shm_mesh.h"
@@ -34,7 +35,8 @@ namespace kolo {
 
 namespace transport {
 class TcpMesh;
-}
+class P2pLane;
+}  // namespace transport
 namespace ops {
 class CpuExecutor;
 }
@@ -49,6 +51,11 @@ struct JobShm {
   std::unique_ptr<SubsetDataPlane> cross_plane;
   std::unique_ptr<transport::ShmMesh> host_shm;
 };
+
+// KOLO_P2P's point-to-point connections: "auto" makes them in jobs of up to kP2pAutoMaxRanks
+// ranks (each costs every rank one connection per peer), "on" in any job of several ranks.
+inline constexpr int kP2pAutoMaxRanks = 64;
+bool P2pConnects(const Options& options);
 
 class DataPlanes {
  public:
@@ -76,6 +83,14 @@ class DataPlanes {
   // memory's segment for the messages where the job has one, the connections as doorbells);
   // else null.
   RoundLane* StartRoundLane();
+  // The point-to-point lane (kolo/p2p.h) over the mesh's point-to-point connections, where
+  // P2pConnects says the mesh made them; single copy from the memory of `groups`' ranks on this
+  // host unless KOLO_TRANSPORT=tcp or KOLO_SHM_SINGLE_COPY=off. Its ops are traced into `trace`.
+  Status StartP2p(const HostGroups& groups, TraceSink* trace);
+  // The lane, or null (no connections, or before the start). It lives as long as this object,
+  // stopped or not, so a caller that got it may Post (and be refused) while the runtime tears
+  // down. Any thread.
+  transport::P2pLane* p2p() const { return p2p_.load(); }
   // Where the job's allreduces run: "shared memory", "tcp, hierarchical over ..." or "tcp".
   std::string Describe() const;
   // An abort: a collective blocked in any plane returns at once with `why`, in a set's shared
@@ -94,6 +109,7 @@ class DataPlanes {
 
   // --- Teardown, in RuntimeImpl::Teardown's order. ---
   void DropRoundLane();
+  void StopP2p();        // its pending ops fail with kShutdown
   void DropExecutors();  // the job's executor and every set's planes (before the mesh)
   void Reset();          // the job's planes, the mesh last
 
@@ -142,6 +158,8 @@ class DataPlanes {
   std::atomic<SharedMemoryPlane*> shm_plane_{nullptr};
   std::unique_ptr<ops::CpuExecutor> executor_;
   std::unique_ptr<RoundLane> round_lane_;
+  std::unique_ptr<transport::P2pLane> p2p_owned_;  // destroyed with this object, not at Reset
+  std::atomic<transport::P2pLane*> p2p_{nullptr};
 
   // Per process set (loop thread only; Interrupt reaches their shared memory through
   // set_shms_).

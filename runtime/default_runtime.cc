@@ -15,6 +15,7 @@
 #include "kolo/kolo.h"
 #include "runtime/handle_state.h"
 #include "runtime/raw_data_plane.h"
+#include "runtime/runtime_access.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/version_check.h"
 
@@ -69,10 +70,12 @@ Status RefuseInCallback(const char* what) {
 
 namespace internal {
 
-class RuntimeAccess {
- public:
-  static RuntimeImpl& Impl(Runtime& rt) { return *rt.impl_; }
-};
+std::shared_ptr<Runtime> CurrentDefaultRuntime() {
+  return Current();
+}
+Status DefaultRuntimeMissing() {
+  return NotInitialized();
+}
 
 }  // namespace internal
 

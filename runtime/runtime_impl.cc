@@ -9,6 +9,7 @@
 #include "core/spin_wait.h"
 #include "ops/cpu_executor.h"
 #include "transport/deadline.h"
+#include "transport/p2p/p2p_lane.h"
 
 namespace kolo {
 namespace {
@@ -201,6 +202,11 @@ Status RuntimeImpl::RemoveProcessSetAsync(int id, Callback callback) {
 }
 
 bool RuntimeImpl::DriveOrSpin(const std::function<bool()>& done) {
+  // A point-to-point op is waited for: its transfer runs on this thread (the lane outlives the
+  // runtime's teardown, so no lock is needed to use it).
+  if (transport::P2pLane* lane = planes_.p2p(); lane != nullptr && lane->busy()) {
+    return lane->Drive(done, wait_spin_);
+  }
   // Never waits for shutdown() (or a timeline start or stop) on another thread: the loop may
   // be going away then, and this call only watches its op.
   if (wait_spin_ > std::chrono::microseconds::zero() && lifecycle_mu_.TryLock()) {
@@ -284,6 +290,7 @@ void RuntimeImpl::Teardown() {
   if (loop_) loop_->Stop().IgnoreError();  // Shutdown() already returned its status
   control_.Close(deadline);
   loop_.reset();
+  planes_.StopP2p();  // before the timeline it records into stops
   planes_.DropRoundLane();
   // After the loop and the controller stopped recording: flush and close the file.
   Status closed = timeline_.Stop();

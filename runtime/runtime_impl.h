@@ -31,6 +31,9 @@
 namespace kolo {
 
 class RuntimeStart;
+namespace internal {
+class RuntimeAccess;
+}
 
 class RuntimeImpl {
  public:
@@ -83,6 +86,7 @@ class RuntimeImpl {
   bool DriveOrSpin(const std::function<bool()>& done);
 
  private:
+  friend class internal::RuntimeAccess;  // the point-to-point lane (runtime/runtime_access.h)
   RuntimeImpl(const Options& options, spdlog::level::level_enum level);
 
   // The start (init(), runtime_start.cc): RuntimeStart's steps in their order, each part handed

@@ -114,6 +114,8 @@ Status RuntimeImpl::Start() {
     KOLO_RETURN_IF_ERROR(JoinJob(start, controller_address));
   }
   Executor* executor = planes_.StartExecutor(placement_.host_groups, control_.autotuner());
+  KOLO_RETURN_IF_ERROR(
+      planes_.StartP2p(placement_.host_groups, &timeline_).WithContext("point-to-point lane"));
   KOLO_ASSIGN_OR_RETURN(gpu_, start.StartGpu(executor, planes_.mesh(), placement_.topology));
   StartLoop();
   LogReady(logger_, options_, placement_.topology, controller_address, planes_.Describe(),
@@ -268,6 +270,7 @@ StatusOr<std::unique_ptr<transport::TcpMesh>> RuntimeStart::ListenForPeers(
   mesh_config.timeout_seconds = options_.timeout_seconds;
   mesh_config.logger = MakeLogger(options_.rank, "data-plane", logger_->level());
   mesh_config.round_lane = options_.fast_path;
+  mesh_config.p2p_lane = P2pConnects(options_);
   mesh_config.transport = options_.transport;
   StatusOr<std::unique_ptr<transport::TcpMesh>> mesh = transport::TcpMesh::Listen(mesh_config);
   if (!mesh.ok()) return mesh.status().WithContext("data-plane listener on " + data_host);

@@ -43,10 +43,11 @@ LAYERED = {
     "transport/shm": {"core", "core/config", "transport"},
     "transport/grpc": {"core", "transport", "transport/auth", "proto"},
     "transport/local": {"core"},
+    "transport/p2p": {"core", "transport"},
     "runtime": {"core", "core/config", "core/timeline", "core/fusion", "core/loop", "controller",
                 "ops", "ops/gpu", "ops/cuda", "ops/nccl", "ops/gpu_plane",
                 "transport", "transport/auth", "transport/tcp", "transport/shm",
-                "transport/grpc", "transport/local"},
+                "transport/grpc", "transport/local", "transport/p2p"},
     "proto": set(),
     # kolorun: a program on core/'s parts and the elastic rendezvous it serves; no runtime.
     "launcher": {"core", "core/config", "transport/grpc"},

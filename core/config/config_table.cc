@@ -213,6 +213,12 @@ std::vector<ConfigVar> BuildTable() {
                 "before (cached; an alltoall with the same splits) are agreed on among the ranks, "
                 "without a round trip to the controller; "
                 "0: every op goes through the controller. Same on every rank."),
+      Row("KOLO_P2P")
+          .Choice(&Options::p2p, {"auto", "on", "off"}, "auto")
+          .Help("point-to-point sends and receives (docs/P2P.md) run on connections of their own, "
+                "one per pair of ranks, made at init: auto makes them in jobs of up to 64 ranks, "
+                "on in any job, off never (point-to-point ops then fail at once saying so). Same "
+                "on every rank."),
       Row("KOLO_CPU_BIND")
           .Choice(&Options::cpu_bind, {"none", "core"}, "none")
           .Help("core: the ranks of this host are bound to CPU sets of their own (kolorun binds "

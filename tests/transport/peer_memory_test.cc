@@ -1,7 +1,7 @@
-// Tests of transport/shm/peer_memory.h: cross-memory attach within this process (many ranges,
+// Tests of transport/peer_memory.h: cross-memory attach within this process (many ranges,
 // more than one system call takes, empty ones) and into a real second process (fork), and the
 // errors: a process that is gone, an address that is not mapped.
-#include "transport/shm/peer_memory.h"
+#include "transport/peer_memory.h"
 
 #include <signal.h>
 #include <sys/mman.h>

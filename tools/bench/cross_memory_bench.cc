@@ -2,7 +2,7 @@
 // (docs/PERFORMANCE.md, "Single copy"). A forked peer process dirties a buffer (as a fresh
 // gradient would be) before every pass; this process then copies it piece by piece three ways:
 // memcpy from a shared mapping (what the slot path's copies do), process_vm_readv from the
-// peer's private buffer and process_vm_writev into it (transport/shm/peer_memory.h, what single
+// peer's private buffer and process_vm_writev into it (transport/peer_memory.h, what single
 // copy does), each into or out of a piece-sized scratch that stays in cache. Modes alternate
 // pass by pass; the table gives medians of CPU time (this thread's, kernel included, so other
 // load on the machine counts less) and of wall time.
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/shm/peer_memory.h"
+#include "transport/peer_memory.h"
 
 namespace {
 

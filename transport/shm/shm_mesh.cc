@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "core/spin_wait.h"
-#include "transport/shm/peer_memory.h"
+#include "transport/peer_memory.h"
 #include "transport/shm/single_copy_probe.h"
 
 namespace kolo::transport {

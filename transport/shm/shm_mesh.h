@@ -7,7 +7,7 @@
 // has mapped it. Then the ranks probe single copy (transport/shm/single_copy_probe.h) and agree.
 //
 // Single copy: ReadPeer and WritePeer go through process_vm_readv/writev
-// (transport/shm/peer_memory.h). So that no rank writes into the memory of a rank whose op
+// (transport/peer_memory.h). So that no rank writes into the memory of a rank whose op
 // failed and that has handed its buffers back to its caller, a rank that fails (a sync, a copy,
 // an interrupt) marks itself left and waits until no peer is in the middle of a write into it
 // (at most kWriterGraceMs); a writer announces each write, then checks that its target has not

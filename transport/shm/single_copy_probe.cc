@@ -6,7 +6,7 @@
 #include <memory>
 #include <random>
 
-#include "transport/shm/peer_memory.h"
+#include "transport/peer_memory.h"
 
 namespace kolo::transport {
 namespace {

@@ -1,6 +1,6 @@
 // ProbeSingleCopy: how the ranks of a shared-memory plane (transport/shm/shm_mesh.h) find out,
 // at its creation, whether each may read and write every other's memory through cross-memory
-// attach (transport/shm/peer_memory.h), and agree on the answer. The kernel may refuse it
+// attach (transport/peer_memory.h), and agree on the answer. The kernel may refuse it
 // (another user, Yama's ptrace_scope, a seccomp filter, a PID namespace in which a peer's
 // process id names another process); the plane then copies through its slots instead.
 //

@@ -42,21 +42,31 @@ TcpMesh::Config WithDefaultLogger(TcpMesh::Config config) {
 }
 
 // The byte each rank sends every peer once the data mesh is connected: the settings all
-// ranks must share, KOLO_FAST_PATH in bit 0 and KOLO_TRANSPORT above it, as a letter from 'A'.
-char SettingsByte(bool round_lane, Transport transport) {
-  return static_cast<char>('A' + (static_cast<int>(transport) << 1 | (round_lane ? 1 : 0)));
+// ranks must share, KOLO_FAST_PATH in bit 0, the point-to-point connections (KOLO_P2P) in bit 1
+// and KOLO_TRANSPORT above them, as a letter from 'A'.
+char SettingsByte(const TcpMesh::Config& config) {
+  return static_cast<char>('A' + (static_cast<int>(config.transport) << 2 |
+                                  (config.p2p_lane ? 2 : 0) | (config.round_lane ? 1 : 0)));
 }
 
 // "" when `peer`'s settings byte matches ours, else the error text naming both settings.
-std::string DescribeSettingsMismatch(int peer, char byte, bool round_lane, Transport transport) {
+std::string DescribeSettingsMismatch(int peer, char byte, const TcpMesh::Config& config) {
+  const bool round_lane = config.round_lane;
+  const Transport transport = config.transport;
   const int value = byte - 'A';
   const std::string who = "rank " + std::to_string(peer);
-  if (value < 0 || (value >> 1) > static_cast<int>(Transport::kShm)) {
+  if (value < 0 || (value >> 2) > static_cast<int>(Transport::kShm)) {
     return who + " sent an unknown settings byte " + std::to_string(static_cast<int>(byte)) +
            " (a different kolo build?)";
   }
   const bool peer_round_lane = (value & 1) != 0;
-  const auto peer_transport = static_cast<Transport>(value >> 1);
+  const bool peer_p2p_lane = (value & 2) != 0;
+  const auto peer_transport = static_cast<Transport>(value >> 2);
+  if (peer_p2p_lane != config.p2p_lane) {
+    return who + (peer_p2p_lane ? " connects" : " does not connect") +
+           " point-to-point connections, this rank" + (config.p2p_lane ? " does" : " does not") +
+           "; KOLO_P2P must be the same on every rank";
+  }
   if (peer_round_lane != round_lane) {
     return who + " runs with KOLO_FAST_PATH=" + (peer_round_lane ? "1" : "0") +
            ", this rank with KOLO_FAST_PATH=" + (round_lane ? "1" : "0") +
@@ -72,7 +82,7 @@ std::string DescribeSettingsMismatch(int peer, char byte, bool round_lane, Trans
 
 // Reads `peer`'s settings byte from `fd`: true once read and matching ours, false if it has not
 // arrived, or why the mesh fails.
-StatusOr<bool> ReadSettings(int fd, int peer, bool round_lane, Transport transport) {
+StatusOr<bool> ReadSettings(int fd, int peer, const TcpMesh::Config& config) {
   char byte = 0;
   IoResult io = RecvSome(fd, &byte, 1);
   if (io.would_block()) return false;
@@ -80,7 +90,7 @@ StatusOr<bool> ReadSettings(int fd, int peer, bool round_lane, Transport transpo
     return Unavailable("rank " + std::to_string(peer) +
                        " closed its data connection while the mesh was connecting");
   }
-  const std::string mismatch = DescribeSettingsMismatch(peer, byte, round_lane, transport);
+  const std::string mismatch = DescribeSettingsMismatch(peer, byte, config);
   if (!mismatch.empty()) return FailedPrecondition(mismatch);
   return true;
 }
@@ -186,6 +196,16 @@ Status TcpMesh::Connect(const std::vector<std::string>& addresses,
     if (!rounds.ok()) return rounds.status().WithContext("fast-path round connections");
     round_peers_ = std::move(rounds).value();
   }
+  if (config_.p2p_lane) {
+    std::vector<int> everyone;
+    for (int j = 0; j < config_.size; ++j) {
+      if (j != config_.rank) everyone.push_back(j);
+    }
+    StatusOr<std::vector<UniqueFd>> p2p =
+        ConnectSet(resolved, generation + "/p2p", deadline, std::move(everyone));
+    if (!p2p.ok()) return p2p.status().WithContext("point-to-point connections");
+    p2p_peers_ = std::move(p2p).value();
+  }
   peers_ = std::move(peers);
   if (config_.lazy) {
     resolved_ = std::move(resolved);
@@ -202,13 +222,12 @@ Status TcpMesh::Connect(const std::vector<std::string>& addresses,
 Status TcpMesh::SyncPeers(const std::vector<UniqueFd>& peers,
                           std::chrono::steady_clock::time_point deadline) {
   SettingsExchange exchange{{{interrupt_fd_.get(), POLLIN, 0}}, {-1}};
-  KOLO_RETURN_IF_ERROR(SendSettings(
-      peers, config_.size, SettingsByte(config_.round_lane, config_.transport), &exchange));
+  KOLO_RETURN_IF_ERROR(SendSettings(peers, config_.size, SettingsByte(config_), &exchange));
   std::vector<pollfd>& waiting = exchange.waiting;
   // Peer i's settings byte: true once read and matching, false if it has not arrived, or why
   // the mesh fails.
   auto read_settings = [&](size_t i) {
-    return ReadSettings(waiting[i].fd, exchange.rank[i], config_.round_lane, config_.transport);
+    return ReadSettings(waiting[i].fd, exchange.rank[i], config_);
   };
   size_t done = 1;
   while (done < waiting.size()) {

@@ -50,6 +50,10 @@ class TcpMesh final : public DataPlane {
     // with "/rounds" appended, so a data connection can never pass for one of them. Every rank
     // must agree. (The data connections are not affected.)
     bool round_lane = false;
+    // Also connect one connection per pair of ranks for point-to-point (TakeP2pConnections,
+    // transport/p2p/p2p_lane.h), every pair, at Connect; handshakes bind the generation with
+    // "/p2p" appended. Every rank must agree (KOLO_P2P).
+    bool p2p_lane = false;
     // Connect makes only the data connections to the ring neighbours (rank ± 1); an Exchange
     // with any other peer first connects to it (the peer does the same in its own exchange with
     // us), accepting meanwhile the connections other peers make to us. The listener stays open.
@@ -97,6 +101,8 @@ class TcpMesh final : public DataPlane {
   // RoundPeersOf), once: empty before a successful Connect, without config.round_lane, and on a
   // second call.
   std::vector<UniqueFd> TakeRoundConnections() { return std::move(round_peers_); }
+  // The point-to-point connections by rank (config.p2p_lane), once, as TakeRoundConnections.
+  std::vector<UniqueFd> TakeP2pConnections() { return std::move(p2p_peers_); }
 
   // How many peers this rank has a data connection to (config.lazy: grows on first use).
   // Owner thread.
@@ -147,6 +153,7 @@ class TcpMesh final : public DataPlane {
   std::vector<SocketAddress> resolved_;  // config.lazy: where the lower ranks listen
   std::vector<UniqueFd> peers_;          // by rank; empty until Connect succeeds
   std::vector<UniqueFd> round_peers_;    // by rank; see TakeRoundConnections
+  std::vector<UniqueFd> p2p_peers_;      // by rank; see TakeP2pConnections
   bool connect_called_ = false;
   bool busy_poll_ = false;  // see SetCoreShare
 

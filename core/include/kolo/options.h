@@ -150,6 +150,10 @@ struct Options {
   // on every rank (init() fails naming the rank that differs).
   bool fast_path{};
 
+  // KOLO_P2P: the point-to-point connections (kolo/p2p.h, docs/P2P.md), one per pair of ranks,
+  // made at init: "auto" up to 64 ranks, "on", "off". Must be the same on every rank.
+  std::string p2p;
+
   // KOLO_GPU_OPERATIONS. Must be the same on every rank. Set explicitly (not auto), init()
   // also checks that a GPU is usable and fails naming the variable when it is not.
   GpuOperations gpu_operations{};

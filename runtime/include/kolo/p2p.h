@@ -63,8 +63,8 @@ class PointToPoint {
   // must outlive the op) is set to the sender's rank before completion.
   Status RecvAsync(const TensorView& tensor, int src, int64_t tag, int* source,
                    const P2pOptions& options, Callback callback);
-  StatusOr<Handle> RecvAsync(const TensorView& tensor, int src, int64_t tag,
-                             int* source = nullptr, const P2pOptions& options = {});
+  StatusOr<Handle> RecvAsync(const TensorView& tensor, int src, int64_t tag, int* source = nullptr,
+                             const P2pOptions& options = {});
   // Returns the sender's rank.
   StatusOr<int> Recv(const TensorView& tensor, int src, int64_t tag,
                      const P2pOptions& options = {});

@@ -1,4 +1,4 @@
-#include "transport/shm/peer_memory.h"
+#include "transport/peer_memory.h"
 
 #include <sys/uio.h>
 

@@ -1,9 +1,10 @@
 // PeerMemory: copies between this process's memory and another process's on the same host
 // through Linux's cross-memory attach (process_vm_readv, process_vm_writev): one copy, made by
 // the kernel, where staging through shared memory takes two. ShmMesh's single copy
-// (transport/shm/shm_mesh.h) is built on it. The kernel allows it when this process may ptrace
+// (transport/shm/shm_mesh.h) and point-to-point's larger tensors on one host
+// (transport/p2p/p2p_lane.h) are built on it. The kernel allows it when this process may ptrace
 // the other (same user, and no Yama ptrace_scope, seccomp filter or container rule against it),
-// which ShmMesh probes at creation.
+// which ShmMesh probes at creation and the lane finds out at its first read.
 //
 // Pure functions over caller-owned memory; thread-safe.
 #pragma once

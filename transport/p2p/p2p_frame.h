@@ -1,0 +1,51 @@
+// The wire format of point-to-point (docs/P2P.md, "Protocol"): every message between a pair is
+// a fixed 48-byte header, followed by the bytes its `bytes` field counts where its type carries
+// any (an inline offer's tensor, DATA's tensor, REFUSE's text). Both ends of a connection are the
+// same kolo build (the mesh's handshake binds the job), so fields travel in host byte order;
+// the magic catches a stream that lost its framing. Pure functions; thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace kolo::transport {
+
+enum class P2pFrameType : uint8_t {
+  kOffer = 1,   // a send: its set, tag, dtype and size (and its bytes when kInline)
+  kAck = 2,     // the receiver has the offer's bytes: the send is done
+  kPull = 3,    // the receiver matched the offer: send DATA
+  kData = 4,    // the offer's bytes, after a PULL
+  kRefuse = 5,  // the receiver matched the offer and it disagrees: `bytes` of text follow
+  kCancel = 6,  // the sender gave up on its offer (its timeout passed)
+};
+
+enum P2pFrameFlags : uint16_t {
+  kP2pInline = 1,    // an offer's bytes follow its header
+  kP2pPullable = 2,  // an offer's bytes may be read from the sender's memory (pid, addr)
+};
+
+struct P2pFrame {
+  P2pFrameType type = P2pFrameType::kOffer;
+  uint8_t dtype = 0;
+  uint16_t flags = 0;
+  int32_t set = 0;
+  int32_t pid = 0;
+  uint64_t seq = 0;  // the sender's number of the offer, per connection and direction
+  int64_t tag = 0;
+  uint64_t bytes = 0;
+  uint64_t addr = 0;
+};
+
+inline constexpr size_t kP2pHeaderBytes = 48;
+using P2pHeader = std::array<uint8_t, kP2pHeaderBytes>;
+
+P2pHeader EncodeP2pFrame(const P2pFrame& frame);
+// False when the header is not one (wrong magic or type); the stream is then unusable.
+bool DecodeP2pFrame(const P2pHeader& header, P2pFrame* frame);
+// How many bytes follow the header on the wire.
+uint64_t P2pPayloadBytes(const P2pFrame& frame);
+// "OFFER", "ACK", ...
+std::string P2pFrameName(P2pFrameType type);
+
+}  // namespace kolo::transport

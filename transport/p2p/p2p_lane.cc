@@ -1,0 +1,324 @@
+#include "transport/p2p/p2p_lane.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "core/errno_status.h"
+
+namespace kolo::transport {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// With no deadline nearer, the lane's thread still wakes this often to look at the deadlines of
+// ops posted meanwhile (a post does not wake it for a later deadline): a timeout fires at most
+// this late.
+constexpr std::chrono::milliseconds kLaneTick{100};
+// While a caller drives, the lane's thread polls only its wake-up fd, this long at a time.
+constexpr std::chrono::milliseconds kStandAside{1};
+
+std::string Seconds(double s) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g s", s);
+  return text;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<P2pLane>> P2pLane::Start(Config config, std::vector<UniqueFd> peers) {
+  if (static_cast<int>(peers.size()) != config.size) {
+    return InvalidArgument("point-to-point lane: " + std::to_string(peers.size()) +
+                           " connections for a job of " + std::to_string(config.size));
+  }
+  UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake.valid()) return ErrnoToStatus(errno, "eventfd() for the point-to-point lane");
+  if (!config.logger) config.logger = MakeLogger(config.rank, "p2p", spdlog::level::warn);
+  config.same_host.resize(config.size, false);
+  std::unique_ptr<P2pLane> lane(new P2pLane(std::move(config), std::move(peers), std::move(wake)));
+  lane->thread_ = std::thread([raw = lane.get()] { raw->Run(); });
+  return lane;
+}
+
+P2pLane::P2pLane(Config config, std::vector<UniqueFd> peers, UniqueFd wake)
+    : config_(std::move(config)), wake_(std::move(wake)) {
+  MutexLock lock(&mu_);
+  links_.resize(config_.size);
+  for (int rank = 0; rank < config_.size; ++rank) {
+    if (rank != config_.rank && peers[rank].valid()) {
+      links_[rank] = std::make_unique<P2pLink>(rank, std::move(peers[rank]));
+    }
+  }
+}
+
+P2pLane::~P2pLane() {
+  Stop(ShutdownError("kolo's point-to-point lane was destroyed"));
+}
+
+bool P2pLane::connected(int rank) const {
+  MutexLock lock(const_cast<Mutex*>(&mu_));
+  return rank >= 0 && rank < config_.size && links_[rank] != nullptr && links_[rank]->alive();
+}
+
+void P2pLane::Wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_.get(), &one, sizeof(one));
+}
+
+Status P2pLane::Post(std::shared_ptr<P2pRequest> request) {
+  std::vector<Finish> done;
+  bool wake = false;
+  {
+    MutexLock lock(&mu_);
+    if (!fatal_.ok()) return fatal_;
+    if (request->peer >= 0) {
+      const P2pLink* link = links_[request->peer].get();
+      if (link == nullptr) {
+        return FailedPrecondition(request->what + ": no point-to-point connection to rank " +
+                                  std::to_string(request->peer));
+      }
+      if (!link->alive()) return link->dead_why().WithContext(request->what);
+    }
+    const SteadyClock::time_point now = SteadyClock::now();
+    request->posted_at = now;
+    request->deadline = now + std::chrono::duration_cast<SteadyClock::duration>(
+                                  std::chrono::duration<double>(request->timeout_seconds));
+    pending_.push_back(request);
+    pending_count_.fetch_add(1, std::memory_order_relaxed);
+    if (request->is_send) {
+      SendOfferLocked(request);
+      wake = request->state != P2pRequest::State::kDone && links_[request->peer]->wants_write();
+    } else {
+      PostRecvLocked(request);
+    }
+    // The thread sleeps up to kLaneTick: only a nearer deadline needs it to look now.
+    wake = wake || request->timeout_seconds < 0.1;
+    done.swap(finished_);
+  }
+  if (wake) Wake();
+  RunCallbacks(std::move(done), /*lane_thread=*/false);
+  return Status::Ok();
+}
+
+bool P2pLane::Drive(const std::function<bool()>& done, std::chrono::microseconds budget) {
+  const BetweenPolls how = config_.between_polls;
+  if (done()) return true;
+  drivers_.fetch_add(1);
+  PollBudget left(budget, how);
+  std::vector<pollfd> fds;
+  bool finished = false;
+  for (;;) {
+    std::vector<Finish> completed;
+    {
+      MutexLock lock(&mu_);
+      PollSetLocked(/*sockets=*/true, &fds);
+    }
+    if (::poll(fds.data(), fds.size(), 0) > 0) {
+      MutexLock lock(&mu_);
+      ServeLocked(fds);
+      completed.swap(finished_);
+    }
+    RunCallbacks(std::move(completed), /*lane_thread=*/false);
+    if (done()) {
+      finished = true;
+      break;
+    }
+    if (left.Spent()) break;
+    PauseBetweenPolls(how);
+  }
+  // The lane's thread polls the connections again (and runs any deadline) once no caller does.
+  if (drivers_.fetch_sub(1) == 1) Wake();
+  return finished;
+}
+
+void P2pLane::Interrupt(const Status& why) {
+  {
+    MutexLock lock(&mu_);
+    if (!fatal_.ok()) return;
+    fatal_ = why;
+  }
+  Wake();
+}
+
+void P2pLane::Stop(const Status& why) {
+  {
+    MutexLock lock(&mu_);
+    if (fatal_.ok()) fatal_ = why;
+    stopping_ = true;
+  }
+  Wake();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void P2pLane::Run() {
+  std::vector<pollfd> fds;
+  for (;;) {
+    int timeout_ms = static_cast<int>(kLaneTick.count());
+    const bool stand_aside = drivers_.load() > 0;
+    {
+      MutexLock lock(&mu_);
+      PollSetLocked(/*sockets=*/!stand_aside, &fds);
+      const SteadyClock::time_point now = SteadyClock::now();
+      for (const auto& request : pending_) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(request->deadline - now);
+        timeout_ms =
+            std::min<int>(timeout_ms, std::max<int>(0, static_cast<int>(left.count()) + 1));
+      }
+      if (stand_aside) timeout_ms = std::min<int>(timeout_ms, kStandAside.count());
+      if (!fatal_.ok() && !pending_.empty()) timeout_ms = 0;
+    }
+    if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
+      config_.logger->error("point-to-point lane: poll() failed: {}", std::strerror(errno));
+    }
+    if ((fds[0].revents & POLLIN) != 0) {
+      uint64_t count = 0;
+      [[maybe_unused]] ssize_t n = ::read(wake_.get(), &count, sizeof(count));
+    }
+    std::vector<Finish> done;
+    bool stop = false;
+    {
+      MutexLock lock(&mu_);
+      if (stand_aside) fds.resize(1);  // nothing of the connections was polled
+      ServeLocked(fds);
+      done.swap(finished_);
+      done.insert(done.end(), std::make_move_iterator(deferred_.begin()),
+                  std::make_move_iterator(deferred_.end()));
+      deferred_.clear();
+      stop = stopping_ && pending_.empty();
+    }
+    RunCallbacks(std::move(done), /*lane_thread=*/true);
+    if (stop) break;
+  }
+  MutexLock lock(&mu_);
+  for (auto& link : links_) {
+    if (link) link->Kill(ShutdownError("this rank's point-to-point lane stopped"));
+  }
+}
+
+void P2pLane::PollSetLocked(bool sockets, std::vector<pollfd>* fds) {
+  fds->clear();
+  fds->push_back({wake_.get(), POLLIN, 0});
+  if (!sockets) return;
+  for (const auto& link : links_) {
+    if (!link || !link->alive()) continue;
+    fds->push_back(
+        {link->fd(), static_cast<short>(POLLIN | (link->wants_write() ? POLLOUT : 0)), 0});
+  }
+}
+
+void P2pLane::ServeLocked(const std::vector<pollfd>& polled) {
+  for (size_t i = 1; i < polled.size(); ++i) {
+    if (polled[i].revents == 0) continue;
+    for (auto& link : links_) {
+      if (!link || link->fd() != polled[i].fd || !link->alive()) continue;
+      if ((polled[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) ReadLocked(*link);
+    }
+  }
+  std::vector<std::shared_ptr<P2pRequest>> sent;
+  for (auto& link : links_) {
+    if (!link || !link->alive() || !link->wants_write()) continue;
+    if (!link->Flush(&sent).ok()) PeerGoneLocked(*link);
+  }
+  for (const auto& send : sent) CompleteLocked(send, Status::Ok());
+  ExpireLocked(SteadyClock::now());
+}
+
+void P2pLane::ExpireLocked(SteadyClock::time_point now) {
+  std::vector<std::pair<std::shared_ptr<P2pRequest>, Status>> expired;
+  for (const auto& request : pending_) {
+    if (!fatal_.ok()) {
+      expired.emplace_back(request, fatal_.WithContext(request->what));
+      continue;
+    }
+    if (now < request->deadline) continue;
+    const std::string waited = Seconds(request->timeout_seconds);
+    const int peer = request->matched_peer >= 0 ? request->matched_peer : request->peer;
+    const std::string who =
+        peer >= 0 ? "rank " + std::to_string(CallerRankOf(*request, peer)) : "any rank";
+    std::string why;
+    if (request->state == P2pRequest::State::kPosted) {
+      why = request->is_send ? who + " posted no matching recv within " + waited
+                             : "no matching send from " + who + " arrived within " + waited;
+    } else {
+      why = "the transfer with " + who + " made no progress for " + waited;
+    }
+    expired.emplace_back(request, DeadlineExceeded(request->what + ": " + why +
+                                                   " (P2pOptions::timeout_seconds, "
+                                                   "KOLO_TIMEOUT_SECONDS)"));
+  }
+  for (const auto& [request, why] : expired) FailLocked(request, why);
+}
+
+void P2pLane::FailLocked(const std::shared_ptr<P2pRequest>& request, const Status& why) {
+  if (request->state == P2pRequest::State::kDone) return;
+  const int peer = request->is_send ? request->peer : request->matched_peer;
+  P2pLink* link = peer >= 0 ? links_[peer].get() : nullptr;
+  if (!request->is_send && request->state == P2pRequest::State::kPosted) {
+    matcher_.RemoveRecv(request.get());
+  }
+  if (link != nullptr) {
+    if (request->is_send) {
+      link->offered().erase(request->seq);
+      link->Detach(request.get());
+      if (request->state == P2pRequest::State::kPosted && link->alive()) {
+        P2pFrame cancel;
+        cancel.type = P2pFrameType::kCancel;
+        cancel.seq = request->seq;
+        P2pOutChunk chunk;
+        chunk.header = EncodeP2pFrame(cancel);
+        link->Queue(std::move(chunk));
+      }
+    } else {
+      link->pulling().erase(request->seq);
+      if (link->in().recv == request) {
+        link->in().discard = true;  // the rest of its bytes go nowhere
+        link->in().recv.reset();
+      }
+    }
+  }
+  CompleteLocked(request, why);
+}
+
+void P2pLane::CompleteLocked(const std::shared_ptr<P2pRequest>& request, const Status& status) {
+  if (request->state == P2pRequest::State::kDone) return;
+  request->state = P2pRequest::State::kDone;
+  pending_.erase(std::remove(pending_.begin(), pending_.end(), request), pending_.end());
+  pending_count_.fetch_sub(1, std::memory_order_relaxed);
+  Trace(*request, status);
+  finished_.push_back({request, status});
+}
+
+void P2pLane::RunCallbacks(std::vector<Finish> done, bool lane_thread) {
+  bool handed_over = false;
+  for (Finish& finish : done) {
+    if (lane_thread || finish.request->done_anywhere) {
+      if (finish.request->done) finish.request->done(finish.status);
+      finish.request->done = nullptr;  // what it captured goes now
+    } else {
+      MutexLock lock(&mu_);
+      deferred_.push_back(std::move(finish));
+      handed_over = true;
+    }
+  }
+  if (handed_over) Wake();
+}
+
+void P2pLane::Trace(const P2pRequest& request, const Status& status) const {
+  TraceSink* sink = config_.trace;
+  if (sink == nullptr || !sink->enabled()) return;
+  const Clock::TimePoint end = SteadyClock::now();
+  const bool matched = request.matched_at != Clock::TimePoint{};
+  const std::string track = request.what;
+  sink->Record({'X', config_.rank, track, request.is_send ? "SEND" : "RECV", request.posted_at, end,
+                "{\"bytes\":" + std::to_string(request.bytes) +
+                    ",\"tag\":" + std::to_string(request.tag) + ",\"status\":\"" +
+                    JsonEscape(status.ok() ? "OK" : status.ToString()) + "\"}"});
+  sink->Record({'X', config_.rank, track, "WAIT_FOR_PEER", request.posted_at,
+                matched ? request.matched_at : end, ""});
+  if (matched) sink->Record({'X', config_.rank, track, "TRANSFER", request.matched_at, end, ""});
+}
+
+}  // namespace kolo::transport
