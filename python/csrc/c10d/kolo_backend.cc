@@ -1,12 +1,16 @@
-// KoloBackend: the group's life, Issue (naming and handing ops to kolo), and the collectives
-// that keep the caller's tensors in place (allreduce, reduce, broadcast, barrier).
+// KoloBackend: the group's life, Issue (naming and handing ops to kolo), the collectives that
+// keep the caller's tensors in place (allreduce, reduce, broadcast, barrier), and the
+// point-to-point ops handed to PeerOps.
 #include "python/csrc/c10d/kolo_backend.h"
 
 #include <torch/extension.h>
 
+#include <algorithm>
 #include <optional>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <utility>
 
+#include "kolo/p2p.h"
 #include "python/csrc/tensor_view.h"
 
 namespace kolo::torch_ext {
@@ -137,17 +141,52 @@ std::string OpInGroup(const char* op, uint64_t sequence, const std::string& grou
          "'";
 }
 
+// The group as its point-to-point ops see it: each group rank's rank in the kolo process set.
+PeerOps::Group PeerGroupOf(const KoloBackend::Config& config) {
+  PeerOps::Group group;
+  group.rank = config.rank;
+  group.size = config.size;
+  group.process_set = config.process_set;
+  group.name = config.group_name;
+  const std::vector<int> members = kolo::process_set_ranks(config.process_set);
+  for (int job_rank : config.ranks) {
+    const auto found = std::find(members.begin(), members.end(), job_rank);
+    group.set_ranks.push_back(
+        found == members.end() ? -1 : static_cast<int>(std::distance(members.begin(), found)));
+  }
+  return group;
+}
+
+// Waits (at most `timeout`) for the op in flight under `name` in `in_flight`, if any, before
+// the next of that name (`what`) goes to kolo: null once it is done, else what to throw (past
+// the timeout the job ends, EndJobAfterTimeout). Under the ledger's lock.
+std::exception_ptr WaitForOlder(const std::map<std::string, Handle>& in_flight,
+                                const std::string& name, const std::string& what,
+                                std::chrono::milliseconds timeout) {
+  auto older = in_flight.find(name);
+  if (older == in_flight.end() || older->second.Poll()) return nullptr;
+  const Status waited =
+      timeout.count() > 0
+          ? older->second.Synchronize(std::chrono::duration<double>(timeout).count())
+          : older->second.Synchronize();
+  if (older->second.Poll()) return nullptr;  // done, whatever its outcome (its own work's)
+  if (waited.code() != StatusCode::kDeadlineExceeded) return ToException(waited, what);
+  // That earlier collective timed out: as after a wait() (KoloWork), the job ends.
+  return EndJobAfterTimeout(
+      older->second,
+      "the earlier collective of kolo name '" + name + "' that " + what + " waits for", timeout);
+}
+
 }  // namespace
 
 KoloBackend::KoloBackend(Config config)
     : c10d::Backend(config.rank, config.size),
       config_(std::move(config)),
       timeout_ms_(config_.timeout.count()),
-      namer_("c10d." + config_.group_name) {
+      ledger_(config_.group_name),
+      peers_(PeerGroupOf(config_)) {
   init();
 }
-
-KoloBackend::~KoloBackend() = default;
 
 c10::intrusive_ptr<c10d::Backend::Options> KoloBackend::getBackendOptions() {
   auto options = c10::make_intrusive<Options>("kolo", std::chrono::milliseconds(timeout_ms_));
@@ -161,8 +200,8 @@ void KoloBackend::setTimeout(std::chrono::milliseconds timeout) {
 }
 
 uint64_t KoloBackend::getSequenceNumberForGroup() {
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  return namer_.sequence();
+  std::lock_guard<std::mutex> lock(ledger_.mu);
+  return ledger_.namer.sequence();
 }
 
 void KoloBackend::shutdown() {
@@ -174,34 +213,18 @@ std::chrono::milliseconds KoloBackend::TimeoutOf(std::chrono::milliseconds reque
                                           : requested;
 }
 
-void KoloBackend::CheckUsable(const char* op) const {
+void KoloBackend::CheckUsable(const char* op, bool collective) const {
   if (closed_) {
     throw c10::DistBackendError(
         c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
         std::string("kolo: ") + op + " on process group '" + config_.group_name +
             "', which was shut down (destroy_process_group)");
   }
-  const std::string broken = health_->broken();
+  const std::string broken = collective ? health_->broken() : std::string();
   if (!broken.empty()) {
     Fail(std::string(op) + " on process group '" + config_.group_name +
          "', whose ranks no longer call the same collectives: " + broken);
   }
-}
-
-std::exception_ptr KoloBackend::WaitForOlder(const std::string& name, const std::string& what,
-                                             std::chrono::milliseconds timeout) {
-  auto older = in_flight_.find(name);
-  if (older == in_flight_.end() || older->second.Poll()) return nullptr;
-  const Status waited =
-      timeout.count() > 0
-          ? older->second.Synchronize(std::chrono::duration<double>(timeout).count())
-          : older->second.Synchronize();
-  if (older->second.Poll()) return nullptr;  // done, whatever its outcome (its own work's)
-  if (waited.code() != StatusCode::kDeadlineExceeded) return ToException(waited, what);
-  // That earlier collective timed out: as after a wait() (KoloWork), the job ends.
-  return EndJobAfterTimeout(
-      older->second,
-      "the earlier collective of kolo name '" + name + "' that " + what + " waits for", timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> KoloBackend::Issue(Launch launch, const Enqueue& enqueue) {
@@ -212,15 +235,15 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::Issue(Launch launch, const Enqueue& 
     c10::impl::VirtualGuardImpl guard(tensor.device().type());
     guard.getStream(tensor.device()).synchronize();
   }
-  std::lock_guard<std::mutex> lock(issue_mu_);
+  std::lock_guard<std::mutex> lock(ledger_.mu);
   CheckUsable(launch.op);
   const std::chrono::milliseconds timeout = TimeoutOf(launch.timeout);
-  const std::string name = namer_.Next(launch.signature.value());
-  const std::string what = OpInGroup(launch.op, namer_.sequence(), config_.group_name);
+  const std::string name = ledger_.namer.Next(launch.signature.value());
+  const std::string what = OpInGroup(launch.op, ledger_.namer.sequence(), config_.group_name);
   // kolo takes one op per name at a time: the older one of this name must be done here first.
-  std::exception_ptr older_failed = WaitForOlder(name, what, timeout);
+  std::exception_ptr older_failed = WaitForOlder(ledger_.in_flight, name, what, timeout);
   if (older_failed) {
-    namer_.Retract();
+    ledger_.namer.Retract();
     std::rethrow_exception(older_failed);
   }
   KoloWork::Spec spec;
@@ -232,12 +255,12 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::Issue(Launch launch, const Enqueue& 
   spec.keep_alive = std::move(launch.keep_alive);
   spec.finish = std::move(launch.finish);
   spec.timeout = timeout;
-  spec.sequence = namer_.sequence();
+  spec.sequence = ledger_.namer.sequence();
   spec.health = health_;
   auto work = c10::make_intrusive<KoloWork>(std::move(spec));
   std::vector<Handle> prior;
   if (launch.barrier) {
-    for (const auto& [older_name, handle] : in_flight_) {
+    for (const auto& [older_name, handle] : ledger_.in_flight) {
       if (!handle.Poll()) prior.push_back(handle);
     }
   }
@@ -249,14 +272,15 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::Issue(Launch launch, const Enqueue& 
                              /*drive=*/!launch.async);
   }
   if (!handle.ok()) {
-    namer_.Retract();  // refused here before kolo took it: it does not count
+    ledger_.namer.Retract();  // refused here before kolo took it: it does not count
     std::rethrow_exception(ToException(handle.status(), what));
   }
   work->Track(*handle, std::move(prior));
-  in_flight_[name] = *handle;
-  if (in_flight_.size() > 4096) {  // a job with ever new shapes: forget what completed
-    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-      it = it->second.Poll() ? in_flight_.erase(it) : std::next(it);
+  peers_.coalescer().Add(work);
+  ledger_.in_flight[name] = *handle;
+  if (ledger_.in_flight.size() > 4096) {  // a job with ever new shapes: forget what completed
+    for (auto it = ledger_.in_flight.begin(); it != ledger_.in_flight.end();) {
+      it = it->second.Poll() ? ledger_.in_flight.erase(it) : std::next(it);
     }
   }
   return work;
@@ -392,22 +416,38 @@ c10::intrusive_ptr<c10d::Work> KoloBackend::barrier(const c10d::BarrierOptions& 
   });
 }
 
-namespace {
-[[noreturn]] void NoPointToPoint(const char* op) {
-  Fail(std::string(op) +
-       ": kolo has no point-to-point operations (send, recv, isend, irecv, batch_isend_irecv); "
-       "use its collectives, or a gloo group for these (dist.new_group(backend='gloo'))");
+c10::intrusive_ptr<c10d::Work> KoloBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                                 int tag) {
+  CheckUsable("send", /*collective=*/false);
+  return peers_.Send(Single(tensors, "send"), dst_rank, tag, TimeoutOf(c10d::kUnsetTimeout));
 }
-}  // namespace
 
-c10::intrusive_ptr<c10d::Work> KoloBackend::send(std::vector<at::Tensor>&, int, int) {
-  NoPointToPoint("send");
+c10::intrusive_ptr<c10d::Work> KoloBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                                 int tag) {
+  CheckUsable("recv", /*collective=*/false);
+  return peers_.Recv(Single(tensors, "recv"), src_rank, tag, TimeoutOf(c10d::kUnsetTimeout));
 }
-c10::intrusive_ptr<c10d::Work> KoloBackend::recv(std::vector<at::Tensor>&, int, int) {
-  NoPointToPoint("recv");
+
+c10::intrusive_ptr<c10d::Work> KoloBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                          int tag) {
+  CheckUsable("recv", /*collective=*/false);
+  return peers_.Recv(Single(tensors, "recv"), kAnySource, tag, TimeoutOf(c10d::kUnsetTimeout));
 }
-c10::intrusive_ptr<c10d::Work> KoloBackend::recvAnysource(std::vector<at::Tensor>&, int) {
-  NoPointToPoint("recv");
+
+void KoloBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  CheckUsable("monitored_barrier", /*collective=*/false);
+  const bool torch_default = opts.timeout == ::kProcessGroupDefaultTimeout;
+  peers_.MonitoredBarrier(TimeoutOf(torch_default ? c10d::kUnsetTimeout : opts.timeout),
+                          wait_all_ranks);
+}
+
+void KoloBackend::startCoalescing() {
+  CheckUsable("startCoalescing", /*collective=*/false);
+  peers_.coalescer().Start(config_.group_name);
+}
+
+c10::intrusive_ptr<c10d::Work> KoloBackend::endCoalescing() {
+  return peers_.coalescer().End(rank_, config_.group_name);
 }
 
 }  // namespace kolo::torch_ext

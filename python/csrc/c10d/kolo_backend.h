@@ -4,12 +4,13 @@
 // named by the group's OpNamer, in the group's kolo process set (0 for the world); what c10d
 // has and kolo has not is built from kolo's ops (reduce from allreduce, gather and scatter
 // from alltoall, barrier from a one-byte allreduce) or refused with a RuntimeError saying so
-// (send/recv, bitwise reductions).
+// (bitwise reductions). send, recv and monitoredBarrier are kolo's point-to-point ops
+// (PeerOps, peer_ops.h), which are not named.
 //
 // Threading: collectives may be called from any thread; one lock orders naming and enqueueing,
 // so the group's kolo names follow the order torch issues them in. A synchronous call
 // (async_op=False) drives its op on the calling thread as kolo's blocking calls do. Ops
-// complete on kolo's thread (KoloWork). The GIL is released around every wait.
+// complete on kolo's threads (KoloWork). The GIL is released around every wait.
 #pragma once
 
 #include <chrono>
@@ -24,6 +25,7 @@
 #include "kolo/kolo.h"
 #include "python/csrc/c10d/kolo_work.h"
 #include "python/csrc/c10d/op_namer.h"
+#include "python/csrc/c10d/peer_ops.h"
 
 namespace kolo::torch_ext {
 
@@ -38,7 +40,6 @@ class KoloBackend : public c10d::Backend {
     std::chrono::milliseconds timeout{0};
   };
   explicit KoloBackend(Config config);
-  ~KoloBackend() override;
 
   const std::string getBackendName() const override { return "kolo"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
@@ -93,12 +94,18 @@ class KoloBackend : public c10d::Backend {
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
 
-  // kolo has no point-to-point ops: a RuntimeError saying so.
+  // Point-to-point (PeerOps): kolo's send and receive, under the group's timeout.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  // torch's 30-minute default timeout (monitored_barrier() without one) is the group's.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+  // torch's _coalescing_manager(group, device): the ops issued in between (point-to-point
+  // ops, or the coalesced collective it issues) behind one Work (coalesced_work.h).
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
  private:
   // One collective on its way to kolo.
@@ -141,22 +148,24 @@ class KoloBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> IssueGather(Launch launch, const at::Tensor& input,
                                              const at::Tensor& rows, Deliver deliver,
                                              const c10d::GatherOptions& opts);
-  // Waits (at most `timeout`) for the op in flight under `name`, if any, before the next of
-  // that name (`what`) goes to kolo: null once it is done, else what to throw (past the
-  // timeout the job ends, EndJobAfterTimeout). Under issue_mu_.
-  std::exception_ptr WaitForOlder(const std::string& name, const std::string& what,
-                                  std::chrono::milliseconds timeout);
+  // The group's collectives on their way to kolo, in issue order.
+  struct Ledger {
+    explicit Ledger(const std::string& group_name) : namer("c10d." + group_name) {}
+    std::mutex mu;
+    OpNamer namer;                            // guarded by mu
+    std::map<std::string, Handle> in_flight;  // guarded by mu: the last op of each name
+  };
+
   std::chrono::milliseconds TimeoutOf(std::chrono::milliseconds requested) const;
-  // Throws when the group cannot take collectives any more (shut down, or desynchronised).
-  void CheckUsable(const char* op) const;
+  // Throws when the group cannot take ops any more: shut down, or (`collective`) desynchronised.
+  void CheckUsable(const char* op, bool collective = true) const;
 
   const Config config_;
   const std::shared_ptr<GroupHealth> health_ = std::make_shared<GroupHealth>();
   std::atomic<int64_t> timeout_ms_;
   std::atomic<bool> closed_{false};
-  std::mutex issue_mu_;
-  OpNamer namer_;                            // guarded by issue_mu_
-  std::map<std::string, Handle> in_flight_;  // guarded by issue_mu_: last op of each name
+  Ledger ledger_;
+  PeerOps peers_;
 };
 
 // Shared by the two halves of the backend (kolo_backend*.cc): argument checks and conversions

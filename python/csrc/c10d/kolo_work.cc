@@ -83,8 +83,16 @@ KoloWork::KoloWork(Spec spec)
       keep_alive_(std::move(spec.keep_alive)),
       finish_(std::move(spec.finish)),
       timeout_(spec.timeout),
+      grace_(spec.grace),
       sequence_(spec.sequence),
-      health_(std::move(spec.health)) {}
+      health_(std::move(spec.health)),
+      source_(std::move(spec.source)) {}
+
+int KoloWork::sourceRank() const {
+  if (!source_) return c10d::Work::sourceRank();
+  std::lock_guard<std::mutex> lock(mutex_);  // written before completed_ (Complete)
+  return completed_ ? *source_ : -1;
+}
 
 void KoloWork::Track(Handle handle, std::vector<Handle> prior) {
   handle_ = std::move(handle);
@@ -148,7 +156,7 @@ void KoloWork::WaitFor(const Handle& handle, std::chrono::steady_clock::time_poi
 }
 
 bool KoloWork::wait(std::chrono::milliseconds timeout) {
-  if (timeout == kNoTimeout) timeout = timeout_;
+  if (timeout == kNoTimeout) timeout = timeout_.count() > 0 ? timeout_ + grace_ : timeout_;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   {
     std::optional<pybind11::gil_scoped_release> no_gil;

@@ -1,9 +1,9 @@
-// KoloWork: the c10d::Work of one collective of kolo's torch.distributed backend
-// (kolo_backend.h). It completes from kolo's callback: the callback first runs the op's
-// finisher (copies into the caller's output tensors, checks of what arrived), then records the
-// outcome, wakes waiters and completes the future DDP's communication hooks chain on. Waits go
-// through the op's kolo::Handle (which the callback completes last), so they spin briefly the
-// way kolo's own waits do (KOLO_WAIT_SPIN_US) before they sleep.
+// KoloWork: the c10d::Work of one collective or point-to-point op of kolo's torch.distributed
+// backend (kolo_backend.h, peer_ops.h). It completes from kolo's callback: the callback first
+// runs the op's finisher (copies into the caller's output tensors, checks of what arrived), then
+// records the outcome, wakes waiters and completes the future DDP's communication hooks chain on.
+// Waits go through the op's kolo::Handle (which the callback completes last), so they spin
+// briefly the way kolo's own waits do (KOLO_WAIT_SPIN_US) before they sleep.
 //
 // A wait past its timeout ends the kolo job on every rank (EndJobAfterTimeout), as NCCL's
 // watchdog aborts the communicator: the op then fails on every rank, so that no rank goes on as
@@ -69,8 +69,13 @@ class KoloWork : public c10d::Work {
     std::vector<at::Tensor> keep_alive;    // memory kolo reads or writes until completion
     std::function<Status()> finish;        // on success, before completion; may fail the op
     std::chrono::milliseconds timeout{0};  // of wait() without a timeout; 0: none
+    // A point-to-point op ends by itself at `timeout` (kolo's deadline fails it, naming the
+    // peer and the tag): wait() without a timeout allows it this much more before it gives up.
+    std::chrono::milliseconds grace{0};
     uint64_t sequence = 0;
-    std::shared_ptr<GroupHealth> health;
+    std::shared_ptr<GroupHealth> health;  // null: the op does not affect the group's naming
+    // A receive's sender (group rank, once complete): sourceRank(). Null for other ops.
+    std::shared_ptr<const int> source;
   };
   explicit KoloWork(Spec spec);
 
@@ -86,6 +91,8 @@ class KoloWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   uint64_t getSequencenumber() const override { return sequence_; }
+  // A receive's sender (-1 until it completed); other ops: c10d's error, as gloo's.
+  int sourceRank() const override;
   std::chrono::milliseconds getTimeout() const override { return timeout_; }
 
   const std::string& what() const { return what_; }
@@ -104,8 +111,10 @@ class KoloWork : public c10d::Work {
   std::vector<at::Tensor> keep_alive_;
   std::function<Status()> finish_;  // run by Complete only
   const std::chrono::milliseconds timeout_;
+  const std::chrono::milliseconds grace_;
   const uint64_t sequence_;
   const std::shared_ptr<GroupHealth> health_;
+  const std::shared_ptr<const int> source_;
   Handle handle_;
   std::vector<Handle> prior_;
   std::atomic<bool> done_{false};  // Complete ran

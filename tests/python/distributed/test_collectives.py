@@ -316,13 +316,6 @@ def test_barrier_completes_after_the_groups_earlier_collectives():
         dist.barrier()
 
 
-def test_send_and_recv_raise_saying_kolo_has_no_point_to_point():
-    with pytest.raises(RuntimeError, match="no point-to-point"):
-        dist.send(torch.ones(1), dst=(RANK + 1) % SIZE)
-    with pytest.raises(RuntimeError, match="no point-to-point"):
-        dist.recv(torch.ones(1), src=(RANK + 1) % SIZE)
-
-
 def test_wait_releases_the_gil_while_a_late_rank_arrives():
     ticks = []
     stop = threading.Event()
