@@ -23,6 +23,7 @@ group precedes every timed section. Rank 0 prints the table, naming the CPU.
 """
 
 import argparse
+import datetime
 import os
 import statistics
 import sys
@@ -53,6 +54,8 @@ def parse_args(argv):
     parser.add_argument("--steps", type=int, default=5, help="pipeline: timed steps per round")
     parser.add_argument("--warmup", type=int, default=1, help="warmup round (untimed)")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    parser.add_argument("--timeout", type=float, default=300,
+                        help="seconds any one op may take (both groups' timeout)")
     args = parser.parse_args(argv)
     args.backends = [b for b in args.backends.split(",") if b]
     args.tests = [t for t in args.tests.split(",") if t]
@@ -264,14 +267,15 @@ def main(argv):
     torch.set_num_threads(args.threads)
     import kolo.torch.distributed  # noqa: F401  (registers the backend)
 
-    dist.init_process_group("kolo")
+    timeout = datetime.timedelta(seconds=args.timeout)
+    dist.init_process_group("kolo", timeout=timeout)
     rank, ranks = dist.get_rank(), dist.get_world_size()
     if ranks != 2:
         if rank == 0:
             print("p2p_bench: needs 2 ranks, got %d" % ranks, file=sys.stderr)
         dist.destroy_process_group()
         return 2
-    gloo = dist.new_group(backend="gloo")
+    gloo = dist.new_group(backend="gloo", timeout=timeout)
     groups = {"kolo": None, "gloo": gloo}
     peers = [Peer(name, groups[name]) for name in args.backends]
     print_header(args, rank, ranks)
