@@ -1,5 +1,5 @@
 """Point-to-point on torch.distributed: the "kolo" backend against gloo in the same 2-rank job,
-timed the same way (docs/TORCH-DISTRIBUTED.md "Point-to-point", issue 57).
+timed the same way (issue 57; docs/PERFORMANCE.md, "Point-to-point on torch.distributed").
 
     kolorun -np 2 python p2p_bench.py                       # kolo over shared memory (one host)
     KOLO_TRANSPORT=tcp kolorun -np 2 python p2p_bench.py    # kolo over TCP
@@ -7,7 +7,8 @@ timed the same way (docs/TORCH-DISTRIBUTED.md "Point-to-point", issue 57).
 The job's default group is kolo; a gloo group over both ranks (dist.new_group(backend="gloo"))
 runs beside it. Every measurement runs on both, in rounds that interleave the two (kolo first in
 even rounds, gloo first in odd ones); each round gives one figure per backend, and the table
-shows the median over the rounds and the ratio (>1: kolo is faster). The tests:
+shows the median over the rounds, the ratio (>1: kolo is faster) and each backend's range over
+the rounds. The tests:
 
 - latency: rank 0 sends a message, rank 1 sends it back (dist.send / dist.recv), --iters times;
   the figure is half the mean round trip.
@@ -245,12 +246,13 @@ def print_header(args, rank, ranks):
               os.getpid()))
     names = "".join("%12s" % b for b in args.backends)
     ratio = "%12s" % "kolo/gloo" if len(args.backends) == 2 else ""
-    print("# %-14s %6s %8s%s%s" % ("test", "size", "unit", names, ratio))
+    ranges = "".join("  %s range" % b for b in args.backends)
+    print("# %-14s %6s %8s%s%s%s" % ("test", "size", "unit", names, ratio, ranges))
     sys.stdout.flush()
 
 
 def run_row(peers, row, args):
-    """The medians of one row over the interleaved rounds, per backend."""
+    """One row's figures (seconds or bytes per second), a list per backend, in round order."""
     label, size, unit, measure = row
     figures = {peer.name: [] for peer in peers}
     for r in range(args.warmup + args.rounds):
@@ -259,7 +261,22 @@ def run_row(peers, row, args):
             value = measure(peer, r)
             if r >= args.warmup:
                 figures[peer.name].append(value)
-    return {name: statistics.median(values) for name, values in figures.items()}
+    return figures
+
+
+def print_row(label, size, unit, figures):
+    """The medians, the ratio kolo/gloo (>1: kolo faster) and each backend's range."""
+    medians = [statistics.median(values) for values in figures]
+    line = "  %-14s %6s %8s%s" % (label, size_text(size), unit,
+                                  "".join("%12.2f" % scale(unit, m) for m in medians))
+    if len(medians) == 2:
+        kolo, gloo = medians
+        line += "%11.2fx" % (kolo / gloo if unit == "GB/s" else gloo / kolo)
+    for values in figures:
+        low, high = sorted(scale(unit, v) for v in (min(values), max(values)))
+        line += "  %.3g-%.3g" % (low, high)
+    print(line)
+    sys.stdout.flush()
 
 
 def main(argv):
@@ -281,17 +298,9 @@ def main(argv):
     print_header(args, rank, ranks)
     for row in measurements(args):
         label, size, unit, _ = row
-        medians = run_row(peers, row, args)
+        figures = run_row(peers, row, args)
         if rank == 0:
-            values = [scale(unit, medians[p.name]) for p in peers]
-            line = "  %-14s %6s %8s%s" % (label, size_text(size), unit,
-                                          "".join("%12.2f" % v for v in values))
-            if len(peers) == 2:
-                kolo, gloo_value = medians["kolo"], medians["gloo"]
-                faster = kolo / gloo_value if unit == "GB/s" else gloo_value / kolo
-                line += "%11.2fx" % faster
-            print(line)
-            sys.stdout.flush()
+            print_row(label, size, unit, [figures[p.name] for p in peers])
     wrong = torch.tensor([sum(p.wrong for p in peers)], dtype=torch.int64)
     dist.all_reduce(wrong)
     if rank == 0:
