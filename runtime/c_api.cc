@@ -10,6 +10,7 @@
 
 #include "core/process_sets.h"
 #include "kolo/kolo.h"
+#include "kolo/p2p.h"
 #include "runtime/handle_state.h"
 
 namespace {
@@ -200,6 +201,40 @@ int kolo_start_timeline(const char* path, int mark_cycles) {
 
 int kolo_stop_timeline(void) {
   return Guarded("kolo_stop_timeline", [&] { return Report(kolo::stop_timeline()); });
+}
+
+int kolo_send(const void* data, int64_t count, int dtype, int dst, int64_t tag,
+              double timeout_seconds) {
+  return Guarded("kolo_send", [&] {
+    return Report(kolo::send(View(data, count, dtype), dst, tag, {timeout_seconds}));
+  });
+}
+
+int kolo_send_async(const void* data, int64_t count, int dtype, int dst, int64_t tag,
+                    double timeout_seconds, kolo_done_fn done, void* user) {
+  return Guarded("kolo_send_async", [&] {
+    if (done == nullptr) return Missing("kolo_send_async");
+    return Report(
+        kolo::send_async(View(data, count, dtype), dst, tag, {timeout_seconds}, Done(done, user)));
+  });
+}
+
+int kolo_recv(void* data, int64_t count, int dtype, int src, int64_t tag, double timeout_seconds,
+              int* source) {
+  return Guarded("kolo_recv", [&] {
+    kolo::StatusOr<int> from = kolo::recv(View(data, count, dtype), src, tag, {timeout_seconds});
+    if (from.ok() && source != nullptr) *source = *from;
+    return Report(from.status());
+  });
+}
+
+int kolo_recv_async(void* data, int64_t count, int dtype, int src, int64_t tag,
+                    double timeout_seconds, int* source, kolo_done_fn done, void* user) {
+  return Guarded("kolo_recv_async", [&] {
+    if (done == nullptr) return Missing("kolo_recv_async");
+    return Report(kolo::recv_async(View(data, count, dtype), src, tag, source, {timeout_seconds},
+                                   Done(done, user)));
+  });
 }
 
 int kolo_barrier(void) {

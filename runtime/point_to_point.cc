@@ -88,7 +88,8 @@ StatusOr<std::shared_ptr<P2pRequest>> MakeRequest(RuntimeImpl& impl, const Op& o
   return request;
 }
 
-Status Post(RuntimeImpl& impl, const Op& op, Callback callback, bool done_anywhere) {
+Status Post(RuntimeImpl& impl, const Op& op, Callback callback, bool done_anywhere,
+            bool caller_drives = false) {
   if (!callback) return InvalidArgument(Describe(op, 0) + ": no callback");
   KOLO_ASSIGN_OR_RETURN(std::shared_ptr<P2pRequest> request, MakeRequest(impl, op));
   if (done_anywhere) {
@@ -100,12 +101,13 @@ Status Post(RuntimeImpl& impl, const Op& op, Callback callback, bool done_anywhe
     };
   }
   request->done_anywhere = done_anywhere;
-  return internal::RuntimeAccess::P2pLane(impl)->Post(std::move(request));
+  return internal::RuntimeAccess::P2pLane(impl)->Post(std::move(request), caller_drives);
 }
 
-StatusOr<Handle> PostForHandle(RuntimeImpl& impl, const Op& op) {
-  return internal::HandleAccess::Submit(
-      [&](Callback done) { return Post(impl, op, std::move(done), /*done_anywhere=*/true); });
+StatusOr<Handle> PostForHandle(RuntimeImpl& impl, const Op& op, bool caller_drives = false) {
+  return internal::HandleAccess::Submit([&](Callback done) {
+    return Post(impl, op, std::move(done), /*done_anywhere=*/true, caller_drives);
+  });
 }
 
 // The blocking forms: the transfer runs on this thread for the runtime's spin budget, then the
@@ -116,7 +118,7 @@ Status PostAndWait(RuntimeImpl& impl, const Op& op) {
                               " was called from a kolo callback; call it from your own thread or "
                               "use the async form");
   }
-  KOLO_ASSIGN_OR_RETURN(Handle handle, PostForHandle(impl, op));
+  KOLO_ASSIGN_OR_RETURN(Handle handle, PostForHandle(impl, op, /*caller_drives=*/true));
   if (transport::P2pLane* lane = internal::RuntimeAccess::P2pLane(impl)) {
     lane->Drive([&handle] { return handle.Poll(); }, impl.wait_spin());
   }

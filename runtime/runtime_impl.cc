@@ -202,6 +202,7 @@ Status RuntimeImpl::RemoveProcessSetAsync(int id, Callback callback) {
 }
 
 bool RuntimeImpl::DriveOrSpin(const std::function<bool()>& done) {
+  if (done()) return true;  // a point-to-point op its Post or Drive finished: nothing to wake
   // A point-to-point op is waited for: its transfer runs on this thread (the lane outlives the
   // runtime's teardown, so no lock is needed to use it).
   if (transport::P2pLane* lane = planes_.p2p(); lane != nullptr && lane->busy()) {

@@ -27,6 +27,7 @@
 #include "tools/bench/bench_options.h"
 #include "tools/bench/busy_load.h"
 #include "tools/bench/model_bench.h"
+#include "tools/bench/p2p_bench.h"
 
 namespace {
 
@@ -379,6 +380,7 @@ void PrintFooter(const Sweep& sweep, bool check) {
 // Runs the model or the sweep after init; returns the exit code (shutdown() is the caller's).
 int RunWithInit(const BenchOptions& options) {
   if (!options.model.empty()) return kolo::bench::RunModelBench(options);
+  if (options.pingpong) return kolo::bench::RunPingPongBench(options);
   std::optional<int> set;  // --set's process set
   if (options.set_ranks > 0) {
     std::vector<int> ranks;

@@ -183,7 +183,8 @@ std::vector<ConfigVar> BuildTable() {
               "CPU allreduce, broadcast, allgather, reducescatter and alltoall data path: shm "
               "(shared memory; every rank on this host, else init() fails), tcp (the TCP ring and "
               "chain), or auto (shm when several ranks share one host and no other, tcp "
-              "otherwise). Same on every rank."),
+              "otherwise); tcp also sends point-to-point's larger tensors over the connection "
+              "instead of one copy from the sender's memory. Same on every rank."),
       Row("KOLO_SHM_SINGLE_COPY")
           .Enum(&Options::shm_single_copy, kShmSingleCopyNames, ShmSingleCopy::kAuto)
           .Help("Shared-memory allreduces of 256 KiB and more (at most 8 MiB of them out of "

@@ -2,12 +2,13 @@
  * allreduce (blocking and async; int16 and bool too), broadcast (in and out of place), barrier,
  * allgather, alltoall, reducescatter, grouped allreduce, allgather and reducescatter, handles,
  * the timeline,
- * join, argument errors, shutdown. Run alone (one rank) and under kolorun (several); exits non-zero
- * with a message on the first thing that is wrong. */
+ * point-to-point, join, argument errors, shutdown. Run alone (one rank) and under kolorun
+ * (several); exits non-zero with a message on the first thing that is wrong. */
 #define _POSIX_C_SOURCE 200809L /* getpid */
 #include <kolo/c_api.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static void on_done(int status, const char* message, void* user) {
@@ -220,6 +221,46 @@ static int check_process_sets(int rank, int size) {
   return 0;
 }
 
+/* Point-to-point: a ring exchange (blocking send to the next rank after an async receive from
+ * the previous one), a receive from any rank, and a peer outside the job. One rank: the bad peer
+ * only. */
+static int check_p2p(int rank, int size) {
+  int32_t mine[3] = {rank, rank + 1, rank + 2};
+  int32_t got[3] = {-1, -1, -1};
+  int source = -5;
+  int done = 0;
+  if (kolo_send(mine, 3, KOLO_INT32, size, 0, 0) != KOLO_INVALID_ARGUMENT) {
+    return fail("a send to a rank outside the job was accepted");
+  }
+  if (strstr(kolo_last_error(), "is not a rank of this job") == NULL) return fail("bad peer text");
+  if (size < 2) return 0;
+  const int next = (rank + 1) % size;
+  const int prev = (rank + size - 1) % size;
+  if (kolo_recv_async(got, 3, KOLO_INT32, prev, 7, 0, &source, on_done, &done) != KOLO_OK) {
+    return fail("kolo_recv_async");
+  }
+  if (kolo_send(mine, 3, KOLO_INT32, next, 7, 10.0) != KOLO_OK) return fail("kolo_send");
+  const struct timespec ms = {0, 1000000};
+  for (int i = 0; i < 20000 && *(volatile int*)&done == 0; ++i) nanosleep(&ms, NULL);
+  if (done != 100 || source != prev || got[0] != prev || got[2] != prev + 2) {
+    return fail("ring exchange");
+  }
+  /* Every rank sends rank 0 its rank; rank 0 takes them from any rank. */
+  if (rank != 0) {
+    return kolo_send(&rank, 1, KOLO_INT32, 0, 8, 0) == KOLO_OK ? 0 : fail("send to rank 0");
+  }
+  int seen = 0;
+  for (int i = 1; i < size; ++i) {
+    int32_t value = -1;
+    if (kolo_recv(&value, 1, KOLO_INT32, KOLO_ANY_SOURCE, 8, 0, &source) != KOLO_OK ||
+        value != source) {
+      return fail("recv from any rank");
+    }
+    seen |= 1 << source;
+  }
+  return seen == ((1 << size) - 2) ? 0 : fail("senders seen");
+}
+
 int main(void) {
   if (check_versions() != 0) return 1;
   if (kolo_init() != KOLO_OK) return fail("kolo_init");
@@ -297,6 +338,7 @@ int main(void) {
   if (check_out_of_place_broadcast(rank, size) != 0) return 1;
   if (check_timeline() != 0) return 1;
   if (check_process_sets(rank, size) != 0) return 1;
+  if (check_p2p(rank, size) != 0) return 1;
 
   if (kolo_broadcast("c/bad", b, 3, KOLO_FLOAT64, size) != KOLO_INVALID_ARGUMENT) {
     return fail("a root outside the job was accepted");

@@ -322,6 +322,19 @@ TEST_CASE(
   CHECK(ShmSegmentsOfUsOrTheDead() == shm_before);
 }
 
+TEST_CASE("A rank SIGKILLed mid-send/recv fails every survivor's point-to-point ops, naming it",
+          "[runtime][fault][p2p]") {
+  // A ring exchange: the victim's neighbours lose the pair (its connection closes), the others
+  // learn of it from the controller's abort. Over shared memory's single copy and over TCP.
+  const auto [size, victim] = GENERATE(table<int, int>({{2, 1}, {4, 2}}));
+  const std::string transport = GENERATE(as<std::string>(), "tcp", "shm");
+  const std::string what = "SIGKILL of rank " + std::to_string(victim) + " of " +
+                           std::to_string(size) + " in point-to-point over " + transport;
+  Watchdog watchdog(what, 60s);
+  Job job = StartJob(size, -1, {{"KOLO_TRANSPORT", transport}, {"FAULT_WORKER_OP", "p2p"}});
+  KillAndCheck(job, victim, {0, 2 * kTimeout}, what);
+}
+
 TEST_CASE("A rank SIGSTOPped mid-allreduce times out every survivor's pending ops",
           "[runtime][fault]") {
   // Two ranks: the op is usually still in negotiation; four: usually in the ring, where the

@@ -15,6 +15,8 @@
 // FAULT_WORKER_IN_SET=1: the steps run in a process set of every rank, made after init (on one
 // host, over the set's own shared memory); the lonely op stays in the global set.
 // FAULT_WORKER_OP=alltoall: the steps' ops are alltoalls of the same sizes, even splits.
+// FAULT_WORKER_OP=p2p: the steps' ops are point-to-point (kolo/p2p.h), a ring exchange: each rank
+// receives 4 MiB and 64 B from the rank before it and sends as much to the rank after it.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "kolo/kolo.h"
+#include "kolo/p2p.h"
 
 namespace {
 
@@ -43,6 +46,7 @@ struct Op {
   std::promise<std::pair<Clock::time_point, kolo::Status>> done;
   bool alltoall = false;
   std::vector<float> received;  // an alltoall's output
+  int p2p = 0;                  // 1: send to the next rank, -1: receive from the one before
 };
 
 kolo::TensorView View(std::vector<float>& data) {
@@ -60,15 +64,20 @@ void Print(const std::string& line) {
 // Enqueues `op`; its promise is fulfilled by the callback (or at once if enqueue failed).
 void Enqueue(Op& op) {
   auto done = [&op](const kolo::Status& s) { op.done.set_value({Clock::now(), s}); };
+  const int n = kolo::size();
+  const int64_t tag = static_cast<int64_t>(op.data.size());
   kolo::Status queued =
-      op.alltoall ? kolo::alltoall_async(
-                        op.name, View(op.data), {},
-                        [&op](const std::vector<int64_t>& shape) -> void* {
-                          op.received.resize(static_cast<size_t>(shape[0]));
-                          return op.received.data();
-                        },
-                        nullptr, done)
-                  : kolo::allreduce_async(op.name, View(op.data), View(op.data), {}, done);
+      op.p2p > 0 ? kolo::send_async(View(op.data), (kolo::rank() + 1) % n, tag, {}, done)
+      : op.p2p < 0
+          ? kolo::recv_async(View(op.data), (kolo::rank() + n - 1) % n, tag, nullptr, {}, done)
+      : op.alltoall ? kolo::alltoall_async(
+                          op.name, View(op.data), {},
+                          [&op](const std::vector<int64_t>& shape) -> void* {
+                            op.received.resize(static_cast<size_t>(shape[0]));
+                            return op.received.data();
+                          },
+                          nullptr, done)
+                    : kolo::allreduce_async(op.name, View(op.data), View(op.data), {}, done);
   if (!queued.ok()) op.done.set_value({Clock::now(), queued});
 }
 
@@ -100,11 +109,20 @@ int main() {
   const Clock::time_point started = Clock::now();
   bool failed = false;
   for (int step = 0; !failed && MsSince(started) < 60000; ++step) {
-    std::vector<Op> ops(3);
-    ops[0] = Op{"grad/big", std::vector<float>(1 << 20, 1.0f), {}};
-    ops[1] = Op{"grad/mid", std::vector<float>(1 << 16, 1.0f), {}};
-    ops[2] = Op{"grad/small", std::vector<float>(16, 1.0f), {}};
     const char* kind = std::getenv("FAULT_WORKER_OP");
+    const bool p2p = kind != nullptr && std::string(kind) == "p2p";
+    std::vector<Op> ops(p2p ? 4 : 3);
+    if (p2p) {
+      ops[0] = Op{"recv/big", std::vector<float>(1 << 20, 1.0f), {}};
+      ops[1] = Op{"send/big", std::vector<float>(1 << 20, 1.0f), {}};
+      ops[2] = Op{"recv/small", std::vector<float>(16, 1.0f), {}};
+      ops[3] = Op{"send/small", std::vector<float>(16, 1.0f), {}};
+      for (size_t i = 0; i < ops.size(); ++i) ops[i].p2p = i % 2 == 0 ? -1 : 1;
+    } else {
+      ops[0] = Op{"grad/big", std::vector<float>(1 << 20, 1.0f), {}};
+      ops[1] = Op{"grad/mid", std::vector<float>(1 << 16, 1.0f), {}};
+      ops[2] = Op{"grad/small", std::vector<float>(16, 1.0f), {}};
+    }
     for (Op& op : ops) {
       op.alltoall = kind != nullptr && std::string(kind) == "alltoall";
       // Even splits: a multiple of the ranks' count of rows.

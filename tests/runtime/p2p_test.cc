@@ -4,10 +4,15 @@
 // disagreements on both ends, timeouts naming the peer and the tag, bad arguments.
 #include "kolo/p2p.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "tests/support/local_job.h"
@@ -310,6 +315,72 @@ TEST_CASE("Callbacks run once on kolo's thread and may post the next op", "[runt
     if (!refused) return "a blocking send from a callback was not refused";
     if (first != 1 || second != 2)
       return "values " + std::to_string(first) + std::to_string(second);
+    return "";
+  });
+  CHECK(Joined(failures) == "");
+}
+
+TEST_CASE("The timeline shows each op of the pair with its wait and its transfer",
+          "[runtime][p2p][timeline]") {
+  Watchdog watchdog("p2p timeline", std::chrono::seconds(60));
+  const std::string path = "/tmp/kolo_p2p_timeline_" + std::to_string(::getpid()) + ".json";
+  LocalJob job(2);
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    Status s = rt.StartTimeline(path);
+    if (!s.ok()) return s.ToString();
+    PointToPoint p2p(rt);
+    std::vector<float> data(100, 1.0f);
+    TensorView v{data.data(), DataType::kFloat32, {100}, Device::Cpu()};
+    s = rt.rank() == 0 ? p2p.Send(v, 1, 3) : p2p.Recv(v, 0, 3).status();
+    if (!s.ok()) return s.ToString();
+    s = rt.StopTimeline();
+    return s.ok() ? "" : s.ToString();
+  });
+  REQUIRE(Joined(failures) == "");
+  for (int r = 0; r < 2; ++r) {
+    const std::string file = "/tmp/kolo_p2p_timeline_" + std::to_string(::getpid()) + ".rank" +
+                             std::to_string(r) + ".json";
+    std::ifstream in(file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::remove(file.c_str());
+    const std::string track = r == 0 ? "send to rank 1 (tag 3)" : "recv from rank 0 (tag 3)";
+    CHECK_THAT(text, Catch::Contains(track));
+    CHECK_THAT(text, Catch::Contains(r == 0 ? "\"SEND\"" : "\"RECV\""));
+    CHECK_THAT(text, Catch::Contains("WAIT_FOR_PEER"));
+    CHECK_THAT(text, Catch::Contains("TRANSFER"));
+  }
+}
+
+TEST_CASE("Many large sends in flight over TCP all complete, while more are posted",
+          "[runtime][p2p]") {
+  // The receiver pulls the first sends while the sender still posts the next ones, so DATA
+  // leaves from the posting thread too.
+  Watchdog watchdog("p2p window over TCP", std::chrono::seconds(60));
+  LocalJob job(2, [](Options& o) { o.transport = Transport::kTcp; });
+  auto failures = job.RunOnAllRanks([&](Runtime& rt) -> std::string {
+    PointToPoint p2p(rt);
+    P2pOptions options;
+    options.timeout_seconds = 10;
+    constexpr int kWindow = 16;
+    std::vector<std::vector<int32_t>> buffers(kWindow, std::vector<int32_t>(1 << 20));
+    std::vector<Handle> handles;
+    for (int w = 0; w < kWindow; ++w) {
+      std::vector<int32_t>& b = buffers[w];
+      if (rt.rank() == 0) std::fill(b.begin(), b.end(), w);
+      TensorView v{b.data(), DataType::kInt32, {1 << 20}, Device::Cpu()};
+      StatusOr<Handle> h = rt.rank() == 0 ? p2p.SendAsync(v, 1, 4, options)
+                                          : p2p.RecvAsync(v, 0, 4, nullptr, options);
+      if (!h.ok()) return h.status().ToString();
+      handles.push_back(*h);
+      if (rt.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    for (Handle& h : handles) {
+      Status s = h.Synchronize();
+      if (!s.ok()) return s.ToString();
+    }
+    for (int w = 0; w < kWindow; ++w) {
+      if (buffers[w] != std::vector<int32_t>(1 << 20, w)) return "window " + std::to_string(w);
+    }
     return "";
   });
   CHECK(Joined(failures) == "");

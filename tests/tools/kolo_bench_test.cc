@@ -223,6 +223,33 @@ TEST_CASE("kolo-bench --model resnet50 runs a step on GPUs, exactly, without a r
   CHECK(run.out.find("# Wrong elements           : 0 OK") != std::string::npos);
 }
 
+TEST_CASE("kolo-bench --pingpong 1 times point-to-point between ranks 0 and 1, exactly",
+          "[tools][bench][multirank][p2p]") {
+  Watchdog watchdog("kolo-bench --pingpong", seconds(120));
+  // 3 ranks: rank 2 only waits. 4 B inline, 128 KiB and 4 MiB by single copy.
+  ProcessResult run =
+      RunBench(3, {"--pingpong", "1", "-b", "4", "-e", "4M", "-f", "32", "-n", "3", "-w", "1"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.out.find("# kolo-bench --pingpong: ranks 0 and 1 of 3") != std::string::npos);
+  static const std::regex row(R"(\[0\] +(\d+) +([\d.]+) +[\d.]+ +[\d.]+ +(\d+))");
+  int rows = 0;
+  for (auto it = std::sregex_iterator(run.out.begin(), run.out.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    ++rows;
+    CHECK((*it)[3] == "0");
+    CHECK(std::stod((*it)[2]) > 0);
+  }
+  CHECK(rows == 5);  // 4 B, 128 B, 4 KiB, 128 KiB, 4 MiB: -f 32 from 4 up to 4 MiB
+  // Over TCP: 16 sends of 4 MiB in flight, their DATA leaving while the next are posted (a send
+  // whose DATA finished on the posting thread once never completed; that took more windows
+  // than this to show, so this run only watches the path).
+  run = RunBench(2, {"--pingpong", "1", "-b", "4M", "-e", "4M", "-n", "12", "-w", "1"},
+                 {"KOLO_TRANSPORT=tcp", "KOLO_TIMEOUT_SECONDS=10"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+}
+
 TEST_CASE("kolo-bench --set 2 runs every collective exactly in a process set of 3 ranks",
           "[tools][bench][multirank]") {
   Watchdog watchdog("kolo-bench --set", seconds(120));

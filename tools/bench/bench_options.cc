@@ -132,6 +132,12 @@ const std::map<std::string, FlagSetter>& Flags() {
       o->model = v;
       return Status::Ok();
     });
+    add("--pingpong", "--pingpong", [](const std::string& v, BenchOptions* o) -> Status {
+      if (v != "0" && v != "1")
+        return InvalidArgument("--pingpong must be 0 or 1, got '" + v + "'");
+      o->pingpong = v == "1";
+      return Status::Ok();
+    });
     add("--device", "--device", [](const std::string& v, BenchOptions* o) -> Status {
       if (v != "cpu" && v != "cuda" && v != "cuda-sim") {
         return InvalidArgument("--device: unknown value '" + v + "' (one of: cpu cuda cuda-sim)");
@@ -301,6 +307,11 @@ Collective sweep through kolo's public API, printed by rank 0 in the style of nc
                            skips the queue, negotiation and fusion; prints both and their ratio
                            (on a GPU, --device cuda or cuda-sim: the step alone, since the raw
                            data plane runs on host memory)
+      --pingpong 0|1       instead of the sweep: point-to-point (kolo/p2p.h) between ranks
+                           0 and 1 over the sizes: one-way latency (half a send and its echo,
+                           median; the echo is checked) and streaming bandwidth (16 sends in
+                           flight, then a one-byte reply), as OSU's osu_latency and osu_bw time
+                           MPI (tools/bench/mpi_p2p_bench.cc)
   -h, --help               print this text
 
 Columns, as in nccl-tests (n ranks, e bytes per element, SIZE from -b/-e/-f):

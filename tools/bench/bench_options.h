@@ -44,6 +44,9 @@ struct BenchOptions {
   // --model: instead of the sweep, a training step of this model's gradients against one raw
   // data-plane allreduce of the same bytes (tools/bench/model_bench.h).
   std::string model;
+  // --pingpong: instead of the sweep, point-to-point between ranks 0 and 1 over the sizes
+  // (tools/bench/p2p_bench.h).
+  bool pingpong = false;
   // --device: where the tensors live: cpu, cuda (this rank's GPU, local rank modulo the GPUs),
   // or cuda-sim (a simulated GPU per rank: the whole GPU path without a GPU).
   std::string device = "cpu";

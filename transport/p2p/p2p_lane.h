@@ -7,14 +7,18 @@
 //   larger otherwise:                      OFFER -> PULL -> DATA+bytes
 // and REFUSE (a disagreement, both ends fail), CANCEL (the sender's timeout passed).
 //
-// Progress is made by whichever thread holds the lane's lock: the lane's own thread, which sleeps
-// in poll() on the connections; a caller waiting for an op (Drive), which polls them without
-// sleeping for its budget while the lane's thread stands aside; and Post, which writes at once.
+// Progress is made by whichever thread holds the lane's lock: a caller waiting for an op (Drive),
+// which polls the connections without sleeping for its budget; the lane's own thread, which
+// sleeps in poll() on them while ops are pending and no caller drives (it stands aside then: on
+// a host whose cores are all taken its wake-up would take the driver's core); and Post, which
+// writes at once.
 // No controller and no other rank is involved.
 //
-// Threading: Post, Drive, Interrupt and Stop from any thread. Callbacks of requests with
-// done_anywhere may run on any of those threads (never under the lock); the others run on the
-// lane's thread. Destroy after Stop, or let the destructor stop it.
+// Threading: Post, Drive, Interrupt and Stop from any thread. Callbacks run on the lane's thread
+// or on a thread in Drive (a caller waiting for an op runs what completes meanwhile, as kolo's
+// blocking calls run their op's callback: no hand-off to another thread), never under the lock;
+// those of requests with done_anywhere also at Post. Destroy after Stop, or let the destructor
+// stop it.
 #pragma once
 
 #include <atomic>
@@ -64,13 +68,14 @@ class P2pLane {
 
   // Takes `request` (filled in as p2p_request.h says): OK, and its callback runs once; or the
   // error (the peer is not connected or gone, the lane stopped or the job failed), and it never
-  // runs.
-  Status Post(std::shared_ptr<P2pRequest> request);
+  // runs. `caller_drives`: the caller calls Drive for it at once (a blocking op), so the lane's
+  // thread is not woken for it.
+  Status Post(std::shared_ptr<P2pRequest> request, bool caller_drives = false);
   // Makes progress on this thread until `done()` or `budget` (a PollBudget) passes; true once
   // `done()`.
   bool Drive(const std::function<bool()>& done, std::chrono::microseconds budget);
   // Whether any op is pending. Any thread (a relaxed read: a hint for whom to drive).
-  bool busy() const { return pending_count_.load(std::memory_order_relaxed) > 0; }
+  bool busy() const { return activity_.pending.load(std::memory_order_relaxed) > 0; }
   // The job failed: every pending op fails with `why`, every later Post returns it. Any thread.
   void Interrupt(const Status& why);
   // Fails every pending op with `why`, runs their callbacks and joins the thread. Idempotent.
@@ -92,8 +97,9 @@ class P2pLane {
   // what passed its deadline. Collects completions into finished_.
   void ServeLocked(const std::vector<pollfd>& polled) KOLO_REQUIRES(mu_);
   void PollSetLocked(bool sockets, std::vector<pollfd>* fds) KOLO_REQUIRES(mu_);
-  // Runs the callbacks of `done` that may run on this thread; hands the others to the lane's.
-  void RunCallbacks(std::vector<Finish> done, bool lane_thread);
+  // Runs the callbacks of `done` here (the lane's thread, a driver) or, those without
+  // done_anywhere, hands them to the lane's thread (Post).
+  void RunCallbacks(std::vector<Finish> done, bool here);
   void Wake();
 
   // p2p_protocol.cc: the messages.
@@ -111,14 +117,26 @@ class P2pLane {
   void CompleteLocked(const std::shared_ptr<P2pRequest>& request, const Status& status)
       KOLO_REQUIRES(mu_);
   void PeerGoneLocked(P2pLink& link) KOLO_REQUIRES(mu_);
+  // Writes what `link` holds that its socket takes, completing the sends whose DATA left.
+  void FlushLocked(P2pLink& link) KOLO_REQUIRES(mu_);
   void ExpireLocked(std::chrono::steady_clock::time_point now) KOLO_REQUIRES(mu_);
   void Trace(const P2pRequest& request, const Status& status) const;
 
   const Config config_;
   const UniqueFd wake_;  // eventfd: the thread re-reads what to poll
   std::thread thread_;
-  std::atomic<int> drivers_{0};
-  std::atomic<int> pending_count_{0};  // pending_.size(), readable without the lock
+  // Who is working on the ops, readable without the lock.
+  struct Activity {
+    std::atomic<int> drivers{0};  // callers in Drive
+    std::atomic<int> pending{0};  // pending_.size()
+    // When the last Drive that did not finish its op returned (steady clock, ns): the ops
+    // posted before it get no grace (Run).
+    std::atomic<int64_t> gave_up_ns{0};
+    // The lane's thread polls the connections (set before it sleeps, under the lock): a post
+    // need not wake it.
+    std::atomic<bool> watching{false};
+  };
+  Activity activity_;
 
   Mutex mu_;
   std::vector<std::unique_ptr<P2pLink>> links_ KOLO_GUARDED_BY(mu_);  // by rank; null: none

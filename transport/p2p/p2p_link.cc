@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -80,30 +81,51 @@ void P2pLink::Detach(const P2pRequest* owner) {
 }
 
 StatusOr<bool> P2pLink::ReadPhase() {
+  constexpr size_t kAhead = 64 << 10;
   for (;;) {
-    uint8_t scratch[16384];
-    uint8_t* into = nullptr;
+    uint8_t* into = nullptr;  // null: the bytes are discarded
     uint64_t want = 0;
     if (in_.phase == P2pInbound::Phase::kHeader) {
       into = in_.header.data() + in_.header_got;
       want = kP2pHeaderBytes - in_.header_got;
     } else {
       want = P2pPayloadBytes(in_.frame) - in_.payload_got;
-      into = in_.discard ? scratch : in_.target + in_.payload_got;
-      if (in_.discard && want > sizeof(scratch)) want = sizeof(scratch);
+      if (!in_.discard) into = in_.target + in_.payload_got;
     }
     if (want == 0) return true;
-    const IoResult io = RecvSome(fd_.get(), into, want);
-    if (io.would_block()) return false;
-    if (io.eof || io.error != 0) {
-      Kill(io.eof ? LinkError(peer_, "closed")
-                  : LinkError(peer_, std::string("failed: ") + std::strerror(io.error)));
-      return dead_;
+    uint64_t got = 0;
+    if (ahead_begin_ < ahead_end_) {  // what was read ahead first
+      got = std::min<uint64_t>(want, ahead_end_ - ahead_begin_);
+      if (into != nullptr) std::memcpy(into, ahead_.data() + ahead_begin_, got);
+      ahead_begin_ += got;
+    } else {
+      if (drained_) return false;
+      const bool direct = into != nullptr && want >= kAhead;
+      if (!direct && ahead_.size() < kAhead) ahead_.resize(kAhead);
+      const uint64_t asked = direct ? want : kAhead;
+      const IoResult io = RecvSome(fd_.get(), direct ? into : ahead_.data(), asked);
+      if (io.would_block()) {
+        drained_ = true;
+        return false;
+      }
+      if (io.eof || io.error != 0) {
+        Kill(io.eof ? LinkError(peer_, "closed")
+                    : LinkError(peer_, std::string("failed: ") + std::strerror(io.error)));
+        return dead_;
+      }
+      drained_ = io.bytes < asked;
+      if (direct) {
+        got = io.bytes;
+      } else {
+        ahead_begin_ = 0;
+        ahead_end_ = io.bytes;
+        continue;
+      }
     }
     if (in_.phase == P2pInbound::Phase::kHeader) {
-      in_.header_got += io.bytes;
+      in_.header_got += got;
     } else {
-      in_.payload_got += io.bytes;
+      in_.payload_got += got;
     }
   }
 }

@@ -69,8 +69,12 @@ class P2pLink {
   void Detach(const P2pRequest* owner);
 
   // Reads into the current phase's destination until it is complete (true), the socket has
-  // nothing more (false), or an error or EOF (killed, error returned).
+  // nothing more (false), or an error or EOF (killed, error returned). Small messages come
+  // through a read-ahead buffer, so one system call takes in several (a header, its bytes, the
+  // next header); a large payload goes straight to its destination.
   StatusOr<bool> ReadPhase();
+  // poll() said the socket is readable: ReadPhase may call recv() again.
+  void Readable() { drained_ = false; }
   P2pInbound& in() { return in_; }
   // Back to reading a header.
   void NextMessage() { in_ = P2pInbound(); }
@@ -89,6 +93,10 @@ class P2pLink {
   Status dead_;
   std::deque<P2pOutChunk> out_;
   P2pInbound in_;
+  std::vector<uint8_t> ahead_;  // read ahead: [ahead_begin_, ahead_end_) not consumed yet
+  size_t ahead_begin_ = 0;
+  size_t ahead_end_ = 0;
+  bool drained_ = false;  // the last recv() took all the socket had
   uint64_t last_seq_ = 0;
   std::map<uint64_t, std::shared_ptr<P2pRequest>> offered_;
   std::map<uint64_t, std::shared_ptr<P2pRequest>> pulling_;

@@ -86,8 +86,7 @@ void P2pLane::SendOfferLocked(const std::shared_ptr<P2pRequest>& send) {
   chunk.owner = send;
   link.offered()[send->seq] = send;
   link.Queue(std::move(chunk));
-  std::vector<std::shared_ptr<P2pRequest>> unused;
-  if (!link.Flush(&unused).ok()) PeerGoneLocked(link);
+  FlushLocked(link);
 }
 
 void P2pLane::PostRecvLocked(const std::shared_ptr<P2pRequest>& recv) {
@@ -98,10 +97,7 @@ void P2pLane::PostRecvLocked(const std::shared_ptr<P2pRequest>& recv) {
   }
   P2pLink& link = *links_[offer->peer];
   MatchLocked(recv, link, *offer);
-  if (link.alive() && link.wants_write()) {
-    std::vector<std::shared_ptr<P2pRequest>> unused;
-    if (!link.Flush(&unused).ok()) PeerGoneLocked(link);
-  }
+  if (link.alive() && link.wants_write()) FlushLocked(link);
 }
 
 void P2pLane::MatchLocked(const std::shared_ptr<P2pRequest>& recv, P2pLink& link,

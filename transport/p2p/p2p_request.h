@@ -35,8 +35,8 @@ struct P2pRequest {
   std::string what;          // "send to rank 1 (tag 3)", in the caller's (set) ranks
   int* source = nullptr;     // a receive's: set to the sender's rank in the set
   Callback done;
-  // The callback may run on whichever thread completes the op (a handle's completion); else
-  // only on the lane's thread (a caller's own callback: kolo/p2p.h's contract).
+  // The callback may run on whichever thread completes the op, Post included (a handle's
+  // completion); else on the lane's thread or a driving caller's (kolo/p2p.h's contract).
   bool done_anywhere = false;
   double timeout_seconds = 30;
 

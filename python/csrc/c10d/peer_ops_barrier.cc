@@ -49,10 +49,23 @@ Posted PostOne(bool send, int set_peer, int64_t tag, std::vector<int32_t> values
   return posted;
 }
 
-// The op's outcome, waiting at most `seconds` (kolo's own deadline ends it before).
-Status Await(const Posted& posted, double seconds) {
+// How long the barrier's ops may wait for their peers: an arrival at rank 0 the barrier's
+// timeout; an answer twice that and 2 s more, since rank 0 answers only once it waited up to the
+// timeout for the arrivals, which may start up to the timeout after a rank posted its receive
+// of the answer.
+struct Deadlines {
+  explicit Deadlines(std::chrono::milliseconds timeout) {
+    arrival.timeout_seconds = std::chrono::duration<double>(timeout).count();
+    answer.timeout_seconds = 2 * arrival.timeout_seconds + 2;
+  }
+  P2pOptions arrival;
+  P2pOptions answer;
+};
+
+// The op's outcome, waiting a little longer than its own deadline, by which kolo ends it.
+Status Await(const Posted& posted, const P2pOptions& options) {
   if (!posted.handle.ok()) return posted.handle.status();
-  return posted.handle->Synchronize(seconds);
+  return posted.handle->Synchronize(options.timeout_seconds * 1.1 + 2);
 }
 
 // "Rank 3" (one rank, as gloo names the first missing one) or "Ranks 2, 3" (a list, as gloo's
@@ -84,13 +97,12 @@ void PeerOps::ArriveAtRoot(int64_t round, std::chrono::milliseconds timeout) {
   const std::string where = "monitored_barrier of process group '" + group_.name + "': ";
   const std::string me = "Rank " + std::to_string(group_.rank);
   const int64_t tag = kBarrierTags + 2 * round;
-  P2pOptions options;
-  options.timeout_seconds = std::chrono::duration<double>(timeout).count();
-  const double patience = options.timeout_seconds * 1.1 + 2;
+  const Deadlines deadlines(timeout);
   const int root = group_.set_ranks[0];
-  const Posted answer = PostOne(false, root, tag + 1, std::vector<int32_t>(group_.size), options);
-  const Posted arrival = PostOne(true, root, tag, {1}, options);
-  const Status answered = Await(answer, patience);
+  const Posted answer =
+      PostOne(false, root, tag + 1, std::vector<int32_t>(group_.size), deadlines.answer);
+  const Posted arrival = PostOne(true, root, tag, {1}, deadlines.arrival);
+  const Status answered = Await(answer, deadlines.answer);
   if (!answered.ok()) {
     Fail(where + me +
          " successfully reached monitoredBarrier, but received errors while waiting for "
@@ -107,7 +119,7 @@ void PeerOps::ArriveAtRoot(int64_t round, std::chrono::milliseconds timeout) {
          RanksText(missing, missing.size() > 1) + " failed to pass monitoredBarrier in " +
          std::to_string(timeout.count()) + " ms");
   }
-  const Status arrived = Await(arrival, patience);  // rank 0 had it before it answered
+  const Status arrived = Await(arrival, deadlines.arrival);  // rank 0 had it before it answered
   if (!arrived.ok()) Fail(where + me + " could not tell rank 0 it arrived: " + arrived.message());
 }
 
@@ -116,19 +128,17 @@ void PeerOps::GatherAtRoot(int64_t round, std::chrono::milliseconds timeout, boo
   const std::string within =
       " failed to pass monitoredBarrier in " + std::to_string(timeout.count()) + " ms";
   const int64_t tag = kBarrierTags + 2 * round;
-  P2pOptions options;
-  options.timeout_seconds = std::chrono::duration<double>(timeout).count();
-  const double patience = options.timeout_seconds * 1.1 + 2;
+  const Deadlines deadlines(timeout);
   std::vector<Posted> arrivals(static_cast<size_t>(group_.size));
   for (int r = 1; r < group_.size; ++r) {
     arrivals[static_cast<size_t>(r)] = PostOne(false, group_.set_ranks[static_cast<size_t>(r)], tag,
-                                               std::vector<int32_t>(1), options);
+                                               std::vector<int32_t>(1), deadlines.arrival);
   }
   std::vector<int> missing;
   std::string first_error;
   std::vector<int32_t> flags(static_cast<size_t>(group_.size), 0);
   for (int r = 1; r < group_.size; ++r) {
-    const Status arrived = Await(arrivals[static_cast<size_t>(r)], patience);
+    const Status arrived = Await(arrivals[static_cast<size_t>(r)], deadlines.arrival);
     if (arrived.ok()) continue;
     missing.push_back(r);
     flags[static_cast<size_t>(r)] = 1;
@@ -139,7 +149,7 @@ void PeerOps::GatherAtRoot(int64_t round, std::chrono::milliseconds timeout, boo
   std::vector<Posted> answers(static_cast<size_t>(group_.size));
   for (int r = 1; r < group_.size; ++r) {
     answers[static_cast<size_t>(r)] =
-        PostOne(true, group_.set_ranks[static_cast<size_t>(r)], tag + 1, flags, options);
+        PostOne(true, group_.set_ranks[static_cast<size_t>(r)], tag + 1, flags, deadlines.answer);
   }
   if (!missing.empty()) {
     if (wait_all_ranks) Fail(where + "[Rank 0]: " + RanksText(missing, true) + within);
@@ -147,7 +157,7 @@ void PeerOps::GatherAtRoot(int64_t round, std::chrono::milliseconds timeout, boo
          "\n Original exception: \n" + first_error);
   }
   for (int r = 1; r < group_.size; ++r) {
-    const Status answered = Await(answers[static_cast<size_t>(r)], patience);
+    const Status answered = Await(answers[static_cast<size_t>(r)], deadlines.answer);
     if (!answered.ok()) {
       Fail(where + "[Rank 0]: rank " + std::to_string(r) +
            " arrived at monitoredBarrier but did not receive rank 0's answer: " +

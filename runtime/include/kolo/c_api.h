@@ -102,6 +102,20 @@ int kolo_broadcast_out_of_place_async(const char* name, const void* input, void*
 int kolo_barrier(void);
 int kolo_barrier_async(kolo_done_fn done, void* user);
 
+/* Point-to-point (kolo/p2p.h): `count` elements of `dtype` to / from rank `peer` of the thread's
+ * current process set under `tag`, matched by the pair alone (FIFO per pair and tag).
+ * timeout_seconds <= 0: KOLO_TIMEOUT_SECONDS. A receive's `source` (may be NULL; must outlive an
+ * async op) is set to the sender's rank; src KOLO_ANY_SOURCE takes the first send of any rank. */
+#define KOLO_ANY_SOURCE (-1)
+int kolo_send(const void* data, int64_t count, int dtype, int dst, int64_t tag,
+              double timeout_seconds);
+int kolo_send_async(const void* data, int64_t count, int dtype, int dst, int64_t tag,
+                    double timeout_seconds, kolo_done_fn done, void* user);
+int kolo_recv(void* data, int64_t count, int dtype, int src, int64_t tag, double timeout_seconds,
+              int* source);
+int kolo_recv_async(void* data, int64_t count, int dtype, int src, int64_t tag,
+                    double timeout_seconds, int* source, kolo_done_fn done, void* user);
+
 /* `input` has shape[0..ndim) (ndim >= 1); dimension 0 may differ per rank. */
 int kolo_allgather(const char* name, const void* input, const int64_t* shape, int ndim, int dtype,
                    kolo_alloc_fn alloc, void* alloc_user);

@@ -21,9 +21,11 @@
 // whose peer died or shut down fails at once naming it; an aborted job fails them all. Nothing
 // waits forever. CPU tensors only (a GPU tensor fails at enqueue).
 //
-// Threading: any thread. Callbacks run once, on kolo's point-to-point thread, never under a kolo
-// lock; they may post further ops. Waiting on a handle drives the transfer on the waiting thread
-// (as kolo's blocking calls do) before it sleeps. The tensors must stay valid until completion.
+// Threading: any thread. Callbacks run once, never under a kolo lock, on kolo's point-to-point
+// thread or on a thread waiting for a point-to-point op (a blocking Send/Recv, a handle's
+// Synchronize, c10d's wait()), which moves the bytes itself and runs what completes meanwhile, as
+// kolo's blocking collectives run their op's callback; they may post further ops (blocking calls
+// from a callback fail with kFailedPrecondition). The tensors must stay valid until completion.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,9 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import training_steps
+from training_steps import full_state
+
 RANK = dist.get_rank()
 SIZE = dist.get_world_size()
 STEPS = 4
@@ -30,21 +33,7 @@ def batches():
 
 
 def train(module, steps=batches()):
-    optimizer = torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9)
-    for x, y in steps:
-        optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(module(x), y).backward()
-        optimizer.step()
-    return module
-
-
-def full_state(module):
-    state = {}
-    for name, value in module.state_dict().items():
-        if hasattr(value, "full_tensor"):
-            value = value.full_tensor()
-        state[name.replace("module.", "")] = value.detach().clone()
-    return state
+    return training_steps.train(module, steps)
 
 
 def same_on_every_rank(state):
