@@ -1,8 +1,13 @@
 """Point-to-point on torch.distributed: the "kolo" backend against gloo in the same 2-rank job,
 timed the same way (issue 57; docs/PERFORMANCE.md, "Point-to-point on torch.distributed").
 
-    kolorun -np 2 python p2p_bench.py                       # kolo over shared memory (one host)
-    KOLO_TRANSPORT=tcp kolorun -np 2 python p2p_bench.py    # kolo over TCP
+    kolorun --bind-to none -np 2 python p2p_bench.py                     # kolo over shm
+    KOLO_TRANSPORT=tcp kolorun --bind-to none -np 2 python p2p_bench.py  # kolo over TCP
+    torchrun --nproc-per-node 2 p2p_bench.py                             # also works
+
+Placement matters to gloo: kolorun binds each rank to a core by default, and there gloo's
+transfers (on a thread of its own beside the caller's) took ~15x longer at 4 KiB on a 2-core
+machine; --bind-to none places the ranks as torchrun does.
 
 The job's default group is kolo; a gloo group over both ranks (dist.new_group(backend="gloo"))
 runs beside it. Every measurement runs on both, in rounds that interleave the two (kolo first in
