@@ -288,7 +288,9 @@ def test_monitored_barrier_names_the_ranks_that_do_not_arrive_as_gloo(wait_all):
         elapsed = time.monotonic() - start
         texts[backend] = str(raised.value)
         if RANK == 0:
-            assert 0.9 <= elapsed < 3.5, (backend, elapsed)
+            # Up to 4 s past the 1 s timeout: a loaded 2-core CI machine (3.5 s was passed once
+            # at load 4.6, on gloo's side or kolo's); a hang would take the group's 30 minutes.
+            assert 0.9 <= elapsed < 5.0, (backend, elapsed)
             assert "[Rank 0]: " + expected in texts[backend], texts[backend]
     dist.barrier()
     if RANK in absent:
