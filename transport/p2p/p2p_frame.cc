@@ -69,22 +69,4 @@ uint64_t P2pPayloadBytes(const P2pFrame& frame) {
   }
 }
 
-std::string P2pFrameName(P2pFrameType type) {
-  switch (type) {
-    case P2pFrameType::kOffer:
-      return "OFFER";
-    case P2pFrameType::kAck:
-      return "ACK";
-    case P2pFrameType::kPull:
-      return "PULL";
-    case P2pFrameType::kData:
-      return "DATA";
-    case P2pFrameType::kRefuse:
-      return "REFUSE";
-    case P2pFrameType::kCancel:
-      return "CANCEL";
-  }
-  return "?";
-}
-
 }  // namespace kolo::transport

@@ -6,8 +6,8 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
-#include <string>
 
 namespace kolo::transport {
 
@@ -45,7 +45,5 @@ P2pHeader EncodeP2pFrame(const P2pFrame& frame);
 bool DecodeP2pFrame(const P2pHeader& header, P2pFrame* frame);
 // How many bytes follow the header on the wire.
 uint64_t P2pPayloadBytes(const P2pFrame& frame);
-// "OFFER", "ACK", ...
-std::string P2pFrameName(P2pFrameType type);
 
 }  // namespace kolo::transport

@@ -62,11 +62,6 @@ P2pLane::~P2pLane() {
   Stop(ShutdownError("kolo's point-to-point lane was destroyed"));
 }
 
-bool P2pLane::connected(int rank) const {
-  MutexLock lock(const_cast<Mutex*>(&mu_));
-  return rank >= 0 && rank < config_.size && links_[rank] != nullptr && links_[rank]->alive();
-}
-
 void P2pLane::Wake() {
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wake_.get(), &one, sizeof(one));
@@ -297,12 +292,7 @@ void P2pLane::FailLocked(const std::shared_ptr<P2pRequest>& request, const Statu
       link->offered().erase(request->seq);
       link->Detach(request.get());
       if (request->state == P2pRequest::State::kPosted && link->alive()) {
-        P2pFrame cancel;
-        cancel.type = P2pFrameType::kCancel;
-        cancel.seq = request->seq;
-        P2pOutChunk chunk;
-        chunk.header = EncodeP2pFrame(cancel);
-        link->Queue(std::move(chunk));
+        link->QueueAnswer(P2pFrameType::kCancel, request->seq);
       }
     } else {
       link->pulling().erase(request->seq);

@@ -80,8 +80,6 @@ class P2pLane {
   void Interrupt(const Status& why);
   // Fails every pending op with `why`, runs their callbacks and joins the thread. Idempotent.
   void Stop(const Status& why);
-  // Whether rank `rank` has a connection (false for this rank).
-  bool connected(int rank) const;
 
  private:
   struct Finish {

@@ -46,6 +46,18 @@ Status LinkError(int peer, const std::string& what) {
 
 }  // namespace
 
+void P2pLink::QueueAnswer(P2pFrameType type, uint64_t seq, const std::string& text) {
+  P2pFrame frame;
+  frame.type = type;
+  frame.seq = seq;
+  frame.bytes = text.size();
+  P2pOutChunk chunk;
+  chunk.header = EncodeP2pFrame(frame);
+  chunk.owned.assign(text.begin(), text.end());
+  chunk.payload_bytes = text.size();
+  Queue(std::move(chunk));
+}
+
 void P2pLink::Kill(const Status& why) {
   if (!dead_.ok()) return;
   dead_ = why;

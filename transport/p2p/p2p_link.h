@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kolo/status.h"
@@ -60,6 +61,9 @@ class P2pLink {
   void Kill(const Status& why);
 
   void Queue(P2pOutChunk chunk) { out_.push_back(std::move(chunk)); }
+  // Queues an answer to the peer's offer `seq` (ACK, PULL, REFUSE with its text) or this side's
+  // CANCEL of its own offer `seq`.
+  void QueueAnswer(P2pFrameType type, uint64_t seq, const std::string& text = "");
   bool wants_write() const { return !out_.empty(); }
   // Writes what the socket takes. The sends whose DATA went out completely are appended to
   // `finished`. An error kills the link and is returned.

@@ -87,11 +87,4 @@ std::vector<std::shared_ptr<P2pRequest>> P2pMatcher::PeerGone(int peer,
   return orphans;
 }
 
-std::vector<std::shared_ptr<P2pRequest>> P2pMatcher::TakeAllRecvs() {
-  std::vector<std::shared_ptr<P2pRequest>> all(std::make_move_iterator(recvs_.begin()),
-                                               std::make_move_iterator(recvs_.end()));
-  recvs_.clear();
-  return all;
-}
-
 }  // namespace kolo::transport

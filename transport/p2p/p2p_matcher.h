@@ -31,10 +31,6 @@ class P2pMatcher {
   // `peer` is gone: its waiting offers whose bytes are not here are dropped (nobody can fetch
   // them), and the posted receives that only it could satisfy are returned, removed.
   std::vector<std::shared_ptr<P2pRequest>> PeerGone(int peer, const std::vector<bool>& alive);
-  // Every posted receive, removed (the lane stops).
-  std::vector<std::shared_ptr<P2pRequest>> TakeAllRecvs();
-  const std::deque<std::shared_ptr<P2pRequest>>& recvs() const { return recvs_; }
-  size_t waiting_offers() const { return offers_.size(); }
 
  private:
   std::deque<std::shared_ptr<P2pRequest>> recvs_;

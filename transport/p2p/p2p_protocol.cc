@@ -32,19 +32,6 @@ std::string Disagreement(const P2pRequest& recv, int self, int sender, const P2p
          std::to_string(to) + " receives " + Amount(recv.bytes, static_cast<uint8_t>(recv.dtype));
 }
 
-// Queues an answer (ACK, PULL, REFUSE with its text, CANCEL) to the peer's offer `seq`.
-void Reply(P2pLink& link, P2pFrameType type, uint64_t seq, std::string text = "") {
-  P2pFrame frame;
-  frame.type = type;
-  frame.seq = seq;
-  frame.bytes = text.size();
-  P2pOutChunk chunk;
-  chunk.header = EncodeP2pFrame(frame);
-  chunk.owned.assign(text.begin(), text.end());
-  chunk.payload_bytes = text.size();
-  link.Queue(std::move(chunk));
-}
-
 // The DATA message of `send`, whose offer `seq` the receiver pulled: completes it once written.
 P2pOutChunk DataChunk(const std::shared_ptr<P2pRequest>& send, uint64_t seq) {
   P2pFrame data;
@@ -109,14 +96,14 @@ void P2pLane::MatchLocked(const std::shared_ptr<P2pRequest>& recv, P2pLink& link
   if (recv->source != nullptr) *recv->source = CallerRankOf(*recv, link.peer());
   if (!Agrees(*recv, frame)) {
     const std::string text = Disagreement(*recv, config_.rank, link.peer(), frame);
-    Reply(link, P2pFrameType::kRefuse, frame.seq, text);
+    link.QueueAnswer(P2pFrameType::kRefuse, frame.seq, text);
     recv->state = P2pRequest::State::kReceiving;  // so that failing it does not CANCEL anything
     CompleteLocked(recv, Mismatch(text));
     return;
   }
   if ((frame.flags & kP2pInline) != 0) {
     if (frame.bytes > 0) std::memcpy(recv->data, offer.payload.data(), frame.bytes);
-    Reply(link, P2pFrameType::kAck, frame.seq);
+    link.QueueAnswer(P2pFrameType::kAck, frame.seq);
     CompleteLocked(recv, Status::Ok());
     return;
   }
@@ -125,7 +112,7 @@ void P2pLane::MatchLocked(const std::shared_ptr<P2pRequest>& recv, P2pLink& link
         ReadProcessMemory(static_cast<pid_t>(frame.pid),
                           {{static_cast<uintptr_t>(frame.addr), frame.bytes}}, recv->data);
     if (err == 0) {
-      Reply(link, P2pFrameType::kAck, frame.seq);
+      link.QueueAnswer(P2pFrameType::kAck, frame.seq);
       CompleteLocked(recv, Status::Ok());
       return;
     }
@@ -140,7 +127,7 @@ void P2pLane::MatchLocked(const std::shared_ptr<P2pRequest>& recv, P2pLink& link
       std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(
                                              std::chrono::duration<double>(recv->timeout_seconds));
   link.pulling()[frame.seq] = recv;
-  Reply(link, P2pFrameType::kPull, frame.seq);
+  link.QueueAnswer(P2pFrameType::kPull, frame.seq);
 }
 
 void P2pLane::ReadLocked(P2pLink& link) {
@@ -227,7 +214,7 @@ void P2pLane::OnPayloadLocked(P2pLink& link) {
       if (in.discard) return;
       if (in.recv) {
         if (in.recv->source != nullptr) *in.recv->source = CallerRankOf(*in.recv, link.peer());
-        Reply(link, P2pFrameType::kAck, frame.seq);
+        link.QueueAnswer(P2pFrameType::kAck, frame.seq);
         CompleteLocked(in.recv, Status::Ok());
         return;
       }
