@@ -29,8 +29,8 @@ void ThrowIfError(const Status& status, const std::string& what) {
 // (KOLO_*, and Horovod's names) apply, except what the rendezvous decided: a non-empty
 // `controller` (with `secret` and `job_id`) replaces the environment's job, and `rank` and
 // `size` are c10d's. `timeout_seconds` (init_process_group's) caps kolo's deadlines.
-void Init(int rank, int size, const std::string& controller, const std::string& secret,
-          const std::string& job_id, double timeout_seconds) {
+void C10dInit(int rank, int size, const std::string& controller, const std::string& secret,
+              const std::string& job_id, double timeout_seconds) {
   StatusOr<Options> read = Options::FromEnvironment();
   ThrowIfError(read.status(), "init_process_group (reading kolo's environment)");
   Options options = *read;
@@ -96,7 +96,7 @@ Status WaitInNewGroup(const Handle& handle, const std::string& what, double time
 
 // kolo's add_process_set, bounded: every rank of the job must call it (torch's new_group
 // contract); one that does not within `timeout_seconds` ends the job (WaitInNewGroup).
-int AddProcessSet(const std::vector<int>& ranks, double timeout_seconds) {
+int C10dAddProcessSet(const std::vector<int>& ranks, double timeout_seconds) {
   auto id = std::make_shared<int>(-1);
   StatusOr<Handle> handle = kolo::add_process_set_async(ranks, id.get());
   ThrowIfError(handle.status(), "new_group");
@@ -183,11 +183,12 @@ void RegisterC10d(py::module_& module) {
              return c10::make_intrusive<ProcessGroupBase>(store, rank, size);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"));
-  module.def("c10d_init", &Init, py::arg("rank"), py::arg("size"), py::arg("controller"),
+  module.def("c10d_init", &C10dInit, py::arg("rank"), py::arg("size"), py::arg("controller"),
              py::arg("secret"), py::arg("job_id"), py::arg("timeout_seconds"));
   module.def("c10d_backend", &MakeBackend, py::arg("rank"), py::arg("size"), py::arg("process_set"),
              py::arg("ranks"), py::arg("group_name"), py::arg("timeout_seconds"));
-  module.def("c10d_add_process_set", &AddProcessSet, py::arg("ranks"), py::arg("timeout_seconds"));
+  module.def("c10d_add_process_set", &C10dAddProcessSet, py::arg("ranks"),
+             py::arg("timeout_seconds"));
   module.def("c10d_release_destroyed_sets", &ReleaseDestroyedSets, py::arg("ids"),
              py::arg("destroyed"), py::arg("sizes"), py::arg("round"), py::arg("timeout_seconds"));
 }
