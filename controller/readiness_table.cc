@@ -75,6 +75,23 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, Clock::TimePoi
   return Status::Ok();
 }
 
+bool ReadinessTable::AnnounceById(int rank, uint32_t cache_id, std::vector<ReadyTensor>* ready) {
+  if (num_joined_ != 0 || rank < 0 || rank >= size_ || shut_down_[rank]) return false;
+  auto by_id = by_id_.find(cache_id);
+  if (by_id == by_id_.end()) return false;
+  const PendingMap::iterator it = by_id->second;
+  Pending& entry = it->second;
+  if (entry.first_id != cache_id || entry.first.op == OpType::kJoin || entry.announced[rank]) {
+    return false;
+  }
+  entry.announced[rank] = true;
+  if (++entry.count == size_) {
+    ready->push_back(Finish(entry));
+    Erase(it);
+  }
+  return true;
+}
+
 ReadinessTable::PendingMap::iterator ReadinessTable::Open(int rank, const TensorMeta& meta,
                                                           Clock::TimePoint now, uint32_t cache_id,
                                                           std::vector<ReadyTensor>* ready,

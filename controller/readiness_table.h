@@ -83,6 +83,13 @@ class ReadinessTable {
                   std::vector<ReadyTensor>* ready, std::vector<NegotiationEvent>* events = nullptr,
                   uint32_t cache_id = 0);
 
+  // The common case of Announce, cheaply: `rank` announces by `cache_id` a name that is
+  // pending because another rank announced it by that same id (so the metadata is the same and
+  // no event is recorded). Returns false, changing nothing, whenever Announce has more to do:
+  // no such pending name, a rank that announced it already or shut down, a join. A step of
+  // cached tensors costs each rank one lookup and one bit per tensor this way (docs/SCALE.md).
+  bool AnnounceById(int rank, uint32_t cache_id, std::vector<ReadyTensor>* ready);
+
   // `rank` called shutdown(): it will submit nothing more, but keeps executing what is
   // decided until the job-wide Shutdown. Pending names it never announced fail now (appended
   // to *ready in order of first announcement, with a kEnd event each when `events` is not
