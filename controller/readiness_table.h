@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "controller/announced_matrix.h"
 #include "core/clock.h"
 #include "core/messages.h"
 #include "kolo/status.h"
@@ -127,8 +128,7 @@ class ReadinessTable {
     TensorMeta first;                     // what `first_rank` sent
     uint32_t first_id = 0;                // the cache id `first` was announced by (0: none)
     uint32_t id_key = 0;                  // its key in by_id_ (0: none)
-    std::vector<bool> announced;          // by rank
-    int count = 0;                        // number of true entries in `announced`
+    uint32_t slot = 0;                    // its column in announced_
     std::map<int, TensorMeta> differing;  // ranks whose metadata differs from `first`
   };
 
@@ -169,8 +169,14 @@ class ReadinessTable {
   uint64_t next_arrival_ = 0;
   PendingMap pending_;
   std::map<uint64_t, std::string> by_arrival_;  // the names of pending_, oldest first
-  // Pending names that a cache id announced, by that id.
-  std::unordered_map<uint32_t, PendingMap::iterator> by_id_;
+  // Pending names that a cache id announced, by that id, with what AnnounceById needs.
+  struct IdEntry {
+    PendingMap::iterator it;
+    uint32_t slot = 0;        // its entry's
+    bool by_same_id = false;  // first announced by this id, and not a join: AnnounceById's
+  };
+  std::unordered_map<uint32_t, IdEntry> by_id_;
+  AnnouncedMatrix announced_;    // which ranks announced each pending name
   std::vector<bool> shut_down_;  // by rank
   int num_shut_down_ = 0;
   // Ranks that announced the join and wait for the others: allreduces complete without them
