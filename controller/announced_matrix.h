@@ -1,10 +1,11 @@
 // AnnouncedMatrix: which ranks announced each pending name of a ReadinessTable, and how many
 // did. Each pending name holds a slot; the marks are stored rank by rank (a row of a byte per
 // slot), so that one rank's batch of cached announcements touches a few cache lines of its own
-// row rather than a line per name (docs/SCALE.md, "The controller path at 1,024 ranks"). A mark
+// row rather than a line per name (docs/SCALE.md, "The protocol 7 server profiled"). A mark
 // is the slot's generation at the time, so freeing a slot clears nothing: the next occupant
 // has the next generation, and a slot's column is zeroed only when its generation wraps.
-// Owned by the ReadinessTable; not thread-safe.
+// Memory: a byte per rank per slot, the slots doubling to the most names pending at once (1,024
+// ranks and 161 names: 256 KiB). Owned by the ReadinessTable; not thread-safe.
 #pragma once
 
 #include <cstddef>
