@@ -14,6 +14,14 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, C
                                std::vector<NegotiationEvent>* events) {
   TensorMeta resolved;  // a cached allgather's or alltoall's metadata as this rank announced it
   for (const Request& request : requests) {
+    if (request.cache_id != 0 && events == nullptr) {
+      // Most announcements of a cached step: a name pending by this id (ReadinessTable).
+      const size_t before = ready_.size();
+      if (table_.AnnounceById(rank, request.cache_id, &ready_)) {
+        CommitToCache(before);
+        continue;
+      }
+    }
     const TensorMeta* meta = &request.meta;
     uint32_t id = 0;  // set when `meta` is exactly what the id stands for
     if (request.cache_id != 0) {

@@ -9,6 +9,7 @@ namespace kolo::controller {
 ReadinessTable::ReadinessTable(int size, std::vector<int> event_ranks)
     : size_(size),
       event_ranks_(std::move(event_ranks)),
+      announced_(size),
       shut_down_(size, false),
       joined_(size, false) {}
 
@@ -25,7 +26,7 @@ ReadinessTable::PendingMap::iterator ReadinessTable::Find(const TensorMeta& meta
                                                           uint32_t cache_id) {
   if (cache_id != 0) {
     auto by_id = by_id_.find(cache_id);
-    if (by_id != by_id_.end()) return by_id->second;
+    if (by_id != by_id_.end()) return by_id->second.it;
   }
   return pending_.find(meta.name);
 }
@@ -42,7 +43,7 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, Clock::TimePoi
     return Internal(who() + " announced '" + meta.name + "' after its shutdown notice");
   }
   auto it = Find(meta, cache_id);
-  if (it != pending_.end() && it->second.announced[rank]) {
+  if (it != pending_.end() && announced_.Has(rank, it->second.slot)) {
     return Internal(who() + " announced '" + meta.name + "' twice before it was ready");
   }
   if (it == pending_.end()) {
@@ -52,8 +53,7 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, Clock::TimePoi
     AddToOpen(it, rank, meta, cache_id);
   }
   Pending& entry = it->second;
-  entry.announced[rank] = true;
-  ++entry.count;
+  announced_.Mark(rank, entry.slot);
   Note(events, Kind::kAnnounce, meta.name, entry.first.op, rank);
   const bool joins = meta.op == OpType::kJoin && !joined_[rank];
   if (joins) {
@@ -73,6 +73,20 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, Clock::TimePoi
   }
   if (joins) SettleAfterJoin(ready, events);
   return Status::Ok();
+}
+
+bool ReadinessTable::AnnounceById(int rank, uint32_t cache_id, std::vector<ReadyTensor>* ready) {
+  if (num_joined_ != 0 || rank < 0 || rank >= size_ || shut_down_[rank]) return false;
+  auto by_id = by_id_.find(cache_id);
+  if (by_id == by_id_.end()) return false;
+  const IdEntry& found = by_id->second;
+  if (!found.by_same_id || announced_.Has(rank, found.slot)) return false;
+  if (announced_.Mark(rank, found.slot) == size_) {
+    const PendingMap::iterator it = found.it;
+    ready->push_back(Finish(it->second));
+    Erase(it);
+  }
+  return true;
 }
 
 ReadinessTable::PendingMap::iterator ReadinessTable::Open(int rank, const TensorMeta& meta,
@@ -105,10 +119,12 @@ ReadinessTable::PendingMap::iterator ReadinessTable::Open(int rank, const Tensor
   entry.first = meta;
   entry.first_id = cache_id;
   entry.id_key = cache_id;
-  entry.announced.assign(size_, false);
+  entry.slot = announced_.Open();
   by_arrival_.emplace(entry.arrival, meta.name);
   auto it = pending_.emplace(meta.name, std::move(entry)).first;
-  if (cache_id != 0) by_id_.emplace(cache_id, it);
+  if (cache_id != 0) {
+    by_id_.emplace(cache_id, IdEntry{it, it->second.slot, meta.op != OpType::kJoin});
+  }
   return it;
 }
 
@@ -120,15 +136,15 @@ void ReadinessTable::AddToOpen(PendingMap::iterator it, int rank, const TensorMe
   }
   if (cache_id != 0 && entry.id_key == 0) {
     entry.id_key = cache_id;  // first announced in full: found by id from now on
-    by_id_.emplace(cache_id, it);
+    by_id_.emplace(cache_id, IdEntry{it, entry.slot, false});
   }
 }
 
 bool ReadinessTable::IsComplete(const Pending& entry) const {
-  if (entry.count == size_) return true;
+  if (announced_.count(entry.slot) == size_) return true;
   if (entry.first.op != OpType::kAllreduce || num_joined_ == 0) return false;
   for (int rank = 0; rank < size_; ++rank) {
-    if (!entry.announced[rank] && !joined_[rank]) return false;
+    if (!announced_.Has(rank, entry.slot) && !joined_[rank]) return false;
   }
   return true;
 }
@@ -164,6 +180,7 @@ void ReadinessTable::SettleAfterJoin(std::vector<ReadyTensor>* ready,
 void ReadinessTable::Erase(PendingMap::iterator it) {
   by_arrival_.erase(it->second.arrival);
   if (it->second.id_key != 0) by_id_.erase(it->second.id_key);
+  announced_.Close(it->second.slot);
   pending_.erase(it);
 }
 
@@ -206,7 +223,7 @@ void ReadinessTable::MarkShutdown(int rank, std::vector<ReadyTensor>* ready,
   std::vector<PendingMap::iterator> doomed;  // oldest first
   for (const auto& [arrival, name] : by_arrival_) {
     auto it = pending_.find(name);
-    if (!it->second.announced[rank]) doomed.push_back(it);
+    if (!announced_.Has(rank, it->second.slot)) doomed.push_back(it);
   }
   for (auto it : doomed) {
     ready->push_back(
@@ -235,7 +252,7 @@ void ReadinessTable::MarkGone(int rank, std::vector<ReadyTensor>* ready,
 int ReadinessTable::FirstDepartedMissing(const Pending* entry) const {
   if (num_shut_down_ == 0) return -1;
   for (int rank = 0; rank < size_; ++rank) {
-    if (shut_down_[rank] && (entry == nullptr || !entry->announced[rank])) return rank;
+    if (shut_down_[rank] && (entry == nullptr || !announced_.Has(rank, entry->slot))) return rank;
   }
   return -1;
 }
@@ -249,7 +266,7 @@ std::vector<int> ReadinessTable::MissingRanks(const std::string& name) const {
   auto it = pending_.find(name);
   if (it == pending_.end()) return missing;
   for (int rank = 0; rank < size_; ++rank) {
-    if (!it->second.announced[rank]) missing.push_back(rank);
+    if (!announced_.Has(rank, it->second.slot)) missing.push_back(rank);
   }
   return missing;
 }
@@ -266,7 +283,7 @@ std::vector<PendingName> ReadinessTable::WaitingSince(Clock::TimePoint cutoff) c
     if (entry.first_seen > cutoff) break;  // arrival order is first-seen order
     PendingName pending{name, entry.first.op, entry.first_seen, {}};
     for (int rank = 0; rank < size_; ++rank) {
-      if (!entry.announced[rank]) pending.missing.push_back(rank);
+      if (!announced_.Has(rank, entry.slot)) pending.missing.push_back(rank);
     }
     waiting.push_back(std::move(pending));
   }

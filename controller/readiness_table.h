@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "controller/announced_matrix.h"
 #include "core/clock.h"
 #include "core/messages.h"
 #include "kolo/status.h"
@@ -83,6 +84,13 @@ class ReadinessTable {
                   std::vector<ReadyTensor>* ready, std::vector<NegotiationEvent>* events = nullptr,
                   uint32_t cache_id = 0);
 
+  // The common case of Announce, cheaply: `rank` announces by `cache_id` a name that is
+  // pending because another rank announced it by that same id (so the metadata is the same and
+  // no event is recorded). Returns false, changing nothing, whenever Announce has more to do:
+  // no such pending name, a rank that announced it already or shut down, a join. A step of
+  // cached tensors costs each rank one lookup and one bit per tensor this way (docs/SCALE.md).
+  bool AnnounceById(int rank, uint32_t cache_id, std::vector<ReadyTensor>* ready);
+
   // `rank` called shutdown(): it will submit nothing more, but keeps executing what is
   // decided until the job-wide Shutdown. Pending names it never announced fail now (appended
   // to *ready in order of first announcement, with a kEnd event each when `events` is not
@@ -120,8 +128,7 @@ class ReadinessTable {
     TensorMeta first;                     // what `first_rank` sent
     uint32_t first_id = 0;                // the cache id `first` was announced by (0: none)
     uint32_t id_key = 0;                  // its key in by_id_ (0: none)
-    std::vector<bool> announced;          // by rank
-    int count = 0;                        // number of true entries in `announced`
+    uint32_t slot = 0;                    // its column in announced_
     std::map<int, TensorMeta> differing;  // ranks whose metadata differs from `first`
   };
 
@@ -162,8 +169,14 @@ class ReadinessTable {
   uint64_t next_arrival_ = 0;
   PendingMap pending_;
   std::map<uint64_t, std::string> by_arrival_;  // the names of pending_, oldest first
-  // Pending names that a cache id announced, by that id.
-  std::unordered_map<uint32_t, PendingMap::iterator> by_id_;
+  // Pending names that a cache id announced, by that id, with what AnnounceById needs.
+  struct IdEntry {
+    PendingMap::iterator it;
+    uint32_t slot = 0;        // its entry's
+    bool by_same_id = false;  // first announced by this id, and not a join: AnnounceById's
+  };
+  std::unordered_map<uint32_t, IdEntry> by_id_;
+  AnnouncedMatrix announced_;    // which ranks announced each pending name
   std::vector<bool> shut_down_;  // by rank
   int num_shut_down_ = 0;
   // Ranks that announced the join and wait for the others: allreduces complete without them

@@ -165,6 +165,86 @@ TEST_CASE("Announcements by cache id are found by id, in full or by id first, ro
   }
 }
 
+TEST_CASE("AnnounceById counts a rank into a name pending by the same id, as Announce would",
+          "[controller][readiness][cache]") {
+  constexpr uint32_t kId = 7;
+  ReadinessTable table(3);
+  std::vector<ReadyTensor> ready;
+  CHECK_FALSE(table.AnnounceById(0, kId, &ready));  // nothing pending: Announce opens it
+  REQUIRE(table.Announce(2, Meta("x"), kT0, &ready, nullptr, kId).ok());
+  CHECK_FALSE(table.AnnounceById(2, kId, &ready));  // twice: Announce reports it
+  CHECK(table.AnnounceById(0, kId, &ready));
+  CHECK(table.MissingRanks("x") == std::vector<int>{1});
+  CHECK(ready.empty());
+  CHECK(table.AnnounceById(1, kId, &ready));
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].meta == Meta("x"));
+  CHECK_FALSE(ready[0].is_error());
+  CHECK(table.pending_count() == 0);
+  CHECK_FALSE(table.AnnounceById(1, kId, &ready));  // the name is no longer pending
+}
+
+TEST_CASE("AnnounceById leaves to Announce a name first announced in full, a join, a departure",
+          "[controller][readiness][cache]") {
+  constexpr uint32_t kId = 7;
+  std::vector<ReadyTensor> ready;
+  SECTION("first announced in full: the id's metadata may differ from it") {
+    ReadinessTable table(3);
+    REQUIRE(table.Announce(0, Meta("x", {5}), kT0, &ready).ok());
+    REQUIRE(table.Announce(1, Meta("x", {4}), kT0, &ready, nullptr, kId).ok());  // indexed now
+    CHECK_FALSE(table.AnnounceById(2, kId, &ready));
+    REQUIRE(table.Announce(2, Meta("x", {4}), kT0, &ready, nullptr, kId).ok());
+    REQUIRE(ready.size() == 1);
+    CHECK(ready[0].error ==
+          "Mismatched allreduce shapes for 'x': rank 0 sent [5], rank 1 sent [4]");
+  }
+  SECTION("a rank that shut down") {
+    ReadinessTable table(3);
+    REQUIRE(table.Announce(0, Meta("x"), kT0, &ready, nullptr, kId).ok());
+    REQUIRE(table.Announce(1, Meta("x"), kT0, &ready, nullptr, kId).ok());
+    table.MarkShutdown(1, &ready);
+    CHECK_FALSE(table.AnnounceById(1, kId, &ready));
+    CHECK(table.Announce(1, Meta("x"), kT0, &ready, nullptr, kId).message() ==
+          "rank 1 announced 'x' after its shutdown notice");
+  }
+  SECTION("while a rank has joined, and the join itself") {
+    ReadinessTable table(3);
+    TensorMeta join = Meta("kolo.join", {0}, DataType::kUInt8);
+    join.op = OpType::kJoin;
+    REQUIRE(table.Announce(0, Meta("x"), kT0, &ready, nullptr, kId).ok());
+    REQUIRE(table.Announce(2, join, kT0, &ready, nullptr, kId + 1).ok());
+    CHECK_FALSE(table.AnnounceById(1, kId, &ready));  // 'x' completes without rank 2: Announce
+    CHECK_FALSE(table.AnnounceById(1, kId + 1, &ready));
+    REQUIRE(table.Announce(1, Meta("x"), kT0, &ready, nullptr, kId).ok());
+    REQUIRE(ready.size() == 1);
+    CHECK(ready[0].meta.name == "x");
+  }
+}
+
+TEST_CASE("Steps announced by id through AnnounceById end as Announce's do, order included",
+          "[controller][readiness][cache]") {
+  constexpr int kSize = 5;
+  constexpr int kNames = 12;
+  for (unsigned seed = 1; seed <= 4; ++seed) {
+    ReadinessTable plain(kSize);
+    ReadinessTable fast(kSize);
+    std::vector<ReadyTensor> plain_ready;
+    std::vector<ReadyTensor> fast_ready;
+    for (int step = 0; step < 3; ++step) {
+      for (const Announcement& a : Interleaving(kSize, kNames, seed * 10 + step)) {
+        const uint32_t id = static_cast<uint32_t>(std::stoi(a.name.substr(1)) + 1);
+        REQUIRE(plain.Announce(a.rank, Meta(a.name), kT0, &plain_ready, nullptr, id).ok());
+        if (!fast.AnnounceById(a.rank, id, &fast_ready)) {
+          REQUIRE(fast.Announce(a.rank, Meta(a.name), kT0, &fast_ready, nullptr, id).ok());
+        }
+      }
+      CHECK(fast.pending_count() == 0);
+    }
+    CHECK(Names(fast_ready) == Names(plain_ready));
+    CHECK(fast_ready.size() == static_cast<size_t>(3 * kNames));
+  }
+}
+
 TEST_CASE("Full metadata that differs from a cached id's is a mismatch, whatever came first",
           "[controller][readiness][cache]") {
   constexpr uint32_t kId = 3;

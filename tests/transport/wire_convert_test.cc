@@ -40,6 +40,33 @@ TEST_CASE("Worker messages of every kind survive a round trip", "[transport][wir
   }
 }
 
+TEST_CASE("One message reused for batch after batch reads each as a fresh one would",
+          "[transport][wire]") {
+  // The server parses every stream's messages into one scratch message, whose request slots
+  // are reused: a slot that held metadata must not lend it to a cache id.
+  WorkerMessage ids;
+  ids.kind = WorkerMessage::Kind::kRequests;
+  for (uint32_t id : {1u, 2u, 3u, 5u, 42u, 43u, 200u}) ids.requests.push_back({id, TensorMeta{}});
+  WorkerMessage few_ids;
+  few_ids.kind = WorkerMessage::Kind::kRequests;
+  few_ids.requests.push_back({7, TensorMeta{}});
+  WorkerMessage ping;
+  ping.kind = WorkerMessage::Kind::kPing;
+  ping.ping_unix_us = 12;
+  WorkerMessage scratch;
+  for (const WorkerMessage& message :
+       {testing::SampleRequests(), ids, testing::SampleRequests(), few_ids, ping, ids}) {
+    wire::WorkerMessage parsed;
+    REQUIRE(parsed.ParseFromString(ToWire(message).SerializeAsString()));
+    REQUIRE(FromWire(parsed, &scratch).ok());
+    CHECK(testing::Diff(message, scratch) == "");
+    CHECK(scratch.ping_unix_us == message.ping_unix_us);
+    for (const Request& request : scratch.requests) {
+      if (request.cache_id != 0) CHECK(request.meta == TensorMeta{});
+    }
+  }
+}
+
 TEST_CASE("Controller messages of every kind survive a round trip", "[transport][wire]") {
   ControllerMessage welcome;
   welcome.kind = ControllerMessage::Kind::kWelcome;

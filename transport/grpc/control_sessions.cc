@@ -112,16 +112,8 @@ Encoded ControlSessions::Encode(const ControllerMessage& message) const {
   return Encode(out);
 }
 
-Encoded ControlSessions::EncodeForEachLocked(int size, int skip, const ControllerMessage& message) {
-  if (message.kind != ControllerMessage::Kind::kResponses) return Encode(message);
-  // By id only where every admitted stream gets this message and got the ones before it.
-  size_t targets = 0;
-  for (int rank = 0; rank < size; ++rank) {
-    if (rank == skip) continue;
-    if (streams_.count(rank) == 0) return Encode(message);
-    ++targets;
-  }
-  if (targets != streams_.size()) return Encode(message);
+Encoded ControlSessions::EncodeForEachLocked(bool every_stream, const ControllerMessage& message) {
+  if (message.kind != ControllerMessage::Kind::kResponses || !every_stream) return Encode(message);
   wire::ControllerMessage out;
   wire::ResponseBatch* batch = out.mutable_responses();
   for (const Response& response : message.responses) {
@@ -166,13 +158,25 @@ void ControlSessions::SendToEach(int size, int skip, const ControllerMessage& me
   std::vector<std::pair<int, const char*>> dropped;
   {
     MutexLock lock(&mu_);
-    const Encoded encoded = EncodeForEachLocked(size, skip, message);  // once for every copy
+    // Each target's stream, found once (a lookup per rank per broadcast).
+    targets_.clear();
     for (int rank = 0; rank < size; ++rank) {
       if (rank == skip) continue;
       auto it = streams_.find(rank);
-      const char* because = stopping_              ? "the controller is stopping"
-                            : it == streams_.end() ? "it has no control stream"
-                                                   : it->second->Enqueue(encoded);
+      targets_.push_back(it == streams_.end() ? nullptr : it->second);
+    }
+    // By id only where every admitted stream gets this message and got the ones before it.
+    const bool every_stream =
+        targets_.size() == streams_.size() &&
+        std::find(targets_.begin(), targets_.end(), nullptr) == targets_.end();
+    const Encoded encoded = EncodeForEachLocked(every_stream, message);  // once for every copy
+    size_t next = 0;
+    for (int rank = 0; rank < size; ++rank) {
+      if (rank == skip) continue;
+      ControlSession* session = targets_[next++];
+      const char* because = stopping_            ? "the controller is stopping"
+                            : session == nullptr ? "it has no control stream"
+                                                 : session->Enqueue(encoded);
       if (because != nullptr) dropped.emplace_back(rank, because);
     }
   }

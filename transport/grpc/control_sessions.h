@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "core/controller_link.h"
 #include "core/logging.h"
@@ -95,8 +96,9 @@ class ControlSessions {
     bool flushing = false;  // else: the handshake's
   };
   void ReaperLoop();
-  // `message` for ranks 0..size-1 but `skip`, responses by id where every stream holds them.
-  Encoded EncodeForEachLocked(int size, int skip, const ControllerMessage& message)
+  // `message` for every target of a broadcast; responses by id when `every_stream` admitted
+  // is one of them (so every stream holds the names told before).
+  Encoded EncodeForEachLocked(bool every_stream, const ControllerMessage& message)
       KOLO_REQUIRES(mu_);
   void LogDropped(const ControllerMessage& message, int rank, const char* because) const;
 
@@ -109,6 +111,7 @@ class ControlSessions {
   mutable Mutex mu_;
   std::unordered_map<int, ControlSession*> streams_ KOLO_GUARDED_BY(mu_);  // admitted, by rank
   ResponseNames told_ KOLO_GUARDED_BY(mu_);  // what every admitted stream was told
+  std::vector<ControlSession*> targets_ KOLO_GUARDED_BY(mu_);  // SendToEach's scratch
   bool stopping_ KOLO_GUARDED_BY(mu_) = false;
   SteadyTime stop_deadline_ KOLO_GUARDED_BY(mu_);
   int live_ KOLO_GUARDED_BY(mu_) = 0;  // sessions made by AcceptNext and not yet ended

@@ -25,7 +25,9 @@ void ToWireById(const Response& response, wire::Response* out);
 // values. A response by id comes back with its cache ids only: ResponseNames::Fill adds the
 // names and element counts.
 StatusOr<WorkerMessage> FromWire(const wire::WorkerMessage& message);
-// The same into *out, whose storage it reuses (the controller's server, once per message).
+// The same into *out, whose storage it reuses (the controller's server, once per message): its
+// requests' slots too, so *out must be empty or filled by this function before (a request
+// with a cache id is taken to have default metadata).
 Status FromWire(const wire::WorkerMessage& message, WorkerMessage* out);
 StatusOr<ControllerMessage> FromWire(const wire::ControllerMessage& message);
 
