@@ -5,13 +5,13 @@ namespace {
 
 // GCC's default -O2 vectorizer ("very cheap" cost model) only vectorizes loops whose trip
 // count is a known multiple of the vector width: convert fixed-size blocks, then the tail.
-constexpr size_t kBlock = 16;
+constexpr size_t kConvertBlock = 16;
 
 template <typename From, typename To, typename Convert>
 void ConvertArray(const From* __restrict src, To* __restrict dst, size_t count, Convert convert) {
   size_t i = 0;
-  for (; i + kBlock <= count; i += kBlock) {
-    for (size_t j = 0; j < kBlock; ++j) dst[i + j] = convert(src[i + j]);
+  for (; i + kConvertBlock <= count; i += kConvertBlock) {
+    for (size_t j = 0; j < kConvertBlock; ++j) dst[i + j] = convert(src[i + j]);
   }
   for (; i < count; ++i) dst[i] = convert(src[i]);
 }

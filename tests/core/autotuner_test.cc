@@ -13,7 +13,7 @@
 #include "tests/support/temp_dir.h"
 
 using kolo::Autotuner;
-using Clock = std::chrono::steady_clock;
+using MonotonicClock = std::chrono::steady_clock;
 
 namespace {
 
@@ -25,12 +25,12 @@ constexpr int64_t kTensorBytes = 4 * kMiB;
 // `step_ms(threshold, cycle)`, spread over its tensors. Returns the steps it took.
 int Train(Autotuner& tuner, const std::function<double(int64_t, double)>& step_ms,
           int max_steps = 100000) {
-  Clock::time_point now{};
+  MonotonicClock::time_point now{};
   int steps = 0;
   while (!tuner.done() && steps < max_steps) {
     const double ms = step_ms(tuner.fusion_threshold_bytes(), tuner.cycle_time_ms());
     for (int t = 0; t < kTensors; ++t) {
-      now += std::chrono::duration_cast<Clock::duration>(
+      now += std::chrono::duration_cast<MonotonicClock::duration>(
           std::chrono::duration<double, std::milli>(ms / kTensors));
       tuner.Observe({"grad/" + std::to_string(t)}, kTensorBytes, now);
     }
@@ -52,12 +52,12 @@ std::vector<uint64_t> TrainOps(Autotuner& tuner, const std::vector<int64_t>& ten
     bytes += tensor_bytes[t];
   }
   std::vector<uint64_t> rules;
-  Clock::time_point now{};
+  MonotonicClock::time_point now{};
   for (int step = 0; !tuner.done() && step < 100000; ++step) {
     if (rules.empty() || rules.back() != tuner.hierarchy_min_bytes()) {
       rules.push_back(tuner.hierarchy_min_bytes());
     }
-    now += std::chrono::duration_cast<Clock::duration>(
+    now += std::chrono::duration_cast<MonotonicClock::duration>(
         std::chrono::duration<double, std::milli>(step_ms(tuner)));
     tuner.Observe(names, bytes, now);
   }

@@ -28,7 +28,7 @@ using kolo::Options;
 
 namespace {
 
-enum class Kind {
+enum class ValueKind {
   kInteger,
   kNumber,
   kBytes,
@@ -41,27 +41,27 @@ enum class Kind {
   kSecret
 };
 
-Kind KindOf(const ConfigVar& var) {
-  if (var.range == "IP address") return Kind::kIp;
-  if (var.range == "rank lists") return Kind::kSets;
+ValueKind ValueKindOf(const ConfigVar& var) {
+  if (var.range == "IP address") return ValueKind::kIp;
+  if (var.range == "rank lists") return ValueKind::kSets;
   switch (var.kind) {
     case ConfigKind::kInteger:
     case ConfigKind::kPort:
-      return Kind::kInteger;
+      return ValueKind::kInteger;
     case ConfigKind::kNumber:
-      return Kind::kNumber;
+      return ValueKind::kNumber;
     case ConfigKind::kByteSize:
-      return Kind::kBytes;
+      return ValueKind::kBytes;
     case ConfigKind::kBool:
-      return Kind::kBool;
+      return ValueKind::kBool;
     case ConfigKind::kChoice:
-      return Kind::kChoice;
+      return ValueKind::kChoice;
     case ConfigKind::kHostPort:
-      return Kind::kHostPort;
+      return ValueKind::kHostPort;
     case ConfigKind::kSecret:
-      return Kind::kSecret;
+      return ValueKind::kSecret;
     default:
-      return Kind::kText;
+      return ValueKind::kText;
   }
 }
 
@@ -115,14 +115,14 @@ std::optional<std::string> Sets(const std::string& value) {
 // The documented meaning of `value` for `var`: a plain spelling of it, or nothing when the
 // table's grammar refuses it.
 std::optional<std::string> Documented(const ConfigVar& var, const std::string& value) {
-  switch (KindOf(var)) {
-    case Kind::kInteger: {
+  switch (ValueKindOf(var)) {
+    case ValueKind::kInteger: {
       if (!Matches(value, "[0-9]{1,18}")) return {};
       const long long v = std::stoll(value);
       if (v < var.lo || v > var.hi) return {};
       return std::to_string(v);
     }
-    case Kind::kNumber: {
+    case ValueKind::kNumber: {
       if (!Matches(value, "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+)?")) return {};
       const double v = std::strtod(value.c_str(), nullptr);
       if (!std::isfinite(v) || v < var.lo || v > var.hi) return {};
@@ -130,7 +130,7 @@ std::optional<std::string> Documented(const ConfigVar& var, const std::string& v
       std::snprintf(text, sizeof(text), "%.17g", v);
       return std::string(text);
     }
-    case Kind::kBytes: {
+    case ValueKind::kBytes: {
       std::smatch m;
       static const std::regex bytes("([0-9]{1,15})(|b|k|m|g|kb|mb|gb|kib|mib|gib)");
       const std::string lower = Lower(value);
@@ -144,10 +144,10 @@ std::optional<std::string> Documented(const ConfigVar& var, const std::string& v
       if (v < var.lo || v > var.hi) return {};
       return std::to_string(static_cast<long long>(v));
     }
-    case Kind::kBool:
+    case ValueKind::kBool:
       if (value == "0" || value == "1") return value;
       return {};
-    case Kind::kChoice:
+    case ValueKind::kChoice:
       for (const char* choice : var.choices) {
         if (Lower(value) == choice) return std::string(choice);  // any case
       }
@@ -155,15 +155,15 @@ std::optional<std::string> Documented(const ConfigVar& var, const std::string& v
         return std::string(value == "1" ? "on" : "off");  // Horovod's switch values
       }
       return {};
-    case Kind::kText:
+    case ValueKind::kText:
       if (var.hi > 0 && value.size() > var.hi) return {};
       return value;
-    case Kind::kIp:
+    case ValueKind::kIp:
       if (value.empty()) return value;  // unset
       if (value == "0.0.0.0" || !(IsIp(value, AF_INET) || IsIp(value, AF_INET6))) return {};
       if (IsIp(value, AF_INET6) && value.find_first_not_of(":0") == std::string::npos) return {};
       return value;
-    case Kind::kHostPort: {
+    case ValueKind::kHostPort: {
       const size_t colon = value.rfind(':');
       if (colon == std::string::npos) return {};
       std::string host = value.substr(0, colon);
@@ -179,9 +179,9 @@ std::optional<std::string> Documented(const ConfigVar& var, const std::string& v
       }
       return value;
     }
-    case Kind::kSets:
+    case ValueKind::kSets:
       return Sets(value);
-    case Kind::kSecret:
+    case ValueKind::kSecret:
       if (!Matches(value, "([0-9a-fA-F]{2})+") || value.size() < var.lo) return {};
       return value;
   }
@@ -189,7 +189,7 @@ std::optional<std::string> Documented(const ConfigVar& var, const std::string& v
 }
 
 // Values that make an otherwise valid job, so that the row's value is the only question.
-std::map<std::string, std::string> Base(const std::string& name) {
+std::map<std::string, std::string> BaseEnvironment(const std::string& name) {
   const std::pair<const char*, const char*> controller = {"KOLO_CONTROLLER", "127.0.0.1:1"};
   if (name == "KOLO_RANK") return {{"KOLO_SIZE", "1048576"}, controller};
   if (name == "KOLO_SIZE") return {controller};
@@ -266,7 +266,7 @@ TEST_CASE(
     for (const std::string& name : names) {
       for (const std::string& value : HostileValues(var)) {
         INFO(name << "='" << value.substr(0, 40) << (value.size() > 40 ? "...'" : "'"));
-        std::map<std::string, std::string> env = Base(var.name);
+        std::map<std::string, std::string> env = BaseEnvironment(var.name);
         env[name] = value;
         const kolo::StatusOr<Options> got = Options::FromMap(env);
         const std::optional<std::string> documented = Documented(var, value);
@@ -294,7 +294,7 @@ TEST_CASE(
           ++tally.wrong_meaning;
           CHECK(Fingerprint(*got) == Fingerprint(*plain));
         }
-        if (KindOf(var) == Kind::kSecret) CHECK(got->secret == value);
+        if (ValueKindOf(var) == ValueKind::kSecret) CHECK(got->secret == value);
       }
     }
   }

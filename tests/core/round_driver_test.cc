@@ -59,7 +59,7 @@ class MemoryLane final : public RoundLane {
 };
 
 // Runs every response as a one-rank copy and records it.
-class RecordingExecutor final : public Executor {
+class RecordingRoundExecutor final : public Executor {
  public:
   Status Execute(const Response& response, const std::vector<TensorEntry*>&,
                  PhaseObserver*) override {
@@ -106,7 +106,7 @@ class Rank {
   void Receive(const Response& response) { REQUIRE(driver.Receive(response).ok()); }
 
   testing::MemoryControlChannel channel;
-  RecordingExecutor executor;
+  RecordingRoundExecutor executor;
   std::vector<std::pair<std::string, Status>> completed;
 
  private:

@@ -19,7 +19,7 @@ using namespace kolo;
 
 namespace {
 
-const auto kNow = std::chrono::steady_clock::now();
+const auto kPatternNow = std::chrono::steady_clock::now();
 
 // The decision as all-to-all rounds computed it before the patterns existed, from all messages,
 // and for the ids with kEveryRankCacheIdBit the ones every message has, joined or not.
@@ -136,7 +136,7 @@ void RunJob(int size, RoundPattern pattern, int rounds, std::mt19937* rng) {
   };
   auto contribute = [&](int r) {
     RoundMessage mine = contributions[ranks[r].current_round()][r];
-    ranks[r].RecordSent(&mine, kNow);
+    ranks[r].RecordSent(&mine, kPatternNow);
     send_due(r);
   };
   auto advance = [&](int r) {
@@ -256,7 +256,7 @@ TEST_CASE("A dissemination message from the wrong peer or for a step out of rang
   CHECK_THAT(s.message(), Catch::Contains("rank 2 sent two messages for round 1"));
   CHECK(rounds.must_answer());
   RoundMessage mine;
-  rounds.RecordSent(&mine, kNow);
+  rounds.RecordSent(&mine, kPatternNow);
   std::vector<RoundSend> sends;
   rounds.TakeSends(&sends);
   REQUIRE(sends.size() == 1);  // step 0 only: step 1 needs step 0's message from rank 5
@@ -283,7 +283,7 @@ TEST_CASE("A departed rank's dissemination steps count as stopping with nothing 
   RoundMessage from4 = mine;
   from4.received_seq = 7;
   REQUIRE(rounds.Receive(4, from4).ok());
-  rounds.RecordSent(&mine, kNow);  // an answer: no notices
+  rounds.RecordSent(&mine, kPatternNow);  // an answer: no notices
   std::vector<RoundSend> sends;
   rounds.TakeSends(&sends);
   CHECK(sends.size() == 2);  // steps 0 and 1
@@ -309,7 +309,7 @@ TEST_CASE("A rank that starts a round notices every step's peer; a notice is for
           "[core][fastpath]") {
   RoundAgreement starter(0, 8, RoundPattern::kDissemination);
   RoundMessage mine;
-  starter.RecordSent(&mine, kNow);
+  starter.RecordSent(&mine, kPatternNow);
   std::vector<RoundSend> sends;
   starter.TakeSends(&sends);
   REQUIRE(sends.size() == 3);
@@ -321,7 +321,7 @@ TEST_CASE("A rank that starts a round notices every step's peer; a notice is for
   REQUIRE(told.Receive(0, sends[1].message).ok());
   CHECK(told.must_answer());
   RoundMessage answer;
-  told.RecordSent(&answer, kNow);
+  told.RecordSent(&answer, kPatternNow);
   sends.clear();
   told.TakeSends(&sends);
   REQUIRE(sends.size() == 2);  // step 1's notice; step 0's peer hears of it from the data
@@ -384,7 +384,7 @@ TEST_CASE("With a departed rank, a slow rank's peers may run rounds ahead and it
           RoundMessage mine;  // after stopping: nothing ready
           mine.stopping = true;
           mine.received_seq = static_cast<uint64_t>(r);
-          ranks[r].RecordSent(&mine, kNow);
+          ranks[r].RecordSent(&mine, kPatternNow);
         }
         std::optional<RoundDecision> d = ranks[r].TakeDecision();
         send_due(r);
@@ -428,7 +428,7 @@ TEST_CASE("With a departed rank, a slow rank's peers may run rounds ahead and it
         const int r = idle[std::uniform_int_distribution<size_t>(0, idle.size() - 1)(rng)];
         RoundMessage mine;
         mine.stopping = true;
-        ranks[r].RecordSent(&mine, kNow);
+        ranks[r].RecordSent(&mine, kPatternNow);
         advance(r);
         continue;
       }

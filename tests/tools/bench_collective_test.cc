@@ -6,13 +6,10 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
+#include "tests/support/tensor_values.h"
+
 namespace kolo::bench {
 namespace {
-
-const std::vector<DataType> kAllTypes = {
-    DataType::kUInt8,   DataType::kInt8,    DataType::kUInt16,  DataType::kInt16,
-    DataType::kInt32,   DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-    DataType::kFloat32, DataType::kFloat64, DataType::kBool};
 
 TEST_CASE("ShapeFor follows nccl-tests' size and count columns", "[tools][bench]") {
   // 1000 bytes of float over 3 ranks: 250 elements, 83 per rank.
@@ -125,7 +122,7 @@ TEST_CASE("CollectivePattern expects exactly what each collective computes", "[t
   const int root = size - 1;
   // Odd sizes: counts that are not multiples of the period nor of the ranks.
   const int64_t bytes = GENERATE(int64_t{0}, int64_t{8}, int64_t{1000}, int64_t{4104});
-  for (DataType dtype : kAllTypes) {
+  for (DataType dtype : kolo::testing::kAllDataTypes) {
     INFO(CollectiveName(op.collective)
          << " " << DataTypeName(dtype) << " size " << size << " bytes " << bytes);
     Simulated sim = Simulate(op, dtype, size, root, bytes);

@@ -8,14 +8,11 @@
 #include <vector>
 
 #include "tests/support/reference_reduce.h"
+#include "tests/support/tensor_values.h"
 
 namespace kolo::bench {
 namespace {
 
-const std::vector<DataType> kAllTypes = {
-    DataType::kUInt8,   DataType::kInt8,    DataType::kUInt16,  DataType::kInt16,
-    DataType::kInt32,   DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-    DataType::kFloat32, DataType::kFloat64, DataType::kBool};
 const std::vector<ReduceOp> kAllOps = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
                                        ReduceOp::kMax, ReduceOp::kProduct};
 
@@ -51,7 +48,7 @@ std::vector<unsigned char> SimulateAllreduce(DataType dtype, ReduceOp op, int si
 TEST_CASE("BenchPattern's expected result is what an exact allreduce produces", "[tools][bench]") {
   int size = GENERATE(range(1, 9));
   int64_t count = GENERATE(as<int64_t>{}, 0, 1, 61, 1000);
-  for (DataType dtype : kAllTypes) {
+  for (DataType dtype : kolo::testing::kAllDataTypes) {
     for (ReduceOp op : kAllOps) {
       if (dtype == DataType::kBool && op == ReduceOp::kAverage) continue;  // kolo refuses it
       INFO(DataTypeName(dtype) << " " << ReduceOpName(op) << " size " << size);

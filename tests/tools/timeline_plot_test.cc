@@ -13,11 +13,11 @@
 namespace kolo::timeline {
 namespace {
 
-const std::string kRank0 = std::string(KOLO_TIMELINE_TEST_DATA) + "/timeline_small.rank0.json";
-const std::string kRank1 = std::string(KOLO_TIMELINE_TEST_DATA) + "/timeline_small.rank1.json";
+const std::string kPlotRank0 = std::string(KOLO_TIMELINE_TEST_DATA) + "/timeline_small.rank0.json";
+const std::string kPlotRank1 = std::string(KOLO_TIMELINE_TEST_DATA) + "/timeline_small.rank1.json";
 
 TraceModel TestTraceModel() {
-  auto set = LoadTraceSet({kRank0, kRank1});
+  auto set = LoadTraceSet({kPlotRank0, kPlotRank1});
   REQUIRE(set.ok());
   return BuildTraceModel(*set);
 }

@@ -27,7 +27,7 @@ RoundMessage Sample() {
 }
 
 // `size` meshes with round lanes, connected over loopback.
-std::vector<std::unique_ptr<TcpMesh>> ConnectedMeshes(int size) {
+std::vector<std::unique_ptr<TcpMesh>> ConnectedRoundLanes(int size) {
   std::vector<std::unique_ptr<TcpMesh>> meshes;
   std::vector<std::string> addresses;
   for (int r = 0; r < size; ++r) {
@@ -89,7 +89,7 @@ TEST_CASE("Malformed round messages are refused before anything is allocated",
 TEST_CASE("Three ranks exchange round messages over the mesh's round connections",
           "[transport][fastpath]") {
   constexpr int kSize = 3;
-  std::vector<std::unique_ptr<TcpMesh>> meshes = ConnectedMeshes(kSize);
+  std::vector<std::unique_ptr<TcpMesh>> meshes = ConnectedRoundLanes(kSize);
   std::vector<std::unique_ptr<TcpRoundLane>> lanes;
   for (int r = 0; r < kSize; ++r) {
     lanes.push_back(std::make_unique<TcpRoundLane>(r, meshes[r]->TakeRoundConnections(),
@@ -130,7 +130,7 @@ TEST_CASE("Twelve ranks connect rounds only to their dissemination peers, one pe
           "[transport][fastpath]") {
   constexpr int kSize = 12;  // 4 steps: at most 8 round connections a rank instead of 11
   REQUIRE(RoundPatternFor(kSize) == RoundPattern::kDissemination);
-  std::vector<std::unique_ptr<TcpMesh>> meshes = ConnectedMeshes(kSize);
+  std::vector<std::unique_ptr<TcpMesh>> meshes = ConnectedRoundLanes(kSize);
   const int steps = RoundSteps(kSize);
   std::vector<std::unique_ptr<TcpRoundLane>> lanes;
   for (int r = 0; r < kSize; ++r) {

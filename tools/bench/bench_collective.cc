@@ -6,19 +6,12 @@
 #include <utility>
 
 #include "tools/bench/bench_options.h"
+#include "tools/bench/bench_pattern.h"
 
 namespace kolo::bench {
 namespace {
 
 constexpr int kPeriod = BenchPattern::kPeriod;
-
-// Copies the `period`-byte pattern repeatedly over `total` bytes.
-void Tile(const std::vector<unsigned char>& period, void* data, size_t total) {
-  auto* out = static_cast<unsigned char*>(data);
-  for (size_t done = 0; done < total; done += period.size()) {
-    std::memcpy(out + done, period.data(), std::min(period.size(), total - done));
-  }
-}
 
 // Counts the elements of `count` at `data` that differ from the tiled `period`.
 int64_t CountMismatches(const std::vector<unsigned char>& period, const unsigned char* data,

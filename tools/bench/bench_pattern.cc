@@ -93,15 +93,14 @@ bool IsSigned(DataType dtype) {
   return dtype != DataType::kUInt8 && dtype != DataType::kUInt16 && dtype != DataType::kBool;
 }
 
-// Copies the `period`-byte pattern repeatedly over `total` bytes.
+}  // namespace
+
 void Tile(const std::vector<unsigned char>& period, void* data, size_t total) {
   auto* out = static_cast<unsigned char*>(data);
   for (size_t done = 0; done < total; done += period.size()) {
     std::memcpy(out + done, period.data(), std::min(period.size(), total - done));
   }
 }
-
-}  // namespace
 
 void EncodeValue(DataType dtype, double value, void* out) {
   switch (dtype) {

@@ -5,6 +5,7 @@
 // value type; its methods are const and thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -46,6 +47,9 @@ class BenchPattern {
   std::vector<unsigned char> expected_;  // one period of the expected result, encoded
   std::vector<unsigned char> poison_;    // bitwise NOT of expected_
 };
+
+// Copies the `period`-byte pattern repeatedly over `total` bytes.
+void Tile(const std::vector<unsigned char>& period, void* data, size_t total);
 
 // Encodes / decodes one element of `dtype` (round to nearest even; integers wrap like a cast).
 void EncodeValue(DataType dtype, double value, void* out);
