@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "core/errno_status.h"
+#include "transport/p2p/p2p_ring_setup.h"
 
 namespace kolo::transport {
 namespace {
@@ -24,11 +25,41 @@ constexpr std::chrono::milliseconds kLaneTick{100};
 // does not wait: its exchange is over in a few microseconds, and a timer wake-up at the end of the
 // grace costs more than the turn (4 KiB: 20-29 -> 78-97 us with the grace).
 constexpr std::chrono::microseconds kLaneGrace{200};
+// How often a driver polls the sockets of peers it reaches by rings, for their end (a peer that
+// died) and their doorbells; it reads the rings on every pass.
+constexpr std::chrono::microseconds kDriveSocketPoll{50};
 
 std::string Seconds(double s) {
   char text[32];
   std::snprintf(text, sizeof(text), "%g s", s);
   return text;
+}
+
+// Whether a driver must poll the sockets now, not only now and then: a peer without rings, a
+// socket with something to write or DATA to read.
+bool SocketsBusy(const std::vector<std::unique_ptr<P2pLink>>& links) {
+  for (const auto& link : links) {
+    if (!link || !link->alive()) continue;
+    if (link->ring() == nullptr || link->wants_socket_write() || !link->pulling().empty()) {
+      return true;
+    }
+    const P2pInbound& in = link->inbound(P2pSource::kSocket);
+    if (in.phase == P2pInbound::Phase::kPayload || in.header_got > 0) return true;
+  }
+  return false;
+}
+
+// The lane's thread is about to sleep in poll() on the sockets (true; then false: it may not
+// sleep, bytes are in a ring) or is awake (false), as every ring's reader_sleeps says.
+bool SetSleeping(const std::vector<std::unique_ptr<P2pLink>>& links, bool sleeping) {
+  bool empty = true;
+  for (const auto& link : links) {
+    if (!link || link->ring() == nullptr || !link->alive()) continue;
+    link->ring()->SetSleeping(sleeping);
+    if (sleeping && link->ring()->HasData()) empty = false;
+  }
+  if (!empty) SetSleeping(links, false);
+  return empty;
 }
 
 }  // namespace
@@ -42,18 +73,28 @@ StatusOr<std::unique_ptr<P2pLane>> P2pLane::Start(Config config, std::vector<Uni
   if (!wake.valid()) return ErrnoToStatus(errno, "eventfd() for the point-to-point lane");
   if (!config.logger) config.logger = MakeLogger(config.rank, "p2p", spdlog::level::warn);
   config.same_host.resize(config.size, false);
-  std::unique_ptr<P2pLane> lane(new P2pLane(std::move(config), std::move(peers), std::move(wake)));
+  std::vector<int> fds(config.size, -1);
+  for (int rank = 0; rank < config.size; ++rank) {
+    if (rank != config.rank && peers[rank].valid()) fds[rank] = peers[rank].get();
+  }
+  KOLO_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<P2pRing>> rings,
+                        ConnectP2pRings(config.rank, config.same_host, config.rings, fds,
+                                        config.start_timeout_seconds, config.logger));
+  std::unique_ptr<P2pLane> lane(
+      new P2pLane(std::move(config), std::move(peers), std::move(rings), std::move(wake)));
   lane->thread_ = std::thread([raw = lane.get()] { raw->Run(); });
   return lane;
 }
 
-P2pLane::P2pLane(Config config, std::vector<UniqueFd> peers, UniqueFd wake)
+P2pLane::P2pLane(Config config, std::vector<UniqueFd> peers,
+                 std::vector<std::unique_ptr<P2pRing>> rings, UniqueFd wake)
     : config_(std::move(config)), wake_(std::move(wake)) {
   MutexLock lock(&mu_);
   links_.resize(config_.size);
   for (int rank = 0; rank < config_.size; ++rank) {
     if (rank != config_.rank && peers[rank].valid()) {
       links_[rank] = std::make_unique<P2pLink>(rank, std::move(peers[rank]));
+      if (rings[rank]) links_[rank]->AttachRing(std::move(rings[rank]));
     }
   }
 }
@@ -113,13 +154,28 @@ bool P2pLane::Drive(const std::function<bool()>& done, std::chrono::microseconds
   PollBudget left(budget, how);
   std::vector<pollfd> fds;
   bool finished = false;
+  bool first = true;
+  SteadyClock::time_point sockets_due{};  // when to poll the sockets again
   for (;;) {
     std::vector<Finish> completed;
+    bool poll_sockets = false;
     {
       MutexLock lock(&mu_);
-      PollSetLocked(/*sockets=*/true, &fds);
+      // This thread reads the rings now: no writer need ring the lane's thread (the lane's
+      // thread set the flags while nobody drove; it does not while anybody does).
+      if (first) SetSleeping(links_, false);
+      first = false;
+      const SteadyClock::time_point now = SteadyClock::now();
+      poll_sockets = now >= sockets_due || SocketsBusy(links_);
+      if (poll_sockets) sockets_due = now + kDriveSocketPoll;
+      PollSetLocked(poll_sockets, &fds);
+      if (!poll_sockets) {
+        ServeLocked(fds);  // the rings only
+        completed.swap(finished_);
+      }
     }
-    if (::poll(fds.data(), fds.size(), 0) > 0) {
+    if (poll_sockets) {
+      ::poll(fds.data(), fds.size(), 0);
       MutexLock lock(&mu_);
       ServeLocked(fds);
       completed.swap(finished_);
@@ -183,6 +239,8 @@ void P2pLane::Run() {
       for (const auto& link : links_) sockets = sockets || (link && link->wants_write());
       PollSetLocked(sockets, &fds);
       activity_.watching.store(sockets);  // under mu_: Post reads it there
+      // Asleep on the sockets, the rings' writers must ring: say so, then look once more.
+      if (sockets && !SetSleeping(links_, true)) timeout = SteadyClock::duration::zero();
       for (const auto& request : pending_) {
         timeout =
             std::min(timeout, std::max(SteadyClock::duration::zero(),
@@ -203,6 +261,7 @@ void P2pLane::Run() {
     bool stop = false;
     {
       MutexLock lock(&mu_);
+      SetSleeping(links_, false);
       ServeLocked(fds);
       done.swap(finished_);
       done.insert(done.end(), std::make_move_iterator(deferred_.begin()),
@@ -226,7 +285,7 @@ void P2pLane::PollSetLocked(bool sockets, std::vector<pollfd>* fds) {
   for (const auto& link : links_) {
     if (!link || !link->alive()) continue;
     fds->push_back(
-        {link->fd(), static_cast<short>(POLLIN | (link->wants_write() ? POLLOUT : 0)), 0});
+        {link->fd(), static_cast<short>(POLLIN | (link->wants_socket_write() ? POLLOUT : 0)), 0});
   }
 }
 
@@ -237,8 +296,13 @@ void P2pLane::ServeLocked(const std::vector<pollfd>& polled) {
       if (!link || link->fd() != polled[i].fd || !link->alive()) continue;
       if ((polled[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
         link->Readable();
-        ReadLocked(*link);
+        ReadLocked(*link, P2pSource::kSocket);
       }
+    }
+  }
+  for (auto& link : links_) {
+    if (link && link->alive() && link->ring() != nullptr && link->ring()->HasData()) {
+      ReadLocked(*link, P2pSource::kRing);
     }
   }
   for (auto& link : links_) {
@@ -296,9 +360,12 @@ void P2pLane::FailLocked(const std::shared_ptr<P2pRequest>& request, const Statu
       }
     } else {
       link->pulling().erase(request->seq);
-      if (link->in().recv == request) {
-        link->in().discard = true;  // the rest of its bytes go nowhere
-        link->in().recv.reset();
+      for (P2pSource source : {P2pSource::kSocket, P2pSource::kRing}) {
+        P2pInbound& in = link->inbound(source);
+        if (in.recv == request) {
+          in.discard = true;  // the rest of its bytes go nowhere
+          in.recv.reset();
+        }
       }
     }
   }
