@@ -62,6 +62,26 @@ bool SetSleeping(const std::vector<std::unique_ptr<P2pLink>>& links, bool sleepi
   return empty;
 }
 
+// Whether a link has something to write that the lane's thread must watch for: the socket's
+// (until it takes more), or the ring's when no driver writes on by itself (the reader rings).
+bool WatchForWrites(const std::vector<std::unique_ptr<P2pLink>>& links, bool driven) {
+  for (const auto& link : links) {
+    if (link && (link->wants_socket_write() || (!driven && link->wants_write()))) return true;
+  }
+  return false;
+}
+
+// How long until the first of `pending`'s deadlines (zero: passed).
+SteadyClock::duration UntilNearestDeadline(const std::vector<std::shared_ptr<P2pRequest>>& pending,
+                                           SteadyClock::time_point now) {
+  SteadyClock::duration nearest = SteadyClock::duration::max();
+  for (const auto& request : pending) {
+    nearest = std::min(nearest, std::max(SteadyClock::duration::zero(),
+                                         request->deadline - now + std::chrono::microseconds(1)));
+  }
+  return nearest;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<P2pLane>> P2pLane::Start(Config config, std::vector<UniqueFd> peers) {
@@ -138,8 +158,9 @@ Status P2pLane::Post(std::shared_ptr<P2pRequest> request, bool caller_drives) {
     const bool pending = request->state != P2pRequest::State::kDone;
     // A thread already watching the connections sees this op's answers there.
     const bool watched = activity_.watching.load();
-    wake = pending && ((!caller_drives && !watched) || request->timeout_seconds < 0.1 ||
-                       (request->is_send && links_[request->peer]->wants_write()));
+    wake =
+        pending && ((!caller_drives && !watched) || request->timeout_seconds < 0.1 ||
+                    (request->is_send && !caller_drives && links_[request->peer]->wants_write()));
     done.swap(finished_);
   }
   if (wake) Wake();
@@ -192,7 +213,15 @@ bool P2pLane::Drive(const std::function<bool()>& done, std::chrono::microseconds
   if (!finished) {
     activity_.gave_up_ns.store(SteadyClock::now().time_since_epoch().count());
   }
-  if (activity_.drivers.fetch_sub(1) == 1 && busy()) Wake();
+  if (activity_.drivers.fetch_sub(1) == 1) {
+    // So does a ring this thread wrote without asking to be rung (an ACK behind a full ring).
+    bool unwritten = false;
+    {
+      MutexLock lock(&mu_);
+      unwritten = WatchForWrites(links_, /*driven=*/false);
+    }
+    if (busy() || unwritten) Wake();
+  }
   return finished;
 }
 
@@ -236,16 +265,12 @@ void P2pLane::Run() {
         sockets = false;
         timeout = newest->posted_at + kLaneGrace - now;
       }
-      for (const auto& link : links_) sockets = sockets || (link && link->wants_write());
+      sockets = sockets || WatchForWrites(links_, activity_.drivers.load() > 0);
       PollSetLocked(sockets, &fds);
       activity_.watching.store(sockets);  // under mu_: Post reads it there
       // Asleep on the sockets, the rings' writers must ring: say so, then look once more.
       if (sockets && !SetSleeping(links_, true)) timeout = SteadyClock::duration::zero();
-      for (const auto& request : pending_) {
-        timeout =
-            std::min(timeout, std::max(SteadyClock::duration::zero(),
-                                       request->deadline - now + std::chrono::microseconds(1)));
-      }
+      timeout = std::min(timeout, UntilNearestDeadline(pending_, now));
       if (!fatal_.ok() && !pending_.empty()) timeout = SteadyClock::duration::zero();
     }
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
@@ -313,7 +338,8 @@ void P2pLane::ServeLocked(const std::vector<pollfd>& polled) {
 
 void P2pLane::FlushLocked(P2pLink& link) {
   std::vector<std::shared_ptr<P2pRequest>> sent;
-  const Status flushed = link.Flush(&sent);
+  // A driver writes on as the reader makes room; the lane's thread asks to be rung.
+  const Status flushed = link.Flush(&sent, /*ask_for_room=*/activity_.drivers.load() == 0);
   for (const auto& send : sent) CompleteLocked(send, Status::Ok());  // their DATA left
   if (!flushed.ok()) PeerGoneLocked(link);
 }

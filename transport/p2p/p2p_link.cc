@@ -74,7 +74,7 @@ void P2pLink::QueueBell() {
   out_.push_back(std::move(chunk));
 }
 
-void P2pLink::FlushRing() {
+void P2pLink::FlushRing(bool ask_for_room) {
   bool wrote = false;
   while (!ring_out_.empty()) {
     P2pOutChunk& chunk = ring_out_.front();
@@ -97,7 +97,7 @@ void P2pLink::FlushRing() {
     // Full: publish what went in, then ask the reader to ring once it made room.
     if (wrote && ring_->Publish()) QueueBell();
     wrote = false;
-    if (!ring_->AskForRoom()) return;
+    if (!ask_for_room || !ring_->AskForRoom()) return;
   }
   if (wrote && ring_->Publish()) QueueBell();
 }
@@ -108,8 +108,8 @@ void P2pLink::Kill(const Status& why) {
   ::shutdown(fd_.get(), SHUT_RDWR);
 }
 
-Status P2pLink::Flush(std::vector<std::shared_ptr<P2pRequest>>* finished) {
-  if (alive() && ring_) FlushRing();
+Status P2pLink::Flush(std::vector<std::shared_ptr<P2pRequest>>* finished, bool ask_for_room) {
+  if (alive() && ring_) FlushRing(ask_for_room);
   while (alive() && !out_.empty()) {
     P2pOutChunk& chunk = out_.front();
     const int64_t n = WriteChunk(fd_.get(), chunk);

@@ -100,8 +100,9 @@ class P2pLink {
   bool wants_write() const { return !out_.empty() || !ring_out_.empty(); }
   bool wants_socket_write() const { return !out_.empty(); }
   // Writes what the ring and the socket take. The sends whose DATA went out completely are
-  // appended to `finished`. An error kills the link and is returned.
-  Status Flush(std::vector<std::shared_ptr<P2pRequest>>* finished);
+  // appended to `finished`. An error kills the link and is returned. `ask_for_room`: a full
+  // ring's reader is to ring this side once it made room (else this side polls the ring).
+  Status Flush(std::vector<std::shared_ptr<P2pRequest>>* finished, bool ask_for_room = true);
   // After reading the ring: rings the peer's writer if it waits for the room made.
   void AfterRingRead();
   // `owner`'s op ended before its bytes left: the chunks still pointing into its memory get a
@@ -130,7 +131,7 @@ class P2pLink {
 
  private:
   // Puts what the ring takes of ring_out_ in it, ringing the peer if its reader sleeps.
-  void FlushRing();
+  void FlushRing(bool ask_for_room);
 
   const int peer_;
   UniqueFd fd_;
