@@ -176,6 +176,7 @@ bool P2pLane::Drive(const std::function<bool()>& done, std::chrono::microseconds
   std::vector<pollfd> fds;
   bool finished = false;
   bool first = true;
+  bool rings = false;                     // whether any peer is reached by a ring
   SteadyClock::time_point sockets_due{};  // when to poll the sockets again
   for (;;) {
     std::vector<Finish> completed;
@@ -184,7 +185,10 @@ bool P2pLane::Drive(const std::function<bool()>& done, std::chrono::microseconds
       MutexLock lock(&mu_);
       // This thread reads the rings now: no writer need ring the lane's thread (the lane's
       // thread set the flags while nobody drove; it does not while anybody does).
-      if (first) SetSleeping(links_, false);
+      if (first) {
+        SetSleeping(links_, false);
+        for (const auto& link : links_) rings = rings || (link && link->ring() != nullptr);
+      }
       first = false;
       const SteadyClock::time_point now = SteadyClock::now();
       poll_sockets = now >= sockets_due || SocketsBusy(links_);
@@ -195,8 +199,8 @@ bool P2pLane::Drive(const std::function<bool()>& done, std::chrono::microseconds
         completed.swap(finished_);
       }
     }
-    if (poll_sockets) {
-      ::poll(fds.data(), fds.size(), 0);
+    // Without rings nothing arrives but by the sockets.
+    if (poll_sockets && (::poll(fds.data(), fds.size(), 0) > 0 || rings)) {
       MutexLock lock(&mu_);
       ServeLocked(fds);
       completed.swap(finished_);
