@@ -67,6 +67,7 @@ uint64_t P2pPayloadBytes(const P2pFrame& frame) {
       return (frame.flags & kP2pInline) != 0 ? frame.bytes : 0;
     case P2pFrameType::kData:
     case P2pFrameType::kRefuse:
+    case P2pFrameType::kCancel:
     case P2pFrameType::kRing:
       return frame.bytes;
     default:

@@ -17,7 +17,9 @@ enum class P2pFrameType : uint8_t {
   kPull = 3,    // the receiver matched the offer: send DATA
   kData = 4,    // the offer's bytes, after a PULL
   kRefuse = 5,  // the receiver matched the offer and it disagrees: `bytes` of text follow
-  kCancel = 6,  // the sender gave up on its offer (its timeout passed)
+  // The sender gave up on its offer: its timeout passed, or (`bytes` of text follow, its status
+  // code in `dtype`) its op failed otherwise, the job's abort say.
+  kCancel = 6,
   // At lane start, between same-host peers (p2p_ring_setup.h): the lower rank's shared-memory
   // segment name (`bytes` of it follow; none: no rings), the higher rank's answer (flags
   // kP2pRingMapped: it mapped it).

@@ -71,6 +71,16 @@ bool WatchForWrites(const std::vector<std::unique_ptr<P2pLink>>& links, bool dri
   return false;
 }
 
+// The job failed or kolo stops (`why`): every peer is told before it sees this rank's end, so
+// that a peer waiting on this rank names the cause, not only this rank. The lane's thread writes
+// it with the rest.
+void QueueFarewell(const std::vector<std::unique_ptr<P2pLink>>& links, const Status& why) {
+  for (const auto& link : links) {
+    if (!link || !link->alive()) continue;
+    link->QueueAnswer(P2pFrameType::kCancel, 0, why.message(), static_cast<uint8_t>(why.code()));
+  }
+}
+
 // How long until the first of `pending`'s deadlines (zero: passed).
 SteadyClock::duration UntilNearestDeadline(const std::vector<std::shared_ptr<P2pRequest>>& pending,
                                            SteadyClock::time_point now) {
@@ -234,6 +244,7 @@ void P2pLane::Interrupt(const Status& why) {
     MutexLock lock(&mu_);
     if (!fatal_.ok()) return;
     fatal_ = why;
+    QueueFarewell(links_, why);
   }
   Wake();
 }
@@ -241,7 +252,10 @@ void P2pLane::Interrupt(const Status& why) {
 void P2pLane::Stop(const Status& why) {
   {
     MutexLock lock(&mu_);
-    if (fatal_.ok()) fatal_ = why;
+    if (fatal_.ok()) {
+      fatal_ = why;
+      QueueFarewell(links_, why);
+    }
     stopping_ = true;
   }
   Wake();
@@ -386,7 +400,11 @@ void P2pLane::FailLocked(const std::shared_ptr<P2pRequest>& request, const Statu
       link->offered().erase(request->seq);
       link->Detach(request.get());
       if (request->state == P2pRequest::State::kPosted && link->alive()) {
-        link->QueueAnswer(P2pFrameType::kCancel, request->seq);
+        // A receive that pulled it fails with this reason (the job's abort names the lost
+        // rank); a timeout is said by the receiver itself.
+        const bool timed_out = why.code() == StatusCode::kDeadlineExceeded;
+        link->QueueAnswer(P2pFrameType::kCancel, request->seq, timed_out ? "" : why.message(),
+                          static_cast<uint8_t>(why.code()));
       }
     } else {
       link->pulling().erase(request->seq);

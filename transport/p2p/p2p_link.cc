@@ -46,9 +46,10 @@ Status LinkError(int peer, const std::string& what) {
 
 }  // namespace
 
-void P2pLink::QueueAnswer(P2pFrameType type, uint64_t seq, const std::string& text) {
+void P2pLink::QueueAnswer(P2pFrameType type, uint64_t seq, const std::string& text, uint8_t code) {
   P2pFrame frame;
   frame.type = type;
+  frame.dtype = code;
   frame.seq = seq;
   frame.bytes = text.size();
   P2pOutChunk chunk;
@@ -188,7 +189,9 @@ StatusOr<bool> P2pLink::ReadPhase() {
     } else {
       const IoResult io = socket_reader_.Read(fd_.get(), into, want);
       if (io.eof || io.error != 0) {
-        Kill(io.eof ? LinkError(peer_, "closed")
+        Kill(io.eof ? LinkError(peer_, peer_farewell.empty()
+                                           ? "closed"
+                                           : "closed, its rank saying: " + peer_farewell)
                     : LinkError(peer_, std::string("failed: ") + std::strerror(io.error)));
         return dead_;
       }

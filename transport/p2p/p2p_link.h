@@ -95,8 +95,8 @@ class P2pLink {
   // Queues a doorbell on the socket (the peer's reader may sleep, or its writer waits for room).
   void QueueBell();
   // Queues an answer to the peer's offer `seq` (ACK, PULL, REFUSE with its text) or this side's
-  // CANCEL of its own offer `seq`.
-  void QueueAnswer(P2pFrameType type, uint64_t seq, const std::string& text = "");
+  // CANCEL of its own offer `seq` (with the text and `code` of why, unless its timeout passed).
+  void QueueAnswer(P2pFrameType type, uint64_t seq, const std::string& text = "", uint8_t code = 0);
   bool wants_write() const { return !out_.empty() || !ring_out_.empty(); }
   bool wants_socket_write() const { return !out_.empty(); }
   // Writes what the ring and the socket take. The sends whose DATA went out completely are
@@ -128,6 +128,9 @@ class P2pLink {
   std::map<uint64_t, std::shared_ptr<P2pRequest>>& pulling() { return pulling_; }
   // Whether the single copy from this peer's memory failed once (then it is not tried again).
   bool pull_refused = false;
+  // Why the peer's lane stopped, as it said before closing (a CANCEL of offer 0): its end's
+  // error names it.
+  std::string peer_farewell;
 
  private:
   // Puts what the ring takes of ring_out_ in it, ringing the peer if its reader sleeps.

@@ -181,6 +181,7 @@ bool P2pLane::OnHeaderLocked(P2pLink& link) {
       break;
     }
     case P2pFrameType::kRefuse:
+    case P2pFrameType::kCancel:
       in.buffer.resize(frame.bytes);
       in.target = in.buffer.data();
       break;
@@ -260,15 +261,28 @@ void P2pLane::OnPayloadLocked(P2pLink& link) {
       if (in.recv && !in.discard) CompleteLocked(in.recv, Status::Ok());
       return;
     case P2pFrameType::kCancel: {
+      if (frame.seq == 0) {  // the peer's lane stops (offers count from 1)
+        link.peer_farewell.assign(in.buffer.begin(), in.buffer.end());
+        return;
+      }
       if (matcher_.RemoveOffer(link.peer(), frame.seq)) return;
       auto it = link.pulling().find(frame.seq);
       if (it == link.pulling().end()) return;
       std::shared_ptr<P2pRequest> recv = it->second;
       link.pulling().erase(it);
-      CompleteLocked(recv, DeadlineExceeded(recv->what + ": rank " +
-                                            std::to_string(CallerRankOf(*recv, link.peer())) +
-                                            " gave up on its send (its timeout passed) before "
-                                            "the data came"));
+      const std::string sender = "rank " + std::to_string(CallerRankOf(*recv, link.peer()));
+      if (in.buffer.empty()) {
+        CompleteLocked(recv, DeadlineExceeded(recv->what + ": " + sender +
+                                              " gave up on its send (its timeout passed) before "
+                                              "the data came"));
+        return;
+      }
+      const bool known = frame.dtype > static_cast<uint8_t>(StatusCode::kOk) &&
+                         frame.dtype <= static_cast<uint8_t>(StatusCode::kShutdown);
+      CompleteLocked(recv,
+                     Status(known ? static_cast<StatusCode>(frame.dtype) : StatusCode::kAborted,
+                            recv->what + ": " + sender + "'s send failed before the data came: " +
+                                std::string(in.buffer.begin(), in.buffer.end())));
       return;
     }
     case P2pFrameType::kRing:
