@@ -92,6 +92,8 @@ Status DataPlanes::StartP2p(const HostGroups& groups, TraceSink* trace) {
   for (int rank : groups.local) config.same_host[rank] = true;
   config.single_copy =
       options_.transport != Transport::kTcp && options_.shm_single_copy != ShmSingleCopy::kOff;
+  config.rings = options_.transport != Transport::kTcp;
+  config.start_timeout_seconds = options_.start_timeout_seconds;
   config.logger = MakeLogger(options_.rank, "p2p", logger_->level());
   config.trace = trace;
   config.between_polls = mesh_->busy_poll() ? BetweenPolls::kKeepCore : BetweenPolls::kYield;

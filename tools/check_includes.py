@@ -43,7 +43,7 @@ LAYERED = {
     "transport/shm": {"core", "core/config", "transport"},
     "transport/grpc": {"core", "transport", "transport/auth", "proto"},
     "transport/local": {"core"},
-    "transport/p2p": {"core", "transport"},
+    "transport/p2p": {"core", "transport", "transport/shm"},
     "runtime": {"core", "core/config", "core/timeline", "core/fusion", "core/loop", "controller",
                 "ops", "ops/gpu", "ops/cuda", "ops/nccl", "ops/gpu_plane",
                 "transport", "transport/auth", "transport/tcp", "transport/shm",

@@ -42,7 +42,7 @@ bool DecodeP2pFrame(const P2pHeader& header, P2pFrame* frame) {
   if (Get<uint32_t>(p) != kMagic) return false;
   const uint8_t type = Get<uint8_t>(p + 4);
   if (type < static_cast<uint8_t>(P2pFrameType::kOffer) ||
-      type > static_cast<uint8_t>(P2pFrameType::kCancel)) {
+      type > static_cast<uint8_t>(P2pFrameType::kBell)) {
     return false;
   }
   frame->type = static_cast<P2pFrameType>(type);
@@ -57,12 +57,18 @@ bool DecodeP2pFrame(const P2pHeader& header, P2pFrame* frame) {
   return true;
 }
 
+P2pFrameType P2pHeaderType(const P2pHeader& header) {
+  return static_cast<P2pFrameType>(header[4]);
+}
+
 uint64_t P2pPayloadBytes(const P2pFrame& frame) {
   switch (frame.type) {
     case P2pFrameType::kOffer:
       return (frame.flags & kP2pInline) != 0 ? frame.bytes : 0;
     case P2pFrameType::kData:
     case P2pFrameType::kRefuse:
+    case P2pFrameType::kCancel:
+    case P2pFrameType::kRing:
       return frame.bytes;
     default:
       return 0;

@@ -17,12 +17,20 @@ enum class P2pFrameType : uint8_t {
   kPull = 3,    // the receiver matched the offer: send DATA
   kData = 4,    // the offer's bytes, after a PULL
   kRefuse = 5,  // the receiver matched the offer and it disagrees: `bytes` of text follow
-  kCancel = 6,  // the sender gave up on its offer (its timeout passed)
+  // The sender gave up on its offer: its timeout passed, or (`bytes` of text follow, its status
+  // code in `dtype`) its op failed otherwise, the job's abort say.
+  kCancel = 6,
+  // At lane start, between same-host peers (p2p_ring_setup.h): the lower rank's shared-memory
+  // segment name (`bytes` of it follow; none: no rings), the higher rank's answer (flags
+  // kP2pRingMapped: it mapped it).
+  kRing = 7,
+  kBell = 8,  // a doorbell: the sender wrote to the pair's ring (p2p_ring.h); no payload
 };
 
 enum P2pFrameFlags : uint16_t {
-  kP2pInline = 1,    // an offer's bytes follow its header
-  kP2pPullable = 2,  // an offer's bytes may be read from the sender's memory (pid, addr)
+  kP2pInline = 1,      // an offer's bytes follow its header
+  kP2pPullable = 2,    // an offer's bytes may be read from the sender's memory (pid, addr)
+  kP2pRingMapped = 4,  // a kRing answer: the rings are in use
 };
 
 struct P2pFrame {
@@ -43,6 +51,8 @@ using P2pHeader = std::array<uint8_t, kP2pHeaderBytes>;
 P2pHeader EncodeP2pFrame(const P2pFrame& frame);
 // False when the header is not one (wrong magic or type); the stream is then unusable.
 bool DecodeP2pFrame(const P2pHeader& header, P2pFrame* frame);
+// The type byte of an encoded header (no checks).
+P2pFrameType P2pHeaderType(const P2pHeader& header);
 // How many bytes follow the header on the wire.
 uint64_t P2pPayloadBytes(const P2pFrame& frame);
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "core/errno_status.h"
+#include "transport/p2p/p2p_ring_setup.h"
 
 namespace kolo::transport {
 namespace {
@@ -24,11 +25,71 @@ constexpr std::chrono::milliseconds kLaneTick{100};
 // does not wait: its exchange is over in a few microseconds, and a timer wake-up at the end of the
 // grace costs more than the turn (4 KiB: 20-29 -> 78-97 us with the grace).
 constexpr std::chrono::microseconds kLaneGrace{200};
+// How often a driver polls the sockets of peers it reaches by rings, for their end (a peer that
+// died) and their doorbells; it reads the rings on every pass.
+constexpr std::chrono::microseconds kDriveSocketPoll{50};
 
 std::string Seconds(double s) {
   char text[32];
   std::snprintf(text, sizeof(text), "%g s", s);
   return text;
+}
+
+// Whether a driver must poll the sockets now, not only now and then: a peer without rings, a
+// socket with something to write or DATA to read.
+bool SocketsBusy(const std::vector<std::unique_ptr<P2pLink>>& links) {
+  for (const auto& link : links) {
+    if (!link || !link->alive()) continue;
+    if (link->ring() == nullptr || link->wants_socket_write() || !link->pulling().empty()) {
+      return true;
+    }
+    const P2pInbound& in = link->inbound(P2pSource::kSocket);
+    if (in.phase == P2pInbound::Phase::kPayload || in.header_got > 0) return true;
+  }
+  return false;
+}
+
+// The lane's thread is about to sleep in poll() on the sockets (true; then false: it may not
+// sleep, bytes are in a ring) or is awake (false), as every ring's reader_sleeps says.
+bool SetSleeping(const std::vector<std::unique_ptr<P2pLink>>& links, bool sleeping) {
+  bool empty = true;
+  for (const auto& link : links) {
+    if (!link || link->ring() == nullptr || !link->alive()) continue;
+    link->ring()->SetSleeping(sleeping);
+    if (sleeping && link->ring()->HasData()) empty = false;
+  }
+  if (!empty) SetSleeping(links, false);
+  return empty;
+}
+
+// Whether a link has something to write that the lane's thread must watch for: the socket's
+// (until it takes more), or the ring's when no driver writes on by itself (the reader rings).
+bool WatchForWrites(const std::vector<std::unique_ptr<P2pLink>>& links, bool driven) {
+  for (const auto& link : links) {
+    if (link && (link->wants_socket_write() || (!driven && link->wants_write()))) return true;
+  }
+  return false;
+}
+
+// The job failed or kolo stops (`why`): every peer is told before it sees this rank's end, so
+// that a peer waiting on this rank names the cause, not only this rank. The lane's thread writes
+// it with the rest.
+void QueueFarewell(const std::vector<std::unique_ptr<P2pLink>>& links, const Status& why) {
+  for (const auto& link : links) {
+    if (!link || !link->alive()) continue;
+    link->QueueAnswer(P2pFrameType::kCancel, 0, why.message(), static_cast<uint8_t>(why.code()));
+  }
+}
+
+// How long until the first of `pending`'s deadlines (zero: passed).
+SteadyClock::duration UntilNearestDeadline(const std::vector<std::shared_ptr<P2pRequest>>& pending,
+                                           SteadyClock::time_point now) {
+  SteadyClock::duration nearest = SteadyClock::duration::max();
+  for (const auto& request : pending) {
+    nearest = std::min(nearest, std::max(SteadyClock::duration::zero(),
+                                         request->deadline - now + std::chrono::microseconds(1)));
+  }
+  return nearest;
 }
 
 }  // namespace
@@ -42,18 +103,28 @@ StatusOr<std::unique_ptr<P2pLane>> P2pLane::Start(Config config, std::vector<Uni
   if (!wake.valid()) return ErrnoToStatus(errno, "eventfd() for the point-to-point lane");
   if (!config.logger) config.logger = MakeLogger(config.rank, "p2p", spdlog::level::warn);
   config.same_host.resize(config.size, false);
-  std::unique_ptr<P2pLane> lane(new P2pLane(std::move(config), std::move(peers), std::move(wake)));
+  std::vector<int> fds(config.size, -1);
+  for (int rank = 0; rank < config.size; ++rank) {
+    if (rank != config.rank && peers[rank].valid()) fds[rank] = peers[rank].get();
+  }
+  KOLO_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<P2pRing>> rings,
+                        ConnectP2pRings(config.rank, config.same_host, config.rings, fds,
+                                        config.start_timeout_seconds, config.logger));
+  std::unique_ptr<P2pLane> lane(
+      new P2pLane(std::move(config), std::move(peers), std::move(rings), std::move(wake)));
   lane->thread_ = std::thread([raw = lane.get()] { raw->Run(); });
   return lane;
 }
 
-P2pLane::P2pLane(Config config, std::vector<UniqueFd> peers, UniqueFd wake)
+P2pLane::P2pLane(Config config, std::vector<UniqueFd> peers,
+                 std::vector<std::unique_ptr<P2pRing>> rings, UniqueFd wake)
     : config_(std::move(config)), wake_(std::move(wake)) {
   MutexLock lock(&mu_);
   links_.resize(config_.size);
   for (int rank = 0; rank < config_.size; ++rank) {
     if (rank != config_.rank && peers[rank].valid()) {
       links_[rank] = std::make_unique<P2pLink>(rank, std::move(peers[rank]));
+      if (rings[rank]) links_[rank]->AttachRing(std::move(rings[rank]));
     }
   }
 }
@@ -97,8 +168,9 @@ Status P2pLane::Post(std::shared_ptr<P2pRequest> request, bool caller_drives) {
     const bool pending = request->state != P2pRequest::State::kDone;
     // A thread already watching the connections sees this op's answers there.
     const bool watched = activity_.watching.load();
-    wake = pending && ((!caller_drives && !watched) || request->timeout_seconds < 0.1 ||
-                       (request->is_send && links_[request->peer]->wants_write()));
+    wake =
+        pending && ((!caller_drives && !watched) || request->timeout_seconds < 0.1 ||
+                    (request->is_send && !caller_drives && links_[request->peer]->wants_write()));
     done.swap(finished_);
   }
   if (wake) Wake();
@@ -113,13 +185,32 @@ bool P2pLane::Drive(const std::function<bool()>& done, std::chrono::microseconds
   PollBudget left(budget, how);
   std::vector<pollfd> fds;
   bool finished = false;
+  bool first = true;
+  bool rings = false;                     // whether any peer is reached by a ring
+  SteadyClock::time_point sockets_due{};  // when to poll the sockets again
   for (;;) {
     std::vector<Finish> completed;
+    bool poll_sockets = false;
     {
       MutexLock lock(&mu_);
-      PollSetLocked(/*sockets=*/true, &fds);
+      // This thread reads the rings now: no writer need ring the lane's thread (the lane's
+      // thread set the flags while nobody drove; it does not while anybody does).
+      if (first) {
+        SetSleeping(links_, false);
+        for (const auto& link : links_) rings = rings || (link && link->ring() != nullptr);
+      }
+      first = false;
+      const SteadyClock::time_point now = SteadyClock::now();
+      poll_sockets = now >= sockets_due || SocketsBusy(links_);
+      if (poll_sockets) sockets_due = now + kDriveSocketPoll;
+      PollSetLocked(poll_sockets, &fds);
+      if (!poll_sockets) {
+        ServeLocked(fds);  // the rings only
+        completed.swap(finished_);
+      }
     }
-    if (::poll(fds.data(), fds.size(), 0) > 0) {
+    // Without rings nothing arrives but by the sockets.
+    if (poll_sockets && (::poll(fds.data(), fds.size(), 0) > 0 || rings)) {
       MutexLock lock(&mu_);
       ServeLocked(fds);
       completed.swap(finished_);
@@ -136,7 +227,15 @@ bool P2pLane::Drive(const std::function<bool()>& done, std::chrono::microseconds
   if (!finished) {
     activity_.gave_up_ns.store(SteadyClock::now().time_since_epoch().count());
   }
-  if (activity_.drivers.fetch_sub(1) == 1 && busy()) Wake();
+  if (activity_.drivers.fetch_sub(1) == 1) {
+    // So does a ring this thread wrote without asking to be rung (an ACK behind a full ring).
+    bool unwritten = false;
+    {
+      MutexLock lock(&mu_);
+      unwritten = WatchForWrites(links_, /*driven=*/false);
+    }
+    if (busy() || unwritten) Wake();
+  }
   return finished;
 }
 
@@ -145,6 +244,7 @@ void P2pLane::Interrupt(const Status& why) {
     MutexLock lock(&mu_);
     if (!fatal_.ok()) return;
     fatal_ = why;
+    QueueFarewell(links_, why);
   }
   Wake();
 }
@@ -152,7 +252,10 @@ void P2pLane::Interrupt(const Status& why) {
 void P2pLane::Stop(const Status& why) {
   {
     MutexLock lock(&mu_);
-    if (fatal_.ok()) fatal_ = why;
+    if (fatal_.ok()) {
+      fatal_ = why;
+      QueueFarewell(links_, why);
+    }
     stopping_ = true;
   }
   Wake();
@@ -180,14 +283,12 @@ void P2pLane::Run() {
         sockets = false;
         timeout = newest->posted_at + kLaneGrace - now;
       }
-      for (const auto& link : links_) sockets = sockets || (link && link->wants_write());
+      sockets = sockets || WatchForWrites(links_, activity_.drivers.load() > 0);
       PollSetLocked(sockets, &fds);
       activity_.watching.store(sockets);  // under mu_: Post reads it there
-      for (const auto& request : pending_) {
-        timeout =
-            std::min(timeout, std::max(SteadyClock::duration::zero(),
-                                       request->deadline - now + std::chrono::microseconds(1)));
-      }
+      // Asleep on the sockets, the rings' writers must ring: say so, then look once more.
+      if (sockets && !SetSleeping(links_, true)) timeout = SteadyClock::duration::zero();
+      timeout = std::min(timeout, UntilNearestDeadline(pending_, now));
       if (!fatal_.ok() && !pending_.empty()) timeout = SteadyClock::duration::zero();
     }
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
@@ -203,6 +304,7 @@ void P2pLane::Run() {
     bool stop = false;
     {
       MutexLock lock(&mu_);
+      SetSleeping(links_, false);
       ServeLocked(fds);
       done.swap(finished_);
       done.insert(done.end(), std::make_move_iterator(deferred_.begin()),
@@ -226,7 +328,7 @@ void P2pLane::PollSetLocked(bool sockets, std::vector<pollfd>* fds) {
   for (const auto& link : links_) {
     if (!link || !link->alive()) continue;
     fds->push_back(
-        {link->fd(), static_cast<short>(POLLIN | (link->wants_write() ? POLLOUT : 0)), 0});
+        {link->fd(), static_cast<short>(POLLIN | (link->wants_socket_write() ? POLLOUT : 0)), 0});
   }
 }
 
@@ -237,8 +339,13 @@ void P2pLane::ServeLocked(const std::vector<pollfd>& polled) {
       if (!link || link->fd() != polled[i].fd || !link->alive()) continue;
       if ((polled[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
         link->Readable();
-        ReadLocked(*link);
+        ReadLocked(*link, P2pSource::kSocket);
       }
+    }
+  }
+  for (auto& link : links_) {
+    if (link && link->alive() && link->ring() != nullptr && link->ring()->HasData()) {
+      ReadLocked(*link, P2pSource::kRing);
     }
   }
   for (auto& link : links_) {
@@ -249,7 +356,8 @@ void P2pLane::ServeLocked(const std::vector<pollfd>& polled) {
 
 void P2pLane::FlushLocked(P2pLink& link) {
   std::vector<std::shared_ptr<P2pRequest>> sent;
-  const Status flushed = link.Flush(&sent);
+  // A driver writes on as the reader makes room; the lane's thread asks to be rung.
+  const Status flushed = link.Flush(&sent, /*ask_for_room=*/activity_.drivers.load() == 0);
   for (const auto& send : sent) CompleteLocked(send, Status::Ok());  // their DATA left
   if (!flushed.ok()) PeerGoneLocked(link);
 }
@@ -292,13 +400,20 @@ void P2pLane::FailLocked(const std::shared_ptr<P2pRequest>& request, const Statu
       link->offered().erase(request->seq);
       link->Detach(request.get());
       if (request->state == P2pRequest::State::kPosted && link->alive()) {
-        link->QueueAnswer(P2pFrameType::kCancel, request->seq);
+        // A receive that pulled it fails with this reason (the job's abort names the lost
+        // rank); a timeout is said by the receiver itself.
+        const bool timed_out = why.code() == StatusCode::kDeadlineExceeded;
+        link->QueueAnswer(P2pFrameType::kCancel, request->seq, timed_out ? "" : why.message(),
+                          static_cast<uint8_t>(why.code()));
       }
     } else {
       link->pulling().erase(request->seq);
-      if (link->in().recv == request) {
-        link->in().discard = true;  // the rest of its bytes go nowhere
-        link->in().recv.reset();
+      for (P2pSource source : {P2pSource::kSocket, P2pSource::kRing}) {
+        P2pInbound& in = link->inbound(source);
+        if (in.recv == request) {
+          in.discard = true;  // the rest of its bytes go nowhere
+          in.recv.reset();
+        }
       }
     }
   }

@@ -7,12 +7,14 @@
 //   larger otherwise:                      OFFER -> PULL -> DATA+bytes
 // and REFUSE (a disagreement, both ends fail), CANCEL (the sender's timeout passed).
 //
+// With a same-host peer every message but DATA goes through the pair's shared-memory rings
+// (p2p_ring.h, set up at Start), the socket carrying DATA, doorbells and the peer's end.
+//
 // Progress is made by whichever thread holds the lane's lock: a caller waiting for an op (Drive),
-// which polls the connections without sleeping for its budget; the lane's own thread, which
-// sleeps in poll() on them while ops are pending and no caller drives (it stands aside then: on
-// a host whose cores are all taken its wake-up would take the driver's core); and Post, which
-// writes at once.
-// No controller and no other rank is involved.
+// which polls the rings (and the sockets now and then) without sleeping for its budget; the lane's
+// own thread, which sleeps in poll() on them while ops are pending and no caller drives (it stands
+// aside then: on a host whose cores are all taken its wake-up would take the driver's core); and
+// Post, which writes at once. No controller and no other rank is involved.
 //
 // Threading: Post, Drive, Interrupt and Stop from any thread. Callbacks run on the lane's thread
 // or on a thread in Drive (a caller waiting for an op runs what completes meanwhile, as kolo's
@@ -51,6 +53,10 @@ class P2pLane {
     // Whether to offer (and try) that single copy at all (KOLO_TRANSPORT=tcp and
     // KOLO_SHM_SINGLE_COPY=off say no).
     bool single_copy = true;
+    // Whether same-host pairs may carry their messages through shared-memory rings
+    // (p2p_ring.h; KOLO_TRANSPORT=tcp says no), and how long Start waits for a peer to agree.
+    bool rings = true;
+    double start_timeout_seconds = 60;
     // Offers up to this size carry their bytes (one message, completed by the ACK).
     uint64_t eager_bytes = 64 << 10;
     Logger logger;               // null: a "p2p" logger at warning level
@@ -86,7 +92,8 @@ class P2pLane {
     std::shared_ptr<P2pRequest> request;
     Status status;
   };
-  P2pLane(Config config, std::vector<UniqueFd> peers, UniqueFd wake);
+  P2pLane(Config config, std::vector<UniqueFd> peers, std::vector<std::unique_ptr<P2pRing>> rings,
+          UniqueFd wake);
 
   // The lane's thread: polls the connections (only the wake-up fd while a caller drives), makes
   // progress, runs the callbacks.
@@ -103,7 +110,7 @@ class P2pLane {
   // p2p_protocol.cc: the messages.
   void SendOfferLocked(const std::shared_ptr<P2pRequest>& send) KOLO_REQUIRES(mu_);
   void PostRecvLocked(const std::shared_ptr<P2pRequest>& recv) KOLO_REQUIRES(mu_);
-  void ReadLocked(P2pLink& link) KOLO_REQUIRES(mu_);
+  void ReadLocked(P2pLink& link, P2pSource source) KOLO_REQUIRES(mu_);
   bool OnHeaderLocked(P2pLink& link) KOLO_REQUIRES(mu_);
   void OnPayloadLocked(P2pLink& link) KOLO_REQUIRES(mu_);
   void OnOfferLocked(P2pLink& link) KOLO_REQUIRES(mu_);

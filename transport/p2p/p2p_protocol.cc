@@ -130,14 +130,22 @@ void P2pLane::MatchLocked(const std::shared_ptr<P2pRequest>& recv, P2pLink& link
   link.QueueAnswer(P2pFrameType::kPull, frame.seq);
 }
 
-void P2pLane::ReadLocked(P2pLink& link) {
+void P2pLane::ReadLocked(P2pLink& link, P2pSource source) {
   for (;;) {
+    link.Use(source);
     StatusOr<bool> complete = link.ReadPhase();
     if (!complete.ok()) {
+      // What the peer put in the ring before its end still counts (its last ACK, say).
+      if (source == P2pSource::kSocket && link.ring() != nullptr) {
+        ReadLocked(link, P2pSource::kRing);
+      }
       PeerGoneLocked(link);
       return;
     }
-    if (!*complete) return;
+    if (!*complete) {
+      if (source == P2pSource::kRing) link.AfterRingRead();
+      return;
+    }
     if (link.in().phase == P2pInbound::Phase::kHeader) {
       if (!OnHeaderLocked(link)) return;
     } else {
@@ -173,8 +181,12 @@ bool P2pLane::OnHeaderLocked(P2pLink& link) {
       break;
     }
     case P2pFrameType::kRefuse:
+    case P2pFrameType::kCancel:
       in.buffer.resize(frame.bytes);
       in.target = in.buffer.data();
+      break;
+    case P2pFrameType::kRing:  // only at Start (p2p_ring_setup.h)
+      in.discard = true;
       break;
     default:
       break;  // no payload: handled when it is "complete", at once
@@ -249,17 +261,33 @@ void P2pLane::OnPayloadLocked(P2pLink& link) {
       if (in.recv && !in.discard) CompleteLocked(in.recv, Status::Ok());
       return;
     case P2pFrameType::kCancel: {
+      if (frame.seq == 0) {  // the peer's lane stops (offers count from 1)
+        link.peer_farewell.assign(in.buffer.begin(), in.buffer.end());
+        return;
+      }
       if (matcher_.RemoveOffer(link.peer(), frame.seq)) return;
       auto it = link.pulling().find(frame.seq);
       if (it == link.pulling().end()) return;
       std::shared_ptr<P2pRequest> recv = it->second;
       link.pulling().erase(it);
-      CompleteLocked(recv, DeadlineExceeded(recv->what + ": rank " +
-                                            std::to_string(CallerRankOf(*recv, link.peer())) +
-                                            " gave up on its send (its timeout passed) before "
-                                            "the data came"));
+      const std::string sender = "rank " + std::to_string(CallerRankOf(*recv, link.peer()));
+      if (in.buffer.empty()) {
+        CompleteLocked(recv, DeadlineExceeded(recv->what + ": " + sender +
+                                              " gave up on its send (its timeout passed) before "
+                                              "the data came"));
+        return;
+      }
+      const bool known = frame.dtype > static_cast<uint8_t>(StatusCode::kOk) &&
+                         frame.dtype <= static_cast<uint8_t>(StatusCode::kShutdown);
+      CompleteLocked(recv,
+                     Status(known ? static_cast<StatusCode>(frame.dtype) : StatusCode::kAborted,
+                            recv->what + ": " + sender + "'s send failed before the data came: " +
+                                std::string(in.buffer.begin(), in.buffer.end())));
       return;
     }
+    case P2pFrameType::kRing:
+    case P2pFrameType::kBell:  // woke this thread: the ring is read after the sockets
+      return;
   }
 }
 
@@ -277,7 +305,9 @@ void P2pLane::PeerGoneLocked(P2pLink& link) {
   for (auto& recv : matcher_.PeerGone(link.peer(), alive)) orphans.push_back(std::move(recv));
   link.offered().clear();
   link.pulling().clear();
-  if (link.in().recv) link.in().discard = true;
+  for (P2pSource source : {P2pSource::kSocket, P2pSource::kRing}) {
+    if (link.inbound(source).recv) link.inbound(source).discard = true;
+  }
   for (const auto& request : orphans) FailLocked(request, why.WithContext(request->what));
 }
 
