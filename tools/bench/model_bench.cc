@@ -1,6 +1,5 @@
 #include "tools/bench/model_bench.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -10,6 +9,7 @@
 #include "kolo/kolo.h"
 #include "runtime/raw_data_plane.h"
 #include "tools/bench/bench_device.h"
+#include "tools/bench/bench_stats.h"
 #include "tools/bench/model_gradients.h"
 
 namespace kolo::bench {
@@ -54,12 +54,6 @@ struct Timings {
   std::vector<double> raw_us;
   int64_t wrong = 0;
 };
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n == 0 ? 0.0 : n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 double Mean(const std::vector<double>& values) {
   double sum = 0;

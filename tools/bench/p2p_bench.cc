@@ -9,6 +9,7 @@
 
 #include "kolo/kolo.h"
 #include "kolo/p2p.h"
+#include "tools/bench/bench_stats.h"
 
 namespace kolo::bench {
 namespace {
@@ -19,11 +20,6 @@ constexpr int kWindow = 16;  // sends in flight in the bandwidth test, as osu_bw
 
 double Micros(Clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0 : values[values.size() / 2];
 }
 
 TensorView View(std::vector<uint8_t>& bytes) {
