@@ -2,7 +2,8 @@
 // round connections, thread-ranks: messages arrive whole and in order, larger ones than a
 // ring too (the sender is rung when room is made); a peer is rung only while it is armed; a
 // peer that leaves is reported closed after its last message; a ring written by something
-// other than the protocol is an error naming the sender.
+// other than the protocol is an error naming the sender; a sender reads the ring's head only
+// when the room it saw last is too small.
 #include "transport/shm/shm_round_lane.h"
 
 #include <poll.h>
@@ -218,6 +219,33 @@ TEST_CASE("A peer that leaves is reported closed after its last message",
   got = PollFor(*l.lanes[0], 1);
   REQUIRE(got.size() == 1);
   CHECK(got[0].first == 1);
+}
+
+TEST_CASE("A sender reads the ring's head only when the room it saw last is too small",
+          "[transport][shm][fastpath]") {
+  auto ring = std::make_unique<ShmRoundRing>();
+  uint64_t tail = 0;
+  uint64_t seen_head = 0;
+  uint64_t head = 0;
+  const std::string a(3000, 'a');
+  const std::string b(4000, 'b');
+  REQUIRE(RingWrite(ring.get(), &tail, a.data(), a.size(), &seen_head) == a.size());
+  // Nothing taken out yet: the ring has room for 1096 bytes, and a sender never writes more,
+  // whatever head it saw.
+  CHECK(RingWrite(ring.get(), &tail, b.data(), 3000, &seen_head) == kShmRoundRingBytes - 3000);
+  std::string got(kShmRoundRingBytes, '\0');
+  REQUIRE(*RingRead(ring.get(), &head, got.data(), got.size()) == kShmRoundRingBytes);
+  CHECK(got == a + b.substr(0, kShmRoundRingBytes - 3000));
+  // The reader freed the ring; a small message fits the room this sender saw last, so it does
+  // not read the head (the line the reader writes) ...
+  seen_head = tail - 100;
+  REQUIRE(RingWrite(ring.get(), &tail, a.data(), 50, &seen_head) == 50);
+  CHECK(seen_head == tail - 150);
+  // ... and one larger than that room reads it, finds the ring empty and goes in whole.
+  REQUIRE(RingWrite(ring.get(), &tail, b.data(), b.size(), &seen_head) == b.size());
+  CHECK(seen_head == kShmRoundRingBytes);
+  REQUIRE(*RingRead(ring.get(), &head, got.data(), got.size()) == 4050);
+  CHECK(got.substr(0, 4050) == a.substr(0, 50) + b);
 }
 
 TEST_CASE("A ring that does not hold this protocol is an error naming the sender",

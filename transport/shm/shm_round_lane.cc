@@ -13,6 +13,7 @@ ShmRoundLane::ShmRoundLane(int rank, std::vector<UniqueFd> connections, ShmRound
       parsers_(peers_.size()),
       out_(peers_.size()),
       tails_(peers_.size(), 0),
+      seen_heads_(peers_.size(), 0),
       heads_(peers_.size(), 0),
       bells_sent_(peers_.size(), 0),
       bells_read_(peers_.size(), 0) {}
@@ -38,17 +39,22 @@ Status ShmRoundLane::SendTo(int peer, const RoundMessage& message) {
 void ShmRoundLane::Push(size_t peer) {
   ShmRoundRing* ring = area_.ring(peers_.rank(), static_cast<int>(peer));
   std::string& pending = out_[peer];
-  size_t sent = RingWrite(ring, &tails_[peer], pending.data(), pending.size());
+  size_t sent = RingWrite(ring, &tails_[peer], pending.data(), pending.size(), &seen_heads_[peer]);
   if (sent < pending.size()) {
     // Full: ask to be rung once the peer has made room, then look once more (it may just have).
     __atomic_store_n(&ring->sender_waits, 1, __ATOMIC_SEQ_CST);
-    sent += RingWrite(ring, &tails_[peer], pending.data() + sent, pending.size() - sent);
+    sent += RingWrite(ring, &tails_[peer], pending.data() + sent, pending.size() - sent,
+                      &seen_heads_[peer]);
   }
   pending.erase(0, sent);
   // After the tail's store: either the peer's Arm() sees the bytes or we see it armed (and
-  // only one of the senders that do rings it).
-  if (sent > 0 &&
-      __atomic_exchange_n(&area_.inbox(static_cast<int>(peer))->armed, 0, __ATOMIC_SEQ_CST) != 0) {
+  // only one of the senders that do rings it). Loaded before it is exchanged: the word's line
+  // is one the peer reads on every poll, and an exchange would take it from the peer's cache
+  // each message, so that the peer's next poll waits for it to come back just when the
+  // message is there to read.
+  uint32_t* armed = &area_.inbox(static_cast<int>(peer))->armed;
+  if (sent > 0 && __atomic_load_n(armed, __ATOMIC_SEQ_CST) != 0 &&
+      __atomic_exchange_n(armed, 0, __ATOMIC_SEQ_CST) != 0) {
     Ring(peer);
   }
 }

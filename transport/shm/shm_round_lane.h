@@ -64,6 +64,7 @@ class ShmRoundLane final : public RoundLane {
   std::vector<RoundStreamParser> parsers_;  // by rank
   std::vector<std::string> out_;            // by rank: bytes its ring could not take yet
   std::vector<uint64_t> tails_;             // by rank: bytes put in our ring to it
+  std::vector<uint64_t> seen_heads_;        // by rank: its head of our ring, as last read
   std::vector<uint64_t> heads_;             // by rank: bytes taken from its ring to us
   std::vector<uint64_t> bells_sent_;        // by rank: doorbells we wrote to it
   std::vector<uint64_t> bells_read_;        // by rank: doorbells we read from it

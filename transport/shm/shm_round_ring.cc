@@ -22,8 +22,15 @@ ShmRoundRing* ShmRoundArea::ring(int from, int to) const {
   return rings + static_cast<size_t>(from) * size_ + to;
 }
 
-size_t RingWrite(ShmRoundRing* ring, uint64_t* tail, const char* data, size_t n) {
-  const uint64_t head = __atomic_load_n(&ring->head, __ATOMIC_SEQ_CST);
+size_t RingWrite(ShmRoundRing* ring, uint64_t* tail, const char* data, size_t n,
+                 uint64_t* seen_head) {
+  // The head only grows, so room counted from one seen before is room there is. The head's
+  // line is the receiver's: reading it costs a transfer between the cores whenever it moved,
+  // so it is read only when the room seen is too small.
+  const bool room_seen = seen_head != nullptr && *tail - *seen_head <= kShmRoundRingBytes &&
+                         kShmRoundRingBytes - static_cast<size_t>(*tail - *seen_head) >= n;
+  const uint64_t head = room_seen ? *seen_head : __atomic_load_n(&ring->head, __ATOMIC_SEQ_CST);
+  if (seen_head != nullptr) *seen_head = head;
   // A receiver that moved head past our tail broke the protocol; treat the ring as full
   // (the peer's messages still arrive, ours wait; its own checks report the damage).
   const uint64_t used = *tail - head;

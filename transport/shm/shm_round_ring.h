@@ -65,8 +65,10 @@ class ShmRoundArea {
 
 // Sender side: copies as much of [data, data + n) as the ring has room for and publishes it.
 // Returns the bytes taken. `tail` is this sender's own count (the ring's tail is never read
-// back from the segment).
-size_t RingWrite(ShmRoundRing* ring, uint64_t* tail, const char* data, size_t n);
+// back from the segment). `seen_head`, where not null, is the sender's copy of the head as it
+// last read it: the ring's head is read only when that leaves too little room for `n`.
+size_t RingWrite(ShmRoundRing* ring, uint64_t* tail, const char* data, size_t n,
+                 uint64_t* seen_head = nullptr);
 
 // Receiver side: copies up to `capacity` published bytes to `out` and frees them. `head` is
 // this receiver's own count. Fails if the ring's tail is not within one ring of `head` (the
