@@ -79,6 +79,7 @@ Status FastPath::ReceiveRound(int from, RoundMessage message, TimePoint now) {
 
 void FastPath::PeerClosed(int rank) {
   if (rank < 0 || rank >= options_.size) return;
+  if (!lane_closed_[rank]) ++lanes_closed_;
   lane_closed_[rank] = true;
   // Its messages came before its end of stream: a peer that said `stopping` and then closed
   // left after shutdown() (e.g. it stopped waiting for the others); rounds go on without it.
@@ -171,7 +172,11 @@ bool FastPath::NextWork(TimePoint now, Work* work) {
 }
 
 Status FastPath::CheckDeadlines(TimePoint now) const {
-  if (rounds_.waiting()) {
+  // Checked every pass while a round is open: nothing is built unless a peer closed its lane
+  // or the round is overdue.
+  const bool overdue =
+      rounds_.waiting() && now - rounds_.waiting_since() >= DurationOf(options_.timeout_seconds);
+  if (rounds_.waiting() && (overdue || lanes_closed_ != 0)) {
     const std::vector<int> missing = rounds_.missing();
     std::vector<int> gone;
     for (int r : missing) {
@@ -182,7 +187,7 @@ Status FastPath::CheckDeadlines(TimePoint now) const {
       return Unavailable("fast path: rank(s) " + RankList(gone) +
                          " closed the connection before answering " + round);
     }
-    if (now - rounds_.waiting_since() >= DurationOf(options_.timeout_seconds)) {
+    if (overdue) {
       return DeadlineExceeded("fast path: no answer to " + round + " from rank(s) " +
                               RankList(missing) + " within " +
                               SecondsText(options_.timeout_seconds) + " (KOLO_TIMEOUT_SECONDS)");

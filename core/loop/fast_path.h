@@ -108,6 +108,8 @@ class FastPath {
   // --- State for the loop. ---
   // A round message of this rank's is out and not answered by every peer yet.
   bool waiting() const { return rounds_.waiting(); }
+  // No round is open and this rank has news to start one with (Advance would send it).
+  bool WantsRound() const { return !rounds_.waiting() && NeedRound(); }
   TimePoint waiting_since() const { return rounds_.waiting_since(); }
   // This rank's stopping round went out, was answered, and nothing of this rank waits for a
   // round: its shutdown notice may go to the controller.
@@ -144,6 +146,7 @@ class FastPath {
   bool closed_ = false;    // some rank is stopping: every op goes to the controller
   RoundMessage last_sent_;
   std::vector<bool> lane_closed_;    // by rank
+  int lanes_closed_ = 0;             // how many of lane_closed_ are set
   std::vector<bool> peer_stopping_;  // by rank: its last round message said `stopping`
 };
 

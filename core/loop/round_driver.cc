@@ -27,22 +27,19 @@ RoundDriver::RoundDriver(const Options& options, TraceSink* negotiation_sink,
 RoundDriver::Step RoundDriver::StepOnce(const std::function<bool()>* done) {
   Step step;
   const Clock::TimePoint now = clock_->Now();
+  // A rank with no round open and news of its own (a caller's new op) sends its round message
+  // before it reads the lane: a peer's message already there is read right after, as if it had
+  // arrived a moment later, and this rank's leaves one poll earlier (a small op's critical path).
+  if (fast_.WantsRound()) {
+    step.fault = AdvanceAndSend(now);
+    if (!step.fault.ok()) return step;
+    step.progress = out_.progress;
+  }
   step.fault = PollLane(now);
   if (!step.fault.ok()) return step;
-  FastPath::Outbox out;
-  const Status advanced = fast_.Advance(now, &out);
-  step.fault = SendToController(out.to_controller);
+  step.fault = AdvanceAndSend(now);
   if (!step.fault.ok()) return step;
-  if (!advanced.ok()) {
-    step.fault = Fault::Here(advanced);
-    return step;
-  }
-  for (const RoundSend& send : out.sends) {
-    step.fault = Fault::InCollective(send.to < 0 ? lane_->SendToAll(send.message)
-                                                 : lane_->SendTo(send.to, send.message));
-    if (!step.fault.ok()) return step;
-  }
-  step.progress = out.progress;
+  step.progress = step.progress || out_.progress;
   bool ran = false;
   step.fault = RunDecided(&ran);
   if (!step.fault.ok()) return step;
@@ -53,13 +50,33 @@ RoundDriver::Step RoundDriver::StepOnce(const std::function<bool()>* done) {
       return step;
     }
   }
-  WorkerMessage released;  // held joins and removals, in their order
+  TensorEntry* held = fast_.TakeReleased();
+  if (held == nullptr) return step;  // the common case: nothing held back
+  WorkerMessage released;            // held joins and removals, in their order
   released.kind = WorkerMessage::Kind::kRequests;
-  while (TensorEntry* held = fast_.TakeReleased()) {
+  for (; held != nullptr; held = fast_.TakeReleased()) {
     released.requests.push_back(runner_->cache().RequestFor(*held));
   }
-  if (!released.requests.empty()) step.fault = Fault::FromController(session_->Send(released));
+  step.fault = Fault::FromController(session_->Send(released));
   return step;
+}
+
+Fault RoundDriver::AdvanceAndSend(Clock::TimePoint now) {
+  FastPath::Outbox& out = out_;  // its buffers reused from step to step
+  out.to_controller.clear();
+  out.round.reset();
+  out.sends.clear();
+  out.progress = false;
+  const Status advanced = fast_.Advance(now, &out);
+  Fault fault = SendToController(out.to_controller);
+  if (!fault.ok()) return fault;
+  if (!advanced.ok()) return Fault::Here(advanced);
+  for (const RoundSend& send : out.sends) {
+    fault = Fault::InCollective(send.to < 0 ? lane_->SendToAll(send.message)
+                                            : lane_->SendTo(send.to, send.message));
+    if (!fault.ok()) return fault;
+  }
+  return Fault();
 }
 
 bool RoundDriver::SpinForAnswer() const {
@@ -91,8 +108,11 @@ void RoundDriver::MuteRounds() {
 }
 
 Fault RoundDriver::PollLane(Clock::TimePoint now) {
-  std::vector<std::pair<int, RoundMessage>> messages;
-  std::vector<int> closed;
+  // Buffers reused from poll to poll: a round's wait polls many times.
+  std::vector<std::pair<int, RoundMessage>>& messages = polled_;
+  std::vector<int>& closed = closed_peers_;
+  messages.clear();
+  closed.clear();
   Status polled = lane_->Poll(&messages, &closed);
   for (auto& [from, message] : messages) {
     if (!polled.ok()) break;

@@ -95,6 +95,8 @@ class RoundDriver {
 
  private:
   Fault PollLane(Clock::TimePoint now);
+  // FastPath::Advance and what it has to send (out_), to the controller and the peers.
+  Fault AdvanceAndSend(Clock::TimePoint now);
   Fault SendToController(const std::vector<uint32_t>& cache_ids);
   // Runs what the rounds decided, in order, as far as received; `*ran`: anything ran.
   Fault RunDecided(bool* ran);
@@ -110,8 +112,11 @@ class RoundDriver {
   const BetweenPolls between_polls_;
 
   FastPath fast_;
-  FastPath::Work work_;  // RunDecided's, its buffers reused from op to op
-  bool muted_ = false;   // MuteRounds muted the round sockets in wakeup_
+  FastPath::Work work_;   // RunDecided's, its buffers reused from op to op
+  FastPath::Outbox out_;  // StepOnce's, likewise
+  std::vector<std::pair<int, RoundMessage>> polled_;  // PollLane's, likewise
+  std::vector<int> closed_peers_;                     // likewise
+  bool muted_ = false;  // MuteRounds muted the round sockets in wakeup_
 };
 
 }  // namespace kolo

@@ -113,9 +113,9 @@ Status ShmRoundLane::ReadRing(size_t peer, std::vector<std::pair<int, RoundMessa
     took = true;
     KOLO_RETURN_IF_ERROR(parsers_[peer].Feed(buffer, *n));
   }
-  std::vector<RoundMessage> messages;
-  parsers_[peer].Take(&messages);
-  for (RoundMessage& m : messages) out->emplace_back(static_cast<int>(peer), std::move(m));
+  taken_.clear();  // its buffer reused from poll to poll: this runs for every round message
+  parsers_[peer].Take(&taken_);
+  for (RoundMessage& m : taken_) out->emplace_back(static_cast<int>(peer), std::move(m));
   if (took && __atomic_load_n(&ring->sender_waits, __ATOMIC_SEQ_CST) != 0 &&
       __atomic_exchange_n(&ring->sender_waits, 0, __ATOMIC_SEQ_CST) != 0) {
     Ring(peer);  // room for the rest of its message

@@ -66,6 +66,7 @@ class ShmRoundLane final : public RoundLane {
   std::vector<uint64_t> tails_;             // by rank: bytes put in our ring to it
   std::vector<uint64_t> seen_heads_;        // by rank: its head of our ring, as last read
   std::vector<uint64_t> heads_;             // by rank: bytes taken from its ring to us
+  std::vector<RoundMessage> taken_;         // ReadRing's, its buffer reused
   std::vector<uint64_t> bells_sent_;        // by rank: doorbells we wrote to it
   std::vector<uint64_t> bells_read_;        // by rank: doorbells we read from it
   bool woken_ = false;                      // Woken() since the last Poll
