@@ -25,30 +25,9 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, C
     const TensorMeta* meta = &request.meta;
     uint32_t id = 0;  // set when `meta` is exactly what the id stands for
     if (request.cache_id != 0) {
-      const ResponseCache::Cached* cached = cache_.Lookup(request.cache_id);
-      if (cached == nullptr) {
-        return Internal("rank " + std::to_string(rank) + " sent unknown cache id " +
-                        std::to_string(request.cache_id));
-      }
-      meta = &cached->meta;
-      id = request.cache_id;
-      if (meta->op == OpType::kAllgather || meta->op == OpType::kAlltoall) {
-        id = 0;
-        // Its dimension 0 (and an alltoall's splits) are the rank's own: by its index in the
-        // set the id was agreed in.
-        int place = rank;
-        if (meta->process_set != 0) {
-          auto set = sets_.find(meta->process_set);
-          place = set == sets_.end() ? -1 : set->second.IndexOf(rank);
-        }
-        if (place < 0 || place >= cached->ranks()) {
-          return Internal("rank " + std::to_string(rank) + " sent cache id " +
-                          std::to_string(request.cache_id) + " of " + OpTypeName(meta->op) + " '" +
-                          meta->name + "', agreed among ranks it is not one of");
-        }
-        resolved = cached->MetaOf(place);
-        meta = &resolved;
-      }
+      StatusOr<const TensorMeta*> cached = ResolveCacheId(rank, request.cache_id, &resolved, &id);
+      KOLO_RETURN_IF_ERROR(cached.status());
+      meta = *cached;
     } else {
       KOLO_RETURN_IF_ERROR(CheckWellFormed(rank, *meta));
     }
@@ -72,6 +51,35 @@ Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, C
     CommitToCache(before);
   }
   return Status::Ok();
+}
+
+StatusOr<const TensorMeta*> Negotiator::ResolveCacheId(int rank, uint32_t cache_id,
+                                                       TensorMeta* resolved, uint32_t* id) const {
+  const ResponseCache::Cached* cached = cache_.Lookup(cache_id);
+  if (cached == nullptr) {
+    return Internal("rank " + std::to_string(rank) + " sent unknown cache id " +
+                    std::to_string(cache_id));
+  }
+  const TensorMeta& meta = cached->meta;
+  if (meta.op != OpType::kAllgather && meta.op != OpType::kAlltoall) {
+    *id = cache_id;
+    return &meta;
+  }
+  *id = 0;
+  // Its dimension 0 (and an alltoall's splits) are the rank's own: by its index in the set the
+  // id was agreed in.
+  int place = rank;
+  if (meta.process_set != 0) {
+    auto set = sets_.find(meta.process_set);
+    place = set == sets_.end() ? -1 : set->second.IndexOf(rank);
+  }
+  if (place < 0 || place >= cached->ranks()) {
+    return Internal("rank " + std::to_string(rank) + " sent cache id " + std::to_string(cache_id) +
+                    " of " + OpTypeName(meta.op) + " '" + meta.name +
+                    "', agreed among ranks it is not one of");
+  }
+  *resolved = cached->MetaOf(place);
+  return resolved;
 }
 
 void Negotiator::AddShutdown(int rank, std::vector<NegotiationEvent>* events) {

@@ -64,6 +64,11 @@ class Negotiator {
   uint64_t next_seq() const { return next_seq_; }
 
  private:
+  // The metadata `cache_id` stands for, as `rank` announced it: the cached entry's, or an
+  // allgather's or alltoall's row of this rank (copied to `*resolved`). `*id` is the id where
+  // the metadata is exactly what it stands for, else 0.
+  StatusOr<const TensorMeta*> ResolveCacheId(int rank, uint32_t cache_id, TensorMeta* resolved,
+                                             uint32_t* id) const;
   // Records the cache id of every success appended to ready_ from index `first` on.
   void CommitToCache(size_t first);
   // Process sets (docs/PROTOCOL.md, "Process sets"): each has its own readiness table over

@@ -11,18 +11,10 @@ namespace kolo::transport {
 ControlSessions::ControlSessions(Config config, std::string generation)
     : config_(std::move(config)),
       generation_(std::move(generation)),
-      refusals_(config_.logger, "control stream") {
-  reaper_ = std::thread([this] { ReaperLoop(); });
-}
+      refusals_(config_.logger, "control stream"),
+      reaper_(config_.logger) {}
 
-ControlSessions::~ControlSessions() {
-  {
-    MutexLock lock(&deadline_mu_);
-    reaper_stop_ = true;
-  }
-  reaper_wake_.NotifyAll();
-  if (reaper_.joinable()) reaper_.join();
-}
+ControlSessions::~ControlSessions() = default;
 
 void ControlSessions::AcceptNext() {
   {
@@ -47,7 +39,7 @@ bool ControlSessions::ShutDownQueue(SteadyTime deadline) {
   }
   config_.cq->Shutdown();
   if (queue_thread_.joinable()) queue_thread_.join();
-  if (reaper_.joinable()) reaper_.join();
+  reaper_.Join();
   return ended;
 }
 
@@ -194,55 +186,15 @@ void ControlSessions::StopStreams(SteadyTime deadline) {
 }
 
 void ControlSessions::StopHandshakes() {
-  {
-    MutexLock lock(&deadline_mu_);
-    for (const auto& [session, deadline] : deadlines_) session->context()->TryCancel();
-    reaper_stop_ = true;
-  }
-  reaper_wake_.NotifyAll();
+  reaper_.CancelAllAndStop();
 }
 
 void ControlSessions::SetDeadline(ControlSession* session, SteadyTime deadline, bool flushing) {
-  bool wake = false;
-  {
-    MutexLock lock(&deadline_mu_);
-    deadlines_[session] = Deadline{deadline, flushing};
-    wake = deadline < reaper_next_;
-  }
-  if (wake) reaper_wake_.NotifyAll();
+  reaper_.Set(session, deadline, flushing);
 }
 
 void ControlSessions::ClearDeadline(ControlSession* session) {
-  MutexLock lock(&deadline_mu_);
-  deadlines_.erase(session);
-}
-
-void ControlSessions::ReaperLoop() {
-  MutexLock lock(&deadline_mu_);
-  while (!reaper_stop_) {
-    SteadyTime next = SteadyTime::max();
-    const SteadyTime now = std::chrono::steady_clock::now();
-    for (auto& [session, deadline] : deadlines_) {
-      if (deadline.at <= now) {
-        if (deadline.flushing && session->queued() > 0) {
-          config_.logger->warn(
-              "control stream of rank {}: cancelled with {} messages not yet "
-              "written",
-              session->rank(), session->queued());
-        }
-        // Its pending read or write fails; the session then finishes and forgets its deadline.
-        session->context()->TryCancel();
-        deadline.at = SteadyTime::max();
-      }
-      next = std::min(next, deadline.at);
-    }
-    reaper_next_ = next;
-    if (next == SteadyTime::max()) {
-      reaper_wake_.Wait(&deadline_mu_);  // woken by a new deadline or by Stop
-    } else {
-      reaper_wake_.WaitUntil(&deadline_mu_, next);
-    }
-  }
+  reaper_.Clear(session);
 }
 
 }  // namespace kolo::transport

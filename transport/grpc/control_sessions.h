@@ -8,15 +8,14 @@
 // reactions and the handler calls they make.
 // Threading: every method may be called from any thread: the completion queue's, the
 // controller's (Send, SendToEach) and the server's owner (Stop...). mu_ guards the streams and
-// the name book and is taken before a session's own lock; deadline_mu_ guards the deadlines
-// and is taken on its own or before a session's lock. No lock of this class is held while the
+// the name book and is taken before a session's own lock; the deadlines are the reaper's
+// (session_reaper.h). No lock of this class is held while the
 // ControllerHandler is called.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
 #include <functional>
-#include <map>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -30,6 +29,7 @@
 #include "transport/grpc/control_auth.h"
 #include "transport/grpc/control_session.h"
 #include "transport/grpc/response_names.h"
+#include "transport/grpc/session_reaper.h"
 
 namespace kolo::transport {
 
@@ -45,7 +45,7 @@ class ControlSessions {
     grpc::ServerCompletionQueue* cq = nullptr;                 // must outlive this; Serve drives it
   };
   ControlSessions(Config config, std::string generation);
-  ~ControlSessions();  // stops and joins the reaper if ShutDownQueue did not
+  ~ControlSessions();  // the reaper stops and joins if ShutDownQueue did not
 
   // Starts the completion queue's thread, which accepts streams and runs their reactions until
   // the queue is shut down and drained (ShutDownQueue). Once, after the server started.
@@ -62,7 +62,7 @@ class ControlSessions {
   // then cancels the rest.
   void StopStreams(SteadyTime deadline) KOLO_EXCLUDES(mu_);
   // Cancels every stream still in its handshake or flush and ends the reaper's loop.
-  void StopHandshakes() KOLO_EXCLUDES(deadline_mu_);
+  void StopHandshakes();
   // After StopHandshakes and the server's Shutdown: waits until every session, the one
   // awaiting the next stream included, has run its last reaction (or `deadline`: false), and
   // only then shuts the queue down (gRPC aborts the process when a reaction starts a read,
@@ -84,18 +84,12 @@ class ControlSessions {
   Encoded Encode(const wire::ControllerMessage& message) const;
   Encoded Encode(const ControllerMessage& message) const;
   // The reaper cancels `session` at `deadline` (replacing an earlier one) until Forget.
-  void SetDeadline(ControlSession* session, SteadyTime deadline, bool flushing)
-      KOLO_EXCLUDES(deadline_mu_);
-  void ClearDeadline(ControlSession* session) KOLO_EXCLUDES(deadline_mu_);
+  void SetDeadline(ControlSession* session, SteadyTime deadline, bool flushing);
+  void ClearDeadline(ControlSession* session);
   // When a stream closing now must have written its queue: the timeout, or Stop's deadline.
   SteadyTime FlushDeadline() const KOLO_EXCLUDES(mu_);
 
  private:
-  struct Deadline {
-    SteadyTime at;
-    bool flushing = false;  // else: the handshake's
-  };
-  void ReaperLoop();
   // `message` for every target of a broadcast; responses by id when `every_stream` admitted
   // is one of them (so every stream holds the names told before).
   Encoded EncodeForEachLocked(bool every_stream, const ControllerMessage& message)
@@ -105,7 +99,7 @@ class ControlSessions {
   const Config config_;
   const std::string generation_;
   RefusalLog refusals_;  // thread-safe
-  std::thread reaper_;
+  SessionReaper reaper_;
   std::thread queue_thread_;  // Serve
 
   mutable Mutex mu_;
@@ -116,14 +110,6 @@ class ControlSessions {
   SteadyTime stop_deadline_ KOLO_GUARDED_BY(mu_);
   int live_ KOLO_GUARDED_BY(mu_) = 0;  // sessions made by AcceptNext and not yet ended
   CondVar drained_;                    // with mu_: a stream or a session ended
-
-  Mutex deadline_mu_;
-  std::map<ControlSession*, Deadline> deadlines_ KOLO_GUARDED_BY(deadline_mu_);
-  bool reaper_stop_ KOLO_GUARDED_BY(deadline_mu_) = false;
-  // When the reaper wakes next (max: not before a notification); a deadline after it needs no
-  // wake-up, which keeps a thousand streams' handshakes from waking it a thousand times.
-  SteadyTime reaper_next_ KOLO_GUARDED_BY(deadline_mu_) = SteadyTime::max();
-  CondVar reaper_wake_;  // with deadline_mu_
 };
 
 }  // namespace kolo::transport

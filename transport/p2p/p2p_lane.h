@@ -113,6 +113,7 @@ class P2pLane {
   void ReadLocked(P2pLink& link, P2pSource source) KOLO_REQUIRES(mu_);
   bool OnHeaderLocked(P2pLink& link) KOLO_REQUIRES(mu_);
   void OnPayloadLocked(P2pLink& link) KOLO_REQUIRES(mu_);
+  void OnCancelLocked(P2pLink& link) KOLO_REQUIRES(mu_);
   void OnOfferLocked(P2pLink& link) KOLO_REQUIRES(mu_);
   // Meets `recv` with `offer` (its bytes here, to be read, or elsewhere): fills it, refuses it,
   // or asks for the bytes.

@@ -260,35 +260,41 @@ void P2pLane::OnPayloadLocked(P2pLink& link) {
     case P2pFrameType::kData:
       if (in.recv && !in.discard) CompleteLocked(in.recv, Status::Ok());
       return;
-    case P2pFrameType::kCancel: {
-      if (frame.seq == 0) {  // the peer's lane stops (offers count from 1)
-        link.peer_farewell.assign(in.buffer.begin(), in.buffer.end());
-        return;
-      }
-      if (matcher_.RemoveOffer(link.peer(), frame.seq)) return;
-      auto it = link.pulling().find(frame.seq);
-      if (it == link.pulling().end()) return;
-      std::shared_ptr<P2pRequest> recv = it->second;
-      link.pulling().erase(it);
-      const std::string sender = "rank " + std::to_string(CallerRankOf(*recv, link.peer()));
-      if (in.buffer.empty()) {
-        CompleteLocked(recv, DeadlineExceeded(recv->what + ": " + sender +
-                                              " gave up on its send (its timeout passed) before "
-                                              "the data came"));
-        return;
-      }
-      const bool known = frame.dtype > static_cast<uint8_t>(StatusCode::kOk) &&
-                         frame.dtype <= static_cast<uint8_t>(StatusCode::kShutdown);
-      CompleteLocked(recv,
-                     Status(known ? static_cast<StatusCode>(frame.dtype) : StatusCode::kAborted,
-                            recv->what + ": " + sender + "'s send failed before the data came: " +
-                                std::string(in.buffer.begin(), in.buffer.end())));
+    case P2pFrameType::kCancel:
+      OnCancelLocked(link);
       return;
-    }
     case P2pFrameType::kRing:
     case P2pFrameType::kBell:  // woke this thread: the ring is read after the sockets
       return;
   }
+}
+
+// A CANCEL: of offer 0, the peer's lane stops (why, for the ops that then see it close);
+// otherwise the peer's send ended before its bytes went (a timeout, or the reason it carries).
+void P2pLane::OnCancelLocked(P2pLink& link) {
+  P2pInbound& in = link.in();
+  const P2pFrame& frame = in.frame;
+  if (frame.seq == 0) {  // the peer's lane stops (offers count from 1)
+    link.peer_farewell.assign(in.buffer.begin(), in.buffer.end());
+    return;
+  }
+  if (matcher_.RemoveOffer(link.peer(), frame.seq)) return;
+  auto it = link.pulling().find(frame.seq);
+  if (it == link.pulling().end()) return;
+  std::shared_ptr<P2pRequest> recv = it->second;
+  link.pulling().erase(it);
+  const std::string sender = "rank " + std::to_string(CallerRankOf(*recv, link.peer()));
+  if (in.buffer.empty()) {
+    CompleteLocked(recv, DeadlineExceeded(recv->what + ": " + sender +
+                                          " gave up on its send (its timeout passed) before "
+                                          "the data came"));
+    return;
+  }
+  const bool known = frame.dtype > static_cast<uint8_t>(StatusCode::kOk) &&
+                     frame.dtype <= static_cast<uint8_t>(StatusCode::kShutdown);
+  CompleteLocked(recv, Status(known ? static_cast<StatusCode>(frame.dtype) : StatusCode::kAborted,
+                              recv->what + ": " + sender + "'s send failed before the data came: " +
+                                  std::string(in.buffer.begin(), in.buffer.end())));
 }
 
 void P2pLane::PeerGoneLocked(P2pLink& link) {

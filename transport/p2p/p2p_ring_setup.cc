@@ -62,6 +62,15 @@ Status RecvFrame(int peer, int fd, P2pFrame* frame, std::string* payload, Steady
                   deadline);
 }
 
+// The segment, or null after warning that point-to-point with `peer` goes over its socket alone.
+std::unique_ptr<ShmSegment> SegmentOrWarn(StatusOr<std::unique_ptr<ShmSegment>> segment, int peer,
+                                          const Logger& logger) {
+  if (segment.ok()) return std::move(*segment);
+  logger->warn("point-to-point with rank {} goes over its socket alone: {}", peer,
+               segment.status().ToString());
+  return nullptr;
+}
+
 }  // namespace
 
 StatusOr<std::vector<std::unique_ptr<P2pRing>>> ConnectP2pRings(
@@ -75,18 +84,11 @@ StatusOr<std::vector<std::unique_ptr<P2pRing>>> ConnectP2pRings(
   // 1. As the lower rank: create and offer. Nothing here waits for a peer.
   for (int peer = rank + 1; peer < size; ++peer) {
     if (!pair(peer)) continue;
-    std::string name;
     if (enabled) {
-      StatusOr<std::unique_ptr<ShmSegment>> segment =
-          ShmSegment::Create(FreshShmName(), P2pRing::kSegmentBytes);
-      if (segment.ok()) {
-        created[peer] = std::move(*segment);
-        name = created[peer]->name();
-      } else {
-        logger->warn("point-to-point with rank {} goes over its socket alone: {}", peer,
-                     segment.status().ToString());
-      }
+      created[peer] =
+          SegmentOrWarn(ShmSegment::Create(FreshShmName(), P2pRing::kSegmentBytes), peer, logger);
     }
+    const std::string name = created[peer] ? created[peer]->name() : "";
     P2pFrame offer;
     offer.type = P2pFrameType::kRing;
     offer.bytes = name.size();
@@ -100,16 +102,13 @@ StatusOr<std::vector<std::unique_ptr<P2pRing>>> ConnectP2pRings(
     KOLO_RETURN_IF_ERROR(RecvFrame(peer, fds[peer], &offer, &name, deadline));
     P2pFrame answer;
     answer.type = P2pFrameType::kRing;
+    std::unique_ptr<ShmSegment> segment;
     if (enabled && !name.empty()) {
-      StatusOr<std::unique_ptr<ShmSegment>> segment =
-          ShmSegment::Open(name, P2pRing::kSegmentBytes);
-      if (segment.ok()) {
-        rings[peer] = std::make_unique<P2pRing>(std::move(*segment), /*lower=*/false);
-        answer.flags = kP2pRingMapped;
-      } else {
-        logger->warn("point-to-point with rank {} goes over its socket alone: {}", peer,
-                     segment.status().ToString());
-      }
+      segment = SegmentOrWarn(ShmSegment::Open(name, P2pRing::kSegmentBytes), peer, logger);
+    }
+    if (segment) {
+      rings[peer] = std::make_unique<P2pRing>(std::move(segment), /*lower=*/false);
+      answer.flags = kP2pRingMapped;
     }
     KOLO_RETURN_IF_ERROR(SendFrame(peer, fds[peer], answer, "", deadline));
   }
