@@ -73,7 +73,11 @@ TEST_CASE(
   const std::string transport = GENERATE(as<std::string>(), "auto", "tcp");
   Watchdog watchdog("hierarchical allreduce sweep, " + placement + ", " + transport,
                     std::chrono::seconds(120));
-  LocalJob job(kRanks, OnHosts(placement, Hierarchical::kOn, *TransportFromName(transport)));
+  const auto on_hosts = OnHosts(placement, Hierarchical::kOn, *TransportFromName(transport));
+  LocalJob job(kRanks, [on_hosts](Options& options) {
+    on_hosts(options);
+    options.p2p = "off";  // point-to-point's rings are segments too: this counts the data plane's
+  });
   // One segment per host, mapped by its two ranks; none over TCP.
   CHECK(KoloShmMappings() == (transport == "auto" ? kRanks : 0));
   // Fewer elements than a host's ranks (empty blocks), odd counts (blocks of different

@@ -48,6 +48,8 @@ std::function<void(Options&)> WithTransport(const std::string& transport,
                                             const std::string& single_copy = "auto") {
   return [transport, single_copy](Options& options) {
     options.transport = *TransportFromName(transport);
+    // Point-to-point's rings are segments too: this file counts the data plane's.
+    options.p2p = "off";
     options.shm_single_copy = single_copy == "on"    ? ShmSingleCopy::kOn
                               : single_copy == "off" ? ShmSingleCopy::kOff
                                                      : ShmSingleCopy::kAuto;
