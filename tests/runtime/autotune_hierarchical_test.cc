@@ -37,7 +37,7 @@ struct Tensor {
 // 96 KiB: hierarchical under auto's 64 KiB and under always, flat under flat (the rule's two
 // ends, which the tuner scores first); 16 KiB: flat under 64 KiB, hierarchical under always;
 // 512 KiB: hierarchical but under flat.
-const Tensor kTensors[] = {
+const Tensor kStepTensors[] = {
     {"grad/mid", DataType::kFloat32, 24 << 10},
     {"grad/small", DataType::kInt32, 4 << 10},
     {"grad/large", DataType::kFloat64, 64 << 10},
@@ -46,22 +46,22 @@ const Tensor kTensors[] = {
 // One training step on `rt`: every tensor allreduced at once, each checked element by element.
 std::string Step(Runtime& rt) {
   std::vector<std::vector<uint8_t>> data;
-  std::vector<std::promise<Status>> done(std::size(kTensors));
-  for (const Tensor& t : kTensors) {
+  std::vector<std::promise<Status>> done(std::size(kStepTensors));
+  for (const Tensor& t : kStepTensors) {
     data.push_back(kolo::testing::MakeInput(t.dtype, t.count, rt.rank(), ReduceOp::kSum));
   }
-  for (size_t i = 0; i < std::size(kTensors); ++i) {
-    const Tensor& t = kTensors[i];
+  for (size_t i = 0; i < std::size(kStepTensors); ++i) {
+    const Tensor& t = kStepTensors[i];
     TensorView view = kolo::testing::View(data[i], t.dtype, t.count);
     Status st = rt.AllreduceAsync(t.name, view, view, AllreduceOptions{},
                                   [&done, i](const Status& s) { done[i].set_value(s); });
     if (!st.ok()) {
-      for (size_t j = i; j < std::size(kTensors); ++j) done[j].set_value(st);
+      for (size_t j = i; j < std::size(kStepTensors); ++j) done[j].set_value(st);
     }
   }
   std::string failure;
-  for (size_t i = 0; i < std::size(kTensors); ++i) {
-    const Tensor& t = kTensors[i];
+  for (size_t i = 0; i < std::size(kStepTensors); ++i) {
+    const Tensor& t = kStepTensors[i];
     Status st = done[i].get_future().get();
     if (!st.ok()) {
       if (failure.empty()) failure = std::string(t.name) + ": " + st.ToString();
