@@ -1,8 +1,9 @@
 #include "transport/p2p/p2p_ring.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
+
+#include "transport/ring_bytes.h"
 
 namespace kolo::transport {
 namespace {
@@ -30,13 +31,7 @@ size_t P2pRing::Write(const uint8_t* data, size_t n) {
   // checks report the damage; our end fails at its timeout).
   if (used > kP2pRingBytes) return 0;
   const size_t take = std::min(n, kP2pRingBytes - static_cast<size_t>(used));
-  size_t done = 0;
-  while (done < take) {
-    const size_t at = (tail_ + done) % kP2pRingBytes;
-    const size_t piece = std::min(take - done, kP2pRingBytes - at);
-    std::memcpy(out_->data + at, data + done, piece);
-    done += piece;
-  }
+  CopyIntoRing(out_->data, kP2pRingBytes, tail_, data, take);
   tail_ += take;
   return take;
 }
@@ -65,15 +60,7 @@ StatusOr<size_t> P2pRing::Take(uint8_t* out, size_t n) {
                        " bytes, more than its " + std::to_string(kP2pRingBytes));
   }
   const size_t take = std::min(n, static_cast<size_t>(available));
-  if (out != nullptr) {
-    size_t done = 0;
-    while (done < take) {
-      const size_t at = (head_ + done) % kP2pRingBytes;
-      const size_t piece = std::min(take - done, kP2pRingBytes - at);
-      std::memcpy(out + done, in_->data + at, piece);
-      done += piece;
-    }
-  }
+  if (out != nullptr) CopyOutOfRing(in_->data, kP2pRingBytes, head_, out, take);
   head_ += take;
   if (take > 0) __atomic_store_n(&in_->head, head_, __ATOMIC_SEQ_CST);
   return take;

@@ -1,8 +1,9 @@
 #include "transport/shm/shm_round_ring.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
+
+#include "transport/ring_bytes.h"
 
 namespace kolo::transport {
 
@@ -36,13 +37,7 @@ size_t RingWrite(ShmRoundRing* ring, uint64_t* tail, const char* data, size_t n,
   const uint64_t used = *tail - head;
   if (used > kShmRoundRingBytes) return 0;
   const size_t take = std::min(n, kShmRoundRingBytes - static_cast<size_t>(used));
-  size_t done = 0;
-  while (done < take) {
-    const size_t at = (*tail + done) % kShmRoundRingBytes;
-    const size_t piece = std::min(take - done, kShmRoundRingBytes - at);
-    std::memcpy(ring->data + at, data + done, piece);
-    done += piece;
-  }
+  CopyIntoRing(ring->data, kShmRoundRingBytes, *tail, data, take);
   *tail += take;
   if (take > 0) __atomic_store_n(&ring->tail, *tail, __ATOMIC_SEQ_CST);
   return take;
@@ -56,13 +51,7 @@ StatusOr<size_t> RingRead(ShmRoundRing* ring, uint64_t* head, char* out, size_t 
                        " bytes, more than its " + std::to_string(kShmRoundRingBytes));
   }
   const size_t take = std::min(capacity, static_cast<size_t>(available));
-  size_t done = 0;
-  while (done < take) {
-    const size_t at = (*head + done) % kShmRoundRingBytes;
-    const size_t piece = std::min(take - done, kShmRoundRingBytes - at);
-    std::memcpy(out + done, ring->data + at, piece);
-    done += piece;
-  }
+  CopyOutOfRing(ring->data, kShmRoundRingBytes, *head, out, take);
   *head += take;
   if (take > 0) __atomic_store_n(&ring->head, *head, __ATOMIC_SEQ_CST);
   return take;
