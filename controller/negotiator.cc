@@ -13,15 +13,21 @@ Negotiator::Negotiator(const Options& options)
 Status Negotiator::AddRequests(int rank, const std::vector<Request>& requests, Clock::TimePoint now,
                                std::vector<NegotiationEvent>* events) {
   TensorMeta resolved;  // a cached allgather's or alltoall's metadata as this rank announced it
-  for (const Request& request : requests) {
-    if (request.cache_id != 0 && events == nullptr) {
-      // Most announcements of a cached step: a name pending by this id (ReadinessTable).
-      const size_t before = ready_.size();
-      if (table_.AnnounceById(rank, request.cache_id, &ready_)) {
-        CommitToCache(before);
-        continue;
+  thread_local std::vector<uint32_t> ids;  // a reused scratch list
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].cache_id != 0 && events == nullptr) {
+      // Most announcements of a cached step: names pending by these ids, counted in by words
+      // (ReadinessTable::AnnounceIds); the first id it refuses takes the path below.
+      ids.clear();
+      for (size_t j = i; j < requests.size() && requests[j].cache_id != 0; ++j) {
+        ids.push_back(requests[j].cache_id);
       }
+      const size_t before = ready_.size();
+      i += table_.AnnounceIds(rank, ids.data(), ids.size(), &ready_);
+      CommitToCache(before);
+      if (i == requests.size()) break;
     }
+    const Request& request = requests[i];
     const TensorMeta* meta = &request.meta;
     uint32_t id = 0;  // set when `meta` is exactly what the id stands for
     if (request.cache_id != 0) {

@@ -25,8 +25,7 @@ void ReadinessTable::Note(std::vector<NegotiationEvent>* events, NegotiationEven
 ReadinessTable::PendingMap::iterator ReadinessTable::Find(const TensorMeta& meta,
                                                           uint32_t cache_id) {
   if (cache_id != 0) {
-    auto by_id = by_id_.find(cache_id);
-    if (by_id != by_id_.end()) return by_id->second.it;
+    if (const IdEntry* found = by_id_.Find(cache_id); found != nullptr) return found->it;
   }
   return pending_.find(meta.name);
 }
@@ -77,16 +76,52 @@ Status ReadinessTable::Announce(int rank, const TensorMeta& meta, Clock::TimePoi
 
 bool ReadinessTable::AnnounceById(int rank, uint32_t cache_id, std::vector<ReadyTensor>* ready) {
   if (num_joined_ != 0 || rank < 0 || rank >= size_ || shut_down_[rank]) return false;
-  auto by_id = by_id_.find(cache_id);
-  if (by_id == by_id_.end()) return false;
-  const IdEntry& found = by_id->second;
-  if (!found.by_same_id || announced_.Has(rank, found.slot)) return false;
-  if (announced_.Mark(rank, found.slot) == size_) {
-    const PendingMap::iterator it = found.it;
+  bool by_same_id = false;
+  const IdEntry* found = by_id_.Find(cache_id, &by_same_id);
+  if (found == nullptr || !by_same_id || announced_.Has(rank, found->slot)) return false;
+  if (announced_.Mark(rank, found->slot) == size_) {
+    const PendingMap::iterator it = found->it;
     ready->push_back(Finish(it->second));
     Erase(it);
   }
   return true;
+}
+
+size_t ReadinessTable::AnnounceIds(int rank, const uint32_t* ids, size_t count,
+                                   std::vector<ReadyTensor>* ready) {
+  using Index = IdIndex<IdEntry>;
+  if (num_joined_ != 0 || rank < 0 || rank >= size_ || shut_down_[rank]) return 0;
+  size_t done = 0;
+  while (done < count) {
+    const uint32_t key = Index::BlockOf(ids[done]);
+    const Index::Block* block = by_id_.FindBlock(key);
+    if (block == nullptr) return done;
+    // The stretch of ascending ids in this block, as a word; one AND tells whether every one
+    // of them is pending by the same id.
+    size_t end = done + 1;
+    while (end < count && Index::BlockOf(ids[end]) == key && ids[end] > ids[end - 1]) ++end;
+    uint64_t mask = 0;
+    for (size_t i = done; i < end; ++i) mask |= Index::BitOf(ids[i]);
+    const uint64_t refused = mask & ~block->flagged;
+    size_t limit = end;  // the ids before the first refused one (they ascend)
+    if (refused != 0) {
+      limit = done;
+      while ((Index::BitOf(ids[limit]) & refused) == 0) ++limit;
+    }
+    bool completed = false;  // a name completed, which may have freed the block
+    for (; done < limit && !completed; ++done) {
+      const IdEntry& entry = block->entries[ids[done] % Index::kIdsPerBlock];
+      if (announced_.Has(rank, entry.slot)) return done;  // twice: Announce reports it
+      if (announced_.Mark(rank, entry.slot) == size_) {
+        const PendingMap::iterator it = entry.it;
+        ready->push_back(Finish(it->second));
+        Erase(it);
+        completed = true;
+      }
+    }
+    if (!completed && refused != 0) return done;  // ids[done] is the refused one
+  }
+  return done;
 }
 
 ReadinessTable::PendingMap::iterator ReadinessTable::Open(int rank, const TensorMeta& meta,
@@ -122,9 +157,7 @@ ReadinessTable::PendingMap::iterator ReadinessTable::Open(int rank, const Tensor
   entry.slot = announced_.Open();
   by_arrival_.emplace(entry.arrival, meta.name);
   auto it = pending_.emplace(meta.name, std::move(entry)).first;
-  if (cache_id != 0) {
-    by_id_.emplace(cache_id, IdEntry{it, it->second.slot, meta.op != OpType::kJoin});
-  }
+  if (cache_id != 0) by_id_.Add(cache_id, IdEntry{it, it->second.slot}, meta.op != OpType::kJoin);
   return it;
 }
 
@@ -136,7 +169,7 @@ void ReadinessTable::AddToOpen(PendingMap::iterator it, int rank, const TensorMe
   }
   if (cache_id != 0 && entry.id_key == 0) {
     entry.id_key = cache_id;  // first announced in full: found by id from now on
-    by_id_.emplace(cache_id, IdEntry{it, entry.slot, false});
+    by_id_.Add(cache_id, IdEntry{it, entry.slot}, /*flag=*/false);
   }
 }
 
@@ -179,7 +212,7 @@ void ReadinessTable::SettleAfterJoin(std::vector<ReadyTensor>* ready,
 
 void ReadinessTable::Erase(PendingMap::iterator it) {
   by_arrival_.erase(it->second.arrival);
-  if (it->second.id_key != 0) by_id_.erase(it->second.id_key);
+  if (it->second.id_key != 0) by_id_.Remove(it->second.id_key);
   announced_.Close(it->second.slot);
   pending_.erase(it);
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "controller/announced_matrix.h"
+#include "controller/id_index.h"
 #include "core/clock.h"
 #include "core/messages.h"
 #include "kolo/status.h"
@@ -90,6 +91,13 @@ class ReadinessTable {
   // no such pending name, a rank that announced it already or shut down, a join. A step of
   // cached tensors costs each rank one lookup and one bit per tensor this way (docs/SCALE.md).
   bool AnnounceById(int rank, uint32_t cache_id, std::vector<ReadyTensor>* ready);
+
+  // AnnounceById over ids[0 .. count) in order, by words: the ids of one block of 64
+  // (IdIndex) cost one lookup, and whether all of them are pending by the same id one AND.
+  // Stops at the first id AnnounceById would refuse and returns how many it counted in; the
+  // table ends as AnnounceById's calls leave it, ready order included. Cheapest when the ids
+  // ascend (a run of them, as they arrive on the wire).
+  size_t AnnounceIds(int rank, const uint32_t* ids, size_t count, std::vector<ReadyTensor>* ready);
 
   // `rank` called shutdown(): it will submit nothing more, but keeps executing what is
   // decided until the job-wide Shutdown. Pending names it never announced fail now (appended
@@ -169,13 +177,13 @@ class ReadinessTable {
   uint64_t next_arrival_ = 0;
   PendingMap pending_;
   std::map<uint64_t, std::string> by_arrival_;  // the names of pending_, oldest first
-  // Pending names that a cache id announced, by that id, with what AnnounceById needs.
+  // Pending names that a cache id announced, by that id, with what AnnounceById needs; flagged
+  // when first announced by this id and not a join (AnnounceById's).
   struct IdEntry {
     PendingMap::iterator it;
-    uint32_t slot = 0;        // its entry's
-    bool by_same_id = false;  // first announced by this id, and not a join: AnnounceById's
+    uint32_t slot = 0;  // its entry's
   };
-  std::unordered_map<uint32_t, IdEntry> by_id_;
+  IdIndex<IdEntry> by_id_;
   AnnouncedMatrix announced_;    // which ranks announced each pending name
   std::vector<bool> shut_down_;  // by rank
   int num_shut_down_ = 0;
