@@ -75,7 +75,14 @@ class FastPath {
   // at the controller). A join (which also starts this rank's join here: WaitingOps::Join) or a
   // set's removal is held behind this rank's waiting cached ops, as it would follow them on the
   // controller's stream; TakeReleased hands it back.
-  bool Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now);
+  // A barrier waits only with nothing of this rank's before it in flight (`behind_others`
+  // false), so that a round running it cannot overtake an earlier op of this rank's; else it
+  // goes to the controller and diverts its id (docs/FAST-PATH.md, "Which ops").
+  bool Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now, bool behind_others = false);
+  // A group's members, in its order, with their requests' cache ids: true if they all wait for a
+  // round (WaitingOps::WaitGroup), false if they all go to the controller.
+  bool OfferGroup(const std::vector<TensorEntry*>& entries, const std::vector<uint32_t>& cache_ids,
+                  TimePoint now);
   // The next held join or removal that may go to the controller now, or null. They go in the
   // order they were held: one held behind another waits for it.
   TensorEntry* TakeReleased() { return waiting_.TakeReleased(); }
