@@ -215,3 +215,19 @@ TEST_CASE(
     CHECK(job.Drain(0).empty());
   }
 }
+
+TEST_CASE(
+    "While a rank's join is in flight the job's groups go to the controller at once, where its "
+    "zeros stand in",
+    "[core][fastpath][group][join]") {
+  Job job(2);
+  const Group g = MixedGroup();
+  TeachGroup(job, 2, g);
+  std::vector<std::unique_ptr<TensorEntry>> keep;
+  CHECK_FALSE(job.Join(1));  // nothing of rank 1's waits: its join goes to the controller
+  REQUIRE(OfferGroup(job, 0, g, g.ids, &keep));
+  job.Settle();
+  // Rank 1 diverted the group's ids: rank 0's copies leave without waiting the patience.
+  CHECK(job.to_controller(0) == g.ids);
+  CHECK(job.Drain(0).empty());
+}
