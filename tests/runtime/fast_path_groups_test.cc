@@ -194,7 +194,7 @@ TEST_CASE("An op a rank submitted before a cached barrier completes before the b
   Watchdog watchdog("fast path barrier order", std::chrono::seconds(60));
   LocalJob job(2);
   CHECK(job.RunOnAllRanks([](Runtime& rt) {
-    for (int step = 0; step < 8; ++step) {
+    for (int step = 0; step < 40; ++step) {  // a race without the rule: 40 chances
       // A new name every step: it goes to the controller, and its response arrives after the
       // round that could decide the barrier (cached from step 1 on) would have.
       std::atomic<bool> done{false};
