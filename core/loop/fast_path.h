@@ -1,11 +1,11 @@
 // FastPath: the decisions of the fast path (docs/FAST-PATH.md), without I/O. Cached allreduces,
-// broadcasts, allgathers, reducescatters and alltoalls (of any process set, on CPU, not grouped)
-// wait here for a round in which every member of their set reports them ready (every other rank
-// reports every id of a set it is not in) instead of going to the controller, and every
-// controller response also waits here until a round decides where it runs, so that all ranks
-// run everything in one order. Plain data in, decisions out, like the controller's Negotiator:
-// its owner, the RoundDriver, feeds it this rank's new ops, the controller's responses, the
-// peers' round messages and the time, and carries out what it returns (sends a round message or
+// broadcasts, allgathers, reducescatters and alltoalls (of any process set, on CPU, a group's all
+// together) and barriers wait here for a round in which every member of their set reports them
+// ready (every other rank reports every id of a set it is not in) instead of going to the
+// controller, and every controller response also waits here until a round decides where it runs, so
+// that all ranks run everything in one order. Plain data in, decisions out, like the controller's
+// Negotiator: its owner, the RoundDriver, feeds it this rank's new ops, the controller's responses,
+// the peers' round messages and the time, and carries out what it returns (sends a round message or
 // requests, runs the next Work). Its parts: the rounds themselves (RoundAgreement), what of this
 // rank's waits on them (WaitingOps) and the order work runs in (WorkOrder). What a cache id
 // stands for it reads from the OpCache, which the ResponseRunner writes as it runs the
