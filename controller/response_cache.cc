@@ -36,8 +36,11 @@ uint32_t ResponseCache::IdOf(const std::string& name) const {
 uint32_t ResponseCache::NextId(const TensorMeta& meta) {
   if (next_count_ >= kEveryRankCacheIdBit) return 0;
   const uint32_t count = next_count_++;
-  return meta.op == OpType::kAllreduce && meta.process_set == 0 ? count
-                                                                : count | kEveryRankCacheIdBit;
+  // A grouped allreduce's too (protocol 8): a joined rank's fast path knows a group's cut only
+  // from an op it ran itself, so it never stands in for one (docs/FAST-PATH.md, "Which ops").
+  const bool stand_in =
+      meta.op == OpType::kAllreduce && meta.process_set == 0 && meta.group.empty();
+  return stand_in ? count : count | kEveryRankCacheIdBit;
 }
 
 uint32_t ResponseCache::Commit(const TensorMeta& meta, const std::vector<int64_t>& first_dims,

@@ -3,13 +3,13 @@
 // time by id alone. Owned by the Negotiator; not thread-safe (the Controller's lock guards it).
 //
 // Rules: ids count 1, 2, 3, ... in order of assignment and are never reused; an op other than
-// an allreduce of the job's set has kEveryRankCacheIdBit set on its count (core/messages.h: a
-// rank that joined the job cannot stand in for it). At most `capacity` names hold an id; once full,
-// new names are simply not cached (no eviction); a name counts against `capacity` once it held
-// an id, even while it holds none. A name whose agreed metadata changes (say, a new shape, or for
-// an allgather any rank's dimension 0) gets a fresh id in place of its old one, which is retired;
-// that needs no free slot. An alltoall whose agreed metadata changes (any rank's splits) gets
-// none until the same agreement completes twice in a row.
+// an ungrouped allreduce of the job's set has kEveryRankCacheIdBit set on its count
+// (core/messages.h: a rank that joined the job cannot stand in for it on the fast path). At most
+// `capacity` names hold an id; once full, new names are simply not cached (no eviction); a name
+// counts against `capacity` once it held an id, even while it holds none. A name whose agreed
+// metadata changes (say, a new shape, or for an allgather any rank's dimension 0) gets a fresh id
+// in place of its old one, which is retired; that needs no free slot. An alltoall whose agreed
+// metadata changes (any rank's splits) gets none until the same agreement completes twice in a row.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,9 @@
 // The background loop's pass: what one pass does, in order, with its collaborators, and how
 // it handles the controller's messages. The life's steps, an abort and the end are LoopLife's
 // (core/loop/loop_life.h).
+#include <string>
+#include <vector>
+
 #include "core/loop/background_loop.h"
 
 namespace kolo {
@@ -37,6 +40,30 @@ void BackgroundLoop::DrainControl() {
   }
 }
 
+namespace {
+
+// Offers the group whose first member is fresh[first] to the fast path, all members or none
+// (docs/FAST-PATH.md, "Which ops"); what it does not take goes into `batch`. Its members reach
+// the loop together (TensorQueue::EnqueueGroup), one after another. Returns the index past it.
+size_t OfferGroup(const std::vector<TensorEntry*>& fresh, size_t first, const OpCache& cache,
+                  RoundDriver* rounds, Clock::TimePoint now, WorkerMessage* batch) {
+  const std::string& group = fresh[first]->meta.group;
+  size_t end = first;
+  while (end < fresh.size() && fresh[end]->meta.group == group) ++end;
+  const std::vector<TensorEntry*> members(fresh.begin() + static_cast<std::ptrdiff_t>(first),
+                                          fresh.begin() + static_cast<std::ptrdiff_t>(end));
+  std::vector<uint32_t> ids;
+  const size_t start = batch->requests.size();
+  for (TensorEntry* entry : members) {
+    batch->requests.push_back(cache.RequestFor(*entry));
+    ids.push_back(batch->requests.back().cache_id);
+  }
+  if (rounds->TakeGroup(members, ids, now)) batch->requests.resize(start);
+  return end;
+}
+
+}  // namespace
+
 void BackgroundLoop::HandleMessage(const ControllerMessage& message) {
   switch (message.kind) {
     case ControllerMessage::Kind::kResponses:
@@ -68,10 +95,19 @@ void BackgroundLoop::SendNewRequests() {
   WorkerMessage batch;  // what the fast path does not take: its requests stay unallocated
   batch.kind = WorkerMessage::Kind::kRequests;
   const Clock::TimePoint now = clock_->Now();
-  for (TensorEntry* entry : fresh_) {
+  for (size_t i = 0; i < fresh_.size(); ++i) {
+    TensorEntry* entry = fresh_[i];
+    if (rounds_ != nullptr && !entry->meta.group.empty()) {
+      i = OfferGroup(fresh_, i, runner_.cache(), rounds_.get(), now, &batch) -
+          1;  // its members, all or none (docs/FAST-PATH.md)
+      continue;
+    }
     if (entry->meta.op == OpType::kJoin) runner_.NoteJoin(*entry);
     Request request = runner_.cache().RequestFor(*entry);
-    if (rounds_ != nullptr && rounds_->Take(entry, request.cache_id, now)) continue;
+    // A barrier takes the rounds only with nothing of this rank's before it in flight.
+    const bool behind =
+        entry->meta.op == OpType::kBarrier && (i != 0 || queue_->InFlight() != fresh_.size());
+    if (rounds_ != nullptr && rounds_->Take(entry, request.cache_id, now, behind)) continue;
     batch.requests.push_back(std::move(request));
   }
   if (batch.requests.empty()) return;

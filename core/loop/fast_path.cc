@@ -45,18 +45,30 @@ double FastPath::DivertAfterSeconds(const Options& options) {
   return options.stall_check_seconds > 0 ? std::min(1.0, options.stall_check_seconds / 2) : 1.0;
 }
 
-bool FastPath::Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now) {
+bool FastPath::Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now, bool behind_others) {
   const TensorMeta& meta = entry->meta;
   if (meta.op == OpType::kJoin) waiting_.Join(meta.process_set);
   if (waiting_.Hold(entry)) return true;  // a join or a removal behind this rank's waiting ops
-  if (!stopping_ && !closed_ && waiting_.Wait(entry, cache_id, now)) {
+  const bool may_wait = !(behind_others && meta.op == OpType::kBarrier);
+  if (!stopping_ && !closed_ && may_wait && waiting_.Wait(entry, cache_id, now)) {
     round_trace_.Ready(options_.rank, cache_id, meta.name, meta.op, now);
     return true;
   }
   // Its metadata changed: the peers' cached copies must meet it at the controller (which names
   // the mismatch) instead of waiting for a round.
-  if (cache_id == 0) waiting_.DivertChanged(meta.name);
+  if (cache_id == 0 || !may_wait) waiting_.DivertChanged(meta.name);
   return false;
+}
+
+bool FastPath::OfferGroup(const std::vector<TensorEntry*>& entries,
+                          const std::vector<uint32_t>& cache_ids, TimePoint now) {
+  if (stopping_ || closed_) return false;
+  if (!waiting_.WaitGroup(entries, cache_ids, now)) return false;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    round_trace_.Ready(options_.rank, cache_ids[i], entries[i]->meta.name, entries[i]->meta.op,
+                       now);
+  }
+  return true;
 }
 
 Status FastPath::ReceiveRound(int from, RoundMessage message, TimePoint now) {

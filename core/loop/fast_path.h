@@ -1,11 +1,11 @@
 // FastPath: the decisions of the fast path (docs/FAST-PATH.md), without I/O. Cached allreduces,
-// broadcasts, allgathers, reducescatters and alltoalls (of any process set, on CPU, not grouped)
-// wait here for a round in which every member of their set reports them ready (every other rank
-// reports every id of a set it is not in) instead of going to the controller, and every
-// controller response also waits here until a round decides where it runs, so that all ranks
-// run everything in one order. Plain data in, decisions out, like the controller's Negotiator:
-// its owner, the RoundDriver, feeds it this rank's new ops, the controller's responses, the
-// peers' round messages and the time, and carries out what it returns (sends a round message or
+// broadcasts, allgathers, reducescatters and alltoalls (of any process set, on CPU, a group's all
+// together) and barriers wait here for a round in which every member of their set reports them
+// ready (every other rank reports every id of a set it is not in) instead of going to the
+// controller, and every controller response also waits here until a round decides where it runs, so
+// that all ranks run everything in one order. Plain data in, decisions out, like the controller's
+// Negotiator: its owner, the RoundDriver, feeds it this rank's new ops, the controller's responses,
+// the peers' round messages and the time, and carries out what it returns (sends a round message or
 // requests, runs the next Work). Its parts: the rounds themselves (RoundAgreement), what of this
 // rank's waits on them (WaitingOps) and the order work runs in (WorkOrder). What a cache id
 // stands for it reads from the OpCache, which the ResponseRunner writes as it runs the
@@ -75,7 +75,14 @@ class FastPath {
   // at the controller). A join (which also starts this rank's join here: WaitingOps::Join) or a
   // set's removal is held behind this rank's waiting cached ops, as it would follow them on the
   // controller's stream; TakeReleased hands it back.
-  bool Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now);
+  // A barrier waits only with nothing of this rank's before it in flight (`behind_others`
+  // false), so that a round running it cannot overtake an earlier op of this rank's; else it
+  // goes to the controller and diverts its id (docs/FAST-PATH.md, "Which ops").
+  bool Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now, bool behind_others = false);
+  // A group's members, in its order, with their requests' cache ids: true if they all wait for a
+  // round (WaitingOps::WaitGroup), false if they all go to the controller.
+  bool OfferGroup(const std::vector<TensorEntry*>& entries, const std::vector<uint32_t>& cache_ids,
+                  TimePoint now);
   // The next held join or removal that may go to the controller now, or null. They go in the
   // order they were held: one held behind another waits for it.
   TensorEntry* TakeReleased() { return waiting_.TakeReleased(); }

@@ -6,6 +6,36 @@
 
 namespace kolo {
 
+uint64_t GroupHash(const std::string& key) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : key) hash = (hash ^ c) * 1099511628211ull;
+  return hash == 0 ? 1 : hash;
+}
+
+int GroupIndex(const std::string& scoped_key, const std::string& scoped_name) {
+  // In a process set both carry the set's suffix (ScopedName, core/process_sets.h) once.
+  std::string key = scoped_key;
+  std::string name = scoped_name;
+  const size_t suffix = name.find(" [process set ");
+  if (suffix != std::string::npos) {
+    const size_t length = name.size() - suffix;
+    if (key.size() >= length && key.compare(key.size() - length, length, name, suffix) == 0) {
+      key.resize(key.size() - length);
+      name.resize(suffix);
+    }
+  }
+  int index = 0;
+  size_t start = 0;
+  while (start <= key.size()) {
+    size_t end = key.find(',', start);
+    if (end == std::string::npos) end = key.size();
+    if (key.compare(start, end - start, name) == 0) return index;
+    ++index;
+    start = end + 1;
+  }
+  return 0;
+}
+
 OpCache::OpCache(int size, bool fast_path) : size_(size), fast_path_(fast_path) {}
 
 Request OpCache::RequestFor(const TensorEntry& entry) const {
@@ -52,9 +82,12 @@ void OpCache::Remember(const Response& response, const std::vector<TensorEntry*>
       continue;
     }
     by_name_[name] = Slot{id, entries[i]->meta};
-    if (fast_path_ && TakesFastPath(response) && entries[i]->meta.group.empty()) {
-      own_[id] = SpecOf(response, i, entries[i]->meta);
-    }
+    if (!fast_path_ || !TakesFastPath(response)) continue;
+    // A joined rank's stand-in (core/loop/stand_ins.h) knows no group: an id stands for one
+    // metadata, so what a real entry taught about its group stays.
+    auto known = own_.find(id);
+    if (known != own_.end() && known->second.group != 0 && entries[i]->meta.group.empty()) continue;
+    own_[id] = SpecOf(response, i, entries[i]->meta);
   }
 }
 
@@ -104,6 +137,7 @@ bool OpCache::TakesFastPath(const Response& response) {
     case OpType::kAllgather:
     case OpType::kReducescatter:
     case OpType::kAlltoall:
+    case OpType::kBarrier:
       return true;
     default:
       return false;
@@ -115,6 +149,11 @@ FastSpec OpCache::SpecOf(const Response& response, size_t index, const TensorMet
   spec.signature() = response.signature();
   spec.name = response.names[index];
   spec.num_elements = index < response.num_elements.size() ? response.num_elements[index] : 0;
+  if (!meta.group.empty()) {
+    spec.group = GroupHash(meta.group);
+    spec.group_index = GroupIndex(meta.group, meta.name);
+    spec.group_size = meta.group_size;
+  }
   if (response.op == OpType::kAllgather) {
     // This tensor's row of the response's first dimensions (one row of `size` per tensor).
     const size_t size = response.first_dims.size() / response.names.size();

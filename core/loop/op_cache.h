@@ -23,14 +23,24 @@ namespace kolo {
 // What a cached op's id stands for; identical on every rank (from the controller's response
 // that assigned the id, and for `fusion_bytes` the shape past dimension 0, which every rank
 // agreed on). Its signature (core/op_signature.h) is the response's: an allreduce, broadcast,
-// allgather, reducescatter or alltoall of any process set.
+// allgather, reducescatter, alltoall or barrier of any process set, grouped or not.
 struct FastSpec : OpSignature {
   std::string name;
   int64_t num_elements = 0;         // as in the response (an allgather's: rank 0's input)
   std::vector<int64_t> first_dims;  // allgather: every rank's dimension 0
   std::vector<int64_t> splits;      // alltoall: the split matrix, as in its response
   int64_t fusion_bytes = 0;         // what it takes in a fusion buffer (FusionBytes)
+  // A grouped op's: a hash of its group's key (GroupHash; 0: not grouped), its place among the
+  // group's names and how many they are. The same on every rank: the key names the members.
+  uint64_t group = 0;
+  int group_index = 0;
+  int group_size = 0;
 };
+
+// A group key's hash (FNV-1a: the same on every rank and build; never 0).
+uint64_t GroupHash(const std::string& key);
+// The place of `name` among the comma-separated names of group `key` (0 if not found).
+int GroupIndex(const std::string& key, const std::string& name);
 
 class OpCache {
  public:
@@ -76,7 +86,8 @@ class OpCache {
 
  private:
   // Whether the cached names of `response` may take the fast path (docs/FAST-PATH.md): CPU
-  // allreduces, broadcasts, allgathers, reducescatters and alltoalls, of any process set.
+  // allreduces, broadcasts, allgathers, reducescatters, alltoalls and barriers, of any process
+  // set.
   static bool TakesFastPath(const Response& response);
   // What name `index` of `response` stands for; `meta` is this rank's tensor of it.
   static FastSpec SpecOf(const Response& response, size_t index, const TensorMeta& meta);

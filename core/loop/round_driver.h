@@ -50,8 +50,15 @@ class RoundDriver {
   // A new op of this rank: true if the fast path takes it (it waits for a round; a join or a
   // set's removal waits for this rank's cached ops), false if it goes to the controller as
   // `cache_id` (0: in full) says.
-  bool Take(TensorEntry* entry, uint32_t cache_id, Clock::TimePoint now) {
-    return fast_.Offer(entry, cache_id, now);
+  // `behind_others`: a barrier with earlier ops of this rank's in flight (FastPath::Offer).
+  bool Take(TensorEntry* entry, uint32_t cache_id, Clock::TimePoint now,
+            bool behind_others = false) {
+    return fast_.Offer(entry, cache_id, now, behind_others);
+  }
+  // A group's members, all or none (FastPath::OfferGroup).
+  bool TakeGroup(const std::vector<TensorEntry*>& entries, const std::vector<uint32_t>& cache_ids,
+                 Clock::TimePoint now) {
+    return fast_.OfferGroup(entries, cache_ids, now);
   }
   // The controller's next response: it runs once a round decided where it goes in the order.
   Fault Receive(Response response) {

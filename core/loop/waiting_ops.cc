@@ -1,6 +1,7 @@
 #include "core/loop/waiting_ops.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace kolo {
 
@@ -22,6 +23,26 @@ bool WaitingOps::Wait(TensorEntry* entry, uint32_t cache_id, TimePoint now) {
   return true;
 }
 
+bool WaitingOps::WaitGroup(const std::vector<TensorEntry*>& entries,
+                           const std::vector<uint32_t>& cache_ids, TimePoint now) {
+  const uint64_t group = entries.empty() ? 0 : GroupHash(entries.front()->meta.group);
+  bool all = !entries.empty() && entries.size() == cache_ids.size();
+  for (size_t i = 0; all && i < entries.size(); ++i) {
+    const uint32_t id = cache_ids[i];
+    const FastSpec* spec = id == 0 ? nullptr : cache_->Own(id);
+    all = spec != nullptr && spec->group == group &&
+          spec->group_size == static_cast<int>(entries.size()) &&
+          entries[i]->meta.device.is_cpu() && diverted_.count(id) == 0 &&
+          !JoinedSet(spec->process_set) && !(joined_ && NeedsEveryRank(id)) && hits_.count(id) == 0;
+  }
+  if (all) {
+    for (size_t i = 0; i < entries.size(); ++i) hits_[cache_ids[i]] = Hit{entries[i], now, false};
+    return true;
+  }
+  for (const TensorEntry* entry : entries) DivertChanged(entry->meta.name);
+  return false;
+}
+
 void WaitingOps::DivertChanged(const std::string& name) {
   const uint32_t old_id = cache_->IdOf(name);
   if (old_id == 0 || cache_->Own(old_id) == nullptr) return;
@@ -32,6 +53,11 @@ void WaitingOps::DivertChanged(const std::string& name) {
 void WaitingOps::Join(int process_set) {
   if (process_set == 0) {
     joined_ = true;
+    for (const auto& [id, spec] : cache_->own()) {
+      if (!JoinDiverts(id, spec) || hits_.count(id) != 0) continue;
+      diverted_.insert(id);
+      newly_diverted_.push_back(id);
+    }
     return;
   }
   if (!JoinedSet(process_set)) joined_sets_.push_back(process_set);
@@ -120,8 +146,26 @@ void WaitingOps::Divert(uint32_t id, std::vector<uint32_t>* to_controller) {
   diverted_.insert(id);
   auto hit = hits_.find(id);
   if (hit == hits_.end()) return;
-  to_controller->push_back(id);
-  hits_.erase(hit);
+  const FastSpec* spec = cache_->Own(id);
+  if (spec == nullptr || spec->group == 0) {
+    to_controller->push_back(id);
+    hits_.erase(hit);
+    return;
+  }
+  std::vector<std::pair<int, uint32_t>> members;  // by place in the group
+  for (const auto& [other, waiting] : hits_) {
+    const FastSpec* s = cache_->Own(other);
+    if (s != nullptr && s->group == spec->group && s->process_set == spec->process_set) {
+      members.emplace_back(s->group_index, other);
+    }
+  }
+  std::sort(members.begin(), members.end());
+  for (const auto& member : members) {
+    diverted_.insert(member.second);
+    newly_diverted_.push_back(member.second);
+    to_controller->push_back(member.second);
+    hits_.erase(member.second);
+  }
 }
 
 TensorEntry* WaitingOps::Find(uint32_t id) const {
@@ -155,6 +199,12 @@ void WaitingOps::Handed(const Response& response) {
                      joined_sets_.end());
 }
 
+bool WaitingOps::JoinDiverts(uint32_t id, const FastSpec& spec) const {
+  // A stand-in's spec knows no group (OpCache::Remember), but only a grouped allreduce of the
+  // job has kEveryRankCacheIdBit (controller/response_cache.h).
+  return NeedsEveryRank(id) && spec.op == OpType::kAllreduce && spec.process_set == 0;
+}
+
 void WaitingOps::Drop() {
   hits_.clear();
   held_.clear();
@@ -179,7 +229,7 @@ bool WaitingOps::MustHold(const TensorEntry* held) const {
 
 void WaitingOps::InstanceOver(uint32_t id) {
   const FastSpec* spec = cache_->Own(id);
-  if (spec != nullptr && JoinedSet(spec->process_set)) {
+  if (spec != nullptr && (JoinedSet(spec->process_set) || (joined_ && JoinDiverts(id, *spec)))) {
     newly_diverted_.push_back(id);  // the next instance goes to the controller as well
     return;
   }

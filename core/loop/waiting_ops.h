@@ -38,6 +38,12 @@ class WaitingOps {
   // rank's join is not in flight in (and, but for an allreduce, while this rank has not joined
   // the job: the controller names that error). False: it goes to the controller.
   bool Wait(TensorEntry* entry, uint32_t cache_id, TimePoint now);
+  // A group's members (`entries`, in the group's order, with their requests' `cache_ids`) wait
+  // for a round all together or not at all: each as Wait would take it, with the group this
+  // rank's cached spec knows. Not all: every member's old id is diverted (DivertChanged), so the
+  // peers' copies meet the whole group at the controller.
+  bool WaitGroup(const std::vector<TensorEntry*>& entries, const std::vector<uint32_t>& cache_ids,
+                 TimePoint now);
   // A tensor named `name` goes to the controller with new metadata: the peers' cached copies of
   // its old id must meet it there (the controller names the mismatch).
   void DivertChanged(const std::string& name);
@@ -68,7 +74,9 @@ class WaitingOps {
   // is stopping), and what a held removal of its set waits behind: the ids go to
   // `to_controller`.
   void DivertOverdue(TimePoint now, bool everything, std::vector<uint32_t>* to_controller);
-  // `id` goes to the controller (a round decided so); if it waits here, to `to_controller`.
+  // `id` goes to the controller (a round decided so); if it waits here, to `to_controller`,
+  // with the rest of its group, in the group's order (the controller plans a group from its
+  // members' consecutive requests), each announced diverted too.
   void Divert(uint32_t id, std::vector<uint32_t>* to_controller);
   // This rank's entry waiting on `id`, or null.
   TensorEntry* Find(uint32_t id) const;
@@ -91,6 +99,9 @@ class WaitingOps {
   bool MustHold(const TensorEntry* held) const;
   // The instance of `id` that went to the controller ran.
   void InstanceOver(uint32_t id);
+  // Whether `id` goes to the controller while this rank's join of the job is in flight: a
+  // grouped allreduce (kEveryRankCacheIdBit: the fast path never stands in for it).
+  bool JoinDiverts(uint32_t id, const FastSpec& spec) const;
 
   // Constant after construction.
   const OpCache* const cache_;

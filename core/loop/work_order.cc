@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "core/fusion/fusion_rule.h"
@@ -84,22 +85,81 @@ void WorkOrder::Drop() {
   handed_seq_ = received_seq_;
 }
 
+namespace {
+
+// Where a decided op runs among its decision's (Arrange): barriers first, then by set, a group
+// at its smallest id with its members by fusion key (in the order the keys first appear among
+// them) and place, the rest by id.
+struct Place {
+  bool not_barrier;
+  int process_set;
+  uint32_t anchor;
+  int key_rank;
+  int index;
+  uint32_t id;
+  size_t at;
+  bool operator<(const Place& o) const {
+    return std::tie(not_barrier, process_set, anchor, key_rank, index, id) <
+           std::tie(o.not_barrier, o.process_set, o.anchor, o.key_rank, o.index, o.id);
+  }
+};
+
+bool SameGroup(const FastSpec& a, const FastSpec& b) {
+  return a.group != 0 && a.group == b.group && a.process_set == b.process_set;
+}
+
+// Gives the members of the group at places[first] their anchor and key ranks.
+void PlaceGroup(const std::vector<FastSpec>& specs, size_t first, std::vector<Place>* places) {
+  std::vector<size_t> members;  // indices into places, by place in the group
+  for (size_t j = first; j < places->size(); ++j) {
+    if (SameGroup(specs[first], specs[j])) members.push_back(j);
+  }
+  std::sort(members.begin(), members.end(), [&](size_t a, size_t b) {
+    return std::tie(specs[a].group_index, (*places)[a].id) <
+           std::tie(specs[b].group_index, (*places)[b].id);
+  });
+  std::vector<FusionKey> keys;
+  uint32_t anchor = UINT32_MAX;
+  for (size_t j : members) anchor = std::min(anchor, (*places)[j].id);
+  for (size_t j : members) {
+    const FusionKey key = FusionKey::Of(specs[j], Device::Cpu());
+    size_t rank = 0;
+    while (rank < keys.size() && !SameFusionKey(keys[rank], key)) ++rank;
+    if (rank == keys.size()) keys.push_back(key);
+    (*places)[j].anchor = anchor;
+    (*places)[j].key_rank = static_cast<int>(rank);
+    (*places)[j].index = specs[j].group_index;
+  }
+}
+
+}  // namespace
+
 void WorkOrder::OrderBySet(Decided* decided) {
   const std::vector<FastSpec>& specs = decided->specs;
-  if (std::is_sorted(specs.begin(), specs.end(), [](const FastSpec& a, const FastSpec& b) {
-        return a.process_set < b.process_set;
-      })) {
-    return;  // the common case (the job's set alone): nothing to move
+  bool plain = true;  // the common case (the job's ungrouped ops alone): nothing to move
+  for (size_t i = 0; i < specs.size() && plain; ++i) {
+    plain = specs[i].group == 0 && specs[i].op != OpType::kBarrier &&
+            (i == 0 || specs[i - 1].process_set <= specs[i].process_set);
   }
-  std::vector<size_t> order(specs.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return specs[a].process_set < specs[b].process_set; });
+  if (plain) return;
+  std::vector<Place> places(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const uint32_t id = decided->ids[i];
+    places[i] = Place{specs[i].op != OpType::kBarrier, specs[i].process_set, id, 0, 0, id, i};
+  }
+  std::vector<bool> placed(specs.size(), false);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].group == 0 || placed[i]) continue;
+    PlaceGroup(specs, i, &places);
+    for (size_t j = i; j < specs.size(); ++j)
+      placed[j] = placed[j] || SameGroup(specs[i], specs[j]);
+  }
+  std::sort(places.begin(), places.end());
   Decided sorted{decided->decision, {}, {}, {}, 0, 0};
-  for (size_t i : order) {
-    sorted.ids.push_back(decided->ids[i]);
-    sorted.entries.push_back(decided->entries[i]);
-    sorted.specs.push_back(std::move(decided->specs[i]));
+  for (const Place& place : places) {
+    sorted.ids.push_back(decided->ids[place.at]);
+    sorted.entries.push_back(decided->entries[place.at]);
+    sorted.specs.push_back(std::move(decided->specs[place.at]));
   }
   decided->ids = std::move(sorted.ids);
   decided->entries = std::move(sorted.entries);
@@ -114,6 +174,7 @@ void WorkOrder::Cut(Work* work) {
   const RoundDecision& decision = decided.decision;
   const uint64_t threshold = std::min<uint64_t>(decision.fusion_threshold, INT64_MAX);
   FusionBatch batch(static_cast<int64_t>(threshold));
+  FusionKey batch_key;
   // A fresh response around the previous work's buffers: its name strings are assigned over
   // (no allocation while they fit), its vectors keep their capacity.
   std::vector<std::string> names = std::move(work->response.names);
@@ -133,10 +194,17 @@ void WorkOrder::Cut(Work* work) {
   response.seq = 0;  // the fast path: no controller sequence number
   response.fast_round = decision.round;
   response.hierarchy_min_bytes = decision.hierarchy_min_bytes;
+  const FastSpec& head = decided.specs[decided.next];
   for (; decided.next < decided.ids.size(); ++decided.next) {
     const FastSpec& s = decided.specs[decided.next];
     const FusionKey key = FusionKey::Of(s, Device::Cpu());  // the fast path's ops are on CPU
-    if (!batch.Admits(key, s.fusion_bytes)) break;
+    // As the controller's planner: a group's members of one key make one response whatever its
+    // size, and nothing else joins it.
+    const bool grouped = head.group != 0;
+    if (!batch.empty() && (grouped != (s.group != 0) || (grouped && !SameGroup(head, s)))) break;
+    if (!batch.empty() && grouped && !SameFusionKey(batch_key, key)) break;
+    if (!grouped && !batch.Admits(key, s.fusion_bytes)) break;
+    if (batch.empty()) batch_key = key;
     if (batch.empty()) StartBatch(s, &response, &splits);
     batch.Add(key, s.fusion_bytes);
     if (count < names.size()) {

@@ -69,6 +69,16 @@ TEST_CASE("Ops a joined rank cannot stand in for get ids with the every-rank bit
   TensorMeta in_set = Meta("s [process set 1]");
   in_set.process_set = 1;
   CHECK(cache.Commit(in_set) == (5 | kEveryRankCacheIdBit));
+  // A grouped allreduce of the job (protocol 8) and a barrier: the fast path of a joined rank
+  // never stands in for a group, whose cut it may not know.
+  TensorMeta grouped = Meta("g/a");
+  grouped.group = "g/a,g/b";
+  grouped.group_size = 2;
+  CHECK(cache.Commit(grouped) == (6 | kEveryRankCacheIdBit));
+  TensorMeta barrier = Meta("kolo.barrier", {0});
+  barrier.op = OpType::kBarrier;
+  CHECK(cache.Commit(barrier) == (7 | kEveryRankCacheIdBit));
+  CHECK(cache.Commit(barrier) == (7 | kEveryRankCacheIdBit));  // a repeated barrier keeps it
 }
 
 TEST_CASE("An allgather's id stands for every rank's dimension 0", "[controller][cache]") {
