@@ -1,9 +1,11 @@
 // A repeated barrier and a repeated grouped allreduce of two 4 KiB float tensors through the
 // public API: prints rank 0's median, p10 and p90 per call over ITERS calls (after 100 warm-up
-// calls); docs/FAST-PATH.md, "Measured". Not a CMake target (kolo-bench has no barrier or group
-// mode): built by hand against any build's libkolo.so, so that one source times two builds:
-//   g++ -std=c++17 -O2 -Iruntime/include -Icore/include -Ibuild/core/include \
+// calls); docs/FAST-PATH.md, "Measured". Built as kolo-group-bench (kolo-bench has no barrier
+// or group mode): `build/bin/kolorun -np 2 build/bin/kolo-group-bench 1000`. To time an older
+// build with this source, compile it against that build's libkolo.so:
+//   g++ -std=c++17 -O2 -Iruntime/include -Icore/include -Ibuild/core/include
 //     tools/bench/group_barrier_loop.cc -Lbuild/lib -lkolo -Wl,-rpath,$PWD/build/lib -o loop
+//   (one command line)
 //   build/bin/kolorun -np 2 ./loop 1000
 // Single-threaded; one process per rank.
 #include <algorithm>
