@@ -46,7 +46,21 @@ bool operator==(const RoundMessage& a, const RoundMessage& b) {
          a.received_seq == b.received_seq && a.joined == b.joined && a.stopping == b.stopping &&
          a.fusion_threshold == b.fusion_threshold &&
          a.hierarchy_min_bytes == b.hierarchy_min_bytes && a.ready == b.ready &&
-         a.diverted == b.diverted;
+         a.diverted == b.diverted && a.eager == b.eager;
+}
+
+const uint8_t* RoundEager::Find(uint32_t id, size_t* bytes) const {
+  const auto it = std::lower_bound(ids.begin(), ids.end(), id);
+  if (it == ids.end() || *it != id) return nullptr;
+  const auto index = static_cast<size_t>(it - ids.begin());
+  size_t offset = 0;
+  for (size_t i = 0; i < index; ++i) offset += sizes[i];
+  *bytes = sizes[index];
+  return data.data() + offset;
+}
+
+bool operator==(const RoundEager& a, const RoundEager& b) {
+  return a.ids == b.ids && a.sizes == b.sizes && a.data == b.data;
 }
 
 }  // namespace kolo

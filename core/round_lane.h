@@ -53,6 +53,25 @@ int RoundReceivePeer(int rank, int size, int step);
 // peer of q, so each pair needs one connection, made by both or by neither.
 std::vector<int> RoundPeersOf(int rank, int size);
 
+// Small allreduces' inputs riding in a round message (RoundMessage::eager): `ids` ascending, a
+// subset of the message's ready ids; `sizes[i]` bytes of `data` from the sum of the sizes before
+// it are id i's input. A vector, not a string: pointers into `data` survive a move.
+struct RoundEager {
+  std::vector<uint32_t> ids;
+  std::vector<uint32_t> sizes;
+  std::vector<uint8_t> data;
+
+  bool empty() const { return ids.empty(); }
+  void clear() {
+    ids.clear();
+    sizes.clear();
+    data.clear();
+  }
+  // The bytes of `id` (their count in *bytes), or null when this message does not carry it.
+  const uint8_t* Find(uint32_t id, size_t* bytes) const;
+};
+bool operator==(const RoundEager& a, const RoundEager& b);
+
 // One rank's part of one round, or (dissemination) what a rank combined of several ranks'
 // parts: the same fields, combined as RoundAgreement's decision combines them.
 struct RoundMessage {
@@ -72,6 +91,10 @@ struct RoundMessage {
   uint64_t hierarchy_min_bytes = kHierarchyFlat;
   std::vector<uint32_t> ready;     // cache ids of this rank's waiting cached ops, sorted
   std::vector<uint32_t> diverted;  // cache ids this rank sent to the controller instead, sorted
+  // All-to-all only: the input bytes of some of this rank's ready allreduces (KOLO_EAGER_BYTES,
+  // docs/FAST-PATH.md, "Eager"), so that a round that decides one whose every member sent
+  // them runs it without the data plane. Empty in combined messages and notices.
+  RoundEager eager;
 };
 bool operator==(const RoundMessage& a, const RoundMessage& b);
 

@@ -6,6 +6,7 @@
 
 #include "core/op_validation.h"
 #include "ops/data_plane_allreduce.h"
+#include "ops/eager_allreduce.h"
 #include "ops/hierarchical_reducescatter.h"
 #include "ops/phase_scope.h"
 #include "ops/reduce_kernels.h"
@@ -167,6 +168,7 @@ Status CpuExecutor::Allreduce(const Response& response, const std::vector<Tensor
                              (hierarchical_->over_shared_memory() ? " (shm)" : " (tcp)")
                        : "");
   }
+  if (!response.eager_inputs.empty()) return AllreduceEager(response, entries, what, observer);
   if (shm_allreduce_ != nullptr) return AllreduceShm(response, entries, what, observer);
   if (entries.size() == 1) return AllreduceOne(response, *entries[0], what, observer, hierarchical);
   if (hierarchical) {  // the three steps need one contiguous buffer
@@ -198,6 +200,12 @@ Status CpuExecutor::AllreduceShm(const Response& response, const std::vector<Ten
   for (const TensorEntry* entry : entries) {
     spans_.push_back({entry->input.data, entry->output.data, ElementCount(*entry)});
   }
+  PhaseScope phase(observer, "SHM_ALLREDUCE");
+  return shm_allreduce_->Run(spans_, response.dtype, response.reduce_op, ScalingOf(response),
+                             what);
+}
+
+ReduceScaling CpuExecutor::ScalingOf(const Response& response) const {
   ReduceScaling scaling;
   scaling.prescale = response.prescale;
   scaling.postscale = PostFactor(response);
@@ -205,8 +213,29 @@ Status CpuExecutor::AllreduceShm(const Response& response, const std::vector<Ten
     scaling.postscale = response.postscale;  // applied with the division, in one rounding
     scaling.divisor = plane_.size();
   }
-  PhaseScope phase(observer, "SHM_ALLREDUCE");
-  return shm_allreduce_->Run(spans_, response.dtype, response.reduce_op, scaling, what);
+  return scaling;
+}
+
+Status CpuExecutor::AllreduceEager(const Response& response,
+                                   const std::vector<TensorEntry*>& entries,
+                                   const std::string& what, PhaseObserver* observer) {
+  const int ranks = plane_.size();
+  if (response.eager_inputs.size() != entries.size() * static_cast<size_t>(ranks)) {
+    return Internal(what + ": " + std::to_string(response.eager_inputs.size()) +
+                    " eager inputs for " + std::to_string(entries.size()) + " tensors of " +
+                    std::to_string(ranks) + " ranks");
+  }
+  const ReduceScaling scaling = ScalingOf(response);
+  const size_t element_size = DataTypeSize(response.dtype);
+  PhaseScope phase(observer, "EAGER_ALLREDUCE");
+  for (size_t t = 0; t < entries.size(); ++t) {
+    const size_t count = ElementCount(*entries[t]);
+    if (scaling.prescale != 1.0) fusion_buffer_.Reserve(count * element_size);
+    ReduceEager(&response.eager_inputs[t * static_cast<size_t>(ranks)], ranks,
+                entries[t]->output.data, count, response.dtype, response.reduce_op, scaling,
+                fusion_buffer_.data());
+  }
+  return Status::Ok();
 }
 
 Status CpuExecutor::AllreduceOne(const Response& response, TensorEntry& entry,

@@ -8,6 +8,8 @@ namespace {
 constexpr uint32_t kJoinedFlag = 1;
 constexpr uint32_t kStoppingFlag = 2;
 constexpr uint32_t kNoticeFlag = 4;
+constexpr uint32_t kEagerFlag = 1u << 16;
+constexpr size_t kEagerHeaderBytes = 8;
 constexpr int kStepShift = 8;
 constexpr uint32_t kStepMask = kMaxRoundStep << kStepShift;
 
@@ -30,19 +32,30 @@ uint64_t GetLong(const char* p) {
 
 std::string EncodeRoundMessage(const RoundMessage& message) {
   std::string out;
-  out.reserve(kRoundHeaderBytes + 4 * (message.ready.size() + message.diverted.size()));
+  const RoundEager& eager = message.eager;
+  const bool has_eager = !eager.empty();
+  out.reserve(kRoundHeaderBytes + 4 * (message.ready.size() + message.diverted.size()) +
+              (has_eager ? kEagerHeaderBytes + 8 * eager.ids.size() + eager.data.size() : 0));
   PutWord(&out, kRoundMagic);
   PutLong(&out, message.round);
   PutLong(&out, message.received_seq);
   PutLong(&out, message.fusion_threshold);
   PutLong(&out, message.hierarchy_min_bytes);
   PutWord(&out, (message.joined ? kJoinedFlag : 0) | (message.stopping ? kStoppingFlag : 0) |
-                    (message.notice ? kNoticeFlag : 0) |
+                    (message.notice ? kNoticeFlag : 0) | (has_eager ? kEagerFlag : 0) |
                     (std::min(message.step, kMaxRoundStep) << kStepShift));
   PutWord(&out, static_cast<uint32_t>(message.ready.size()));
   PutWord(&out, static_cast<uint32_t>(message.diverted.size()));
   for (uint32_t id : message.ready) PutWord(&out, id);
   for (uint32_t id : message.diverted) PutWord(&out, id);
+  if (!has_eager) return out;
+  PutWord(&out, static_cast<uint32_t>(eager.ids.size()));
+  PutWord(&out, static_cast<uint32_t>(eager.data.size()));
+  for (size_t i = 0; i < eager.ids.size(); ++i) {
+    PutWord(&out, eager.ids[i]);
+    PutWord(&out, eager.sizes[i]);
+  }
+  out.append(reinterpret_cast<const char*>(eager.data.data()), eager.data.size());
   return out;
 }
 
@@ -61,7 +74,7 @@ Status RoundStreamParser::ParseAvailable() {
     const uint32_t flags = GetWord(p + 36);
     const uint32_t ready = GetWord(p + 40);
     const uint32_t diverted = GetWord(p + 44);
-    if ((flags & ~(kJoinedFlag | kStoppingFlag | kNoticeFlag | kStepMask)) != 0) {
+    if ((flags & ~(kJoinedFlag | kStoppingFlag | kNoticeFlag | kEagerFlag | kStepMask)) != 0) {
       return Unavailable("round message with unknown flags " + std::to_string(flags));
     }
     if (ready > kMaxRoundIds || diverted > kMaxRoundIds) {
@@ -69,7 +82,20 @@ Status RoundStreamParser::ParseAvailable() {
                          std::to_string(diverted) + " cache ids, more than " +
                          std::to_string(kMaxRoundIds));
     }
-    const size_t total = kRoundHeaderBytes + 4 * (size_t{ready} + diverted);
+    size_t total = kRoundHeaderBytes + 4 * (size_t{ready} + diverted);
+    uint32_t eager_count = 0;
+    uint32_t eager_bytes = 0;
+    if ((flags & kEagerFlag) != 0) {
+      if (buffer_.size() - at < total + kEagerHeaderBytes) break;
+      eager_count = GetWord(p + total);
+      eager_bytes = GetWord(p + total + 4);
+      if (eager_count > kMaxRoundIds || eager_bytes > kMaxRoundEagerBytes) {
+        return Unavailable("round message announces " + std::to_string(eager_count) +
+                           " eager inputs of " + std::to_string(eager_bytes) +
+                           " bytes, more than " + std::to_string(kMaxRoundEagerBytes));
+      }
+      total += kEagerHeaderBytes + 8 * size_t{eager_count} + eager_bytes;
+    }
     if (buffer_.size() - at < total) break;
     RoundMessage message;
     message.round = GetLong(p + 4);
@@ -86,10 +112,37 @@ Status RoundStreamParser::ParseAvailable() {
     ids += 4 * size_t{ready};
     message.diverted.reserve(diverted);
     for (uint32_t i = 0; i < diverted; ++i) message.diverted.push_back(GetWord(ids + 4 * i));
+    if ((flags & kEagerFlag) != 0) {
+      ids += 4 * size_t{diverted} + kEagerHeaderBytes;
+      KOLO_RETURN_IF_ERROR(ParseEager(ids, eager_count, eager_bytes, &message.eager));
+    }
     complete_.push_back(std::move(message));
     at += total;
   }
   buffer_.erase(0, at);
+  return Status::Ok();
+}
+
+Status RoundStreamParser::ParseEager(const char* p, uint32_t count, uint32_t bytes,
+                                     RoundEager* out) {
+  out->ids.reserve(count);
+  out->sizes.reserve(count);
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t id = GetWord(p + 8 * size_t{i});
+    if (i > 0 && id <= out->ids.back()) {
+      return Unavailable("round message with eager cache ids out of order");
+    }
+    out->ids.push_back(id);
+    out->sizes.push_back(GetWord(p + 8 * size_t{i} + 4));
+    sum += out->sizes.back();
+  }
+  if (sum != bytes) {
+    return Unavailable("round message's eager inputs add up to " + std::to_string(sum) +
+                       " bytes, not the " + std::to_string(bytes) + " it announces");
+  }
+  const auto* data = reinterpret_cast<const uint8_t*>(p + 8 * size_t{count});
+  out->data.assign(data, data + bytes);
   return Status::Ok();
 }
 

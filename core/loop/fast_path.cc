@@ -119,9 +119,37 @@ RoundMessage FastPath::MakeRound(TimePoint now) {
   message.fusion_threshold = FusionThreshold(options_, autotuner_);
   message.hierarchy_min_bytes = HierarchyMinBytes(options_, autotuner_);
   waiting_.Report(&message);
+  AttachEager(&message);
   rounds_.RecordSent(&message, now);
+  // last_sent_ keeps what later decisions read of it, not the inputs.
+  RoundEager eager = std::move(message.eager);
   last_sent_ = message;
+  message.eager = std::move(eager);
   return message;
+}
+
+void FastPath::AttachEager(RoundMessage* message) const {
+  // Every message that reports them ready carries them again (within the budget): a round that
+  // does not decide an op (a peer had not reported it yet) leaves its inputs behind, and the
+  // round that does needs every member's (docs/FAST-PATH.md, "Eager").
+  const auto budget = static_cast<uint64_t>(std::max<int64_t>(options_.eager_bytes, 0));
+  if (budget == 0 || options_.size < 2 || rounds_.pattern() != RoundPattern::kAllToAll) return;
+  RoundEager& eager = message->eager;
+  for (uint32_t id : message->ready) {
+    if (NeedsEveryRank(id)) break;  // not the job's allreduces: they sort last
+    const TensorEntry* entry = waiting_.Find(id);
+    const FastSpec* spec = cache_->Own(id);
+    if (entry == nullptr || spec == nullptr || spec->op != OpType::kAllreduce ||
+        spec->process_set != 0 || !entry->input.device.is_cpu()) {
+      continue;
+    }
+    const size_t bytes = entry->input.num_bytes();
+    if (bytes == 0 || entry->input.data == nullptr || eager.data.size() + bytes > budget) continue;
+    const auto* data = static_cast<const uint8_t*>(entry->input.data);
+    eager.ids.push_back(id);
+    eager.sizes.push_back(static_cast<uint32_t>(bytes));
+    eager.data.insert(eager.data.end(), data, data + bytes);
+  }
 }
 
 Status FastPath::ApplyDecision(RoundDecision decision, TimePoint now, Outbox* out) {

@@ -131,6 +131,8 @@ class FastPath {
  private:
   bool NeedRound() const;
   RoundMessage MakeRound(TimePoint now);
+  // Adds to `message` the inputs of its ready allreduces that may ride in it (KOLO_EAGER_BYTES).
+  void AttachEager(RoundMessage* message) const;
   Status ApplyDecision(RoundDecision decision, TimePoint now, Outbox* out);
 
   // Constant after construction.

@@ -100,6 +100,8 @@ class Job {
   }
 
   FastPath& at(int r) { return *ranks_[r]; }
+  // Rank r's options, which its FastPath reads (KOLO_EAGER_BYTES as each round message is made).
+  Options& options(int r) { return options_[r]; }
   ManualClock& clock() { return clock_; }
   const std::vector<uint32_t>& to_controller(int r) const { return to_controller_[r]; }
 

@@ -50,17 +50,29 @@ TEST_CASE("Round messages survive being split at every byte", "[transport][fastp
   second.stopping = true;
   second.step = 9;  // a dissemination step travels in the flags word
   second.notice = true;
-  const std::string bytes = EncodeRoundMessage(Sample()) + EncodeRoundMessage(second);
+  RoundMessage third = Sample();  // with eager inputs (RoundMessage::eager)
+  third.eager.ids = {2, 900000};
+  third.eager.sizes = {3, 5};
+  third.eager.data = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::string bytes =
+      EncodeRoundMessage(Sample()) + EncodeRoundMessage(second) + EncodeRoundMessage(third);
   for (size_t cut = 0; cut <= bytes.size(); ++cut) {
     RoundStreamParser parser;
     REQUIRE(parser.Feed(bytes.data(), cut).ok());
     REQUIRE(parser.Feed(bytes.data() + cut, bytes.size() - cut).ok());
     std::vector<RoundMessage> out;
     parser.Take(&out);
-    REQUIRE(out.size() == 2);
+    REQUIRE(out.size() == 3);
     CHECK(out[0] == Sample());
     CHECK(out[1] == second);
+    CHECK(out[2] == third);
   }
+  size_t bytes_of = 0;
+  const uint8_t* data = third.eager.Find(900000, &bytes_of);
+  REQUIRE(data != nullptr);
+  CHECK(bytes_of == 5);
+  CHECK(data[0] == 4);
+  CHECK(third.eager.Find(1, &bytes_of) == nullptr);
 }
 
 TEST_CASE("Malformed round messages are refused before anything is allocated",
@@ -77,6 +89,26 @@ TEST_CASE("Malformed round messages are refused before anything is allocated",
     Status s = parser.Feed(bytes.data(), kRoundHeaderBytes);
     CHECK_THAT(s.message(), Catch::Contains("more than 1000000"));
     CHECK_FALSE(parser.Feed("x", 1).ok());  // stays failed
+  }
+  SECTION("eager inputs whose sizes do not add up, or out of order") {
+    RoundMessage m = Sample();
+    m.eager.ids = {1, 2};
+    m.eager.sizes = {3, 5};
+    m.eager.data.assign(8, 0);
+    std::string eager = EncodeRoundMessage(m);
+    const size_t at = kRoundHeaderBytes + 4 * (m.ready.size() + m.diverted.size());
+    eager[at + 8 + 7] = 6;  // the second size: 3 + 6 != 8
+    RoundStreamParser parser;
+    CHECK_THAT(parser.Feed(eager.data(), eager.size()).message(),
+               Catch::Contains("add up to 9 bytes, not the 8"));
+    eager[at + 8 + 7] = 5;
+    eager[at + 8 + 11] = 1;  // the second id: 1 after 1
+    RoundStreamParser again;
+    CHECK_THAT(again.Feed(eager.data(), eager.size()).message(),
+               Catch::Contains("eager cache ids out of order"));
+    eager[at + 4] = '\x7f';  // the eager bytes: beyond the bound, refused before the data is in
+    RoundStreamParser big;
+    CHECK_THAT(big.Feed(eager.data(), at + 8).message(), Catch::Contains("more than 1048576"));
   }
   SECTION("unknown flags") {
     bytes[kRoundHeaderBytes - 9] = '\x08';  // the flags' lowest byte
