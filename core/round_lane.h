@@ -53,22 +53,32 @@ int RoundReceivePeer(int rank, int size, int step);
 // peer of q, so each pair needs one connection, made by both or by neither.
 std::vector<int> RoundPeersOf(int rank, int size);
 
-// Small allreduces' inputs riding in a round message (RoundMessage::eager): `ids` ascending, a
-// subset of the message's ready ids; `sizes[i]` bytes of `data` from the sum of the sizes before
-// it are id i's input. A vector, not a string: pointers into `data` survive a move.
+// Small allreduces' inputs riding in a round message (RoundMessage::eager), ascending by id, a
+// subset of the message's ready ids. In a message this rank makes, each points at its op's
+// input (the entry's, alive and unchanged until the op completed); in a received one, into
+// `owned`, which a move keeps in place and a copy re-points.
 struct RoundEager {
-  std::vector<uint32_t> ids;
-  std::vector<uint32_t> sizes;
-  std::vector<uint8_t> data;
+  struct Input {
+    uint32_t id = 0;
+    uint32_t bytes = 0;
+    const uint8_t* data = nullptr;
+  };
+  std::vector<Input> inputs;
+  std::vector<uint8_t> owned;  // a received message's bytes
 
-  bool empty() const { return ids.empty(); }
+  RoundEager() = default;
+  RoundEager(const RoundEager& other) { *this = other; }
+  RoundEager& operator=(const RoundEager& other);
+  RoundEager(RoundEager&&) noexcept = default;
+  RoundEager& operator=(RoundEager&&) noexcept = default;
+
+  bool empty() const { return inputs.empty(); }
   void clear() {
-    ids.clear();
-    sizes.clear();
-    data.clear();
+    inputs.clear();
+    owned.clear();
   }
-  // The bytes of `id` (their count in *bytes), or null when this message does not carry it.
-  const uint8_t* Find(uint32_t id, size_t* bytes) const;
+  // The input of `id`, or null when this message does not carry it.
+  const Input* Find(uint32_t id) const;
 };
 bool operator==(const RoundEager& a, const RoundEager& b);
 
@@ -131,6 +141,10 @@ class RoundLane {
   // True if fds() become readable only while armed: a thread that polls the lane itself
   // while another sleeps on fds() (BackgroundLoop::Drive) need not mute them.
   virtual bool wakes_only_when_armed() const { return false; }
+
+  // True if the messages go through shared memory (then KOLO_EAGER_BYTES=-1 sends no eager
+  // inputs: docs/FAST-PATH.md, "Eager").
+  virtual bool shared_memory() const { return false; }
 };
 
 }  // namespace kolo

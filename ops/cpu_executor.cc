@@ -229,11 +229,23 @@ Status CpuExecutor::AllreduceEager(const Response& response,
   const size_t element_size = DataTypeSize(response.dtype);
   PhaseScope phase(observer, "EAGER_ALLREDUCE");
   for (size_t t = 0; t < entries.size(); ++t) {
-    const size_t count = ElementCount(*entries[t]);
-    if (scaling.prescale != 1.0) fusion_buffer_.Reserve(count * element_size);
-    ReduceEager(&response.eager_inputs[t * static_cast<size_t>(ranks)], ranks,
-                entries[t]->output.data, count, response.dtype, response.reduce_op, scaling,
-                fusion_buffer_.data());
+    const size_t bytes = ElementCount(*entries[t]) * element_size;
+    auto* output = static_cast<uint8_t*>(entries[t]->output.data);
+    // This rank's own input is its entry's (core/round_lane.h, RoundEager): in place, it is
+    // copied aside before the output is written over it. The buffer's first half is the
+    // prescale's scratch.
+    fusion_buffer_.Reserve(2 * bytes);
+    eager_inputs_.assign(response.eager_inputs.begin() + static_cast<ptrdiff_t>(t * ranks),
+                         response.eager_inputs.begin() + static_cast<ptrdiff_t>((t + 1) * ranks));
+    for (const void*& input : eager_inputs_) {
+      const auto* in = static_cast<const uint8_t*>(input);
+      if (in < output + bytes && output < in + bytes) {
+        std::memcpy(fusion_buffer_.data() + bytes, in, bytes);
+        input = fusion_buffer_.data() + bytes;
+      }
+    }
+    ReduceEager(eager_inputs_.data(), ranks, output, bytes / element_size, response.dtype,
+                response.reduce_op, scaling, fusion_buffer_.data());
   }
   return Status::Ok();
 }

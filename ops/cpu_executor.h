@@ -176,6 +176,7 @@ class CpuExecutor final : public Executor {
   AlignedBuffer fusion_buffer_;
   std::unique_ptr<ShmAllreduce> shm_allreduce_;  // null without a SharedMemoryPlane
   std::vector<ReduceSpan> spans_;                // reused by every shared-memory allreduce
+  std::vector<const void*> eager_inputs_;        // reused by every eager allreduce
 };
 
 }  // namespace kolo::ops

@@ -1,6 +1,7 @@
 #include "transport/round_codec.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace kolo::transport {
 namespace {
@@ -32,10 +33,19 @@ uint64_t GetLong(const char* p) {
 
 std::string EncodeRoundMessage(const RoundMessage& message) {
   std::string out;
+  EncodeRoundMessage(message, &out);
+  return out;
+}
+
+void EncodeRoundMessage(const RoundMessage& message, std::string* out_string) {
+  std::string& out = *out_string;
   const RoundEager& eager = message.eager;
   const bool has_eager = !eager.empty();
-  out.reserve(kRoundHeaderBytes + 4 * (message.ready.size() + message.diverted.size()) +
-              (has_eager ? kEagerHeaderBytes + 8 * eager.ids.size() + eager.data.size() : 0));
+  size_t eager_bytes = 0;
+  for (const RoundEager::Input& input : eager.inputs) eager_bytes += input.bytes;
+  out.reserve(out.size() + kRoundHeaderBytes +
+              4 * (message.ready.size() + message.diverted.size()) +
+              (has_eager ? kEagerHeaderBytes + 8 * eager.inputs.size() + eager_bytes : 0));
   PutWord(&out, kRoundMagic);
   PutLong(&out, message.round);
   PutLong(&out, message.received_seq);
@@ -48,15 +58,16 @@ std::string EncodeRoundMessage(const RoundMessage& message) {
   PutWord(&out, static_cast<uint32_t>(message.diverted.size()));
   for (uint32_t id : message.ready) PutWord(&out, id);
   for (uint32_t id : message.diverted) PutWord(&out, id);
-  if (!has_eager) return out;
-  PutWord(&out, static_cast<uint32_t>(eager.ids.size()));
-  PutWord(&out, static_cast<uint32_t>(eager.data.size()));
-  for (size_t i = 0; i < eager.ids.size(); ++i) {
-    PutWord(&out, eager.ids[i]);
-    PutWord(&out, eager.sizes[i]);
+  if (!has_eager) return;
+  PutWord(&out, static_cast<uint32_t>(eager.inputs.size()));
+  PutWord(&out, static_cast<uint32_t>(eager_bytes));
+  for (const RoundEager::Input& input : eager.inputs) {
+    PutWord(&out, input.id);
+    PutWord(&out, input.bytes);
   }
-  out.append(reinterpret_cast<const char*>(eager.data.data()), eager.data.size());
-  return out;
+  for (const RoundEager::Input& input : eager.inputs) {
+    out.append(reinterpret_cast<const char*>(input.data), input.bytes);
+  }
 }
 
 Status RoundStreamParser::Feed(const char* data, size_t n) {
@@ -125,24 +136,35 @@ Status RoundStreamParser::ParseAvailable() {
 
 Status RoundStreamParser::ParseEager(const char* p, uint32_t count, uint32_t bytes,
                                      RoundEager* out) {
-  out->ids.reserve(count);
-  out->sizes.reserve(count);
+  out->inputs.resize(count);
   uint64_t sum = 0;
   for (uint32_t i = 0; i < count; ++i) {
-    const uint32_t id = GetWord(p + 8 * size_t{i});
-    if (i > 0 && id <= out->ids.back()) {
+    RoundEager::Input& input = out->inputs[i];
+    input.id = GetWord(p + 8 * size_t{i});
+    input.bytes = GetWord(p + 8 * size_t{i} + 4);
+    if (i > 0 && input.id <= out->inputs[i - 1].id) {
       return Unavailable("round message with eager cache ids out of order");
     }
-    out->ids.push_back(id);
-    out->sizes.push_back(GetWord(p + 8 * size_t{i} + 4));
-    sum += out->sizes.back();
+    sum += input.bytes;
   }
   if (sum != bytes) {
     return Unavailable("round message's eager inputs add up to " + std::to_string(sum) +
                        " bytes, not the " + std::to_string(bytes) + " it announces");
   }
-  const auto* data = reinterpret_cast<const uint8_t*>(p + 8 * size_t{count});
-  out->data.assign(data, data + bytes);
+  // Each input at a multiple of 16 bytes of `owned` (malloc's alignment): the reduce kernels
+  // read them as their dtype.
+  auto padded = [](size_t n) { return (n + 15) / 16 * 16; };
+  size_t room = 0;
+  for (const RoundEager::Input& input : out->inputs) room += padded(input.bytes);
+  out->owned.resize(room);
+  const char* data = p + 8 * size_t{count};
+  size_t offset = 0;
+  for (RoundEager::Input& input : out->inputs) {
+    std::memcpy(out->owned.data() + offset, data, input.bytes);
+    input.data = out->owned.data() + offset;
+    data += input.bytes;
+    offset += padded(input.bytes);
+  }
   return Status::Ok();
 }
 

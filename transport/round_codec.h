@@ -33,6 +33,9 @@ constexpr uint32_t kMaxRoundStep = 255;
 constexpr uint32_t kMaxRoundEagerBytes = 1u << 20;
 
 std::string EncodeRoundMessage(const RoundMessage& message);
+// The same, appended to `out` (whose capacity a sender reuses: a message with eager inputs is
+// kilobytes, and a small op's round is on its critical path).
+void EncodeRoundMessage(const RoundMessage& message, std::string* out);
 
 // Splits a byte stream into messages. Feed it what arrived; take the complete messages.
 class RoundStreamParser {

@@ -121,10 +121,7 @@ RoundMessage FastPath::MakeRound(TimePoint now) {
   waiting_.Report(&message);
   AttachEager(&message);
   rounds_.RecordSent(&message, now);
-  // last_sent_ keeps what later decisions read of it, not the inputs.
-  RoundEager eager = std::move(message.eager);
   last_sent_ = message;
-  message.eager = std::move(eager);
   return message;
 }
 
@@ -132,9 +129,11 @@ void FastPath::AttachEager(RoundMessage* message) const {
   // Every message that reports them ready carries them again (within the budget): a round that
   // does not decide an op (a peer had not reported it yet) leaves its inputs behind, and the
   // round that does needs every member's (docs/FAST-PATH.md, "Eager").
-  const auto budget = static_cast<uint64_t>(std::max<int64_t>(options_.eager_bytes, 0));
+  const uint64_t budget = options_.eager_bytes < 0 ? eager_auto_bytes_
+                                                   : static_cast<uint64_t>(options_.eager_bytes);
   if (budget == 0 || options_.size < 2 || rounds_.pattern() != RoundPattern::kAllToAll) return;
   RoundEager& eager = message->eager;
+  uint64_t used = 0;
   for (uint32_t id : message->ready) {
     if (NeedsEveryRank(id)) break;  // not the job's allreduces: they sort last
     const TensorEntry* entry = waiting_.Find(id);
@@ -144,11 +143,12 @@ void FastPath::AttachEager(RoundMessage* message) const {
       continue;
     }
     const size_t bytes = entry->input.num_bytes();
-    if (bytes == 0 || entry->input.data == nullptr || eager.data.size() + bytes > budget) continue;
-    const auto* data = static_cast<const uint8_t*>(entry->input.data);
-    eager.ids.push_back(id);
-    eager.sizes.push_back(static_cast<uint32_t>(bytes));
-    eager.data.insert(eager.data.end(), data, data + bytes);
+    if (bytes == 0 || entry->input.data == nullptr || used + bytes > budget) continue;
+    // The input itself, not a copy: the lane copies it into the wire's bytes, and this rank's
+    // own share of the round's eager inputs is its entry's.
+    eager.inputs.push_back({id, static_cast<uint32_t>(bytes),
+                            static_cast<const uint8_t*>(entry->input.data)});
+    used += bytes;
   }
 }
 

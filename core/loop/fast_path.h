@@ -81,6 +81,11 @@ class FastPath {
   TensorEntry* TakeReleased() { return waiting_.TakeReleased(); }
   // shutdown() was called on this rank: nothing new takes the fast path; rounds say so.
   void SetStopping() { stopping_ = true; }
+  // The eager budget (bytes of inputs a round message carries) where KOLO_EAGER_BYTES is -1
+  // (auto): its owner's choice by the lane (docs/FAST-PATH.md, "Eager"). 0 until set.
+  void SetEagerAuto(uint64_t bytes) { eager_auto_bytes_ = bytes; }
+  // Where KOLO_EAGER_BYTES is -1: kEagerAutoBytes over TCP rounds, none through shared memory.
+  static constexpr uint64_t kEagerAutoBytes = 4096;
 
   // --- Input. ---
   // The controller's next response (in sequence; a gap is a protocol error).
@@ -146,6 +151,7 @@ class FastPath {
   WorkOrder order_;
   bool stopping_ = false;  // this rank called shutdown()
   bool closed_ = false;    // some rank is stopping: every op goes to the controller
+  uint64_t eager_auto_bytes_ = 0;  // SetEagerAuto
   RoundMessage last_sent_;
   std::vector<bool> lane_closed_;    // by rank
   int lanes_closed_ = 0;             // how many of lane_closed_ are set

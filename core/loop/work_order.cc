@@ -38,13 +38,12 @@ void EagerInputs(const WorkOrder::Decided& decided, size_t first, size_t end,
   for (size_t i = first; i < end; ++i) {
     const size_t want = static_cast<size_t>(decided.specs[i].num_elements) * element;
     for (const RoundEager& eager : by_rank) {
-      size_t bytes = 0;
-      const uint8_t* data = eager.Find(decided.ids[i], &bytes);
-      if (data == nullptr || bytes != want) {
+      const RoundEager::Input* input = eager.Find(decided.ids[i]);
+      if (input == nullptr || input->bytes != want) {
         inputs->clear();
         return;
       }
-      inputs->push_back(data);
+      inputs->push_back(input->data);
     }
   }
 }

@@ -100,14 +100,16 @@ std::string RunCases(Runtime& rt, size_t elements, int repeats, std::vector<uint
 }
 
 // Runs RunCases on a job of `size` ranks (`eager_bytes` on each rank, by rank) with a timeline
-// at `path`; returns each rank's results.
+// at `path`; returns each rank's results. Over shared memory unless `transport` says.
 std::vector<std::vector<uint8_t>> RunJob(int size, const std::vector<int64_t>& eager_bytes,
-                                         const std::string& path, size_t elements) {
+                                         const std::string& path, size_t elements,
+                                         Transport transport = Transport::kAuto) {
   std::vector<std::vector<uint8_t>> results(size);
   LocalJob job(size, [&](Options& o) {
     o.fast_path = true;
     o.eager_bytes = eager_bytes[o.rank];
     o.timeline_path = path;
+    o.transport = transport;
   });
   CHECK(job.RunOnAllRanks([&](Runtime& rt) {
     return RunCases(rt, elements, 3, &results[rt.rank()]);
@@ -124,8 +126,8 @@ TEST_CASE("Eager allreduces give the data plane's bits on every rank, every dtyp
   Watchdog watchdog("eager allreduce, " + std::to_string(size) + " ranks",
                     std::chrono::seconds(90));
   const kolo::testing::TempDir temp("kolo_eager_");
-  const std::string eager_path = temp.path() + "/eager.json";
-  const std::string plane_path = temp.path() + "/plane.json";
+  const std::string eager_path = temp.path() + "/eager";
+  const std::string plane_path = temp.path() + "/plane";
   // 37 elements: not a whole number of cache lines in any dtype.
   const auto eager = RunJob(size, std::vector<int64_t>(size, 4096), eager_path, 37);
   const auto plane = RunJob(size, std::vector<int64_t>(size, 0), plane_path, 37);
@@ -144,9 +146,9 @@ TEST_CASE("An allreduce whose input some rank did not send runs through the data
           "[runtime][fastpath][eager]") {
   Watchdog watchdog("eager allreduce, mixed", std::chrono::seconds(90));
   const kolo::testing::TempDir temp("kolo_eager_mixed_");
-  const std::string mixed_path = temp.path() + "/mixed.json";
-  const std::string plane_path = temp.path() + "/plane.json";
-  const std::string cap_path = temp.path() + "/cap.json";
+  const std::string mixed_path = temp.path() + "/mixed";
+  const std::string plane_path = temp.path() + "/plane";
+  const std::string cap_path = temp.path() + "/cap";
   // Rank 1 sends no inputs: nothing runs eagerly, and every result is still right.
   const auto mixed = RunJob(3, {4096, 0, 4096}, mixed_path, 37);
   const auto plane = RunJob(3, {0, 0, 0}, plane_path, 37);
@@ -162,5 +164,22 @@ TEST_CASE("An allreduce whose input some rank did not send runs through the data
     INFO("rank " << r);
     CHECK(capped[r] == capped[0]);
     CHECK(EagerOps(cap_path, r) == 2 * 7);
+  }
+}
+
+TEST_CASE("KOLO_EAGER_BYTES=-1 sends inputs over TCP rounds, not through shared memory",
+          "[runtime][fastpath][eager]") {
+  Watchdog watchdog("eager allreduce, auto", std::chrono::seconds(90));
+  const kolo::testing::TempDir temp("kolo_eager_auto_");
+  const std::string tcp_path = temp.path() + "/tcp";
+  const std::string shm_path = temp.path() + "/shm";
+  const auto tcp = RunJob(2, {-1, -1}, tcp_path, 37, Transport::kTcp);
+  const auto shm = RunJob(2, {-1, -1}, shm_path, 37, Transport::kShm);
+  const int cases = static_cast<int>(Cases().size());
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    CHECK(tcp[r] == shm[r]);
+    CHECK(EagerOps(tcp_path, r) == 2 * cases);
+    CHECK(EagerOps(shm_path, r) == 0);
   }
 }

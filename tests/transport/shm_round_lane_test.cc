@@ -227,16 +227,15 @@ TEST_CASE("A sender reads the ring's head only when the room it saw last is too 
   uint64_t tail = 0;
   uint64_t seen_head = 0;
   uint64_t head = 0;
-  constexpr size_t kA = kShmRoundRingBytes * 3 / 4;
-  const std::string a(kA, 'a');
-  const std::string b(kShmRoundRingBytes - 96, 'b');
+  const std::string a(3000, 'a');
+  const std::string b(4000, 'b');
   REQUIRE(RingWrite(ring.get(), &tail, a.data(), a.size(), &seen_head) == a.size());
-  // Nothing taken out yet: the ring has room for a quarter of it, and a sender never writes
-  // more, whatever head it saw.
-  CHECK(RingWrite(ring.get(), &tail, b.data(), kA, &seen_head) == kShmRoundRingBytes - kA);
+  // Nothing taken out yet: the ring has room for 1096 bytes, and a sender never writes more,
+  // whatever head it saw.
+  CHECK(RingWrite(ring.get(), &tail, b.data(), 3000, &seen_head) == kShmRoundRingBytes - 3000);
   std::string got(kShmRoundRingBytes, '\0');
   REQUIRE(*RingRead(ring.get(), &head, got.data(), got.size()) == kShmRoundRingBytes);
-  CHECK(got == a + b.substr(0, kShmRoundRingBytes - kA));
+  CHECK(got == a + b.substr(0, kShmRoundRingBytes - 3000));
   // The reader freed the ring; a small message fits the room this sender saw last, so it does
   // not read the head (the line the reader writes) ...
   seen_head = tail - 100;
@@ -245,8 +244,8 @@ TEST_CASE("A sender reads the ring's head only when the room it saw last is too 
   // ... and one larger than that room reads it, finds the ring empty and goes in whole.
   REQUIRE(RingWrite(ring.get(), &tail, b.data(), b.size(), &seen_head) == b.size());
   CHECK(seen_head == kShmRoundRingBytes);
-  REQUIRE(*RingRead(ring.get(), &head, got.data(), got.size()) == 50 + b.size());
-  CHECK(got.substr(0, 50 + b.size()) == a.substr(0, 50) + b);
+  REQUIRE(*RingRead(ring.get(), &head, got.data(), got.size()) == 4050);
+  CHECK(got.substr(0, 4050) == a.substr(0, 50) + b);
 }
 
 TEST_CASE("A ring that does not hold this protocol is an error naming the sender",

@@ -24,9 +24,8 @@
 
 namespace kolo::transport {
 
-// Bytes of one ring: a round message with ~2000 ids, or one carrying 4 KiB of eager inputs
-// (KOLO_EAGER_BYTES' default), fits in one go.
-constexpr size_t kShmRoundRingBytes = 8192;
+// Bytes of one ring: a round message with ~1000 ids fits in one go.
+constexpr size_t kShmRoundRingBytes = 4096;
 
 struct alignas(64) ShmRoundRing {
   alignas(64) uint64_t head;  // bytes taken out; written by the receiver only
