@@ -64,8 +64,9 @@ RoundEager& RoundEager::operator=(const RoundEager& other) {
 }
 
 const RoundEager::Input* RoundEager::Find(uint32_t id) const {
-  const auto it = std::lower_bound(inputs.begin(), inputs.end(), id,
-                                   [](const Input& input, uint32_t want) { return input.id < want; });
+  const auto it =
+      std::lower_bound(inputs.begin(), inputs.end(), id,
+                       [](const Input& input, uint32_t want) { return input.id < want; });
   return it == inputs.end() || it->id != id ? nullptr : &*it;
 }
 

@@ -201,8 +201,7 @@ Status CpuExecutor::AllreduceShm(const Response& response, const std::vector<Ten
     spans_.push_back({entry->input.data, entry->output.data, ElementCount(*entry)});
   }
   PhaseScope phase(observer, "SHM_ALLREDUCE");
-  return shm_allreduce_->Run(spans_, response.dtype, response.reduce_op, ScalingOf(response),
-                             what);
+  return shm_allreduce_->Run(spans_, response.dtype, response.reduce_op, ScalingOf(response), what);
 }
 
 ReduceScaling CpuExecutor::ScalingOf(const Response& response) const {

@@ -34,6 +34,9 @@
 
 namespace kolo {
 
+// What KOLO_EAGER_BYTES=-1 lets a round message carry of inputs over TCP rounds.
+inline constexpr uint64_t kEagerAutoBytes = 4096;
+
 class FastPath {
  public:
   using TimePoint = Clock::TimePoint;
@@ -59,9 +62,12 @@ class FastPath {
   // core/timeline/round_trace.h). `autotuner`: rank 0 with KOLO_AUTOTUNE, else null; the
   // threshold its round messages carry comes from it (core/autotuner.h), and so does the
   // hierarchical rule while it tunes that.
+  // `shared_memory_rounds`: the lane goes through shared memory, where KOLO_EAGER_BYTES=-1
+  // sends no eager inputs (docs/FAST-PATH.md, "Eager"); over TCP it sends kEagerAutoBytes.
   FastPath(const Options& options, const OpCache* cache, TraceSink* negotiation_sink,
-           const Autotuner* autotuner = nullptr);
-  FastPath(Options&&, const OpCache*, TraceSink*, const Autotuner* = nullptr) = delete;
+           const Autotuner* autotuner = nullptr, bool shared_memory_rounds = false);
+  FastPath(Options&&, const OpCache*, TraceSink*, const Autotuner* = nullptr,
+           bool = false) = delete;
 
   // How long a cached allreduce waits for the other ranks before it goes to the controller
   // instead, whose stall inspector then watches it: well within KOLO_STALL_CHECK_SECONDS
@@ -81,11 +87,6 @@ class FastPath {
   TensorEntry* TakeReleased() { return waiting_.TakeReleased(); }
   // shutdown() was called on this rank: nothing new takes the fast path; rounds say so.
   void SetStopping() { stopping_ = true; }
-  // The eager budget (bytes of inputs a round message carries) where KOLO_EAGER_BYTES is -1
-  // (auto): its owner's choice by the lane (docs/FAST-PATH.md, "Eager"). 0 until set.
-  void SetEagerAuto(uint64_t bytes) { eager_auto_bytes_ = bytes; }
-  // Where KOLO_EAGER_BYTES is -1: kEagerAutoBytes over TCP rounds, none through shared memory.
-  static constexpr uint64_t kEagerAutoBytes = 4096;
 
   // --- Input. ---
   // The controller's next response (in sequence; a gap is a protocol error).
@@ -136,14 +137,13 @@ class FastPath {
  private:
   bool NeedRound() const;
   RoundMessage MakeRound(TimePoint now);
-  // Adds to `message` the inputs of its ready allreduces that may ride in it (KOLO_EAGER_BYTES).
-  void AttachEager(RoundMessage* message) const;
   Status ApplyDecision(RoundDecision decision, TimePoint now, Outbox* out);
 
   // Constant after construction.
   const Options& options_;
   const OpCache* const cache_;
   const Autotuner* const autotuner_;
+  const uint64_t eager_bytes_;  // what a round message may carry of inputs (KOLO_EAGER_BYTES)
 
   RoundAgreement rounds_;
   RoundTrace round_trace_;
@@ -151,7 +151,6 @@ class FastPath {
   WorkOrder order_;
   bool stopping_ = false;  // this rank called shutdown()
   bool closed_ = false;    // some rank is stopping: every op goes to the controller
-  uint64_t eager_auto_bytes_ = 0;  // SetEagerAuto
   RoundMessage last_sent_;
   std::vector<bool> lane_closed_;    // by rank
   int lanes_closed_ = 0;             // how many of lane_closed_ are set

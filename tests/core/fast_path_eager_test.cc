@@ -64,18 +64,18 @@ Taken Next(Job& job, int r) {
 
 }  // namespace
 
-TEST_CASE("Every rank's input rides in its round message and the work runs from them in rank "
-          "order",
-          "[core][fastpath][eager]") {
+TEST_CASE(
+    "Every rank's input rides in its round message and the work runs from them in rank "
+    "order",
+    "[core][fastpath][eager]") {
   const int size = GENERATE(2, 3, 4);
-  Job job(size);
+  Job job(size, 1 << 20, {}, Hierarchical::kAuto, std::vector<int64_t>(size, 4096));
   const FastSpec a = Spec("a", 4);
   const FastSpec b = Spec("b", 3);
   job.LearnEverywhere(1, a);
   job.LearnEverywhere(2, b);
   Inputs inputs;
   for (int r = 0; r < size; ++r) {
-    job.options(r).eager_bytes = 4096;
     inputs.Give(size, job.Submit(r, 1, a), r, 1, a);
     inputs.Give(size, job.Submit(r, 2, b), r, 2, b);
   }
@@ -95,12 +95,10 @@ TEST_CASE("Every rank's input rides in its round message and the work runs from 
 
 TEST_CASE("An op decided a round after its first announcement still has every rank's input",
           "[core][fastpath][eager]") {
-  Job job(2);
+  Job job(2, 1 << 20, {}, Hierarchical::kAuto, {4096, 4096});
   const FastSpec a = Spec("a", 4);
   job.LearnEverywhere(1, a);
   Inputs inputs;
-  job.options(0).eager_bytes = 4096;
-  job.options(1).eager_bytes = 4096;
   inputs.Give(2, job.Submit(0, 1, a), 0, 1, a);
   job.Settle();  // round 1: rank 1 answers without it
   CHECK_FALSE(Next(job, 0).any);
@@ -118,11 +116,10 @@ TEST_CASE("Without one rank's input, or beyond the budget, the work goes through
   const FastSpec a = Spec("a", 4);  // 16 bytes
   const FastSpec b = Spec("b", 4);
   SECTION("one rank sends none") {
-    Job job(3);
+    Job job(3, 1 << 20, {}, Hierarchical::kAuto, {4096, 0, 4096});
     job.LearnEverywhere(1, a);
     Inputs inputs;
     for (int r = 0; r < 3; ++r) {
-      job.options(r).eager_bytes = r == 1 ? 0 : 4096;
       inputs.Give(3, job.Submit(r, 1, a), r, 1, a);
     }
     job.Settle();
@@ -133,12 +130,11 @@ TEST_CASE("Without one rank's input, or beyond the budget, the work goes through
     }
   }
   SECTION("a message carries at most KOLO_EAGER_BYTES; a batch with one op short runs as before") {
-    Job job(2);
+    Job job(2, 1 << 20, {}, Hierarchical::kAuto, {20, 20});
     job.LearnEverywhere(1, a);
     job.LearnEverywhere(2, b);
     Inputs inputs;
     for (int r = 0; r < 2; ++r) {
-      job.options(r).eager_bytes = 20;
       inputs.Give(2, job.Submit(r, 1, a), r, 1, a);
       inputs.Give(2, job.Submit(r, 2, b), r, 2, b);
     }
@@ -155,11 +151,10 @@ TEST_CASE("Without one rank's input, or beyond the budget, the work goes through
     }
   }
   SECTION("dissemination rounds carry none") {
-    Job job(9);
+    Job job(9, 1 << 20, {}, Hierarchical::kAuto, std::vector<int64_t>(9, 4096));
     job.LearnEverywhere(1, a);
     Inputs inputs;
     for (int r = 0; r < 9; ++r) {
-      job.options(r).eager_bytes = 4096;
       inputs.Give(9, job.Submit(r, 1, a), r, 1, a);
     }
     CHECK(AdvanceFirst(job, 9).eager.empty());
