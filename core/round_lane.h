@@ -142,7 +142,7 @@ class RoundLane {
   // while another sleeps on fds() (BackgroundLoop::Drive) need not mute them.
   virtual bool wakes_only_when_armed() const { return false; }
 
-  // True if the messages go through shared memory (then KOLO_EAGER_BYTES=-1 sends no eager
+  // True if the messages go through shared memory (then KOLO_EAGER_BYTES unset sends no eager
   // inputs: docs/FAST-PATH.md, "Eager").
   virtual bool shared_memory() const { return false; }
 };

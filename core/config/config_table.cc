@@ -215,13 +215,13 @@ std::vector<ConfigVar> BuildTable() {
                 "without a round trip to the controller; "
                 "0: every op goes through the controller. Same on every rank."),
       Row("KOLO_EAGER_BYTES")
-          .Integer(&Options::eager_bytes, -1, 65536, int64_t{-1}, "bytes")
-          .Help("With KOLO_FAST_PATH, in jobs of up to 8 ranks: the inputs of cached CPU "
-                "allreduces (of the job, not of a process set) ride in the round message that "
-                "agrees on them, up to this many bytes a message, and an allreduce whose every "
-                "rank's input came so runs without the data plane. -1: 4096 where the rounds go "
-                "over TCP, none where they go through shared memory (slower there, measured); "
-                "0: never."),
+          .OptionalInteger(&Options::eager_bytes, 0, 65536)
+          .Unset("4096 over TCP rounds, 0 through shared memory")
+          .Help("With KOLO_FAST_PATH, up to 8 ranks: the inputs of cached CPU allreduces (of "
+                "the job, not of a process set) ride in the round message that agrees on them, "
+                "up to this many bytes a message; an allreduce whose every rank's input came so "
+                "runs without the data plane. Unset: 4096 over TCP rounds, none through shared "
+                "memory (slower there, measured); 0: never."),
       Row("KOLO_P2P")
           .Choice(&Options::p2p, {"auto", "on", "off"}, "auto")
           .Help("point-to-point sends and receives (docs/P2P.md) run on connections of their own, "

@@ -34,7 +34,7 @@
 
 namespace kolo {
 
-// What KOLO_EAGER_BYTES=-1 lets a round message carry of inputs over TCP rounds.
+// What KOLO_EAGER_BYTES unset lets a round message carry of inputs over TCP rounds.
 inline constexpr uint64_t kEagerAutoBytes = 4096;
 
 class FastPath {
@@ -62,7 +62,7 @@ class FastPath {
   // core/timeline/round_trace.h). `autotuner`: rank 0 with KOLO_AUTOTUNE, else null; the
   // threshold its round messages carry comes from it (core/autotuner.h), and so does the
   // hierarchical rule while it tunes that.
-  // `shared_memory_rounds`: the lane goes through shared memory, where KOLO_EAGER_BYTES=-1
+  // `shared_memory_rounds`: the lane goes through shared memory, where KOLO_EAGER_BYTES unset
   // sends no eager inputs (docs/FAST-PATH.md, "Eager"); over TCP it sends kEagerAutoBytes.
   FastPath(const Options& options, const OpCache* cache, TraceSink* negotiation_sink,
            const Autotuner* autotuner = nullptr, bool shared_memory_rounds = false);

@@ -94,7 +94,7 @@ class Job {
       options.hierarchical = hierarchical;
       options.fusion_threshold_bytes = thresholds.empty() ? threshold : thresholds[r];
       options.timeout_seconds = 30.0;
-      options.eager_bytes = eager_bytes.empty() ? 0 : eager_bytes[r];
+      options.eager_bytes = eager_bytes.empty() ? 0 : static_cast<int>(eager_bytes[r]);
       REQUIRE(FastPath::DivertAfterSeconds(options) == 1.0);
       caches_.push_back(std::make_unique<OpCache>(size, /*fast_path=*/true));
       ranks_.push_back(std::make_unique<FastPath>(options, caches_.back().get(), nullptr));

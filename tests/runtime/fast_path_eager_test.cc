@@ -107,7 +107,7 @@ std::vector<std::vector<uint8_t>> RunJob(int size, const std::vector<int64_t>& e
   std::vector<std::vector<uint8_t>> results(size);
   LocalJob job(size, [&](Options& o) {
     o.fast_path = true;
-    o.eager_bytes = eager_bytes[o.rank];
+    o.eager_bytes = static_cast<int>(eager_bytes[o.rank]);
     o.timeline_path = path;
     o.transport = transport;
   });
@@ -167,7 +167,7 @@ TEST_CASE("An allreduce whose input some rank did not send runs through the data
   }
 }
 
-TEST_CASE("KOLO_EAGER_BYTES=-1 sends inputs over TCP rounds, not through shared memory",
+TEST_CASE("KOLO_EAGER_BYTES unset sends inputs over TCP rounds, not through shared memory",
           "[runtime][fastpath][eager]") {
   Watchdog watchdog("eager allreduce, auto", std::chrono::seconds(90));
   const kolo::testing::TempDir temp("kolo_eager_auto_");
