@@ -115,6 +115,11 @@ struct Response : OpSignature {
   // (docs/FAST-PATH.md), the same on every rank, unique in the job; the timeline's fused group.
   uint64_t fast_round = 0;
   uint64_t fast_group = 0;
+  // Local only: an allreduce a round decided whose every rank's inputs came in that round's
+  // messages (docs/FAST-PATH.md, "Eager"): eager_inputs[t * n + r] is rank r's input of tensor t
+  // (n ranks: eager_inputs.size() / names.size()), valid while the response runs. The executor
+  // reduces them in rank order instead of running the data plane. Empty: the data plane.
+  std::vector<const void*> eager_inputs;
 
   bool is_error() const { return !error.empty(); }
 };

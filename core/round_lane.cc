@@ -1,6 +1,7 @@
 #include "core/round_lane.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace kolo {
 
@@ -46,7 +47,40 @@ bool operator==(const RoundMessage& a, const RoundMessage& b) {
          a.received_seq == b.received_seq && a.joined == b.joined && a.stopping == b.stopping &&
          a.fusion_threshold == b.fusion_threshold &&
          a.hierarchy_min_bytes == b.hierarchy_min_bytes && a.ready == b.ready &&
-         a.diverted == b.diverted;
+         a.diverted == b.diverted && a.eager == b.eager;
+}
+
+RoundEager& RoundEager::operator=(const RoundEager& other) {
+  if (this == &other) return *this;
+  owned = other.owned;
+  inputs = other.inputs;
+  const uint8_t* from = other.owned.data();
+  for (Input& input : inputs) {
+    if (!other.owned.empty() && input.data >= from && input.data < from + other.owned.size()) {
+      input.data = owned.data() + (input.data - from);
+    }
+  }
+  return *this;
+}
+
+const RoundEager::Input* RoundEager::Find(uint32_t id) const {
+  const auto it =
+      std::lower_bound(inputs.begin(), inputs.end(), id,
+                       [](const Input& input, uint32_t want) { return input.id < want; });
+  return it == inputs.end() || it->id != id ? nullptr : &*it;
+}
+
+bool operator==(const RoundEager& a, const RoundEager& b) {
+  if (a.inputs.size() != b.inputs.size()) return false;
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    const RoundEager::Input& x = a.inputs[i];
+    const RoundEager::Input& y = b.inputs[i];
+    if (x.id != y.id || x.bytes != y.bytes ||
+        (x.bytes != 0 && std::memcmp(x.data, y.data, x.bytes) != 0)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace kolo

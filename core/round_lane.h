@@ -53,6 +53,35 @@ int RoundReceivePeer(int rank, int size, int step);
 // peer of q, so each pair needs one connection, made by both or by neither.
 std::vector<int> RoundPeersOf(int rank, int size);
 
+// Small allreduces' inputs riding in a round message (RoundMessage::eager), ascending by id, a
+// subset of the message's ready ids. In a message this rank makes, each points at its op's
+// input (the entry's, alive and unchanged until the op completed); in a received one, into
+// `owned`, which a move keeps in place and a copy re-points.
+struct RoundEager {
+  struct Input {
+    uint32_t id = 0;
+    uint32_t bytes = 0;
+    const uint8_t* data = nullptr;
+  };
+  std::vector<Input> inputs;
+  std::vector<uint8_t> owned;  // a received message's bytes
+
+  RoundEager() = default;
+  RoundEager(const RoundEager& other) { *this = other; }
+  RoundEager& operator=(const RoundEager& other);
+  RoundEager(RoundEager&&) noexcept = default;
+  RoundEager& operator=(RoundEager&&) noexcept = default;
+
+  bool empty() const { return inputs.empty(); }
+  void clear() {
+    inputs.clear();
+    owned.clear();
+  }
+  // The input of `id`, or null when this message does not carry it.
+  const Input* Find(uint32_t id) const;
+};
+bool operator==(const RoundEager& a, const RoundEager& b);
+
 // One rank's part of one round, or (dissemination) what a rank combined of several ranks'
 // parts: the same fields, combined as RoundAgreement's decision combines them.
 struct RoundMessage {
@@ -72,6 +101,10 @@ struct RoundMessage {
   uint64_t hierarchy_min_bytes = kHierarchyFlat;
   std::vector<uint32_t> ready;     // cache ids of this rank's waiting cached ops, sorted
   std::vector<uint32_t> diverted;  // cache ids this rank sent to the controller instead, sorted
+  // All-to-all only: the input bytes of some of this rank's ready allreduces (KOLO_EAGER_BYTES,
+  // docs/FAST-PATH.md, "Eager"), so that a round that decides one whose every member sent
+  // them runs it without the data plane. Empty in combined messages and notices.
+  RoundEager eager;
 };
 bool operator==(const RoundMessage& a, const RoundMessage& b);
 
@@ -108,6 +141,10 @@ class RoundLane {
   // True if fds() become readable only while armed: a thread that polls the lane itself
   // while another sleeps on fds() (BackgroundLoop::Drive) need not mute them.
   virtual bool wakes_only_when_armed() const { return false; }
+
+  // True if the messages go through shared memory (then KOLO_EAGER_BYTES unset sends no eager
+  // inputs: docs/FAST-PATH.md, "Eager").
+  virtual bool shared_memory() const { return false; }
 };
 
 }  // namespace kolo

@@ -6,6 +6,7 @@
 
 #include "core/op_validation.h"
 #include "ops/data_plane_allreduce.h"
+#include "ops/eager_allreduce.h"
 #include "ops/hierarchical_reducescatter.h"
 #include "ops/phase_scope.h"
 #include "ops/reduce_kernels.h"
@@ -167,6 +168,7 @@ Status CpuExecutor::Allreduce(const Response& response, const std::vector<Tensor
                              (hierarchical_->over_shared_memory() ? " (shm)" : " (tcp)")
                        : "");
   }
+  if (!response.eager_inputs.empty()) return AllreduceEager(response, entries, what, observer);
   if (shm_allreduce_ != nullptr) return AllreduceShm(response, entries, what, observer);
   if (entries.size() == 1) return AllreduceOne(response, *entries[0], what, observer, hierarchical);
   if (hierarchical) {  // the three steps need one contiguous buffer
@@ -198,6 +200,11 @@ Status CpuExecutor::AllreduceShm(const Response& response, const std::vector<Ten
   for (const TensorEntry* entry : entries) {
     spans_.push_back({entry->input.data, entry->output.data, ElementCount(*entry)});
   }
+  PhaseScope phase(observer, "SHM_ALLREDUCE");
+  return shm_allreduce_->Run(spans_, response.dtype, response.reduce_op, ScalingOf(response), what);
+}
+
+ReduceScaling CpuExecutor::ScalingOf(const Response& response) const {
   ReduceScaling scaling;
   scaling.prescale = response.prescale;
   scaling.postscale = PostFactor(response);
@@ -205,8 +212,41 @@ Status CpuExecutor::AllreduceShm(const Response& response, const std::vector<Ten
     scaling.postscale = response.postscale;  // applied with the division, in one rounding
     scaling.divisor = plane_.size();
   }
-  PhaseScope phase(observer, "SHM_ALLREDUCE");
-  return shm_allreduce_->Run(spans_, response.dtype, response.reduce_op, scaling, what);
+  return scaling;
+}
+
+Status CpuExecutor::AllreduceEager(const Response& response,
+                                   const std::vector<TensorEntry*>& entries,
+                                   const std::string& what, PhaseObserver* observer) {
+  const int ranks = plane_.size();
+  if (response.eager_inputs.size() != entries.size() * static_cast<size_t>(ranks)) {
+    return Internal(what + ": " + std::to_string(response.eager_inputs.size()) +
+                    " eager inputs for " + std::to_string(entries.size()) + " tensors of " +
+                    std::to_string(ranks) + " ranks");
+  }
+  const ReduceScaling scaling = ScalingOf(response);
+  const size_t element_size = DataTypeSize(response.dtype);
+  PhaseScope phase(observer, "EAGER_ALLREDUCE");
+  for (size_t t = 0; t < entries.size(); ++t) {
+    const size_t bytes = ElementCount(*entries[t]) * element_size;
+    auto* output = static_cast<uint8_t*>(entries[t]->output.data);
+    // This rank's own input is its entry's (core/round_lane.h, RoundEager): in place, it is
+    // copied aside before the output is written over it. The buffer's first half is the
+    // prescale's scratch.
+    fusion_buffer_.Reserve(2 * bytes);
+    eager_inputs_.assign(response.eager_inputs.begin() + static_cast<ptrdiff_t>(t * ranks),
+                         response.eager_inputs.begin() + static_cast<ptrdiff_t>((t + 1) * ranks));
+    for (const void*& input : eager_inputs_) {
+      const auto* in = static_cast<const uint8_t*>(input);
+      if (in < output + bytes && output < in + bytes) {
+        std::memcpy(fusion_buffer_.data() + bytes, in, bytes);
+        input = fusion_buffer_.data() + bytes;
+      }
+    }
+    ReduceEager(eager_inputs_.data(), ranks, output, bytes / element_size, response.dtype,
+                response.reduce_op, scaling, fusion_buffer_.data());
+  }
+  return Status::Ok();
 }
 
 Status CpuExecutor::AllreduceOne(const Response& response, TensorEntry& entry,

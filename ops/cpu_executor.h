@@ -145,6 +145,13 @@ class CpuExecutor final : public Executor {
                        PhaseObserver* observer, bool hierarchical);
   Status AllreduceShm(const Response& response, const std::vector<TensorEntry*>& entries,
                       const std::string& what, PhaseObserver* observer);
+  // A fast-path allreduce whose every rank's inputs came in its round (response.eager_inputs):
+  // EAGER_ALLREDUCE, each output reduced from them (ops/eager_allreduce.h), no data plane.
+  Status AllreduceEager(const Response& response, const std::vector<TensorEntry*>& entries,
+                        const std::string& what, PhaseObserver* observer);
+  // The scaling of the shared-memory and eager paths: the prescale, the postscale with the
+  // average folded in, an integer average's divisor.
+  ReduceScaling ScalingOf(const Response& response) const;
   // What the algorithm lists (ops/cpu_algorithms.h) run over: this executor's planes.
   CpuPlanes Planes();
   // The factor applied after the reduction (postscale, with 1/size for floating average; 1 for
@@ -169,6 +176,7 @@ class CpuExecutor final : public Executor {
   AlignedBuffer fusion_buffer_;
   std::unique_ptr<ShmAllreduce> shm_allreduce_;  // null without a SharedMemoryPlane
   std::vector<ReduceSpan> spans_;                // reused by every shared-memory allreduce
+  std::vector<const void*> eager_inputs_;        // reused by every eager allreduce
 };
 
 }  // namespace kolo::ops

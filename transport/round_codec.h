@@ -6,7 +6,9 @@
 //   magic "KLOR" (u32), round (u64), received_seq (u64), fusion_threshold (u64),
 //   hierarchy_min_bytes (u64), flags (u32:
 //   1 joined, 2 stopping, 4 notice, bits 8-15 the dissemination step), ready count (u32), diverted
-//   count (u32), then the ready ids and the diverted ids (u32 each).
+//   count (u32), then the ready ids and the diverted ids (u32 each); with flag 65536 (eager,
+//   RoundMessage::eager) then the eager count (u32) and data bytes (u32), each eager id and its
+//   size (u32 each), and the data.
 // Counts above kMaxRoundIds are refused as soon as the header is in, before any allocation.
 //
 // Threading: EncodeRoundMessage is a pure function; a RoundStreamParser has one owner.
@@ -27,20 +29,28 @@ constexpr size_t kRoundHeaderBytes = 48;
 constexpr uint32_t kMaxRoundIds = 1000000;
 // The highest step the wire carries (a job of 2^255 ranks would need more).
 constexpr uint32_t kMaxRoundStep = 255;
+// The most eager bytes one message may carry (KOLO_EAGER_BYTES' upper bound is lower).
+constexpr uint32_t kMaxRoundEagerBytes = 1u << 20;
 
 std::string EncodeRoundMessage(const RoundMessage& message);
+// The same, appended to `out` (whose capacity a sender reuses: a message with eager inputs is
+// kilobytes, and a small op's round is on its critical path).
+void EncodeRoundMessage(const RoundMessage& message, std::string* out);
 
 // Splits a byte stream into messages. Feed it what arrived; take the complete messages.
 class RoundStreamParser {
  public:
-  // Appends `n` received bytes. Fails (and stays failed) on a wrong magic, unknown flags or
-  // a count above kMaxRoundIds.
+  // Appends `n` received bytes. Fails (and stays failed) on a wrong magic, unknown flags, a
+  // count above kMaxRoundIds, eager data above kMaxRoundEagerBytes, eager ids out of order or
+  // sizes that do not add up to the data.
   Status Feed(const char* data, size_t n);
   // Moves every complete message into `out`.
   void Take(std::vector<RoundMessage>* out);
 
  private:
   Status ParseAvailable();
+  // The eager part at `p` (its count and bytes read already) into `out`.
+  static Status ParseEager(const char* p, uint32_t count, uint32_t bytes, RoundEager* out);
 
   std::string buffer_;  // bytes of the message being received
   std::vector<RoundMessage> complete_;

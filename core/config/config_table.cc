@@ -214,6 +214,14 @@ std::vector<ConfigVar> BuildTable() {
                 "before (cached; an alltoall with the same splits) are agreed on among the ranks, "
                 "without a round trip to the controller; "
                 "0: every op goes through the controller. Same on every rank."),
+      Row("KOLO_EAGER_BYTES")
+          .OptionalInteger(&Options::eager_bytes, 0, 65536)
+          .Unset("4096 over TCP rounds, 0 through shared memory")
+          .Help("With KOLO_FAST_PATH, up to 8 ranks: the inputs of cached CPU allreduces (of "
+                "the job, not of a process set) ride in the round message that agrees on them, "
+                "up to this many bytes a message; an allreduce whose every rank's input came so "
+                "runs without the data plane. Unset: 4096 over TCP rounds, none through shared "
+                "memory (slower there, measured); 0: never."),
       Row("KOLO_P2P")
           .Choice(&Options::p2p, {"auto", "on", "off"}, "auto")
           .Help("point-to-point sends and receives (docs/P2P.md) run on connections of their own, "

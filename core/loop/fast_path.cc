@@ -28,13 +28,42 @@ uint64_t HierarchyMinBytes(const Options& options, const Autotuner* autotuner) {
   return ConfiguredHierarchyMinBytes(options.hierarchical);
 }
 
+// Adds to `message` the inputs of its ready allreduces (the job's, on CPU) that fit in
+// `budget` bytes, in ascending id order (docs/FAST-PATH.md, "Eager"). Every message that
+// reports them ready carries them again: a round that does not decide an op (a peer had not
+// reported it yet) drops its inputs, and the round that does needs every member's.
+void AttachEager(const WaitingOps& waiting, const OpCache& cache, uint64_t budget,
+                 RoundMessage* message) {
+  uint64_t used = 0;
+  for (uint32_t id : message->ready) {
+    if (NeedsEveryRank(id)) break;  // not the job's allreduces: they sort last
+    const TensorEntry* entry = waiting.Find(id);
+    const FastSpec* spec = cache.Own(id);
+    if (entry == nullptr || spec == nullptr || spec->op != OpType::kAllreduce ||
+        spec->process_set != 0 || !entry->input.device.is_cpu()) {
+      continue;
+    }
+    const size_t bytes = entry->input.num_bytes();
+    if (bytes == 0 || entry->input.data == nullptr || used + bytes > budget) continue;
+    // The input itself, not a copy: the lane copies it into the wire's bytes, and this rank's
+    // own share of the round's eager inputs is its entry's.
+    message->eager.inputs.push_back(
+        {id, static_cast<uint32_t>(bytes), static_cast<const uint8_t*>(entry->input.data)});
+    used += bytes;
+  }
+}
+
 }  // namespace
 
 FastPath::FastPath(const Options& options, const OpCache* cache, TraceSink* negotiation_sink,
-                   const Autotuner* autotuner)
+                   const Autotuner* autotuner, bool shared_memory_rounds)
     : options_(options),
       cache_(cache),
       autotuner_(autotuner),
+      // Eager inputs only where every rank receives every rank's message (all-to-all).
+      eager_bytes_(options.size < 2 || RoundPatternFor(options.size) != RoundPattern::kAllToAll ? 0
+                   : options.eager_bytes >= 0 ? static_cast<uint64_t>(options.eager_bytes)
+                                              : (shared_memory_rounds ? 0 : kEagerAutoBytes)),
       rounds_(options.rank, options.size),
       round_trace_(negotiation_sink, options.size),
       waiting_(cache, DurationOf(DivertAfterSeconds(options))),
@@ -131,6 +160,7 @@ RoundMessage FastPath::MakeRound(TimePoint now) {
   message.fusion_threshold = FusionThreshold(options_, autotuner_);
   message.hierarchy_min_bytes = HierarchyMinBytes(options_, autotuner_);
   waiting_.Report(&message);
+  if (eager_bytes_ > 0) AttachEager(waiting_, *cache_, eager_bytes_, &message);
   rounds_.RecordSent(&message, now);
   last_sent_ = message;
   return message;

@@ -34,6 +34,9 @@
 
 namespace kolo {
 
+// What KOLO_EAGER_BYTES unset lets a round message carry of inputs over TCP rounds.
+inline constexpr uint64_t kEagerAutoBytes = 4096;
+
 class FastPath {
  public:
   using TimePoint = Clock::TimePoint;
@@ -59,9 +62,12 @@ class FastPath {
   // core/timeline/round_trace.h). `autotuner`: rank 0 with KOLO_AUTOTUNE, else null; the
   // threshold its round messages carry comes from it (core/autotuner.h), and so does the
   // hierarchical rule while it tunes that.
+  // `shared_memory_rounds`: the lane goes through shared memory, where KOLO_EAGER_BYTES unset
+  // sends no eager inputs (docs/FAST-PATH.md, "Eager"); over TCP it sends kEagerAutoBytes.
   FastPath(const Options& options, const OpCache* cache, TraceSink* negotiation_sink,
-           const Autotuner* autotuner = nullptr);
-  FastPath(Options&&, const OpCache*, TraceSink*, const Autotuner* = nullptr) = delete;
+           const Autotuner* autotuner = nullptr, bool shared_memory_rounds = false);
+  FastPath(Options&&, const OpCache*, TraceSink*, const Autotuner* = nullptr,
+           bool = false) = delete;
 
   // How long a cached allreduce waits for the other ranks before it goes to the controller
   // instead, whose stall inspector then watches it: well within KOLO_STALL_CHECK_SECONDS
@@ -144,6 +150,7 @@ class FastPath {
   const Options& options_;
   const OpCache* const cache_;
   const Autotuner* const autotuner_;
+  const uint64_t eager_bytes_;  // what a round message may carry of inputs (KOLO_EAGER_BYTES)
 
   RoundAgreement rounds_;
   RoundTrace round_trace_;

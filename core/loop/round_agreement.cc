@@ -247,6 +247,18 @@ void RoundAgreement::TakeSends(std::vector<RoundSend>* out) {
   pending_.clear();
 }
 
+void RoundAgreement::TakeEager(RoundMessage* first) {
+  // Rank 0's message was moved into `first`; the inbox is emptied right after.
+  std::vector<std::optional<RoundMessage>>& messages = inboxes_.front().messages;
+  bool any = !first->eager.empty();
+  for (int r = 1; r < size_ && !any; ++r) any = !messages[r]->eager.empty();
+  if (!any) return;  // the common case without eager inputs: nothing to move
+  eager_.resize(static_cast<size_t>(size_));
+  eager_[0] = std::move(first->eager);
+  first->eager.clear();
+  for (int r = 1; r < size_; ++r) eager_[r] = std::move(messages[r]->eager);
+}
+
 RoundMessage RoundAgreement::Gone() const {
   RoundMessage gone;
   gone.round = round_;
@@ -267,6 +279,7 @@ std::optional<RoundDecision> RoundAgreement::TakeDecision() {
     }
     combined_ = std::move(*messages[0]);
     for (int r = 1; r < size_; ++r) CombineRound(&combined_, *messages[r]);
+    TakeEager(&combined_);
   } else {
     Disseminate();
     if (steps_combined_ < steps_) return std::nullopt;
@@ -279,6 +292,8 @@ std::optional<RoundDecision> RoundAgreement::TakeDecision() {
   decision.hierarchy_min_bytes = combined_.hierarchy_min_bytes;
   decision.diverted = std::move(combined_.diverted);
   decision.runnable = std::move(combined_.ready);
+  decision.eager = std::move(eager_);
+  eager_.clear();
   Filter(&decision.runnable, decision.diverted, /*keep=*/false);
   // The next round's inbox becomes the current one (an empty one if no peer sent for it yet);
   // this round's is emptied and kept for reuse: a round is on a small op's critical path.

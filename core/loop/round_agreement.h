@@ -50,13 +50,17 @@ struct RoundDecision {
   // The smallest any rank sent: the runnable allreduces of at least this many bytes run
   // hierarchically (core/hierarchy_rule.h).
   uint64_t hierarchy_min_bytes = kHierarchyFlat;
+  // All-to-all: each rank's eager inputs (RoundMessage::eager), by rank; empty when no message
+  // carried any. Identical on every rank: an allreduce whose inputs every member sent runs
+  // from them (docs/FAST-PATH.md, "Eager").
+  std::vector<RoundEager> eager;
 };
 
 // Combines `other` into `into`: the highest received_seq, stopping if either, the smaller
 // fusion_threshold and hierarchy_min_bytes, the union of diverted, joined if both, and as ready:
 // of the allreduce ids, those both have if neither joined, those of the one that did not join if
-// one did, both's if both did; of the ids with kEveryRankCacheIdBit, those both have. round and
-// step are left alone.
+// one did, both's if both did; of the ids with kEveryRankCacheIdBit, those both have. round,
+// step and eager are left alone.
 void CombineRound(RoundMessage* into, const RoundMessage& other);
 
 // A round message to send: `to` one peer, or -1 every peer (all-to-all).
@@ -119,6 +123,9 @@ class RoundAgreement {
   void OweCurrentIf(bool heard_of_later_round);
   // Dissemination: queues sends and combines as far as the steps received allow.
   void Disseminate();
+  // All-to-all, the round complete: moves every message's eager inputs to eager_ (`first`
+  // holds rank 0's message).
+  void TakeEager(RoundMessage* first);
   // The rank whose message fills slot `i`: all-to-all, rank i; dissemination, step i's sender.
   int SenderOf(size_t slot) const;
 
@@ -146,6 +153,7 @@ class RoundAgreement {
   std::vector<bool> departed_;      // by rank
   int notices_done_ = 1;            // current round: the steps below this are noticed or sent
   std::vector<RoundSend> pending_;  // for TakeSends
+  std::vector<RoundEager> eager_;   // the complete round's, by rank (TakeEager)
   // This rank's combination so far (dissemination), the steps sent and the steps combined.
   RoundMessage combined_;
   int steps_sent_ = 0;

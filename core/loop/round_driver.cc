@@ -22,7 +22,11 @@ RoundDriver::RoundDriver(const Options& options, TraceSink* negotiation_sink,
       logger_(std::move(logger)),
       spin_for_rounds_(spin_for_rounds),
       between_polls_(between_polls),
-      fast_(options, &runner->cache(), negotiation_sink, autotuner) {}
+      // KOLO_EAGER_BYTES unset: inputs ride in the rounds over TCP (a data-plane exchange there
+      // costs transits of tens of µs), not through shared memory, where moving 4 KiB in the
+      // round message measured slower than the slot path (docs/PERFORMANCE.md, "Where a small
+      // op's time goes").
+      fast_(options, &runner->cache(), negotiation_sink, autotuner, lane->shared_memory()) {}
 
 RoundDriver::Step RoundDriver::StepOnce(const std::function<bool()>* done) {
   Step step;

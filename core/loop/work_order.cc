@@ -27,6 +27,28 @@ void StartBatch(const FastSpec& s, Response* response, std::vector<int64_t>* spl
   if (s.op != OpType::kAllreduce) response->hierarchy_min_bytes.reset();
 }
 
+// Points `inputs` at every rank's input of ids[first, end) (EagerInputs: t * n + r) if every
+// rank's round message carried each, the batch being the job's allreduce; else clears it. The
+// same on every rank: every rank holds every rank's message of the round (all-to-all).
+void EagerInputs(const WorkOrder::Decided& decided, size_t first, size_t end,
+                 const Response& response, std::vector<const void*>* inputs) {
+  inputs->clear();
+  const std::vector<RoundEager>& by_rank = decided.decision.eager;
+  if (by_rank.empty() || response.op != OpType::kAllreduce || response.process_set != 0) return;
+  const size_t element = DataTypeSize(response.dtype);
+  for (size_t i = first; i < end; ++i) {
+    const size_t want = static_cast<size_t>(decided.specs[i].num_elements) * element;
+    for (const RoundEager& eager : by_rank) {
+      const RoundEager::Input* input = eager.Find(decided.ids[i]);
+      if (input == nullptr || input->bytes != want) {
+        inputs->clear();
+        return;
+      }
+      inputs->push_back(input->data);
+    }
+  }
+}
+
 }  // namespace
 
 Status WorkOrder::Receive(Response response) {
@@ -182,6 +204,7 @@ void WorkOrder::Cut(Work* work) {
   std::vector<int64_t> num_elements = std::move(work->response.num_elements);
   std::vector<int64_t> first_dims = std::move(work->response.first_dims);
   std::vector<int64_t> splits = std::move(work->response.splits);
+  std::vector<const void*> eager_inputs = std::move(work->response.eager_inputs);
   cache_ids.clear();
   num_elements.clear();
   first_dims.clear();
@@ -191,6 +214,7 @@ void WorkOrder::Cut(Work* work) {
   work->response = Response();
   Response& response = work->response;
   size_t count = 0;
+  const size_t first = decided.next;
   response.seq = 0;  // the fast path: no controller sequence number
   response.fast_round = decision.round;
   response.hierarchy_min_bytes = decision.hierarchy_min_bytes;
@@ -224,6 +248,8 @@ void WorkOrder::Cut(Work* work) {
   response.num_elements = std::move(num_elements);
   response.first_dims = std::move(first_dims);
   response.splits = std::move(splits);
+  EagerInputs(decided, first, decided.next, response, &eager_inputs);
+  response.eager_inputs = std::move(eager_inputs);
   response.fast_group = FastGroup(decision.round, decided.batches++);
 }
 

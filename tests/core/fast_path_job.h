@@ -83,8 +83,10 @@ inline void TeachForeign(OpCache& cache, uint32_t id, const FastSpec& spec) {
 // travel at once.
 class Job {
  public:
+  // `eager_bytes`: each rank's KOLO_EAGER_BYTES (empty: 0 everywhere).
   explicit Job(int size, int64_t threshold = 1 << 20, std::vector<int64_t> thresholds = {},
-               Hierarchical hierarchical = Hierarchical::kAuto) {
+               Hierarchical hierarchical = Hierarchical::kAuto,
+               std::vector<int64_t> eager_bytes = {}) {
     for (int r = 0; r < size; ++r) {
       Options& options = options_.emplace_back();  // the defaults: a patience of 1 s
       options.rank = r;
@@ -92,6 +94,7 @@ class Job {
       options.hierarchical = hierarchical;
       options.fusion_threshold_bytes = thresholds.empty() ? threshold : thresholds[r];
       options.timeout_seconds = 30.0;
+      options.eager_bytes = eager_bytes.empty() ? 0 : static_cast<int>(eager_bytes[r]);
       REQUIRE(FastPath::DivertAfterSeconds(options) == 1.0);
       caches_.push_back(std::make_unique<OpCache>(size, /*fast_path=*/true));
       ranks_.push_back(std::make_unique<FastPath>(options, caches_.back().get(), nullptr));

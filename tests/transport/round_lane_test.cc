@@ -50,17 +50,37 @@ TEST_CASE("Round messages survive being split at every byte", "[transport][fastp
   second.stopping = true;
   second.step = 9;  // a dissemination step travels in the flags word
   second.notice = true;
-  const std::string bytes = EncodeRoundMessage(Sample()) + EncodeRoundMessage(second);
+  RoundMessage third = Sample();  // with eager inputs (RoundMessage::eager)
+  const uint8_t data[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  third.eager.inputs = {{2, 3, data}, {900000, 5, data + 3}};
+  const std::string bytes =
+      EncodeRoundMessage(Sample()) + EncodeRoundMessage(second) + EncodeRoundMessage(third);
   for (size_t cut = 0; cut <= bytes.size(); ++cut) {
     RoundStreamParser parser;
     REQUIRE(parser.Feed(bytes.data(), cut).ok());
     REQUIRE(parser.Feed(bytes.data() + cut, bytes.size() - cut).ok());
     std::vector<RoundMessage> out;
     parser.Take(&out);
-    REQUIRE(out.size() == 2);
+    REQUIRE(out.size() == 3);
     CHECK(out[0] == Sample());
     CHECK(out[1] == second);
+    CHECK(out[2] == third);
   }
+  // A parsed message owns its inputs; a copy of it points into its own.
+  RoundStreamParser parser;
+  const std::string one = EncodeRoundMessage(third);
+  REQUIRE(parser.Feed(one.data(), one.size()).ok());
+  std::vector<RoundMessage> out;
+  parser.Take(&out);
+  REQUIRE(out.size() == 1);
+  const RoundMessage copy = out[0];
+  out.clear();
+  const RoundEager::Input* input = copy.eager.Find(900000);
+  REQUIRE(input != nullptr);
+  CHECK(input->bytes == 5);
+  CHECK(input->data == copy.eager.owned.data() + 16);  // each at a multiple of 16 bytes
+  CHECK(input->data[0] == 4);
+  CHECK(copy.eager.Find(1) == nullptr);
 }
 
 TEST_CASE("Malformed round messages are refused before anything is allocated",
@@ -77,6 +97,25 @@ TEST_CASE("Malformed round messages are refused before anything is allocated",
     Status s = parser.Feed(bytes.data(), kRoundHeaderBytes);
     CHECK_THAT(s.message(), Catch::Contains("more than 1000000"));
     CHECK_FALSE(parser.Feed("x", 1).ok());  // stays failed
+  }
+  SECTION("eager inputs whose sizes do not add up, or out of order") {
+    RoundMessage m = Sample();
+    const uint8_t zeros[8] = {};
+    m.eager.inputs = {{1, 3, zeros}, {2, 5, zeros + 3}};
+    std::string eager = EncodeRoundMessage(m);
+    const size_t at = kRoundHeaderBytes + 4 * (m.ready.size() + m.diverted.size());
+    eager[at + 8 + 15] = 6;  // the second size: 3 + 6 != 8
+    RoundStreamParser parser;
+    CHECK_THAT(parser.Feed(eager.data(), eager.size()).message(),
+               Catch::Contains("add up to 9 bytes, not the 8"));
+    eager[at + 8 + 15] = 5;
+    eager[at + 8 + 11] = 1;  // the second id: 1 after 1
+    RoundStreamParser again;
+    CHECK_THAT(again.Feed(eager.data(), eager.size()).message(),
+               Catch::Contains("eager cache ids out of order"));
+    eager[at + 4] = '\x7f';  // the eager bytes: beyond the bound, refused before the data is in
+    RoundStreamParser big;
+    CHECK_THAT(big.Feed(eager.data(), at + 8).message(), Catch::Contains("more than 1048576"));
   }
   SECTION("unknown flags") {
     bytes[kRoundHeaderBytes - 9] = '\x08';  // the flags' lowest byte

@@ -42,6 +42,7 @@ class ShmRoundLane final : public RoundLane {
   std::vector<int> fds() const override { return peers_.open_fds(); }
   bool Arm() override;
   bool wakes_only_when_armed() const override { return true; }
+  bool shared_memory() const override { return true; }
   void Woken() override { woken_ = true; }
 
  private:

@@ -16,11 +16,22 @@ TcpRoundLane::TcpRoundLane(int rank, std::vector<UniqueFd> connections, Logger l
       out_(peers_.size()) {}
 
 Status TcpRoundLane::SendToAll(const RoundMessage& message) {
-  const std::string bytes = EncodeRoundMessage(message);
+  // Encoded once, straight into the first open peer's pending bytes (no temporary: a message
+  // with eager inputs is kilobytes), and copied from there to the others'.
+  size_t first = peers_.size();
+  size_t start = 0;
   for (size_t r = 0; r < peers_.size(); ++r) {
     if (!peers_.open(r)) continue;
-    out_[r] += bytes;
-    Flush(r);
+    if (first == peers_.size()) {
+      first = r;
+      start = out_[r].size();
+      EncodeRoundMessage(message, &out_[r]);
+    } else {
+      out_[r].append(out_[first], start, std::string::npos);
+    }
+  }
+  for (size_t r = first; r < peers_.size(); ++r) {
+    if (peers_.open(r)) Flush(r);
   }
   return Status::Ok();
 }
@@ -28,7 +39,7 @@ Status TcpRoundLane::SendToAll(const RoundMessage& message) {
 Status TcpRoundLane::SendTo(int peer, const RoundMessage& message) {
   KOLO_RETURN_IF_ERROR(peers_.CheckTarget(peer));
   if (!peers_.open(peer)) return Status::Ok();
-  out_[peer] += EncodeRoundMessage(message);
+  EncodeRoundMessage(message, &out_[peer]);
   Flush(peer);
   return Status::Ok();
 }

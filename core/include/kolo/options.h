@@ -150,6 +150,13 @@ struct Options {
   // on every rank (init() fails naming the rank that differs).
   bool fast_path{};
 
+  // KOLO_EAGER_BYTES: with the fast path, a round message carries the inputs of this rank's
+  // ready CPU allreduces of the job's set, up to this many bytes in all, and a round that
+  // decides one whose every rank sent its input runs it from them, without the data plane
+  // (docs/FAST-PATH.md, "Eager"). 0: never; -1 (unset): 4096 over TCP rounds, none through
+  // shared memory. Ranks may differ (an op goes eager only where every rank sent its input).
+  int eager_bytes{};
+
   // KOLO_P2P: the point-to-point connections (kolo/p2p.h, docs/P2P.md), one per pair of ranks,
   // made at init: "auto" up to 64 ranks, "on", "off". Must be the same on every rank.
   std::string p2p;
