@@ -67,7 +67,7 @@ FastPath::FastPath(const Options& options, const OpCache* cache, TraceSink* nego
       rounds_(options.rank, options.size),
       round_trace_(negotiation_sink, options.size),
       waiting_(cache, DurationOf(DivertAfterSeconds(options))),
-      lane_closed_(options.size, false),
+      closed_lanes_{std::vector<bool>(options.size, false), 0},
       peer_stopping_(options.size, false) {}
 
 double FastPath::DivertAfterSeconds(const Options& options) {
@@ -120,8 +120,8 @@ Status FastPath::ReceiveRound(int from, RoundMessage message, TimePoint now) {
 
 void FastPath::PeerClosed(int rank) {
   if (rank < 0 || rank >= options_.size) return;
-  if (!lane_closed_[rank]) ++lanes_closed_;
-  lane_closed_[rank] = true;
+  if (!closed_lanes_.by_rank[rank]) ++closed_lanes_.count;
+  closed_lanes_.by_rank[rank] = true;
   // Its messages came before its end of stream: a peer that said `stopping` and then closed
   // left after shutdown() (e.g. it stopped waiting for the others); rounds go on without it.
   if (peer_stopping_[rank]) rounds_.Depart(rank);
@@ -218,11 +218,11 @@ Status FastPath::CheckDeadlines(TimePoint now) const {
   // or the round is overdue.
   const bool overdue =
       rounds_.waiting() && now - rounds_.waiting_since() >= DurationOf(options_.timeout_seconds);
-  if (rounds_.waiting() && (overdue || lanes_closed_ != 0)) {
+  if (rounds_.waiting() && (overdue || closed_lanes_.count != 0)) {
     const std::vector<int> missing = rounds_.missing();
     std::vector<int> gone;
     for (int r : missing) {
-      if (lane_closed_[r]) gone.push_back(r);
+      if (closed_lanes_.by_rank[r]) gone.push_back(r);
     }
     const std::string round = "round " + std::to_string(rounds_.current_round());
     if (!gone.empty()) {

@@ -159,8 +159,13 @@ class FastPath {
   bool stopping_ = false;  // this rank called shutdown()
   bool closed_ = false;    // some rank is stopping: every op goes to the controller
   RoundMessage last_sent_;
-  std::vector<bool> lane_closed_;    // by rank
-  int lanes_closed_ = 0;             // how many of lane_closed_ are set
+  // The peers whose round lane closed, and how many (so the per-pass deadline check scans
+  // nothing in the common case).
+  struct ClosedLanes {
+    std::vector<bool> by_rank;
+    int count = 0;
+  };
+  ClosedLanes closed_lanes_;
   std::vector<bool> peer_stopping_;  // by rank: its last round message said `stopping`
 };
 

@@ -191,6 +191,22 @@ void WorkOrder::OrderBySet(Decided* decided) {
 // The front decision's next batch of cached ops, by set and in ascending id order, fused under
 // the same rule as the controller's (core/fusion/fusion_rule.h) and the round's smallest
 // threshold.
+namespace {
+
+// Whether `s` (of fusion key `key`) joins the batch that began with `head`, as the controller's
+// planner decides: a group's members of one key make one response whatever its size, and
+// nothing else joins it; other ops fuse under the threshold.
+bool JoinsBatch(const FusionBatch& batch, const FusionKey& batch_key, const FastSpec& head,
+                const FastSpec& s, const FusionKey& key) {
+  const bool grouped = head.group != 0;
+  if (batch.empty()) return true;
+  if (grouped != (s.group != 0)) return false;
+  if (grouped) return SameGroup(head, s) && SameFusionKey(batch_key, key);
+  return batch.Admits(key, s.fusion_bytes);
+}
+
+}  // namespace
+
 void WorkOrder::Cut(Work* work) {
   Decided& decided = decided_.front();
   const RoundDecision& decision = decided.decision;
@@ -222,12 +238,7 @@ void WorkOrder::Cut(Work* work) {
   for (; decided.next < decided.ids.size(); ++decided.next) {
     const FastSpec& s = decided.specs[decided.next];
     const FusionKey key = FusionKey::Of(s, Device::Cpu());  // the fast path's ops are on CPU
-    // As the controller's planner: a group's members of one key make one response whatever its
-    // size, and nothing else joins it.
-    const bool grouped = head.group != 0;
-    if (!batch.empty() && (grouped != (s.group != 0) || (grouped && !SameGroup(head, s)))) break;
-    if (!batch.empty() && grouped && !SameFusionKey(batch_key, key)) break;
-    if (!grouped && !batch.Admits(key, s.fusion_bytes)) break;
+    if (!JoinsBatch(batch, batch_key, head, s, key)) break;
     if (batch.empty()) batch_key = key;
     if (batch.empty()) StartBatch(s, &response, &splits);
     batch.Add(key, s.fusion_bytes);
