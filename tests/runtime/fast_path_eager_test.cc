@@ -5,14 +5,13 @@
 // (its KOLO_EAGER_BYTES is 0, or the op is over the budget) runs through the data plane.
 #include <catch2/catch.hpp>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "ops/half.h"
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/timeline_text.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
@@ -23,14 +22,8 @@ namespace {
 
 // How many ops rank r's timeline shows run eagerly.
 int EagerOps(const std::string& path, int rank) {
-  std::ifstream in(path + ".rank" + std::to_string(rank));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  int count = 0;
-  for (size_t at = text.find("EAGER_ALLREDUCE"); at != std::string::npos;
-       at = text.find("EAGER_ALLREDUCE", at + 1)) {
-    ++count;
-  }
-  return count;
+  return kolo::testing::CountOf(kolo::testing::FileText(path + ".rank" + std::to_string(rank)),
+                                "EAGER_ALLREDUCE");
 }
 
 struct Case {

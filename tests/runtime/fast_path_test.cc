@@ -6,9 +6,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
-#include <fstream>
 #include <future>
-#include <iterator>
 #include <numeric>
 #include <thread>
 
@@ -16,6 +14,7 @@
 #include "core/round_lane.h"
 #include "tests/support/local_job.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/timeline_text.h"
 #include "tests/support/watchdog.h"
 
 using namespace kolo;
@@ -27,14 +26,8 @@ namespace {
 
 // Ops in rank r's timeline that completed without a controller sequence number.
 int FastOps(const std::string& path, int rank) {
-  std::ifstream in(path + ".rank" + std::to_string(rank));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  int count = 0;
-  for (size_t at = text.find("\"seq\":0,"); at != std::string::npos;
-       at = text.find("\"seq\":0,", at + 1)) {
-    ++count;
-  }
-  return count;
+  return kolo::testing::CountOf(kolo::testing::FileText(path + ".rank" + std::to_string(rank)),
+                                "\"seq\":0,");
 }
 
 // Every rank runs `steps` steps of four cached allreduces, enqueued in an order that differs
