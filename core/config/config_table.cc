@@ -210,10 +210,10 @@ std::vector<ConfigVar> BuildTable() {
                 "broadcast chain over all ranks. Same on every rank."),
       Row("KOLO_FAST_PATH")
           .Bool(&Options::fast_path, true)
-          .Help("1: CPU allreduces, broadcasts, allgathers, reducescatters and alltoalls seen "
-                "before (cached; an alltoall with the same splits) are agreed on among the ranks, "
-                "without a round trip to the controller; "
-                "0: every op goes through the controller. Same on every rank."),
+          .Help("1: CPU allreduces, broadcasts, allgathers, reducescatters and alltoalls (grouped "
+                "or not) and barriers seen before (cached; an alltoall with the same splits) are "
+                "agreed on among the ranks, without a round trip to the controller; 0: every op "
+                "goes through the controller. Same on every rank."),
       Row("KOLO_EAGER_BYTES")
           .OptionalInteger(&Options::eager_bytes, 0, 65536)
           .Unset("4096 over TCP rounds, 0 through shared memory")
