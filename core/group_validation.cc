@@ -23,8 +23,7 @@ StatusOr<std::vector<TensorMeta>> ValidateGroup(const std::string& what,
                                                 const std::vector<std::string>& names,
                                                 const std::vector<TensorView>& inputs,
                                                 ValidateOne one) {
-  std::string key;
-  for (const std::string& name : names) key += (key.empty() ? "" : ",") + name;
+  const std::string key = GroupKey(names);
   std::vector<TensorMeta> metas;
   metas.reserve(names.size());
   for (size_t i = 0; i < names.size(); ++i) {
@@ -43,6 +42,34 @@ StatusOr<std::vector<TensorMeta>> ValidateGroup(const std::string& what,
 }
 
 }  // namespace
+
+std::string GroupKey(const std::vector<std::string>& names) {
+  std::string key;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) key += ',';
+    for (char c : names[i]) {
+      if (c == ',' || c == '\\') key += '\\';
+      key += c;
+    }
+  }
+  return key;
+}
+
+int GroupMemberIndex(const std::string& key, const std::string& name) {
+  int index = 0;
+  std::string member;
+  for (size_t i = 0; i <= key.size(); ++i) {
+    if (i == key.size() || key[i] == ',') {
+      if (member == name) return index;
+      member.clear();
+      ++index;
+    } else {
+      if (key[i] == '\\' && i + 1 < key.size()) ++i;
+      member += key[i];
+    }
+  }
+  return -1;
+}
 
 StatusOr<std::vector<TensorMeta>> ValidateGroupedAllreduce(const std::vector<std::string>& names,
                                                            const std::vector<TensorView>& inputs,

@@ -11,6 +11,13 @@
 
 namespace kolo {
 
+// A group's key: its members' names in order, joined by commas, a comma or backslash within a
+// name escaped by a backslash, so that different memberships never share a key.
+std::string GroupKey(const std::vector<std::string>& names);
+
+// The place of `name` among the members of group `key` (a GroupKey), or -1 if it is none.
+int GroupMemberIndex(const std::string& key, const std::string& name);
+
 // Checks a grouped allreduce: each tensor as an allreduce (dtypes may differ), one device for all,
 // at least one member and as many names, inputs and outputs; returns their metadata, tagged with
 // the group (its key names the members, so ranks that group differently disagree visibly).

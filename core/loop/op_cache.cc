@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/fusion/fusion_rule.h"
+#include "core/group_validation.h"
 
 namespace kolo {
 
@@ -24,16 +25,8 @@ int GroupIndex(const std::string& scoped_key, const std::string& scoped_name) {
       name.resize(suffix);
     }
   }
-  int index = 0;
-  size_t start = 0;
-  while (start <= key.size()) {
-    size_t end = key.find(',', start);
-    if (end == std::string::npos) end = key.size();
-    if (key.compare(start, end - start, name) == 0) return index;
-    ++index;
-    start = end + 1;
-  }
-  return 0;
+  const int index = GroupMemberIndex(key, name);
+  return index < 0 ? 0 : index;
 }
 
 OpCache::OpCache(int size, bool fast_path) : size_(size), fast_path_(fast_path) {}

@@ -39,7 +39,8 @@ struct FastSpec : OpSignature {
 
 // A group key's hash (FNV-1a: the same on every rank and build; never 0).
 uint64_t GroupHash(const std::string& key);
-// The place of `name` among the comma-separated names of group `key` (0 if not found).
+// The place of `name` among the members of group `key` (GroupKey, core/group_validation.h;
+// 0 if not found), each possibly scoped to one process set.
 int GroupIndex(const std::string& key, const std::string& name);
 
 class OpCache {

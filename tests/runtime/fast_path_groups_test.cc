@@ -47,7 +47,8 @@ Ops OpsOf(const std::string& path, int rank, const std::string& op) {
 
 // One step: a grouped allreduce of two float32 tensors of 4 KiB and a float64 one, then a
 // barrier; every value checked. `ranks` members take part, whose job ranks add up to `sum`.
-std::string GroupStep(Runtime& rt, int step, int ranks, int sum) {
+std::string GroupStep(Runtime& rt, int step, int ranks, int sum,
+                      const std::vector<std::string>& names = {"g/a", "g/c", "g/b"}) {
   const std::string at = "step " + std::to_string(step) + ": ";
   std::vector<float> a(1024, static_cast<float>(rt.rank() + step));
   std::vector<float> b(1024, static_cast<float>(2 * rt.rank()));
@@ -55,7 +56,7 @@ std::string GroupStep(Runtime& rt, int step, int ranks, int sum) {
   const std::vector<TensorView> views = {{a.data(), DataType::kFloat32, {1024}, Device::Cpu()},
                                          {c.data(), DataType::kFloat64, {100}, Device::Cpu()},
                                          {b.data(), DataType::kFloat32, {1024}, Device::Cpu()}};
-  Status s = rt.GroupedAllreduce({"g/a", "g/c", "g/b"}, views, views);
+  Status s = rt.GroupedAllreduce(names, views, views);
   if (!s.ok()) return at + s.ToString();
   if (a[7] != static_cast<float>(sum + ranks * step) || b[1023] != static_cast<float>(2 * sum) ||
       c[99] != static_cast<double>(sum * step)) {
@@ -133,6 +134,40 @@ TEST_CASE("A process set's repeated barriers and groups take the rounds among th
     INFO("rank " << r);
     CHECK(OpsOf(path, r, "ALLREDUCE").fast == 3 * (steps - 1));
     CHECK(OpsOf(path, r, "BARRIER").fast == steps - 1);
+  }
+}
+
+TEST_CASE("Members whose names hold commas or backslashes keep their places on the rounds",
+          "[runtime][fastpath][group]") {
+  // The group's key joins the names with commas (GroupKey); a member's place is read back from
+  // it, in the job and in a process set (whose suffix both carry).
+  Watchdog watchdog("fast path group names with commas", std::chrono::seconds(60));
+  const kolo::testing::TempDir temp("kolo_fast_path_groups_");
+  const std::string path = temp.path() + "/trace";
+  const std::vector<std::string> names = {"w,0", "w\\,b", "w,0,w"};
+  const int steps = 5;
+  {
+    LocalJob job(3, [&](Options& o) { o.timeline_path = path; });
+    CHECK(job.RunOnAllRanks([&](Runtime& rt) {
+      StatusOr<int> set = rt.AddProcessSet({0, 2});
+      if (!set.ok()) return set.status().ToString();
+      for (int step = 0; step < steps; ++step) {
+        std::string failed = GroupStep(rt, step, 3, 0 + 1 + 2, names);
+        if (!failed.empty()) return failed;
+        if (rt.rank() == 1) continue;
+        ProcessSetScope in_set(*set);
+        failed = GroupStep(rt, step, 2, 0 + 2, names);
+        if (!failed.empty()) return "in the set: " + failed;
+      }
+      return std::string();
+    }) == std::vector<std::string>{});
+    for (const Status& s : job.ShutdownAll()) CHECK(s.ok());
+  }
+  for (int r : {0, 2}) {
+    INFO("rank " << r);
+    const Ops allreduces = OpsOf(path, r, "ALLREDUCE");
+    CHECK(allreduces.fast == 2 * 3 * (steps - 1));
+    for (int size : allreduces.sizes) CHECK((size == 2 || size == 1));
   }
 }
 

@@ -335,6 +335,20 @@ TEST_CASE("A rank SIGKILLed mid-send/recv fails every survivor's point-to-point 
   KillAndCheck(job, victim, {0, 2 * kTimeout}, what);
 }
 
+TEST_CASE("A rank SIGKILLed while the others wait in a cached barrier fails them, naming it",
+          "[runtime][fault][barrier]") {
+  // From the second step on the barriers are decided by the fast path's rounds (no controller
+  // round trip): the survivors learn of the loss from their round connections or the
+  // controller's abort, whichever comes first.
+  const auto [size, victim] = GENERATE(table<int, int>({{2, 1}, {3, 1}}));
+  const std::string transport = GENERATE(as<std::string>(), "tcp", "shm");
+  const std::string what = "SIGKILL of rank " + std::to_string(victim) + " of " +
+                           std::to_string(size) + " in barriers over " + transport;
+  Watchdog watchdog(what, 60s);
+  Job job = StartJob(size, -1, {{"KOLO_TRANSPORT", transport}, {"FAULT_WORKER_OP", "barrier"}});
+  KillAndCheck(job, victim, {0, 2 * kTimeout}, what);
+}
+
 TEST_CASE("A rank SIGSTOPped mid-allreduce times out every survivor's pending ops",
           "[runtime][fault]") {
   // Two ranks: the op is usually still in negotiation; four: usually in the ring, where the

@@ -17,6 +17,9 @@
 // FAULT_WORKER_OP=alltoall: the steps' ops are alltoalls of the same sizes, even splits.
 // FAULT_WORKER_OP=p2p: the steps' ops are point-to-point (kolo/p2p.h), a ring exchange: each rank
 // receives 4 MiB and 64 B from the rank before it and sends as much to the rank after it.
+// FAULT_WORKER_OP=barrier: each step is one barrier, alone in flight, so that from the second
+// step on the fast path's rounds decide it; the lonely op is submitted after the failure instead
+// (one pending before would send every barrier to the controller), and must be refused.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -47,6 +50,7 @@ struct Op {
   bool alltoall = false;
   std::vector<float> received;  // an alltoall's output
   int p2p = 0;                  // 1: send to the next rank, -1: receive from the one before
+  bool barrier = false;
 };
 
 kolo::TensorView View(std::vector<float>& data) {
@@ -67,7 +71,8 @@ void Enqueue(Op& op) {
   const int n = kolo::size();
   const int64_t tag = static_cast<int64_t>(op.data.size());
   kolo::Status queued =
-      op.p2p > 0 ? kolo::send_async(View(op.data), (kolo::rank() + 1) % n, tag, {}, done)
+      op.barrier   ? kolo::barrier_async(done)
+      : op.p2p > 0 ? kolo::send_async(View(op.data), (kolo::rank() + 1) % n, tag, {}, done)
       : op.p2p < 0
           ? kolo::recv_async(View(op.data), (kolo::rank() + n - 1) % n, tag, nullptr, {}, done)
       : op.alltoall ? kolo::alltoall_async(
@@ -100,8 +105,10 @@ int main() {
     }
     in_set.emplace(*set);
   }
+  const char* kind = std::getenv("FAULT_WORKER_OP");
+  const bool barriers = kind != nullptr && std::string(kind) == "barrier";
   Op lonely{"lonely/" + std::to_string(kolo::rank()), std::vector<float>(4, 1.0f), {}};
-  {
+  if (!barriers) {
     kolo::ProcessSetScope global(0);
     Enqueue(lonely);
   }
@@ -109,10 +116,12 @@ int main() {
   const Clock::time_point started = Clock::now();
   bool failed = false;
   for (int step = 0; !failed && MsSince(started) < 60000; ++step) {
-    const char* kind = std::getenv("FAULT_WORKER_OP");
     const bool p2p = kind != nullptr && std::string(kind) == "p2p";
-    std::vector<Op> ops(p2p ? 4 : 3);
-    if (p2p) {
+    std::vector<Op> ops(p2p ? 4 : barriers ? 1 : 3);
+    if (barriers) {
+      ops[0] = Op{"kolo.barrier", {}, {}};
+      ops[0].barrier = true;
+    } else if (p2p) {
       ops[0] = Op{"recv/big", std::vector<float>(1 << 20, 1.0f), {}};
       ops[1] = Op{"send/big", std::vector<float>(1 << 20, 1.0f), {}};
       ops[2] = Op{"recv/small", std::vector<float>(16, 1.0f), {}};
@@ -144,7 +153,9 @@ int main() {
                              : "FAILED " + t + " " + ops[i].name + " " + s.ToString());
       failed = failed || !s.ok();
     }
-    if (!failed && step == 0) Print("ready " + std::to_string(Nanos(Clock::now())));
+    // Barriers: ready once the rounds decide them (from the second step on).
+    if (!failed && step == (barriers ? 3 : 0))
+      Print("ready " + std::to_string(Nanos(Clock::now())));
     if (failed) {
       for (const std::string& line : lines) Print(line);
     }
@@ -154,6 +165,7 @@ int main() {
     return 0;
   }
   auto lonely_result = lonely.done.get_future();
+  if (barriers) Enqueue(lonely);
   if (lonely_result.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
     Print("HUNG " + lonely.name);
     std::_Exit(4);
