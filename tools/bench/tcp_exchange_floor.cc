@@ -2,10 +2,10 @@
 // (N bytes each way at once), without kolo: two processes (fork), one thread each, swap N bytes
 // on one socket, nonblocking, in a busy poll loop as kolo's pump runs (send() and recv() calls
 // of at most CALL bytes), and time each swap; no reduction, slicing or control messages. A
-// reference for docs/PERFORMANCE.md (issue 58 item 1); standalone, no part of the build:
+// reference for docs/PERFORMANCE.md (issue 58 item 1); it uses nothing of kolo's:
 //
-//   g++ -O2 -o /tmp/tcp_exchange_floor tools/bench/tcp_exchange_floor.cc
-//   [FLOOR_TWO=1] /tmp/tcp_exchange_floor BYTES [ITERS=20] [CALL=262144] [hot|cold] [SOCKBUF]
+//   [FLOOR_TWO=1] build/bin/kolo-tcp-exchange-floor BYTES [ITERS=20] [CALL=262144] [hot|cold]
+//   [SOCKBUF]
 //
 // cold (default): each side sends from and receives into its own N-byte buffers, rewritten
 // before every swap as kolo-bench refills its buffer; hot: both buffers are CALL bytes, reused
