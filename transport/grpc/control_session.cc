@@ -144,7 +144,10 @@ void ControlSession::Admit() {
 }
 
 void ControlSession::ReadMessage(bool ok) {
-  const auto who = [this] { return "control stream of rank " + std::to_string(hello_.rank); };
+  const auto who = [this] {
+    return (relay() ? "the stream of the control relay in rank " : "control stream of rank ") +
+           std::to_string(hello_.rank);
+  };
   if (!ok) {
     if (saw_shutdown_) return EndAdmitted(Status::Ok());
     if (sessions_->stopping()) {
