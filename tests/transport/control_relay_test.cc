@@ -213,6 +213,29 @@ TEST_CASE("Responses through control relays equal the direct path's", "[transpor
   CHECK(relayed == direct);
 }
 
+TEST_CASE("A member the controller refuses gets the refusal alone, and the relay serves on",
+          "[transport][relay]") {
+  Watchdog watchdog("relay refusal", 20s);
+  RelayTestJob job(kRanks);
+  const std::string relay = job.AddRelay(2, 2);
+  {
+    auto refused =
+        GrpcControlChannel::Create(relay, kRelayTimeoutSeconds, job.logger, RelayTestSecurity());
+    Hello hello{3, kRanks, "host-3", "127.0.0.1:30003"};
+    hello.protocol = kProtocolVersion + 1;
+    Waker waker;
+    const Status status = refused->Connect(hello, Clock::now() + 5s, waker.Function()).status();
+    INFO(status.message());
+    CHECK_FALSE(status.ok());
+    CHECK(status.message().find("protocol " + std::to_string(kProtocolVersion + 1)) !=
+          std::string::npos);
+    refused->Close(Clock::now());  // its end reaches the controller through the relay too
+  }
+  job.Connect({job.address(), job.address(), relay, relay});
+  CHECK(RunSteps(job, 2).size() == 5);
+  ShutDown(job);
+}
+
 TEST_CASE("A member that leaves its relay without a shutdown notice aborts the job, named",
           "[transport][relay][fault]") {
   Watchdog watchdog("relay member lost", 20s);

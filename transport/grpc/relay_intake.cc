@@ -18,7 +18,11 @@ Status RelayIntake::Take(const wire::RelayBatch& batch) {
       continue;
     }
     if (std::find(members_.begin(), members_.end(), rank) == members_.end()) {
-      return InvalidArgument("rank " + std::to_string(rank) + " is not one of its members");
+      // A member refused (or already ended) whose stream's end or last words the relay read
+      // before it heard of that: nothing of the job's.
+      sessions_->config().logger->debug(
+          "control relay {}: dropped an item of rank {}, not a member", name_, rank);
+      continue;
     }
     switch (item.kind_case()) {
       case wire::RelayItem::kMessage:

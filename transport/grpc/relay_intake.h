@@ -28,8 +28,9 @@ class RelayIntake {
   void set_name(std::string name) { name_ = std::move(name); }
   const std::string& name() const { return name_; }
 
-  // Hands every item of `batch` to the handler. An error (a message of a rank that is not
-  // this relay's member, a malformed message) ends the relay's stream.
+  // Hands every item of `batch` to the handler; an item of a rank that is not a member (one
+  // refused, or already ended) is dropped. An error (a malformed message, a Hello under another
+  // rank) ends the relay's stream.
   Status Take(const wire::RelayBatch& batch);
   // The relay's stream ended (`why`): each member still admitted is lost.
   void LoseAll(const Status& why);

@@ -207,6 +207,17 @@ void RelayUplink::Close(SteadyTime deadline) {
     closing_ = true;
   }
   changed_.NotifyAll();
+  // A write held back by flow control, or a controller that never ends the stream, is cut off
+  // at the deadline: the canceller runs until everything below returned.
+  Mutex done_mu;
+  CondVar done;
+  bool finished = false;
+  std::thread canceller([&] {
+    MutexLock lock(&done_mu);
+    if (!done.WaitUntil(&done_mu, deadline, [&]() KOLO_REQUIRES(done_mu) { return finished; })) {
+      stream_->context.TryCancel();
+    }
+  });
   if (writer_.joinable()) writer_.join();  // it sends what was gathered first
   {
     MutexLock lock(&stream_->write_mu);
@@ -215,26 +226,13 @@ void RelayUplink::Close(SteadyTime deadline) {
       stream_->rpc->WritesDone();
     }
   }
-  if (reader_.joinable()) {
-    // The controller ends the stream once it read the half-close; cancel at the deadline.
-    std::thread canceller;
-    Mutex done_mu;
-    CondVar done;
-    bool finished = false;
-    canceller = std::thread([&] {
-      MutexLock lock(&done_mu);
-      if (!done.WaitUntil(&done_mu, deadline, [&]() KOLO_REQUIRES(done_mu) { return finished; })) {
-        stream_->context.TryCancel();
-      }
-    });
-    reader_.join();
-    {
-      MutexLock lock(&done_mu);
-      finished = true;
-    }
-    done.NotifyAll();
-    canceller.join();
+  if (reader_.joinable()) reader_.join();  // the controller ends the stream after the half-close
+  {
+    MutexLock lock(&done_mu);
+    finished = true;
   }
+  done.NotifyAll();
+  canceller.join();
   MutexLock lock(&mu_);
   stream_.reset();
 }
