@@ -71,6 +71,19 @@ TEST_CASE("kolo-scale negotiates every ResNet-50 gradient on every simulated ran
   }
 }
 
+TEST_CASE("kolo-scale behind control relays negotiates every gradient on every rank",
+          "[tools][scale][relay]") {
+  Watchdog watchdog("kolo-scale at 8 ranks behind 3 relays", seconds(60));
+  ProcessResult run = RunProcess(
+      {KOLO_SCALE_PATH, "--ranks", "8", "--steps", "3", "--timeout", "30", "--relays", "3"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.out.find("check: 8 ranks: identical peer tables of 8; 4 steps, every rank got the "
+                     "same ") != std::string::npos);
+  CHECK(CountOccurrences(run.out, "covering all 161 tensors each step") == 1);
+  REQUIRE(ParseRows(run.out).size() == 1);
+}
+
 TEST_CASE("kolo-scale refuses a bad rank list naming the flag", "[tools][scale]") {
   Watchdog watchdog("kolo-scale with a bad flag", seconds(30));
   ProcessResult run = RunProcess({KOLO_SCALE_PATH, "--ranks", "16,x"});

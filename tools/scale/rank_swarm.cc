@@ -62,7 +62,7 @@ RankSwarm::~RankSwarm() {
   }
 }
 
-Status RankSwarm::Connect(const std::string& address) {
+Status RankSwarm::Connect(const std::function<std::string(int rank)>& address) {
   const SteadyTime deadline = transport::AddSeconds(SteadyTime::clock::now(), timeout_seconds_);
   transport::ControlSecurity security;
   security.credentials = credentials_;
@@ -73,8 +73,8 @@ Status RankSwarm::Connect(const std::string& address) {
     Driver* driver = drivers_[d].get();
     for (Rank* rank : driver->mine) {
       threads.emplace_back([&, driver, rank] {
-        rank->channel =
-            transport::GrpcControlChannel::Create(address, timeout_seconds_, logger, security);
+        rank->channel = transport::GrpcControlChannel::Create(address(rank->rank), timeout_seconds_,
+                                                              logger, security);
         Hello hello;
         hello.rank = rank->rank;
         hello.size = size_;

@@ -40,9 +40,10 @@ class RankSwarm {
   RankSwarm(const RankSwarm&) = delete;
   RankSwarm& operator=(const RankSwarm&) = delete;
 
-  // Every rank opens its stream to `address` and says hello; returns when every rank holds
-  // the peer table, having checked that the tables are identical and complete.
-  Status Connect(const std::string& address);
+  // Every rank opens its stream to `address(rank)` (the controller's, or its relay's) and says
+  // hello; returns when every rank holds the peer table, having checked that the tables are
+  // identical and complete.
+  Status Connect(const std::function<std::string(int rank)>& address);
   // One training step's negotiation on every rank (see above); `deadline` bounds it.
   StatusOr<StepCheck> Step(std::chrono::steady_clock::time_point deadline);
   // Every rank sends its shutdown notice, waits for the job-wide Shutdown and closes.

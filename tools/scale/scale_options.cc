@@ -32,10 +32,12 @@ StatusOr<std::vector<int>> ParseRanks(const std::string& text) {
 
 std::string ScaleUsage() {
   return "usage: kolo-scale [--ranks 16,64,256,1024] [--steps 20] [--model resnet50]\n"
-         "                  [--timeout 300] [--drivers 0]\n"
+         "                  [--timeout 300] [--drivers 0] [--relays 0]\n"
          "Runs kolo's real controller behind its real gRPC server in one process and N\n"
          "simulated ranks, each a real gRPC control channel, in another; prints start-up time,\n"
-         "memory and the controller's negotiation cost per step (docs/SCALE.md).\n";
+         "memory and the controller's negotiation cost per step (docs/SCALE.md). --relays R:\n"
+         "the ranks' streams go to R control relays in the ranks process, which alone talk\n"
+         "to the controller.\n";
 }
 
 StatusOr<ScaleOptions> ParseScaleOptions(int argc, const char* const* argv) {
@@ -61,6 +63,9 @@ StatusOr<ScaleOptions> ParseScaleOptions(int argc, const char* const* argv) {
     } else if (flag == "--drivers") {
       KOLO_ASSIGN_OR_RETURN(const long drivers, ParseLong(flag, value, 0, 1024));
       options.drivers = static_cast<int>(drivers);
+    } else if (flag == "--relays") {
+      KOLO_ASSIGN_OR_RETURN(const long relays, ParseLong(flag, value, 0, 4096));
+      options.relays = static_cast<int>(relays);
     } else {
       return InvalidArgument("unknown flag '" + flag + "'\n" + ScaleUsage());
     }

@@ -15,6 +15,9 @@ struct ScaleOptions {
   std::string model = "resnet50";                // --model
   double timeout_seconds = 300;                  // --timeout: every wait of one rank count
   int drivers = 0;  // --drivers: threads that play the ranks' background threads (0: cores)
+  // --relays: control relays in the ranks process (transport/grpc/control_relay.h), each for
+  // ceil(N / relays) consecutive ranks; 0: every rank's stream goes to the controller.
+  int relays = 0;
   bool help = false;
 };
 

@@ -7,6 +7,7 @@
 
 #include "tools/scale/rank_swarm.h"
 #include "transport/deadline.h"
+#include "transport/grpc/control_relay.h"
 
 namespace kolo::scale {
 namespace {
@@ -28,6 +29,38 @@ std::string Fixed(double value, int digits) {
   return text;
 }
 
+// Where each rank's control stream goes: the controller, or with --relays R one of R control
+// relays in this process, each for the next ceil(N / R) ranks and hosted (named) by the first.
+struct Relays {
+  std::string controller;
+  std::vector<std::unique_ptr<transport::ControlRelay>> list;
+  int group = 0;  // ranks a relay
+  std::string AddressOf(int rank) const {
+    return list.empty() ? controller : "127.0.0.1:" + std::to_string(list[rank / group]->port());
+  }
+};
+
+Status StartRelays(int count, int ranks, const transport::JobCredentials& credentials,
+                   double timeout_seconds, transport::SteadyTime deadline, Relays* relays) {
+  if (count <= 0) return Status::Ok();
+  relays->group = (ranks + count - 1) / count;
+  for (int first = 0; first < ranks; first += relays->group) {
+    transport::RelayOptions options;
+    options.controller_address = relays->controller;
+    options.host_rank = first;
+    options.first_member = first;
+    options.members = std::min(relays->group, ranks - first);
+    options.size = ranks;
+    options.host = "scale-relay-" + std::to_string(first);
+    options.timeout_seconds = timeout_seconds;
+    options.cycle_seconds = 0.001;  // KOLO_CYCLE_TIME_MS's default
+    options.security.credentials = credentials;
+    KOLO_ASSIGN_OR_RETURN(auto relay, transport::ControlRelay::Start(std::move(options), deadline));
+    relays->list.push_back(std::move(relay));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ScaleRow> RunScale(int ranks, const ScaleOptions& options,
@@ -44,10 +77,12 @@ StatusOr<ScaleRow> RunScale(int ranks, const ScaleOptions& options,
   KOLO_ASSIGN_OR_RETURN(const int port, probe->Port());
   const ProcessSample client_start = SampleSelf();
   KOLO_ASSIGN_OR_RETURN(const ProcessSample controller_start, probe->Sample());
-
+  Relays relays{"127.0.0.1:" + std::to_string(port)};
+  KOLO_RETURN_IF_ERROR(StartRelays(std::min(options.relays, ranks), ranks, credentials,
+                                   options.timeout_seconds, deadline(), &relays));
   RankSwarm swarm(ranks, drivers, std::move(gradients), credentials, options.timeout_seconds);
   const Clock::time_point start = Clock::now();
-  KOLO_RETURN_IF_ERROR(swarm.Connect("127.0.0.1:" + std::to_string(port)));
+  KOLO_RETURN_IF_ERROR(swarm.Connect([&](int rank) { return relays.AddressOf(rank); }));
   row.startup_ms = MsSince(start);
   const ProcessSample client_joined = SampleSelf();
   KOLO_ASSIGN_OR_RETURN(const ProcessSample controller_joined, probe->Sample());
@@ -55,7 +90,6 @@ StatusOr<ScaleRow> RunScale(int ranks, const ScaleOptions& options,
   row.controller_kib_per_rank =
       static_cast<double>(controller_joined.rss_kb - controller_start.rss_kb) / ranks;
   row.client_kib_per_rank = static_cast<double>(client_joined.rss_kb - client_start.rss_kb) / ranks;
-
   std::vector<double> wall_ms, cpu_ms, client_us;
   for (int step = 0; step <= options.steps; ++step) {
     KOLO_ASSIGN_OR_RETURN(const ProcessSample before, probe->Sample());
@@ -85,6 +119,7 @@ StatusOr<ScaleRow> RunScale(int ranks, const ScaleOptions& options,
   KOLO_ASSIGN_OR_RETURN(const ProcessSample controller_end, probe->Sample());
   row.controller_rss_mb = static_cast<double>(controller_end.rss_kb) / 1024;
   KOLO_RETURN_IF_ERROR(swarm.Shutdown(deadline()).WithContext("shutting the ranks down"));
+  for (auto& relay : relays.list) relay->Stop(deadline());
   KOLO_RETURN_IF_ERROR(probe->Quit());
   return row;
 }

@@ -1,6 +1,7 @@
 #include "transport/grpc/control_session.h"
 
 #include "transport/grpc/control_sessions.h"
+#include "transport/grpc/relay_intake.h"
 #include "transport/grpc/wire_convert.h"
 
 namespace kolo::transport {
@@ -67,6 +68,7 @@ void ControlSession::ReadHello(bool ok) {
   StatusOr<WorkerMessage> converted = FromWire(first);
   if (!converted.ok()) return RefuseUnauthenticated("bad-hello", converted.status().message());
   hello_ = converted->hello;
+  if (first.hello().relay()) relay_ = std::make_shared<RelayIntake>(sessions_, this);
   StatusOr<std::string> nonce = RandomBytes(kNonceBytes);
   if (!nonce.ok()) return RefuseUnauthenticated("rng", nonce.status().message());
   controller_nonce_ = std::move(nonce).value();
@@ -107,6 +109,22 @@ void ControlSession::ReadProof(bool ok) {
 }
 
 void ControlSession::Admit() {
+  if (relay()) {
+    // No rank of its own: its members are admitted one by one as their Hellos arrive on it.
+    if (hello_.protocol != kProtocolVersion) {
+      return Refuse(FailedPrecondition("the control relay of rank " + std::to_string(hello_.rank) +
+                                       " speaks protocol " + std::to_string(hello_.protocol) +
+                                       ", the controller " + std::to_string(kProtocolVersion)));
+    }
+    relay_->set_name("hosted by rank " + std::to_string(hello_.rank) + " at " + Peer());
+    {
+      MutexLock lock(&mu_);
+      admitted_ = true;
+    }
+    sessions_->config().logger->info("control relay {} admitted", relay_->name());
+    phase_ = Phase::kAdmitted;
+    return StartRead(&in_);
+  }
   // Registered before OnHello, so that what the handler sends from inside OnHello (the
   // Welcome, when this is the last rank to say hello) is queued rather than dropped.
   const Status registered = sessions_->Register(this);
@@ -126,7 +144,10 @@ void ControlSession::Admit() {
 }
 
 void ControlSession::ReadMessage(bool ok) {
-  const auto who = [this] { return "control stream of rank " + std::to_string(hello_.rank); };
+  const auto who = [this] {
+    return (relay() ? "the stream of the control relay in rank " : "control stream of rank ") +
+           std::to_string(hello_.rank);
+  };
   if (!ok) {
     if (saw_shutdown_) return EndAdmitted(Status::Ok());
     if (sessions_->stopping()) {
@@ -139,6 +160,16 @@ void ControlSession::ReadMessage(bool ok) {
   // its storage; the handler copies what it keeps.
   thread_local wire::WorkerMessage parsed;
   thread_local WorkerMessage message;
+  if (relay()) {
+    const Status taken = Parse(&parsed) && parsed.kind_case() == wire::WorkerMessage::kRelayed
+                             ? relay_->Take(parsed.relayed())
+                             : InvalidArgument("not a RelayBatch");
+    if (!taken.ok()) {
+      return EndAdmitted(Unavailable("control relay " + relay_->name() +
+                                     " sent a malformed message: " + taken.message()));
+    }
+    return StartRead(&in_);
+  }
   const Status converted =
       Parse(&parsed) ? FromWire(parsed, &message) : InvalidArgument("not a WorkerMessage");
   if (!converted.ok()) {
@@ -215,7 +246,9 @@ void ControlSession::Complete() {
     admitted = admitted_;
     status = final_status_;
   }
-  if (admitted) {
+  if (admitted && relay()) {
+    relay_->LoseAll(closed_);
+  } else if (admitted) {
     sessions_->Unregister(this);
     sessions_->config().handler->OnStreamClosed(hello_.rank, closed_);
   }

@@ -8,6 +8,8 @@
 // write reaction may run beside them, and Enqueue may be called from any thread, so the write
 // queue and the end of the stream are guarded by the session's own lock, which is taken after
 // ControlSessions' and never held while calling the handler or starting a gRPC operation.
+// A control relay's stream is admitted without a rank of its own; its members' messages and
+// their ends go to the handler through its RelayIntake (relay_intake.h).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -26,6 +28,7 @@
 namespace kolo::transport {
 
 class ControlSessions;
+class RelayIntake;
 
 // A message encoded once and shared by the queues of every stream it goes to.
 using Encoded = std::shared_ptr<const grpc::ByteBuffer>;
@@ -45,6 +48,9 @@ class ControlSession final : public AsyncSessionStream {
   size_t queued() const KOLO_EXCLUDES(mu_);
   // The rank of its Hello; meaningful once it passed the handshake.
   int rank() const { return hello_.rank; }
+  // Whether this is a control relay's stream (its Hello said so; relay_intake.h), which its
+  // members' messages travel on. Set before the stream is admitted, constant after.
+  bool relay() const { return relay_ != nullptr; }
 
  private:
   void OnStart() override;
@@ -85,7 +91,8 @@ class ControlSession final : public AsyncSessionStream {
   std::string worker_nonce_;
   std::string controller_nonce_;
   bool saw_shutdown_ = false;
-  Status closed_;  // why an admitted stream ended, for the handler
+  Status closed_;                       // why an admitted stream ended, for the handler
+  std::shared_ptr<RelayIntake> relay_;  // a relay's stream: its members, read side only
 
   mutable Mutex mu_;
   std::deque<Encoded> queue_ KOLO_GUARDED_BY(mu_);

@@ -7,6 +7,17 @@
 #include "transport/grpc/wire_convert.h"
 
 namespace kolo::transport {
+namespace {
+
+wire::ControllerMessage WireOf(const ControllerMessage& message, const std::string& generation) {
+  wire::ControllerMessage out = ToWire(message);
+  if (message.kind == ControllerMessage::Kind::kWelcome) {
+    out.mutable_welcome()->set_generation(generation);
+  }
+  return out;
+}
+
+}  // namespace
 
 ControlSessions::ControlSessions(Config config, std::string generation)
     : config_(std::move(config)),
@@ -77,6 +88,42 @@ void ControlSessions::Unregister(ControlSession* session) {
   drained_.NotifyAll();
 }
 
+Status ControlSessions::RegisterRelayed(int rank, ControlSession* relay) {
+  MutexLock lock(&mu_);
+  if (stopping_) return Unavailable("the controller is shutting down");
+  auto [it, fresh] = streams_.try_emplace(rank, relay);
+  if (!fresh) {
+    return FailedPrecondition("rank " + std::to_string(rank) + " already has a control stream");
+  }
+  relays_.Joined(relay);
+  told_.Clear();  // this rank has heard none of the names the others were told
+  return Status::Ok();
+}
+
+bool ControlSessions::UnregisterRelayed(int rank, ControlSession* relay) {
+  MutexLock lock(&mu_);
+  auto it = streams_.find(rank);
+  if (it == streams_.end() || it->second != relay) return false;
+  streams_.erase(it);
+  relays_.Left(relay);
+  drained_.NotifyAll();
+  return true;
+}
+
+void ControlSessions::Forward(const std::vector<int>& ranks, const std::string& message) {
+  grpc::Slice slice(message);
+  const Encoded encoded = std::make_shared<const grpc::ByteBuffer>(&slice, 1);
+  MutexLock lock(&mu_);  // even while stopping: the controller's Shutdown must reach them
+  if (ranks.empty()) {
+    for (const auto& [rank, session] : streams_) (void)session->Enqueue(encoded);
+    return;
+  }
+  for (int rank : ranks) {
+    auto it = streams_.find(rank);
+    if (it != streams_.end()) (void)it->second->Enqueue(encoded);
+  }
+}
+
 bool ControlSessions::stopping() const {
   MutexLock lock(&mu_);
   return stopping_;
@@ -97,15 +144,14 @@ Encoded ControlSessions::Encode(const wire::ControllerMessage& message) const {
 }
 
 Encoded ControlSessions::Encode(const ControllerMessage& message) const {
-  wire::ControllerMessage out = ToWire(message);
-  if (message.kind == ControllerMessage::Kind::kWelcome) {
-    out.mutable_welcome()->set_generation(generation_);
-  }
-  return Encode(out);
+  return Encode(WireOf(message, generation_));
 }
 
-Encoded ControlSessions::EncodeForEachLocked(bool every_stream, const ControllerMessage& message) {
-  if (message.kind != ControllerMessage::Kind::kResponses || !every_stream) return Encode(message);
+wire::ControllerMessage ControlSessions::WireForEachLocked(bool every_stream,
+                                                           const ControllerMessage& message) {
+  if (message.kind != ControllerMessage::Kind::kResponses || !every_stream) {
+    return WireOf(message, generation_);
+  }
   wire::ControllerMessage out;
   wire::ResponseBatch* batch = out.mutable_responses();
   for (const Response& response : message.responses) {
@@ -116,7 +162,7 @@ Encoded ControlSessions::EncodeForEachLocked(bool every_stream, const Controller
       told_.Learn(response);
     }
   }
-  return Encode(out);
+  return out;
 }
 
 void ControlSessions::LogDropped(const ControllerMessage& message, int rank,
@@ -130,7 +176,8 @@ void ControlSessions::LogDropped(const ControllerMessage& message, int rank,
 }
 
 void ControlSessions::Send(int rank, const ControllerMessage& message) {
-  const Encoded encoded = Encode(message);  // outside the lock: the writers keep writing
+  const wire::ControllerMessage out = WireOf(message, generation_);
+  const Encoded encoded = Encode(out);  // outside the lock: the writers keep writing
   const char* dropped_because = nullptr;
   {
     MutexLock lock(&mu_);
@@ -139,6 +186,8 @@ void ControlSessions::Send(int rank, const ControllerMessage& message) {
       dropped_because = "the controller is stopping";
     } else if (it == streams_.end()) {
       dropped_because = "it has no control stream";
+    } else if (it->second->relay()) {
+      dropped_because = it->second->Enqueue(RelayRoutes::Envelope({rank}, out.SerializeAsString()));
     } else {
       dropped_because = it->second->Enqueue(encoded);
     }
@@ -161,16 +210,23 @@ void ControlSessions::SendToEach(int size, int skip, const ControllerMessage& me
     const bool every_stream =
         targets_.size() == streams_.size() &&
         std::find(targets_.begin(), targets_.end(), nullptr) == targets_.end();
-    const Encoded encoded = EncodeForEachLocked(every_stream, message);  // once for every copy
+    const wire::ControllerMessage out = WireForEachLocked(every_stream, message);
+    const Encoded encoded = Encode(out);  // once for every copy
+    relays_.Begin();
     size_t next = 0;
     for (int rank = 0; rank < size; ++rank) {
       if (rank == skip) continue;
       ControlSession* session = targets_[next++];
+      if (!stopping_ && session != nullptr && session->relay()) {
+        relays_.Add(session, rank);  // once per relay, below
+        continue;
+      }
       const char* because = stopping_            ? "the controller is stopping"
                             : session == nullptr ? "it has no control stream"
                                                  : session->Enqueue(encoded);
       if (because != nullptr) dropped.emplace_back(rank, because);
     }
+    relays_.Deliver(out, &dropped);
   }
   for (const auto& [rank, because] : dropped) LogDropped(message, rank, because);
 }

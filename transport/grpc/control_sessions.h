@@ -2,9 +2,11 @@
 // the admitted ones by rank, the messages the controller sends them (encoded once per
 // broadcast, cached tensors by id once every stream knows their names: response_names.h), and
 // the deadlines of streams still in their handshake or flushing their last messages, which one
-// reaper thread enforces by cancelling the stream. Each stream is a ControlSession
-// (control_session.h), a reactor over gRPC's asynchronous API that calls back in here; one
-// thread (Serve) drives the server's one completion queue, and so runs every stream's
+// reaper thread enforces by cancelling the stream. A control relay's stream (relay_intake.h)
+// stands for its members: they are admitted under their ranks with the relay's session, and
+// what the controller sends them goes out on it once per message (relay_routes.h). Each stream is a
+// ControlSession (control_session.h), a reactor over gRPC's asynchronous API that calls back in
+// here; one thread (Serve) drives the server's one completion queue, and so runs every stream's
 // reactions and the handler calls they make.
 // Threading: every method may be called from any thread: the completion queue's, the
 // controller's (Send, SendToEach) and the server's owner (Stop...). mu_ guards the streams and
@@ -28,6 +30,7 @@
 #include "transport/deadline.h"
 #include "transport/grpc/control_auth.h"
 #include "transport/grpc/control_session.h"
+#include "transport/grpc/relay_routes.h"
 #include "transport/grpc/response_names.h"
 #include "transport/grpc/session_reaper.h"
 
@@ -77,6 +80,14 @@ class ControlSessions {
   // when the rank has a stream already.
   Status Register(ControlSession* session) KOLO_EXCLUDES(mu_);
   void Unregister(ControlSession* session) KOLO_EXCLUDES(mu_);
+  // A control relay's member `rank` (relay_intake.h): its messages go out on `relay`'s stream.
+  // Errors as Register's.
+  Status RegisterRelayed(int rank, ControlSession* relay) KOLO_EXCLUDES(mu_);
+  // Whether `rank` was `relay`'s member (it is not any more).
+  bool UnregisterRelayed(int rank, ControlSession* relay) KOLO_EXCLUDES(mu_);
+  // A control relay's server (control_relay.h): queues the encoded `message` unchanged for
+  // `ranks` (empty: every admitted stream).
+  void Forward(const std::vector<int>& ranks, const std::string& message) KOLO_EXCLUDES(mu_);
   bool stopping() const KOLO_EXCLUDES(mu_);
   // A session ran its last reaction (ControlSession::OnDone, before it deletes itself).
   void SessionEnded() KOLO_EXCLUDES(mu_);
@@ -92,7 +103,7 @@ class ControlSessions {
  private:
   // `message` for every target of a broadcast; responses by id when `every_stream` admitted
   // is one of them (so every stream holds the names told before).
-  Encoded EncodeForEachLocked(bool every_stream, const ControllerMessage& message)
+  wire::ControllerMessage WireForEachLocked(bool every_stream, const ControllerMessage& message)
       KOLO_REQUIRES(mu_);
   void LogDropped(const ControllerMessage& message, int rank, const char* because) const;
 
@@ -106,6 +117,7 @@ class ControlSessions {
   std::unordered_map<int, ControlSession*> streams_ KOLO_GUARDED_BY(mu_);  // admitted, by rank
   ResponseNames told_ KOLO_GUARDED_BY(mu_);  // what every admitted stream was told
   std::vector<ControlSession*> targets_ KOLO_GUARDED_BY(mu_);  // SendToEach's scratch
+  RelayRoutes relays_ KOLO_GUARDED_BY(mu_);  // the relays' streams, by their members
   bool stopping_ KOLO_GUARDED_BY(mu_) = false;
   SteadyTime stop_deadline_ KOLO_GUARDED_BY(mu_);
   int live_ KOLO_GUARDED_BY(mu_) = 0;  // sessions made by AcceptNext and not yet ended

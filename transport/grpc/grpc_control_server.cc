@@ -35,6 +35,9 @@ class GrpcControlServer::Impl final : public RawSessionService {
   void SendToEach(int size, int skip, const ControllerMessage& message) {
     sessions_->SendToEach(size, skip, message);
   }
+  void Forward(const std::vector<int>& ranks, const std::string& message) {
+    sessions_->Forward(ranks, message);
+  }
   void Stop(SteadyTime deadline);
 
  private:
@@ -160,6 +163,10 @@ void GrpcControlServer::Send(int rank, const ControllerMessage& message) {
 
 void GrpcControlServer::SendToEach(int size, int skip, const ControllerMessage& message) {
   impl_->SendToEach(size, skip, message);
+}
+
+void GrpcControlServer::Forward(const std::vector<int>& ranks, const std::string& message) {
+  impl_->Forward(ranks, message);
 }
 
 void GrpcControlServer::Stop(std::chrono::steady_clock::time_point deadline) {

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/controller_link.h"
 #include "core/logging.h"
@@ -54,6 +55,10 @@ class GrpcControlServer final : public ControllerOutbox {
   // While every admitted stream gets it, a response whose cached tensors every stream was
   // told by name goes by their ids alone (docs/PROTOCOL.md, "Cached ops by bit vector").
   void SendToEach(int size, int skip, const ControllerMessage& message) override;
+
+  // For a control relay (control_relay.h): queues `message`, a ControllerMessage already
+  // encoded, unchanged for `ranks` (empty: every admitted stream). Any thread.
+  void Forward(const std::vector<int>& ranks, const std::string& message);
 
   // Stops accepting streams and waits until every worker has ended its stream (queued
   // messages keep flowing meanwhile) or `deadline` passes; then cancels the remaining streams
