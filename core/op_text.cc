@@ -5,23 +5,29 @@
 namespace kolo {
 
 std::string DescribeOp(OpType op, const std::vector<TensorEntry*>& entries) {
-  std::string text = OpTypeName(op);
-  if (entries.empty()) return text;
-  // One allocation for the common case of one tensor: this runs for every op.
-  text.reserve(text.size() + entries[0]->meta.name.size() + 3);
+  std::string text;
+  DescribeOp(op, entries, &text);
+  return text;
+}
+
+void DescribeOp(OpType op, const std::vector<TensorEntry*>& entries, std::string* text) {
+  *text = OpTypeName(op);  // short enough to need no allocation of its own
+  if (entries.empty()) return;
+  // One allocation at most for the common case of one tensor: this runs for every op.
+  text->reserve(text->size() + entries[0]->meta.name.size() + 3);
   constexpr size_t kNamed = 2;  // tensors named before "and N more"
   size_t bytes = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     bytes += entries[i]->output.num_bytes();
     if (i < kNamed) {  // appended in place, no temporaries
-      text += i == 0 ? " '" : ", '";
-      text += entries[i]->meta.name;
-      text += '\'';
+      *text += i == 0 ? " '" : ", '";
+      *text += entries[i]->meta.name;
+      *text += '\'';
     }
   }
-  if (entries.size() == 1) return text;
-  if (entries.size() > kNamed) text += " and " + std::to_string(entries.size() - kNamed) + " more";
-  return text + " (" + std::to_string(entries.size()) + " tensors, " + FormatBytes(bytes) + ")";
+  if (entries.size() == 1) return;
+  if (entries.size() > kNamed) *text += " and " + std::to_string(entries.size() - kNamed) + " more";
+  *text += " (" + std::to_string(entries.size()) + " tensors, " + FormatBytes(bytes) + ")";
 }
 
 std::string FormatBytes(size_t bytes) {

@@ -14,6 +14,8 @@ namespace kolo {
 // "allreduce 'grad/w1'" for one tensor; "allreduce 'a', 'b' and 3 more (5 tensors, 12.0 MiB)"
 // for several.
 std::string DescribeOp(OpType op, const std::vector<TensorEntry*>& entries);
+// The same into `*text` (replacing it): a caller that keeps the string allocates nothing per op.
+void DescribeOp(OpType op, const std::vector<TensorEntry*>& entries, std::string* text);
 
 // "512 B", "4.0 KiB", "12.0 MiB", "1.5 GiB".
 std::string FormatBytes(size_t bytes);

@@ -1,12 +1,23 @@
 #include "core/tensor_queue.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace kolo {
 
 namespace {
 
 thread_local bool tls_quiet = false;  // a QuietScope lives on this thread
+
+// Entries Recycle keeps for NewEntry: a blocking op needs one at a time, a few async ones more.
+constexpr size_t kSpareEntries = 8;
+
+// Enqueue's error for a name that `existing` holds.
+Status NameInFlight(const TensorEntry& existing) {
+  return InvalidArgument("a " + OpTypeName(existing.meta.op) + " named '" + existing.meta.name +
+                         "' is already in flight on this rank; wait for its callback before "
+                         "reusing the name");
+}
 
 }  // namespace
 
@@ -23,17 +34,56 @@ Status TensorQueue::Enqueue(std::unique_ptr<TensorEntry>&& entry) {
     MutexLock lock(&mu_);
     if (is_closed_) return closed_;
     const std::string& name = entry->meta.name;
-    auto [slot, added] = table_.try_emplace(name);  // one lookup: this runs for every op
-    if (!added) {
-      return InvalidArgument("a " + OpTypeName(slot->second->meta.op) + " named '" + name +
-                             "' is already in flight on this rank; wait for its callback "
-                             "before reusing the name");
+    // One lookup: this runs for every op. The last removed entry's node, its key's buffer
+    // with it, is reused when there is one.
+    Table::iterator slot;
+    if (spare_node_.empty()) {
+      bool added = false;
+      std::tie(slot, added) = table_.try_emplace(name);
+      if (!added) return NameInFlight(*slot->second);
+    } else {
+      spare_node_.key() = name;
+      Table::insert_return_type inserted = table_.insert(std::move(spare_node_));
+      if (!inserted.inserted) {
+        spare_node_ = std::move(inserted.node);
+        return NameInFlight(*inserted.position->second);
+      }
+      slot = inserted.position;
     }
     new_entries_.push_back(entry.get());
     slot->second = std::move(entry);
   }
   if (!tls_quiet) wakeup_->Notify();
   return Status::Ok();
+}
+
+std::unique_ptr<TensorEntry> TensorQueue::NewEntry() {
+  {
+    MutexLock lock(&mu_);
+    if (!spare_entries_.empty()) {
+      std::unique_ptr<TensorEntry> entry = std::move(spare_entries_.back());
+      spare_entries_.pop_back();
+      return entry;
+    }
+  }
+  return std::make_unique<TensorEntry>();
+}
+
+void TensorQueue::Recycle(std::unique_ptr<TensorEntry> entry) {
+  if (entry == nullptr) return;
+  // As a new entry, but for the buffers its views' shapes and its strings hold; what the
+  // callback and the allocator captured is released now, as the entry's end released it.
+  entry->callback = nullptr;
+  entry->allocate = nullptr;
+  entry->received_splits = nullptr;
+  entry->int_result = nullptr;
+  entry->local_error = Status::Ok();
+  entry->in_flight.store(false, std::memory_order_relaxed);
+  entry->trace_generation = 0;
+  entry->trace_slot = 0;
+  entry->trace_track.clear();
+  MutexLock lock(&mu_);
+  if (spare_entries_.size() < kSpareEntries) spare_entries_.push_back(std::move(entry));
 }
 
 Status TensorQueue::EnqueueGroup(std::vector<std::unique_ptr<TensorEntry>>& entries) {
@@ -81,8 +131,9 @@ std::unique_ptr<TensorEntry> TensorQueue::Remove(const std::string& name) {
   MutexLock lock(&mu_);
   auto it = table_.find(name);
   if (it == table_.end()) return nullptr;
-  std::unique_ptr<TensorEntry> entry = std::move(it->second);
-  table_.erase(it);
+  Table::node_type node = table_.extract(it);
+  std::unique_ptr<TensorEntry> entry = std::move(node.mapped());
+  spare_node_ = std::move(node);  // for the next Enqueue
   new_entries_.erase(std::remove(new_entries_.begin(), new_entries_.end(), entry.get()),
                      new_entries_.end());
   return entry;

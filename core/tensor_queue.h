@@ -37,6 +37,16 @@ class TensorQueue {
     QuietScope& operator=(const QuietScope&) = delete;
   };
 
+  // A blank entry to fill and Enqueue: one a completed op gave back (Recycle) when there is
+  // one, so that a repeated op allocates neither the entry nor its views' shapes (their
+  // vectors keep their capacity). Its fields are as a new entry's, except that meta, input,
+  // output and enqueued_at are whatever the caller must set anyway. Any thread.
+  std::unique_ptr<TensorEntry> NewEntry();
+
+  // Takes back a completed op's entry (its callback ran) for NewEntry; drops its callback and
+  // allocator at once. Keeps up to a few; null is ignored. Any thread.
+  void Recycle(std::unique_ptr<TensorEntry> entry);
+
   // Stores `entry` (taking it) and wakes the background thread. Fails, leaving `entry` with
   // the caller, if the queue is closed or an op with the same name is in flight.
   Status Enqueue(std::unique_ptr<TensorEntry>&& entry);
@@ -71,7 +81,12 @@ class TensorQueue {
   Wakeup* const wakeup_;
 
   Mutex mu_;
-  std::unordered_map<std::string, std::unique_ptr<TensorEntry>> table_ KOLO_GUARDED_BY(mu_);
+  using Table = std::unordered_map<std::string, std::unique_ptr<TensorEntry>>;
+  Table table_ KOLO_GUARDED_BY(mu_);
+  // The node of the last entry removed, its key's buffer kept: the next Enqueue inserts it
+  // instead of allocating a node and a copy of the name.
+  Table::node_type spare_node_ KOLO_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<TensorEntry>> spare_entries_ KOLO_GUARDED_BY(mu_);  // Recycle's
   std::vector<TensorEntry*> new_entries_ KOLO_GUARDED_BY(mu_);
   Status closed_ KOLO_GUARDED_BY(mu_);  // OK while open
   bool is_closed_ KOLO_GUARDED_BY(mu_) = false;

@@ -153,7 +153,8 @@ Status CpuExecutor::Broadcast(const Response& response, const std::vector<Tensor
 
 Status CpuExecutor::Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
                               PhaseObserver* observer) {
-  const std::string what = DescribeOp(response.op, entries);
+  DescribeOp(response.op, entries, &what_);  // its buffer reused: no allocation per op
+  const std::string& what = what_;
   KOLO_RETURN_IF_ERROR(CheckEntries(response, entries, what));
   size_t count = 0;  // from the entries, which CheckEntries matched against the response
   for (const TensorEntry* entry : entries) count += ElementCount(*entry);

@@ -177,6 +177,7 @@ class CpuExecutor final : public Executor {
   std::unique_ptr<ShmAllreduce> shm_allreduce_;  // null without a SharedMemoryPlane
   std::vector<ReduceSpan> spans_;                // reused by every shared-memory allreduce
   std::vector<const void*> eager_inputs_;        // reused by every eager allreduce
+  std::string what_;  // Allreduce's name of its op (DescribeOp), its buffer reused
 };
 
 }  // namespace kolo::ops

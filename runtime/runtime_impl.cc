@@ -94,7 +94,7 @@ Status RuntimeImpl::EnqueueScoped(TensorMeta meta, const TensorView& input,
                                   const TensorView& output, Callback callback, Allocator allocate,
                                   std::vector<int64_t>* received_splits, int* int_result) {
   if (!meta.device.is_cpu()) KOLO_RETURN_IF_ERROR(gpu_->CheckOp(meta, input, output));
-  auto entry = std::make_unique<TensorEntry>();
+  std::unique_ptr<TensorEntry> entry = queue_.NewEntry();  // a completed op's, when there is one
   entry->meta = std::move(meta);
   entry->input = input;
   entry->output = output;

@@ -176,8 +176,10 @@ Status FastPath::ApplyDecision(RoundDecision decision, TimePoint now, Outbox* ou
     }
   }
   for (uint32_t id : decision.diverted) waiting_.Divert(id, &out->to_controller);
-  WorkOrder::Decided decided{std::move(decision), {}, {}, {}, 0, 0};
+  WorkOrder::Decided decided = order_.TakeSpare();  // the buffers of the last one run
+  decided.decision = std::move(decision);
   const RoundDecision& taken = decided.decision;
+  size_t specs = 0;  // assigned over the spare's so far
   // Built for an error only: this runs once per round, a small op's critical path.
   auto round = [&] { return "fast path: round " + std::to_string(taken.round); };
   for (uint32_t id : taken.runnable) {
@@ -200,9 +202,16 @@ Status FastPath::ApplyDecision(RoundDecision decision, TimePoint now, Outbox* ou
     }
     decided.ids.push_back(id);
     decided.entries.push_back(mine ? hit : nullptr);  // null: joined, zeros
-    decided.specs.push_back(*spec);
+    if (specs < decided.specs.size()) {
+      decided.specs[specs] = *spec;  // its strings' buffers reused
+    } else {
+      decided.specs.push_back(*spec);
+    }
+    ++specs;
     if (mine) waiting_.Decided(id);
   }
+  decided.specs.erase(decided.specs.begin() + static_cast<std::ptrdiff_t>(specs),
+                      decided.specs.end());
   order_.Add(std::move(decided));
   return Status::Ok();
 }

@@ -24,6 +24,7 @@ void OpCompleter::Complete(std::unique_ptr<TensorEntry> entry, const Status& sta
   if (traced) {
     tracer_->Completed(*entry, status, response, callback_start, clock_->Now());
   }
+  if (queue_ != nullptr) queue_->Recycle(std::move(entry));  // the next op's, unallocated
 }
 
 void OpCompleter::CompleteResponse(const Response& response, const Status& status,

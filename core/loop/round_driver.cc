@@ -45,7 +45,7 @@ RoundDriver::Step RoundDriver::StepOnce(const std::function<bool()>* done) {
   if (!step.fault.ok()) return step;
   step.progress = step.progress || out_.progress;
   bool ran = false;
-  step.fault = RunDecided(&ran);
+  step.fault = RunDecided(now, &ran);
   if (!step.fault.ok()) return step;
   if (ran) {
     step.progress = true;
@@ -140,10 +140,12 @@ Fault RoundDriver::SendToController(const std::vector<uint32_t>& cache_ids) {
   return Fault::FromController(session_->Send(batch));
 }
 
-Fault RoundDriver::RunDecided(bool* ran) {
-  for (;;) {
+Fault RoundDriver::RunDecided(Clock::TimePoint now, bool* ran) {
+  for (bool first = true;; first = false) {
     FastPath::Work& work = work_;
-    if (!fast_.NextWork(clock_->Now(), &work)) return Fault();
+    // The step's time serves the first look (only a blocked order reads it: when it blocked);
+    // after work ran, which may have taken a while, the clock is read again.
+    if (!fast_.NextWork(first ? now : clock_->Now(), &work)) return Fault();
     *ran = true;
     Fault fault = work.from_controller ? runner_->RunControllerResponse(work.response)
                                        : runner_->RunRoundWork(work);

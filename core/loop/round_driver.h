@@ -105,8 +105,9 @@ class RoundDriver {
   // FastPath::Advance and what it has to send (out_), to the controller and the peers.
   Fault AdvanceAndSend(Clock::TimePoint now);
   Fault SendToController(const std::vector<uint32_t>& cache_ids);
-  // Runs what the rounds decided, in order, as far as received; `*ran`: anything ran.
-  Fault RunDecided(bool* ran);
+  // Runs what the rounds decided, in order, as far as received; `*ran`: anything ran. `now`:
+  // the step's time, for the first look (the clock is read again after work ran).
+  Fault RunDecided(Clock::TimePoint now, bool* ran);
 
   // Constant after construction.
   RoundLane* const lane_;

@@ -19,8 +19,23 @@ bool WaitingOps::Wait(TensorEntry* entry, uint32_t cache_id, TimePoint now) {
   // The ops a joined rank cannot stand in for go to the controller from a joined rank, which
   // fails them naming the join, as it would have without the fast path.
   if (joined_ && NeedsEveryRank(cache_id)) return false;
-  hits_[cache_id] = Hit{entry, now, false};
+  if (spare_hit_.empty()) {
+    hits_[cache_id] = Hit{entry, now, false};
+    return true;
+  }
+  spare_hit_.key() = cache_id;
+  spare_hit_.mapped() = Hit{entry, now, false};
+  auto inserted = hits_.insert(std::move(spare_hit_));
+  if (!inserted.inserted) {  // as operator[]: the new hit replaces the old
+    inserted.position->second = inserted.node.mapped();
+    spare_hit_ = std::move(inserted.node);
+  }
   return true;
+}
+
+void WaitingOps::Decided(uint32_t id) {
+  auto node = hits_.extract(id);
+  if (!node.empty()) spare_hit_ = std::move(node);
 }
 
 bool WaitingOps::WaitGroup(const std::vector<TensorEntry*>& entries,

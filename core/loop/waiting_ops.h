@@ -80,8 +80,8 @@ class WaitingOps {
   void Divert(uint32_t id, std::vector<uint32_t>* to_controller);
   // This rank's entry waiting on `id`, or null.
   TensorEntry* Find(uint32_t id) const;
-  // A round decided `id`, whose entry leaves.
-  void Decided(uint32_t id) { hits_.erase(id); }
+  // A round decided `id`, whose entry leaves (its node kept for the next Wait).
+  void Decided(uint32_t id);
   // A controller response goes to run: the instance of each id it names is over (the next may
   // take the fast path again; not while this rank's join of its set is in flight), a retired id
   // is no longer diverted, nor are a removed set's, and a join's response ends this rank's join.
@@ -113,6 +113,9 @@ class WaitingOps {
     bool announced = false;  // in a round message of this rank already
   };
   std::map<uint32_t, Hit> hits_;  // waiting cached ops, by cache id
+  // The node of the last hit a round decided: Wait reuses it, so that a repeated op allocates
+  // no node (a small op's path allocates as little as it can).
+  std::map<uint32_t, Hit>::node_type spare_hit_;
   // Joins and remove_process_set requests held back (Hold), in submission order.
   std::deque<TensorEntry*> held_;
   std::set<uint32_t> diverted_;           // ids that go to the controller until their name runs

@@ -87,9 +87,21 @@ bool WorkOrder::Next(TimePoint now, Work* work) {
       Cut(work);
       return true;
     }
+    spare_ = std::move(front);  // its buffers, for TakeSpare
     decided_.pop_front();
   }
   return false;
+}
+
+WorkOrder::Decided WorkOrder::TakeSpare() {
+  Decided decided = std::move(spare_);
+  spare_ = Decided();
+  decided.decision = RoundDecision();
+  decided.ids.clear();
+  decided.entries.clear();
+  decided.next = 0;
+  decided.batches = 0;
+  return decided;
 }
 
 Status WorkOrder::CheckBlocked(TimePoint now, double timeout_seconds) const {

@@ -58,6 +58,10 @@ class WorkOrder {
   void DecidedThrough(uint64_t seq) { decided_seq_ = std::max(decided_seq_, seq); }
   // A round's decision, after the earlier ones.
   void Add(Decided decided);
+  // A blank Decided to fill for Add: the last one Next finished with, its vectors' buffers
+  // kept, so that a small op's round allocates as little as it can. Its `specs` keep their
+  // elements, to be assigned over (their strings' buffers reused) and then cut to `ids`.
+  Decided TakeSpare();
   // Fills `*work` with the next work in the agreed order and returns true; false if none is
   // decided, or if it waits for a controller response this rank has not received yet (the
   // deadline runs from then). Pass the same Work each time: its buffers are reused, so a small
@@ -91,6 +95,7 @@ class WorkOrder {
   uint64_t handed_seq_ = 0;   // the last controller response Next handed out
   uint64_t decided_seq_ = 0;  // the highest run_through_seq decided so far
   std::deque<Decided> decided_;
+  Decided spare_;         // the last decision Next finished with (TakeSpare)
   bool blocked_ = false;  // the front decision waits for a controller response
   TimePoint blocked_since_;
 };

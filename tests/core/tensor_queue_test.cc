@@ -118,3 +118,69 @@ TEST_CASE("Enqueue from many threads keeps every entry exactly once", "[core][qu
   CHECK(seen == 1000);
   CHECK(queue.RemoveAll().size() == 1000);
 }
+
+TEST_CASE("A removed entry's node serves the next name, and a clash still fails at enqueue",
+          "[core][queue]") {
+  Wakeup wakeup;
+  TensorQueue queue(&wakeup);
+  REQUIRE(queue.Enqueue(Entry("a long name, beyond the short-string buffer")).ok());
+  REQUIRE(queue.Remove("a long name, beyond the short-string buffer") != nullptr);
+  // The spare node is reused for another name: the table must find it under that name only.
+  REQUIRE(queue.Enqueue(Entry("b")).ok());
+  CHECK(queue.Find("b") != nullptr);
+  CHECK(queue.Find("a long name, beyond the short-string buffer") == nullptr);
+  REQUIRE(queue.Remove("b") != nullptr);
+  REQUIRE(queue.Enqueue(Entry("c")).ok());
+  // A clash through the spare node: the entry stays with the caller, the table unchanged.
+  REQUIRE(queue.Remove("c") != nullptr);
+  REQUIRE(queue.Enqueue(Entry("d")).ok());
+  REQUIRE(queue.Enqueue(Entry("e")).ok());
+  REQUIRE(queue.Remove("e") != nullptr);  // a spare node again
+  auto clash = Entry("d");
+  Status refused = queue.Enqueue(std::move(clash));
+  CHECK(refused.code() == StatusCode::kInvalidArgument);
+  CHECK(refused.message().find("named 'd' is already in flight") != std::string::npos);
+  REQUIRE(clash != nullptr);
+  CHECK(queue.InFlight() == 1);
+  REQUIRE(queue.Enqueue(Entry("e")).ok());  // the spare node survived the clash
+  CHECK(queue.Find("e") != nullptr);
+  CHECK(queue.InFlight() == 2);
+}
+
+TEST_CASE("A recycled entry comes back blank and lets go of its callback at once",
+          "[core][queue]") {
+  Wakeup wakeup;
+  TensorQueue queue(&wakeup);
+  auto captured = std::make_shared<int>(7);
+  std::unique_ptr<TensorEntry> entry = queue.NewEntry();
+  entry->meta.name = "x";
+  entry->input.shape = {4, 1024};
+  entry->callback = [captured](const Status&) {};
+  entry->allocate = [captured](const std::vector<int64_t>&) -> void* { return nullptr; };
+  int result = 0;
+  std::vector<int64_t> splits;
+  entry->int_result = &result;
+  entry->received_splits = &splits;
+  entry->local_error = Internal("this rank's allocator failed");
+  entry->in_flight = true;
+  entry->trace_generation = 3;
+  entry->trace_slot = 2;
+  entry->trace_track = "x #3";
+  TensorEntry* const address = entry.get();
+  CHECK(captured.use_count() == 3);
+  queue.Recycle(std::move(entry));
+  CHECK(captured.use_count() == 1);  // the callback and the allocator are gone already
+  std::unique_ptr<TensorEntry> again = queue.NewEntry();
+  REQUIRE(again.get() == address);
+  CHECK(!again->callback);
+  CHECK(!again->allocate);
+  CHECK(again->int_result == nullptr);
+  CHECK(again->received_splits == nullptr);
+  CHECK(again->local_error.ok());
+  CHECK(!again->in_flight);
+  CHECK(again->trace_generation == 0);
+  CHECK(again->trace_slot == 0);
+  CHECK(again->trace_track.empty());
+  CHECK(queue.NewEntry().get() != address);  // one spare, handed out once
+  queue.Recycle(nullptr);                    // ignored
+}

@@ -333,6 +333,14 @@ TEST_CASE("op descriptions name the tensors and the fused size", "[ops][executor
         "allreduce 'a', 'b' (2 tensors, 6.0 MiB)");
   CHECK(DescribeOp(OpType::kAllreduce, pointers) ==
         "allreduce 'a', 'b' and 3 more (5 tensors, 15.0 MiB)");
+  // Into a kept string (the executor's, reused op after op): replaced, never appended to.
+  std::string kept = "broadcast 'an earlier and much longer name than these'";
+  DescribeOp(OpType::kAllreduce, pointers, &kept);
+  CHECK(kept == "allreduce 'a', 'b' and 3 more (5 tensors, 15.0 MiB)");
+  DescribeOp(OpType::kAllgather, {pointers[4]}, &kept);
+  CHECK(kept == "allgather 'e'");
+  DescribeOp(OpType::kAllreduce, {}, &kept);
+  CHECK(kept == "allreduce");
   CHECK(FormatBytes(0) == "0 B");
   CHECK(FormatBytes(1023) == "1023 B");
   CHECK(FormatBytes(1536) == "1.5 KiB");
