@@ -57,7 +57,7 @@ inline bool NeedsEveryRank(uint32_t cache_id) {
 // The control protocol's version (docs/PROTOCOL.md): every Hello carries it and the controller
 // admits only its own, so ranks of different kolo builds fail init with both versions named
 // instead of misreading each other's messages. Raised with every incompatible change.
-inline constexpr int kProtocolVersion = 8;
+inline constexpr int kProtocolVersion = 9;
 
 // First message on every worker stream.
 struct Hello {

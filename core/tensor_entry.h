@@ -12,6 +12,7 @@
 
 namespace kolo {
 
+// Entries are reused (TensorQueue::Recycle, NewEntry): a field added here must be reset there.
 struct TensorEntry {
   TensorMeta meta;  // name, op, dtype, shape, options as this rank submitted them
   TensorView input;
