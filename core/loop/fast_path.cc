@@ -80,7 +80,7 @@ bool FastPath::Offer(TensorEntry* entry, uint32_t cache_id, TimePoint now, bool 
   if (waiting_.Hold(entry)) return true;  // a join or a removal behind this rank's waiting ops
   const bool may_wait = !(behind_others && meta.op == OpType::kBarrier);
   if (!stopping_ && !closed_ && may_wait && waiting_.Wait(entry, cache_id, now)) {
-    round_trace_.Ready(options_.rank, cache_id, meta.name, meta.op, now);
+    round_trace_.Ready(options_.rank, cache_id, meta.name, meta.op, 0, now);
     return true;
   }
   // Its metadata changed: the peers' cached copies must meet it at the controller (which names
@@ -94,7 +94,7 @@ bool FastPath::OfferGroup(const std::vector<TensorEntry*>& entries,
   if (stopping_ || closed_) return false;
   if (!waiting_.WaitGroup(entries, cache_ids, now)) return false;
   for (size_t i = 0; i < entries.size(); ++i) {
-    round_trace_.Ready(options_.rank, cache_ids[i], entries[i]->meta.name, entries[i]->meta.op,
+    round_trace_.Ready(options_.rank, cache_ids[i], entries[i]->meta.name, entries[i]->meta.op, 0,
                        now);
   }
   return true;
@@ -111,7 +111,7 @@ Status FastPath::ReceiveRound(int from, RoundMessage message, TimePoint now) {
       // A rank outside an op's set reports it ready in every round: not readiness.
       const FastSpec* spec = cache_->SpecOf(id);
       if (spec != nullptr && cache_->MemberOf(spec->process_set, from)) {
-        round_trace_.Ready(from, id, spec->name, spec->op, now);
+        round_trace_.Ready(from, id, spec->name, spec->op, message.round, now);
       }
     }
   }
@@ -175,6 +175,7 @@ Status FastPath::ApplyDecision(RoundDecision decision, TimePoint now, Outbox* ou
       if (spec != nullptr) round_trace_.Closed(id, spec->name, ids == &decision.runnable, now);
     }
   }
+  round_trace_.Decided(decision.round, now);  // readiness a peer ahead sent for the next round
   for (uint32_t id : decision.diverted) waiting_.Divert(id, &out->to_controller);
   WorkOrder::Decided decided = order_.TakeSpare();  // the buffers of the last one run
   decided.decision = std::move(decision);

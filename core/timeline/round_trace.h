@@ -28,10 +28,17 @@ class RoundTrace {
   // Whether a timeline records (Ready does nothing otherwise).
   bool on() const { return sink_ != nullptr && sink_->enabled(); }
 
-  // Rank `rank` reported cache id `id` (tensor `name`, an `op`) ready.
-  void Ready(int rank, uint32_t id, const std::string& name, OpType op, Clock::TimePoint now);
+  // Rank `rank` reported cache id `id` (tensor `name`, an `op`) ready in its message for round
+  // `round` (0: this rank's own, now). A message for a round after the one whose decision comes
+  // next is held back until then (Decided): a peer ahead may report the tensor's next step
+  // before this rank closed the span of the step before.
+  void Ready(int rank, uint32_t id, const std::string& name, OpType op, uint64_t round,
+             Clock::TimePoint now);
   // A round decided: `id` runs, or goes to the controller (`ran` false).
   void Closed(uint32_t id, const std::string& name, bool ran, Clock::TimePoint now);
+  // Round `round`'s decision was applied (after its Closed calls): what was held back for the
+  // round after it is recorded now.
+  void Decided(uint64_t round, Clock::TimePoint now);
 
  private:
   TraceSink* const sink_;
@@ -42,6 +49,15 @@ class RoundTrace {
     std::string span;  // NegotiateSpanName of its op
   };
   std::unordered_map<uint32_t, Open> open_;
+  struct Held {
+    int rank;
+    uint32_t id;
+    std::string name;
+    OpType op;
+    uint64_t round;
+  };
+  std::vector<Held> held_;  // in arrival order
+  uint64_t decided_ = 0;    // the last round whose decision was applied
 };
 
 }  // namespace kolo
