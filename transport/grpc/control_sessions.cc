@@ -135,7 +135,7 @@ SteadyTime ControlSessions::FlushDeadline() const {
   return stopping_ ? std::min(deadline, stop_deadline_) : deadline;
 }
 
-Encoded ControlSessions::Encode(const wire::ControllerMessage& message) const {
+Encoded ControlSessions::Encode(const wire::ControllerMessage& message) {
   grpc::ByteBuffer buffer;
   bool own = false;
   // Serializing a message we built cannot fail but for its size, which kolo bounds.

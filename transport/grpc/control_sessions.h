@@ -92,7 +92,7 @@ class ControlSessions {
   // A session ran its last reaction (ControlSession::OnDone, before it deletes itself).
   void SessionEnded() KOLO_EXCLUDES(mu_);
   // The wire form of one stream's message (a Welcome gets the generation).
-  Encoded Encode(const wire::ControllerMessage& message) const;
+  static Encoded Encode(const wire::ControllerMessage& message);
   Encoded Encode(const ControllerMessage& message) const;
   // The reaper cancels `session` at `deadline` (replacing an earlier one) until Forget.
   void SetDeadline(ControlSession* session, SteadyTime deadline, bool flushing);

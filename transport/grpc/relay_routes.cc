@@ -1,9 +1,9 @@
 #include "transport/grpc/relay_routes.h"
 
-#include <grpcpp/impl/codegen/proto_utils.h>
-
 #include <algorithm>
 #include <memory>
+
+#include "transport/grpc/control_sessions.h"
 
 namespace kolo::transport {
 
@@ -12,11 +12,7 @@ Encoded RelayRoutes::Envelope(const std::vector<int>& ranks, const std::string& 
   wire::RelayDown* down = envelope.mutable_relayed();
   for (int rank : ranks) down->add_ranks(rank);
   down->set_message(inner);
-  grpc::ByteBuffer buffer;
-  bool own = false;
-  // Serializing a message we built cannot fail but for its size, which kolo bounds.
-  (void)grpc::SerializationTraits<wire::ControllerMessage>::Serialize(envelope, &buffer, &own);
-  return std::make_shared<const grpc::ByteBuffer>(std::move(buffer));
+  return ControlSessions::Encode(envelope);
 }
 
 void RelayRoutes::Left(ControlSession* relay) {
