@@ -15,7 +15,8 @@ namespace kolo::transport {
 namespace {
 
 // Bytes moved in one direction before turning to the other, so that received data can be
-// processed and sent on while more arrives (pipelining, DESIGN.md §3).
+// processed and sent on while more arrives (pipelining, DESIGN.md §3). Where the peer's data
+// arrives on the socket we send on, a pass moves at most one send call (below) each way.
 constexpr size_t kPassBudget = 1 << 20;
 
 // Largest send() when the peer's data arrives on the same socket (2 ranks' ring, pairwise
@@ -28,6 +29,11 @@ constexpr size_t kPassBudget = 1 << 20;
 // hence the limit on the exchange's size (docs/PERFORMANCE.md "TCP data plane tuning"). Only
 // where the ranks have a core each (busy_poll): with 4 ranks on 2 cores the peers take turns
 // instead of streaming at once, and 256 KiB calls made 2-8 MiB 8-15% slower there.
+// The same bound holds each pass in both directions: receiving up to 1 MiB before turning to
+// send left the peer waiting for our next bytes while we drained its. Measured on the Intel
+// Xeon kind, 2 ranks, through the API, 4-5 interleaved repetitions: 1 / 4 / 16 / 64 MiB 2-4%,
+// 7-8%, 8% and 13% faster than with 1 MiB passes; 128 and 64 KiB passes were slower than
+// 256 KiB ones (docs/PERFORMANCE.md, "TCP on the Intel Xeon kind").
 constexpr size_t kSharedSocketSendCall = size_t{256} << 10;
 constexpr size_t kSharedSocketSendCallUpTo = size_t{8} << 20;  // bytes the exchange sends
 
@@ -56,10 +62,10 @@ class Pump {
         what_(what),
         send_total_(exchange.send_total()),
         recv_total_(exchange.recv_total()),
-        send_call_(ends.busy_poll && ends.send_fd == ends.recv_fd &&
-                           send_total_ <= kSharedSocketSendCallUpTo
-                       ? kSharedSocketSendCall
-                       : kPassBudget) {}
+        pass_bytes_(ends.busy_poll && ends.send_fd == ends.recv_fd &&
+                            send_total_ <= kSharedSocketSendCallUpTo
+                        ? kSharedSocketSendCall
+                        : kPassBudget) {}
 
   Status Run();
 
@@ -76,7 +82,7 @@ class Pump {
   const std::string& what_;
   const size_t send_total_;
   const size_t recv_total_;
-  const size_t send_call_;  // largest single send()
+  const size_t pass_bytes_;  // bytes a pass moves each way at most, and the largest send()
   size_t sent_ = 0;
   size_t received_ = 0;
 };
@@ -126,13 +132,13 @@ Status Pump::Run() {
 
 Status Pump::ReceiveSome(bool* progress) {
   size_t moved = 0;
-  while (receiving() && moved < kPassBudget) {
+  while (receiving() && moved < pass_bytes_) {
     MutableBytes region = exchange_.NextRecv();
     if (region.size == 0) {
       return Internal(what_ + ": the exchange offers no receive buffer with " +
                       std::to_string(recv_total_ - received_) + " bytes still to receive");
     }
-    const size_t want = std::min({region.size, recv_total_ - received_, kPassBudget - moved});
+    const size_t want = std::min({region.size, recv_total_ - received_, pass_bytes_ - moved});
     IoResult io = RecvSome(ends_.recv_fd, region.data, want);
     if (io.eof) return PeerError(ends_.recv_peer, ECONNRESET, "receiving from");
     if (io.error != 0) return PeerError(ends_.recv_peer, io.error, "receiving from");
@@ -147,11 +153,11 @@ Status Pump::ReceiveSome(bool* progress) {
 
 Status Pump::SendSome(bool* progress) {
   size_t moved = 0;
-  while (sending() && moved < kPassBudget) {
+  while (sending() && moved < pass_bytes_) {
     ConstBytes ready = exchange_.NextSend();
     if (ready.size == 0) break;
     const size_t want =
-        std::min({ready.size, send_total_ - sent_, kPassBudget - moved, send_call_});
+        std::min({ready.size, send_total_ - sent_, pass_bytes_ - moved});
     IoResult io = transport::SendSome(ends_.send_fd, ready.data, want);
     if (io.error != 0) return PeerError(ends_.send_peer, io.error, "sending to");
     if (io.would_block()) break;
