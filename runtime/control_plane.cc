@@ -6,6 +6,7 @@
 
 #include "controller/controller.h"
 #include "core/op_text.h"
+#include "transport/grpc/control_relay.h"
 #include "transport/grpc/grpc_control_channel.h"
 #include "transport/grpc/grpc_control_server.h"
 
@@ -28,15 +29,23 @@ void ControlPlane::Adopt(ControllerParts parts) {
   controller_started_ = parts.started;
 }
 
+void ControlPlane::AdoptRelay(std::unique_ptr<transport::ControlRelay> relay) {
+  relay_ = std::move(relay);
+}
+
 ControlChannel* ControlPlane::OpenChannel(const std::string& controller_address,
-                                          const Options& options, const Logger& logger,
+                                          const RelayPlan& relay, const Options& options,
+                                          const Logger& logger,
                                           std::function<void(const Status&)> on_fatal) {
   if (local_channel_) {
     channel_ = local_channel_.get();
   } else {
     grpc_channel_ = transport::GrpcControlChannel::Create(
-        controller_address, options.timeout_seconds,
+        relay.relayed ? relay.address : controller_address, options.timeout_seconds,
         MakeLogger(options.rank, "control", logger->level()), security_);
+    if (relay.relayed) {
+      grpc_channel_ = std::make_unique<RelayedChannel>(std::move(grpc_channel_), relay);
+    }
     channel_ = grpc_channel_.get();
   }
   channel_->SetFatalHandler(std::move(on_fatal));
@@ -88,6 +97,7 @@ bool ControlPlane::job_done() const {
 
 void ControlPlane::Close(SteadyTime::time_point deadline) {
   if (channel_) channel_->Close(deadline);
+  if (relay_) relay_->Stop(deadline);  // waits for the members' streams to end, by `deadline`
   if (server_) server_->Stop(deadline);
   if (controller_) controller_->Stop();
 }
@@ -98,6 +108,7 @@ void ControlPlane::DropChannel() {
 }
 
 void ControlPlane::Reset() {
+  relay_.reset();
   server_.reset();
   controller_.reset();
   local_channel_.reset();  // the controller's outbox

@@ -17,6 +17,7 @@
 #include "core/control_channel.h"
 #include "core/logging.h"
 #include "kolo/options.h"
+#include "runtime/control_relays.h"
 #include "transport/grpc/control_auth.h"
 #include "transport/local/local_control_channel.h"
 
@@ -26,8 +27,8 @@ namespace controller {
 class Controller;
 }
 namespace transport {
+class ControlRelay;
 class GrpcControlServer;
-class GrpcControlChannel;
 }  // namespace transport
 
 // Rank 0's controller as RuntimeStart::StartController built it, started. Declared in the order
@@ -56,11 +57,16 @@ class ControlPlane {
   const transport::ControlSecurity& security() const { return security_; }
   // Rank 0: its controller, started.
   void Adopt(ControllerParts parts);
+  // The control relay this rank's process runs for its host (KOLO_CONTROL_RELAYS=host),
+  // started; Close stops it after this rank's own channel.
+  void AdoptRelay(std::unique_ptr<transport::ControlRelay> relay);
   // This rank's channel to the controller: rank 0's in-process one, else a gRPC channel to
-  // `controller_address` (KOLO_TIMEOUT_SECONDS from `options`). `on_fatal` is told an abort at
-  // once, on the channel's reader thread (ControlChannel::SetFatalHandler).
-  ControlChannel* OpenChannel(const std::string& controller_address, const Options& options,
-                              const Logger& logger, std::function<void(const Status&)> on_fatal);
+  // `controller_address`, or to its host's relay where `relay` says so (KOLO_TIMEOUT_SECONDS
+  // from `options`). `on_fatal` is told an abort at once, on the channel's reader thread
+  // (ControlChannel::SetFatalHandler).
+  ControlChannel* OpenChannel(const std::string& controller_address, const RelayPlan& relay,
+                              const Options& options, const Logger& logger,
+                              std::function<void(const Status&)> on_fatal);
   ControlChannel* channel() const { return channel_; }
   controller::Controller* controller() const { return controller_.get(); }  // rank 0, else null
   Autotuner* autotuner() const { return autotuner_.get(); }  // rank 0 with KOLO_AUTOTUNE
@@ -77,7 +83,8 @@ class ControlPlane {
   // --- Teardown, in RuntimeImpl::Teardown's order. ---
   // Whether every rank sent its shutdown notice and got the job-wide Shutdown (rank 0).
   bool job_done() const;
-  // Closes the channel and stops the server, flushing until `deadline`, and the controller.
+  // Closes the channel, stops this process's relay and the server, flushing until `deadline`,
+  // and the controller.
   void Close(std::chrono::steady_clock::time_point deadline);
   void DropChannel();  // after the loop and the data planes' executors are gone
   void Reset();        // the server, the controller, then its outbox
@@ -94,8 +101,12 @@ class ControlPlane {
   // Rank 0 of an elastic generation: the member kolorun's driver reported lost during the start
   // (NoteLostRank); -1: none.
   std::atomic<int> elastic_lost_rank_{-1};
-  std::unique_ptr<transport::GrpcControlChannel> grpc_channel_;  // ranks > 0
+  // Ranks > 0: a gRPC channel to the controller or (RelayedChannel) to this host's relay.
+  std::unique_ptr<ControlChannel> grpc_channel_;
   ControlChannel* channel_ = nullptr;  // local_channel_ or grpc_channel_, once open
+  // KOLO_CONTROL_RELAYS=host, this host's local rank 0: its relay (after the channel in Close,
+  // before the channel's end in Reset, so that members see it end last).
+  std::unique_ptr<transport::ControlRelay> relay_;
 };
 
 }  // namespace kolo

@@ -134,10 +134,19 @@ Status RuntimeImpl::JoinJob(const RuntimeStart& start, const std::string& contro
   KOLO_ASSIGN_OR_RETURN(std::unique_ptr<transport::TcpMesh> mesh,
                         start.ListenForPeers(controller_address, control_.security()));
   planes_.AdoptMesh(std::move(mesh));
+  const RelayPlan relay = PlanControlRelay(options_, controller_address);
+  if (!relay.direct_reason.empty()) logger_->warn("{}", relay.direct_reason);
+  if (relay.hosts_relay) {
+    KOLO_ASSIGN_OR_RETURN(std::unique_ptr<transport::ControlRelay> started,
+                          StartHostRelay(options_, relay, controller_address, control_.security(),
+                                         deadline, logger_));
+    control_.AdoptRelay(std::move(started));
+  }
   // An abort must reach a background thread blocked in the ring at once, not at the ring's
   // deadline.
-  ControlChannel* channel = control_.OpenChannel(
-      controller_address, options_, logger_, [this](const Status& why) { planes_.Interrupt(why); });
+  ControlChannel* channel =
+      control_.OpenChannel(controller_address, relay, options_, logger_,
+                           [this](const Status& why) { planes_.Interrupt(why); });
   KOLO_ASSIGN_OR_RETURN(
       const RuntimeStart::Meeting meeting,
       start.MeetPeers(*channel, *planes_.mesh(), control_.security(), deadline, &wakeup_));

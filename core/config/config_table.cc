@@ -228,6 +228,15 @@ std::vector<ConfigVar> BuildTable() {
                 "one per pair of ranks, made at init: auto makes them in jobs of up to 64 ranks, "
                 "on in any job, off never (point-to-point ops then fail at once saying so). Same "
                 "on every rank."),
+      Row("KOLO_CONTROL_RELAYS")
+          .Choice(&Options::control_relays, {"off", "host"}, "off")
+          .Help("host: on every host but rank 0's, the host's local rank 0 runs a control relay "
+                "that the host's ranks open their control streams to, so that rank 0's "
+                "controller reads and writes one message per host a step instead of one per "
+                "rank (docs/SCALE.md). Needs KOLO_LOCAL_RANK and KOLO_LOCAL_SIZE (kolorun sets "
+                "them) and each host's ranks consecutive; otherwise, or with TLS, the ranks "
+                "connect directly and say why. off: every rank connects to the controller. Same "
+                "on every rank."),
       Row("KOLO_CPU_BIND")
           .Choice(&Options::cpu_bind, {"none", "core"}, "none")
           .Help("core: the ranks of this host are bound to CPU sets of their own (kolorun binds "

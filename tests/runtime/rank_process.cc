@@ -16,7 +16,7 @@ extern char** environ;
 namespace kolo::testing {
 
 RankProcess::RankProcess(const std::string& path, const std::vector<std::string>& args,
-                         const std::map<std::string, std::string>& env) {
+                         const std::map<std::string, std::string>& env, bool with_stderr) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return;
   std::vector<std::string> env_strings;
@@ -35,6 +35,7 @@ RankProcess::RankProcess(const std::string& path, const std::vector<std::string>
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  if (with_stderr) posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
   if (posix_spawn(&pid_, path.c_str(), &actions, nullptr, argv.data(), envp.data()) != 0) {
     pid_ = -1;
   }

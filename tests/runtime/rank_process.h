@@ -24,9 +24,10 @@ class RankProcess {
   using Clock = std::chrono::steady_clock;
 
   // Starts `path args...` with the test's environment minus every KOLO_* variable, plus
-  // `env`. Check running() for success.
+  // `env`. Check running() for success. `with_stderr`: its stderr (kolo's log) on the same
+  // pipe, so that lines() holds the log too.
   RankProcess(const std::string& path, const std::vector<std::string>& args,
-              const std::map<std::string, std::string>& env);
+              const std::map<std::string, std::string>& env, bool with_stderr = false);
   ~RankProcess();
   RankProcess(const RankProcess&) = delete;
   RankProcess& operator=(const RankProcess&) = delete;

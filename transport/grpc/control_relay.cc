@@ -17,9 +17,6 @@ StatusOr<std::unique_ptr<ControlRelay>> ControlRelay::Start(RelayOptions options
   }
   std::unique_ptr<ControlRelay> relay(new ControlRelay(std::move(options)));
   const RelayOptions& o = relay->options_;
-  KOLO_ASSIGN_OR_RETURN(relay->server_,
-                        GrpcControlServer::Start(o.listen_address, relay.get(), o.timeout_seconds,
-                                                 o.logger, o.security, o.members));
   RelayUplink::Settings settings;
   settings.controller_address = o.controller_address;
   settings.hello.rank = o.host_rank;
@@ -29,14 +26,19 @@ StatusOr<std::unique_ptr<ControlRelay>> ControlRelay::Start(RelayOptions options
   settings.cycle_seconds = o.cycle_seconds;
   settings.security = o.security;
   settings.logger = o.logger;
-  GrpcControlServer* server = relay->server_.get();
   ControlRelay* self = relay.get();
+  // Before the server: a member that was already retrying may say Hello at once, and its
+  // Hello is queued on the uplink (which sends nothing before Connect). The server is up before
+  // the uplink's reader, the only caller of the two callbacks, starts.
   relay->uplink_ = std::make_unique<RelayUplink>(
       std::move(settings),
-      [server](const std::vector<int>& ranks, const std::string& message) {
-        server->Forward(ranks, message);
+      [self](const std::vector<int>& ranks, const std::string& message) {
+        self->server_->Forward(ranks, message);
       },
       [self](const Status& why) { self->UplinkLost(why); });
+  KOLO_ASSIGN_OR_RETURN(relay->server_,
+                        GrpcControlServer::Start(o.listen_address, relay.get(), o.timeout_seconds,
+                                                 o.logger, o.security, o.members));
   KOLO_RETURN_IF_ERROR(relay->uplink_->Connect(deadline));
   return relay;
 }

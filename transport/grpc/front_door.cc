@@ -40,6 +40,7 @@ std::string PeerString(const sockaddr_storage& address) {
     inet_ntop(AF_INET6, &v6.sin6_addr, host, sizeof(host));
     return std::string("ipv6:[") + host + "]:" + std::to_string(ntohs(v6.sin6_port));
   }
+  if (address.ss_family == AF_UNIX) return "a local process (Unix-domain socket)";
   return "an unknown address";
 }
 

@@ -84,7 +84,7 @@ Status GrpcControlServer::Impl::Start(const std::string& address, int job_size) 
   ApplyServerArguments(timeout_seconds_, &builder);
   cq_ = builder.AddCompletionQueue();
   server_ = builder.BuildAndStart();
-  if (server_ == nullptr || port_ == 0) {
+  if (server_ == nullptr || (port_ == 0 && !IsUnixAbstractAddress(address))) {
     if (server_ != nullptr) server_->Shutdown();
     cq_->Shutdown();
     void* tag = nullptr;

@@ -28,7 +28,8 @@ namespace kolo::transport {
 
 class GrpcControlServer final : public ControllerOutbox {
  public:
-  // Listens on `listen_address` ("host:port"; port 0 picks a free one) and starts serving.
+  // Listens on `listen_address` ("host:port"; port 0 picks a free one; or, without TLS,
+  // "unix-abstract:NAME", a control relay's, whose port() is 0) and starts serving.
   // `handler` must outlive the server. `timeout_seconds` (KOLO_TIMEOUT_SECONDS) sets keepalive,
   // so that a vanished worker host is noticed within it, and bounds how long a closing stream
   // may take to flush, and how long a new stream may take to authenticate. A null logger gets

@@ -3,8 +3,10 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 
@@ -104,9 +106,48 @@ Status BindFailure(const std::string& address, const HostPort& where, int error)
   return Status::Ok();
 }
 
+constexpr char kUnixAbstract[] = "unix-abstract:";
+
+// A listening Unix-domain socket named `name` in the abstract namespace (no file to remove).
+StatusOr<std::vector<UniqueFd>> ListenOnAbstract(const std::string& address,
+                                                 const std::string& name) {
+  sockaddr_un where{};
+  where.sun_family = AF_UNIX;
+  if (name.empty() || name.size() + 1 > sizeof(where.sun_path)) {
+    return InvalidArgument("cannot listen on '" + address + "': the name must have 1 to " +
+                           std::to_string(sizeof(where.sun_path) - 1) + " bytes");
+  }
+  std::memcpy(where.sun_path + 1, name.data(), name.size());  // sun_path[0] = 0: abstract
+  const socklen_t length =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return Unavailable("cannot listen on " + address + ": " + std::strerror(errno));
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&where), length) != 0) {
+    const int error = errno;
+    return Unavailable("cannot listen on " + address + ": " +
+                       (error == EADDRINUSE ? std::string("the name is in use (another process of "
+                                                          "this job, or of a job with its name?)")
+                                            : std::string(std::strerror(error))));
+  }
+  if (listen(fd.get(), kBacklog) != 0) {
+    return Unavailable("cannot listen on " + address + ": listen: " + std::strerror(errno));
+  }
+  std::vector<UniqueFd> listeners;
+  listeners.push_back(std::move(fd));
+  return listeners;
+}
+
 }  // namespace
 
+bool IsUnixAbstractAddress(const std::string& address) {
+  return address.rfind(kUnixAbstract, 0) == 0;
+}
+
 StatusOr<std::vector<UniqueFd>> ListenOn(const std::string& address, int* port) {
+  if (IsUnixAbstractAddress(address)) {
+    *port = 0;
+    return ListenOnAbstract(address, address.substr(sizeof(kUnixAbstract) - 1));
+  }
   HostPort where;
   if (!Split(address, &where)) {
     return InvalidArgument("the controller cannot listen on '" + address +

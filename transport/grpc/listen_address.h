@@ -18,7 +18,13 @@ namespace kolo::transport {
 // and without SO_REUSEPORT; port 0 picks a free port, shared by every socket. The sockets are
 // non-blocking and close-on-exec; `*port` gets the port. A port in use, a host that is not
 // this host's and a privileged port each fail in one sentence naming KOLO_CONTROLLER.
+// "unix-abstract:NAME" (gRPC's spelling; a control relay's, runtime/control_relays.h) binds
+// one Unix-domain socket in the abstract namespace instead, `*port` 0; a name in use fails in
+// one sentence.
 StatusOr<std::vector<UniqueFd>> ListenOn(const std::string& address, int* port);
+
+// Whether `address` is a "unix-abstract:NAME" address (it has no port).
+bool IsUnixAbstractAddress(const std::string& address);
 
 // Binds (and closes) a socket on each address `address` (port not 0) resolves to, as gRPC's
 // listener will, and fails as ListenOn would. OK when the address does not parse or resolve,

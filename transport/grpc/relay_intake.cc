@@ -58,7 +58,9 @@ Status RelayIntake::TakeHello(int rank, const wire::WorkerMessage& message) {
   }
   members_.push_back(rank);
   const Status admitted = sessions_->config().handler->OnHello(hello.hello);
-  if (!admitted.ok()) {
+  if (admitted.ok()) {
+    sessions_->config().logger->debug("rank {} joined through control relay {}", rank, name_);
+  } else {
     Drop(rank);
     Refuse(rank, admitted.code() == StatusCode::kUnavailable
                      ? "the controller turned rank " + std::to_string(rank) +

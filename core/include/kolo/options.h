@@ -161,6 +161,11 @@ struct Options {
   // made at init: "auto" up to 64 ranks, "on", "off". Must be the same on every rank.
   std::string p2p;
 
+  // KOLO_CONTROL_RELAYS: "off", or "host": on every host but rank 0's, the host's local rank 0
+  // runs a control relay (docs/DESIGN-NOTES.md, "Control relays") and the host's ranks open
+  // their control streams to it instead of to the controller. Must be the same on every rank.
+  std::string control_relays;
+
   // KOLO_GPU_OPERATIONS. Must be the same on every rank. Set explicitly (not auto), init()
   // also checks that a GPU is usable and fails naming the variable when it is not.
   GpuOperations gpu_operations{};
