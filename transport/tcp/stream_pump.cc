@@ -156,8 +156,7 @@ Status Pump::SendSome(bool* progress) {
   while (sending() && moved < pass_bytes_) {
     ConstBytes ready = exchange_.NextSend();
     if (ready.size == 0) break;
-    const size_t want =
-        std::min({ready.size, send_total_ - sent_, pass_bytes_ - moved});
+    const size_t want = std::min({ready.size, send_total_ - sent_, pass_bytes_ - moved});
     IoResult io = transport::SendSome(ends_.send_fd, ready.data, want);
     if (io.error != 0) return PeerError(ends_.send_peer, io.error, "sending to");
     if (io.would_block()) break;
