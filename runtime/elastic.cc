@@ -16,7 +16,7 @@
 namespace kolo {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using MonoClock = std::chrono::steady_clock;
 
 // What this process knows of its elastic job, from its last join.
 struct ElasticState {
@@ -50,9 +50,9 @@ DriverLink CurrentLink() {
           state.hosts_timestamp};
 }
 
-Clock::time_point After(double seconds) {
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+MonoClock::time_point After(double seconds) {
+  return MonoClock::now() +
+         std::chrono::duration_cast<MonoClock::duration>(std::chrono::duration<double>(seconds));
 }
 
 // The process's client of the driver at options.elastic_rendezvous (a new one where the driver
@@ -113,11 +113,11 @@ StatusOr<Options> JoinElasticGeneration(const Options& options) {
   request.worker_id = options.elastic_worker_id;
   request.last_generation = last_generation;
   KOLO_ASSIGN_OR_RETURN(request.controller_port, PickControllerPort());
-  const Clock::time_point deadline = After(options.elastic_timeout_seconds);
+  const MonoClock::time_point deadline = After(options.elastic_timeout_seconds);
   for (;;) {
     // The driver answers within kJoinAnswerWait; more than that plus KOLO_TIMEOUT_SECONDS
     // without an answer means it is gone.
-    const Clock::time_point call_deadline =
+    const MonoClock::time_point call_deadline =
         After(options.timeout_seconds) + transport::kJoinAnswerWait;
     StatusOr<transport::ElasticAssignment> answer = client->Join(request, call_deadline);
     if (!answer.ok()) return answer.status().WithContext("elastic init() of " + request.worker_id);
@@ -126,7 +126,7 @@ StatusOr<Options> JoinElasticGeneration(const Options& options) {
                                 ": kolorun's driver refused it: " + answer->message);
     }
     if (answer->outcome == transport::ElasticOutcome::kAssigned) return Joined(options, *answer);
-    if (Clock::now() >= deadline) {
+    if (MonoClock::now() >= deadline) {
       return DeadlineExceeded("elastic init() of " + request.worker_id +
                               ": kolorun's driver formed no generation with it within " +
                               std::to_string(options.elastic_timeout_seconds) +
