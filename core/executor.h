@@ -7,7 +7,9 @@
 // the executor's completion thread.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "core/clock.h"
@@ -34,6 +36,16 @@ class Executor {
   // tensors and the peer rank involved. `observer` (may be null) hears each finished phase.
   virtual Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                          PhaseObserver* observer) = 0;
+
+  // A fast-path allreduce not decided yet (`op` its signature, `entry` this rank's): copies its
+  // input where the data plane will read it when the op runs as the plane's next exchange, and
+  // returns a number that every rank's staging of that exchange gets alike, for the round
+  // message (docs/FAST-PATH.md, "Staged inputs"); nullopt when it stages nothing. Execute
+  // skips that copy and a sync when Response::staged holds that number. The entry's input
+  // must stay unchanged until the op completes (the API's contract).
+  virtual std::optional<uint64_t> Stage(const OpSignature& /*op*/, const TensorEntry& /*entry*/) {
+    return std::nullopt;
+  }
 
   // --- Asynchronous execution (device collectives complete long after they are enqueued). ---
   using Done = std::function<void(const Status&)>;

@@ -120,6 +120,10 @@ struct Response : OpSignature {
   // (n ranks: eager_inputs.size() / names.size()), valid while the response runs. The executor
   // reduces them in rank order instead of running the data plane. Empty: the data plane.
   std::vector<const void*> eager_inputs;
+  // Local only: a lone allreduce a round decided whose every rank staged its input for the
+  // plane's exchange numbered so (Executor::Stage; docs/FAST-PATH.md, "Staged inputs"), the
+  // same on every rank. Unset: none.
+  std::optional<uint64_t> staged;
 
   bool is_error() const { return !error.empty(); }
 };

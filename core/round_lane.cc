@@ -47,7 +47,7 @@ bool operator==(const RoundMessage& a, const RoundMessage& b) {
          a.received_seq == b.received_seq && a.joined == b.joined && a.stopping == b.stopping &&
          a.fusion_threshold == b.fusion_threshold &&
          a.hierarchy_min_bytes == b.hierarchy_min_bytes && a.ready == b.ready &&
-         a.diverted == b.diverted && a.eager == b.eager;
+         a.diverted == b.diverted && a.eager == b.eager && a.staged == b.staged;
 }
 
 RoundEager& RoundEager::operator=(const RoundEager& other) {

@@ -82,6 +82,18 @@ struct RoundEager {
 };
 bool operator==(const RoundEager& a, const RoundEager& b);
 
+// A lone allreduce whose input this rank staged in the data plane before sending the message
+// (Executor::Stage; docs/FAST-PATH.md, "Staged inputs"): its cache id (0: none) and the number
+// of the exchange it was staged for. Combined, it stays only where every message has the same.
+struct RoundStaged {
+  uint32_t id = 0;
+  uint64_t exchange = 0;
+  bool has_value() const { return id != 0; }
+};
+inline bool operator==(const RoundStaged& a, const RoundStaged& b) {
+  return a.id == b.id && a.exchange == b.exchange;
+}
+
 // One rank's part of one round, or (dissemination) what a rank combined of several ranks'
 // parts: the same fields, combined as RoundAgreement's decision combines them.
 struct RoundMessage {
@@ -105,6 +117,7 @@ struct RoundMessage {
   // docs/FAST-PATH.md, "Eager"), so that a round that decides one whose every member sent
   // them runs it without the data plane. Empty in combined messages and notices.
   RoundEager eager;
+  RoundStaged staged;  // none in notices
 };
 bool operator==(const RoundMessage& a, const RoundMessage& b);
 

@@ -45,6 +45,9 @@ class SharedMemoryPlane {
   // The set for the next chunk: 0, 1, 0, 1, ... across all algorithms (the same sequence on
   // every rank, since every rank runs the same chunks).
   virtual int NextSlotSet() = 0;
+  // How many chunks NextSlotSet has handed out: the number of the next chunk, whose set is
+  // chunks_taken() % kSlotSets. The same on every rank between the same two chunks.
+  virtual uint64_t chunks_taken() const = 0;
   // Marks this rank's arrival at its next sync point and blocks until every rank has arrived
   // at the same one; writes made before the call are visible to every rank after it. Fails
   // (DeadlineExceeded, naming the ranks that did not arrive) when some rank has not arrived

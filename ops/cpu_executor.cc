@@ -128,6 +128,18 @@ Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEn
   }
 }
 
+std::optional<uint64_t> CpuExecutor::Stage(const OpSignature& op, const TensorEntry& entry) {
+  if (shm_allreduce_ == nullptr || op.op != OpType::kAllreduce || op.process_set != 0 ||
+      !entry.input.device.is_cpu() || entry.input.dtype != op.dtype) {
+    return std::nullopt;
+  }
+  return shm_allreduce_->Stage(entry.input.data, ElementCount(entry), op.dtype, op.prescale);
+}
+
+uint64_t CpuExecutor::staged_ops() const {
+  return shm_allreduce_ != nullptr ? shm_allreduce_->staged_ops() : 0;
+}
+
 Status CpuExecutor::Broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
                               PhaseObserver* observer) {
   const std::string what = DescribeOp(response.op, entries);
@@ -202,7 +214,8 @@ Status CpuExecutor::AllreduceShm(const Response& response, const std::vector<Ten
     spans_.push_back({entry->input.data, entry->output.data, ElementCount(*entry)});
   }
   PhaseScope phase(observer, "SHM_ALLREDUCE");
-  return shm_allreduce_->Run(spans_, response.dtype, response.reduce_op, ScalingOf(response), what);
+  return shm_allreduce_->Run(spans_, response.dtype, response.reduce_op, ScalingOf(response), what,
+                             entries.size() == 1 ? response.staged : std::nullopt);
 }
 
 ReduceScaling CpuExecutor::ScalingOf(const Response& response) const {

@@ -63,6 +63,11 @@ class CpuExecutor final : public Executor {
   // Hierarchically (UseHierarchy): HIERARCHICAL_ALLREDUCE in place of RING_ALLREDUCE.
   Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                  PhaseObserver* observer) override;
+  // Over shared memory, a small allreduce's input into its slot (ShmAllreduce::Stage); an
+  // allreduce whose response says every rank did skips that copy and the first sync.
+  std::optional<uint64_t> Stage(const OpSignature& op, const TensorEntry& entry) override;
+  // Allreduces that ran staged so far (ShmAllreduce::staged_ops).
+  uint64_t staged_ops() const;
 
   // Runs allreduces, allgathers and reducescatters of at least `min_bytes` (the fused total,
   // the same on every rank; 0: all; kHierarchyFlat: none; an allreduce response's own

@@ -43,7 +43,8 @@ void StreamCopy(uint8_t* dst, const uint8_t* src, size_t bytes) {
 }  // namespace
 
 Status ShmAllreduce::Run(const std::vector<ReduceSpan>& spans, DataType dtype, ReduceOp op,
-                         const ReduceScaling& scaling, const std::string& what) {
+                         const ReduceScaling& scaling, const std::string& what,
+                         std::optional<uint64_t> staged) {
   if (single_copy_.Fits(spans, dtype)) {
     KOLO_ASSIGN_OR_RETURN(const bool done, single_copy_.Run(spans, dtype, op, scaling, what));
     if (done) {
@@ -51,12 +52,33 @@ Status ShmAllreduce::Run(const std::vector<ReduceSpan>& spans, DataType dtype, R
       return Status::Ok();
     }
   }
-  return RunThroughSlots(spans, dtype, op, scaling, what);
+  return RunThroughSlots(spans, dtype, op, scaling, what, staged);
+}
+
+std::optional<uint64_t> ShmAllreduce::Stage(const void* input, size_t count, DataType dtype,
+                                            double prescale) {
+  const size_t element_size = DataTypeSize(dtype);
+  const size_t bytes = count * element_size;
+  if (prescale != 1.0 || plane_.size() < 2 || count == 0 || input == nullptr ||
+      bytes > kStageMaxBytes || bytes > plane_.slot_bytes()) {
+    return std::nullopt;
+  }
+  std::vector<ReduceSpan>& spans = stage_span_;  // kept: a small op's path allocates nothing
+  spans.assign(1, ReduceSpan{input, nullptr, count});
+  if (single_copy_.Fits(spans, dtype)) return std::nullopt;
+  // As RunThroughSlots copies a chunk in with own_from_input, into the set it will take.
+  const uint64_t chunk = plane_.chunks_taken();
+  const int set = static_cast<int>(chunk % SharedMemoryPlane::kSlotSets);
+  const auto [lo, hi] = RankSlice(count, plane_.size(), plane_.rank(), element_size);
+  uint8_t* mine = plane_.slot(set, plane_.rank());
+  GatherInputs(spans, 0, lo, mine, dtype, 1.0);
+  GatherInputs(spans, hi, count - hi, mine + hi * element_size, dtype, 1.0);
+  return chunk;
 }
 
 Status ShmAllreduce::RunThroughSlots(const std::vector<ReduceSpan>& spans, DataType dtype,
                                      ReduceOp op, const ReduceScaling& scaling,
-                                     const std::string& what) {
+                                     const std::string& what, std::optional<uint64_t> staged) {
   const size_t element_size = DataTypeSize(dtype);
   const size_t total = TotalCount(spans);
   const size_t chunk_elements = plane_.slot_bytes() / element_size;
@@ -64,6 +86,12 @@ Status ShmAllreduce::RunThroughSlots(const std::vector<ReduceSpan>& spans, DataT
   // This rank's own slice is reduced straight from its input, so it skips the copy in; a
   // prescale (applied while copying) or a job of one rank copies it like the rest.
   const bool own_from_input = scaling.prescale == 1.0 && plane_.size() > 1;
+  // Every rank's input is in its slot already, and every rank knows it (Stage): the same
+  // answer on every rank, from what every rank agreed on and the chunks every rank ran.
+  const bool skip_first_sync = staged.has_value() && own_from_input && total <= chunk_elements &&
+                               total * element_size <= kStageMaxBytes &&
+                               *staged == plane_.chunks_taken();
+  if (skip_first_sync) return RunStaged(spans, total, dtype, op, scaling, what);
   for (size_t begin = 0; begin < total; begin += chunk_elements) {
     const size_t count = std::min(chunk_elements, total - begin);
     const int set = plane_.NextSlotSet();
@@ -88,6 +116,22 @@ Status ShmAllreduce::RunThroughSlots(const std::vector<ReduceSpan>& spans, DataT
       ScatterOutputs(spans, begin + rlo, rhi - rlo, plane_.slot(set, r) + rlo * element_size,
                      element_size, stream);
     }
+  }
+  return Status::Ok();
+}
+
+Status ShmAllreduce::RunStaged(const std::vector<ReduceSpan>& spans, size_t total, DataType dtype,
+                               ReduceOp op, const ReduceScaling& scaling, const std::string& what) {
+  const size_t element_size = DataTypeSize(dtype);
+  const int set = plane_.NextSlotSet();
+  ++staged_ops_;
+  ReduceSlice(spans, 0, set, total, dtype, op, scaling, /*own_from_input=*/true);
+  KOLO_RETURN_IF_ERROR(plane_.Sync(what));
+  for (int r = 0; r < plane_.size(); ++r) {
+    const auto [lo, hi] = RankSlice(total, plane_.size(), r, element_size);
+    if (lo >= hi) continue;
+    ScatterOutputs(spans, lo, hi - lo, plane_.slot(set, r) + lo * element_size, element_size,
+                   /*stream=*/false);
   }
   return Status::Ok();
 }

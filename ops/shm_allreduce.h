@@ -16,12 +16,20 @@
 // between the plane's two slot sets (SharedMemoryPlane::NextSlotSet), which is what makes two
 // syncs per chunk enough: a rank writes set s again (chunk c + 2) only after the sync that
 // ends chunk c + 1, which every rank reaches after copying chunk c out.
+// Staged (docs/FAST-PATH.md, "Staged inputs"): a small op's input may be copied into its slot
+// of the next chunk's set before the op is decided (Stage), at most kStageMaxBytes, one chunk.
+// The ranks then tell one another so in their round messages; a run whose every rank staged
+// for exactly this chunk (Run's `staged`) skips the copy in and the first sync: the round's
+// messages, each sent after its rank's copy, order the copies before the peers' reads. Stage
+// writes only this rank's slot of a set whose last chunk every rank finished reading before
+// the sync that ended the chunk after it, which this rank has passed.
 //
 // Threading: background thread only (like the executor that owns it).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,8 +52,25 @@ class ShmAllreduce {
   // (the spans may differ only in their pointers). Blocks until every span's output holds the
   // result. Fails (job-fatal: the plane is unusable afterwards) when a sync fails: a rank that
   // does not arrive within the timeout, or an interrupt; `what` prefixes the message.
+  // `staged`: every rank staged this op's input for chunk *staged (Stage; the same on every
+  // rank). It skips the copy in and the first sync when the op runs through the slots in one
+  // chunk, without a prescale, and that chunk is the plane's next (nothing ran in between);
+  // otherwise the op runs as without it (the same choice on every rank).
   Status Run(const std::vector<ReduceSpan>& spans, DataType dtype, ReduceOp op,
-             const ReduceScaling& scaling, const std::string& what);
+             const ReduceScaling& scaling, const std::string& what,
+             std::optional<uint64_t> staged = std::nullopt);
+
+  // The most bytes Stage copies: a larger op's copy would delay its round message by more than
+  // a sync costs, and be wasted each round that does not decide it.
+  static constexpr size_t kStageMaxBytes = size_t{16} << 10;
+  // Copies `input`'s elements (`count` of `dtype`, no prescale) but this rank's own slice into
+  // its slot of the next chunk's set, for a Run of exactly this op as that chunk, and returns
+  // the chunk's number; nullopt (nothing copied) when the op would not run that way: single
+  // copy, more than one chunk or kStageMaxBytes, a prescale, or a job of one rank.
+  std::optional<uint64_t> Stage(const void* input, size_t count, DataType dtype, double prescale);
+
+  // Ops that ran staged (Run skipped the copy in and the first sync) so far.
+  uint64_t staged_ops() const { return staged_ops_; }
 
   // Ops that went straight between the tensors (ShmSingleCopy) so far.
   uint64_t single_copy_ops() const { return single_copy_ops_; }
@@ -53,7 +78,12 @@ class ShmAllreduce {
  private:
   // The slot path.
   Status RunThroughSlots(const std::vector<ReduceSpan>& spans, DataType dtype, ReduceOp op,
-                         const ReduceScaling& scaling, const std::string& what);
+                         const ReduceScaling& scaling, const std::string& what,
+                         std::optional<uint64_t> staged);
+  // A one-chunk op whose every rank's input is in its slot of the next chunk already (Run's
+  // `staged`): the reduction, the one sync, the copy out.
+  Status RunStaged(const std::vector<ReduceSpan>& spans, size_t total, DataType dtype, ReduceOp op,
+                   const ReduceScaling& scaling, const std::string& what);
   // Copies elements [begin, begin + count) of the concatenated inputs to `dst`, scaled.
   void GatherInputs(const std::vector<ReduceSpan>& spans, size_t begin, size_t count, uint8_t* dst,
                     DataType dtype, double prescale);
@@ -73,6 +103,8 @@ class ShmAllreduce {
   // Background thread only.
   ShmSingleCopy single_copy_;
   uint64_t single_copy_ops_ = 0;
+  uint64_t staged_ops_ = 0;
+  std::vector<ReduceSpan> stage_span_;  // Stage's, reused
 };
 
 }  // namespace kolo::ops

@@ -10,9 +10,13 @@ constexpr uint32_t kJoinedFlag = 1;
 constexpr uint32_t kStoppingFlag = 2;
 constexpr uint32_t kNoticeFlag = 4;
 constexpr uint32_t kEagerFlag = 1u << 16;
+constexpr uint32_t kStagedFlag = 1u << 17;
+constexpr size_t kStagedBytes = 12;
 constexpr size_t kEagerHeaderBytes = 8;
 constexpr int kStepShift = 8;
 constexpr uint32_t kStepMask = kMaxRoundStep << kStepShift;
+constexpr uint32_t kKnownFlags =
+    kJoinedFlag | kStoppingFlag | kNoticeFlag | kEagerFlag | kStagedFlag | kStepMask;
 
 void PutWord(std::string* out, uint32_t value) {
   for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(value >> shift));
@@ -43,8 +47,10 @@ void EncodeRoundMessage(const RoundMessage& message, std::string* out_string) {
   const bool has_eager = !eager.empty();
   size_t eager_bytes = 0;
   for (const RoundEager::Input& input : eager.inputs) eager_bytes += input.bytes;
+  const bool has_staged = message.staged.has_value();
   out.reserve(out.size() + kRoundHeaderBytes +
               4 * (message.ready.size() + message.diverted.size()) +
+              (has_staged ? kStagedBytes : 0) +
               (has_eager ? kEagerHeaderBytes + 8 * eager.inputs.size() + eager_bytes : 0));
   PutWord(&out, kRoundMagic);
   PutLong(&out, message.round);
@@ -53,11 +59,16 @@ void EncodeRoundMessage(const RoundMessage& message, std::string* out_string) {
   PutLong(&out, message.hierarchy_min_bytes);
   PutWord(&out, (message.joined ? kJoinedFlag : 0) | (message.stopping ? kStoppingFlag : 0) |
                     (message.notice ? kNoticeFlag : 0) | (has_eager ? kEagerFlag : 0) |
+                    (has_staged ? kStagedFlag : 0) |
                     (std::min(message.step, kMaxRoundStep) << kStepShift));
   PutWord(&out, static_cast<uint32_t>(message.ready.size()));
   PutWord(&out, static_cast<uint32_t>(message.diverted.size()));
   for (uint32_t id : message.ready) PutWord(&out, id);
   for (uint32_t id : message.diverted) PutWord(&out, id);
+  if (has_staged) {
+    PutWord(&out, message.staged.id);
+    PutLong(&out, message.staged.exchange);
+  }
   if (!has_eager) return;
   PutWord(&out, static_cast<uint32_t>(eager.inputs.size()));
   PutWord(&out, static_cast<uint32_t>(eager_bytes));
@@ -85,7 +96,7 @@ Status RoundStreamParser::ParseAvailable() {
     const uint32_t flags = GetWord(p + 36);
     const uint32_t ready = GetWord(p + 40);
     const uint32_t diverted = GetWord(p + 44);
-    if ((flags & ~(kJoinedFlag | kStoppingFlag | kNoticeFlag | kEagerFlag | kStepMask)) != 0) {
+    if ((flags & ~kKnownFlags) != 0) {
       return Unavailable("round message with unknown flags " + std::to_string(flags));
     }
     if (ready > kMaxRoundIds || diverted > kMaxRoundIds) {
@@ -94,8 +105,11 @@ Status RoundStreamParser::ParseAvailable() {
                          std::to_string(kMaxRoundIds));
     }
     size_t total = kRoundHeaderBytes + 4 * (size_t{ready} + diverted);
+    const size_t staged_at = total;
+    if ((flags & kStagedFlag) != 0) total += kStagedBytes;
     uint32_t eager_count = 0;
     uint32_t eager_bytes = 0;
+    const size_t eager_at = total;
     if ((flags & kEagerFlag) != 0) {
       if (buffer_.size() - at < total + kEagerHeaderBytes) break;
       eager_count = GetWord(p + total);
@@ -123,14 +137,22 @@ Status RoundStreamParser::ParseAvailable() {
     ids += 4 * size_t{ready};
     message.diverted.reserve(diverted);
     for (uint32_t i = 0; i < diverted; ++i) message.diverted.push_back(GetWord(ids + 4 * i));
+    if ((flags & kStagedFlag) != 0) KOLO_RETURN_IF_ERROR(ParseStaged(p + staged_at, &message));
     if ((flags & kEagerFlag) != 0) {
-      ids += 4 * size_t{diverted} + kEagerHeaderBytes;
-      KOLO_RETURN_IF_ERROR(ParseEager(ids, eager_count, eager_bytes, &message.eager));
+      KOLO_RETURN_IF_ERROR(
+          ParseEager(p + eager_at + kEagerHeaderBytes, eager_count, eager_bytes, &message.eager));
     }
     complete_.push_back(std::move(message));
     at += total;
   }
   buffer_.erase(0, at);
+  return Status::Ok();
+}
+
+Status RoundStreamParser::ParseStaged(const char* p, RoundMessage* out) {
+  out->staged.id = GetWord(p);
+  out->staged.exchange = GetLong(p + 4);
+  if (out->staged.id == 0) return Unavailable("round message stages cache id 0");
   return Status::Ok();
 }
 

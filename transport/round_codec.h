@@ -6,9 +6,10 @@
 //   magic "KLOR" (u32), round (u64), received_seq (u64), fusion_threshold (u64),
 //   hierarchy_min_bytes (u64), flags (u32:
 //   1 joined, 2 stopping, 4 notice, bits 8-15 the dissemination step), ready count (u32), diverted
-//   count (u32), then the ready ids and the diverted ids (u32 each); with flag 65536 (eager,
-//   RoundMessage::eager) then the eager count (u32) and data bytes (u32), each eager id and its
-//   size (u32 each), and the data.
+//   count (u32), then the ready ids and the diverted ids (u32 each); with flag 131072 (staged,
+//   RoundMessage::staged) then the staged id (u32, not 0) and exchange (u64); with flag 65536
+//   (eager, RoundMessage::eager) then the eager count (u32) and data bytes (u32), each eager id and
+//   its size (u32 each), and the data.
 // Counts above kMaxRoundIds are refused as soon as the header is in, before any allocation.
 //
 // Threading: EncodeRoundMessage is a pure function; a RoundStreamParser has one owner.
@@ -49,6 +50,8 @@ class RoundStreamParser {
 
  private:
   Status ParseAvailable();
+  // The staged part at `p` into `out->staged`.
+  static Status ParseStaged(const char* p, RoundMessage* out);
   // The eager part at `p` (its count and bytes read already) into `out`.
   static Status ParseEager(const char* p, uint32_t count, uint32_t bytes, RoundEager* out);
 

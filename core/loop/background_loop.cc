@@ -13,6 +13,19 @@
 
 namespace kolo {
 
+namespace {
+
+// A lone allreduce's input goes into the data plane before its round message (the executor's
+// Stage, on the loop's thread; docs/FAST-PATH.md, "Staged inputs").
+RoundStager StagerOf(Executor* executor) {
+  if (executor == nullptr) return nullptr;
+  return [executor](const OpSignature& op, const TensorEntry& entry) {
+    return executor->Stage(op, entry);
+  };
+}
+
+}  // namespace
+
 BackgroundLoop::BackgroundLoop(const Options& options, Wiring wiring, TensorQueue* queue,
                                Wakeup* wakeup, ControlChannel* channel, Executor* executor,
                                DataPlane* data_plane, OpTracer* tracer, Logger logger,
@@ -33,11 +46,12 @@ BackgroundLoop::BackgroundLoop(const Options& options, Wiring wiring, TensorQueu
                                      std::move(wiring.set_removed), wiring.autotuner},
               queue, executor, &completer_, &async_, tracer, clock_, options.size,
               /*fast_path=*/lane != nullptr),
-      rounds_(lane == nullptr ? nullptr
-                              : std::make_unique<RoundDriver>(
-                                    options, wiring.negotiation_sink, wiring.autotuner, lane,
-                                    &runner_, &session_, wakeup, clock_, logger_,
-                                    wiring.spin_for_rounds, wiring.between_polls)),
+      rounds_(lane == nullptr
+                  ? nullptr
+                  : std::make_unique<RoundDriver>(options, wiring.negotiation_sink,
+                                                  wiring.autotuner, lane, &runner_, &session_,
+                                                  wakeup, clock_, logger_, wiring.spin_for_rounds,
+                                                  wiring.between_polls, StagerOf(executor))),
       life_(options,
             LoopLife::Parts{queue, wakeup, executor, data_plane, clock_, &session_, &async_,
                             &completer_, rounds_.get()},

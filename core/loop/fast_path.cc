@@ -1,6 +1,7 @@
 #include "core/loop/fast_path.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/hierarchy_rule.h"
 #include "core/op_text.h"
@@ -53,17 +54,36 @@ void AttachEager(const WaitingOps& waiting, const OpCache& cache, uint64_t budge
   }
 }
 
+// Stages the input of `message`'s ready op when it is the one op it reports, the job's
+// allreduce, and carries no eager input (docs/FAST-PATH.md, "Staged inputs"): a round that
+// decides it on every rank, each having staged it alike, then skips its copy in and a sync.
+void AttachStaged(const WaitingOps& waiting, const OpCache& cache, const RoundStager& stager,
+                  RoundMessage* message) {
+  if (message->ready.size() != 1 || message->joined || !message->eager.empty()) return;
+  const uint32_t id = message->ready.front();
+  const TensorEntry* entry = waiting.Find(id);
+  const FastSpec* spec = cache.Own(id);
+  if (entry == nullptr || spec == nullptr || spec->op != OpType::kAllreduce ||
+      spec->process_set != 0 || spec->group != 0 || !entry->input.device.is_cpu()) {
+    return;
+  }
+  if (std::optional<uint64_t> exchange = stager(spec->signature(), *entry)) {
+    message->staged = RoundStaged{id, *exchange};
+  }
+}
+
 }  // namespace
 
 FastPath::FastPath(const Options& options, const OpCache* cache, TraceSink* negotiation_sink,
-                   const Autotuner* autotuner, bool shared_memory_rounds)
+                   const Autotuner* autotuner, bool shared_memory_rounds, RoundStager stager)
     : options_(options),
       cache_(cache),
       autotuner_(autotuner),
       // Eager inputs only where every rank receives every rank's message (all-to-all).
-      eager_bytes_(options.size < 2 || RoundPatternFor(options.size) != RoundPattern::kAllToAll ? 0
-                   : options.eager_bytes >= 0 ? static_cast<uint64_t>(options.eager_bytes)
-                                              : (shared_memory_rounds ? 0 : kEagerAutoBytes)),
+      inputs_{options.size < 2 || RoundPatternFor(options.size) != RoundPattern::kAllToAll ? 0
+              : options.eager_bytes >= 0 ? static_cast<uint64_t>(options.eager_bytes)
+                                         : (shared_memory_rounds ? 0 : kEagerAutoBytes),
+              std::move(stager)},
       rounds_(options.rank, options.size),
       round_trace_(negotiation_sink, options.size),
       waiting_(cache, DurationOf(DivertAfterSeconds(options))),
@@ -160,7 +180,8 @@ RoundMessage FastPath::MakeRound(TimePoint now) {
   message.fusion_threshold = FusionThreshold(options_, autotuner_);
   message.hierarchy_min_bytes = HierarchyMinBytes(options_, autotuner_);
   waiting_.Report(&message);
-  if (eager_bytes_ > 0) AttachEager(waiting_, *cache_, eager_bytes_, &message);
+  if (inputs_.eager_bytes > 0) AttachEager(waiting_, *cache_, inputs_.eager_bytes, &message);
+  if (inputs_.stager) AttachStaged(waiting_, *cache_, inputs_.stager, &message);
   rounds_.RecordSent(&message, now);
   last_sent_ = message;
   return message;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -36,6 +37,19 @@ namespace kolo {
 
 // What KOLO_EAGER_BYTES unset lets a round message carry of inputs over TCP rounds.
 inline constexpr uint64_t kEagerAutoBytes = 4096;
+
+// Stages a lone allreduce's input in the data plane before its round message goes
+// (Executor::Stage; docs/FAST-PATH.md, "Staged inputs"): the number of the exchange it was
+// staged for, or nullopt. Called on the loop's thread while a message is made; null: nothing is
+// staged.
+using RoundStager = std::function<std::optional<uint64_t>(const OpSignature&, const TensorEntry&)>;
+
+// The peers whose round lane closed, and how many (so the per-pass deadline check scans
+// nothing in the common case). FastPath's.
+struct FastPathClosedLanes {
+  std::vector<bool> by_rank;
+  int count = 0;
+};
 
 class FastPath {
  public:
@@ -64,10 +78,12 @@ class FastPath {
   // hierarchical rule while it tunes that.
   // `shared_memory_rounds`: the lane goes through shared memory, where KOLO_EAGER_BYTES unset
   // sends no eager inputs (docs/FAST-PATH.md, "Eager"); over TCP it sends kEagerAutoBytes.
+  // `stager` (may be null) stages a lone allreduce's input as its message is made.
   FastPath(const Options& options, const OpCache* cache, TraceSink* negotiation_sink,
-           const Autotuner* autotuner = nullptr, bool shared_memory_rounds = false);
-  FastPath(Options&&, const OpCache*, TraceSink*, const Autotuner* = nullptr,
-           bool = false) = delete;
+           const Autotuner* autotuner = nullptr, bool shared_memory_rounds = false,
+           RoundStager stager = nullptr);
+  FastPath(Options&&, const OpCache*, TraceSink*, const Autotuner* = nullptr, bool = false,
+           RoundStager = nullptr) = delete;
 
   // How long a cached allreduce waits for the other ranks before it goes to the controller
   // instead, whose stall inspector then watches it: well within KOLO_STALL_CHECK_SECONDS
@@ -150,7 +166,13 @@ class FastPath {
   const Options& options_;
   const OpCache* const cache_;
   const Autotuner* const autotuner_;
-  const uint64_t eager_bytes_;  // what a round message may carry of inputs (KOLO_EAGER_BYTES)
+  // What a round message carries of its ops' inputs: up to eager_bytes of them
+  // (KOLO_EAGER_BYTES), and the input `stager` staged (may be null).
+  struct InputParts {
+    uint64_t eager_bytes = 0;
+    RoundStager stager;
+  };
+  const InputParts inputs_;
 
   RoundAgreement rounds_;
   RoundTrace round_trace_;
@@ -159,13 +181,7 @@ class FastPath {
   bool stopping_ = false;  // this rank called shutdown()
   bool closed_ = false;    // some rank is stopping: every op goes to the controller
   RoundMessage last_sent_;
-  // The peers whose round lane closed, and how many (so the per-pass deadline check scans
-  // nothing in the common case).
-  struct ClosedLanes {
-    std::vector<bool> by_rank;
-    int count = 0;
-  };
-  ClosedLanes closed_lanes_;
+  FastPathClosedLanes closed_lanes_;
   std::vector<bool> peer_stopping_;  // by rank: its last round message said `stopping`
 };
 

@@ -41,6 +41,7 @@ void CombineRound(RoundMessage* into, const RoundMessage& other) {
   into->stopping = into->stopping || other.stopping;
   into->fusion_threshold = std::min(into->fusion_threshold, other.fusion_threshold);
   into->hierarchy_min_bytes = std::min(into->hierarchy_min_bytes, other.hierarchy_min_bytes);
+  if (!(into->staged == other.staged)) into->staged = RoundStaged();
   if (!other.diverted.empty()) into->diverted = Union(into->diverted, other.diverted);
   if (!into->joined && !other.joined) {
     Filter(&into->ready, other.ready, /*keep=*/true);  // the common case: allocates nothing
@@ -293,6 +294,7 @@ std::optional<RoundDecision> RoundAgreement::TakeDecision() {
   decision.diverted = std::move(combined_.diverted);
   decision.runnable = std::move(combined_.ready);
   decision.eager = std::move(eager_);
+  decision.staged = combined_.staged;
   eager_.clear();
   Filter(&decision.runnable, decision.diverted, /*keep=*/false);
   // The next round's inbox becomes the current one (an empty one if no peer sent for it yet);

@@ -54,13 +54,17 @@ struct RoundDecision {
   // carried any. Identical on every rank: an allreduce whose inputs every member sent runs
   // from them (docs/FAST-PATH.md, "Eager").
   std::vector<RoundEager> eager;
+  // The op every rank's message staged alike (RoundMessage::staged), else none: run as the
+  // plane's exchange it names, it skips its copy in and a sync (docs/FAST-PATH.md, "Staged
+  // inputs").
+  RoundStaged staged;
 };
 
 // Combines `other` into `into`: the highest received_seq, stopping if either, the smaller
 // fusion_threshold and hierarchy_min_bytes, the union of diverted, joined if both, and as ready:
 // of the allreduce ids, those both have if neither joined, those of the one that did not join if
-// one did, both's if both did; of the ids with kEveryRankCacheIdBit, those both have. round,
-// step and eager are left alone.
+// one did, both's if both did; of the ids with kEveryRankCacheIdBit, those both have; staged
+// if both staged the same, else none. round, step and eager are left alone.
 void CombineRound(RoundMessage* into, const RoundMessage& other);
 
 // A round message to send: `to` one peer, or -1 every peer (all-to-all).

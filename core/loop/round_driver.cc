@@ -13,7 +13,8 @@ constexpr std::chrono::microseconds kRoundSpin{60};
 RoundDriver::RoundDriver(const Options& options, TraceSink* negotiation_sink,
                          const Autotuner* autotuner, RoundLane* lane, ResponseRunner* runner,
                          ControllerSession* session, Wakeup* wakeup, const Clock* clock,
-                         Logger logger, bool spin_for_rounds, BetweenPolls between_polls)
+                         Logger logger, bool spin_for_rounds, BetweenPolls between_polls,
+                         RoundStager stager)
     : lane_(lane),
       runner_(runner),
       session_(session),
@@ -26,7 +27,8 @@ RoundDriver::RoundDriver(const Options& options, TraceSink* negotiation_sink,
       // costs transits of tens of µs), not through shared memory, where moving 4 KiB in the
       // round message measured slower than the slot path (docs/PERFORMANCE.md, "Where a small
       // op's time goes").
-      fast_(options, &runner->cache(), negotiation_sink, autotuner, lane->shared_memory()) {}
+      fast_(options, &runner->cache(), negotiation_sink, autotuner, lane->shared_memory(),
+            std::move(stager)) {}
 
 RoundDriver::Step RoundDriver::StepOnce(const std::function<bool()>* done) {
   Step step;

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "core/autotuner.h"
@@ -42,10 +43,12 @@ class RoundDriver {
   // would cost a doorbell and a wake-up per round step (docs/PERFORMANCE.md, "Waiting on
   // oversubscribed cores"). Needs a clock that moves on its own. The FastPath reads `options`
   // (FastPath's constructor), which must outlive it, the runner's OpCache and, rank 0 with
-  // KOLO_AUTOTUNE, `autotuner` (else null); `negotiation_sink` may be null.
+  // KOLO_AUTOTUNE, `autotuner` (else null); `negotiation_sink` may be null. `stager` (may be
+  // null) stages a lone allreduce's input before its round message goes (RoundStager).
   RoundDriver(const Options& options, TraceSink* negotiation_sink, const Autotuner* autotuner,
               RoundLane* lane, ResponseRunner* runner, ControllerSession* session, Wakeup* wakeup,
-              const Clock* clock, Logger logger, bool spin_for_rounds, BetweenPolls between_polls);
+              const Clock* clock, Logger logger, bool spin_for_rounds, BetweenPolls between_polls,
+              RoundStager stager = nullptr);
 
   // A new op of this rank: true if the fast path takes it (it waits for a round; a join or a
   // set's removal waits for this rank's cached ops), false if it goes to the controller as

@@ -49,6 +49,16 @@ void EagerInputs(const WorkOrder::Decided& decided, size_t first, size_t end,
   }
 }
 
+// A lone op that every rank staged alike (RoundDecision::staged): the exchange the executor
+// runs it as without its copy in and a sync, where the plane's next exchange is that one.
+std::optional<uint64_t> StagedExchange(const RoundDecision& decision, const Response& response) {
+  if (response.cache_ids.size() != 1 || !decision.staged.has_value() ||
+      decision.staged.id != response.cache_ids[0] || !response.eager_inputs.empty()) {
+    return std::nullopt;
+  }
+  return decision.staged.exchange;
+}
+
 }  // namespace
 
 Status WorkOrder::Receive(Response response) {
@@ -273,6 +283,7 @@ void WorkOrder::Cut(Work* work) {
   response.splits = std::move(splits);
   EagerInputs(decided, first, decided.next, response, &eager_inputs);
   response.eager_inputs = std::move(eager_inputs);
+  response.staged = StagedExchange(decision, response);
   response.fast_group = FastGroup(decision.round, decided.batches++);
 }
 

@@ -148,6 +148,11 @@ bool GpuPlane::RunsAsync(const Response& response) const {
   return response.gpu && nccl_;
 }
 
+std::optional<uint64_t> GpuPlane::Stage(const OpSignature& op, const TensorEntry& entry) {
+  if (!entry.input.device.is_cpu()) return std::nullopt;
+  return host_->Stage(op, entry);
+}
+
 Status GpuPlane::Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                          PhaseObserver* observer) {
   if (!response.gpu) return host_->Execute(response, entries, observer);

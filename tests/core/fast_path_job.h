@@ -103,6 +103,11 @@ class Job {
   }
 
   FastPath& at(int r) { return *ranks_[r]; }
+  // Gives rank `r` a fresh fast path (before it was used) that stages with `stager`.
+  void StageWith(int r, RoundStager stager) {
+    ranks_[r] = std::make_unique<FastPath>(options_[r], caches_[r].get(), nullptr, nullptr, false,
+                                           std::move(stager));
+  }
   ManualClock& clock() { return clock_; }
   const std::vector<uint32_t>& to_controller(int r) const { return to_controller_[r]; }
 

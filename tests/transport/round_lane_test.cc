@@ -53,18 +53,23 @@ TEST_CASE("Round messages survive being split at every byte", "[transport][fastp
   RoundMessage third = Sample();  // with eager inputs (RoundMessage::eager)
   const uint8_t data[] = {1, 2, 3, 4, 5, 6, 7, 8};
   third.eager.inputs = {{2, 3, data}, {900000, 5, data + 3}};
-  const std::string bytes =
-      EncodeRoundMessage(Sample()) + EncodeRoundMessage(second) + EncodeRoundMessage(third);
+  third.staged = {900000, (uint64_t{7} << 40) + 3};  // with eager inputs, as the codec allows
+  RoundMessage fourth = Sample();                    // staged alone (RoundMessage::staged)
+  fourth.staged = {2, 11};
+  const std::string bytes = EncodeRoundMessage(Sample()) + EncodeRoundMessage(second) +
+                            EncodeRoundMessage(third) + EncodeRoundMessage(fourth);
   for (size_t cut = 0; cut <= bytes.size(); ++cut) {
     RoundStreamParser parser;
     REQUIRE(parser.Feed(bytes.data(), cut).ok());
     REQUIRE(parser.Feed(bytes.data() + cut, bytes.size() - cut).ok());
     std::vector<RoundMessage> out;
     parser.Take(&out);
-    REQUIRE(out.size() == 3);
+    REQUIRE(out.size() == 4);
     CHECK(out[0] == Sample());
     CHECK(out[1] == second);
     CHECK(out[2] == third);
+    CHECK(out[3] == fourth);
+    CHECK(out[3].staged.exchange == 11);
   }
   // A parsed message owns its inputs; a copy of it points into its own.
   RoundStreamParser parser;
@@ -116,6 +121,16 @@ TEST_CASE("Malformed round messages are refused before anything is allocated",
     eager[at + 4] = '\x7f';  // the eager bytes: beyond the bound, refused before the data is in
     RoundStreamParser big;
     CHECK_THAT(big.Feed(eager.data(), at + 8).message(), Catch::Contains("more than 1048576"));
+  }
+  SECTION("a staged id of 0") {
+    RoundMessage m = Sample();
+    m.staged = {1, 5};
+    std::string staged = EncodeRoundMessage(m);
+    const size_t at = kRoundHeaderBytes + 4 * (m.ready.size() + m.diverted.size());
+    staged[at + 3] = 0;  // the id's lowest byte
+    RoundStreamParser parser;
+    CHECK_THAT(parser.Feed(staged.data(), staged.size()).message(),
+               Catch::Contains("stages cache id 0"));
   }
   SECTION("unknown flags") {
     bytes[kRoundHeaderBytes - 9] = '\x08';  // the flags' lowest byte

@@ -97,6 +97,7 @@ class ShmMesh final : public SharedMemoryPlane {
   size_t slot_bytes() const override { return config_.slot_bytes; }
   uint8_t* slot(int set, int owner) override;
   int NextSlotSet() override { return static_cast<int>(chunks_++ % kSlotSets); }
+  uint64_t chunks_taken() const override { return chunks_; }
   Status Sync(const std::string& what) override;
   void Interrupt(const Status& why) override;
   bool single_copy() const override { return agreed_.single_copy; }
