@@ -43,7 +43,8 @@ class Executor {
   // message (docs/FAST-PATH.md, "Staged inputs"); nullopt when it stages nothing. Execute
   // skips that copy and a sync when Response::staged holds that number. The entry's input
   // must stay unchanged until the op completes (the API's contract).
-  virtual std::optional<uint64_t> Stage(const OpSignature& /*op*/, const TensorEntry& /*entry*/) {
+  virtual std::optional<uint64_t> StageInput(const OpSignature& /*op*/,
+                                             const TensorEntry& /*entry*/) {
     return std::nullopt;
   }
 

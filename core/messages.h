@@ -121,7 +121,7 @@ struct Response : OpSignature {
   // reduces them in rank order instead of running the data plane. Empty: the data plane.
   std::vector<const void*> eager_inputs;
   // Local only: a lone allreduce a round decided whose every rank staged its input for the
-  // plane's exchange numbered so (Executor::Stage; docs/FAST-PATH.md, "Staged inputs"), the
+  // plane's exchange numbered so (Executor::StageInput; docs/FAST-PATH.md, "Staged inputs"), the
   // same on every rank. Unset: none.
   std::optional<uint64_t> staged;
 

@@ -83,7 +83,7 @@ struct RoundEager {
 bool operator==(const RoundEager& a, const RoundEager& b);
 
 // A lone allreduce whose input this rank staged in the data plane before sending the message
-// (Executor::Stage; docs/FAST-PATH.md, "Staged inputs"): its cache id (0: none) and the number
+// (Executor::StageInput; docs/FAST-PATH.md, "Staged inputs"): its cache id (0: none) and the number
 // of the exchange it was staged for. Combined, it stays only where every message has the same.
 struct RoundStaged {
   uint32_t id = 0;

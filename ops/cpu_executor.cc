@@ -128,7 +128,7 @@ Status CpuExecutor::Execute(const Response& response, const std::vector<TensorEn
   }
 }
 
-std::optional<uint64_t> CpuExecutor::Stage(const OpSignature& op, const TensorEntry& entry) {
+std::optional<uint64_t> CpuExecutor::StageInput(const OpSignature& op, const TensorEntry& entry) {
   if (shm_allreduce_ == nullptr || op.op != OpType::kAllreduce || op.process_set != 0 ||
       !entry.input.device.is_cpu() || entry.input.dtype != op.dtype) {
     return std::nullopt;

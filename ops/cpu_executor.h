@@ -65,7 +65,7 @@ class CpuExecutor final : public Executor {
                  PhaseObserver* observer) override;
   // Over shared memory, a small allreduce's input into its slot (ShmAllreduce::Stage); an
   // allreduce whose response says every rank did skips that copy and the first sync.
-  std::optional<uint64_t> Stage(const OpSignature& op, const TensorEntry& entry) override;
+  std::optional<uint64_t> StageInput(const OpSignature& op, const TensorEntry& entry) override;
   // Allreduces that ran staged so far (ShmAllreduce::staged_ops).
   uint64_t staged_ops() const;
 

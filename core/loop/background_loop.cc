@@ -20,7 +20,7 @@ namespace {
 RoundStager StagerOf(Executor* executor) {
   if (executor == nullptr) return nullptr;
   return [executor](const OpSignature& op, const TensorEntry& entry) {
-    return executor->Stage(op, entry);
+    return executor->StageInput(op, entry);
   };
 }
 

@@ -39,7 +39,7 @@ namespace kolo {
 inline constexpr uint64_t kEagerAutoBytes = 4096;
 
 // Stages a lone allreduce's input in the data plane before its round message goes
-// (Executor::Stage; docs/FAST-PATH.md, "Staged inputs"): the number of the exchange it was
+// (Executor::StageInput; docs/FAST-PATH.md, "Staged inputs"): the number of the exchange it was
 // staged for, or nullopt. Called on the loop's thread while a message is made; null: nothing is
 // staged.
 using RoundStager = std::function<std::optional<uint64_t>(const OpSignature&, const TensorEntry&)>;

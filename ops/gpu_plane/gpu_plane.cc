@@ -148,9 +148,9 @@ bool GpuPlane::RunsAsync(const Response& response) const {
   return response.gpu && nccl_;
 }
 
-std::optional<uint64_t> GpuPlane::Stage(const OpSignature& op, const TensorEntry& entry) {
+std::optional<uint64_t> GpuPlane::StageInput(const OpSignature& op, const TensorEntry& entry) {
   if (!entry.input.device.is_cpu()) return std::nullopt;
-  return host_->Stage(op, entry);
+  return host_->StageInput(op, entry);
 }
 
 Status GpuPlane::Execute(const Response& response, const std::vector<TensorEntry*>& entries,

@@ -74,8 +74,8 @@ class GpuPlane final : public Executor {
   const char* path_name() const;
 
   bool RunsAsync(const Response& response) const override;
-  // A CPU op's is the host executor's (Executor::Stage); a GPU op stages nothing.
-  std::optional<uint64_t> Stage(const OpSignature& op, const TensorEntry& entry) override;
+  // A CPU op's is the host executor's (Executor::StageInput); a GPU op stages nothing.
+  std::optional<uint64_t> StageInput(const OpSignature& op, const TensorEntry& entry) override;
   Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                  PhaseObserver* observer) override;
   Status Launch(const Response& response, const std::vector<TensorEntry*>& entries,
