@@ -30,6 +30,7 @@
 
 #include "kolo/kolo.h"
 #include "kolo/p2p.h"
+#include "worker_lines.h"
 
 namespace {
 
@@ -53,17 +54,8 @@ struct Op {
   bool barrier = false;
 };
 
-kolo::TensorView View(std::vector<float>& data) {
-  return kolo::TensorView{data.data(),
-                          kolo::DataType::kFloat32,
-                          {static_cast<int64_t>(data.size())},
-                          kolo::Device::Cpu()};
-}
-
-void Print(const std::string& line) {
-  std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
-}
+using kolo::test::Print;
+using kolo::test::View;
 
 // Enqueues `op`; its promise is fulfilled by the callback (or at once if enqueue failed).
 void Enqueue(Op& op) {

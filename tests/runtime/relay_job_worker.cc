@@ -8,20 +8,12 @@
 #include <vector>
 
 #include "kolo/kolo.h"
+#include "worker_lines.h"
 
 namespace {
 
-kolo::TensorView View(std::vector<float>& data) {
-  return kolo::TensorView{data.data(),
-                          kolo::DataType::kFloat32,
-                          {static_cast<int64_t>(data.size())},
-                          kolo::Device::Cpu()};
-}
-
-void Print(const std::string& line) {
-  std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
-}
+using kolo::test::Print;
+using kolo::test::View;
 
 // Every rank contributes rank + 1 + i at element i: the sum is n(n+1)/2 + n*i.
 std::string CheckedAllreduce(const std::string& name, size_t count) {
